@@ -1,0 +1,133 @@
+"""A checkpoint is a directory: model.safetensors, config.json, tokenizer.model and card.json. No pickle."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_model, save_model
+
+from model.config import ConfigError, ModelConfig
+from model.tokenizer import Tokenizer, TokenizerError
+from model.transformer import DecoderOnlyLM, EncoderDecoder, build_model
+
+WEIGHTS, CONFIG, TOKENIZER, CARD = "model.safetensors", "config.json", "tokenizer.model", "card.json"
+FORMAT = 1
+CARD_KEYS = ("task", "data", "hyperparameters", "metrics", "command", "tokenizer_sha256")
+
+
+class CheckpointError(ValueError):
+    """A checkpoint file is missing or wrong; the message names the file and what to do."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A loaded checkpoint: the model in eval mode, its tokenizer, config and card."""
+
+    name: str
+    path: Path
+    model: EncoderDecoder | DecoderOnlyLM
+    tokenizer: Tokenizer
+    config: ModelConfig
+    card: dict[str, Any]
+
+
+def _read_json(path: Path) -> Any:
+    if not path.is_file():
+        raise CheckpointError(f"{path}: file not found; a checkpoint needs {WEIGHTS}, {CONFIG}, {TOKENIZER}, {CARD}")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path}: not valid JSON ({exc})") from exc
+
+
+def save_checkpoint(
+    directory: str | Path, model: EncoderDecoder | DecoderOnlyLM, tokenizer_bytes: bytes, card: dict[str, Any]
+) -> Path:
+    """Write the four files; the tokenizer's sha256 goes into both config.json and the card."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = Tokenizer(tokenizer_bytes)
+    (directory / TOKENIZER).write_bytes(tokenizer_bytes)
+    config = {"format": FORMAT, "model": model.config.to_dict(), "tokenizer_sha256": tokenizer.sha256}
+    (directory / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    save_model(model, str(directory / WEIGHTS))
+    card = {**card, "tokenizer_sha256": tokenizer.sha256}
+    (directory / CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return directory
+
+
+def load_config(directory: Path) -> tuple[ModelConfig, str]:
+    raw = _read_json(directory / CONFIG)
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT or not isinstance(raw.get("model"), dict):
+        raise CheckpointError(f'{directory / CONFIG}: expected an object with "format": {FORMAT} and a "model" object')
+    try:
+        config = ModelConfig.from_dict(raw["model"])
+    except (ConfigError, TypeError) as exc:
+        raise CheckpointError(f"{directory / CONFIG}: {exc}") from exc
+    sha = raw.get("tokenizer_sha256")
+    if not isinstance(sha, str) or len(sha) != 64:
+        raise CheckpointError(f'{directory / CONFIG}: "tokenizer_sha256" must be a 64-character hex string')
+    return config, sha
+
+
+def load_card(directory: Path) -> dict[str, Any]:
+    card = _read_json(directory / CARD)
+    if not isinstance(card, dict):
+        raise CheckpointError(f"{directory / CARD}: expected a JSON object")
+    missing = [k for k in CARD_KEYS if k not in card]
+    if missing:
+        raise CheckpointError(f"{directory / CARD}: missing keys {missing}")
+    return card
+
+
+def load_tokenizer(directory: Path, config: ModelConfig, expected_sha: str) -> Tokenizer:
+    path = directory / TOKENIZER
+    try:
+        tokenizer = Tokenizer.from_file(path)
+    except TokenizerError as exc:
+        raise CheckpointError(str(exc)) from exc
+    if tokenizer.sha256 != expected_sha:
+        raise CheckpointError(
+            f"{path}: sha256 {tokenizer.sha256[:12]}… does not match {CONFIG} ({expected_sha[:12]}…); "
+            "the tokenizer was replaced — restore the one the model was trained with"
+        )
+    ids = (tokenizer.vocab_size, tokenizer.pad_id, tokenizer.unk_id, tokenizer.bos_id, tokenizer.eos_id)
+    expected = (config.vocab_size, config.pad_id, config.unk_id, config.bos_id, config.eos_id)
+    if ids != expected:
+        raise CheckpointError(f"{path}: vocab size and special ids {ids} differ from {CONFIG} {expected}")
+    return tokenizer
+
+
+def load_weights(directory: Path, config: ModelConfig) -> EncoderDecoder | DecoderOnlyLM:
+    path = directory / WEIGHTS
+    if not path.is_file():
+        raise CheckpointError(f"{path}: file not found")
+    model = build_model(config)
+    try:
+        missing, unexpected = load_model(model, str(path), strict=False)
+    except Exception as exc:  # safetensors raises its own error types for truncated or foreign files
+        raise CheckpointError(f"{path}: not a readable safetensors file matching {CONFIG} ({exc})") from exc
+    if missing or unexpected:
+        raise CheckpointError(f"{path}: tensors missing {sorted(missing)[:5]} / unexpected {sorted(unexpected)[:5]}")
+    return model.eval()
+
+
+def load_checkpoint(directory: str | Path) -> Checkpoint:
+    """Load and validate every file; any problem raises CheckpointError naming the file."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: checkpoint directory not found")
+    config, sha = load_config(directory)
+    card = load_card(directory)
+    if card["tokenizer_sha256"] != sha:
+        raise CheckpointError(f"{directory / CARD}: tokenizer_sha256 differs from {CONFIG}")
+    tokenizer = load_tokenizer(directory, config, sha)
+    with torch.no_grad():
+        model = load_weights(directory, config)
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return Checkpoint(directory.name, directory, model, tokenizer, config, card)

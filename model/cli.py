@@ -1,0 +1,179 @@
+"""`python -m model {trace,generate,score,info}`: the model without the app."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import torch
+
+from model.analysis import InputError, analyze, clean_text, encode_prefix, encode_source
+from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from model.export import to_json, to_npz_bytes
+from model.inference import generate
+from model.transformer import EncoderDecoder
+
+
+class UsageError(ValueError):
+    """A command-line argument or input file is wrong."""
+
+
+def read_inputs(path: str) -> Iterator[str]:
+    """`.jsonl`: one JSON string per line (inputs may hold newlines); otherwise one input per line."""
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"{path}: input file not found")
+    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+    for number, line in enumerate(lines, 1):
+        if file.suffix == ".jsonl":
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as exc:
+                yield InputError(f"{path}:{number}: not valid JSON ({exc.msg})")  # type: ignore[misc]
+                continue
+            yield value if isinstance(value, str) else InputError(f"{path}:{number}: expected a JSON string")
+        else:
+            yield line
+
+
+def cmd_trace(args: argparse.Namespace, ckpt: Checkpoint) -> int:
+    if args.input_file:
+        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+        with out if args.output else contextlib.nullcontext(out):
+            for text in read_inputs(args.input_file):
+                try:
+                    if isinstance(text, InputError):
+                        raise text
+                    line = to_json(ckpt, analyze(ckpt, text, args.target, args.top_k))
+                except InputError as exc:
+                    line = json.dumps({"input": text if isinstance(text, str) else None, "error": str(exc)})
+                out.write(line + "\n")
+        return 0
+    if args.text is None:
+        raise UsageError("give TEXT or --input-file FILE")
+    analysis = analyze(ckpt, args.text, args.target, args.top_k)
+    if args.output and args.output.endswith(".npz"):
+        Path(args.output).write_bytes(to_npz_bytes(ckpt, analysis))
+    elif args.output:
+        Path(args.output).write_text(to_json(ckpt, analysis) + "\n", encoding="utf-8")
+    else:
+        sys.stdout.write(to_json(ckpt, analysis) + "\n")
+    for note in analysis.notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def generate_text(ckpt: Checkpoint, text: str, max_tokens: int, beam: int) -> str:
+    """The translation (encoder-decoder) or the continuation (language model) of `text`."""
+    notes: list[str] = []
+    cleaned = clean_text(text).text
+    cfg = ckpt.config
+    if isinstance(ckpt.model, EncoderDecoder):
+        source = torch.tensor([encode_source(ckpt, cleaned, notes)])
+        result = generate(ckpt.model, [cfg.bos_id], source, max_tokens, beam, record=False)
+    else:
+        prefix = encode_prefix(ckpt, cleaned, notes, reserve=min(max_tokens, cfg.max_len // 2))
+        result = generate(ckpt.model, prefix, None, max_tokens, beam, record=False)
+    return ckpt.tokenizer.decode(result.ids)
+
+
+def cmd_generate(args: argparse.Namespace, ckpt: Checkpoint) -> int:
+    texts = read_inputs(args.input_file) if args.input_file else [args.text]
+    if args.text is None and not args.input_file:
+        raise UsageError("give TEXT or --input-file FILE")
+    status = 0
+    for text in texts:
+        try:
+            if isinstance(text, InputError):
+                raise text
+            print(generate_text(ckpt, text, args.max_tokens, args.beam))
+        except InputError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            print()
+            status = 1
+    return status
+
+
+@torch.no_grad()
+def perplexity(ckpt: Checkpoint, lines: list[str], window: int | None = None) -> tuple[float, float, int]:
+    """Perplexity and top-1 next-token accuracy over each line (bos + tokens + eos), in max_len windows."""
+    cfg = ckpt.config
+    window = window or cfg.max_len
+    total_nll, correct, count = 0.0, 0, 0
+    for line in lines:
+        if not line.strip():
+            continue
+        ids = [cfg.bos_id] + ckpt.tokenizer.encode(line) + [cfg.eos_id]
+        for start in range(0, len(ids) - 1, window - 1):
+            chunk = torch.tensor([ids[start : start + window]])
+            if chunk.shape[1] < 2:
+                continue
+            logits, _ = ckpt.model(chunk, record=False)
+            targets = chunk[0, 1:]
+            logp = torch.log_softmax(logits[0, :-1].float(), dim=-1)
+            total_nll -= float(logp.gather(1, targets[:, None]).sum())
+            correct += int((logp.argmax(-1) == targets).sum())
+            count += len(targets)
+    if count == 0:
+        raise UsageError("the input has no text to score")
+    return math.exp(total_nll / count), correct / count, count
+
+
+def cmd_score(args: argparse.Namespace, ckpt: Checkpoint) -> int:
+    if isinstance(ckpt.model, EncoderDecoder):
+        raise UsageError("score is for language models; use `python -m model.evaluate` for translation")
+    lines = [t for t in read_inputs(args.input_file) if isinstance(t, str)]
+    ppl, acc, count = perplexity(ckpt, lines)
+    print(f"perplexity {ppl:.3f}  top1_accuracy {acc:.4f}  tokens {count}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace, ckpt: Checkpoint) -> int:
+    print(json.dumps(ckpt.card, indent=2, ensure_ascii=False))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m model", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("trace", help="the whole trace as JSON (format 1)")
+    p.add_argument("checkpoint")
+    p.add_argument("text", nargs="?")
+    p.add_argument("--target", help="decoder text for an encoder-decoder (default: its own greedy output)")
+    p.add_argument("--top-k", type=int, default=5)
+    p.add_argument("--input-file", help=".txt (one input per line) or .jsonl (one JSON string per line)")
+    p.add_argument("-o", "--output", help="OUT.json, OUT.npz, or OUT.jsonl with --input-file")
+    p = sub.add_parser("generate", help="translate or continue text")
+    p.add_argument("checkpoint")
+    p.add_argument("text", nargs="?")
+    p.add_argument("--max-tokens", type=int, default=50)
+    p.add_argument("--beam", type=int, default=1)
+    p.add_argument("--input-file")
+    p = sub.add_parser("score", help="perplexity and top-1 accuracy of a language model on a text file")
+    p.add_argument("checkpoint")
+    p.add_argument("--input-file", required=True)
+    p = sub.add_parser("info", help="print the model card")
+    p.add_argument("checkpoint")
+    return parser
+
+
+COMMANDS = {"trace": cmd_trace, "generate": cmd_generate, "score": cmd_score, "info": cmd_info}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if getattr(args, "top_k", 1) < 1 or getattr(args, "beam", 1) < 1 or getattr(args, "max_tokens", 1) < 0:
+            raise UsageError("--top-k and --beam must be at least 1, --max-tokens at least 0")
+        ckpt = load_checkpoint(args.checkpoint)
+        return COMMANDS[args.command](args, ckpt)
+    except (CheckpointError, InputError, UsageError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,71 @@
+"""A thin wrapper over sentencepiece: ids, pieces and text, with the special ids the model relies on."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import sentencepiece as spm
+
+
+class TokenizerError(ValueError):
+    """The tokenizer file is missing, unreadable or lacks the special pieces the model needs."""
+
+
+class Tokenizer:
+    """Sentencepiece model with pad/unk/bos/eos ids. Built from the model file's bytes, so its hash is known."""
+
+    def __init__(self, model_bytes: bytes, source: str = "<bytes>") -> None:
+        self.source = source
+        self.sha256 = hashlib.sha256(model_bytes).hexdigest()
+        self._sp = spm.SentencePieceProcessor()
+        try:
+            self._sp.LoadFromSerializedProto(model_bytes)
+        except Exception as exc:  # sentencepiece raises RuntimeError/OSError with a terse text
+            raise TokenizerError(f"{source}: not a sentencepiece model ({exc})") from exc
+        for name in ("pad_id", "unk_id", "bos_id", "eos_id"):
+            if getattr(self, name) < 0:
+                raise TokenizerError(f"{source}: the tokenizer has no {name.removesuffix('_id')} piece")
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Tokenizer:
+        path = Path(path)
+        if not path.is_file():
+            raise TokenizerError(f"{path}: tokenizer file not found")
+        return cls(path.read_bytes(), str(path))
+
+    @property
+    def vocab_size(self) -> int:
+        return self._sp.GetPieceSize()
+
+    @property
+    def pad_id(self) -> int:
+        return self._sp.pad_id()
+
+    @property
+    def unk_id(self) -> int:
+        return self._sp.unk_id()
+
+    @property
+    def bos_id(self) -> int:
+        return self._sp.bos_id()
+
+    @property
+    def eos_id(self) -> int:
+        return self._sp.eos_id()
+
+    def encode(self, text: str) -> list[int]:
+        """Text → ids, without bos/eos (callers add what their model expects)."""
+        return list(self._sp.EncodeAsIds(text))
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        """Ids → their pieces, one string per id (special ids give `<pad>`, `<s>`, …)."""
+        return [self._sp.IdToPiece(int(i)) for i in ids]
+
+    def decode(self, ids: list[int]) -> str:
+        """Ids → text, dropping pad, bos and eos."""
+        specials = {self.pad_id, self.bos_id, self.eos_id}
+        return self._sp.DecodeIds([int(i) for i in ids if int(i) not in specials])
+
+    def is_unknown(self, token_id: int) -> bool:
+        return int(token_id) == self.unk_id
