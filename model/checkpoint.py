@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,16 +46,23 @@ def _read_json(path: Path) -> Any:
 
 
 def save_checkpoint(
-    directory: str | Path, model: EncoderDecoder | DecoderOnlyLM, tokenizer_bytes: bytes, card: dict[str, Any]
+    directory: str | Path,
+    model: EncoderDecoder | DecoderOnlyLM,
+    tokenizer_bytes: bytes,
+    card: dict[str, Any],
+    half: bool = False,
 ) -> Path:
-    """Write the four files; the tokenizer's sha256 goes into both config.json and the card."""
+    """Write the four files; the tokenizer's sha256 goes into both config.json and the card.
+
+    `half=True` stores the weights as float16 (half the bytes in the repository); loading upcasts to float32.
+    """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = Tokenizer(tokenizer_bytes)
     (directory / TOKENIZER).write_bytes(tokenizer_bytes)
     config = {"format": FORMAT, "model": model.config.to_dict(), "tokenizer_sha256": tokenizer.sha256}
     (directory / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    save_model(model, str(directory / WEIGHTS))
+    save_model(copy.deepcopy(model).half() if half else model, str(directory / WEIGHTS))
     card = {**card, "tokenizer_sha256": tokenizer.sha256}
     (directory / CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return directory

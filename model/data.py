@@ -21,6 +21,7 @@ import argparse
 import bz2
 import gzip
 import hashlib
+import io
 import json
 import lzma
 import random
@@ -62,7 +63,7 @@ AUSTEN_BOOKS = (
 )
 WORDNET_DIR = Path("/usr/share/wordnet")
 WORDNET_COPYRIGHT = Path("/usr/share/doc/wordnet-base/copyright")
-LM_VOCAB = 8_000
+LM_VOCAB = 4000  # small: cheaper output layer on 2 CPU cores, more tokens per line to learn from
 LM_HELDOUT_BYTES = 300_000  # aim for at least this much text in each of valid/test
 
 
@@ -150,6 +151,13 @@ def has_control_chars(text: str) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
+def _iter_lines(paths: Sequence[Path | str]) -> Iterator[str]:
+    """Lines of the given text files, in order, without line endings."""
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            yield from (line.rstrip("\n") for line in f)
+
+
 def train_tokenizer(
     text_files: Sequence[Path | str],
     model_prefix: Path | str,
@@ -159,14 +167,13 @@ def train_tokenizer(
     byte_fallback: bool = False,
     **extra: Any,
 ) -> Path:
-    """Train a deterministic sentencepiece model; returns the ``.model`` path.
+    """Train a deterministic sentencepiece model; writes ``PREFIX.model``/``.vocab``, returns the former.
 
     Special ids are fixed: ``<pad>``=0, ``<unk>``=1, ``<s>``=2, ``</s>``=3. Training uses a single
-    thread and no input shuffling, so the result only depends on the (ordered) training text.
+    thread, no input shuffling and an in-memory sentence iterator (so no file paths end up in the
+    model), hence the model bytes only depend on the ordered training text and the options.
     """
     options: dict[str, Any] = dict(
-        input=",".join(str(p) for p in text_files),
-        model_prefix=str(model_prefix),
         vocab_size=vocab_size,
         model_type=model_type,
         character_coverage=character_coverage,
@@ -180,8 +187,14 @@ def train_tokenizer(
         **SPECIAL_PIECES,
     )
     options.update(extra)
-    spm.SentencePieceTrainer.train(**options)
-    return Path(f"{model_prefix}.model")
+    writer = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=_iter_lines(text_files), model_writer=writer, **options)
+    model_path = Path(f"{model_prefix}.model")
+    model_path.write_bytes(writer.getvalue())
+    sp = spm.SentencePieceProcessor(model_file=str(model_path))
+    vocab = (f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}" for i in range(sp.get_piece_size()))
+    write_lines(Path(f"{model_prefix}.vocab"), vocab)
+    return model_path
 
 
 def tokenizer_info(model_path: Path) -> dict[str, Any]:
@@ -197,7 +210,9 @@ def tokenizer_info(model_path: Path) -> dict[str, Any]:
 
 def write_manifest(out_dir: Path, task: str, seed: int, sources: list[dict], split_files: dict) -> None:
     """Write ``sources.json`` with source metadata, per-split file stats and tokenizer info."""
-    splits = {split: {name: file_stats(out_dir / name) for name in names} for split, names in split_files.items()}
+    splits = {
+        split: {name: file_stats(out_dir / name) for name in names} for split, names in split_files.items()
+    }
     manifest = {
         "task": task,
         "seed": seed,
@@ -214,7 +229,9 @@ def write_manifest(out_dir: Path, task: str, seed: int, sources: list[dict], spl
 # --------------------------------------------------------------------------------------------------
 
 
-def random_string(rng: random.Random, alphabet: str = REVERSE_ALPHABET, max_len: int = REVERSE_MAX_LEN) -> str:
+def random_string(
+    rng: random.Random, alphabet: str = REVERSE_ALPHABET, max_len: int = REVERSE_MAX_LEN
+) -> str:
     """A string with uniformly random length in ``1..max_len`` over ``alphabet``."""
     return "".join(rng.choice(alphabet) for _ in range(rng.randint(1, max_len)))
 
@@ -256,7 +273,8 @@ def prepare_reverse(out_dir: Path, seed: int) -> None:
         {
             "name": "synthetic string reversal",
             "package": "model/data.py (generated)",
-            "obtained_from": f"random.Random({seed}); alphabet {REVERSE_ALPHABET!r}, lengths 1-{REVERSE_MAX_LEN}",
+            "obtained_from": f"random.Random({seed}); alphabet {REVERSE_ALPHABET!r}, "
+            f"lengths 1-{REVERSE_MAX_LEN}",
             "license": "n/a (generated)",
         }
     ]
@@ -325,7 +343,7 @@ def parse_ding_line(line: str) -> list[tuple[str, str]]:
     if len(de_parts) != len(en_parts):
         return []
     pairs = []
-    for de_raw, en_raw in zip(de_parts, en_parts):
+    for de_raw, en_raw in zip(de_parts, en_parts, strict=True):
         en_raw, de_raw = en_raw.split(";")[0], de_raw.split(";")[0]
         if " / " in en_raw or " / " in de_raw:
             continue
@@ -502,7 +520,7 @@ def r_unserialize(data: bytes) -> Any:
 
 def r_named(value: Any) -> dict[str, Any]:
     """An R named list as a dict."""
-    return dict(zip(value.attributes.get("names", []), value))
+    return dict(zip(value.attributes.get("names", []), value, strict=True))
 
 
 def _lazyload_blob(blob: bytes, compression: int) -> bytes:
@@ -630,7 +648,8 @@ def fetch_austen(tmp: Path) -> tuple[list[str], dict]:
         "name": "Jane Austen's six completed novels (" + ", ".join(AUSTEN_BOOKS) + ")",
         "package": f"Debian {AUSTEN_DEB} {version} (CRAN janeaustenr)",
         "obtained_from": f"apt-get download {AUSTEN_DEB}; {rdx.relative_to(tmp / 'austen')}",
-        "license": "texts: public domain (Project Gutenberg); R package janeaustenr: MIT (Debian copyright file)",
+        "license": "texts: public domain (Project Gutenberg); "
+        "R package janeaustenr: MIT (Debian copyright file)",
         "lines": len(paragraphs),
     }
     return paragraphs, info
@@ -641,7 +660,8 @@ def wordnet_examples(line: str) -> list[str]:
     if line.startswith("  ") or " | " not in line:
         return []
     gloss = line.split(" | ", 1)[1]
-    return [ex.strip() for ex in re.findall(r'"([^"]+)"', gloss) if ex.strip()]
+    examples = (_SPACE_BEFORE_PUNCT.sub(r"\1", ex.strip()) for ex in re.findall(r'"([^"]+)"', gloss))
+    return [ex for ex in examples if ex]
 
 
 def fetch_wordnet() -> tuple[list[str], dict]:

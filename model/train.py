@@ -1,0 +1,237 @@
+"""`python -m model.train --task {reverse,translate,lm}`: train a shipped model from the prepared data.
+
+The paper's recipe (section 5.3): Adam with β=(0.9, 0.98), ε=1e-9, lrate = factor · d_model^-0.5 ·
+min(step^-0.5, step · warmup^-1.5), label smoothing 0.1 for translation. Validation every `eval_every` steps;
+the best validation loss is what gets saved. Deterministic under `--seed` for a given thread count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shlex
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, replace
+from pathlib import Path
+
+import torch
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from model.checkpoint import save_checkpoint
+from model.config import ModelConfig
+from model.tasks import TASKS, TaskSpec, data_dir
+from model.tokenizer import Tokenizer
+from model.transformer import build_model
+
+
+def read_lines(path: Path) -> list[str]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found; run `python -m model.data prepare {path.parent.name}` first")
+    return path.read_text(encoding="utf-8").splitlines()
+
+
+def encode_pairs(tok: Tokenizer, folder: Path, split: str, max_len: int) -> list[tuple[list[int], list[int]]]:
+    """(source + eos, bos + target + eos) id pairs, dropping pairs longer than `max_len` on either side."""
+    sources, targets = read_lines(folder / f"{split}.src"), read_lines(folder / f"{split}.tgt")
+    pairs = []
+    for s, t in zip(sources, targets, strict=True):
+        src, tgt = tok.encode(s) + [tok.eos_id], [tok.bos_id] + tok.encode(t) + [tok.eos_id]
+        if len(src) <= max_len and len(tgt) <= max_len:
+            pairs.append((src, tgt))
+    return pairs
+
+
+def pad(seqs: list[list[int]], pad_id: int) -> Tensor:
+    width = max(len(s) for s in seqs)
+    return torch.tensor([s + [pad_id] * (width - len(s)) for s in seqs])
+
+
+def pair_batches(pairs: list, batch_tokens: int, rng: random.Random, pad_id: int) -> Iterator[tuple[Tensor, Tensor]]:
+    """Endless batches of similar-length pairs, about `batch_tokens` padded target tokens each."""
+    while True:
+        order = list(range(len(pairs)))
+        rng.shuffle(order)
+        for start in range(0, len(order), 4096):  # sort within large shuffled pools: little padding, still random
+            pool = sorted(order[start : start + 4096], key=lambda i: (len(pairs[i][1]), len(pairs[i][0])))
+            batches, batch, width = [], [], 0
+            for i in pool:
+                width = max(width, len(pairs[i][1]), len(pairs[i][0]))
+                if batch and width * (len(batch) + 1) > batch_tokens:
+                    batches.append(batch)
+                    batch, width = [], max(len(pairs[i][1]), len(pairs[i][0]))
+                batch.append(i)
+            batches.append(batch)
+            rng.shuffle(batches)
+            for b in batches:
+                yield pad([pairs[i][0] for i in b], pad_id), pad([pairs[i][1] for i in b], pad_id)
+
+
+def fixed_batches(pairs: list, batch_tokens: int, pad_id: int) -> list[tuple[Tensor, Tensor]]:
+    """Every pair once, sorted by length, in batches of about `batch_tokens` padded tokens (validation)."""
+    ordered = sorted(pairs, key=lambda p: (len(p[1]), len(p[0])))
+    batches, batch = [], []
+    for pair in ordered:
+        if batch and max(len(pair[0]), len(pair[1])) * (len(batch) + 1) > batch_tokens:
+            batches.append(batch)
+            batch = []
+        batch.append(pair)
+    batches.append(batch)
+    return [(pad([p[0] for p in b], pad_id), pad([p[1] for p in b], pad_id)) for b in batches if b]
+
+
+def encode_stream(tok: Tokenizer, lines: list[str]) -> tuple[Tensor, Tensor]:
+    """All lines as one id stream (bos line eos …) and the offset of each line's bos."""
+    ids, starts = [], []
+    for line in tqdm(lines, desc="tokenizing", unit="line", mininterval=2, leave=False):
+        starts.append(len(ids))
+        ids += [tok.bos_id] + tok.encode(line) + [tok.eos_id]
+    return torch.tensor(ids), torch.tensor(starts)
+
+
+def lm_batches(stream: Tensor, starts: Tensor, block: int, batch: int, rng: random.Random) -> Iterator[Tensor]:
+    """Endless (batch, block + 1) windows, each starting at a line's bos as inference does."""
+    usable = starts[starts + block + 1 <= len(stream)].tolist()
+    while True:
+        picks = [usable[rng.randrange(len(usable))] for _ in range(batch)]
+        yield torch.stack([stream[p : p + block + 1] for p in picks])
+
+
+def lm_eval_windows(stream: Tensor, block: int, limit: int = 400) -> list[Tensor]:
+    step = block + 1
+    return [stream[i : i + step] for i in range(0, min(len(stream) - step, limit * step), step)]
+
+
+def loss_of(model: nn.Module, batch, kind: str, criterion: nn.Module) -> tuple[Tensor, int]:
+    """Mean loss over the non-padding target tokens of a batch, and their number."""
+    if kind == "encoder-decoder":
+        src, tgt = batch
+        logits, _ = model(src, tgt[:, :-1], record=False)
+        gold = tgt[:, 1:]
+    else:
+        logits, _ = model(batch[:, :-1], record=False)
+        gold = batch[:, 1:]
+    loss = criterion(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1))
+    return loss, int((gold != criterion.ignore_index).sum())
+
+
+@torch.no_grad()
+def evaluate_loss(model: nn.Module, batches: list, kind: str, pad_id: int) -> float:
+    model.eval()
+    criterion = nn.CrossEntropyLoss(ignore_index=pad_id, reduction="sum")
+    total, count = 0.0, 0
+    for batch in batches:
+        loss, n = loss_of(model, batch, kind, criterion)
+        total, count = total + float(loss), count + n
+    model.train()
+    return total / max(count, 1)
+
+
+def learning_rate(step: int, d_model: int, warmup: int, factor: float) -> float:
+    step = max(step, 1)
+    return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def build(spec: TaskSpec, tok: Tokenizer) -> ModelConfig:
+    ids = dict(pad_id=tok.pad_id, unk_id=tok.unk_id, bos_id=tok.bos_id, eos_id=tok.eos_id)
+    return ModelConfig(vocab_size=tok.vocab_size, **spec.model, **ids)
+
+
+def train(spec: TaskSpec, data_root: Path, out: Path, seed: int, threads: int, command: str) -> Path:
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    rng = random.Random(seed)
+    folder = data_dir(spec.name, data_root)
+    tok = Tokenizer.from_file(folder / "tokenizer.model")
+    config = build(spec, tok)
+    model = build_model(config).train()
+    kind = config.kind
+    if kind == "encoder-decoder":
+        train_pairs = encode_pairs(tok, folder, "train", spec.max_train_len)
+        valid_pairs = encode_pairs(tok, folder, "valid", config.max_len)
+        batches = pair_batches(train_pairs, spec.batch_tokens, rng, tok.pad_id)
+        valid = fixed_batches(valid_pairs, spec.batch_tokens, tok.pad_id)
+        size = {"train_pairs": len(train_pairs), "valid_pairs": len(valid_pairs)}
+    else:
+        stream, starts = encode_stream(tok, read_lines(folder / "train.txt"))
+        valid_stream, _ = encode_stream(tok, read_lines(folder / "valid.txt"))
+        per_batch = max(1, spec.batch_tokens // spec.block_size)
+        batches = lm_batches(stream, starts, spec.block_size, per_batch, rng)
+        valid = [w.unsqueeze(0) for w in lm_eval_windows(valid_stream, spec.block_size)]
+        valid = [torch.cat(valid[i : i + 16]) for i in range(0, len(valid), 16)]
+        size = {"train_tokens": len(stream), "valid_tokens": sum(v.numel() for v in valid)}
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"{spec.name}: {n_params:,} parameters, {json.dumps(size)}", file=sys.stderr)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
+    criterion = nn.CrossEntropyLoss(ignore_index=tok.pad_id, label_smoothing=spec.label_smoothing)
+    best, best_state, history, tokens, started = float("inf"), None, [], 0, time.time()
+    bar = tqdm(range(1, spec.max_steps + 1), desc=spec.name, unit="step", mininterval=1)
+    for step in bar:
+        for group in optimizer.param_groups:
+            group["lr"] = learning_rate(step, config.d_model, spec.warmup, spec.lr_factor)
+        loss, n = loss_of(model, next(batches), kind, criterion)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        tokens += n
+        bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens / (time.time() - started):.0f}", refresh=False)
+        if step % spec.eval_every == 0 or step == spec.max_steps:
+            valid_loss = evaluate_loss(model, valid, kind, tok.pad_id)
+            history.append({"step": step, "valid_loss": round(valid_loss, 4), "train_loss": round(loss.item(), 4)})
+            tqdm.write(f"step {step}: valid loss {valid_loss:.4f}", file=sys.stderr)
+            if valid_loss < best:
+                best, best_state = valid_loss, {k: v.detach().clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best_state)
+    model.eval()
+    elapsed = time.time() - started
+    sources = json.loads((folder / "sources.json").read_text(encoding="utf-8"))
+    card = {
+        "task": spec.description,
+        "name": spec.checkpoint,
+        "data": sources,
+        "hyperparameters": {
+            "model": config.to_dict(),
+            "training": {**asdict(replace(spec, model={})), "seed": seed, "threads": threads, "parameters": n_params},
+        },
+        "metrics": {"status": "not evaluated yet: run python -m model.evaluate --write-card"},
+        "training": {
+            "best_valid_loss": round(best, 4),
+            "history": history,
+            "seconds": round(elapsed),
+            "tokens_per_second": round(tokens / elapsed),
+            **size,
+        },
+        "command": command,
+        "samples": [],
+    }
+    return save_checkpoint(out, model, (folder / "tokenizer.model").read_bytes(), card, half=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m model.train", description=__doc__)
+    parser.add_argument("--task", choices=sorted(TASKS), required=True)
+    parser.add_argument("--out", help="checkpoint folder (default: checkpoints/<task's name>)")
+    parser.add_argument("--data", default="data", help="prepared data root (python -m model.data prepare)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--max-steps", type=int, help="override the task's number of steps (e.g. for a smoke run)")
+    args = parser.parse_args(argv)
+    spec = TASKS[args.task]
+    if args.max_steps:
+        spec = replace(spec, max_steps=args.max_steps, eval_every=min(spec.eval_every, args.max_steps))
+    out = Path(args.out or Path("checkpoints") / spec.checkpoint)
+    command = "python -m model.train " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    try:
+        path = train(spec, Path(args.data), out, args.seed, args.threads, command)
+    except FileNotFoundError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"saved {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The one test command (README): installs everything the tests need, then runs ruff and pytest.
+#   bash scripts/test.sh            # everything, browser tests included
+#   bash scripts/test.sh -m "not browser"   # extra arguments go to pytest
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3.11}"
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+if [ ! -x .venv/bin/python ]; then
+  echo "== creating .venv with $PYTHON"
+  "$PYTHON" -m venv .venv
+fi
+echo "== installing Python packages (requirements-dev.txt)"
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+
+if [ ! -x /usr/bin/chromium ]; then
+  echo "== installing Debian chromium for the browser tests"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
+echo "== ruff"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+
+echo "== pytest"
+.venv/bin/python -m pytest "$@"
