@@ -145,6 +145,8 @@ def train(spec: TaskSpec, data_root: Path, out: Path, seed: int, threads: int, c
     torch.set_num_threads(threads)
     rng = random.Random(seed)
     folder = data_dir(spec.name, data_root)
+    if not (folder / "tokenizer.model").is_file():
+        raise FileNotFoundError(f"{folder}: no prepared data; run `python -m model.data prepare {spec.name}` first")
     tok = Tokenizer.from_file(folder / "tokenizer.model")
     config = build(spec, tok)
     model = build_model(config).train()

@@ -1,0 +1,105 @@
+"""The training pipeline end to end on tiny slices: prepare → train a few steps → load → evaluate."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from model.checkpoint import load_checkpoint
+from model.data import train_tokenizer
+from model.evaluate import evaluate
+from model.tasks import TASKS
+from model.train import learning_rate, train
+from model.transformer import EncoderDecoder
+
+PAIRS = [
+    ("Where is the station?", "Wo ist der Bahnhof?"),
+    ("The cat sleeps.", "Die Katze schläft."),
+    ("I like green tea.", "Ich mag grünen Tee."),
+    ("We are going home now.", "Wir gehen jetzt nach Hause."),
+    ("Is this seat free?", "Ist dieser Platz frei?"),
+]
+LINES = [
+    "It is a truth universally acknowledged, that a single man must be in want of a wife.",
+    "The jury said it did find that the election was conducted properly.",
+    "She opened the door and looked out at the rain.",
+    "the seat of his pants was worn through",
+]
+TINY_MODEL = dict(d_model=16, n_heads=2, d_ff=32, dropout=0.0)
+
+
+def write_task(root: Path, task: str) -> Path:
+    """A tiny data folder of the layout `python -m model.data prepare` writes."""
+    folder = root / task
+    folder.mkdir(parents=True)
+    if task == "lm":
+        for split in ("train", "valid", "test"):
+            (folder / f"{split}.txt").write_text("\n".join(LINES * 3) + "\n", encoding="utf-8")
+        corpus = [folder / "train.txt"]
+    else:
+        pairs = [(s, s[::-1]) for s in ("abc", "dcba", "bbad", "cab", "abcd")] if task == "reverse" else PAIRS
+        for split in ("train", "valid", "test"):
+            (folder / f"{split}.src").write_text("\n".join(s for s, _ in pairs * 4) + "\n", encoding="utf-8")
+            (folder / f"{split}.tgt").write_text("\n".join(t for _, t in pairs * 4) + "\n", encoding="utf-8")
+        corpus = [folder / "train.src", folder / "train.tgt"]
+    model_type = "char" if task == "reverse" else "unigram"
+    vocab = 8 if task == "reverse" else 330  # byte fallback needs 256 byte pieces + the characters
+    train_tokenizer(
+        corpus, folder / "tokenizer", vocab, model_type, byte_fallback=task != "reverse", hard_vocab_limit=False
+    )
+    (folder / "sources.json").write_text(json.dumps({"task": task, "sources": [{"license": "test"}]}), "utf-8")
+    return folder
+
+
+def tiny_spec(task: str):
+    spec = TASKS[task]
+    layers = {"n_encoder_layers": 1, "n_decoder_layers": 1} if task != "lm" else {"n_decoder_layers": 1}
+    return replace(
+        spec,
+        model={**spec.model, **TINY_MODEL, **layers, "max_len": 64},
+        max_steps=4,
+        eval_every=2,
+        batch_tokens=256,
+        warmup=2,
+        block_size=16 if task == "lm" else 0,
+    )
+
+
+@pytest.mark.parametrize("task", ["reverse", "translate", "lm"])
+def test_each_task_trains_saves_and_evaluates(tmp_path: Path, task: str) -> None:
+    write_task(tmp_path / "data", task)
+    out = train(tiny_spec(task), tmp_path / "data", tmp_path / "ckpt", seed=0, threads=1, command="test")
+    ckpt = load_checkpoint(out)
+    assert ckpt.card["training"]["history"], "validation ran"
+    assert all(torch.isfinite(torch.tensor(h["valid_loss"])) for h in ckpt.card["training"]["history"])
+    assert isinstance(ckpt.model, EncoderDecoder) == (task != "lm")
+    metrics, samples = evaluate(ckpt, tmp_path / "data", limit=3)
+    expected = {"reverse": "exact_match", "translate": "bleu", "lm": "perplexity"}[task]
+    assert expected in metrics and samples
+
+
+def test_training_is_deterministic_under_a_seed(tmp_path: Path) -> None:
+    write_task(tmp_path / "data", "translate")
+    a = train(tiny_spec("translate"), tmp_path / "data", tmp_path / "a", seed=3, threads=1, command="test")
+    b = train(tiny_spec("translate"), tmp_path / "data", tmp_path / "b", seed=3, threads=1, command="test")
+    wa, wb = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    assert wa.keys() == wb.keys()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def test_learning_rate_warms_up_then_decays_as_in_the_paper() -> None:
+    d_model, warmup = 512, 4000
+    rates = [learning_rate(s, d_model, warmup, 1.0) for s in (1, 2000, 4000, 8000, 16000)]
+    assert rates[0] < rates[1] < rates[2] > rates[3] > rates[4]
+    assert rates[2] == pytest.approx(d_model**-0.5 * warmup**-0.5)
+    assert rates[3] == pytest.approx(d_model**-0.5 * 8000**-0.5)
+
+
+def test_missing_data_names_the_prepare_command(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="python -m model.data prepare"):
+        train(tiny_spec("lm"), tmp_path / "nothing", tmp_path / "ckpt", seed=0, threads=1, command="test")
