@@ -93,7 +93,8 @@ def cmd_generate(args: argparse.Namespace, ckpt: Checkpoint) -> int:
         try:
             if isinstance(text, InputError):
                 raise text
-            print(generate_text(ckpt, text, args.max_tokens, args.beam))
+            # one output line per input: a generated newline byte must not split it
+            print(generate_text(ckpt, text, args.max_tokens, args.beam).replace("\r", " ").replace("\n", " "))
         except InputError as exc:
             print(f"error: {exc}", file=sys.stderr)
             print()

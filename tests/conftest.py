@@ -1,0 +1,97 @@
+"""Shared fixtures: tiny seeded models of both kinds (eval mode) and tiny checkpoints written once per session."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `pytest` run without `python -m` does not put the repository root on sys.path
+    sys.path.insert(0, str(ROOT))
+
+from model.config import ModelConfig  # noqa: E402
+from model.testing import make_tiny_checkpoint  # noqa: E402
+from model.transformer import DecoderOnlyLM, EncoderDecoder, build_model  # noqa: E402
+
+# The models are tiny: intra-op threads only add spin-waiting on a busy machine.
+torch.set_num_threads(1)
+
+VOCAB = 40
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+
+
+def small_config(kind: str, **overrides) -> ModelConfig:
+    """d_model 32, 4 heads, 2 layers per stack (the encoder only for an encoder-decoder)."""
+    fields = dict(
+        kind=kind,
+        vocab_size=VOCAB,
+        d_model=32,
+        n_heads=4,
+        n_encoder_layers=2 if kind == "encoder-decoder" else 0,
+        n_decoder_layers=2,
+        d_ff=64,
+        dropout=0.1,
+        max_len=48,
+    )
+    return ModelConfig(**{**fields, **overrides})
+
+
+def seeded_model(kind: str, seed: int = 0, **overrides) -> EncoderDecoder | DecoderOnlyLM:
+    """A freshly initialised model in eval mode (dropout off), the same for the same seed and config."""
+    torch.manual_seed(seed)
+    return build_model(small_config(kind, **overrides)).eval()
+
+
+def random_ids(generator: torch.Generator, *shape: int) -> torch.Tensor:
+    """Ids of ordinary tokens only (never pad/unk/bos/eos)."""
+    return torch.randint(4, VOCAB, shape, generator=generator)
+
+
+@pytest.fixture(scope="session")
+def enc_dec() -> EncoderDecoder:
+    return seeded_model("encoder-decoder", seed=1)
+
+
+@pytest.fixture(scope="session")
+def lm() -> DecoderOnlyLM:
+    return seeded_model("decoder-only", seed=2)
+
+
+@pytest.fixture(params=["encoder-decoder", "decoder-only"])
+def kind(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def model(kind: str, enc_dec: EncoderDecoder, lm: DecoderOnlyLM) -> EncoderDecoder | DecoderOnlyLM:
+    return enc_dec if kind == "encoder-decoder" else lm
+
+
+@pytest.fixture
+def gen() -> torch.Generator:
+    return torch.Generator().manual_seed(1234)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoints(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """kind → a checkpoint directory written by make_tiny_checkpoint (read-only for tests: copy before damaging)."""
+    root = tmp_path_factory.mktemp("checkpoints")
+    return {
+        "encoder-decoder": make_tiny_checkpoint(root / "tiny-enc-dec", "encoder-decoder", seed=0),
+        "decoder-only": make_tiny_checkpoint(root / "tiny-lm", "decoder-only", seed=0),
+    }
+
+
+@pytest.fixture(scope="session")
+def make_model():
+    """The factory `seeded_model(kind, seed=0, **config_overrides)` for tests that need their own config."""
+    return seeded_model
+
+
+@pytest.fixture(scope="session")
+def make_ids():
+    """The factory `random_ids(generator, *shape)`: ids of ordinary tokens (never pad/unk/bos/eos)."""
+    return random_ids

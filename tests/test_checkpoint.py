@@ -1,0 +1,221 @@
+"""Checkpoints: a round trip keeps everything; any missing or damaged file gives a CheckpointError naming it."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from model.checkpoint import CARD, CONFIG, TOKENIZER, WEIGHTS, CheckpointError, load_checkpoint, save_checkpoint
+from model.testing import make_tiny_checkpoint, tiny_config, tiny_tokenizer_bytes
+from model.tokenizer import Tokenizer
+from model.transformer import build_model
+
+CARD_CONTENT = {
+    "task": "round trip",
+    "data": [{"name": "none", "license": "MIT"}],
+    "hyperparameters": {"lr": 1e-3},
+    "metrics": {"bleu": 1.5},
+    "command": "pytest",
+    "samples": ["ä ö ü"],
+}
+
+
+@pytest.fixture(scope="module")
+def tokenizer_bytes() -> bytes:
+    return tiny_tokenizer_bytes(300)
+
+
+@pytest.fixture
+def damaged(tiny_checkpoints, tmp_path: Path):
+    """A private copy of a tiny checkpoint of either kind, to be damaged by the test."""
+
+    def copy(kind: str = "decoder-only") -> Path:
+        target = tmp_path / f"copy-{kind}"
+        shutil.copytree(tiny_checkpoints[kind], target)
+        return target
+
+    return copy
+
+
+def logits_of(model, gen_seed: int = 0) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(gen_seed)
+    ids = torch.randint(4, model.config.vocab_size, (2, 6), generator=gen)
+    with torch.no_grad():
+        return (model(ids, ids) if model.config.is_encoder_decoder else model(ids))[0]
+
+
+@pytest.mark.parametrize("kind", ["encoder-decoder", "decoder-only"])
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"positional": "learned", "tie_embeddings": False, "norm": "pre"}],
+    ids=["post-sinusoidal-tied", "pre-learned-untied"],
+)
+def test_a_checkpoint_round_trip_keeps_logits_config_card_and_tokenizer(kind, overrides, tokenizer_bytes, tmp_path):
+    tokenizer = Tokenizer(tokenizer_bytes)
+    torch.manual_seed(3)
+    model = build_model(tiny_config(kind, tokenizer.vocab_size, **overrides)).eval()
+    path = save_checkpoint(tmp_path / "ckpt", model, tokenizer_bytes, CARD_CONTENT)
+    assert sorted(p.name for p in path.iterdir()) == sorted([WEIGHTS, CONFIG, TOKENIZER, CARD])
+    ckpt = load_checkpoint(path)
+    assert ckpt.name == "ckpt" and ckpt.path == path
+    assert ckpt.config == model.config
+    assert ckpt.card == {**CARD_CONTENT, "tokenizer_sha256": tokenizer.sha256}
+    assert ckpt.tokenizer.sha256 == tokenizer.sha256 == json.loads((path / CONFIG).read_text())["tokenizer_sha256"]
+    assert type(ckpt.model) is type(model)
+    assert not ckpt.model.training
+    assert not any(p.requires_grad for p in ckpt.model.parameters())
+    assert torch.equal(logits_of(ckpt.model), logits_of(model))
+    loaded, original = ckpt.model.state_dict(), model.state_dict()
+    assert loaded.keys() == original.keys()
+    assert all(torch.equal(loaded[k], original[k]) for k in original)
+    if model.config.tie_embeddings:
+        assert ckpt.model.generator.weight is ckpt.model.embed.lut.weight
+
+
+def test_make_tiny_checkpoint_is_deterministic_for_a_seed(tiny_checkpoints, tmp_path) -> None:
+    again = load_checkpoint(make_tiny_checkpoint(tmp_path / "again", "decoder-only", seed=0))
+    other = load_checkpoint(make_tiny_checkpoint(tmp_path / "other", "decoder-only", seed=1))
+    first = load_checkpoint(tiny_checkpoints["decoder-only"])
+    assert torch.equal(logits_of(again.model), logits_of(first.model))
+    assert not torch.equal(logits_of(other.model), logits_of(first.model))
+
+
+def test_a_missing_checkpoint_directory_is_named(tmp_path) -> None:
+    missing = tmp_path / "no-such-checkpoint"
+    with pytest.raises(CheckpointError, match="no-such-checkpoint"):
+        load_checkpoint(missing)
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(CheckpointError, match="a-file"):
+        load_checkpoint(tmp_path / "a-file")
+
+
+@pytest.mark.parametrize("name", [WEIGHTS, CONFIG, TOKENIZER, CARD])
+def test_each_missing_file_is_named(damaged, name: str) -> None:
+    path = damaged()
+    (path / name).unlink()
+    with pytest.raises(CheckpointError, match=name.replace(".", r"\.")) as info:
+        load_checkpoint(path)
+    assert "not found" in str(info.value)
+
+
+@pytest.mark.parametrize("keep", [0, 7, 100, -1000])
+def test_a_truncated_weights_file_is_named(damaged, keep: int) -> None:
+    path = damaged("encoder-decoder")
+    data = (path / WEIGHTS).read_bytes()
+    (path / WEIGHTS).write_bytes(data[:keep])
+    with pytest.raises(CheckpointError, match=r"model\.safetensors"):
+        load_checkpoint(path)
+
+
+class WritesMarker:
+    """Unpickling this object opens (creates) the marker file: what a malicious pickle would do."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (str(self.marker), "w"))
+
+
+@pytest.mark.parametrize("writer", ["pickle", "torch.save"])
+def test_a_pickle_in_place_of_the_weights_is_refused_without_being_unpickled(damaged, tmp_path, writer) -> None:
+    # the payload is live: unpickling it really creates its marker
+    probe = tmp_path / "probe-marker"
+    pickle.loads(pickle.dumps(WritesMarker(probe)))  # noqa: S301 - our own payload, to prove it works
+    assert probe.exists()
+
+    path = damaged()
+    marker = tmp_path / "marker-created"
+    payload = {"embed.lut.weight": WritesMarker(marker)}
+    if writer == "pickle":
+        (path / WEIGHTS).write_bytes(pickle.dumps(payload))
+    else:
+        torch.save(payload, path / WEIGHTS)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors"):
+        load_checkpoint(path)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    ["{not json", "", '["a", "list"]', '{"format": 2, "model": {}}', "\udcff"],
+    ids=["broken", "empty", "list", "wrong-format", "not-utf8"],
+)
+def test_an_invalid_config_json_is_named(damaged, content: str) -> None:
+    path = damaged()
+    if content == "\udcff":
+        (path / CONFIG).write_bytes(b"\xff\xfe{")
+    else:
+        (path / CONFIG).write_text(content)
+    with pytest.raises(CheckpointError, match=r"config\.json"):
+        load_checkpoint(path)
+
+
+def edit_config(path: Path, **model_changes) -> None:
+    raw = json.loads((path / CONFIG).read_text())
+    raw["model"].update(model_changes)
+    (path / CONFIG).write_text(json.dumps(raw))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"n_heads": 5}, {"kind": "gpt"}, {"dropout": "abc"}, {"dropout": "0.1"}, {"tie_embeddings": "no"}, {"extra": 1}],
+)
+def test_config_values_that_fail_validation_are_named(damaged, changes) -> None:
+    path = damaged()
+    edit_config(path, **changes)
+    with pytest.raises(CheckpointError, match=r"config\.json") as info:
+        load_checkpoint(path)
+    assert next(iter(changes)) in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["encoder-decoder", "decoder-only"])
+def test_a_config_with_a_wrong_d_model_names_the_weights_file(damaged, kind) -> None:
+    path = damaged(kind)
+    edit_config(path, d_model=64)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors") as info:
+        load_checkpoint(path)
+    assert "config.json" in str(info.value)  # says what it should match
+
+
+@pytest.mark.parametrize(("changes", "word"), [({"positional": "learned"}, "missing"), ({"n_decoder_layers": 1}, "")])
+def test_weights_that_do_not_fit_the_config_are_named(damaged, changes, word) -> None:
+    path = damaged()
+    edit_config(path, **changes)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors") as info:
+        load_checkpoint(path)
+    assert word in str(info.value)
+
+
+def test_a_replaced_tokenizer_is_caught_by_its_sha256(damaged) -> None:
+    path = damaged()
+    (path / TOKENIZER).write_bytes(tiny_tokenizer_bytes(320))
+    with pytest.raises(CheckpointError, match=r"tokenizer\.model.*sha256") as info:
+        load_checkpoint(path)
+    assert "does not match" in str(info.value)
+
+
+def test_a_tokenizer_file_that_is_not_sentencepiece_is_named(damaged) -> None:
+    path = damaged()
+    (path / TOKENIZER).write_bytes(b"definitely not a sentencepiece model")
+    with pytest.raises(CheckpointError, match=r"tokenizer\.model"):
+        load_checkpoint(path)
+
+
+def test_a_card_with_missing_keys_or_another_tokenizer_hash_is_named(damaged) -> None:
+    path = damaged()
+    card = json.loads((path / CARD).read_text())
+    (path / CARD).write_text(json.dumps({k: v for k, v in card.items() if k != "metrics"}))
+    with pytest.raises(CheckpointError, match=r"card\.json.*metrics"):
+        load_checkpoint(path)
+    (path / CARD).write_text(json.dumps({**card, "tokenizer_sha256": "0" * 64}))
+    with pytest.raises(CheckpointError, match=r"card\.json"):
+        load_checkpoint(path)
+    (path / CARD).write_text("[]")
+    with pytest.raises(CheckpointError, match=r"card\.json"):
+        load_checkpoint(path)

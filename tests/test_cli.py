@@ -1,0 +1,382 @@
+"""`python -m model …` on tiny checkpoints (mostly in-process through `model.cli.main`), and `clean_text`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from model.analysis import MAX_CHARS, InputError, analyze, clean_text
+from model.checkpoint import load_checkpoint
+from model.cli import main
+from model.inference import generate
+
+ROOT = Path(__file__).resolve().parents[1]
+TOP_KEYS = {"format", "checkpoint", "kind", "source_tokens", "positional_encoding", "attention", "predictions"}
+ENTRY_KEYS = {"name", "stack", "layer", "type", "queries", "keys", "weights", "scores", "mask"}
+TEXT = "The cat sat on the mat."
+ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny models: no spin-waiting threads on a busy machine
+
+
+@pytest.fixture(scope="module")
+def ckpts(tiny_checkpoints):
+    """kind → (path, loaded checkpoint)."""
+    return {kind: (path, load_checkpoint(path)) for kind, path in tiny_checkpoints.items()}
+
+
+def cli(capsys, *args) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def expected_names(config) -> set[str]:
+    names = {f"decoder.layers.{i}.self_attn" for i in range(config.n_decoder_layers)}
+    if config.is_encoder_decoder:
+        names |= {f"encoder.layers.{i}.self_attn" for i in range(config.n_encoder_layers)}
+        names |= {f"decoder.layers.{i}.cross_attn" for i in range(config.n_decoder_layers)}
+    return names
+
+
+def check_trace_object(obj: dict, ckpt, k: int = 5) -> None:
+    """Everything docs/trace-format (format 1) promises about one object."""
+    cfg = ckpt.config
+    is_ed = cfg.is_encoder_decoder
+    assert set(obj) == TOP_KEYS | ({"target_tokens"} if is_ed else set())
+    assert obj["format"] == 1 and obj["checkpoint"] == ckpt.name and obj["kind"] == cfg.kind
+    source = obj["source_tokens"]
+    target = obj["target_tokens"] if is_ed else source
+    assert all(isinstance(p, str) for p in source + target)
+    pe = np.array(obj["positional_encoding"])
+    assert pe.shape == (len(source), cfg.d_model)
+    assert {e["name"] for e in obj["attention"]} == expected_names(cfg)
+    for entry in obj["attention"]:
+        assert set(entry) == ENTRY_KEYS
+        stack, _, layer, type_ = entry["name"].split(".")
+        assert (entry["stack"], entry["layer"], entry["type"]) == (stack, int(layer), type_.removesuffix("_attn"))
+        queries = source if stack == "encoder" else target
+        keys = target if (stack == "decoder" and type_ == "self_attn") else source
+        assert entry["queries"] == queries and entry["keys"] == keys
+        weights, mask = np.array(entry["weights"], dtype=float), np.array(entry["mask"])
+        assert weights.shape == (cfg.n_heads, len(queries), len(keys))
+        assert mask.shape == (len(queries), len(keys)) and mask.dtype == bool
+        assert len(entry["scores"]) == cfg.n_heads
+        for head in range(cfg.n_heads):
+            assert len(entry["scores"][head]) == len(queries)
+            for i, row in enumerate(entry["scores"][head]):
+                assert len(row) == len(keys)
+                for j, score in enumerate(row):
+                    assert (score is None) == (not mask[i, j])
+                    assert score is None or isinstance(score, float)
+        assert np.all(weights[:, ~mask] == 0)
+        np.testing.assert_allclose(weights.sum(-1)[:, mask.any(-1)], 1.0, atol=1e-4)
+        if stack == "decoder" and type_ == "self_attn":
+            assert not np.triu(mask, 1).any()
+    assert [p["position"] for p in obj["predictions"]] == list(range(len(target)))
+    for prediction in obj["predictions"]:
+        assert set(prediction) == {"position", "top"}
+        assert len(prediction["top"]) == k
+        probs = [item["prob"] for item in prediction["top"]]
+        assert probs == sorted(probs, reverse=True) and 0 < sum(probs) <= 1 + 1e-5
+        for item in prediction["top"]:
+            assert set(item) == {"token", "id", "prob"}
+            assert item["token"] == ckpt.tokenizer.pieces([item["id"]])[0]
+
+
+# ---------------------------------------------------------------- trace
+
+
+@pytest.mark.parametrize("kind", ["encoder-decoder", "decoder-only"])
+def test_trace_emits_json_with_exactly_the_documented_keys(capsys, ckpts, kind) -> None:
+    path, ckpt = ckpts[kind]
+    args = ["trace", path, TEXT] + (["--target", "Die Katze sitzt."] if kind == "encoder-decoder" else [])
+    code, out, err = cli(capsys, *args)
+    assert code == 0, err
+    assert out.count("\n") == 1
+    check_trace_object(json.loads(out), ckpt)
+
+
+def test_trace_weights_and_scores_are_those_of_the_model(capsys, ckpts) -> None:
+    path, ckpt = ckpts["encoder-decoder"]
+    code, out, _ = cli(capsys, "trace", path, TEXT, "--target", "Die Katze.", "--top-k", "3")
+    assert code == 0
+    obj = json.loads(out)
+    check_trace_object(obj, ckpt, k=3)
+    analysis = analyze(ckpt, TEXT, "Die Katze.", 3)
+    assert obj["source_tokens"] == analysis.source_pieces and obj["target_tokens"] == analysis.target_pieces
+    assert obj["target_tokens"][0] == "<s>" and obj["source_tokens"][-1] == "</s>"
+    for entry in obj["attention"]:
+        rec = analysis.trace.attention[entry["name"]]
+        np.testing.assert_allclose(np.array(entry["weights"]), rec.weights[0].numpy(), atol=1e-6)
+        scores = np.array([[[np.nan if s is None else s for s in row] for row in head] for head in entry["scores"]])
+        expected = np.where(rec.mask[0].numpy(), rec.scores[0].numpy(), np.nan)
+        np.testing.assert_allclose(scores, expected, atol=1e-5)
+    np.testing.assert_allclose(obj["positional_encoding"], analysis.trace.positional["encoder"].numpy(), atol=1e-6)
+    probs = torch.softmax(_logits(ckpt, analysis), dim=-1)
+    for prediction in obj["predictions"]:
+        top = probs[prediction["position"]].topk(3)
+        assert [item["id"] for item in prediction["top"]] == top.indices.tolist()
+
+
+def _logits(ckpt, analysis) -> torch.Tensor:
+    with torch.no_grad():
+        logits, _ = ckpt.model(analysis.trace.source_ids, analysis.trace.target_ids, record=False)
+    return logits[0]
+
+
+def test_trace_of_an_encoder_decoder_without_target_decodes_its_own_greedy_output(capsys, ckpts) -> None:
+    path, ckpt = ckpts["encoder-decoder"]
+    code, out, _ = cli(capsys, "trace", path, "Where is the station?")
+    assert code == 0
+    obj = json.loads(out)
+    cfg = ckpt.config
+    source = torch.tensor([ckpt.tokenizer.encode("Where is the station?") + [cfg.eos_id]])
+    ids = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64, record=False).ids
+    assert obj["target_tokens"] == ckpt.tokenizer.pieces([cfg.bos_id, *ids])
+    assert len(obj["predictions"]) == len(obj["target_tokens"])
+
+
+def test_trace_writes_an_npz_with_output_npz(capsys, ckpts, tmp_path) -> None:
+    path, ckpt = ckpts["encoder-decoder"]
+    target = tmp_path / "out.npz"
+    code, out, _ = cli(capsys, "trace", path, TEXT, "--target", "Die Katze.", "-o", target)
+    assert code == 0 and out == ""
+    with np.load(target, allow_pickle=False) as npz:
+        arrays = dict(npz)
+    names = expected_names(ckpt.config)
+    suffixes = ("weights", "scores", "mask")
+    assert set(arrays) == {f"{n}.{s}" for n in names for s in suffixes} | {"positional_encoding", "meta.json"}
+    meta = json.loads(arrays["meta.json"].tobytes().decode("utf-8"))
+    assert set(meta) == TOP_KEYS - {"attention", "positional_encoding"} | {"target_tokens"}
+    s, t = len(meta["source_tokens"]), len(meta["target_tokens"])
+    assert arrays["positional_encoding"].shape == (s, ckpt.config.d_model)
+    h = ckpt.config.n_heads
+    for name in names:
+        tq, tk = (s, s) if name.startswith("encoder") else (t, s if "cross" in name else t)
+        weights, scores, mask = (arrays[f"{name}.{x}"] for x in suffixes)
+        assert weights.shape == scores.shape == (h, tq, tk) and mask.shape == (tq, tk) and mask.dtype == bool
+        assert np.array_equal(np.isnan(scores), np.broadcast_to(~mask, scores.shape))
+        assert np.all(weights[:, ~mask] == 0)
+
+
+def test_trace_writes_the_same_json_with_output_json(capsys, ckpts, tmp_path) -> None:
+    path, _ = ckpts["decoder-only"]
+    code, out, _ = cli(capsys, "trace", path, TEXT)
+    target = tmp_path / "out.json"
+    code2, out2, _ = cli(capsys, "trace", path, TEXT, "-o", target)
+    assert code == code2 == 0 and out2 == ""
+    assert json.loads(target.read_text(encoding="utf-8")) == json.loads(out)
+
+
+def test_trace_input_file_txt_gives_one_line_per_input_and_goes_on_after_a_bad_one(capsys, ckpts, tmp_path) -> None:
+    path, ckpt = ckpts["decoder-only"]
+    inputs = tmp_path / "inputs.txt"
+    inputs.write_text("The cat sat.\n\nA dog ran in the park.\n   \n", encoding="utf-8")
+    code, out, _ = cli(capsys, "trace", path, "--input-file", inputs)
+    assert code == 0
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert len(lines) == 4
+    check_trace_object(lines[0], ckpt)
+    check_trace_object(lines[2], ckpt)
+    for bad, text in ((lines[1], ""), (lines[3], "   ")):
+        assert set(bad) == {"input", "error"}
+        assert bad["input"] == text and "empty" in bad["error"]
+
+
+def test_trace_input_file_jsonl_reports_bad_lines_and_goes_on(capsys, ckpts, tmp_path) -> None:
+    path, ckpt = ckpts["encoder-decoder"]
+    inputs = tmp_path / "inputs.jsonl"
+    lines_in = ['"The cat sat."', "42", '""', "{not json", '"Line one\\nline two"']
+    inputs.write_text("\n".join(lines_in) + "\n", encoding="utf-8")
+    out_file = tmp_path / "out.jsonl"
+    code, out, _ = cli(capsys, "trace", path, "--input-file", inputs, "--target", "Die Katze.", "-o", out_file)
+    assert code == 0 and out == ""
+    results = [json.loads(line) for line in out_file.read_text(encoding="utf-8").splitlines()]
+    assert len(results) == 5
+    for i in (0, 4):
+        check_trace_object(results[i], ckpt)
+    assert results[1] == {"input": None, "error": results[1]["error"]}
+    assert "inputs.jsonl:2" in results[1]["error"] and "string" in results[1]["error"]
+    assert set(results[2]) == {"input", "error"} and results[2]["input"] == ""
+    assert set(results[3]) == {"input", "error"} and "inputs.jsonl:4" in results[3]["error"]
+
+
+def test_trace_notes_removed_control_characters_on_stderr(capsys, ckpts) -> None:
+    path, _ = ckpts["decoder-only"]
+    code, out, err = cli(capsys, "trace", path, "The\x00 cat\x07 sat.")
+    assert code == 0
+    plain = json.loads(cli(capsys, "trace", path, "The cat sat.")[1])
+    assert json.loads(out)["source_tokens"] == plain["source_tokens"]
+    assert "note:" in err and "control character" in err
+
+
+# ---------------------------------------------------------------- generate, info, score
+
+
+@pytest.mark.parametrize("kind", ["encoder-decoder", "decoder-only"])
+@pytest.mark.parametrize("beam", [1, 2])
+def test_generate_prints_one_line_with_the_generated_text(capsys, ckpts, kind, beam) -> None:
+    path, ckpt = ckpts[kind]
+    code, out, err = cli(capsys, "generate", path, "The cat", "--max-tokens", "6", "--beam", beam)
+    assert code == 0, err
+    assert out.count("\n") == 1 and out.endswith("\n")
+    cfg, tok = ckpt.config, ckpt.tokenizer
+    if kind == "encoder-decoder":
+        result = generate(ckpt.model, [cfg.bos_id], torch.tensor([tok.encode("The cat") + [cfg.eos_id]]), 6, beam)
+    else:
+        result = generate(ckpt.model, [cfg.bos_id, *tok.encode("The cat")], None, 6, beam)
+    assert out[:-1] == tok.decode(result.ids)
+
+
+def test_generate_input_file_prints_a_line_per_input_and_reports_bad_ones(capsys, ckpts, tmp_path) -> None:
+    path, _ = ckpts["decoder-only"]
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('"The cat"\n7\n"A dog"\n', encoding="utf-8")
+    code, out, err = cli(capsys, "generate", path, "--input-file", inputs, "--max-tokens", "3")
+    assert code == 1
+    assert len(out.splitlines()) == 3 and out.splitlines()[1] == ""
+    assert "in.jsonl:2" in err
+
+
+def test_info_prints_the_card(capsys, ckpts) -> None:
+    path, ckpt = ckpts["decoder-only"]
+    code, out, _ = cli(capsys, "info", path)
+    assert code == 0
+    assert json.loads(out) == ckpt.card == json.loads((path / "card.json").read_text(encoding="utf-8"))
+
+
+def test_score_prints_perplexity_and_accuracy_of_a_language_model(capsys, ckpts, tmp_path) -> None:
+    path, ckpt = ckpts["decoder-only"]
+    lines = ["The cat sat on the mat.", "", "Where is the station?"]
+    inputs = tmp_path / "score.txt"
+    inputs.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, _ = cli(capsys, "score", path, "--input-file", inputs)
+    assert code == 0
+    match = re.fullmatch(r"perplexity (\S+)\s+top1_accuracy (\S+)\s+tokens (\d+)\n", out)
+    assert match, out
+    ppl, acc, count = float(match[1]), float(match[2]), int(match[3])
+    # independently: bos + tokens + eos per non-empty line, every next token scored
+    cfg, nll, correct, n = ckpt.config, 0.0, 0, 0
+    for line in filter(None, lines):
+        ids = torch.tensor([[cfg.bos_id, *ckpt.tokenizer.encode(line), cfg.eos_id]])
+        with torch.no_grad():
+            logits, _ = ckpt.model(ids, record=False)
+        log_probs = torch.log_softmax(logits[0, :-1].double(), dim=-1)
+        nll -= float(log_probs[torch.arange(ids.shape[1] - 1), ids[0, 1:]].sum())
+        correct += int((log_probs.argmax(-1) == ids[0, 1:]).sum())
+        n += ids.shape[1] - 1
+    assert count == n
+    assert ppl == pytest.approx(math.exp(nll / n), rel=1e-3)
+    assert acc == pytest.approx(correct / n, abs=1e-4)
+
+
+def test_score_refuses_an_encoder_decoder(capsys, ckpts, tmp_path) -> None:
+    path, _ = ckpts["encoder-decoder"]
+    inputs = tmp_path / "score.txt"
+    inputs.write_text("The cat.\n", encoding="utf-8")
+    code, _, err = cli(capsys, "score", path, "--input-file", inputs)
+    assert code == 2 and "language model" in err
+
+
+# ---------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("command", [["info"], ["trace", "{ckpt}", "x"], ["generate", "{ckpt}", "x"]])
+def test_a_missing_checkpoint_exits_2_naming_the_path(capsys, tmp_path, command) -> None:
+    missing = tmp_path / "no-such-ckpt"
+    args = [str(missing) if a == "{ckpt}" else a for a in command]
+    if args == ["info"]:
+        args.append(str(missing))
+    code, out, err = cli(capsys, *args)
+    assert code == 2 and out == ""
+    assert str(missing) in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["trace", "{lm}"], "TEXT"),
+        (["trace", "{lm}", "   "], "empty"),
+        (["trace", "{lm}", "x", "--top-k", "0"], "--top-k"),
+        (["generate", "{lm}", "x", "--beam", "0"], "--beam"),
+        (["generate", "{lm}", "x", "--max-tokens", "-1"], "--max-tokens"),
+        (["trace", "{lm}", "--input-file", "{missing}"], "no-such-inputs.txt"),
+    ],
+)
+def test_bad_arguments_exit_2_with_a_message(capsys, ckpts, tmp_path, args, message) -> None:
+    fill = {"{lm}": str(ckpts["decoder-only"][0]), "{missing}": str(tmp_path / "no-such-inputs.txt")}
+    code, _, err = cli(capsys, *[fill.get(a, a) for a in args])
+    assert code == 2
+    assert err.startswith("error:") and message in err
+
+
+def test_python_dash_m_model_trace_runs_as_a_program(tiny_checkpoints) -> None:
+    path = tiny_checkpoints["decoder-only"]
+    result = subprocess.run(
+        [sys.executable, "-m", "model", "trace", str(path), TEXT],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    obj = json.loads(result.stdout)
+    assert set(obj) == TOP_KEYS and obj["kind"] == "decoder-only"
+    assert all(set(entry) == ENTRY_KEYS for entry in obj["attention"])
+
+
+def test_python_dash_m_model_with_a_missing_checkpoint_exits_2_without_a_traceback(tmp_path) -> None:
+    missing = tmp_path / "missing-checkpoint"
+    result = subprocess.run(
+        [sys.executable, "-m", "model", "trace", str(missing), TEXT],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert str(missing) in result.stderr and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+# ---------------------------------------------------------------- clean_text
+
+
+@pytest.mark.parametrize("text", ["", " ", "   \t\n  ", "\x00\x01\x1b", " \x07 "])
+def test_clean_text_rejects_empty_or_whitespace_text(text: str) -> None:
+    with pytest.raises(InputError, match="empty"):
+        clean_text(text)
+
+
+def test_clean_text_rejects_what_is_not_a_string() -> None:
+    with pytest.raises(InputError, match="int"):
+        clean_text(42)
+
+
+def test_clean_text_removes_control_characters_with_a_note() -> None:
+    result = clean_text("Hello\x00 wor\x1bld\x7f!")
+    assert result.text == "Hello world!"
+    assert len(result.notes) == 1 and "3 control character" in result.notes[0]
+
+
+def test_clean_text_keeps_plain_text_without_notes_and_collapses_whitespace() -> None:
+    assert clean_text("  Die\tKatze\n sitzt.  ") == clean_text("Die Katze sitzt.")
+    assert clean_text("Die Katze sitzt.").notes == ()
+    assert clean_text("Cafe\u0301").text == "Caf\u00e9"  # NFC
+
+
+def test_clean_text_cuts_very_long_text_with_a_note() -> None:
+    result = clean_text("ab " * MAX_CHARS)
+    assert len(result.text) <= MAX_CHARS
+    assert result.text.startswith("ab ab")
+    assert any(f"{MAX_CHARS:,}" in note for note in result.notes)
