@@ -1,0 +1,165 @@
+"""End to end in a real browser: `streamlit run app.py` driven by Playwright in Debian's headless chromium.
+
+Load, type a sentence, see the heatmap and the predictions, switch head, hover a cell; a screenshot of every
+page goes to screenshots/ (git-ignored).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "screenshots"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-dev-shm-usage",
+]
+PAGES = {"explore": "", "math": "math", "positional": "positional", "masks": "masks", "heads": "heads"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """A streamlit server on a free loopback port, on the shipped checkpoints; stopped after the module."""
+    port = free_port()
+    env = {**os.environ, "ATLAS_CHECKPOINTS": str(ROOT / "checkpoints"), "OMP_NUM_THREADS": "1"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        str(ROOT / "app.py"),
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
+    SHOTS.mkdir(exist_ok=True)
+    log = open(SHOTS / "server.log", "w")  # noqa: SIM115 - closed in the finally below
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                time.sleep(0.5)
+        else:
+            pytest.fail("streamlit did not answer /_stcore/health within 60 s; see screenshots/server.log")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `bash scripts/test.sh` installs Debian's chromium")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(60_000)
+    yield pg
+    context.close()
+
+
+def heatmap(page):
+    """The one-head chart: the first plotly chart on Explore, once its heatmap image is painted."""
+    chart = page.locator(".stPlotlyChart").first
+    chart.locator(".heatmaplayer image, .heatmaplayer .hm").first.wait_for(state="attached")
+    return chart
+
+
+def choose(page, label: str, option: str) -> None:
+    """Pick `option` in the Streamlit selectbox labelled `label`."""
+    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
+    page.get_by_role("option", name=option, exact=True).click()
+
+
+def test_type_a_sentence_and_see_heatmap_and_predictions(server, page) -> None:
+    page.goto(f"{server}/?model=lm-english")
+    box = page.get_by_label("Text")
+    box.fill("The quick brown fox jumps over the lazy dog.")
+    box.press("Control+Enter")
+    page.get_by_text("fox", exact=False).first.wait_for()
+    chart = heatmap(page)
+    ticks = chart.locator(".xtick text").all_inner_texts()
+    assert any("fox" in t for t in ticks), ticks
+    predictions = page.locator('[data-testid="stDataFrame"]').filter(has_text="probability")
+    predictions.first.wait_for()
+    page.screenshot(path=str(SHOTS / "explore.png"), full_page=True)
+
+
+def test_switching_head_redraws_and_hover_reads_query_to_key_weight(server, page) -> None:
+    page.goto(f"{server}/?model=lm-english&text=The%20cat%20sat%20on%20the%20mat.")
+    chart = heatmap(page)
+    title_before = chart.locator(".gtitle").inner_text()
+    choose(page, "Head", "head 2")
+    page.wait_for_function(
+        "b => { const t = document.querySelector('.stPlotlyChart .gtitle'); return t && t.textContent !== b; }",
+        arg=title_before,
+    )
+    assert "2" in heatmap(page).locator(".gtitle").inner_text()
+    box = chart.locator(".nsewdrag").first.bounding_box()
+    page.mouse.move(box["x"] + box["width"] * 0.1, box["y"] + box["height"] * 0.9)
+    hover = page.locator(".hoverlayer .hovertext").first
+    hover.wait_for()
+    assert "→" in hover.inner_text()
+
+
+def test_translation_model_shows_its_output(server, page) -> None:
+    page.goto(f"{server}/?model=translate-en-de&text=Where%20is%20the%20station%3F")
+    heatmap(page)
+    page.get_by_text("Model output").wait_for()
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_every_page_renders_without_error(server, page, name: str) -> None:
+    page.goto(f"{server}/{PAGES[name]}?model=reverse&text=abcdef")
+    page.locator(".stPlotlyChart, [data-testid='stDataFrame']").first.wait_for()
+    page.wait_for_timeout(500)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
