@@ -1,0 +1,29 @@
+"""Attention Atlas: see every attention head of our own small trained Transformer at work.
+
+Run with `streamlit run app.py`. Checkpoints are read from `checkpoints/` (or the folder in $ATLAS_CHECKPOINTS).
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+
+st.set_page_config(page_title="Attention Atlas", layout="wide")
+
+ui.keep_state()
+ui.restore_from_url()
+
+# No page icons: a Material icon makes the browser fetch the tab icon from a CDN, and emoji need an emoji font.
+PAGES = [
+    st.Page("views/explore.py", title="Explore", default=True),
+    st.Page("views/attention_math.py", title="Attention math", url_path="math"),
+    st.Page("views/positional.py", title="Positional encoding", url_path="positional"),
+    st.Page("views/masks.py", title="Masks", url_path="masks"),
+    st.Page("views/head_stats.py", title="Head statistics", url_path="heads"),
+]
+page = st.navigation(PAGES)
+st.sidebar.title("Attention Atlas")
+ui.guarded(ui.sidebar)
+page.run()
+ui.sync_url()

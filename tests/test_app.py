@@ -1,0 +1,257 @@
+"""The Streamlit app, every page and main interaction, driven by streamlit.testing.v1.AppTest on tiny checkpoints."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import ui
+from model.analysis import analyze
+from model.checkpoint import load_checkpoint
+from viz.arrays import decode_typed_array
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+LM, ED = "lm-tiny", "translate-tiny"
+
+
+@pytest.fixture(scope="module")
+def good_dir(tiny_checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("atlas")
+    shutil.copytree(tiny_checkpoints["decoder-only"], root / LM)
+    shutil.copytree(tiny_checkpoints["encoder-decoder"], root / ED)
+    return root
+
+
+@pytest.fixture
+def app(good_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., AppTest]:
+    """`app(**query_params)` → the app run once against `good_dir`."""
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
+
+    def make(folder: Path | None = None, **query: str) -> AppTest:
+        if folder is not None:
+            monkeypatch.setenv("ATLAS_CHECKPOINTS", str(folder))
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params.update(query)
+        return at.run()
+
+    return make
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def chart(at: AppTest, key: str) -> dict:
+    charts = {el.key: el for el in at.get("plotly_chart")}
+    assert key in charts, f"no chart {key!r}; charts: {list(charts)}"
+    return json.loads(charts[key].proto.spec)
+
+
+def z(fig: dict, trace: int = 0) -> np.ndarray:
+    return decode_typed_array(fig["data"][trace]["z"])
+
+
+def frame(at: AppTest, column: str):
+    """The first dataframe shown with a column named `column` (st.dataframe keys are not exposed by AppTest)."""
+    for df in at.dataframe:
+        if column in df.value.columns:
+            return df.value
+    raise AssertionError(f"no dataframe with {column!r}: {[list(d.value.columns) for d in at.dataframe]}")
+
+
+def errors(at: AppTest) -> str:
+    return " ".join(e.value for e in at.error)
+
+
+# Explore ------------------------------------------------------------------------------------------------------------
+
+
+def test_explore_shows_one_head_predictions_and_every_head(app) -> None:
+    at = ok(app())
+    assert at.title[0].value == "Explore" and at.selectbox(key="model").value == LM
+    head = chart(at, "head_chart")
+    w = z(head)
+    assert w.dtype == np.float32 and w.shape[0] == w.shape[1] == len(head["layout"]["yaxis"]["ticktext"])
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, atol=1e-5)
+    assert np.triu(w, 1).max() == 0.0  # masked self-attention: nothing above the diagonal
+    top = frame(at, "probability")
+    assert len(top) == 5 and list(top.columns) == ["rank", "token", "id", "probability"]
+    grid = chart(at, "grid")
+    mosaic = z(grid)
+    assert mosaic.dtype == np.uint8 and mosaic.shape == (2 * w.shape[0], 4 * w.shape[1])
+    assert {b.key for b in at.get("download_button")} >= {"dl_csv", "dl_json", "dl_npz"}
+
+
+def test_switching_layer_and_head_never_reruns_the_model(app, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = ui.analyze
+    monkeypatch.setattr(ui, "analyze", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    at = app()
+    at.text_area(key="text").input("A fresh sentence for counting.").run()
+    assert calls == ["A fresh sentence for counting."]
+    at.selectbox(key="layer").select(1).run()
+    at.selectbox(key="head").select(3).run()
+    assert "layer 1, head 3" in chart(ok(at), "head_chart")["layout"]["title"]["text"]
+    at.selectbox(key="head").select(ui.AVERAGE).run()
+    fig = chart(ok(at), "head_chart")
+    assert "average of heads" in fig["layout"]["title"]["text"]
+    np.testing.assert_allclose(z(fig).sum(axis=1), 1.0, atol=1e-5)
+    assert len(calls) == 1
+
+
+def test_predictions_follow_the_chosen_position(app, good_dir: Path) -> None:
+    at = app()
+    at.selectbox(key="position").select(2).run()
+    expected = analyze(load_checkpoint(good_dir / LM), at.text_area(key="text").value).predictions[2]
+    assert frame(ok(at), "probability")["id"].tolist() == [t.id for t in expected]
+
+
+def test_encoder_decoder_output_and_attention_types(app) -> None:
+    at = app()
+    at.selectbox(key="model").select(ED).run()
+    ok(at)
+    assert at.radio(key="group").value == "decoder.cross"
+    assert at.code and len(frame(at, "top 1")) >= 1
+    cross = z(chart(at, "head_chart"))
+    at.radio(key="group").set_value("encoder.self").run()
+    enc = z(chart(ok(at), "head_chart"))
+    assert enc.shape == (cross.shape[1], cross.shape[1])  # the source tokens, both ways
+    at.radio(key="group").set_value("decoder.self").run()
+    assert z(chart(ok(at), "head_chart")).shape == (cross.shape[0], cross.shape[0])
+
+
+# bad input ----------------------------------------------------------------------------------------------------------
+
+
+def test_empty_text_gives_a_message_not_a_traceback(app) -> None:
+    at = app()
+    at.text_area(key="text").input(" \n\t ").run()
+    assert "empty" in errors(ok(at)) and not at.get("plotly_chart")
+
+
+def test_html_control_characters_and_emoji_are_shown_safely(app) -> None:
+    at = app()
+    at.text_area(key="text").input("<script>alert('x')</script> & <b>bold</b> 😀\x07").run()
+    ok(at)
+    assert any("control character" in i.value for i in at.info)
+    for key in ("head_chart", "grid"):
+        spec = json.dumps(chart(at, key))
+        assert "<script" not in spec and "<b>" not in spec
+    assert "&lt;0x" in json.dumps(chart(at, "head_chart"))  # byte pieces such as <0x3C>, escaped
+
+
+def test_text_longer_than_max_len_is_cut_with_a_warning(app) -> None:
+    at = app()
+    at.text_area(key="text").input("the cat sat on the mat " * 40).run()
+    assert any("cut" in w.value for w in ok(at).warning)
+    assert z(chart(at, "head_chart")).shape == (64, 64)
+
+
+def test_broken_checkpoints_and_an_empty_folder(app, good_dir: Path, tmp_path: Path) -> None:
+    shutil.copytree(good_dir / LM, tmp_path / "a-bad-config")
+    (tmp_path / "a-bad-config" / "config.json").write_text("{", encoding="utf-8")
+    shutil.copytree(good_dir / LM, tmp_path / "b-bad-weights")
+    (tmp_path / "b-bad-weights" / "model.safetensors").write_bytes(b"not safetensors")
+    at = ok(app(tmp_path))
+    assert at.selectbox(key="model").options == ["a-bad-config (cannot be read)", "b-bad-weights"]
+    assert "cannot be loaded" in errors(at) and "model.safetensors" in errors(at)  # the first readable-looking one
+    at.selectbox(key="model").select("a-bad-config").run()
+    assert "cannot be loaded" in errors(ok(at)) and "not valid JSON" in errors(at)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert "No checkpoints found" in errors(ok(app(empty)))
+
+
+# the other pages ----------------------------------------------------------------------------------------------------
+
+
+def test_attention_math_page(app) -> None:
+    at = app()
+    at.switch_page("views/attention_math.py").run()
+    ok(at)
+    assert len(at.latex) >= 2 and "softmax" in at.latex[0].value
+    at.selectbox(key="query").select(0).run()
+    steps = chart(ok(at), "steps_chart")
+    assert steps["data"][1]["text"][1] == ["−∞"] and steps["data"][1]["text"][0] != ["−∞"]
+    np.testing.assert_allclose(z(steps, 2).sum(), 1.0, atol=1e-5)
+    assert chart(at, "output_chart")["data"][0]["z"]
+    assert frame(at, "weight")["weight"].sum() == pytest.approx(1.0, abs=1e-5)
+
+
+def test_positional_encoding_page(app) -> None:
+    at = app()
+    at.switch_page("views/positional.py").run()
+    assert z(chart(ok(at), "pe_heatmap")).shape == (64, 32)
+    assert len(chart(at, "pe_curves")["data"]) == 4
+    at.slider(key="pe_positions").set_value(10).run()
+    at.radio(key="pe_metric").set_value("dot product").run()
+    ok(at)
+    assert z(chart(at, "pe_heatmap")).shape == (10, 32)
+    assert z(chart(at, "pe_similarity")).shape == (10, 10)
+
+
+def test_masks_page_with_a_padded_batch(app) -> None:
+    at = app()
+    at.switch_page("views/masks.py").run()
+    mask = z(chart(ok(at), "mask_decoder_self"))
+    assert mask.shape[0] == mask.shape[1] and mask.dtype == np.uint8 and (mask == np.tril(mask)).all()
+    padding = z(chart(at, "mask_padding"))
+    assert padding.shape[0] == 2 and padding[0].all() and not padding[1].all()
+    at.text_input(key="second_text").input("").run()
+    assert "Second sentence" in errors(ok(at))
+
+
+def test_head_statistics_open_a_head_on_explore(app) -> None:
+    at = app()
+    at.switch_page("views/head_stats.py").run()
+    table = frame(ok(at), "entropy_bits")
+    assert len(table) == 8 and {"entropy_bits", "previous_token", "first_token", "diagonal"} <= set(table.columns)
+    at.selectbox(key="stats_pick").select(6).run()  # layer 1, head 2
+    at.button(key="open_head").click().run()
+    ok(at)
+    assert at.title[0].value == "Explore"
+    assert "layer 1, head 2" in chart(at, "head_chart")["layout"]["title"]["text"]
+
+
+# sharing ------------------------------------------------------------------------------------------------------------
+
+
+def test_the_url_keeps_and_restores_the_view(app) -> None:
+    at = app()
+    at.selectbox(key="layer").select(1).run()
+    at.selectbox(key="head").select(2).run()
+    assert {k: at.query_params[k] for k in ("model", "layer", "head")} == {"model": LM, "layer": "1", "head": "2"}
+    assert at.query_params["text"] == at.text_area(key="text").value
+    restored = ok(app(model=ED, text="Where is the station?", group="encoder.self", layer="1", head="3"))
+    assert restored.selectbox(key="model").value == ED and restored.radio(key="group").value == "encoder.self"
+    assert "layer 1, head 3" in chart(restored, "head_chart")["layout"]["title"]["text"]
+
+
+def test_exports_are_the_documented_formats(good_dir: Path) -> None:
+    path = str(good_dir / ED)
+    data = json.loads(ui.export_bytes(path, 0.0, "abc", "json"))
+    assert data["format"] == 1 and len(data["attention"]) == 6
+    arrays = np.load(io.BytesIO(ui.export_bytes(path, 0.0, "abc", "npz")))
+    assert arrays["decoder.layers.1.cross_attn.weights"].ndim == 3
+
+
+def test_an_unexpected_error_is_a_message_not_a_traceback() -> None:
+    def script() -> None:
+        import ui
+
+        @ui.safe
+        def broken() -> None:
+            raise RuntimeError("boom")
+
+        broken()
+
+    at = AppTest.from_function(script, default_timeout=60).run()
+    assert not at.exception and "RuntimeError: boom" in errors(at)

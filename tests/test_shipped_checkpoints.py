@@ -1,0 +1,55 @@
+"""Every checkpoint shipped in checkpoints/ loads, has a complete card, and reproduces its card's samples."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from model.checkpoint import CARD_KEYS, load_checkpoint
+from model.cli import generate_text
+
+ROOT = Path(__file__).resolve().parent.parent / "checkpoints"
+SHIPPED = ("reverse", "translate-en-de", "lm-english")
+METRICS = {
+    "reverse": ("exact_match",),
+    "translate-en-de": ("bleu", "chrf"),
+    "lm-english": ("perplexity", "top1_accuracy"),
+}
+
+
+def test_the_three_checkpoints_are_shipped_within_30_mb() -> None:
+    assert sorted(p.name for p in ROOT.iterdir() if p.is_dir()) == sorted(SHIPPED)
+    size = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
+    assert size <= 30 * 1024 * 1024, f"checkpoints take {size / 2**20:.1f} MB"
+
+
+@pytest.fixture(scope="module", params=SHIPPED)
+def shipped(request):
+    return load_checkpoint(ROOT / request.param)
+
+
+def test_card_is_complete_and_names_its_data_licenses(shipped) -> None:
+    card = shipped.card
+    assert set(CARD_KEYS) <= set(card)
+    assert card["metrics"].get("split") == "test", "metrics come from model.evaluate on the test split"
+    for key in METRICS[shipped.name]:
+        assert isinstance(card["metrics"][key], int | float)
+    licenses = [s.get("license") for s in card["data"]["sources"]]
+    assert licenses and all(isinstance(lic, str) and lic for lic in licenses)
+    assert card["command"].startswith("python -m model.train --task")
+
+
+def test_tokenizer_hash_matches_config_and_card(shipped) -> None:
+    digest = hashlib.sha256((shipped.path / "tokenizer.model").read_bytes()).hexdigest()
+    config = json.loads((shipped.path / "config.json").read_text(encoding="utf-8"))
+    assert digest == config["tokenizer_sha256"] == shipped.card["tokenizer_sha256"]
+
+
+def test_generate_reproduces_the_cards_samples(shipped) -> None:
+    samples = shipped.card["samples"]
+    assert len(samples) >= (10 if shipped.name == "translate-en-de" else 5)
+    for sample in samples:
+        assert generate_text(shipped, sample["input"], sample["max_tokens"], 1) == sample["output"]

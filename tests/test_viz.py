@@ -1,0 +1,297 @@
+"""viz/: pure functions from traces and arrays to figures and tables (no Streamlit)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from model.analysis import InputError, analyze
+from model.checkpoint import load_checkpoint
+from model.functional import sinusoidal_table
+from model.testing import make_tiny_checkpoint
+from viz import catalog
+from viz.arrays import block_average, decode_typed_array, quantize
+from viz.data import TraceData, from_analysis
+from viz.heads import average_heads, grid_pick, head_frame, head_heatmap, heads_grid
+from viz.labels import display_piece, escape, indexed_labels, plotly_labels, safe_filename
+from viz.masks import batch_masks, mask_heatmap, padding_heatmap
+from viz.positional import encoding_curves, encoding_heatmap, pe_table, positions_used, similarity, similarity_heatmap
+from viz.stats import entropy_bits, head_scores, head_table
+from viz.steps import attention_steps, output_figure, steps_figure, steps_table
+from viz.style import chart_config
+from viz.tables import generation_frame, top_k_frame
+
+
+def rows_normalised(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    w = rng.random(shape).astype(np.float32)
+    return w / w.sum(-1, keepdims=True)
+
+
+def figure_json(fig) -> dict:
+    return json.loads(fig.to_json())
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tiny_checkpoints: dict[str, Path]):
+    return {kind: load_checkpoint(path) for kind, path in tiny_checkpoints.items()}
+
+
+@pytest.fixture(scope="module")
+def traces(checkpoints) -> dict[str, TraceData]:
+    texts = {"decoder-only": "The cat sat on the mat.", "encoder-decoder": "Where is the station?"}
+    return {k: from_analysis(c, analyze(c, texts[k], max_tokens=6)) for k, c in checkpoints.items()}
+
+
+# labels ------------------------------------------------------------------------------------------------------------
+
+
+def test_pieces_are_escaped_and_made_visible() -> None:
+    assert escape("<script>alert(1)</script> & co") == "&lt;script&gt;alert(1)&lt;/script&gt; &amp; co"
+    assert display_piece("▁the") == "▁the"
+    assert display_piece("<0xF0>") == "<0xF0>"
+    assert display_piece("a\u200bb\u202e") == "a\\u200bb\\u202e"
+    assert display_piece("\x07") == "\\u0007"
+    assert display_piece("") == "∅"
+    assert plotly_labels(["<b>", "&"]) == ["&lt;b&gt;", "&amp;"]
+    assert indexed_labels(["=cmd", "x"]) == ["0:=cmd", "1:x"]
+    assert safe_filename("attention", "lm/../english", "L1") == "attention-lm____english-L1"
+
+
+# one head -----------------------------------------------------------------------------------------------------------
+
+
+def test_head_heatmap_sends_float32_typed_array_with_escaped_labels() -> None:
+    w = rows_normalised(np.random.default_rng(0), 5, 5)
+    pieces = ["<s>", "<script>", "&amp", "▁x", "▁x"]
+    fig = head_heatmap(w, pieces, pieces, "a <b>title</b>")
+    text = fig.to_json()
+    assert '"bdata"' in text and "<script>" not in text and "<b>title" not in text
+    trace = figure_json(fig)["data"][0]
+    z = decode_typed_array(trace["z"])
+    assert z.dtype == np.float32 and z.shape == (5, 5)
+    np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-6)
+    assert trace["zmin"] == 0 and trace["zmax"] == 1 and trace["colorscale"][0][1] == "#00224e"  # cividis
+    assert trace["customdata"][1][2] == "&lt;script&gt; → &amp;amp"
+    assert "%{customdata}: %{z:.3f}" in trace["hovertemplate"]
+    assert trace["texttemplate"] == "%{z:.2f}"  # short input: numbers printed in the cells
+    layout = figure_json(fig)["layout"]
+    assert layout["xaxis"]["tickvals"] == [0, 1, 2, 3, 4]  # integer axis: the two "▁x" stay apart
+    assert layout["xaxis"]["ticktext"][3:] == ["▁x", "▁x"]
+
+
+def test_head_heatmap_rejects_shapes_that_disagree_with_tokens() -> None:
+    with pytest.raises(ValueError, match="does not match 3 query tokens × 4 key tokens"):
+        head_heatmap(np.zeros((3, 5)), ["a"] * 3, ["b"] * 4)
+    with pytest.raises(ValueError, match="2-D"):
+        head_heatmap(np.zeros((2, 3, 3)), ["a"] * 3, ["b"] * 3)
+    with pytest.raises(ValueError, match="heads, queries, keys"):
+        average_heads(np.zeros((3, 3)))
+
+
+def test_long_head_stays_compact() -> None:
+    w = rows_normalised(np.random.default_rng(1), 256, 256)
+    fig = head_heatmap(w, ["▁tok"] * 256, ["▁tok"] * 256)
+    size = len(fig.to_json())
+    assert size < 450_000, size  # 256² float32 in base64 ≈ 350 kB; no per-cell hover strings
+    layout = figure_json(fig)["layout"]
+    assert len(layout["xaxis"]["tickvals"]) <= 64
+
+
+def test_average_of_heads_keeps_rows_summing_to_one() -> None:
+    w = rows_normalised(np.random.default_rng(2), 4, 6, 6)
+    avg = average_heads(w)
+    np.testing.assert_allclose(avg.sum(-1), 1.0, atol=1e-6)
+    frame = head_frame(avg, list("abcdef"), list("abcdef"))
+    assert frame.shape == (6, 6) and frame.index[0] == "0:a"
+
+
+# all heads ----------------------------------------------------------------------------------------------------------
+
+
+def test_grid_of_256_tokens_is_downsampled_uint8() -> None:
+    layers, heads, t = 3, 4, 256
+    w = rows_normalised(np.random.default_rng(3), layers, heads, t, t)
+    fig = heads_grid(w, "grid", selected=(1, 2))
+    data = figure_json(fig)["data"]
+    mosaic = decode_typed_array(data[0]["z"])
+    assert mosaic.dtype == np.uint8 and mosaic.shape == (layers * 64, heads * 64)
+    expected = quantize(block_average(w[1, 2]))
+    np.testing.assert_array_equal(mosaic[64:128, 128:192], expected)
+    picks = np.asarray(data[1]["customdata"])
+    assert picks.shape == (layers * heads, 2) and picks[-1].tolist() == [2, 3]
+    assert len(fig.to_json()) < 250_000  # 12 thumbnails of 64×64 bytes, base64
+
+
+def test_block_average_and_quantize() -> None:
+    a = np.arange(16, dtype=np.float32).reshape(4, 4)
+    np.testing.assert_allclose(block_average(a, 2), [[2.5, 4.5], [10.5, 12.5]])
+    assert block_average(a, 8).shape == (4, 4)
+    b = rows_normalised(np.random.default_rng(4), 100, 100)
+    small = block_average(b, 64)
+    assert small.shape == (64, 64)
+    assert small.mean() == pytest.approx(b.mean(), rel=0.05)
+    assert quantize(np.array([0.0, 0.5, 1.0, 1.2])).tolist() == [0, 128, 255, 255]
+
+
+def test_grid_pick_reads_the_clicked_tile() -> None:
+    assert grid_pick({"points": [{"customdata": [1, 3], "x": 0, "y": 0}]}, 4) == (1, 3)
+    assert grid_pick({"points": [{"customdata": {"0": 2, "1": 0}}]}, 4) == (2, 0)
+    assert grid_pick({"points": [{"curve_number": 1, "point_index": 6}]}, 4) == (1, 2)
+    assert grid_pick({"points": []}, 4) is None
+    assert grid_pick(None, 4) is None
+
+
+def test_chart_config_names_the_png() -> None:
+    config = chart_config("attention lm/1")
+    assert config["toImageButtonOptions"] == {"format": "png", "filename": "attention_lm_1", "scale": 2}
+
+
+# statistics ---------------------------------------------------------------------------------------------------------
+
+
+def test_stats_on_hand_made_heads() -> None:
+    t = 6
+    previous = np.zeros((t, t))
+    previous[0, 0] = 1
+    previous[np.arange(1, t), np.arange(t - 1)] = 1
+    diagonal = np.eye(t)
+    sink = np.zeros((t, t))
+    sink[:, 0] = 1
+    uniform = np.tril(np.ones((t, t)))
+    uniform /= uniform.sum(-1, keepdims=True)
+    causal = np.tril(np.ones((t, t), dtype=bool))
+    frame = head_scores(np.stack([previous, diagonal, sink, uniform]), causal)
+    assert frame["previous_token"].tolist()[:3] == [1.0, 0.0, pytest.approx(0.2)]
+    assert frame["diagonal"][1] == 1.0 and frame["first_token"][2] == 1.0
+    assert frame["entropy_bits"][:3].tolist() == [0.0, 0.0, 0.0]
+    assert frame["mean_distance"][1] == 0.0 and frame["mean_distance"][0] == pytest.approx(5 / 6)
+    assert entropy_bits(np.full(4, 0.25)) == pytest.approx(2.0)
+    cross = head_scores(np.full((2, 3, 5), 0.2), None, self_attention=False)
+    assert cross["mean_distance"].isna().all() and cross["first_token"].tolist() == pytest.approx([0.2, 0.2])
+    with pytest.raises(ValueError, match="mask of shape"):
+        head_scores(np.zeros((1, 3, 3)), np.ones((3, 4), dtype=bool))
+
+
+def test_padding_queries_do_not_count() -> None:
+    w = np.zeros((1, 3, 3))
+    w[0, 0, 0] = w[0, 1, 0] = 1.0  # the third query is padding: an all-zero row
+    mask = np.array([[1, 0, 0], [1, 1, 0], [0, 0, 0]], dtype=bool)
+    assert head_scores(w, mask)["first_token"][0] == 1.0
+
+
+def test_head_table_covers_every_head(traces) -> None:
+    table = head_table(traces["encoder-decoder"])
+    assert len(table) == 2 * 4 * 3  # 2 layers × 4 heads × (encoder self, decoder self, cross)
+    assert list(dict.fromkeys(table["group"])) == ["encoder.self", "decoder.self", "decoder.cross"]
+    assert table.loc[table.group == "decoder.cross", "diagonal"].isna().all()
+    lm = head_table(traces["decoder-only"])
+    assert len(lm) == 8 and lm["entropy_bits"].between(0, 8).all()
+
+
+# trace data, predictions, steps -------------------------------------------------------------------------------------
+
+
+def test_trace_data_blocks_and_predictions(traces) -> None:
+    ed = traces["encoder-decoder"]
+    assert ed.groups == ["encoder.self", "decoder.self", "decoder.cross"]
+    cross = ed.block("decoder.cross", 1)
+    assert cross.weights.shape == (4, len(ed.target_pieces), len(ed.source_pieces))
+    assert ed.stacked("encoder.self").shape[:2] == (2, 4)
+    steps = generation_frame(ed)
+    assert len(steps) == len(ed.target_pieces) and list(steps.columns[:3]) == ["step", "input", "next"]
+    lm = traces["decoder-only"]
+    top = top_k_frame(lm, -1)
+    assert len(top) == 5 and top["probability"].is_monotonic_decreasing
+    with pytest.raises(ValueError, match="outside"):
+        top_k_frame(lm, 999)
+
+
+def test_attention_steps_recompute_the_recorded_head(traces) -> None:
+    block = traces["decoder-only"].block("decoder.self", 1)
+    steps = attention_steps(block, head=2, query=3)
+    np.testing.assert_allclose(steps.recomputed, steps.scores, atol=1e-5)
+    assert steps.weights.sum() == pytest.approx(1.0, abs=1e-5)
+    assert np.isneginf(steps.masked[4:]).all() and np.isfinite(steps.masked[:4]).all()
+    np.testing.assert_allclose(steps.output, steps.weights @ block.values[2], atol=1e-5)
+    fig = figure_json(steps_figure(steps))
+    assert fig["data"][1]["text"][5] == ["−∞"]  # masked cell shown as −∞
+    np.testing.assert_allclose(decode_typed_array(fig["data"][2]["z"]).sum(), 1.0, atol=1e-5)
+    assert figure_json(output_figure(steps))["data"][0]["z"]
+    assert steps_table(steps)["weight"].sum() == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(ValueError, match="outside"):
+        attention_steps(block, head=9, query=0)
+
+
+# positional encoding ------------------------------------------------------------------------------------------------
+
+
+def test_positional_views_sinusoidal_and_learned(checkpoints, tmp_path: Path) -> None:
+    table = pe_table(checkpoints["decoder-only"])
+    np.testing.assert_allclose(table, sinusoidal_table(*table.shape).numpy(), atol=1e-6)
+    sim = similarity(table, 10, "cosine")
+    np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-5)
+    assert similarity(table, 10, "dot product")[0, 0] == pytest.approx(table.shape[1] / 2, rel=1e-4)
+    heat = figure_json(encoding_heatmap(table, 20, used=7))
+    assert decode_typed_array(heat["data"][0]["z"]).shape == (20, table.shape[1])
+    curves = figure_json(encoding_curves(table, [0, 1], 20))
+    assert [c["name"].split(" ·")[0] for c in curves["data"]] == ["dim 0", "dim 1"]
+    assert "sin" in curves["data"][0]["name"] and "cos" in curves["data"][1]["name"]
+    assert decode_typed_array(figure_json(similarity_heatmap(sim))["data"][0]["z"]).shape == (10, 10)
+    with pytest.raises(ValueError, match="outside"):
+        encoding_curves(table, [999])
+    assert (
+        positions_used(checkpoints["decoder-only"], "abc")
+        == len(checkpoints["decoder-only"].tokenizer.encode("abc")) + 1
+    )
+    assert positions_used(checkpoints["decoder-only"], "  ") is None
+    learned = load_checkpoint(make_tiny_checkpoint(tmp_path / "learned", positional="learned"))
+    assert pe_table(learned).shape == (64, 32)
+    assert similarity(pe_table(learned), 5).shape == (5, 5)
+
+
+# masks --------------------------------------------------------------------------------------------------------------
+
+
+def test_batch_masks_pad_the_shorter_sentence(checkpoints) -> None:
+    batch = batch_masks(checkpoints["decoder-only"], ["The cat sat on the mat.", "Hi"])
+    assert batch.causal and batch.stack == "decoder"
+    n = int(batch.padding[1].sum())
+    assert batch.padding[0].all() and not batch.padding[1, n:].any()
+    assert batch.pieces[1][-1] == "<pad>"
+    assert not batch.attention[1, :, n:].any() and not batch.attention[0][np.triu_indices(n, 1)].any()
+    enc = batch_masks(checkpoints["encoder-decoder"], ["abc", "abcdef"])
+    assert not enc.causal and enc.attention[1].all()
+    with pytest.raises(InputError):
+        batch_masks(checkpoints["decoder-only"], ["ok", "  "])
+    fig = figure_json(mask_heatmap(batch.attention[1], batch.pieces[1], batch.pieces[1], "<i>m</i>"))
+    assert decode_typed_array(fig["data"][0]["z"]).dtype == np.uint8
+    assert "<i>" not in json.dumps(fig)
+    assert figure_json(padding_heatmap(batch))["data"][0]["z"]
+    with pytest.raises(ValueError, match="does not match"):
+        mask_heatmap(np.ones((2, 2)), ["a"], ["b", "c"], "")
+
+
+# checkpoints folder -------------------------------------------------------------------------------------------------
+
+
+def test_catalog_lists_good_and_broken_checkpoints(tiny_checkpoints: dict[str, Path], tmp_path: Path, monkeypatch):
+    shutil.copytree(tiny_checkpoints["decoder-only"], tmp_path / "lm-english")
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_checkpoints["decoder-only"], broken)
+    (broken / "config.json").write_text("{not json", encoding="utf-8")
+    (tmp_path / "notes").mkdir()  # not a checkpoint: ignored
+    monkeypatch.setenv(catalog.ENV_VAR, str(tmp_path))
+    entries = catalog.list_checkpoints()
+    assert [e.name for e in entries] == ["broken", "lm-english"]
+    assert not entries[0].ok and "not valid JSON" in entries[0].error
+    assert entries[1].ok and entries[1].kind == "decoder-only"
+    assert catalog.list_checkpoints(tmp_path / "missing") == []
+    assert catalog.preset_family("reverse", "encoder-decoder", {}) == "reverse"
+    assert catalog.preset_family("x", "encoder-decoder", {"task": "translation"}) == "translate"
+    assert catalog.preset_family("lm-english", "decoder-only", {}) == "lm"
+    task, metrics = catalog.card_summary({"task": "t", "metrics": {"bleu": 12.345678, "split": "test"}})
+    assert task == "t" and metrics == [("bleu", "12.35"), ("split", "test")]

@@ -1,0 +1,234 @@
+"""Streamlit glue shared by app.py and the pages: the cached model and trace, the sidebar, pickers, URL state.
+
+Computation lives in viz/ and model/; this module only calls it, caches it and lays out widgets.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ParamSpec
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from model.analysis import InputError, analyze
+from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from model.export import to_json, to_npz_bytes
+from viz import catalog
+from viz.data import TraceData, from_analysis
+from viz.positional import pe_table
+from viz.stats import head_table
+
+TOP_K = 5
+AVERAGE = -1  # the "head" value meaning the average of all heads
+URL_KEYS: dict[str, type] = {"model": str, "text": str, "group": str, "layer": int, "head": int}
+PERSISTENT = ("model", "text", "group", "layer", "head", "query", "position", "second_text", "stats_pick")
+PERSISTENT += ("pe_positions", "pe_dims", "pe_metric")
+MAX_URL_TEXT = 1000
+log = logging.getLogger("attention_atlas")
+P = ParamSpec("P")
+
+
+@dataclass(frozen=True)
+class Context:
+    """The chosen, loaded checkpoint and the text to analyse."""
+
+    entry: catalog.Entry
+    ckpt: Checkpoint
+    stamp: float
+    text: str
+
+    @property
+    def path(self) -> str:
+        return str(self.entry.path)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the model…")
+def load_model(path: str, stamp: float) -> Checkpoint:
+    """Load a checkpoint once per (path, modification time); raises CheckpointError."""
+    return load_checkpoint(path)
+
+
+@st.cache_data(max_entries=16, max_size="512MB", show_spinner="Running the model…")
+def run_model(path: str, stamp: float, text: str) -> TraceData:
+    """The model's trace and predictions for `text`, once per (model, text); raises InputError."""
+    ckpt = load_model(path, stamp)
+    return from_analysis(ckpt, analyze(ckpt, text, k=TOP_K))
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def head_statistics(path: str, stamp: float, text: str) -> pd.DataFrame:
+    return head_table(run_model(path, stamp, text))
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def positional_table(path: str, stamp: float) -> np.ndarray:
+    return pe_table(load_model(path, stamp))
+
+
+def export_bytes(path: str, stamp: float, text: str, fmt: str) -> bytes:
+    """The whole trace as format-1 JSON or NPZ (model.export); run when a download button is clicked."""
+    ckpt = load_model(path, stamp)
+    analysis = analyze(ckpt, text, k=TOP_K)
+    return to_json(ckpt, analysis).encode("utf-8") if fmt == "json" else to_npz_bytes(ckpt, analysis)
+
+
+def safe(func: Callable[P, None]) -> Callable[P, None]:
+    """Decorate a page body or fragment: any error becomes a short st.error instead of a traceback.
+
+    Streamlit's own control flow (st.rerun, st.switch_page, st.stop) derives from BaseException and passes.
+    """
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            func(*args, **kwargs)
+        except (InputError, CheckpointError) as exc:
+            st.error(str(exc))
+        except Exception as exc:  # the page must never show a traceback; the log keeps it
+            log.exception("page failed")
+            st.error(f"Something went wrong while drawing this page: {type(exc).__name__}: {exc}")
+
+    return wrapper
+
+
+def guarded(body: Callable[[], None]) -> None:
+    """Run a page body under `safe`."""
+    safe(body)()
+
+
+def keep_state() -> None:
+    """Re-assign persistent widget values so Streamlit keeps them while another page is shown."""
+    for key in PERSISTENT:
+        if key in st.session_state:
+            st.session_state[key] = st.session_state[key]
+
+
+def restore_from_url() -> None:
+    """On a session's first run, take model, text, attention group, layer and head from the URL."""
+    if st.session_state.get("_url_restored"):
+        return
+    st.session_state["_url_restored"] = True
+    for key, cast in URL_KEYS.items():
+        if key in st.query_params and key not in st.session_state:
+            try:
+                st.session_state[key] = cast(st.query_params[key])
+            except ValueError:
+                pass
+
+
+def sync_url() -> None:
+    """Write the current view into the URL so that a copied link restores it."""
+    values = {k: str(st.session_state[k]) for k in URL_KEYS if st.session_state.get(k) is not None}
+    if len(values.get("text", "")) > MAX_URL_TEXT:
+        values.pop("text")
+    if st.query_params.to_dict() != values:
+        st.query_params.from_dict(values)
+
+
+def _on_model_change() -> None:
+    """A preset of the previous model's kind gives way to the first preset of the new one; the attention type
+    goes back to the new model's default (cross-attention for an encoder-decoder)."""
+    st.session_state.pop("group", None)
+    all_presets = {p for group in catalog.PRESETS.values() for p in group}
+    if st.session_state.get("text") in all_presets:
+        st.session_state.pop("text")
+    st.session_state.pop("preset", None)
+
+
+def _on_preset() -> None:
+    if st.session_state.get("preset"):
+        st.session_state["text"] = st.session_state["preset"]
+
+
+def sidebar() -> None:
+    """Draw the sidebar (from app.py, so its widgets keep their state on every page) and remember the result
+    for `context()`: the loaded model and text, or the message saying why there is none."""
+    st.session_state["_context"] = (None, "The model could not be chosen (see the message above).")
+    st.session_state["_context"] = _sidebar()
+
+
+def context() -> Context | None:
+    """The model and text chosen in the sidebar; None after showing why there are none."""
+    ctx, error = st.session_state.get("_context", (None, "The sidebar has not run yet."))
+    if ctx is None:
+        st.error(error)
+    return ctx
+
+
+def _sidebar() -> tuple[Context | None, str]:
+    root = catalog.checkpoints_dir()
+    entries = catalog.list_checkpoints(root)
+    if not entries:
+        return None, (
+            f"No checkpoints found in `{root}`. Put a checkpoint directory there (model.safetensors, "
+            f"config.json, tokenizer.model, card.json) or point {catalog.ENV_VAR} at a folder that has some."
+        )
+    by_name = {e.name: e for e in entries}
+    if st.session_state.get("model") not in by_name:
+        st.session_state["model"] = next((e.name for e in entries if e.ok), entries[0].name)
+    side = st.sidebar
+    name = side.selectbox(
+        "Model",
+        list(by_name),
+        key="model",
+        on_change=_on_model_change,
+        format_func=lambda n: n if by_name[n].ok else f"{n} (cannot be read)",
+    )
+    entry = by_name[name]
+    if not entry.ok:
+        return None, f"The checkpoint `{entry.name}` cannot be loaded: {entry.error}"
+    stamp = catalog.stamp(entry.path)
+    try:
+        ckpt = load_model(str(entry.path), stamp)
+    except CheckpointError as exc:
+        return None, f"The checkpoint `{entry.name}` cannot be loaded: {exc}"
+    task, metrics = catalog.card_summary(entry.card)
+    side.caption(f"{entry.kind} · {ckpt.config.positional} positions · max {ckpt.config.max_len} tokens")
+    side.text(task)
+    if metrics:
+        side.dataframe(pd.DataFrame(metrics, columns=["metric", "value"]), hide_index=True, key="card_metrics")
+    presets = catalog.presets(entry.name, entry.kind, entry.card)
+    if "text" not in st.session_state:
+        st.session_state["text"] = presets[0]
+    side.selectbox("Preset sentence", presets, index=None, key="preset", on_change=_on_preset, placeholder="Pick one…")
+    text = side.text_area("Text", key="text", height=110, help="Ctrl+Enter applies the text.")
+    return Context(entry, ckpt, stamp, text), ""
+
+
+def analysis(ctx: Context) -> TraceData | None:
+    """The cached trace of the current text, with its notes shown; None after an error message."""
+    try:
+        trace = run_model(ctx.path, ctx.stamp, ctx.text)
+    except InputError as exc:
+        st.error(str(exc))
+        return None
+    for note in trace.notes:
+        (st.warning if "cut" in note else st.info)(note)
+    return trace
+
+
+def _valid(key: str, options: list, default) -> None:
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = default
+
+
+def head_picker(trace: TraceData, with_average: bool) -> tuple[str, int, int]:
+    """Attention type, layer and head widgets (keys "group", "layer", "head"), validated against the trace."""
+    groups = trace.groups
+    _valid("group", groups, "decoder.cross" if "decoder.cross" in groups else groups[0])
+    cols = st.columns([3, 1, 1])
+    group = cols[0].radio("Attention", groups, key="group", format_func=trace.group_label, horizontal=True)
+    layers = trace.layers(group)
+    _valid("layer", layers, layers[0])
+    layer = cols[1].selectbox("Layer", layers, key="layer", format_func=lambda i: f"layer {i}")
+    heads = list(range(trace.block(group, layer).n_heads)) + ([AVERAGE] if with_average else [])
+    _valid("head", heads, 0)
+    head = cols[2].selectbox(
+        "Head", heads, key="head", format_func=lambda h: "average" if h == AVERAGE else f"head {h}"
+    )
+    return group, layer, head

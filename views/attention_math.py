@@ -1,0 +1,50 @@
+"""Attention math: one head and one query, from raw scores to the weighted sum of the values."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+from viz.data import TraceData
+from viz.labels import indexed_labels, safe_filename
+from viz.steps import FORMULA, attention_steps, output_figure, steps_figure, steps_latex, steps_table
+from viz.style import chart_config
+
+
+@st.fragment
+@ui.safe
+def steps_view(trace: TraceData, model: str) -> None:
+    group, layer, head = ui.head_picker(trace, with_average=False)
+    block = trace.block(group, layer)
+    labels = indexed_labels(block.query_pieces)
+    queries = list(range(len(labels)))
+    if st.session_state.get("query") not in queries:
+        st.session_state["query"] = queries[-1]
+    query = st.selectbox("Query token", queries, key="query", format_func=lambda i: labels[i])
+    ui.sync_url()  # first: the address bar follows the choice before the charts are drawn
+    steps = attention_steps(block, head, query)
+    st.latex(steps_latex(steps))
+    name = safe_filename("steps", model, group, f"L{layer}", f"H{head}", f"q{query}")
+    st.plotly_chart(steps_figure(steps), key="steps_chart", config=chart_config(name))
+    st.plotly_chart(output_figure(steps), key="output_chart", config=chart_config(f"{name}-output"))
+    with st.expander("The numbers", expanded=len(labels) <= 16):
+        st.dataframe(steps_table(steps), hide_index=True, key="steps_table")
+
+
+def body() -> None:
+    st.title("Attention math")
+    st.latex(FORMULA)
+    st.caption(
+        "For one head and one query token: 1. the raw scores q·kⱼ/√dₖ, 2. the mask sets forbidden keys to −∞, "
+        "3. softmax turns the row into weights that sum to 1, 4. each value vector vⱼ is scaled by its weight, "
+        "5. their sum is the head's output for this token."
+    )
+    ctx = ui.context()
+    if ctx is None:
+        return
+    trace = ui.analysis(ctx)
+    if trace is not None:
+        steps_view(trace, ctx.entry.name)
+
+
+ui.guarded(body)

@@ -1,0 +1,55 @@
+"""Head statistics: a sortable table of every head; the chosen one opens on Explore."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+
+FMT = st.column_config.NumberColumn
+COLUMNS = {
+    "attention": st.column_config.TextColumn("attention"),
+    "entropy_bits": FMT("entropy (bits)", format="%.3f", help="0 = each query looks at one key only"),
+    "mean_distance": FMT("mean distance", format="%.2f", help="average |query − key| in positions"),
+    "previous_token": FMT("previous token", format="%.3f", help="weight on the token just before"),
+    "first_token": FMT("first token (sink)", format="%.3f", help="weight on position 0"),
+    "diagonal": FMT("diagonal", format="%.3f", help="weight on the query's own position"),
+}
+
+
+def _on_row() -> None:
+    rows = st.session_state["stats_table"]["selection"]["rows"]
+    if rows:
+        st.session_state["stats_pick"] = rows[0]
+
+
+def body() -> None:
+    st.title("Head statistics")
+    ctx = ui.context()
+    if ctx is None:
+        return
+    if ui.analysis(ctx) is None:
+        return
+    table = ui.head_statistics(ctx.path, ctx.stamp, ctx.text)
+    st.caption("Averaged over the query tokens. Click a column header to sort, a row to pick the head.")
+    st.dataframe(
+        table.drop(columns=["group"]),
+        hide_index=True,
+        column_config=COLUMNS,
+        key="stats_table",
+        on_select=_on_row,
+        selection_mode="single-row",
+        height=min(600, 35 * (len(table) + 1) + 3),
+    )
+    rows = list(range(len(table)))
+    labels = [f"{r.attention}, layer {r.layer}, head {r.head}" for r in table.itertuples()]
+    if st.session_state.get("stats_pick") not in rows:
+        st.session_state["stats_pick"] = 0
+    pick = st.selectbox("Head to open", rows, key="stats_pick", format_func=lambda i: labels[i])
+    if st.button("Open on Explore", key="open_head", type="primary"):
+        row = table.iloc[pick]
+        st.session_state.update(group=row["group"], layer=int(row["layer"]), head=int(row["head"]))
+        st.switch_page("views/explore.py")
+
+
+ui.guarded(body)

@@ -1,0 +1,49 @@
+"""Masks: the padding and no-peek masks of the actual input, and of a padded batch of two sentences."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+from model.analysis import InputError
+from viz.labels import safe_filename
+from viz.masks import batch_masks, mask_heatmap, padding_heatmap
+from viz.style import chart_config
+
+
+def body() -> None:
+    st.title("Masks")
+    ctx = ui.context()
+    if ctx is None:
+        return
+    trace = ui.analysis(ctx)
+    if trace is None:
+        return
+    st.caption("Yellow ✓: the query may attend to the key. Dark ✗: masked, its score becomes −∞ before softmax.")
+    groups = trace.groups
+    for tab, group in zip(st.tabs([trace.group_label(g) for g in groups]), groups):
+        block = trace.block(group, trace.layers(group)[0])
+        fig = mask_heatmap(block.mask, block.query_pieces, block.key_pieces, f"{trace.group_label(group)} mask")
+        tab.plotly_chart(
+            fig,
+            key=f"mask_{group.replace('.', '_')}",
+            config=chart_config(safe_filename("mask", ctx.entry.name, group)),
+        )
+    st.subheader("Padding in a batch")
+    st.caption("Sentences of different lengths are padded to one length; the mask keeps attention off the padding.")
+    if "second_text" not in st.session_state:
+        st.session_state["second_text"] = "Hi!"
+    second = st.text_input("Second sentence", key="second_text")
+    try:
+        batch = batch_masks(ctx.ckpt, [ctx.text, second])
+    except InputError as exc:
+        st.error(f"Second sentence: {exc}")
+        return
+    st.plotly_chart(padding_heatmap(batch), key="mask_padding", config=chart_config("padding-mask"))
+    kind = "no-peek + padding" if batch.causal else "padding"
+    for i, (col, pieces) in enumerate(zip(st.columns(2), batch.pieces)):
+        fig = mask_heatmap(batch.attention[i], pieces, pieces, f"Sentence {i + 1}: {batch.stack} {kind} mask")
+        col.plotly_chart(fig, key=f"mask_batch_{i}", config=chart_config(f"batch-mask-{i + 1}"))
+
+
+ui.guarded(body)

@@ -1,0 +1,44 @@
+"""Positional encoding: the model's own table as a heatmap, chosen dimensions as curves, and PE·PE similarity."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+from viz.labels import safe_filename
+from viz.positional import METRICS, encoding_curves, encoding_heatmap, positions_used, similarity, similarity_heatmap
+from viz.style import chart_config
+
+
+def body() -> None:
+    st.title("Positional encoding")
+    ctx = ui.context()
+    if ctx is None:
+        return
+    cfg = ctx.ckpt.config
+    sinusoidal = cfg.positional == "sinusoidal"
+    st.caption(
+        "Sinusoidal (fixed): PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i+1) = cos(pos/10000^(2i/d))."
+        if sinusoidal
+        else "Learned: one trained vector per position, added to the token embedding."
+    )
+    table = ui.positional_table(ctx.path, ctx.stamp)
+    used = positions_used(ctx.ckpt, ctx.text)
+    top = min(cfg.max_len, 128)
+    n = st.slider("Positions shown", 2, cfg.max_len, top, key="pe_positions") if cfg.max_len > 2 else cfg.max_len
+    name = safe_filename("positional", ctx.entry.name)
+    st.plotly_chart(encoding_heatmap(table, n, used), key="pe_heatmap", config=chart_config(name))
+    if used:
+        st.caption(f"The dashed line ends the {used} positions the current input uses.")
+    d = cfg.d_model
+    default = sorted({0, 1, min(d - 1, d // 4 * 2), min(d - 1, d // 4 * 2 + 1)})
+    dims = st.multiselect("Dimensions", list(range(d)), default=default, key="pe_dims")
+    if dims:
+        curves = encoding_curves(table, dims, n, sinusoidal)
+        st.plotly_chart(curves, key="pe_curves", config=chart_config(f"{name}-curves"))
+    metric = st.radio("Similarity", METRICS, key="pe_metric", horizontal=True)
+    sim = similarity_heatmap(similarity(table, n, metric), metric)
+    st.plotly_chart(sim, key="pe_similarity", config=chart_config(f"{name}-similarity"))
+
+
+ui.guarded(body)

@@ -1,0 +1,152 @@
+"""One head, the average of heads, and the layer × head grid of every head, as Plotly figures."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from viz.arrays import THUMBNAIL, block_average, check_attention, quantize
+from viz.labels import indexed_labels, plotly_labels
+from viz.style import COLORSCALE, HIGHLIGHT, finish, tick_step
+
+HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pieces (keeps the figure small)
+ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each weight in its cell
+
+
+def average_heads(weights: np.ndarray) -> np.ndarray:
+    """Mean over heads of (H, Tq, Tk) weights; rows still sum to 1."""
+    arr = np.asarray(weights, dtype=np.float32)
+    if arr.ndim != 3:
+        raise ValueError(f"expected (heads, queries, keys) weights, got shape {arr.shape}")
+    return arr.mean(axis=0)
+
+
+def _axis(labels: list[str]) -> dict[str, Any]:
+    step = tick_step(len(labels))
+    idx = list(range(0, len(labels), step))
+    return {"tickmode": "array", "tickvals": idx, "ticktext": [labels[i] for i in idx], "showgrid": False}
+
+
+def head_heatmap(
+    weights: np.ndarray,
+    query_pieces: Sequence[str],
+    key_pieces: Sequence[str],
+    title: str = "Attention",
+    annotate: bool | None = None,
+) -> go.Figure:
+    """Heatmap of one head (or an average): query tokens as rows, key tokens as columns, fixed 0–1 cividis scale.
+
+    Axes are integer positions labelled with the (escaped) pieces, so repeated tokens stay apart. Hover reads
+    "query → key: weight". The matrix travels as a float32 typed array, not a list of Python floats.
+    """
+    z = check_attention(weights, query_pieces, key_pieces)
+    q_labels, k_labels = plotly_labels(query_pieces), plotly_labels(key_pieces)
+    trace: dict[str, Any] = {"z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
+    trace["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
+    if z.size <= HOVER_CELLS:
+        trace["customdata"] = [[f"{q} → {k}" for k in k_labels] for q in q_labels]
+        trace["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
+    else:
+        trace["hovertemplate"] = "query %{y} → key %{x}: %{z:.3f}<extra></extra>"
+    if annotate if annotate is not None else max(z.shape) <= ANNOTATE_TOKENS:
+        trace["texttemplate"] = "%{z:.2f}"
+        trace["textfont"] = {"size": 11}
+    fig = go.Figure(go.Heatmap(**trace))
+    fig.update_xaxes(title_text="key (attended to)", tickangle=-60, **_axis(k_labels))
+    fig.update_yaxes(title_text="query (attending)", autorange="reversed", **_axis(q_labels))
+    return finish(fig, title, height=min(900, max(360, 22 * len(q_labels) + 160)))
+
+
+def heads_grid(
+    stacked: np.ndarray,
+    title: str = "All heads",
+    selected: tuple[int, int] | None = None,
+    max_size: int = THUMBNAIL,
+) -> go.Figure:
+    """Layer × head grid of small heatmaps from (L, H, Tq, Tk) weights, one heatmap trace in all.
+
+    Each thumbnail is block-averaged to at most `max_size`² and quantised to uint8 (0–255 ↔ weight 0–1). An
+    invisible marker sits on each tile's centre so a click selects that head (customdata = [layer, head]).
+    """
+    arr = np.asarray(stacked, dtype=np.float32)
+    if arr.ndim != 4:
+        raise ValueError(f"expected (layers, heads, queries, keys) weights, got shape {arr.shape}")
+    n_layers, n_heads = arr.shape[:2]
+    tiles = block_average(arr, max_size)  # (L, H, h, w)
+    h, w = tiles.shape[-2:]
+    mosaic = quantize(tiles.transpose(0, 2, 1, 3).reshape(n_layers * h, n_heads * w))
+    ticks = [0, 64, 128, 191, 255]
+    heat = go.Heatmap(
+        z=mosaic,
+        zmin=0,
+        zmax=255,
+        colorscale=COLORSCALE,
+        hoverinfo="skip",
+        colorbar={"title": {"text": "weight"}, "tickvals": ticks, "ticktext": ["0", ".25", ".5", ".75", "1"]},
+    )
+    layer_idx, head_idx = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
+    centres = go.Scatter(
+        x=(head_idx.ravel() * w + (w - 1) / 2).astype(np.float32),
+        y=(layer_idx.ravel() * h + (h - 1) / 2).astype(np.float32),
+        mode="markers",
+        marker={"size": 18, "opacity": 0.0, "symbol": "square"},
+        customdata=[[int(a), int(b)] for a, b in zip(layer_idx.ravel(), head_idx.ravel())],  # plain: tiny
+        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}: click to open<extra></extra>",
+        showlegend=False,
+    )
+    fig = go.Figure([heat, centres])
+    line = {"color": "white", "width": 2}
+    for k in range(1, n_heads):
+        fig.add_shape(type="line", x0=k * w - 0.5, x1=k * w - 0.5, y0=-0.5, y1=n_layers * h - 0.5, line=line)
+    for k in range(1, n_layers):
+        fig.add_shape(type="line", y0=k * h - 0.5, y1=k * h - 0.5, x0=-0.5, x1=n_heads * w - 0.5, line=line)
+    if selected is not None:
+        layer, head = selected
+        box = {"x0": head * w - 0.5, "x1": (head + 1) * w - 0.5, "y0": layer * h - 0.5, "y1": (layer + 1) * h - 0.5}
+        fig.add_shape(type="rect", line={"color": HIGHLIGHT, "width": 4}, **box)
+    fig.update_xaxes(
+        tickmode="array",
+        tickvals=[k * w + (w - 1) / 2 for k in range(n_heads)],
+        ticktext=[f"head {k}" for k in range(n_heads)],
+        showgrid=False,
+        zeroline=False,
+    )
+    fig.update_yaxes(
+        tickmode="array",
+        tickvals=[k * h + (h - 1) / 2 for k in range(n_layers)],
+        ticktext=[f"layer {k}" for k in range(n_layers)],
+        showgrid=False,
+        zeroline=False,
+        autorange="reversed",
+    )
+    fig.update_layout(hovermode="closest", hoverdistance=-1, clickmode="event+select")
+    return finish(fig, title, height=min(1000, 60 + n_layers * max(90, 600 // max(n_heads, 1))))
+
+
+def grid_pick(selection: Mapping[str, Any] | None, n_heads: int) -> tuple[int, int] | None:
+    """The (layer, head) a click on the grid selected, from st.plotly_chart's selection state, else None.
+
+    Reads the marker's customdata [layer, head] (a list, or an index-keyed object from a typed array), else its
+    point index (markers are laid out layer by layer).
+    """
+    points = (selection or {}).get("points") or []
+    for point in points:
+        data = point.get("customdata")
+        if isinstance(data, Mapping):
+            data = [data.get("0"), data.get("1")]
+        if isinstance(data, list | tuple) and len(data) >= 2 and None not in data[:2]:
+            return int(data[0]), int(data[1])
+        index = point.get("point_index", point.get("point_number"))
+        if point.get("curve_number", 1) == 1 and isinstance(index, int) and n_heads > 0:
+            return divmod(index, n_heads)
+    return None
+
+
+def head_frame(weights: np.ndarray, query_pieces: Sequence[str], key_pieces: Sequence[str]) -> pd.DataFrame:
+    """One head as a table (rows: `i:query piece`, columns: `j:key piece`) for the CSV download."""
+    z = check_attention(weights, query_pieces, key_pieces)
+    return pd.DataFrame(z, index=indexed_labels(query_pieces), columns=indexed_labels(key_pieces))

@@ -1,0 +1,52 @@
+"""Token pieces as safe, readable labels: HTML-escaped for Plotly, invisible characters made visible."""
+
+from __future__ import annotations
+
+import html
+import unicodedata
+from collections.abc import Sequence
+
+# Characters that would be invisible, reorder the text around them (bidi controls) or break a label.
+_INVISIBLE = ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp")
+
+
+def display_piece(piece: str) -> str:
+    """A piece as the reader should see it: '▁' word starts and byte pieces like <0xF0> as they are,
+    control, format (zero-width, bidi) and odd space characters as `\\uXXXX`, an empty piece as '∅'."""
+    if piece == "":
+        return "∅"
+    out = []
+    for ch in piece:
+        cat = unicodedata.category(ch)
+        if cat in _INVISIBLE or (cat == "Zs" and ch != " "):
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) <= 0xFFFF else f"\\U{ord(ch):08x}")
+        elif ch == " ":
+            out.append("␣")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def escape(text: str) -> str:
+    """Escape `<`, `>`, `&` and quotes: Plotly renders tags such as <b> or <a> in labels and hover text."""
+    return html.escape(text, quote=True)
+
+
+def plotly_labels(pieces: Sequence[str]) -> list[str]:
+    """Pieces for Plotly tick labels and hover text: readable, then HTML-escaped."""
+    return [escape(display_piece(p)) for p in pieces]
+
+
+def indexed_labels(pieces: Sequence[str]) -> list[str]:
+    """`0:<s>`, `1:▁The`, … plain text (for select boxes, tables and CSV; not for Plotly).
+
+    The index keeps repeated pieces apart, and a digit first means no spreadsheet reads a label as a formula.
+    """
+    return [f"{i}:{display_piece(p)}" for i, p in enumerate(pieces)]
+
+
+def safe_filename(*parts: object) -> str:
+    """A file name made of letters, digits, '-' and '_' only, e.g. `attention-lm-english-L1-H2`."""
+    raw = "-".join(str(p) for p in parts)
+    cleaned = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_") else "_" for ch in raw)
+    return cleaned.strip("_-")[:120] or "attention-atlas"

@@ -1,0 +1,94 @@
+"""Padding and no-peek masks: of the analysed input, and of a padded batch of sentences."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+
+from model.analysis import clean_text, encode_prefix, encode_source
+from model.checkpoint import Checkpoint
+from model.functional import attention_mask, padding_mask
+from viz.labels import escape, plotly_labels
+from viz.style import finish, tick_step
+
+ALLOWED, BLOCKED = "#fee838", "#00224e"  # the two ends of cividis
+TEXT_TOKENS = 24
+
+
+@dataclass(frozen=True)
+class BatchMasks:
+    """Sentences tokenised as the model's first stack reads them, padded to one length."""
+
+    stack: str  # "encoder" or "decoder"
+    causal: bool
+    pieces: list[list[str]]  # per sentence, padded with the pad piece
+    padding: np.ndarray  # (B, T) True at real tokens
+    attention: np.ndarray  # (B, T, T) True = may attend (padding, and no-peek when causal)
+
+
+def batch_masks(ckpt: Checkpoint, texts: Sequence[str]) -> BatchMasks:
+    """Tokenise `texts` like the model does (encoder: tokens + eos; decoder: bos + tokens), pad them, and
+    compute the masks with model.functional. Raises model.analysis.InputError for an empty text."""
+    cfg = ckpt.config
+    encoder = cfg.is_encoder_decoder
+    notes: list[str] = []
+    ids = []
+    for text in texts:
+        clean = clean_text(text).text
+        ids.append(encode_source(ckpt, clean, notes) if encoder else encode_prefix(ckpt, clean, notes))
+    length = max(len(row) for row in ids)
+    padded = torch.tensor([row + [cfg.pad_id] * (length - len(row)) for row in ids])
+    valid = padding_mask(padded, cfg.pad_id)
+    mask = attention_mask(valid, valid, causal=not encoder)
+    pieces = [ckpt.tokenizer.pieces(row.tolist()) for row in padded]
+    return BatchMasks("encoder" if encoder else "decoder", not encoder, pieces, valid.numpy(), mask.numpy())
+
+
+def mask_heatmap(
+    mask: np.ndarray, query_pieces: Sequence[str], key_pieces: Sequence[str], title: str, pieces: bool = True
+) -> go.Figure:
+    """A (Tq, Tk) boolean mask in two colours, rows = queries, columns = keys; ✓ / ✗ printed for short inputs.
+
+    `pieces=False`: the labels are plain names (only escaped), not token pieces.
+    """
+    m = np.asarray(mask, dtype=bool)
+    if m.shape != (len(query_pieces), len(key_pieces)):
+        raise ValueError(f"mask of shape {m.shape} does not match {len(query_pieces)} × {len(key_pieces)} tokens")
+    label = plotly_labels if pieces else (lambda names: [escape(n) for n in names])
+    q, k = label(query_pieces), label(key_pieces)
+    trace = {
+        "z": m.astype(np.uint8),
+        "zmin": 0,
+        "zmax": 1,
+        "colorscale": [[0.0, BLOCKED], [0.5, BLOCKED], [0.5, ALLOWED], [1.0, ALLOWED]],
+        "colorbar": {"tickvals": [0.25, 0.75], "ticktext": ["blocked (−∞)", "may attend"], "thickness": 12},
+        "hovertemplate": "query %{y} → key %{x}: %{z} (1 = may attend)<extra></extra>",
+    }
+    if max(m.shape) <= TEXT_TOKENS:
+        trace["text"] = np.where(m, "✓", "✗").tolist()
+        trace["texttemplate"] = "%{text}"
+        trace["textfont"] = {"size": 12}
+    fig = go.Figure(go.Heatmap(**trace))
+    for axis, labels in ((fig.update_xaxes, k), (fig.update_yaxes, q)):
+        step = tick_step(len(labels))
+        idx = list(range(0, len(labels), step))
+        axis(tickmode="array", tickvals=idx, ticktext=[labels[i] for i in idx], showgrid=False)
+    fig.update_xaxes(title_text="key", tickangle=-60)
+    fig.update_yaxes(title_text="query", autorange="reversed")
+    return finish(fig, title, height=min(700, max(300, 22 * len(q) + 160)))
+
+
+def padding_heatmap(batch: BatchMasks) -> go.Figure:
+    """(sentence × position) padding mask of the batch: which positions hold a real token."""
+    rows = [f"sentence {i + 1}" for i in range(len(batch.pieces))]
+    fig = mask_heatmap(batch.padding, rows, [str(i) for i in range(batch.padding.shape[1])], "", pieces=False)
+    fig.update_xaxes(title_text="position", tickangle=0)
+    fig.update_yaxes(title_text="")
+    fig.update_traces(
+        colorbar={"ticktext": ["padding", "real token"]}, hovertemplate="%{y}, position %{x}: %{z}<extra></extra>"
+    )
+    return finish(fig, "Padding mask of the batch (1 = real token, 0 = padding)", height=160 + 40 * len(rows))

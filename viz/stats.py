@@ -1,0 +1,78 @@
+"""Per-head statistics: entropy, mean attention distance, previous-token, first-token (sink) and diagonal scores."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from viz.data import TraceData
+
+COLUMNS = ("entropy_bits", "mean_distance", "previous_token", "first_token", "diagonal")
+
+
+def _valid_rows(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    """Queries that may attend somewhere (padding queries have all-False mask rows and all-zero weights)."""
+    if mask is None:
+        return np.ones(shape[-2], dtype=bool)
+    return np.asarray(mask, dtype=bool).any(axis=-1)
+
+
+def entropy_bits(weights: np.ndarray) -> np.ndarray:
+    """Shannon entropy in bits over the last axis, 0·log 0 = 0 (the numpy twin of model.functional.entropy_bits)."""
+    w = np.asarray(weights, dtype=np.float64)
+    logs = np.log2(np.where(w > 0, w, 1.0))
+    return -(w * logs).sum(axis=-1)
+
+
+def head_scores(weights: np.ndarray, mask: np.ndarray | None = None, self_attention: bool = True) -> pd.DataFrame:
+    """One row per head of (H, Tq, Tk) weights, averaged over the queries that may attend.
+
+    entropy_bits: how spread out each query's attention is (0 = one key only).
+    mean_distance: Σ_k w·|q − k| in positions, averaged over queries (self-attention only).
+    previous_token: weight on key q − 1 (queries q ≥ 1); 1.0 for a pure previous-token head.
+    first_token: weight on key 0 (a "sink" head parks its attention there).
+    diagonal: weight on key q itself (self-attention only).
+    Distance, previous-token and diagonal scores are NaN for cross-attention, whose keys are another sequence.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    if w.ndim != 3:
+        raise ValueError(f"expected (heads, queries, keys) weights, got shape {w.shape}")
+    _, tq, tk = w.shape
+    if mask is not None and np.asarray(mask).shape != (tq, tk):
+        raise ValueError(f"mask of shape {np.asarray(mask).shape} does not match weights (…, {tq}, {tk})")
+    rows = _valid_rows(mask, w.shape)
+    if not rows.any():
+        rows = np.ones(tq, dtype=bool)
+    q = np.arange(tq)[:, None]
+    k = np.arange(tk)[None, :]
+    data = {
+        "entropy_bits": entropy_bits(w)[:, rows].mean(axis=1),
+        "first_token": w[:, rows, 0].mean(axis=1),
+    }
+    nan = np.full(w.shape[0], np.nan)
+    if self_attention and tq == tk:
+        data["mean_distance"] = (w * np.abs(q - k))[:, rows].sum(axis=-1).mean(axis=1)
+        prev_rows = rows & (np.arange(tq) >= 1)
+        prev = w[:, np.arange(1, tq), np.arange(0, tq - 1)] if tq > 1 else np.zeros((w.shape[0], 0))
+        data["previous_token"] = prev[:, prev_rows[1:]].mean(axis=1) if prev_rows.any() else nan
+        data["diagonal"] = np.diagonal(w, axis1=1, axis2=2)[:, rows].mean(axis=1)
+    else:
+        data |= {"mean_distance": nan, "previous_token": nan, "diagonal": nan}
+    frame = pd.DataFrame({c: data[c] for c in COLUMNS})
+    frame.insert(0, "head", np.arange(w.shape[0]))
+    return frame
+
+
+def head_table(trace: TraceData) -> pd.DataFrame:
+    """Every head of every attention block: block, layer, head and the scores of `head_scores`."""
+    frames = []
+    for block in trace.blocks.values():
+        scores = head_scores(block.weights, block.mask, self_attention=block.group.endswith(".self"))
+        scores.insert(0, "layer", block.layer)
+        scores.insert(0, "attention", trace.group_label(block.group))
+        scores.insert(0, "group", block.group)
+        frames.append(scores)
+    table = pd.concat(frames, ignore_index=True).astype({"layer": int, "head": int})
+    order = {group: i for i, group in enumerate(trace.groups)}
+    table = table.sort_values(["group", "layer", "head"], key=lambda c: c.map(order) if c.name == "group" else c)
+    return table.reset_index(drop=True)

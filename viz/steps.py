@@ -1,0 +1,178 @@
+"""Scaled dot-product attention for one head and one query, step by step, from the recorded Q, K, V."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from viz.data import Block
+from viz.labels import display_piece, plotly_labels
+from viz.style import COLORSCALE, DIVERGING, MASKED, finish
+
+TEXT_TOKENS = 16
+FORMULA = (
+    r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}+M\right)V,\quad "
+    r"M_{ij}=\begin{cases}0 & \text{may attend}\\-\infty & \text{masked}\end{cases}"
+)
+
+
+@dataclass(frozen=True)
+class Steps:
+    """Each stage for query `query` of head `head`; arrays are over the keys (Tk,) or (Tk, d_head)."""
+
+    query: int
+    head: int
+    query_piece: str
+    key_pieces: tuple[str, ...]
+    d_head: int
+    scores: np.ndarray  # recorded QKᵀ/√d_head row, before the mask
+    recomputed: np.ndarray  # q·k_j/√d_head from the recorded queries and keys (equals `scores`)
+    allowed: np.ndarray  # bool
+    masked: np.ndarray  # scores with −∞ where masked
+    weights: np.ndarray  # recorded softmax row
+    values: np.ndarray  # (Tk, d_head) V of this head
+    weighted: np.ndarray  # (Tk, d_head) w_j · v_j
+    output: np.ndarray  # (d_head,) Σ_j w_j v_j
+
+
+def attention_steps(block: Block, head: int, query: int) -> Steps:
+    """Gather the four stages of `block`'s head `head` for query position `query` (ValueError if out of range)."""
+    n_heads, tq, _ = block.weights.shape
+    if not 0 <= head < n_heads:
+        raise ValueError(f"head {head} is outside 0..{n_heads - 1}")
+    if not 0 <= query < tq:
+        raise ValueError(f"query {query} is outside 0..{tq - 1}")
+    d_head = int(block.queries.shape[-1])
+    q, k, v = block.queries[head, query], block.keys[head], block.values[head]
+    allowed = block.mask[query].astype(bool)
+    scores = block.scores[head, query].astype(np.float64)
+    weights = block.weights[head, query].astype(np.float64)
+    weighted = weights[:, None] * v.astype(np.float64)
+    return Steps(
+        query=query,
+        head=head,
+        query_piece=block.query_pieces[query],
+        key_pieces=block.key_pieces,
+        d_head=d_head,
+        scores=scores,
+        recomputed=(k.astype(np.float64) @ q.astype(np.float64)) / math.sqrt(d_head),
+        allowed=allowed,
+        masked=np.where(allowed, scores, -np.inf),
+        weights=weights,
+        values=v.astype(np.float64),
+        weighted=weighted,
+        output=weighted.sum(axis=0),
+    )
+
+
+def _fmt(values: np.ndarray) -> list[list[str]]:
+    return [["−∞" if np.isneginf(x) else f"{x:.2f}"] for x in values]
+
+
+def steps_figure(steps: Steps) -> go.Figure:
+    """Four panels sharing the key axis: raw scores → masked (−∞ in grey) → softmax weights → w_j·v_j."""
+    keys = plotly_labels(steps.key_pieces)
+    y = np.arange(len(keys), dtype=np.int32)
+    show_text = len(keys) <= TEXT_TOKENS
+    fig = make_subplots(
+        rows=1,
+        cols=4,
+        shared_yaxes=True,
+        column_widths=[0.12, 0.12, 0.12, 0.64],
+        horizontal_spacing=0.02,
+        subplot_titles=["1. QKᵀ/√d", "2. masked", "3. softmax", "4. weight × V"],
+    )
+    bound = float(np.abs(steps.scores).max()) or 1.0
+    columns = [
+        (steps.scores, DIVERGING, -bound, bound),
+        (np.where(steps.allowed, steps.scores, np.nan), DIVERGING, -bound, bound),
+        (steps.weights, COLORSCALE, 0.0, 1.0),
+    ]
+    for col, (values, scale, lo, hi) in enumerate(columns, start=1):
+        text = _fmt(steps.masked if col == 2 else values)
+        fig.add_trace(
+            go.Heatmap(
+                z=np.asarray(values, dtype=np.float32)[:, None],
+                y=y,
+                x=[0],
+                colorscale=scale,
+                zmin=lo,
+                zmax=hi,
+                showscale=False,
+                text=text,
+                texttemplate="%{text}" if show_text else None,
+                hovertemplate="key %{y}: %{text}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+    wbound = float(np.abs(steps.weighted).max()) or 1.0
+    fig.add_trace(
+        go.Heatmap(
+            z=steps.weighted.astype(np.float32),
+            y=y,
+            colorscale=DIVERGING,
+            zmin=-wbound,
+            zmax=wbound,
+            texttemplate="%{z:.2f}" if show_text and steps.d_head <= TEXT_TOKENS else None,
+            colorbar={"thickness": 10, "title": {"text": "w·v"}},
+            hovertemplate="key %{y}, dim %{x}: %{z:.3f}<extra></extra>",
+        ),
+        row=1,
+        col=4,
+    )
+    fig.update_layout(plot_bgcolor=MASKED)
+    fig.update_xaxes(showticklabels=False, showgrid=False)
+    fig.update_xaxes(showticklabels=True, title_text="value dimension", row=1, col=4)
+    fig.update_yaxes(tickmode="array", tickvals=list(y), ticktext=keys, autorange="reversed", showgrid=False)
+    fig.update_yaxes(title_text="key", row=1, col=1)
+    title = f"Head {steps.head}, query {steps.query} ({display_piece(steps.query_piece)})"
+    fig = finish(fig, title, height=min(900, max(320, 26 * len(keys) + 160)))
+    fig.update_layout(margin={"t": 80})  # room for the title above the panel titles
+    return fig
+
+
+def output_figure(steps: Steps) -> go.Figure:
+    """The head's output for this query: Σ_j w_j v_j, one cell per value dimension."""
+    z = steps.output.astype(np.float32)[None, :]
+    bound = float(np.abs(z).max()) or 1.0
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            colorscale=DIVERGING,
+            zmin=-bound,
+            zmax=bound,
+            showscale=False,
+            texttemplate="%{z:.2f}" if steps.d_head <= 32 else None,
+            hovertemplate="dim %{x}: %{z:.4f}<extra></extra>",
+        )
+    )
+    fig.update_yaxes(showticklabels=False)
+    fig.update_xaxes(title_text="value dimension", showgrid=False)
+    return finish(fig, "5. output = Σⱼ wⱼ vⱼ", height=170)
+
+
+def steps_table(steps: Steps) -> pd.DataFrame:
+    """The numbers per key: raw score, masked score (−inf where masked), softmax weight."""
+    return pd.DataFrame(
+        {
+            "key": [f"{i}:{display_piece(p)}" for i, p in enumerate(steps.key_pieces)],
+            "score QKᵀ/√d": steps.scores,
+            "masked": steps.masked,
+            "weight": steps.weights,
+        }
+    )
+
+
+def steps_latex(steps: Steps) -> str:
+    """The scaling for this head as numbers: √d_k and the largest raw score."""
+    best = int(np.argmax(np.where(steps.allowed, steps.weights, -1.0)))
+    return (
+        rf"d_k = {steps.d_head},\ \sqrt{{d_k}} = {math.sqrt(steps.d_head):.3f},\quad "
+        rf"\max_j w_j = w_{{{best}}} = {steps.weights[best]:.3f},\quad \sum_j w_j = {steps.weights.sum():.3f}"
+    )

@@ -1,0 +1,49 @@
+"""Tables for the predictions beside the heatmaps: top-k next tokens per position or per generated step."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from viz.data import TraceData
+from viz.labels import display_piece, indexed_labels
+
+
+def position_labels(trace: TraceData) -> list[str]:
+    """`i:piece` for every decoder position (the positions a prediction is made after)."""
+    return indexed_labels(trace.target_pieces)
+
+
+def top_k_frame(trace: TraceData, position: int) -> pd.DataFrame:
+    """Top-k next tokens after decoder position `position` (negative counts from the end): rank, token, id, p."""
+    n = len(trace.predictions)
+    if not -n <= position < n:
+        raise ValueError(f"position {position} is outside the {n} decoder positions")
+    rows = trace.predictions[position]
+    return pd.DataFrame(
+        {
+            "rank": range(1, len(rows) + 1),
+            "token": [display_piece(p.piece) for p in rows],
+            "id": [p.id for p in rows],
+            "probability": [p.prob for p in rows],
+        }
+    )
+
+
+def generation_frame(trace: TraceData) -> pd.DataFrame:
+    """Encoder-decoder: per decoding step, the token fed in, the token that came next, and the top-k there.
+
+    Step i's distribution is the model's guess for decoder token i + 1 (the last step's guess is usually `</s>`).
+    """
+    pieces = trace.target_pieces
+    k = max((len(p) for p in trace.predictions), default=0)
+    data: dict[str, list] = {"step": [], "input": [], "next": []}
+    for rank in range(1, k + 1):
+        data[f"top {rank}"] = []
+    for i, top in enumerate(trace.predictions):
+        data["step"].append(i)
+        data["input"].append(display_piece(pieces[i]))
+        data["next"].append(display_piece(pieces[i + 1]) if i + 1 < len(pieces) else "(end)")
+        for rank in range(k):
+            cell = f"{display_piece(top[rank].piece)} ({top[rank].prob:.0%})" if rank < len(top) else ""
+            data[f"top {rank + 1}"].append(cell)
+    return pd.DataFrame(data)
