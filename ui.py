@@ -225,10 +225,10 @@ def head_picker(trace: TraceData, with_average: bool) -> tuple[str, int, int]:
     group = cols[0].radio("Attention", groups, key="group", format_func=trace.group_label, horizontal=True)
     layers = trace.layers(group)
     _valid("layer", layers, layers[0])
-    layer = cols[1].selectbox("Layer", layers, key="layer", format_func=lambda i: f"layer {i}")
+    layer = cols[1].selectbox("Layer", layers, key="layer", format_func=lambda i: f"layer {i + 1}")
     heads = list(range(trace.block(group, layer).n_heads)) + ([AVERAGE] if with_average else [])
     _valid("head", heads, 0)
     head = cols[2].selectbox(
-        "Head", heads, key="head", format_func=lambda h: "average" if h == AVERAGE else f"head {h}"
+        "Head", heads, key="head", format_func=lambda h: "average" if h == AVERAGE else f"head {h + 1}"
     )
     return group, layer, head

@@ -99,7 +99,7 @@ def test_switching_layer_and_head_never_reruns_the_model(app, monkeypatch: pytes
     assert calls == ["A fresh sentence for counting."]
     at.selectbox(key="layer").select(1).run()
     at.selectbox(key="head").select(3).run()
-    assert "layer 1, head 3" in chart(ok(at), "head_chart")["layout"]["title"]["text"]
+    assert "layer 2, head 4" in chart(ok(at), "head_chart")["layout"]["title"]["text"]
     at.selectbox(key="head").select(ui.AVERAGE).run()
     fig = chart(ok(at), "head_chart")
     assert "average of heads" in fig["layout"]["title"]["text"]
@@ -218,7 +218,7 @@ def test_head_statistics_open_a_head_on_explore(app) -> None:
     at.button(key="open_head").click().run()
     ok(at)
     assert at.title[0].value == "Explore"
-    assert "layer 1, head 2" in chart(at, "head_chart")["layout"]["title"]["text"]
+    assert "layer 2, head 3" in chart(at, "head_chart")["layout"]["title"]["text"]
 
 
 # sharing ------------------------------------------------------------------------------------------------------------
@@ -232,7 +232,7 @@ def test_the_url_keeps_and_restores_the_view(app) -> None:
     assert at.query_params["text"] == at.text_area(key="text").value
     restored = ok(app(model=ED, text="Where is the station?", group="encoder.self", layer="1", head="3"))
     assert restored.selectbox(key="model").value == ED and restored.radio(key="group").value == "encoder.self"
-    assert "layer 1, head 3" in chart(restored, "head_chart")["layout"]["title"]["text"]
+    assert "layer 2, head 4" in chart(restored, "head_chart")["layout"]["title"]["text"]
 
 
 def test_exports_are_the_documented_formats(good_dir: Path) -> None:

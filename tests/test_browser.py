@@ -136,12 +136,12 @@ def test_switching_head_redraws_and_hover_reads_query_to_key_weight(server, page
     page.goto(f"{server}/?model=lm-english&text=The%20cat%20sat%20on%20the%20mat.")
     chart = heatmap(page)
     title_before = chart.locator(".gtitle").inner_text()
-    choose(page, "Head", "head 2")
+    choose(page, "Head", "head 3")
     page.wait_for_function(
         "b => { const t = document.querySelector('.stPlotlyChart .gtitle'); return t && t.textContent !== b; }",
         arg=title_before,
     )
-    assert "2" in heatmap(page).locator(".gtitle").inner_text()
+    assert "head 3" in heatmap(page).locator(".gtitle").inner_text()
     box = chart.locator(".nsewdrag").first.bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.1, box["y"] + box["height"] * 0.9)
     hover = page.locator(".hoverlayer .hovertext").first

@@ -45,8 +45,8 @@ def heads_view(trace: TraceData, model: str) -> None:
     ui.sync_url()  # first: the address bar follows the choice before the charts are drawn
     block = trace.block(group, layer)
     weights = average_heads(block.weights) if head == ui.AVERAGE else block.weights[head]
-    head_name = "average of heads" if head == ui.AVERAGE else f"head {head}"
-    title = f"{trace.group_label(group)}, layer {layer}, {head_name}"
+    head_name = "average of heads" if head == ui.AVERAGE else f"head {head + 1}"
+    title = f"{trace.group_label(group)}, layer {layer + 1}, {head_name}"
     name = safe_filename("attention", model, group, f"L{layer}", "avg" if head == ui.AVERAGE else f"H{head}")
     left, right = st.columns([3, 2])
     with left:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import ui
+from viz.stats import for_display
 
 FMT = st.column_config.NumberColumn
 COLUMNS = {
@@ -33,7 +34,7 @@ def body() -> None:
     table = ui.head_statistics(ctx.path, ctx.stamp, ctx.text)
     st.caption("Averaged over the query tokens. Click a column header to sort, a row to pick the head.")
     st.dataframe(
-        table.drop(columns=["group"]),
+        for_display(table),
         hide_index=True,
         column_config=COLUMNS,
         key="stats_table",
@@ -42,7 +43,7 @@ def body() -> None:
         height=min(600, 35 * (len(table) + 1) + 3),
     )
     rows = list(range(len(table)))
-    labels = [f"{r.attention}, layer {r.layer}, head {r.head}" for r in table.itertuples()]
+    labels = [f"{r.attention}, layer {r.layer + 1}, head {r.head + 1}" for r in table.itertuples()]
     if st.session_state.get("stats_pick") not in rows:
         st.session_state["stats_pick"] = 0
     pick = st.selectbox("Head to open", rows, key="stats_pick", format_func=lambda i: labels[i])

@@ -95,7 +95,8 @@ def heads_grid(
         mode="markers",
         marker={"size": 18, "opacity": 0.0, "symbol": "square"},
         customdata=[[int(a), int(b)] for a, b in zip(layer_idx.ravel(), head_idx.ravel())],  # plain: tiny
-        hovertemplate="layer %{customdata[0]}, head %{customdata[1]}: click to open<extra></extra>",
+        text=[f"layer {a + 1}, head {b + 1}" for a, b in zip(layer_idx.ravel(), head_idx.ravel())],  # 1-based labels
+        hovertemplate="%{text}: click to open<extra></extra>",
         showlegend=False,
     )
     fig = go.Figure([heat, centres])
@@ -111,14 +112,14 @@ def heads_grid(
     fig.update_xaxes(
         tickmode="array",
         tickvals=[k * w + (w - 1) / 2 for k in range(n_heads)],
-        ticktext=[f"head {k}" for k in range(n_heads)],
+        ticktext=[f"head {k + 1}" for k in range(n_heads)],
         showgrid=False,
         zeroline=False,
     )
     fig.update_yaxes(
         tickmode="array",
         tickvals=[k * h + (h - 1) / 2 for k in range(n_layers)],
-        ticktext=[f"layer {k}" for k in range(n_layers)],
+        ticktext=[f"layer {k + 1}" for k in range(n_layers)],
         showgrid=False,
         zeroline=False,
         autorange="reversed",

@@ -76,3 +76,8 @@ def head_table(trace: TraceData) -> pd.DataFrame:
     order = {group: i for i, group in enumerate(trace.groups)}
     table = table.sort_values(["group", "layer", "head"], key=lambda c: c.map(order) if c.name == "group" else c)
     return table.reset_index(drop=True)
+
+
+def for_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The head table as people read it: layers and heads numbered from 1, the internal group key dropped."""
+    return table.drop(columns=["group"]).assign(layer=table["layer"] + 1, head=table["head"] + 1)

@@ -131,7 +131,7 @@ def steps_figure(steps: Steps) -> go.Figure:
     fig.update_xaxes(showticklabels=True, title_text="value dimension", row=1, col=4)
     fig.update_yaxes(tickmode="array", tickvals=list(y), ticktext=keys, autorange="reversed", showgrid=False)
     fig.update_yaxes(title_text="key", row=1, col=1)
-    title = f"Head {steps.head}, query {steps.query} ({display_piece(steps.query_piece)})"
+    title = f"Head {steps.head + 1}, query {steps.query + 1} ({display_piece(steps.query_piece)})"
     fig = finish(fig, title, height=min(900, max(320, 26 * len(keys) + 160)))
     fig.update_layout(margin={"t": 80})  # room for the title above the panel titles
     return fig
