@@ -169,7 +169,27 @@ def train(spec: TaskSpec, data_root: Path, out: Path, seed: int, threads: int, c
     print(f"{spec.name}: {n_params:,} parameters, {json.dumps(size)}", file=sys.stderr)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     criterion = nn.CrossEntropyLoss(ignore_index=tok.pad_id, label_smoothing=spec.label_smoothing)
-    best, best_state, history, tokens, started = float("inf"), None, [], 0, time.time()
+    best, history, tokens, started, path = float("inf"), [], 0, time.time(), out
+    sources = json.loads((folder / "sources.json").read_text(encoding="utf-8"))
+    tokenizer_bytes = (folder / "tokenizer.model").read_bytes()
+
+    def save(model: nn.Module, step: int, best: float, history: list, tokens: int, elapsed: float) -> Path:
+        run = {
+            "setup": {"seed": seed, "threads": threads, "parameters": n_params},
+            "steps_done": step,
+            "best_step": step,
+            "finished": False,
+            "best_valid_loss": round(best, 4),
+            "history": list(history),
+            "seconds": round(elapsed),
+            "tokens_per_second": round(tokens / elapsed),
+            **size,
+        }
+        model.eval()
+        saved = save_checkpoint(out, model, tokenizer_bytes, build_card(spec, config, sources, run, command), half=True)
+        model.train()
+        return saved
+
     bar = tqdm(range(1, spec.max_steps + 1), desc=spec.name, unit="step", mininterval=1)
     for step in bar:
         for group in optimizer.param_groups:
@@ -184,32 +204,41 @@ def train(spec: TaskSpec, data_root: Path, out: Path, seed: int, threads: int, c
             valid_loss = evaluate_loss(model, valid, kind, tok.pad_id)
             history.append({"step": step, "valid_loss": round(valid_loss, 4), "train_loss": round(loss.item(), 4)})
             tqdm.write(f"step {step}: valid loss {valid_loss:.4f}", file=sys.stderr)
-            if valid_loss < best:
-                best, best_state = valid_loss, {k: v.detach().clone() for k, v in model.state_dict().items()}
-    model.load_state_dict(best_state)
-    model.eval()
-    elapsed = time.time() - started
-    sources = json.loads((folder / "sources.json").read_text(encoding="utf-8"))
-    card = {
+            if valid_loss < best:  # saved at once: a run stopped early still leaves its best checkpoint
+                best = valid_loss
+                path = save(model, step, best, history, tokens, time.time() - started)
+    finish_card(path, history, spec.max_steps, tokens, time.time() - started)
+    return path
+
+
+def finish_card(path: Path, history: list, steps: int, tokens: int, elapsed: float) -> None:
+    """The saved weights are the best step's; the card records the whole run once it is over."""
+    card_path = path / "card.json"
+    card = json.loads(card_path.read_text(encoding="utf-8"))
+    best = min(history, key=lambda h: h["valid_loss"])
+    card["training"].update(
+        history=history,
+        best_step=best["step"],
+        steps_done=steps,
+        finished=True,
+        seconds=round(elapsed),
+        tokens_per_second=round(tokens / elapsed),
+    )
+    card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def build_card(spec: TaskSpec, config: ModelConfig, sources: dict, run: dict, command: str) -> dict:
+    """The model card of a (possibly still running) training run; model.evaluate fills in the metrics."""
+    return {
         "task": spec.description,
         "name": spec.checkpoint,
         "data": sources,
-        "hyperparameters": {
-            "model": config.to_dict(),
-            "training": {**asdict(replace(spec, model={})), "seed": seed, "threads": threads, "parameters": n_params},
-        },
+        "hyperparameters": {"model": config.to_dict(), "training": {**asdict(replace(spec, model={})), **run["setup"]}},
         "metrics": {"status": "not evaluated yet: run python -m model.evaluate --write-card"},
-        "training": {
-            "best_valid_loss": round(best, 4),
-            "history": history,
-            "seconds": round(elapsed),
-            "tokens_per_second": round(tokens / elapsed),
-            **size,
-        },
+        "training": {k: v for k, v in run.items() if k != "setup"},
         "command": command,
         "samples": [],
     }
-    return save_checkpoint(out, model, (folder / "tokenizer.model").read_bytes(), card, half=True)
 
 
 def main(argv: list[str] | None = None) -> int:
