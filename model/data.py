@@ -210,9 +210,7 @@ def tokenizer_info(model_path: Path) -> dict[str, Any]:
 
 def write_manifest(out_dir: Path, task: str, seed: int, sources: list[dict], split_files: dict) -> None:
     """Write ``sources.json`` with source metadata, per-split file stats and tokenizer info."""
-    splits = {
-        split: {name: file_stats(out_dir / name) for name in names} for split, names in split_files.items()
-    }
+    splits = {split: {name: file_stats(out_dir / name) for name in names} for split, names in split_files.items()}
     manifest = {
         "task": task,
         "seed": seed,
@@ -229,9 +227,7 @@ def write_manifest(out_dir: Path, task: str, seed: int, sources: list[dict], spl
 # --------------------------------------------------------------------------------------------------
 
 
-def random_string(
-    rng: random.Random, alphabet: str = REVERSE_ALPHABET, max_len: int = REVERSE_MAX_LEN
-) -> str:
+def random_string(rng: random.Random, alphabet: str = REVERSE_ALPHABET, max_len: int = REVERSE_MAX_LEN) -> str:
     """A string with uniformly random length in ``1..max_len`` over ``alphabet``."""
     return "".join(rng.choice(alphabet) for _ in range(rng.randint(1, max_len)))
 
@@ -273,8 +269,7 @@ def prepare_reverse(out_dir: Path, seed: int) -> None:
         {
             "name": "synthetic string reversal",
             "package": "model/data.py (generated)",
-            "obtained_from": f"random.Random({seed}); alphabet {REVERSE_ALPHABET!r}, "
-            f"lengths 1-{REVERSE_MAX_LEN}",
+            "obtained_from": f"random.Random({seed}); alphabet {REVERSE_ALPHABET!r}, lengths 1-{REVERSE_MAX_LEN}",
             "license": "n/a (generated)",
         }
     ]
@@ -648,8 +643,7 @@ def fetch_austen(tmp: Path) -> tuple[list[str], dict]:
         "name": "Jane Austen's six completed novels (" + ", ".join(AUSTEN_BOOKS) + ")",
         "package": f"Debian {AUSTEN_DEB} {version} (CRAN janeaustenr)",
         "obtained_from": f"apt-get download {AUSTEN_DEB}; {rdx.relative_to(tmp / 'austen')}",
-        "license": "texts: public domain (Project Gutenberg); "
-        "R package janeaustenr: MIT (Debian copyright file)",
+        "license": "texts: public domain (Project Gutenberg); R package janeaustenr: MIT (Debian copyright file)",
         "lines": len(paragraphs),
     }
     return paragraphs, info
