@@ -33,6 +33,10 @@ def clean_text(text: object) -> CleanText:
     if len(text) > MAX_CHARS:
         text = text[:MAX_CHARS]
         notes.append(f"The text was cut to its first {MAX_CHARS:,} characters.")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):  # lone surrogates: not text, sentencepiece rejects them
+        count = sum(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+        text = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
+        notes.append(f"{count} invalid character(s) (lone UTF-16 surrogates) were replaced by \ufffd.")
     text = unicodedata.normalize("NFC", text)
     kept = "".join(" " if ch in "\t\n\r" else ch for ch in text if ch in "\t\n\r" or unicodedata.category(ch) != "Cc")
     if len(kept) != len(text):
