@@ -21,7 +21,7 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from model.checkpoint import save_checkpoint
+from model.checkpoint import load_checkpoint, save_checkpoint
 from model.config import ModelConfig
 from model.tasks import TASKS, TaskSpec, data_dir
 from model.tokenizer import Tokenizer
@@ -140,7 +140,14 @@ def build(spec: TaskSpec, tok: Tokenizer) -> ModelConfig:
     return ModelConfig(vocab_size=tok.vocab_size, **spec.model, **ids)
 
 
-def train(spec: TaskSpec, data_root: Path, out: Path, seed: int, threads: int, command: str) -> Path:
+def train(
+    spec: TaskSpec, data_root: Path, out: Path, seed: int, threads: int, command: str, resume: Path | None = None
+) -> Path:
+    """Train `spec` on the prepared data; `resume` continues a checkpoint's run where its card says it stopped.
+
+    Resuming restores the weights and the step of the learning-rate schedule, not Adam's moment estimates
+    (checkpoints hold weights only), so the first steps after a resume move a little differently.
+    """
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
     rng = random.Random(seed)
@@ -150,6 +157,16 @@ def train(spec: TaskSpec, data_root: Path, out: Path, seed: int, threads: int, c
     tok = Tokenizer.from_file(folder / "tokenizer.model")
     config = build(spec, tok)
     model = build_model(config).train()
+    start, earlier, resumed_from = 0, [], None
+    if resume is not None:
+        previous = load_checkpoint(resume)
+        if previous.config != config:
+            raise ValueError(f"{resume}: its config differs from the task's; cannot resume")
+        model.load_state_dict(previous.model.state_dict())
+        earlier = previous.card["training"]["history"]
+        start = previous.card["training"].get("steps_done") or max(h["step"] for h in earlier)
+        resumed_from = previous.card["hyperparameters"]["training"]
+        command = f"{previous.card['command']} && {command}"
     kind = config.kind
     if kind == "encoder-decoder":
         train_pairs = encode_pairs(tok, folder, "train", spec.max_train_len)
@@ -175,10 +192,11 @@ def train(spec: TaskSpec, data_root: Path, out: Path, seed: int, threads: int, c
 
     def save(model: nn.Module, step: int, best: float, history: list, tokens: int, elapsed: float) -> Path:
         run = {
-            "setup": {"seed": seed, "threads": threads, "parameters": n_params},
+            "setup": {"seed": seed, "threads": threads, "parameters": n_params, "resumed_from": resumed_from},
             "steps_done": step,
             "best_step": step,
             "finished": False,
+            "resumed_at": start,
             "best_valid_loss": round(best, 4),
             "history": list(history),
             "seconds": round(elapsed),
@@ -190,7 +208,9 @@ def train(spec: TaskSpec, data_root: Path, out: Path, seed: int, threads: int, c
         model.train()
         return saved
 
-    bar = tqdm(range(1, spec.max_steps + 1), desc=spec.name, unit="step", mininterval=1)
+    history = list(earlier)
+    last = start + spec.max_steps
+    bar = tqdm(range(start + 1, last + 1), desc=spec.name, unit="step", mininterval=1, initial=start, total=last)
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, config.d_model, spec.warmup, spec.lr_factor)
@@ -200,14 +220,14 @@ def train(spec: TaskSpec, data_root: Path, out: Path, seed: int, threads: int, c
         optimizer.step()
         tokens += n
         bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens / (time.time() - started):.0f}", refresh=False)
-        if step % spec.eval_every == 0 or step == spec.max_steps:
+        if step % spec.eval_every == 0 or step == last:
             valid_loss = evaluate_loss(model, valid, kind, tok.pad_id)
             history.append({"step": step, "valid_loss": round(valid_loss, 4), "train_loss": round(loss.item(), 4)})
             tqdm.write(f"step {step}: valid loss {valid_loss:.4f}", file=sys.stderr)
             if valid_loss < best:  # saved at once: a run stopped early still leaves its best checkpoint
                 best = valid_loss
                 path = save(model, step, best, history, tokens, time.time() - started)
-    finish_card(path, history, spec.max_steps, tokens, time.time() - started)
+    finish_card(path, history, last, tokens, time.time() - started)
     return path
 
 
@@ -215,7 +235,8 @@ def finish_card(path: Path, history: list, steps: int, tokens: int, elapsed: flo
     """The saved weights are the best step's; the card records the whole run once it is over."""
     card_path = path / "card.json"
     card = json.loads(card_path.read_text(encoding="utf-8"))
-    best = min(history, key=lambda h: h["valid_loss"])
+    resumed = card["training"].get("resumed_at", 0)
+    best = min((h for h in history if h["step"] > resumed), key=lambda h: h["valid_loss"])
     card["training"].update(
         history=history,
         best_step=best["step"],
@@ -249,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-steps", type=int, help="override the task's number of steps (e.g. for a smoke run)")
+    parser.add_argument("--resume", type=Path, help="continue this checkpoint's run for --max-steps more steps")
     args = parser.parse_args(argv)
     spec = TASKS[args.task]
     if args.max_steps:
@@ -256,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out or Path("checkpoints") / spec.checkpoint)
     command = "python -m model.train " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     try:
-        path = train(spec, Path(args.data), out, args.seed, args.threads, command)
+        path = train(spec, Path(args.data), out, args.seed, args.threads, command, args.resume)
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

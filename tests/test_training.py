@@ -103,3 +103,14 @@ def test_learning_rate_warms_up_then_decays_as_in_the_paper() -> None:
 def test_missing_data_names_the_prepare_command(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="python -m model.data prepare"):
         train(tiny_spec("lm"), tmp_path / "nothing", tmp_path / "ckpt", seed=0, threads=1, command="test")
+
+
+def test_resume_continues_the_schedule_and_the_history(tmp_path: Path) -> None:
+    write_task(tmp_path / "data", "reverse")
+    first = train(tiny_spec("reverse"), tmp_path / "data", tmp_path / "a", seed=0, threads=1, command="first")
+    spec = replace(tiny_spec("reverse"), max_steps=2)
+    again = train(spec, tmp_path / "data", tmp_path / "b", seed=0, threads=1, command="second", resume=first)
+    card = load_checkpoint(again).card
+    assert card["training"]["steps_done"] == 6 and card["training"]["resumed_at"] == 4
+    assert [h["step"] for h in card["training"]["history"]] == [2, 4, 6]
+    assert card["command"] == "first && second"
