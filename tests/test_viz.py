@@ -57,7 +57,7 @@ def test_pieces_are_escaped_and_made_visible() -> None:
     assert display_piece("\x07") == "\\u0007"
     assert display_piece("") == "∅"
     assert plotly_labels(["<b>", "&"]) == ["&lt;b&gt;", "&amp;"]
-    assert indexed_labels(["=cmd", "x"]) == ["0:=cmd", "1:x"]
+    assert indexed_labels(["=cmd", "x"]) == ["1:=cmd", "2:x"]
     assert safe_filename("attention", "lm/../english", "L1") == "attention-lm____english-L1"
 
 
@@ -106,7 +106,7 @@ def test_average_of_heads_keeps_rows_summing_to_one() -> None:
     avg = average_heads(w)
     np.testing.assert_allclose(avg.sum(-1), 1.0, atol=1e-6)
     frame = head_frame(avg, list("abcdef"), list("abcdef"))
-    assert frame.shape == (6, 6) and frame.index[0] == "0:a"
+    assert frame.shape == (6, 6) and frame.index[0] == "1:a"
 
 
 # all heads ----------------------------------------------------------------------------------------------------------

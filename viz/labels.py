@@ -38,11 +38,11 @@ def plotly_labels(pieces: Sequence[str]) -> list[str]:
 
 
 def indexed_labels(pieces: Sequence[str]) -> list[str]:
-    """`0:<s>`, `1:▁The`, … plain text (for select boxes, tables and CSV; not for Plotly).
+    """`1:<s>`, `2:▁The`, … plain text for select boxes, tables and CSV (not Plotly); positions from 1.
 
     The index keeps repeated pieces apart, and a digit first means no spreadsheet reads a label as a formula.
     """
-    return [f"{i}:{display_piece(p)}" for i, p in enumerate(pieces)]
+    return [f"{i + 1}:{display_piece(p)}" for i, p in enumerate(pieces)]
 
 
 def safe_filename(*parts: object) -> str:

@@ -161,7 +161,7 @@ def steps_table(steps: Steps) -> pd.DataFrame:
     """The numbers per key: raw score, masked score (−inf where masked), softmax weight."""
     return pd.DataFrame(
         {
-            "key": [f"{i}:{display_piece(p)}" for i, p in enumerate(steps.key_pieces)],
+            "key": [f"{i + 1}:{display_piece(p)}" for i, p in enumerate(steps.key_pieces)],
             "score QKᵀ/√d": steps.scores,
             "masked": steps.masked,
             "weight": steps.weights,
