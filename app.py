@@ -5,9 +5,16 @@ Run with `streamlit run app.py`. Checkpoints are read from `checkpoints/` (or th
 
 from __future__ import annotations
 
+import os
+
 import streamlit as st
+import torch
 
 import ui
+
+# One intra-op thread per request: concurrent sessions already use the cores, and torch's default of all
+# cores made one 32-token request 5-30x slower on a busy 2-core machine (bench/trace_speed.py --threads).
+torch.set_num_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
 
 st.set_page_config(page_title="Attention Atlas", layout="wide")
 

@@ -120,7 +120,7 @@ def choose(page, label: str, option: str) -> None:
 
 def test_type_a_sentence_and_see_heatmap_and_predictions(server, page) -> None:
     page.goto(f"{server}/?model=lm-english")
-    box = page.get_by_label("Text")
+    box = page.get_by_role("textbox", name="Text", exact=True)
     box.fill("The quick brown fox jumps over the lazy dog.")
     box.press("Control+Enter")
     page.get_by_text("fox", exact=False).first.wait_for()

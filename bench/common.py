@@ -1,0 +1,405 @@
+"""Shared helpers of the benchmarks: which checkpoints, inputs of an exact token count, the app's server-side path
+(trace → figures → the JSON Streamlit sends), timing, memory and markdown tables.
+
+Every script runs as `python bench/NAME.py`; this module puts the repository root on sys.path for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from model.analysis import analyze, clean_text  # noqa: E402
+from model.checkpoint import CONFIG, Checkpoint, load_checkpoint  # noqa: E402
+
+DEFAULT_CHECKPOINTS = ROOT / "checkpoints"
+TOP_K = 5  # what the app asks analyze() for (ui.TOP_K)
+
+# Plain English prose: distinct inputs are cut from it at different offsets.
+CORPUS = (
+    "The cat sat on the mat and looked at the small bird in the garden. A dog ran in the park while the children "
+    "played with a red ball. She reads a book every evening before she goes to sleep. We have a lot of work to do "
+    "today, so we will start early in the morning. Where is the train station? I would like a cup of coffee, "
+    "please. My sister lives in a big city near the river, and she walks to work every day. The weather was cold "
+    "and wet, but the old man still went for a long walk along the coast. In the evening the family ate bread, "
+    "cheese and fresh fruit at the wooden table in the kitchen. The teacher asked the students to write a short "
+    "story about their favourite animal. After the rain stopped, the sun came out and the streets began to dry. "
+    "He opened the window to let the fresh air into the room. They bought a new car last year and drove it to the "
+    "mountains in the summer. The museum was closed on Monday, so we visited the market instead."
+).split()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# command line and checkpoints
+
+
+def parser(description: str, repeats: int = 5) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--repeats", type=int, default=repeats, help=f"timed runs per cell, median reported ({repeats})")
+    p.add_argument("--quick", action="store_true", help="a tiny run: fewer sizes and repeats (for CI or a smoke test)")
+    p.add_argument(
+        "--checkpoints",
+        type=Path,
+        default=None,
+        help="a checkpoint directory, or a folder of them (default: every checkpoint under checkpoints/)",
+    )
+    p.add_argument("--tiny", action="store_true", help="use tiny untrained checkpoints (model.testing) instead")
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: torch's own choice)")
+    return p
+
+
+def setup(args: argparse.Namespace) -> None:
+    """Thread count and quiet Streamlit (its caches warn 'No runtime found' outside `streamlit run`)."""
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
+    try:
+        import streamlit.logger
+
+        streamlit.logger.set_log_level("error")
+    except Exception:  # streamlit is optional for the model-only benches
+        pass
+
+
+def _is_checkpoint(path: Path) -> bool:
+    return path.is_dir() and (path / CONFIG).is_file()
+
+
+_TINY_DIR: Path | None = None
+
+
+def tiny_checkpoints(max_len: int = 600) -> list[Path]:
+    """Tiny untrained checkpoints of both kinds (max_len 600, so 512-token inputs fit), made once per process."""
+    global _TINY_DIR
+    from model.testing import make_tiny_checkpoint
+
+    if _TINY_DIR is None:
+        _TINY_DIR = Path(tempfile.mkdtemp(prefix="atlas-bench-"))
+        make_tiny_checkpoint(_TINY_DIR / "tiny-enc-dec", "encoder-decoder", seed=0, max_len=max_len)
+        make_tiny_checkpoint(_TINY_DIR / "tiny-lm", "decoder-only", seed=0, max_len=max_len)
+    return sorted(p for p in _TINY_DIR.iterdir() if _is_checkpoint(p))
+
+
+def checkpoint_dirs(args: argparse.Namespace) -> tuple[list[Path], str]:
+    """The checkpoints to measure and a line saying which they are (trained or tiny)."""
+    if args.tiny:
+        return tiny_checkpoints(), "tiny untrained checkpoints (`--tiny`, model.testing, max_len 600)"
+    root = args.checkpoints or DEFAULT_CHECKPOINTS
+    if _is_checkpoint(root):
+        return [root], f"checkpoint `{root}`"
+    found = sorted(p for p in root.glob("*") if _is_checkpoint(p)) if root.is_dir() else []
+    if found:
+        return found, f"checkpoints under `{root}`"
+    return (
+        tiny_checkpoints(),
+        f"tiny untrained checkpoints (no checkpoint found under `{root}`; model.testing, max_len 600)",
+    )
+
+
+def load_all(args: argparse.Namespace) -> tuple[list[Checkpoint], str]:
+    dirs, what = checkpoint_dirs(args)
+    return [load_checkpoint(d) for d in dirs], what
+
+
+def describe(ckpt: Checkpoint) -> str:
+    c = ckpt.config
+    layers = f"{c.n_encoder_layers}+{c.n_decoder_layers}" if c.is_encoder_decoder else f"{c.n_decoder_layers}"
+    return f"{ckpt.name} ({c.kind}, {layers} layers × {c.n_heads} heads, d_model {c.d_model}, max_len {c.max_len})"
+
+
+def header(title: str, what: str, ckpts: Sequence[Checkpoint] = ()) -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    lines = [
+        f"### {title}",
+        "",
+        f"- machine: {cpu}, {os.cpu_count()} logical CPUs, torch {torch.__version__} with "
+        f"{torch.get_num_threads()} intra-op threads, Python {platform.python_version()}",
+        f"- models: {what}",
+    ]
+    lines += [f"  - {describe(c)}" for c in ckpts]
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# inputs
+
+
+def content_room(ckpt: Checkpoint) -> int:
+    """Text tokens that fit: max_len minus the bos (decoder side) or the eos (encoder side)."""
+    return ckpt.config.max_len - 1
+
+
+def sequence_length(ckpt: Checkpoint, text: str) -> int:
+    """The length analyze() gives the trace's main axis: source tokens + eos, or bos + text tokens."""
+    return len(ckpt.tokenizer.encode(clean_text(text).text)) + 1
+
+
+def text_of_tokens(ckpt: Checkpoint, n: int, variant: int = 0) -> str:
+    """A text that analyze() turns into a sequence of exactly `n` tokens (bos/eos included).
+
+    `variant` starts the prose at another word, so repeated runs get distinct texts (no cache hits).
+    """
+    want = n - 1
+    if want < 1:
+        raise ValueError(f"n must be at least 2, got {n}")
+    if want > content_room(ckpt):
+        raise ValueError(f"{n} tokens exceed max_len {ckpt.config.max_len}")
+    start = variant % len(CORPUS)
+    words = CORPUS[start:] + CORPUS[:start]
+    prefix = str(variant // len(CORPUS)) if variant >= len(CORPUS) else ""
+    base = " ".join([prefix, *words]).strip()
+    while len(ckpt.tokenizer.encode(base)) < want + 16:
+        base = f"{base} {' '.join(words)}"
+    ids = ckpt.tokenizer.encode(base)
+    for delta in (0, -1, 1, -2, 2, -3, 3, -4, 4, -5, 5, -6, 6):
+        stem = ckpt.tokenizer.decode(ids[: want + delta]).strip()
+        for suffix in ("", ".", ",", "s", "!", "e"):  # a cut on a word boundary may need one more piece
+            text = stem + suffix
+            if text and len(ckpt.tokenizer.encode(clean_text(text).text)) == want:
+                return text
+    raise RuntimeError(f"could not build a text of exactly {n} tokens for {ckpt.name}")
+
+
+def distinct_sentences(count: int, seed: int = 0, words: int = 12) -> list[str]:
+    """`count` distinct short sentences made of corpus words (seeded)."""
+    import random
+
+    rng = random.Random(seed)
+    vocab = sorted(set(w.strip(".,?").lower() for w in CORPUS))
+    out, seen = [], set()
+    while len(out) < count:
+        s = " ".join(rng.choice(vocab) for _ in range(words)).capitalize() + "."
+        if s not in seen:
+            seen.add(s)
+            out.append(s)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the app's server-side path
+
+
+def default_group(td: Any) -> str:
+    """The attention group the Explore page opens on (ui.head_picker): cross-attention if any, else the first."""
+    groups = td.groups
+    return "decoder.cross" if "decoder.cross" in groups else groups[0]
+
+
+def head_figure(td: Any, group: str, layer: int = 0, head: int = 0):
+    from viz.heads import head_heatmap
+
+    block = td.block(group, layer)
+    return head_heatmap(block.weights[head], block.query_pieces, block.key_pieces, f"{group}, layer {layer}, h{head}")
+
+
+def grid_figure(td: Any, group: str, selected: tuple[int, int] | None = (0, 0)):
+    from viz.heads import heads_grid
+
+    return heads_grid(td.stacked(group), f"{group}: every head", selected)
+
+
+def spec_json(fig: Any) -> str:
+    """What st.plotly_chart does with a figure before sending it: to_dict (validated), then plotly.io.to_json."""
+    import plotly.io
+    import plotly.tools
+
+    figure = plotly.tools.return_figure_from_figure_or_data(fig, validate_figure=True)
+    return plotly.io.to_json(figure, validate=False)
+
+
+def trace_data(ckpt: Checkpoint, text: str):
+    """analyze() + viz.data.from_analysis: what ui.run_model computes on a cache miss."""
+    from viz.data import from_analysis
+
+    return from_analysis(ckpt, analyze(ckpt, text, k=TOP_K))
+
+
+def explore_render(td: Any, layer: int = 0, head: int = 0) -> tuple[str, str]:
+    """Both Explore charts for a trace, as the JSON sent to the browser: one head, then the all-heads grid."""
+    group = default_group(td)
+    return spec_json(head_figure(td, group, layer, head)), spec_json(grid_figure(td, group, (layer, head)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# timing, memory, tables
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def median_time(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
+    """Median wall time of `fn` in seconds over `repeats` runs after `warmup` untimed ones."""
+    for _ in range(warmup):
+        fn()
+    return statistics.median(timed(fn)[0] for _ in range(repeats))
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100)."""
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    k = max(0, min(len(ordered) - 1, int(round(q / 100 * len(ordered) + 0.5)) - 1))
+    return ordered[k]
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def kib(n: float) -> str:
+    if n < 1024:
+        return f"{int(n)} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KiB"
+    return f"{n / 1024 / 1024:.2f} MiB"
+
+
+def rss_bytes() -> int:
+    """Current resident set size of this process."""
+    try:
+        import psutil
+
+        return int(psutil.Process().memory_info().rss)
+    except ImportError:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process so far (ru_maxrss is KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+@dataclass
+class Table:
+    columns: Sequence[str]
+    rows: list[Sequence[Any]]
+
+    def markdown(self) -> str:
+        lines = ["| " + " | ".join(self.columns) + " |", "|" + "|".join("---" for _ in self.columns) + "|"]
+        lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in self.rows]
+        return "\n".join(lines) + "\n"
+
+
+def verdict(value: float, target: float, lower_is_better: bool = True) -> str:
+    ok = value <= target if lower_is_better else value >= target
+    return "meets target" if ok else "MISSES target"
+
+
+def emit(parts: Iterable[str]) -> str:
+    text = "\n".join(parts)
+    print(text, flush=True)
+    return text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the app's cached path, outside `streamlit run`
+
+APP_MAX_ENTRIES = 16  # ui.run_model's st.cache_data(max_entries=16); used by the fallback cache only
+
+
+class CachedPath:
+    """`run(path, text) -> TraceData` through ui.run_model (st.cache_data around analyze + from_analysis, with the
+    model from ui.load_model's st.cache_resource: one Checkpoint shared by every caller), as the app calls it.
+
+    If ui cannot be imported (the app is being rewritten), a functools.lru_cache of the app's size stands in and
+    `kind` says so.
+    """
+
+    def __init__(self) -> None:
+        try:
+            import ui
+            from viz import catalog
+
+            self._ui, self._catalog = ui, catalog
+            self.kind = "ui.run_model (st.cache_data, max_entries from ui.py) + ui.load_model (st.cache_resource)"
+        except Exception as exc:  # any import failure means: use the stand-in
+            import functools
+
+            self._ui = None
+            self._ckpts: dict[str, Checkpoint] = {}
+            self._lru = functools.lru_cache(maxsize=APP_MAX_ENTRIES)(self._miss)
+            self.kind = f"functools.lru_cache(maxsize={APP_MAX_ENTRIES}) stand-in (ui not importable: {exc!r})"
+
+    def _miss(self, path: str, text: str):
+        if path not in self._ckpts:
+            self._ckpts[path] = load_checkpoint(path)
+        return trace_data(self._ckpts[path], text)
+
+    def run(self, path: str | Path, text: str):
+        if self._ui is None:
+            return self._lru(str(path), text)
+        stamp = self._catalog.stamp(Path(path))
+        return self._ui.run_model(str(path), stamp, text)
+
+    def model(self, path: str | Path) -> Checkpoint:
+        if self._ui is None:
+            self._miss(str(path), "x")
+            return self._ckpts[str(path)]
+        return self._ui.load_model(str(path), self._catalog.stamp(Path(path)))
+
+    def clear(self) -> None:
+        if self._ui is None:
+            self._lru.cache_clear()
+        else:
+            self._ui.run_model.clear()
+
+    def entries(self) -> int | None:
+        """Entries held by the trace cache now (None if Streamlit's internals moved)."""
+        if self._ui is None:
+            return self._lru.cache_info().currsize
+        try:
+            from streamlit.runtime.caching.cache_data_api import _data_caches
+
+            total = 0
+            for caches in list(_data_caches._function_caches.values()):
+                for cache in list(caches.values()):
+                    if cache.display_name.endswith("run_model"):
+                        total += len(cache.storage._mem_cache)
+            return total
+        except Exception:  # private API: report unknown rather than fail
+            return None
+
+    def max_entries(self) -> int | None:
+        if self._ui is None:
+            return APP_MAX_ENTRIES
+        try:
+            from streamlit.runtime.caching.cache_data_api import _data_caches
+
+            for caches in list(_data_caches._function_caches.values()):
+                for cache in list(caches.values()):
+                    if cache.display_name.endswith("run_model"):
+                        return cache.max_entries
+        except Exception:
+            pass
+        return None
