@@ -13,7 +13,7 @@ if str(ROOT) not in sys.path:  # `pytest` run without `python -m` does not put t
     sys.path.insert(0, str(ROOT))
 
 from model.config import ModelConfig  # noqa: E402
-from model.testing import make_tiny_checkpoint  # noqa: E402
+from model.testing import make_tiny_checkpoint, tiny_config  # noqa: E402
 from model.transformer import DecoderOnlyLM, EncoderDecoder, build_model  # noqa: E402
 
 # The models are tiny: intra-op threads only add spin-waiting on a busy machine.
@@ -24,19 +24,8 @@ PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 
 def small_config(kind: str, **overrides) -> ModelConfig:
-    """d_model 32, 4 heads, 2 layers per stack (the encoder only for an encoder-decoder)."""
-    fields = dict(
-        kind=kind,
-        vocab_size=VOCAB,
-        d_model=32,
-        n_heads=4,
-        n_encoder_layers=2 if kind == "encoder-decoder" else 0,
-        n_decoder_layers=2,
-        d_ff=64,
-        dropout=0.1,
-        max_len=48,
-    )
-    return ModelConfig(**{**fields, **overrides})
+    """d_model 32, 4 heads, 2 layers per stack (the encoder only for an encoder-decoder), max_len 48."""
+    return tiny_config(kind, VOCAB, **{"max_len": 48, **overrides})
 
 
 def seeded_model(kind: str, seed: int = 0, **overrides) -> EncoderDecoder | DecoderOnlyLM:
