@@ -106,8 +106,9 @@ def _beam_search(model, prefix: list[int], source_ids: Tensor | None, max_tokens
         hyps = [(s, sc) for s, sc, _ in keep]
         if len(done) >= beam or not keep:
             break
-        order = torch.tensor([b for _, _, b in keep])
-        cache = _reorder(cache, order)
+        order = [b for _, _, b in keep]
+        if order != list(range(log_probs.shape[0])):  # greedy search never reorders: no copy of the cache
+            cache = _reorder(cache, torch.tensor(order))
         logits, _, cache = _step(model, torch.tensor([[s[-1]] for s, _ in hyps]), cache, False)
         log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
     if done:  # finished hypotheses win; among them, the best log-probability per token

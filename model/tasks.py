@@ -52,7 +52,7 @@ TASKS: dict[str, TaskSpec] = {
         eval_every=250,
         max_train_len=64,
     ),
-    # Sizes and steps fit ~45 minutes on one CPU core each (measured: ~700-1,500 target tokens/s for translate).
+    # Each trains on one shared CPU core in 25-80 minutes (translate: ~700-1,500 target tokens/s measured).
     "translate": TaskSpec(
         name="translate",
         checkpoint="translate-en-de",
