@@ -120,13 +120,15 @@ def choose(page, label: str, option: str) -> None:
 
 def test_type_a_sentence_and_see_heatmap_and_predictions(server, page) -> None:
     page.goto(f"{server}/?model=lm-english")
+    heatmap(page)  # the preset sentence's heatmap first: the app is ready for input
     box = page.get_by_role("textbox", name="Text", exact=True)
-    box.fill("The quick brown fox jumps over the lazy dog.")
+    box.fill("My friends went to the market together.")
     box.press("Control+Enter")
-    page.get_by_text("fox", exact=False).first.wait_for()
-    chart = heatmap(page)
-    ticks = chart.locator(".xtick text").all_inner_texts()
-    assert any("fox" in t for t in ticks), ticks
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.stPlotlyChart .xtick text')].some(t => t.textContent.includes('market'))"
+    )
+    ticks = heatmap(page).locator(".xtick text").all_text_contents()
+    assert any("market" in t for t in ticks), ticks
     predictions = page.locator('[data-testid="stDataFrame"]').filter(has_text="probability")
     predictions.first.wait_for()
     page.screenshot(path=str(SHOTS / "explore.png"), full_page=True)
@@ -135,18 +137,18 @@ def test_type_a_sentence_and_see_heatmap_and_predictions(server, page) -> None:
 def test_switching_head_redraws_and_hover_reads_query_to_key_weight(server, page) -> None:
     page.goto(f"{server}/?model=lm-english&text=The%20cat%20sat%20on%20the%20mat.")
     chart = heatmap(page)
-    title_before = chart.locator(".gtitle").inner_text()
+    title_before = chart.locator(".gtitle").text_content()
     choose(page, "Head", "head 3")
     page.wait_for_function(
         "b => { const t = document.querySelector('.stPlotlyChart .gtitle'); return t && t.textContent !== b; }",
         arg=title_before,
     )
-    assert "head 3" in heatmap(page).locator(".gtitle").inner_text()
+    assert "head 3" in heatmap(page).locator(".gtitle").text_content()
     box = chart.locator(".nsewdrag").first.bounding_box()
     page.mouse.move(box["x"] + box["width"] * 0.1, box["y"] + box["height"] * 0.9)
     hover = page.locator(".hoverlayer .hovertext").first
     hover.wait_for()
-    assert "→" in hover.inner_text()
+    assert "→" in hover.text_content()
 
 
 def test_translation_model_shows_its_output(server, page) -> None:
@@ -159,7 +161,10 @@ def test_translation_model_shows_its_output(server, page) -> None:
 def test_every_page_renders_without_error(server, page, name: str) -> None:
     page.goto(f"{server}/{PAGES[name]}?model=reverse&text=abcdef")
     page.locator(".stPlotlyChart, [data-testid='stDataFrame']").first.wait_for()
-    page.wait_for_timeout(500)
+    page.wait_for_function(  # every chart drawn, not just its placeholder
+        "() => [...document.querySelectorAll('.stPlotlyChart')].every(c => c.querySelector('.main-svg'))"
+    )
+    page.wait_for_timeout(1000)
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
