@@ -58,9 +58,3 @@ def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     filled = torch.where(any_allowed, filled, torch.zeros_like(filled))
     weights = torch.softmax(filled, dim=-1)
     return weights.masked_fill(~mask, 0.0)
-
-
-def entropy_bits(weights: Tensor) -> Tensor:
-    """Shannon entropy in bits over the last axis, with 0·log 0 = 0."""
-    logs = torch.where(weights > 0, torch.log2(weights.clamp_min(1e-30)), torch.zeros_like(weights))
-    return -(weights * logs).sum(-1)

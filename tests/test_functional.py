@@ -1,4 +1,4 @@
-"""The pure functions: the sinusoidal table against its closed form, the masks, the masked softmax, entropy."""
+"""The pure functions: the sinusoidal table against its closed form, the masks, the masked softmax."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import torch
 
 from model.functional import (
     attention_mask,
-    entropy_bits,
     masked_softmax,
     padding_mask,
     sinusoidal_table,
@@ -128,8 +127,3 @@ def test_masked_softmax_is_stable_for_huge_scores() -> None:
     weights = masked_softmax(scores, mask)
     assert torch.isfinite(weights).all()
     torch.testing.assert_close(weights, torch.tensor([[1.0, 0.0, 0.0, 0.0]]))
-
-
-def test_entropy_bits_is_log2_n_for_uniform_rows_and_zero_for_one_hot_or_empty_rows() -> None:
-    weights = torch.tensor([[0.25] * 4, [1.0, 0.0, 0.0, 0.0], [0.0] * 4, [0.5, 0.5, 0.0, 0.0]])
-    torch.testing.assert_close(entropy_bits(weights), torch.tensor([2.0, 0.0, 0.0, 1.0]))

@@ -18,7 +18,7 @@ def _valid_rows(mask: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def entropy_bits(weights: np.ndarray) -> np.ndarray:
-    """Shannon entropy in bits over the last axis, 0·log 0 = 0 (the numpy twin of model.functional.entropy_bits)."""
+    """Shannon entropy in bits over the last axis, 0·log 0 = 0."""
     w = np.asarray(weights, dtype=np.float64)
     logs = np.log2(np.where(w > 0, w, 1.0))
     return -(w * logs).sum(axis=-1)
