@@ -212,6 +212,13 @@ def analysis(ctx: Context) -> TraceData | None:
     return trace
 
 
+def context_and_trace() -> tuple[Context, TraceData] | None:
+    """The chosen model and text and their cached trace; None after a message saying why there is none."""
+    ctx = context()
+    trace = analysis(ctx) if ctx is not None else None
+    return None if trace is None else (ctx, trace)
+
+
 def _valid(key: str, options: list, default) -> None:
     if st.session_state.get(key) not in options:
         st.session_state[key] = default

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor
 
 from model.trace import Trace
-from model.transformer import DecoderCache, DecoderOnlyLM, EncoderDecoder
+from model.transformer import DecoderCache, DecoderOnlyLM, EncoderDecoder, LayerCache
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,6 @@ def _beam_search(model, prefix: list[int], source_ids: Tensor | None, max_tokens
 
 def _reorder(cache: DecoderCache, order: Tensor) -> DecoderCache:
     """Select batch rows `order` of every cached tensor (beam search keeps the surviving hypotheses)."""
-    from model.transformer import LayerCache
 
     def pick(kv):
         return None if kv is None else (kv[0].index_select(0, order), kv[1].index_select(0, order))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
 from model.attention import AttentionRecord
@@ -50,8 +51,6 @@ class Trace:
 
     def stacked_weights(self, stack: str, type_: str = "self") -> Tensor:
         """Weights of every layer of one stack and type: (L, B, H, Tq, Tk)."""
-        import torch
-
         chosen = [
             r.weights for n, r in self.attention.items() if n.startswith(f"{stack}.") and n.endswith(f".{type_}_attn")
         ]

@@ -39,12 +39,9 @@ def body() -> None:
         "3. softmax turns the row into weights that sum to 1, 4. each value vector vⱼ is scaled by its weight, "
         "5. their sum is the head's output for this token."
     )
-    ctx = ui.context()
-    if ctx is None:
-        return
-    trace = ui.analysis(ctx)
-    if trace is not None:
-        steps_view(trace, ctx.entry.name)
+    chosen = ui.context_and_trace()
+    if chosen is not None:
+        steps_view(chosen[1], chosen[0].entry.name)
 
 
 ui.guarded(body)

@@ -73,12 +73,10 @@ def heads_view(trace: TraceData, model: str) -> None:
 
 def body() -> None:
     st.title("Explore")
-    ctx = ui.context()
-    if ctx is None:
+    chosen = ui.context_and_trace()
+    if chosen is None:
         return
-    trace = ui.analysis(ctx)
-    if trace is None:
-        return
+    ctx, trace = chosen
     heads_view(trace, ctx.entry.name)
     st.subheader("Export and share")
     st.caption("The address bar keeps the model, text, layer and head: copy it to share this view.")

@@ -26,11 +26,10 @@ def _on_row() -> None:
 
 def body() -> None:
     st.title("Head statistics")
-    ctx = ui.context()
-    if ctx is None:
+    chosen = ui.context_and_trace()
+    if chosen is None:
         return
-    if ui.analysis(ctx) is None:
-        return
+    ctx = chosen[0]
     table = ui.head_statistics(ctx.path, ctx.stamp, ctx.text)
     st.caption("Averaged over the query tokens. Click a column header to sort, a row to pick the head.")
     st.dataframe(

@@ -13,12 +13,10 @@ from viz.style import chart_config
 
 def body() -> None:
     st.title("Masks")
-    ctx = ui.context()
-    if ctx is None:
+    chosen = ui.context_and_trace()
+    if chosen is None:
         return
-    trace = ui.analysis(ctx)
-    if trace is None:
-        return
+    ctx, trace = chosen
     st.caption("Yellow ✓: the query may attend to the key. Dark ✗: masked, its score becomes −∞ before softmax.")
     groups = trace.groups
     for tab, group in zip(st.tabs([trace.group_label(g) for g in groups]), groups):
