@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from model.analysis import InputError, analyze
-from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from model.export import to_json, to_npz_bytes
-from viz import catalog
+from inference import catalog
+from inference.analyze import InputError, analyze
+from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from inference.export import to_json, to_npz_bytes
 from viz.data import TraceData, from_analysis
 from viz.positional import pe_table
 from viz.stats import head_table
@@ -71,7 +71,7 @@ def positional_table(path: str, stamp: float) -> np.ndarray:
 
 
 def export_bytes(path: str, stamp: float, text: str, fmt: str) -> bytes:
-    """The whole trace as format-1 JSON or NPZ (model.export); run when a download button is clicked."""
+    """The whole trace as format-1 JSON or NPZ (inference.export); run when a download button is clicked."""
     ckpt = load_model(path, stamp)
     analysis = analyze(ckpt, text, k=TOP_K)
     return to_json(ckpt, analysis).encode("utf-8") if fmt == "json" else to_npz_bytes(ckpt, analysis)

@@ -26,8 +26,8 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from model.analysis import analyze, clean_text  # noqa: E402
-from model.checkpoint import CONFIG, Checkpoint, load_checkpoint  # noqa: E402
+from inference.analyze import analyze, clean_text  # noqa: E402
+from inference.checkpoint import CONFIG, Checkpoint, load_checkpoint  # noqa: E402
 
 DEFAULT_CHECKPOINTS = ROOT / "checkpoints"
 TOP_K = 5  # what the app asks analyze() for (ui.TOP_K)
@@ -60,7 +60,7 @@ def parser(description: str, repeats: int = 5) -> argparse.ArgumentParser:
         default=None,
         help="a checkpoint directory, or a folder of them (default: every checkpoint under checkpoints/)",
     )
-    p.add_argument("--tiny", action="store_true", help="use tiny untrained checkpoints (model.testing) instead")
+    p.add_argument("--tiny", action="store_true", help="use tiny untrained checkpoints (training.tiny) instead")
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: torch's own choice)")
     return p
 
@@ -88,7 +88,7 @@ _TINY_DIR: Path | None = None
 def tiny_checkpoints(max_len: int = 600) -> list[Path]:
     """Tiny untrained checkpoints of both kinds (max_len 600, so 512-token inputs fit), made once per process."""
     global _TINY_DIR
-    from model.testing import make_tiny_checkpoint
+    from training.tiny import make_tiny_checkpoint
 
     if _TINY_DIR is None:
         _TINY_DIR = Path(tempfile.mkdtemp(prefix="atlas-bench-"))
@@ -100,7 +100,7 @@ def tiny_checkpoints(max_len: int = 600) -> list[Path]:
 def checkpoint_dirs(args: argparse.Namespace) -> tuple[list[Path], str]:
     """The checkpoints to measure and a line saying which they are (trained or tiny)."""
     if args.tiny:
-        return tiny_checkpoints(), "tiny untrained checkpoints (`--tiny`, model.testing, max_len 600)"
+        return tiny_checkpoints(), "tiny untrained checkpoints (`--tiny`, training.tiny, max_len 600)"
     root = args.checkpoints or DEFAULT_CHECKPOINTS
     if _is_checkpoint(root):
         return [root], f"checkpoint `{root}`"
@@ -109,7 +109,7 @@ def checkpoint_dirs(args: argparse.Namespace) -> tuple[list[Path], str]:
         return found, f"checkpoints under `{root}`"
     return (
         tiny_checkpoints(),
-        f"tiny untrained checkpoints (no checkpoint found under `{root}`; model.testing, max_len 600)",
+        f"tiny untrained checkpoints (no checkpoint found under `{root}`; training.tiny, max_len 600)",
     )
 
 
@@ -339,7 +339,7 @@ class CachedPath:
     def __init__(self) -> None:
         try:
             import ui
-            from viz import catalog
+            from inference import catalog
 
             self._ui, self._catalog = ui, catalog
             self.kind = "ui.run_model (st.cache_data, max_entries from ui.py) + ui.load_model (st.cache_resource)"

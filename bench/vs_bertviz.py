@@ -21,7 +21,7 @@ import statistics
 import common
 import torch
 
-from model.analysis import analyze
+from inference.analyze import analyze
 
 SIZES = (32, 128, 256)
 QUICK_SIZES = (32,)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from model.analysis import analyze  # noqa: E402
-from model.checkpoint import load_checkpoint  # noqa: E402
-from model.export import to_json_object  # noqa: E402
-from model.testing import make_tiny_checkpoint  # noqa: E402
+from inference.analyze import analyze  # noqa: E402
+from inference.checkpoint import load_checkpoint  # noqa: E402
+from inference.export import to_json_object  # noqa: E402
+from training.tiny import make_tiny_checkpoint  # noqa: E402
 
 
 def cut(value, depth=0, keep=3):

@@ -13,8 +13,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import ui
-from model.analysis import analyze
-from model.checkpoint import load_checkpoint
+from inference.analyze import analyze
+from inference.checkpoint import load_checkpoint
 from viz.arrays import decode_typed_array
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.checkpoint import CARD, CONFIG, TOKENIZER, WEIGHTS, CheckpointError, load_checkpoint, save_checkpoint
-from model.testing import make_tiny_checkpoint, tiny_config, tiny_tokenizer_bytes
-from model.tokenizer import Tokenizer
+from inference.checkpoint import CARD, CONFIG, TOKENIZER, WEIGHTS, CheckpointError, load_checkpoint, save_checkpoint
+from inference.tokenizer import Tokenizer
 from model.transformer import build_model
+from training.tiny import make_tiny_checkpoint, tiny_config, tiny_tokenizer_bytes
 
 CARD_CONTENT = {
     "task": "round trip",

@@ -1,4 +1,4 @@
-"""`python -m model …` on tiny checkpoints (mostly in-process through `model.cli.main`), and `clean_text`."""
+"""`python -m atlas …` on tiny checkpoints (mostly in-process through `atlas.cli.main`), and `clean_text`."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from model.analysis import MAX_CHARS, InputError, analyze, clean_text
-from model.checkpoint import load_checkpoint
-from model.cli import main
-from model.inference import generate
+from atlas.cli import main
+from inference.analyze import MAX_CHARS, InputError, analyze, clean_text
+from inference.checkpoint import load_checkpoint
+from inference.decoding import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_KEYS = {"format", "checkpoint", "kind", "source_tokens", "positional_encoding", "attention", "predictions"}
@@ -321,7 +321,7 @@ def test_bad_arguments_exit_2_with_a_message(capsys, ckpts, tmp_path, args, mess
 def test_python_dash_m_model_trace_runs_as_a_program(tiny_checkpoints) -> None:
     path = tiny_checkpoints["decoder-only"]
     result = subprocess.run(
-        [sys.executable, "-m", "model", "trace", str(path), TEXT],
+        [sys.executable, "-m", "atlas", "trace", str(path), TEXT],
         cwd=ROOT,
         env=ENV,
         capture_output=True,
@@ -337,7 +337,7 @@ def test_python_dash_m_model_trace_runs_as_a_program(tiny_checkpoints) -> None:
 def test_python_dash_m_model_with_a_missing_checkpoint_exits_2_without_a_traceback(tmp_path) -> None:
     missing = tmp_path / "missing-checkpoint"
     result = subprocess.run(
-        [sys.executable, "-m", "model", "trace", str(missing), TEXT],
+        [sys.executable, "-m", "atlas", "trace", str(missing), TEXT],
         cwd=ROOT,
         env=ENV,
         capture_output=True,

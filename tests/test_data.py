@@ -1,4 +1,4 @@
-"""Tests for the pure parsing/cleaning helpers in ``model.data`` (no network, no apt)."""
+"""Tests for the pure parsing/cleaning helpers in ``training.data`` (no network, no apt)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from model import data
+from training import data
 
 
 def test_clean_ding_text_strips_annotations_and_slash_variants() -> None:

@@ -1,6 +1,6 @@
 """Hostile inputs (tests/hostile_inputs.json, plus lone surrogates made here) through the CLI, analyze() and the app.
 
-(a) `python -m model trace CKPT --input-file F.jsonl -o OUT` in-process on tiny checkpoints of both kinds: one
+(a) `python -m atlas trace CKPT --input-file F.jsonl -o OUT` in-process on tiny checkpoints of both kinds: one
     output line per input, each a valid format-1 object (rows of weights sum to 1, no NaN) or
     {"input": …, "error": …} with a plain message; never a crash.
 (b) analyze() on every input: an Analysis with finite weights, or InputError.
@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from model.analysis import Analysis, InputError, analyze
-from model.checkpoint import load_checkpoint
-from model.cli import main as cli_main
-from model.testing import make_tiny_checkpoint
+from atlas.cli import main as cli_main
+from inference.analyze import Analysis, InputError, analyze
+from inference.checkpoint import load_checkpoint
+from training.tiny import make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("decoder-only", "encoder-decoder")

@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from model.inference import TopToken, generate, top_k
+from inference.decoding import TopToken, generate, top_k
 
 BOS, EOS = 2, 3
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from model.checkpoint import CARD_KEYS, load_checkpoint
-from model.cli import generate_text
+from atlas.cli import generate_text
+from inference.checkpoint import CARD_KEYS, load_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent / "checkpoints"
 SHIPPED = ("reverse", "translate-en-de", "lm-english")
@@ -34,12 +34,12 @@ def shipped(request):
 def test_card_is_complete_and_names_its_data_licenses(shipped) -> None:
     card = shipped.card
     assert set(CARD_KEYS) <= set(card)
-    assert card["metrics"].get("split") == "test", "metrics come from model.evaluate on the test split"
+    assert card["metrics"].get("split") == "test", "metrics come from training.evaluate on the test split"
     for key in METRICS[shipped.name]:
         assert isinstance(card["metrics"][key], int | float)
     licenses = [s.get("license") for s in card["data"]["sources"]]
     assert licenses and all(isinstance(lic, str) and lic for lic in licenses)
-    assert card["command"].startswith("python -m model.train --task")
+    assert card["command"].startswith(("python -m model.train --task", "python -m training.train --task"))
 
 
 def test_tokenizer_hash_matches_config_and_card(shipped) -> None:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from model.inference import generate
+from inference.decoding import generate
 
 N_THREADS, N_INPUTS = 8, 20
 INTERNALS = ("_parameters", "_buffers", "_modules")
@@ -139,8 +139,8 @@ def test_threads_decoding_with_caches_and_beams_get_exactly_the_sequential_resul
 
 
 def test_threads_on_a_loaded_checkpoint_leave_it_unchanged(tiny_checkpoints) -> None:
-    from model.analysis import analyze
-    from model.checkpoint import load_checkpoint
+    from inference.analyze import analyze
+    from inference.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(tiny_checkpoints["decoder-only"])
     texts = [f"The cat number {i} sat on the mat." for i in range(N_INPUTS)]

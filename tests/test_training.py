@@ -10,12 +10,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from model.checkpoint import load_checkpoint
-from model.data import train_tokenizer
-from model.evaluate import evaluate
-from model.tasks import TASKS
-from model.train import learning_rate, train
+from inference.checkpoint import load_checkpoint
 from model.transformer import EncoderDecoder
+from training.data import train_tokenizer
+from training.evaluate import evaluate
+from training.tasks import TASKS
+from training.train import learning_rate, train
 
 PAIRS = [
     ("Where is the station?", "Wo ist der Bahnhof?"),
@@ -34,7 +34,7 @@ TINY_MODEL = dict(d_model=16, n_heads=2, d_ff=32, dropout=0.0)
 
 
 def write_task(root: Path, task: str) -> Path:
-    """A tiny data folder of the layout `python -m model.data prepare` writes."""
+    """A tiny data folder of the layout `python -m training.data prepare` writes."""
     folder = root / task
     folder.mkdir(parents=True)
     if task == "lm":
@@ -101,7 +101,7 @@ def test_learning_rate_warms_up_then_decays_as_in_the_paper() -> None:
 
 
 def test_missing_data_names_the_prepare_command(tmp_path: Path) -> None:
-    with pytest.raises(FileNotFoundError, match="python -m model.data prepare"):
+    with pytest.raises(FileNotFoundError, match="python -m training.data prepare"):
         train(tiny_spec("lm"), tmp_path / "nothing", tmp_path / "ckpt", seed=0, threads=1, command="test")
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from model.analysis import InputError, analyze
-from model.checkpoint import load_checkpoint
+from inference import catalog
+from inference.analyze import InputError, analyze
+from inference.checkpoint import load_checkpoint
 from model.functional import sinusoidal_table
-from model.testing import make_tiny_checkpoint
-from viz import catalog
+from training.tiny import make_tiny_checkpoint
 from viz.arrays import block_average, decode_typed_array, quantize
 from viz.data import TraceData, from_analysis
 from viz.heads import average_heads, grid_pick, head_frame, head_heatmap, heads_grid

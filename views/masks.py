@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import ui
-from model.analysis import InputError
+from inference.analyze import InputError
 from viz.labels import safe_filename
 from viz.masks import batch_masks, mask_heatmap, padding_heatmap
 from viz.style import chart_config

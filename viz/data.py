@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from model.analysis import Analysis
-from model.checkpoint import Checkpoint
+from inference.analyze import Analysis
+from inference.checkpoint import Checkpoint
 from model.trace import BlockName
 
 GROUP_LABELS = {

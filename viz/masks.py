@@ -9,8 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from model.analysis import clean_text, encode_prefix, encode_source
-from model.checkpoint import Checkpoint
+from inference.analyze import clean_text, encode_prefix, encode_source
+from inference.checkpoint import Checkpoint
 from model.functional import attention_mask, padding_mask
 from viz.labels import escape, plotly_labels
 from viz.style import finish, tick_step
@@ -32,7 +32,7 @@ class BatchMasks:
 
 def batch_masks(ckpt: Checkpoint, texts: Sequence[str]) -> BatchMasks:
     """Tokenise `texts` like the model does (encoder: tokens + eos; decoder: bos + tokens), pad them, and
-    compute the masks with model.functional. Raises model.analysis.InputError for an empty text."""
+    compute the masks with model.functional. Raises inference.analyze.InputError for an empty text."""
     cfg = ckpt.config
     encoder = cfg.is_encoder_decoder
     notes: list[str] = []

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from model.analysis import InputError, clean_text, encode_prefix, encode_source
-from model.checkpoint import Checkpoint
+from inference.analyze import InputError, clean_text, encode_prefix, encode_source
+from inference.checkpoint import Checkpoint
 from viz.style import COLORSCALE, DIVERGING, finish, tick_step
 
 METRICS = ("cosine", "dot product")

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from model.analysis import Analysis
-from model.checkpoint import Checkpoint
+from inference.analyze import Analysis
+from inference.checkpoint import Checkpoint
 from model.trace import BlockName
 
 FORMAT = 1

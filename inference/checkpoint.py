@@ -11,8 +11,8 @@ from typing import Any
 import torch
 from safetensors.torch import load_model, save_model
 
+from inference.tokenizer import Tokenizer, TokenizerError
 from model.config import ConfigError, ModelConfig
-from model.tokenizer import Tokenizer, TokenizerError
 from model.transformer import DecoderOnlyLM, EncoderDecoder, build_model
 
 WEIGHTS, CONFIG, TOKENIZER, CARD = "model.safetensors", "config.json", "tokenizer.model", "card.json"

@@ -10,7 +10,7 @@ Builds deterministic train/valid/test splits plus a sentencepiece tokenizer per 
 
 Usage::
 
-    python -m model.data prepare {reverse,translate,lm,all} [--out data/] [--seed 0]
+    python -m training.data prepare {reverse,translate,lm,all} [--out data/] [--seed 0]
 
 Each task directory gets ``sources.json`` (sources, licenses, split sizes and sha256 sums).
 """
@@ -214,7 +214,7 @@ def write_manifest(out_dir: Path, task: str, seed: int, sources: list[dict], spl
     manifest = {
         "task": task,
         "seed": seed,
-        "generated_by": "python -m model.data prepare " + task,
+        "generated_by": "python -m training.data prepare " + task,
         "sources": sources,
         "splits": splits,
         "tokenizer": tokenizer_info(out_dir / "tokenizer.model"),
@@ -735,8 +735,8 @@ PREPARERS = {"reverse": prepare_reverse, "translate": prepare_translate, "lm": p
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m model.data prepare TASK [--out DIR] [--seed N]``."""
-    parser = argparse.ArgumentParser(prog="python -m model.data", description=__doc__.split("\n")[0])
+    """``python -m training.data prepare TASK [--out DIR] [--seed N]``."""
+    parser = argparse.ArgumentParser(prog="python -m training.data", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     prep = sub.add_parser("prepare", help="build splits + tokenizer for a task")
     prep.add_argument("task", choices=[*TASKS, "all"])

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from model.checkpoint import Checkpoint
-from model.inference import TopToken, generate, top_k
+from inference.checkpoint import Checkpoint
+from inference.decoding import TopToken, generate, top_k
 from model.trace import Trace
 from model.transformer import EncoderDecoder
 

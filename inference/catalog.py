@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model.checkpoint import CARD, CONFIG, TOKENIZER, WEIGHTS, CheckpointError, load_card, load_config
+from inference.checkpoint import CARD, CONFIG, TOKENIZER, WEIGHTS, CheckpointError, load_card, load_config
 
 ENV_VAR = "ATLAS_CHECKPOINTS"
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"

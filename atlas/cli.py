@@ -1,4 +1,4 @@
-"""`python -m model {trace,generate,score,info}`: the model without the app."""
+"""`python -m atlas {trace,generate,score,info}`: the model without the app."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import torch
 
-from model.analysis import InputError, analyze, clean_text, encode_prefix, encode_source
-from model.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from model.export import to_json, to_npz_bytes
-from model.inference import generate
+from inference.analyze import InputError, analyze, clean_text, encode_prefix, encode_source
+from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from inference.decoding import generate
+from inference.export import to_json, to_npz_bytes
 from model.transformer import EncoderDecoder
 
 
@@ -129,7 +129,7 @@ def perplexity(ckpt: Checkpoint, lines: list[str], window: int | None = None) ->
 
 def cmd_score(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     if isinstance(ckpt.model, EncoderDecoder):
-        raise UsageError("score is for language models; use `python -m model.evaluate` for translation")
+        raise UsageError("score is for language models; use `python -m training.evaluate` for translation")
     lines = [t for t in read_inputs(args.input_file) if isinstance(t, str)]
     ppl, acc, count = perplexity(ckpt, lines)
     print(f"perplexity {ppl:.3f}  top1_accuracy {acc:.4f}  tokens {count}")
@@ -142,7 +142,7 @@ def cmd_info(args: argparse.Namespace, ckpt: Checkpoint) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m model", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m atlas", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("trace", help="the whole trace as JSON (format 1)")
     p.add_argument("checkpoint")

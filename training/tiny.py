@@ -8,7 +8,7 @@ from pathlib import Path
 import sentencepiece as spm
 import torch
 
-from model.checkpoint import save_checkpoint
+from inference.checkpoint import save_checkpoint
 from model.config import ModelConfig
 from model.transformer import build_model
 
@@ -64,7 +64,7 @@ def tiny_config(kind: str, vocab_size: int, **overrides) -> ModelConfig:
 def make_tiny_checkpoint(directory: str | Path, kind: str = "decoder-only", seed: int = 0, **overrides) -> Path:
     """Write an untrained, seeded checkpoint of `kind` to `directory` and return its path."""
     tokenizer_bytes = tiny_tokenizer_bytes(300)
-    from model.tokenizer import Tokenizer
+    from inference.tokenizer import Tokenizer
 
     vocab = Tokenizer(tokenizer_bytes).vocab_size
     torch.manual_seed(seed)
@@ -74,7 +74,7 @@ def make_tiny_checkpoint(directory: str | Path, kind: str = "decoder-only", seed
         "data": [{"name": "model/testing.py SENTENCES", "license": "same as this project"}],
         "hyperparameters": model.config.to_dict(),
         "metrics": {},
-        "command": f"python -c 'from model.testing import make_tiny_checkpoint; make_tiny_checkpoint(DIR, {kind!r})'",
+        "command": f"python -c 'from training.tiny import make_tiny_checkpoint; make_tiny_checkpoint(DIR, {kind!r})'",
         "samples": [],
     }
     return save_checkpoint(directory, model, tokenizer_bytes, card)

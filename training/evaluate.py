@@ -1,4 +1,4 @@
-"""`python -m model.evaluate CHECKPOINT`: the card's metrics, computed on the held-out test split.
+"""`python -m training.evaluate CHECKPOINT`: the card's metrics, computed on the held-out test split.
 
 reverse: exact match of greedy outputs; translate: corpus BLEU and chrF (sacrebleu) of greedy outputs;
 lm: perplexity and top-1 next-token accuracy. `--write-card` stores the metrics and samples in card.json.
@@ -14,10 +14,10 @@ from typing import Any
 
 from tqdm import tqdm
 
-from model.checkpoint import CARD, Checkpoint, CheckpointError, load_checkpoint
-from model.cli import generate_text, perplexity
-from model.tasks import data_dir
-from model.train import read_lines
+from atlas.cli import generate_text, perplexity
+from inference.checkpoint import CARD, Checkpoint, CheckpointError, load_checkpoint
+from training.tasks import data_dir
+from training.train import read_lines
 
 LM_PROMPTS = (
     "The cat sat on the",
@@ -79,14 +79,14 @@ def evaluate(ckpt: Checkpoint, data_root: Path, limit: int | None = None) -> tup
     task = task_of(ckpt)
     metrics, samples = EVALUATORS[task](ckpt, data_dir(task, data_root), limit)
     metrics["split"] = "test"
-    metrics["command"] = f"python -m model.evaluate {ckpt.path}" + (f" --limit {limit}" if limit else "")
+    metrics["command"] = f"python -m training.evaluate {ckpt.path}" + (f" --limit {limit}" if limit else "")
     for sample in samples:
         sample["max_tokens"] = SAMPLE_TOKENS if task == "lm" else 80
     return metrics, samples
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model.evaluate", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m training.evaluate", description=__doc__)
     parser.add_argument("checkpoint")
     parser.add_argument("--data", default="data")
     parser.add_argument("--limit", type=int, help="only the first N test examples (quick check)")

@@ -1,4 +1,4 @@
-"""`python -m model.train --task {reverse,translate,lm}`: train a shipped model from the prepared data.
+"""`python -m training.train --task {reverse,translate,lm}`: train a shipped model from the prepared data.
 
 The paper's recipe (section 5.3): Adam with β=(0.9, 0.98), ε=1e-9, lrate = factor · d_model^-0.5 ·
 min(step^-0.5, step · warmup^-1.5), label smoothing 0.1 for translation. Validation every `eval_every` steps;
@@ -21,16 +21,16 @@ import torch
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from model.checkpoint import load_checkpoint, save_checkpoint
+from inference.checkpoint import load_checkpoint, save_checkpoint
+from inference.tokenizer import Tokenizer
 from model.config import ModelConfig
-from model.tasks import TASKS, TaskSpec, data_dir
-from model.tokenizer import Tokenizer
 from model.transformer import build_model
+from training.tasks import TASKS, TaskSpec, data_dir
 
 
 def read_lines(path: Path) -> list[str]:
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found; run `python -m model.data prepare {path.parent.name}` first")
+        raise FileNotFoundError(f"{path}: not found; run `python -m training.data prepare {path.parent.name}` first")
     return path.read_text(encoding="utf-8").splitlines()
 
 
@@ -153,7 +153,7 @@ def train(
     rng = random.Random(seed)
     folder = data_dir(spec.name, data_root)
     if not (folder / "tokenizer.model").is_file():
-        raise FileNotFoundError(f"{folder}: no prepared data; run `python -m model.data prepare {spec.name}` first")
+        raise FileNotFoundError(f"{folder}: no prepared data; run `python -m training.data prepare {spec.name}` first")
     tok = Tokenizer.from_file(folder / "tokenizer.model")
     config = build(spec, tok)
     model = build_model(config).train()
@@ -249,13 +249,13 @@ def finish_card(path: Path, history: list, steps: int, tokens: int, elapsed: flo
 
 
 def build_card(spec: TaskSpec, config: ModelConfig, sources: dict, run: dict, command: str) -> dict:
-    """The model card of a (possibly still running) training run; model.evaluate fills in the metrics."""
+    """The model card of a (possibly still running) training run; training.evaluate fills in the metrics."""
     return {
         "task": spec.description,
         "name": spec.checkpoint,
         "data": sources,
         "hyperparameters": {"model": config.to_dict(), "training": {**asdict(replace(spec, model={})), **run["setup"]}},
-        "metrics": {"status": "not evaluated yet: run python -m model.evaluate --write-card"},
+        "metrics": {"status": "not evaluated yet: run python -m training.evaluate --write-card"},
         "training": {k: v for k, v in run.items() if k != "setup"},
         "command": command,
         "samples": [],
@@ -263,10 +263,10 @@ def build_card(spec: TaskSpec, config: ModelConfig, sources: dict, run: dict, co
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m model.train", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m training.train", description=__doc__)
     parser.add_argument("--task", choices=sorted(TASKS), required=True)
     parser.add_argument("--out", help="checkpoint folder (default: checkpoints/<task's name>)")
-    parser.add_argument("--data", default="data", help="prepared data root (python -m model.data prepare)")
+    parser.add_argument("--data", default="data", help="prepared data root (python -m training.data prepare)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-steps", type=int, help="override the task's number of steps (e.g. for a smoke run)")
@@ -276,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.max_steps:
         spec = replace(spec, max_steps=args.max_steps, eval_every=min(spec.eval_every, args.max_steps))
     out = Path(args.out or Path("checkpoints") / spec.checkpoint)
-    command = "python -m model.train " + " ".join(shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    command = "python -m training.train " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
     try:
         path = train(spec, Path(args.data), out, args.seed, args.threads, command, args.resume)
     except FileNotFoundError as exc:
