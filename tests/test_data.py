@@ -8,13 +8,13 @@ import zlib
 
 import pytest
 
-from training import data
+from training.data import lm, rds, reverse, translate
 
 
 def test_clean_ding_text_strips_annotations_and_slash_variants() -> None:
     raw = "Ich mache mir Sorge/Besorgnis {f} [ugs.] (um jdn.) <Sorgen> um ihn."
-    assert data.clean_ding_text(raw) == "Ich mache mir Sorge um ihn."
-    assert data.clean_ding_text("That\u2019s  beneath him .") == "That's beneath him."
+    assert translate.clean_ding_text(raw) == "Ich mache mir Sorge um ihn."
+    assert translate.clean_ding_text("That\u2019s  beneath him .") == "That's beneath him."
 
 
 def test_parse_ding_line_aligns_subentries_and_filters_sentences() -> None:
@@ -22,7 +22,7 @@ def test_parse_ding_line_aligns_subentries_and_filters_sentences() -> None:
         "Stolz {m} | verletzter Stolz | Ich bin stolz auf meine Arbeit.; Ich bin stolz. | Mach das/dies! "
         ":: pride | wounded pride | I am proud of my work.; I'm proud. | Do this/that!\n"
     )
-    assert data.parse_ding_line(line) == [("I am proud of my work.", "Ich bin stolz auf meine Arbeit.")]
+    assert translate.parse_ding_line(line) == [("I am proud of my work.", "Ich bin stolz auf meine Arbeit.")]
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,7 @@ def test_parse_ding_line_aligns_subentries_and_filters_sentences() -> None:
     ],
 )
 def test_parse_ding_line_rejects(line: str) -> None:
-    assert data.parse_ding_line(line) == []
+    assert translate.parse_ding_line(line) == []
 
 
 def test_extract_ding_pairs_dedupes_by_english() -> None:
@@ -46,7 +46,7 @@ def test_extract_ding_pairs_dedupes_by_english() -> None:
         "Das ist fein. :: That is good.",
         "Er lacht laut. :: He laughs loudly.",
     ]
-    assert data.extract_ding_pairs(lines) == [
+    assert translate.extract_ding_pairs(lines) == [
         ("That is good.", "Das ist gut."),
         ("He laughs loudly.", "Er lacht laut."),
     ]
@@ -57,7 +57,7 @@ def test_brown_line_to_text() -> None:
         "\t``/`` Only/rb a/at handful/nn ''/'' ,/, the/at jury/nn said/vbd ,/, ``/`` considering/in "
         "(/( the/at size/nn )/) ''/'' ./."
     )
-    assert data.brown_line_to_text(line) == '"Only a handful", the jury said, "considering (the size)".'
+    assert lm.brown_line_to_text(line) == '"Only a handful", the jury said, "considering (the size)".'
 
 
 def test_austen_paragraphs_joins_lines_and_drops_front_matter() -> None:
@@ -80,7 +80,7 @@ def test_austen_paragraphs_joins_lines_and_drops_front_matter() -> None:
         "Finis",
         "",
     ]
-    assert data.austen_paragraphs(lines) == ["Emma Woodhouse, handsome, clever.", '"Yes."']
+    assert lm.austen_paragraphs(lines) == ["Emma Woodhouse, handsome, clever.", '"Yes."']
 
 
 def test_wordnet_examples() -> None:
@@ -88,33 +88,33 @@ def test_wordnet_examples() -> None:
         '00003993 03 n 01 congener 0 001 @ 00003553 n 0000 | a whole of the same kind; "lard was used , '
         'though butter was more frequent"; "the shopkeeper differs from his congener"  \n'
     )
-    assert data.wordnet_examples(line) == [
+    assert lm.wordnet_examples(line) == [
         "lard was used, though butter was more frequent",
         "the shopkeeper differs from his congener",
     ]
-    assert data.wordnet_examples('  1 This software and "database" is provided') == []
+    assert lm.wordnet_examples('  1 This software and "database" is provided') == []
 
 
 def test_clean_lm_lines() -> None:
     lines = ["  a\u00a0b  ", "", "a b", "bad\x07line", "caf\u0065\u0301"]
-    assert list(data.clean_lm_lines(lines)) == ["a b", "caf\u00e9"]
+    assert list(lm.clean_lm_lines(lines)) == ["a b", "caf\u00e9"]
 
 
 def test_split_of_is_deterministic_and_roughly_proportional() -> None:
     lines = [f"line {i}" for i in range(5000)]
-    first = [data.split_of(line, 0, 0.1) for line in lines]
-    assert first == [data.split_of(line, 0, 0.1) for line in lines]
+    first = [lm.split_of(line, 0, 0.1) for line in lines]
+    assert first == [lm.split_of(line, 0, 0.1) for line in lines]
     assert 350 < first.count("test") < 650 and 350 < first.count("valid") < 650
 
 
 def test_make_reverse_splits_disjoint_and_deterministic() -> None:
     sizes = {"train": 500, "valid": 50, "test": 50}
-    splits = data.make_reverse_splits(3, sizes)
-    assert splits == data.make_reverse_splits(3, sizes)
+    splits = reverse.make_reverse_splits(3, sizes)
+    assert splits == reverse.make_reverse_splits(3, sizes)
     assert {k: len(v) for k, v in splits.items()} == sizes
     assert not set(splits["train"]) & (set(splits["valid"]) | set(splits["test"]))
     assert not set(splits["valid"]) & set(splits["test"])
-    assert all(set(s) <= set(data.REVERSE_ALPHABET) and 1 <= len(s) <= 24 for v in splits.values() for s in v)
+    assert all(set(s) <= set(reverse.REVERSE_ALPHABET) and 1 <= len(s) <= 24 for v in splits.values() for s in v)
 
 
 def _xdr_int(value: int) -> bytes:
@@ -159,7 +159,7 @@ def test_r_unserialize_vectors_and_names() -> None:
             + _xdr_int(254),
         ],
     )
-    assert data.r_named(data.r_unserialize(gzip.compress(blob))) == {
+    assert rds.r_named(rds.r_unserialize(gzip.compress(blob))) == {
         "txt": ["a", "b"],
         "ints": [7, -8],
         "seq": [5, 6, 7],
@@ -169,4 +169,4 @@ def test_r_unserialize_vectors_and_names() -> None:
 def test_lazyload_blob_zlib() -> None:
     payload = _header() + _strsxp(["x"])
     blob = struct.pack(">I", len(payload)) + zlib.compress(payload)
-    assert data.r_unserialize(data._lazyload_blob(blob, 1)) == ["x"]
+    assert rds.r_unserialize(rds._lazyload_blob(blob, 1)) == ["x"]

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from inference.checkpoint import load_checkpoint
 from model.transformer import EncoderDecoder
-from training.data import train_tokenizer
+from training.data.common import train_tokenizer
 from training.evaluate import evaluate
 from training.tasks import TASKS
 from training.train import learning_rate, train

@@ -1,0 +1,193 @@
+"""What every task's data preparation shares: running package tools, hashing, writing splits, the tokenizer and
+the manifest (sources.json)."""
+from __future__ import annotations
+
+import argparse
+import bz2
+import gzip
+import hashlib
+import io
+import json
+import lzma
+import random
+import re
+import struct
+import subprocess
+import tarfile
+import tempfile
+import unicodedata
+import zlib
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import sentencepiece as spm
+
+TASKS = ("reverse", "translate", "lm")
+SPECIAL_IDS = {"pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3}
+SPECIAL_PIECES = {"pad_piece": "<pad>", "unk_piece": "<unk>", "bos_piece": "<s>", "eos_piece": "</s>"}
+
+
+
+
+# --------------------------------------------------------------------------------------------------
+# Generic helpers
+# --------------------------------------------------------------------------------------------------
+
+
+class SourceError(RuntimeError):
+    """A data source could not be obtained."""
+
+
+def run_cmd(cmd: Sequence[str], source: str, cwd: Path | None = None) -> str:
+    """Run ``cmd`` and return stdout; raise :class:`SourceError` naming ``source`` on failure."""
+    try:
+        proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        detail = getattr(exc, "stderr", "") or str(exc)
+        raise SourceError(f"could not obtain {source}: `{' '.join(cmd)}` failed: {detail.strip()}") from exc
+    return proc.stdout
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file."""
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_lines(path: Path, lines: Iterable[str]) -> None:
+    """Write one line per item (UTF-8, ``\\n`` line endings)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="\n") as f:
+        for line in lines:
+            f.write(line + "\n")
+
+
+def file_stats(path: Path) -> dict[str, Any]:
+    """Line count, byte size and sha256 of a written split file."""
+    data = path.read_bytes()
+    return {"lines": data.count(b"\n"), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def dpkg_version(package: str) -> str:
+    """Installed version of a Debian package."""
+    return run_cmd(["dpkg-query", "-W", "-f=${Version}", package], f"Debian package {package}").strip()
+
+
+def license_field(copyright_file: Path) -> str:
+    """The ``License:`` of the first ``Files: *`` stanza of a Debian machine-readable copyright file."""
+    text = copyright_file.read_text(encoding="utf-8")
+    match = re.search(r"^Files: \*\n(?:.+\n)*?License: (.+)$", text, re.M)
+    return match.group(1).strip() if match else "unknown"
+
+
+def normalize_text(text: str) -> str:
+    """NFC-normalize, map typographic quotes/dashes to ASCII and collapse whitespace."""
+    text = unicodedata.normalize("NFC", text)
+    text = text.translate(
+        str.maketrans(
+            {
+                "\u2018": "'",
+                "\u2019": "'",
+                "\u201c": '"',
+                "\u201d": '"',
+                "\u201e": '"',
+                "\u2013": "-",
+                "\u2014": "--",
+                "\u00a0": " ",
+            }
+        )
+    )
+    return " ".join(text.split())
+
+
+def has_control_chars(text: str) -> bool:
+    """True if the text contains control/format/private-use characters."""
+    return any(unicodedata.category(ch) in ("Cc", "Cf", "Co", "Cs") for ch in text)
+
+
+# --------------------------------------------------------------------------------------------------
+# Tokenizer
+# --------------------------------------------------------------------------------------------------
+
+
+def _iter_lines(paths: Sequence[Path | str]) -> Iterator[str]:
+    """Lines of the given text files, in order, without line endings."""
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            yield from (line.rstrip("\n") for line in f)
+
+
+def train_tokenizer(
+    text_files: Sequence[Path | str],
+    model_prefix: Path | str,
+    vocab_size: int,
+    model_type: str,
+    character_coverage: float = 1.0,
+    byte_fallback: bool = False,
+    **extra: Any,
+) -> Path:
+    """Train a deterministic sentencepiece model; writes ``PREFIX.model``/``.vocab``, returns the former.
+
+    Special ids are fixed: ``<pad>``=0, ``<unk>``=1, ``<s>``=2, ``</s>``=3. Training uses a single
+    thread, no input shuffling and an in-memory sentence iterator (so no file paths end up in the
+    model), hence the model bytes only depend on the ordered training text and the options.
+    """
+    options: dict[str, Any] = dict(
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        byte_fallback=byte_fallback,
+        input_sentence_size=2_000_000,
+        shuffle_input_sentence=False,
+        max_sentence_length=16_384,
+        num_threads=1,
+        minloglevel=2,
+        **SPECIAL_IDS,
+        **SPECIAL_PIECES,
+    )
+    options.update(extra)
+    writer = io.BytesIO()
+    spm.SentencePieceTrainer.train(sentence_iterator=_iter_lines(text_files), model_writer=writer, **options)
+    model_path = Path(f"{model_prefix}.model")
+    model_path.write_bytes(writer.getvalue())
+    sp = spm.SentencePieceProcessor(model_file=str(model_path))
+    vocab = (f"{sp.id_to_piece(i)}\t{sp.get_score(i):g}" for i in range(sp.get_piece_size()))
+    write_lines(Path(f"{model_prefix}.vocab"), vocab)
+    return model_path
+
+
+def tokenizer_info(model_path: Path) -> dict[str, Any]:
+    """Summary of a trained tokenizer for ``sources.json``."""
+    sp = spm.SentencePieceProcessor(model_file=str(model_path))
+    return {
+        "file": model_path.name,
+        "vocab_size": sp.get_piece_size(),
+        "sha256": sha256_file(model_path),
+        "special_ids": {sp.id_to_piece(i): i for i in range(4)},
+    }
+
+
+def write_manifest(out_dir: Path, task: str, seed: int, sources: list[dict], split_files: dict) -> None:
+    """Write ``sources.json`` with source metadata, per-split file stats and tokenizer info."""
+    splits = {split: {name: file_stats(out_dir / name) for name in names} for split, names in split_files.items()}
+    manifest = {
+        "task": task,
+        "seed": seed,
+        "generated_by": "python -m training.data prepare " + task,
+        "sources": sources,
+        "splits": splits,
+        "tokenizer": tokenizer_info(out_dir / "tokenizer.model"),
+    }
+    (out_dir / "sources.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+
+
+# --------------------------------------------------------------------------------------------------
+# Task: reverse
+# --------------------------------------------------------------------------------------------------
+
+
+SPACE_BEFORE_PUNCT = re.compile(r"\s+([.,;:?!])")  # "word ." -> "word."
