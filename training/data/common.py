@@ -1,22 +1,14 @@
 """What every task's data preparation shares: running package tools, hashing, writing splits, the tokenizer and
 the manifest (sources.json)."""
+
 from __future__ import annotations
 
-import argparse
-import bz2
-import gzip
 import hashlib
 import io
 import json
-import lzma
-import random
 import re
-import struct
 import subprocess
-import tarfile
-import tempfile
 import unicodedata
-import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,8 +18,6 @@ import sentencepiece as spm
 TASKS = ("reverse", "translate", "lm")
 SPECIAL_IDS = {"pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3}
 SPECIAL_PIECES = {"pad_piece": "<pad>", "unk_piece": "<unk>", "bos_piece": "<s>", "eos_piece": "</s>"}
-
-
 
 
 # --------------------------------------------------------------------------------------------------
