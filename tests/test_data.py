@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import gzip
-import struct
-import zlib
-
 import pytest
 
-from training.data import lm, rds, reverse, translate
+from training.data import lm, reverse, translate
 
 
 def test_clean_ding_text_strips_annotations_and_slash_variants() -> None:
@@ -115,58 +111,3 @@ def test_make_reverse_splits_disjoint_and_deterministic() -> None:
     assert not set(splits["train"]) & (set(splits["valid"]) | set(splits["test"]))
     assert not set(splits["valid"]) & set(splits["test"])
     assert all(set(s) <= set(reverse.REVERSE_ALPHABET) and 1 <= len(s) <= 24 for v in splits.values() for s in v)
-
-
-def _xdr_int(value: int) -> bytes:
-    return struct.pack(">i", value)
-
-
-def _strsxp(items: list[str]) -> bytes:
-    out = _xdr_int(16) + _xdr_int(len(items))
-    for item in items:
-        raw = item.encode()
-        out += _xdr_int(9 | (1 << 15)) + _xdr_int(len(raw)) + raw
-    return out
-
-
-def _named_list(names: list[str], values: list[bytes]) -> bytes:
-    """VECSXP with a ``names`` attribute (pairlist with tag symbol)."""
-    body = _xdr_int(19 | 0x200) + _xdr_int(len(values)) + b"".join(values)
-    attr = _xdr_int(2 | 0x400) + _xdr_int(1) + _xdr_int(9) + _xdr_int(5) + b"names" + _strsxp(names)
-    return body + attr + _xdr_int(254)
-
-
-def _header() -> bytes:
-    return b"X\n" + _xdr_int(3) + _xdr_int(0x40201) + _xdr_int(0x30500) + _xdr_int(5) + b"UTF-8"
-
-
-def test_r_unserialize_vectors_and_names() -> None:
-    blob = _header() + _named_list(
-        ["txt", "ints", "seq"],
-        [
-            _strsxp(["a", "b"]),
-            _xdr_int(13) + _xdr_int(2) + _xdr_int(7) + _xdr_int(-8),
-            _xdr_int(238)
-            + _xdr_int(2)
-            + _xdr_int(1)
-            + _xdr_int(9)
-            + _xdr_int(14)
-            + b"compact_intseq"
-            + _xdr_int(254)
-            + _xdr_int(14)
-            + _xdr_int(3)
-            + struct.pack(">3d", 3, 5, 1)
-            + _xdr_int(254),
-        ],
-    )
-    assert rds.r_named(rds.r_unserialize(gzip.compress(blob))) == {
-        "txt": ["a", "b"],
-        "ints": [7, -8],
-        "seq": [5, 6, 7],
-    }
-
-
-def test_lazyload_blob_zlib() -> None:
-    payload = _header() + _strsxp(["x"])
-    blob = struct.pack(">I", len(payload)) + zlib.compress(payload)
-    assert rds.r_unserialize(rds._lazyload_blob(blob, 1)) == ["x"]

