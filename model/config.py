@@ -12,6 +12,23 @@ KINDS: tuple[str, ...] = ("encoder-decoder", "decoder-only")
 POSITIONAL: tuple[str, ...] = ("sinusoidal", "learned")
 NORMS: tuple[str, ...] = ("post", "pre")
 
+# Upper bounds on every size, checked before anything is allocated: a typo in config.json (one zero too many)
+# must be an error message, not a multi-terabyte allocation. Each is far above any model this app is meant to
+# show (the shipped ones have d_model ≤ 256, d_ff ≤ 768, ≤ 4 layers, ≤ 6000 tokens) and at or above the sizes
+# of a 70-billion-parameter published model (Llama 3 70B: d_model 8192, 64 heads, 80 layers, d_ff 28672).
+BOUNDS: dict[str, int] = {
+    "vocab_size": 1_000_000,
+    "d_model": 8192,
+    "n_heads": 256,
+    "n_encoder_layers": 128,
+    "n_decoder_layers": 128,
+    "d_ff": 65536,
+    "max_len": 65536,
+}
+# The sizes can each be in bounds and still multiply to far too much (d_model 8192 × d_ff 65536 × 128 layers
+# is 137 billion weights): 2e9 parameters is 8 GB of float32, about what a laptop can still hold.
+MAX_PARAMETERS = 2_000_000_000
+
 
 class ConfigError(ValueError):
     """A configuration value is missing, of the wrong type or out of range."""
@@ -49,12 +66,22 @@ class ModelConfig:
             raise ConfigError(f"positional must be one of {POSITIONAL}, got {self.positional!r}")
         if self.norm not in NORMS:
             raise ConfigError(f"norm must be one of {NORMS}, got {self.norm!r}")
-        for name in ("vocab_size", "d_model", "n_heads", "d_ff", "max_len", "n_decoder_layers"):
+        for name, bound in BOUNDS.items():
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-        if not isinstance(self.n_encoder_layers, int) or self.n_encoder_layers < 0:
-            raise ConfigError(f"n_encoder_layers must be a non-negative integer, got {self.n_encoder_layers!r}")
+            least = 0 if name == "n_encoder_layers" else 1
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                what = "a non-negative" if least == 0 else "a positive"
+                raise ConfigError(f"{name} must be {what} integer, got {value!r}")
+            if value > bound:
+                raise ConfigError(
+                    f"{name} is {value}, above its bound of {bound}: no model this app can run is that large; "
+                    "check the value for a typo or use a smaller model"
+                )
+        if self.n_parameters > MAX_PARAMETERS:
+            raise ConfigError(
+                f"these sizes make {self.n_parameters:,} parameters, above the bound of {MAX_PARAMETERS:,} "
+                f"({4 * MAX_PARAMETERS / 1e9:.0f} GB of float32); lower d_model, d_ff, the layer counts or vocab_size"
+            )
         if self.kind == "encoder-decoder" and self.n_encoder_layers < 1:
             raise ConfigError("an encoder-decoder needs n_encoder_layers >= 1")
         if self.d_model % self.n_heads:
@@ -71,6 +98,23 @@ class ModelConfig:
                 raise ConfigError(f"{name} must be an id below vocab_size ({self.vocab_size}), got {value!r}")
         if len(set(specials.values())) != len(specials):
             raise ConfigError(f"special ids must differ, got {specials}")
+
+    @property
+    def n_parameters(self) -> int:
+        """The number of weights the model of this config has, computed from the sizes alone (nothing allocated)."""
+        d, f, v = self.d_model, self.d_ff, self.vocab_size
+        attention = 4 * (d * d + d)  # W_q, W_k, W_v, W_o with biases
+        feed_forward = d * f + f + f * d + d
+        norm = 2 * d  # LayerNorm gain and bias
+        stacks = 2 if self.is_encoder_decoder else 1  # a decoder-only model builds no encoder
+        encoder_layer = attention + feed_forward + 2 * norm
+        decoder_layer = stacks * attention + feed_forward + (stacks + 1) * norm  # cross-attention: one more each
+        n_encoder_layers = self.n_encoder_layers if self.is_encoder_decoder else 0
+        layers = n_encoder_layers * encoder_layer + self.n_decoder_layers * decoder_layer
+        final_norms = stacks * norm if self.norm == "pre" else 0
+        positions = self.max_len * d if self.positional == "learned" else 0
+        generator = (0 if self.tie_embeddings else d * v) + v
+        return v * d + positions + layers + final_norms + generator
 
     @property
     def d_head(self) -> int:

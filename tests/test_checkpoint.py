@@ -12,6 +12,7 @@ import torch
 
 from inference.checkpoint import CARD, CONFIG, TOKENIZER, WEIGHTS, CheckpointError, load_checkpoint, save_checkpoint
 from inference.tokenizer import Tokenizer
+from model.config import BOUNDS
 from model.transformer import build_model
 from training.tiny import make_tiny_checkpoint, tiny_config, tiny_tokenizer_bytes
 
@@ -219,3 +220,49 @@ def test_a_card_with_missing_keys_or_another_tokenizer_hash_is_named(damaged) ->
     (path / CARD).write_text("[]")
     with pytest.raises(CheckpointError, match=r"card\.json"):
         load_checkpoint(path)
+
+
+# ---------------------------------------------------------------- checkpoint trust: sizes, header, finite weights
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("d_ff", 1_000_000_000_000),
+        ("vocab_size", 1_000_001),
+        ("d_model", 8192 * 2),
+        ("n_heads", 512),
+        ("n_decoder_layers", 129),
+        ("n_encoder_layers", 10_000),
+        ("max_len", 65537),
+    ],
+)
+def test_a_size_above_its_bound_is_named_before_any_weight_is_allocated(damaged, monkeypatch, field, value) -> None:
+    path = damaged()
+    edit_config(path, **{field: value})
+    monkeypatch.setattr("inference.checkpoint.build_model", lambda config: pytest.fail("a model was built"))
+    with pytest.raises(CheckpointError, match=r"config\.json") as info:
+        load_checkpoint(path)
+    message = str(info.value)
+    assert f"{field} is {value}, above its bound of {BOUNDS[field]}" in message
+    assert "typo" in message  # says what to do
+
+
+def test_sizes_each_in_bounds_but_too_many_parameters_together_are_named(damaged, monkeypatch) -> None:
+    path = damaged()
+    edit_config(path, d_model=8192, n_heads=8, d_ff=65536, n_decoder_layers=128, max_len=64)
+    monkeypatch.setattr("inference.checkpoint.build_model", lambda config: pytest.fail("a model was built"))
+    with pytest.raises(CheckpointError, match=r"config\.json.*parameters.*2,000,000,000") as info:
+        load_checkpoint(path)
+    assert "lower d_model" in str(info.value)
+
+
+@pytest.mark.parametrize("kind", ["encoder-decoder", "decoder-only"])
+@pytest.mark.parametrize("overrides", [{}, {"positional": "learned", "tie_embeddings": False, "norm": "pre"}])
+def test_the_parameter_count_from_the_config_is_that_of_the_model(kind, overrides) -> None:
+    # the bound on parameters is only as good as this count: it must agree with the model the config builds
+    config = tiny_config(kind, 50, **overrides)
+    assert config.n_parameters == sum(p.numel() for p in build_model(config).parameters())
+    if kind == "decoder-only":  # an encoder layer count a decoder-only model ignores adds no weights
+        ignored = tiny_config(kind, 50, n_encoder_layers=3, **overrides)
+        assert ignored.n_parameters == config.n_parameters
