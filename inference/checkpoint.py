@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors import safe_open
+from safetensors.torch import load_file, load_model, save_file, save_model
 
 from inference.tokenizer import Tokenizer, TokenizerError
 from model.config import ConfigError, ModelConfig
@@ -18,6 +19,9 @@ from model.transformer import DecoderOnlyLM, EncoderDecoder, build_model
 WEIGHTS, CONFIG, TOKENIZER, CARD = "model.safetensors", "config.json", "tokenizer.model", "card.json"
 FORMAT = 1
 CARD_KEYS = ("task", "data", "hyperparameters", "metrics", "command", "tokenizer_sha256")
+# Config values the weights' shapes cannot prove (n_heads splits d_model without changing any tensor), recorded
+# in the safetensors header at save and compared with config.json at load; the others make the message precise.
+RECORDED = ("kind", "d_model", "n_heads", "n_encoder_layers", "n_decoder_layers")
 
 
 class CheckpointError(ValueError):
@@ -62,7 +66,9 @@ def save_checkpoint(
     (directory / TOKENIZER).write_bytes(tokenizer_bytes)
     config = {"format": FORMAT, "model": model.config.to_dict(), "tokenizer_sha256": tokenizer.sha256}
     (directory / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    save_model(copy.deepcopy(model).half() if half else model, str(directory / WEIGHTS))
+    save_model(
+        copy.deepcopy(model).half() if half else model, str(directory / WEIGHTS), metadata=recorded(model.config)
+    )
     card = {**card, "tokenizer_sha256": tokenizer.sha256}
     (directory / CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return directory
@@ -110,10 +116,52 @@ def load_tokenizer(directory: Path, config: ModelConfig, expected_sha: str) -> T
     return tokenizer
 
 
+def recorded(config: ModelConfig) -> dict[str, str]:
+    """The safetensors metadata save_checkpoint writes: the RECORDED config values, as strings."""
+    return {key: str(getattr(config, key)) for key in RECORDED}
+
+
+def read_metadata(path: Path) -> dict[str, str]:
+    """The safetensors header's metadata, read without loading (or unpickling) any tensor."""
+    try:
+        with safe_open(str(path), "pt") as file:
+            return file.metadata() or {}
+    except Exception as exc:  # safetensors raises its own error types for truncated or foreign files
+        raise CheckpointError(f"{path}: not a readable safetensors file ({exc})") from exc
+
+
+def check_recorded(path: Path, config: ModelConfig) -> None:
+    """The weights were saved for the config.json beside them: same kind, d_model, heads and layer counts."""
+    metadata = read_metadata(path)
+    missing = [key for key in RECORDED if key not in metadata]
+    if missing:
+        raise CheckpointError(
+            f"{path}: the header does not record {', '.join(missing)}, so {CONFIG} cannot be checked against it; "
+            "re-save it with inference.checkpoint.save_checkpoint, or, if you are sure config.json is the one it "
+            f"was trained with, run `python -m inference.checkpoint {path.parent}` to record config.json's values"
+        )
+    differ = [
+        f"{key}={metadata[key]} ({CONFIG} says {value})"
+        for key, value in recorded(config).items()
+        if metadata[key] != value
+    ]
+    if differ:
+        raise CheckpointError(
+            f"{path}: was saved with {', '.join(differ)}; the weights were trained with those values: "
+            f"put them back in {CONFIG}"
+        )
+
+
 def load_weights(directory: Path, config: ModelConfig) -> EncoderDecoder | DecoderOnlyLM:
     path = directory / WEIGHTS
     if not path.is_file():
         raise CheckpointError(f"{path}: file not found")
+    check_recorded(path, config)
+    return fill_model(path, config)
+
+
+def fill_model(path: Path, config: ModelConfig) -> EncoderDecoder | DecoderOnlyLM:
+    """A model built from `config` with the weights of `path`: every tensor present and fitting."""
     model = build_model(config)
     try:
         missing, unexpected = load_model(model, str(path), strict=False)
@@ -139,3 +187,40 @@ def load_checkpoint(directory: str | Path) -> Checkpoint:
     for p in model.parameters():
         p.requires_grad_(False)
     return Checkpoint(directory.name, directory, model, tokenizer, config, card)
+
+
+def record_config(directory: str | Path) -> Path:
+    """Write config.json's RECORDED values into the header of a model.safetensors saved without them.
+
+    For checkpoints saved before the header recorded them. The tensors are read as stored and written back
+    unchanged (same dtype, same bytes); only the header's metadata grows. It trusts config.json's n_heads —
+    the shapes cannot tell — so run it only on a checkpoint whose config.json is the one it was trained with.
+    """
+    directory = Path(directory)
+    config, _ = load_config(directory)
+    path = directory / WEIGHTS
+    if not path.is_file():
+        raise CheckpointError(f"{path}: file not found")
+    metadata = read_metadata(path)
+    if any(key in metadata for key in RECORDED):
+        check_recorded(path, config)  # a record that disagrees stays: it is the evidence
+    fill_model(path, config)  # every tensor present and fitting config.json
+    tensors = load_file(str(path))
+    partial = path.with_name(path.name + ".partial")
+    save_file(tensors, str(partial), metadata={**metadata, **recorded(config)})
+    partial.replace(path)
+    return path
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
+        print("usage: python -m inference.checkpoint CHECKPOINT_DIR...\n" + record_config.__doc__, file=sys.stderr)
+        sys.exit(2)
+    for argument in sys.argv[1:]:
+        try:
+            print(f"recorded {', '.join(RECORDED)} in {record_config(argument)}")
+        except CheckpointError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            sys.exit(2)

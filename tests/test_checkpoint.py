@@ -5,17 +5,32 @@ from __future__ import annotations
 import json
 import pickle
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
-from inference.checkpoint import CARD, CONFIG, TOKENIZER, WEIGHTS, CheckpointError, load_checkpoint, save_checkpoint
+from inference.checkpoint import (
+    CARD,
+    CONFIG,
+    RECORDED,
+    TOKENIZER,
+    WEIGHTS,
+    CheckpointError,
+    load_checkpoint,
+    record_config,
+    save_checkpoint,
+)
 from inference.tokenizer import Tokenizer
 from model.config import BOUNDS
 from model.transformer import build_model
 from training.tiny import make_tiny_checkpoint, tiny_config, tiny_tokenizer_bytes
 
+ROOT = Path(__file__).resolve().parents[1]
 CARD_CONTENT = {
     "task": "round trip",
     "data": [{"name": "none", "license": "MIT"}],
@@ -266,3 +281,61 @@ def test_the_parameter_count_from_the_config_is_that_of_the_model(kind, override
     if kind == "decoder-only":  # an encoder layer count a decoder-only model ignores adds no weights
         ignored = tiny_config(kind, 50, n_encoder_layers=3, **overrides)
         assert ignored.n_parameters == config.n_parameters
+
+
+def header(path: Path) -> dict[str, str]:
+    with safe_open(str(path / WEIGHTS), "pt") as file:
+        return file.metadata()
+
+
+def tensor_bytes(path: Path) -> dict[str, bytes]:
+    with safe_open(str(path / WEIGHTS), "pt") as file:
+        return {key: file.get_tensor(key).numpy().tobytes() for key in file.keys()}
+
+
+@pytest.mark.parametrize("half", [False, True])
+def test_save_checkpoint_records_kind_width_heads_and_layers_in_the_weights_header(tokenizer_bytes, tmp_path, half):
+    model = build_model(tiny_config("encoder-decoder", Tokenizer(tokenizer_bytes).vocab_size, n_decoder_layers=3))
+    path = save_checkpoint(tmp_path / "ckpt", model, tokenizer_bytes, CARD_CONTENT, half=half)
+    expected = {"kind": "encoder-decoder", "d_model": "32", "n_heads": "4", "n_encoder_layers": "2"}
+    assert header(path).items() >= {**expected, "n_decoder_layers": "3"}.items()
+
+
+def test_a_config_json_with_another_head_count_than_the_weights_is_named(damaged) -> None:
+    # 8 heads of 4 instead of 4 heads of 8: every tensor keeps its shape, only the header can tell
+    path = damaged()
+    edit_config(path, n_heads=8)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: was saved with n_heads=4") as info:
+        load_checkpoint(path)
+    assert "config.json says 8" in str(info.value) and "put them back in config.json" in str(info.value)
+
+
+def strip_header(path: Path) -> None:
+    """Rewrite the weights as a checkpoint saved before the header recorded the config."""
+    metadata = {k: v for k, v in header(path).items() if k not in RECORDED}
+    save_file(load_file(str(path / WEIGHTS)), str(path / WEIGHTS), metadata=metadata)
+
+
+def test_weights_without_the_recorded_config_are_refused_saying_how_to_record_it(damaged) -> None:
+    path = damaged("encoder-decoder")
+    before = tensor_bytes(path)
+    strip_header(path)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: the header does not record kind") as info:
+        load_checkpoint(path)
+    assert f"python -m inference.checkpoint {path}" in str(info.value)
+
+    done = subprocess.run(
+        [sys.executable, "-m", "inference.checkpoint", str(path)], cwd=ROOT, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert tensor_bytes(path) == before  # the same tensors, byte for byte: only the header grew
+    assert header(path)["n_heads"] == "4"
+    assert load_checkpoint(path).config.n_heads == 4
+
+
+def test_recording_the_config_keeps_a_header_that_disagrees_with_config_json(damaged) -> None:
+    path = damaged()
+    edit_config(path, n_heads=8)
+    with pytest.raises(CheckpointError, match=r"n_heads=4 \(config\.json says 8\)"):
+        record_config(path)
+    assert header(path)["n_heads"] == "4"
