@@ -152,6 +152,17 @@ def check_recorded(path: Path, config: ModelConfig) -> None:
         )
 
 
+def check_finite(path: Path, model: EncoderDecoder | DecoderOnlyLM) -> None:
+    """NaN or Inf in any weight would turn every output into NaN (and the trace into invalid JSON)."""
+    for name, tensor in model.state_dict().items():
+        bad = int((~torch.isfinite(tensor)).sum()) if tensor.is_floating_point() else 0
+        if bad:
+            raise CheckpointError(
+                f"{path}: tensor {name} holds {bad} NaN or infinite values of {tensor.numel()}; the weights are "
+                "damaged (or training diverged) — restore the file or retrain"
+            )
+
+
 def load_weights(directory: Path, config: ModelConfig) -> EncoderDecoder | DecoderOnlyLM:
     path = directory / WEIGHTS
     if not path.is_file():
@@ -161,7 +172,7 @@ def load_weights(directory: Path, config: ModelConfig) -> EncoderDecoder | Decod
 
 
 def fill_model(path: Path, config: ModelConfig) -> EncoderDecoder | DecoderOnlyLM:
-    """A model built from `config` with the weights of `path`: every tensor present and fitting."""
+    """A model built from `config` with the weights of `path`: every tensor present, fitting and finite."""
     model = build_model(config)
     try:
         missing, unexpected = load_model(model, str(path), strict=False)
@@ -169,6 +180,7 @@ def fill_model(path: Path, config: ModelConfig) -> EncoderDecoder | DecoderOnlyL
         raise CheckpointError(f"{path}: not a readable safetensors file matching {CONFIG} ({exc})") from exc
     if missing or unexpected:
         raise CheckpointError(f"{path}: tensors missing {sorted(missing)[:5]} / unexpected {sorted(unexpected)[:5]}")
+    check_finite(path, model)
     return model.eval()
 
 
@@ -204,7 +216,7 @@ def record_config(directory: str | Path) -> Path:
     metadata = read_metadata(path)
     if any(key in metadata for key in RECORDED):
         check_recorded(path, config)  # a record that disagrees stays: it is the evidence
-    fill_model(path, config)  # every tensor present and fitting config.json
+    fill_model(path, config)  # every tensor present, fitting config.json and finite
     tensors = load_file(str(path))
     partial = path.with_name(path.name + ".partial")
     save_file(tensors, str(partial), metadata={**metadata, **recorded(config)})

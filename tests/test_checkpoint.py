@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+import re
 import shutil
 import subprocess
 import sys
@@ -339,3 +340,18 @@ def test_recording_the_config_keeps_a_header_that_disagrees_with_config_json(dam
     with pytest.raises(CheckpointError, match=r"n_heads=4 \(config\.json says 8\)"):
         record_config(path)
     assert header(path)["n_heads"] == "4"
+
+
+@pytest.mark.parametrize(
+    ("part", "value"),
+    [("decoder.layers.0.self_attn", float("nan")), ("encoder.layers.1", float("inf")), ("embed", float("-inf"))],
+)
+def test_weights_holding_nan_or_infinity_are_refused_naming_the_tensor(damaged, part, value) -> None:
+    path = damaged("encoder-decoder")
+    tensors, metadata = load_file(str(path / WEIGHTS)), header(path)
+    tensor = next(name for name in sorted(tensors) if name.startswith(part))
+    tensors[tensor].view(-1)[[0, -1]] = value
+    save_file(tensors, str(path / WEIGHTS), metadata=metadata)
+    with pytest.raises(CheckpointError, match=rf"model\.safetensors: tensor {re.escape(tensor)} holds 2 NaN") as info:
+        load_checkpoint(path)
+    assert "restore the file or retrain" in str(info.value)
