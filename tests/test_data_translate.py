@@ -1,0 +1,123 @@
+"""The EN->DE data preparation on tiny in-memory inputs: joins, alignment, filters, held-out splits. No network."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from training.data import pairs as pf
+from training.data import translate as tr
+
+OFFENSIVE = (frozenset({"damn", "sex"}), ("fuck", "scheiß"))
+
+
+def test_de_corpus_joins_on_the_md5_of_the_english_original() -> None:
+    english = ["Good morning.", "I like  tea."]
+    german = [("Ich mag Tee.", hashlib.md5(b"I like  tea.").hexdigest()), ("Waise.", "0" * 32)]
+    assert tr.join_by_md5(english, german) == [("I like tea.", "Ich mag Tee.")]
+
+
+def test_help_pages_align_by_paragraph_id_and_sentence_count() -> None:
+    en = (
+        '<p id="par_1" class="paragraph">Open the <span class="emph">File</span> menu. Click Save now.</p>'
+        '<p id="par_2">Only in English.</p><p id="par_3">One sentence here. And two.</p>'
+        '<p id="bm_module">Bookmark text.</p>'
+    )
+    de = (
+        '<p id="par_1">Öffnen Sie das Menü <span>Datei</span>. Klicken Sie auf Speichern.</p>'
+        '<p id="par_3">Ein Satz mit zwei Teilen.</p><p id="bm_module">Lesezeichen.</p>'
+    )
+    english, german = tr.help_paragraphs(en), tr.help_paragraphs(de)
+    assert english["par_1"] == "Open the File menu. Click Save now." and "bm_module" not in english
+    assert tr.align_paragraphs(english, german) == [
+        ("Open the File menu.", "Öffnen Sie das Menü Datei."),
+        ("Click Save now.", "Klicken Sie auf Speichern."),
+    ]
+
+
+def test_help_files_pair_by_their_path_under_each_language(tmp_path: Path) -> None:
+    for lang, text in (("en-US", "Choose a new colour now."), ("de", "Wählen Sie jetzt eine neue Farbe.")):
+        (tmp_path / lang / "text").mkdir(parents=True)
+        (tmp_path / lang / "text" / "a.html").write_text(f'<p id="p1">{text}</p>', encoding="utf-8")
+    assert tr.read_help(tmp_path) == [("Choose a new colour now.", "Wählen Sie jetzt eine neue Farbe.")]
+
+
+def test_offensive_words_match_whole_words_or_listed_prefixes(tmp_path: Path) -> None:
+    listed = tmp_path / "words.txt"
+    listed.write_text("# comment\ndamn\nfuck*  # prefix\n\n", encoding="utf-8")
+    words, prefixes = pf.load_word_list(listed)
+    assert words == {"damn"} and prefixes == ("fuck",)
+    assert pf.is_offensive("What the FUCKING hell.", words, prefixes)
+    assert pf.is_offensive("Damn it.", words, prefixes)
+    assert not pf.is_offensive("The dam is damp.", words, prefixes)
+
+
+def test_the_shipped_word_list_catches_slurs_on_either_side() -> None:
+    offensive = pf.load_word_list()
+    assert pf.is_offensive("You are a bitch.", *offensive)
+    assert pf.is_offensive("Das ist Scheiße.", *offensive)
+    assert not pf.is_offensive("The weather is very nice today.", *offensive)
+
+
+def test_filters_count_what_each_check_removed() -> None:
+    pairs = [
+        ("The cat sleeps now.", "Die Katze schläft jetzt."),
+        ("See www.example.com for more.", "Siehe www.example.com für mehr."),
+        ("Hi.", "Hallo."),
+        ("This is a very long sentence indeed, my friend.", "Das ist lang."),
+        ("Good morning to you.", "Good morning to you."),
+        ("Damn this old car.", "Verflixtes altes Auto."),
+        ("I love you 😍 so much.", "Ich liebe dich 😍 so sehr."),
+    ]
+    kept, removed = pf.filter_pairs(pairs, pf.standard_checks(OFFENSIVE))
+    assert kept == [pairs[0]]
+    assert removed == {
+        "not_plain_text": 1,
+        "url": 1,
+        "length_outside_3_to_40_words": 1,
+        "length_ratio_outside_0.5_to_2": 1,
+        "untranslated": 1,
+        "offensive": 1,
+    }
+
+
+def test_clean_source_also_counts_duplicates() -> None:
+    pairs = [("The cat sleeps now.", "Die Katze schläft jetzt."), ("the cat sleeps now!", "Die Katze pennt.")]
+    kept, counts = tr.clean_source(pairs, OFFENSIVE)
+    assert kept == pairs[:1] and counts["removed"]["duplicate"] == 1 and counts["kept"] == 1
+
+
+def test_training_pairs_never_repeat_a_held_out_sentence() -> None:
+    held = [("Where is the station?", "Wo ist der Bahnhof?")]
+    pairs = [("where is the station", "Wo bitte?"), ("Hello there, friend.", "wo ist der Bahnhof")]
+    pairs.append(("A b c.", "X y z."))
+    assert pf.drop_overlap(pairs, held) == [("A b c.", "X y z.")]
+
+
+def test_everyday_pairs_are_short_plain_and_in_common_vocabulary() -> None:
+    vocabulary = frozenset("i have no time today the cat is here haha".split())
+    assert pf.is_everyday(("I have no time today.", "Ich habe heute keine Zeit."), vocabulary)
+    assert not pf.is_everyday(("I have time.", "Ich habe Zeit."), vocabulary), "under 4 words"
+    assert not pf.is_everyday(("The cat is here haha.", "Die Katze ist hier haha."), vocabulary), "chat word"
+    assert not pf.is_everyday(("The zebra is here today.", "Das Zebra ist heute hier."), vocabulary), "rare word"
+    assert not pf.is_everyday(("i have no time today.", "Ich habe heute keine Zeit."), vocabulary)
+    assert not pf.is_everyday(("The cat is here today", "Die Katze ist heute hier."), vocabulary), "no full stop"
+
+
+def test_held_out_draw_is_seeded_and_disjoint_from_the_rest() -> None:
+    pairs = [(f"Sentence number {i}.", f"Satz Nummer {i}.") for i in range(20)]
+    picked, rest = pf.pick_heldout(pairs, 5, seed=1, keep=lambda p: p[0].endswith(("2.", "4.", "6.", "8.", "0.")))
+    assert len(picked) == 5 and not set(picked) & set(rest) and len(rest) == 15
+    assert picked == pf.pick_heldout(pairs, 5, seed=1, keep=lambda p: p[0].endswith(("2.", "4.", "6.", "8.", "0.")))[0]
+
+
+def test_splits_keep_dings_test_split_and_hold_out_every_test_sentence() -> None:
+    ding = [(f"Ding sentence {i} here.", f"Ding Satz {i} hier.") for i in range(1_600)]
+    web = [(f"I have time {i} today.", f"Ich habe heute Zeit {i}.") for i in range(2_500)]
+    web += [("I have no time today.", "Ich habe heute keine Zeit.")]
+    help_pairs = [(f"Click button {i} now.", f"Klicken Sie jetzt {i}.") for i in range(400)]
+    splits, report = tr.build_splits(ding, web, help_pairs, seed=0, offensive=OFFENSIVE)
+    assert splits["test-ding"] == tr.ding_splits(ding, 0)["test"]
+    held = {en for name in ("test", "test-ding", "valid") for en, _ in splits[name]}
+    assert not held & {en for en, _ in splits["train"]}
+    assert report["train"] == len(splits["train"]) and report["everyday_test"] == len(splits["test"])
