@@ -10,12 +10,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from inference.checkpoint import load_checkpoint
+from inference.checkpoint import check_recorded, fill_model, load_checkpoint
 from model.transformer import EncoderDecoder
 from training.data.common import train_tokenizer
 from training.evaluate import evaluate
 from training.tasks import TASKS
-from training.train import learning_rate, train
+from training.train import learning_rate, snapshot_steps, train
 
 PAIRS = [
     ("Where is the station?", "Wo ist der Bahnhof?"),
@@ -114,3 +114,27 @@ def test_resume_continues_the_schedule_and_the_history(tmp_path: Path) -> None:
     assert card["training"]["steps_done"] == 6 and card["training"]["resumed_at"] == 4
     assert [h["step"] for h in card["training"]["history"]] == [2, 4, 6]
     assert card["command"] == "first && second"
+
+
+def test_a_run_keeps_float16_snapshots_that_load_like_the_weights(tmp_path: Path) -> None:
+    write_task(tmp_path / "data", "translate")
+    spec = replace(tiny_spec("translate"), max_steps=10, eval_every=5)
+    out = train(spec, tmp_path / "data", tmp_path / "ckpt", seed=0, threads=1, command="test")
+    index = json.loads((out / "snapshots" / "index.json").read_text(encoding="utf-8"))
+    assert [e["step"] for e in index["snapshots"]] == snapshot_steps(0, 10) == [0, 1, 3, 10]
+    ckpt = load_checkpoint(out)
+    for entry in index["snapshots"]:
+        path = out / "snapshots" / entry["file"]
+        assert path.name == f"step-{entry['step']:06d}.safetensors"
+        assert all(t.dtype == torch.float16 for t in load_file(path).values())
+        assert torch.isfinite(torch.tensor(entry["valid_loss"]))
+        check_recorded(path, ckpt.config)
+        assert isinstance(fill_model(path, ckpt.config), EncoderDecoder)
+    last = load_file(out / "snapshots" / index["snapshots"][-1]["file"])
+    assert index["snapshots"][0]["valid_loss"] > index["snapshots"][-1]["valid_loss"], "the run learned"
+    assert last.keys() == load_file(out / "model.safetensors").keys()
+
+
+def test_snapshot_steps_follow_the_fractions_of_a_resumed_run() -> None:
+    assert snapshot_steps(0, 3000) == [0, 30, 90, 300, 900, 3000]
+    assert snapshot_steps(4000, 1000) == [4000, 4010, 4030, 4100, 4300, 5000]

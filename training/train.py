@@ -8,6 +8,7 @@ the best validation loss is what gets saved. Deterministic under `--seed` for a 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import random
 import shlex
@@ -18,10 +19,11 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_model
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from inference.checkpoint import load_checkpoint, save_checkpoint
+from inference.checkpoint import load_checkpoint, recorded, save_checkpoint
 from inference.tokenizer import Tokenizer
 from model.config import ModelConfig
 from model.transformer import build_model
@@ -135,6 +137,37 @@ def learning_rate(step: int, d_model: int, warmup: int, factor: float) -> float:
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
 
 
+SNAPSHOT_FRACTIONS = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0)
+SNAPSHOTS, SNAPSHOT_INDEX = "snapshots", "index.json"
+
+
+def snapshot_steps(start: int, max_steps: int, fractions: tuple[float, ...] = SNAPSHOT_FRACTIONS) -> list[int]:
+    """The steps of a run (`start` .. `start + max_steps`) at which it keeps a snapshot: 0, 1 %, 3 % … of it."""
+    return sorted({start + round(f * max_steps) for f in fractions})
+
+
+def save_snapshot(out: Path, model: nn.Module, step: int, valid_loss: float) -> Path:
+    """`out/snapshots/step-NNNNNN.safetensors` (float16, the config values recorded in its header, as
+    model.safetensors) and its entry in `out/snapshots/index.json`; load one with
+    `inference.checkpoint.fill_model(path, config)`."""
+    folder = out / SNAPSHOTS
+    folder.mkdir(parents=True, exist_ok=True)
+    name = f"step-{step:06d}.safetensors"
+    meta = {**recorded(model.config), "step": str(step), "valid_loss": f"{valid_loss:.4f}"}
+    save_model(copy.deepcopy(model).half(), str(folder / name), metadata=meta)
+    index_path = folder / SNAPSHOT_INDEX
+    index = json.loads(index_path.read_text(encoding="utf-8")) if index_path.is_file() else {}
+    entries = [e for e in index.get("snapshots", []) if e["step"] != step]
+    entries.append({"step": step, "valid_loss": round(valid_loss, 4), "file": name})
+    index = {
+        "dtype": "float16",
+        "load_with": "inference.checkpoint.fill_model(snapshots/FILE, config of the checkpoint beside it)",
+        "snapshots": sorted(entries, key=lambda e: e["step"]),
+    }
+    index_path.write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+    return folder / name
+
+
 def build(spec: TaskSpec, tok: Tokenizer) -> ModelConfig:
     ids = dict(pad_id=tok.pad_id, unk_id=tok.unk_id, bos_id=tok.bos_id, eos_id=tok.eos_id)
     return ModelConfig(vocab_size=tok.vocab_size, **spec.model, **ids)
@@ -210,6 +243,9 @@ def train(
 
     history = list(earlier)
     last = start + spec.max_steps
+    snapshots = set(snapshot_steps(start, spec.max_steps))
+    if start in snapshots:  # the untrained (or resumed) weights, before the first update
+        save_snapshot(out, model, start, evaluate_loss(model, valid, kind, tok.pad_id))
     bar = tqdm(range(start + 1, last + 1), desc=spec.name, unit="step", mininterval=1, initial=start, total=last)
     for step in bar:
         for group in optimizer.param_groups:
@@ -227,6 +263,10 @@ def train(
             if valid_loss < best:  # saved at once: a run stopped early still leaves its best checkpoint
                 best = valid_loss
                 path = save(model, step, best, history, tokens, time.time() - started)
+            if step in snapshots:
+                save_snapshot(out, model, step, valid_loss)
+        elif step in snapshots:
+            save_snapshot(out, model, step, evaluate_loss(model, valid, kind, tok.pad_id))
     finish_card(path, history, last, tokens, time.time() - started)
     return path
 
