@@ -9,6 +9,7 @@ import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import torch
 
@@ -43,9 +44,17 @@ def read_inputs(path: str) -> Iterator[str]:
             yield line
 
 
+def open_output(path: str, mode: str) -> IO[Any]:
+    """The `-o` file, opened; a path that cannot be written (no such folder, a folder, read-only) is a UsageError."""
+    try:
+        return open(path, mode, encoding=None if "b" in mode else "utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write there ({exc.strerror}); give -o a file in a writable folder") from exc
+
+
 def cmd_trace(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     if args.input_file:
-        out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+        out = open_output(args.output, "w") if args.output else sys.stdout
         with out if args.output else contextlib.nullcontext(out):
             for text in read_inputs(args.input_file):
                 try:
@@ -60,9 +69,11 @@ def cmd_trace(args: argparse.Namespace, ckpt: Checkpoint) -> int:
         raise UsageError("give TEXT or --input-file FILE")
     analysis = analyze(ckpt, args.text, args.target, args.top_k)
     if args.output and args.output.endswith(".npz"):
-        Path(args.output).write_bytes(to_npz_bytes(ckpt, analysis))
+        with open_output(args.output, "wb") as file:
+            file.write(to_npz_bytes(ckpt, analysis))
     elif args.output:
-        Path(args.output).write_text(to_json(ckpt, analysis) + "\n", encoding="utf-8")
+        with open_output(args.output, "w") as file:
+            file.write(to_json(ckpt, analysis) + "\n")
     else:
         sys.stdout.write(to_json(ckpt, analysis) + "\n")
     for note in analysis.notes:

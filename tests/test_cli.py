@@ -380,3 +380,44 @@ def test_clean_text_cuts_very_long_text_with_a_note() -> None:
     assert len(result.text) <= MAX_CHARS
     assert result.text.startswith("ab ab")
     assert any(f"{MAX_CHARS:,}" in note for note in result.notes)
+
+
+def can_create_in(folder: Path) -> bool:
+    try:
+        (folder / "atlas-probe").touch()
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture
+def read_only_folder(tmp_path: Path):
+    """A folder no file can be created in: a chmod 555 one, or /sys where chmod does not stop root."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o555)
+    usable = [f for f in (folder, Path("/sys")) if not can_create_in(f)]
+    if not usable:
+        pytest.skip("no read-only folder here: chmod does not stop this user and there is no /sys")
+    yield usable[0]
+    folder.chmod(0o755)
+
+
+@pytest.mark.parametrize("where", ["missing-folder", "a-folder", "read-only"])
+@pytest.mark.parametrize("how", ["out.json", "out.npz", "out.jsonl with --input-file"])
+def test_trace_to_an_unwritable_output_path_is_a_one_line_error_and_exit_2(
+    capsys, ckpts, tmp_path, read_only_folder, where, how
+) -> None:
+    name = how.split()[0]
+    output = {
+        "missing-folder": tmp_path / "no-such-folder" / name,
+        "a-folder": tmp_path,
+        "read-only": read_only_folder / name,
+    }[where]
+    inputs = tmp_path / "inputs.txt"
+    inputs.write_text(TEXT + "\n")
+    source = ["--input-file", inputs] if "--input-file" in how else [TEXT]
+    code, out, err = cli(capsys, "trace", ckpts["decoder-only"][0], *source, "-o", output)
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: {output}: cannot write there (") and err.count("\n") == 1, err
+    assert "writable folder" in err
