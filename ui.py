@@ -1,4 +1,4 @@
-"""Streamlit glue shared by app.py and the pages: the cached model and trace, the sidebar, pickers, URL state.
+"""Streamlit glue shared by app.py and the pages: the cached model and analysis, the sidebar, pickers, URL state.
 
 Computation lives in viz/ and model/; this module only calls it, caches it and lays out widgets.
 """
@@ -16,17 +16,18 @@ import pandas as pd
 import streamlit as st
 
 from inference import catalog
-from inference.analyze import InputError, analyze
+from inference.analysis import Analysis
+from inference.analyze import analyze
+from inference.analyze import positional_table as model_positional_table
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.export import to_json, to_npz_bytes
-from viz.data import TraceData, from_analysis
-from viz.positional import pe_table
+from inference.text import InputError
 from viz.stats import head_table
 
 TOP_K = 5
 AVERAGE = -1  # the "head" value meaning the average of all heads
-URL_KEYS: dict[str, type] = {"model": str, "text": str, "group": str, "layer": int, "head": int}
-PERSISTENT = ("model", "text", "group", "layer", "head", "query", "position", "second_text", "stats_pick")
+URL_KEYS: dict[str, type] = {"model": str, "text": str, "attention": str, "layer": int, "head": int}
+PERSISTENT = ("model", "text", "attention", "layer", "head", "query", "position", "second_text", "stats_pick")
 PERSISTENT += ("pe_positions", "pe_dims", "pe_metric")
 MAX_URL_TEXT = 1000
 log = logging.getLogger("attention_atlas")
@@ -54,10 +55,9 @@ def load_model(path: str, stamp: float) -> Checkpoint:
 
 
 @st.cache_data(max_entries=16, max_size="512MB", show_spinner="Running the model…")
-def run_model(path: str, stamp: float, text: str) -> TraceData:
-    """The model's trace and predictions for `text`, once per (model, text); raises InputError."""
-    ckpt = load_model(path, stamp)
-    return from_analysis(ckpt, analyze(ckpt, text, k=TOP_K))
+def run_model(path: str, stamp: float, text: str) -> Analysis:
+    """The model's Analysis of `text` (every head, the predictions), once per (model, text); raises InputError."""
+    return analyze(load_model(path, stamp), text, k=TOP_K)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -67,14 +67,13 @@ def head_statistics(path: str, stamp: float, text: str) -> pd.DataFrame:
 
 @st.cache_data(max_entries=4, show_spinner=False)
 def positional_table(path: str, stamp: float) -> np.ndarray:
-    return pe_table(load_model(path, stamp))
+    return model_positional_table(load_model(path, stamp))
 
 
 def export_bytes(path: str, stamp: float, text: str, fmt: str) -> bytes:
-    """The whole trace as format-1 JSON or NPZ (inference.export); run when a download button is clicked."""
-    ckpt = load_model(path, stamp)
-    analysis = analyze(ckpt, text, k=TOP_K)
-    return to_json(ckpt, analysis).encode("utf-8") if fmt == "json" else to_npz_bytes(ckpt, analysis)
+    """The whole Analysis as format-1 JSON or NPZ (inference.export); run when a download button is clicked."""
+    analysis = run_model(path, stamp, text)
+    return to_json(analysis).encode("utf-8") if fmt == "json" else to_npz_bytes(analysis)
 
 
 def safe(func: Callable[P, None]) -> Callable[P, None]:
@@ -109,7 +108,7 @@ def keep_state() -> None:
 
 
 def restore_from_url() -> None:
-    """On a session's first run, take model, text, attention group, layer and head from the URL."""
+    """On a session's first run, take model, text, attention, layer and head from the URL."""
     if st.session_state.get("_url_restored"):
         return
     st.session_state["_url_restored"] = True
@@ -133,8 +132,8 @@ def sync_url() -> None:
 def _on_model_change() -> None:
     """A preset of the previous model's kind gives way to the first preset of the new one; the attention type
     goes back to the new model's default (cross-attention for an encoder-decoder)."""
-    st.session_state.pop("group", None)
-    all_presets = {p for group in catalog.PRESETS.values() for p in group}
+    st.session_state.pop("attention", None)
+    all_presets = {p for family in catalog.PRESETS.values() for p in family}
     if st.session_state.get("text") in all_presets:
         st.session_state.pop("text")
     st.session_state.pop("preset", None)
@@ -200,23 +199,23 @@ def _sidebar() -> tuple[Context | None, str]:
     return Context(entry, ckpt, stamp, text), ""
 
 
-def analysis(ctx: Context) -> TraceData | None:
-    """The cached trace of the current text, with its notes shown; None after an error message."""
+def analysis_of(ctx: Context) -> Analysis | None:
+    """The cached Analysis of the current text, with its notes shown; None after an error message."""
     try:
-        trace = run_model(ctx.path, ctx.stamp, ctx.text)
+        analysis = run_model(ctx.path, ctx.stamp, ctx.text)
     except InputError as exc:
         st.error(str(exc))
         return None
-    for note in trace.notes:
+    for note in analysis.notes:
         (st.warning if "cut" in note else st.info)(note)
-    return trace
+    return analysis
 
 
-def context_and_trace() -> tuple[Context, TraceData] | None:
-    """The chosen model and text and their cached trace; None after a message saying why there is none."""
+def context_and_analysis() -> tuple[Context, Analysis] | None:
+    """The chosen model and text and their cached Analysis; None after a message saying why there is none."""
     ctx = context()
-    trace = analysis(ctx) if ctx is not None else None
-    return None if trace is None else (ctx, trace)
+    analysis = analysis_of(ctx) if ctx is not None else None
+    return None if analysis is None else (ctx, analysis)
 
 
 def _valid(key: str, options: list, default) -> None:
@@ -224,18 +223,20 @@ def _valid(key: str, options: list, default) -> None:
         st.session_state[key] = default
 
 
-def head_picker(trace: TraceData, with_average: bool) -> tuple[str, int, int]:
-    """Attention type, layer and head widgets (keys "group", "layer", "head"), validated against the trace."""
-    groups = trace.groups
-    _valid("group", groups, "decoder.cross" if "decoder.cross" in groups else groups[0])
+def head_picker(analysis: Analysis, with_average: bool) -> tuple[str, int, int]:
+    """Attention type, layer and head widgets (keys "attention", "layer", "head"), validated against the analysis."""
+    attentions = analysis.attentions
+    _valid("attention", attentions, "decoder.cross_attn" if "decoder.cross_attn" in attentions else attentions[0])
     cols = st.columns([3, 1, 1])
-    group = cols[0].radio("Attention", groups, key="group", format_func=trace.group_label, horizontal=True)
-    layers = trace.layers(group)
+    attention = cols[0].radio(
+        "Attention", attentions, key="attention", format_func=analysis.attention_label, horizontal=True
+    )
+    layers = analysis.layers(attention)
     _valid("layer", layers, layers[0])
     layer = cols[1].selectbox("Layer", layers, key="layer", format_func=lambda i: f"layer {i + 1}")
-    heads = list(range(trace.block(group, layer).n_heads)) + ([AVERAGE] if with_average else [])
+    heads = list(range(analysis.block(attention, layer).n_heads)) + ([AVERAGE] if with_average else [])
     _valid("head", heads, 0)
     head = cols[2].selectbox(
         "Head", heads, key="head", format_func=lambda h: "average" if h == AVERAGE else f"head {h + 1}"
     )
-    return group, layer, head
+    return attention, layer, head

@@ -5,18 +5,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-import torch
-
-from inference.analyze import InputError, analyze, clean_text, encode_prefix, encode_source
+from inference.analyze import analyze, generate_text
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from inference.decoding import generate
 from inference.export import to_json, to_npz_bytes
+from inference.score import perplexity
+from inference.text import InputError
 from model.transformer import EncoderDecoder
 
 
@@ -60,7 +58,7 @@ def cmd_trace(args: argparse.Namespace, ckpt: Checkpoint) -> int:
                 try:
                     if isinstance(text, InputError):
                         raise text
-                    line = to_json(ckpt, analyze(ckpt, text, args.target, args.top_k))
+                    line = to_json(analyze(ckpt, text, args.target, args.top_k))
                 except InputError as exc:
                     line = json.dumps({"input": text if isinstance(text, str) else None, "error": str(exc)})
                 out.write(line + "\n")
@@ -70,29 +68,15 @@ def cmd_trace(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     analysis = analyze(ckpt, args.text, args.target, args.top_k)
     if args.output and args.output.endswith(".npz"):
         with open_output(args.output, "wb") as file:
-            file.write(to_npz_bytes(ckpt, analysis))
+            file.write(to_npz_bytes(analysis))
     elif args.output:
         with open_output(args.output, "w") as file:
-            file.write(to_json(ckpt, analysis) + "\n")
+            file.write(to_json(analysis) + "\n")
     else:
-        sys.stdout.write(to_json(ckpt, analysis) + "\n")
+        sys.stdout.write(to_json(analysis) + "\n")
     for note in analysis.notes:
         print(f"note: {note}", file=sys.stderr)
     return 0
-
-
-def generate_text(ckpt: Checkpoint, text: str, max_tokens: int, beam: int) -> str:
-    """The translation (encoder-decoder) or the continuation (language model) of `text`."""
-    notes: list[str] = []
-    cleaned = clean_text(text).text
-    cfg = ckpt.config
-    if isinstance(ckpt.model, EncoderDecoder):
-        source = torch.tensor([encode_source(ckpt, cleaned, notes)])
-        result = generate(ckpt.model, [cfg.bos_id], source, max_tokens, beam, record=False)
-    else:
-        prefix = encode_prefix(ckpt, cleaned, notes, reserve=min(max_tokens, cfg.max_len // 2))
-        result = generate(ckpt.model, prefix, None, max_tokens, beam, record=False)
-    return ckpt.tokenizer.decode(result.ids)
 
 
 def cmd_generate(args: argparse.Namespace, ckpt: Checkpoint) -> int:
@@ -113,35 +97,12 @@ def cmd_generate(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     return status
 
 
-@torch.no_grad()
-def perplexity(ckpt: Checkpoint, lines: list[str], window: int | None = None) -> tuple[float, float, int]:
-    """Perplexity and top-1 next-token accuracy over each line (bos + tokens + eos), in max_len windows."""
-    cfg = ckpt.config
-    window = window or cfg.max_len
-    total_nll, correct, count = 0.0, 0, 0
-    for line in lines:
-        if not line.strip():
-            continue
-        ids = [cfg.bos_id] + ckpt.tokenizer.encode(line) + [cfg.eos_id]
-        for start in range(0, len(ids) - 1, window - 1):
-            chunk = torch.tensor([ids[start : start + window]])
-            if chunk.shape[1] < 2:
-                continue
-            logits, _ = ckpt.model(chunk, record=False)
-            targets = chunk[0, 1:]
-            logp = torch.log_softmax(logits[0, :-1].float(), dim=-1)
-            total_nll -= float(logp.gather(1, targets[:, None]).sum())
-            correct += int((logp.argmax(-1) == targets).sum())
-            count += len(targets)
-    if count == 0:
-        raise UsageError("the input has no text to score")
-    return math.exp(total_nll / count), correct / count, count
-
-
 def cmd_score(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     if isinstance(ckpt.model, EncoderDecoder):
         raise UsageError("score is for language models; use `python -m training.evaluate` for translation")
     lines = [t for t in read_inputs(args.input_file) if isinstance(t, str)]
+    if not any(line.strip() for line in lines):
+        raise UsageError("the input has no text to score")
     ppl, acc, count = perplexity(ckpt, lines)
     print(f"perplexity {ppl:.3f}  top1_accuracy {acc:.4f}  tokens {count}")
     return 0

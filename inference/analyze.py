@@ -1,92 +1,51 @@
-"""From text to what the app and the CLI show: cleaned input, tokens, the trace and the predictions."""
+"""From text to what the app, the export and the CLI show: one `Analysis` per (checkpoint, text).
+
+Everything that needs the model or the tokenizer happens here; what comes out is numpy and strings.
+"""
 
 from __future__ import annotations
 
-import unicodedata
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 
+import numpy as np
 import torch
 
+from inference.analysis import Analysis, BatchMasks, Block, Prediction, query_key_pieces
 from inference.checkpoint import Checkpoint
-from inference.decoding import TopToken, generate, top_k
+from inference.decoding import generate, top_k
+from inference.text import InputError, clean_text, encode_first_stack, encode_prefix, encode_source
+from model.attention import attention_mask, padding_mask
 from model.trace import Trace
 from model.transformer import EncoderDecoder
 
-MAX_CHARS = 20_000  # longer text is cut before tokenizing: max_len tokens never need more
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy()
 
 
-class InputError(ValueError):
-    """The text cannot be analysed; the message says why and what to type instead."""
+def _blocks(trace: Trace, source: tuple[str, ...] | None, target: tuple[str, ...]) -> dict[str, Block]:
+    """The batch-of-one trace as numpy blocks, each with its query and key pieces."""
+    blocks = {}
+    for name, rec in trace.attention.items():
+        queries, keys = query_key_pieces(name, source, target)
+        blocks[name] = Block(
+            name=name,
+            query_pieces=queries,
+            key_pieces=keys,
+            scores=_np(rec.scores[0]).astype(np.float32),
+            mask=_np(rec.mask[0]).astype(bool),
+            weights=_np(rec.weights[0]).astype(np.float32),
+            values=_np(rec.values[0]).astype(np.float32),
+        )
+    return blocks
 
 
-@dataclass(frozen=True)
-class CleanText:
-    text: str
-    notes: tuple[str, ...] = ()
-
-
-def clean_text(text: object) -> CleanText:
-    """Normalise to NFC, drop control characters (keeping spaces), reject empty text, cut very long text."""
-    if not isinstance(text, str):
-        raise InputError(f"expected text, got {type(text).__name__}")
-    notes = []
-    if len(text) > MAX_CHARS:
-        text = text[:MAX_CHARS]
-        notes.append(f"The text was cut to its first {MAX_CHARS:,} characters.")
-    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):  # lone surrogates: not text, sentencepiece rejects them
-        count = sum(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
-        text = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
-        notes.append(f"{count} invalid character(s) (lone UTF-16 surrogates) were replaced by \ufffd.")
-    text = unicodedata.normalize("NFC", text)
-    kept = "".join(" " if ch in "\t\n\r" else ch for ch in text if ch in "\t\n\r" or unicodedata.category(ch) != "Cc")
-    if len(kept) != len(text):
-        notes.append(f"{len(text) - len(kept)} control character(s) were removed.")
-    kept = " ".join(kept.split())
-    if not kept:
-        raise InputError("The text is empty: type a sentence (letters, not only spaces or control characters).")
-    return CleanText(kept, tuple(notes))
-
-
-@dataclass(frozen=True)
-class Analysis:
-    """One input analysed by one checkpoint (batch of one)."""
-
-    checkpoint: str
-    kind: str
-    text: str
-    source_pieces: list[str] | None  # encoder-decoder only
-    target_pieces: list[str]  # decoder input pieces (the text for a language model)
-    target_ids: list[int]
-    trace: Trace
-    predictions: list[list[TopToken]]  # per decoder position: the next-token distribution's top k
-    output_text: str | None  # encoder-decoder: the target text; language model: None
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    unknown_pieces: tuple[str, ...] = ()
-
-
-def _fit(ids: list[int], room: int, what: str, notes: list[str]) -> list[int]:
-    if len(ids) > room:
-        notes.append(f"The {what} was cut from {len(ids)} to {room} tokens (the model's max_len).")
-        return ids[:room]
-    return ids
-
-
-def encode_source(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
-    """Source side of an encoder-decoder: tokens + eos."""
-    return _fit(ckpt.tokenizer.encode(text), ckpt.config.max_len - 1, "input", notes) + [ckpt.config.eos_id]
-
-
-def encode_prefix(ckpt: Checkpoint, text: str, notes: list[str], reserve: int = 0) -> list[int]:
-    """Decoder side: bos + tokens, leaving `reserve` positions free for generation."""
-    room = ckpt.config.max_len - 1 - reserve
-    return [ckpt.config.bos_id] + _fit(ckpt.tokenizer.encode(text), room, "text", notes)
-
-
-@torch.no_grad()
+@torch.inference_mode()
 def analyze(ckpt: Checkpoint, text: str, target: str | None = None, k: int = 5, max_tokens: int = 64) -> Analysis:
-    """Clean and tokenize `text`, run the model once and return its trace and predictions.
+    """Clean and tokenize `text`, run the model once with every head recorded, and return the Analysis.
 
     Encoder-decoder: `target` is the decoder's text; without it the model's own greedy output is used.
+    Raises InputError when the text cannot be analysed.
     """
     cleaned = clean_text(text)
     notes = list(cleaned.notes)
@@ -94,32 +53,79 @@ def analyze(ckpt: Checkpoint, text: str, target: str | None = None, k: int = 5, 
     source_ids = None
     output_text = None
     if isinstance(ckpt.model, EncoderDecoder):
-        src = encode_source(ckpt, cleaned.text, notes)
-        source_ids = torch.tensor([src])
+        source_ids = encode_source(ckpt, cleaned.text, notes)
         if target is None:
-            out = generate(ckpt.model, [cfg.bos_id], source_ids, max_tokens=max_tokens, record=False).ids
+            out = generate(ckpt.model, [cfg.bos_id], torch.tensor([source_ids]), max_tokens=max_tokens).ids
             target_ids = [cfg.bos_id] + out
         else:
             target_ids = encode_prefix(ckpt, clean_text(target).text, notes)
         output_text = tok.decode(target_ids)
-        logits, trace = ckpt.model(source_ids, torch.tensor([target_ids]))
+        logits, trace = ckpt.model(torch.tensor([source_ids]), torch.tensor([target_ids]))
     else:
         target_ids = encode_prefix(ckpt, cleaned.text, notes)
         logits, trace = ckpt.model(torch.tensor([target_ids]))
-    all_ids = target_ids + (source_ids[0].tolist() if source_ids is not None else [])
+    all_ids = target_ids + (source_ids or [])
     unknown = tuple(sorted({p for i, p in zip(all_ids, tok.pieces(all_ids)) if i == cfg.unk_id}))
     if unknown:
         notes.append("Some characters are not in the model's vocabulary and became <unk>.")
+    source = tuple(tok.pieces(source_ids)) if source_ids is not None else None
+    target_pieces = tuple(tok.pieces(target_ids))
+    predictions = tuple(
+        tuple(Prediction(tok.pieces([t.id])[0], t.id, t.prob) for t in top) for top in top_k(logits[0], k)
+    )
     return Analysis(
         checkpoint=ckpt.name,
         kind=cfg.kind,
         text=cleaned.text,
-        source_pieces=tok.pieces(source_ids[0].tolist()) if source_ids is not None else None,
-        target_pieces=tok.pieces(target_ids),
-        target_ids=target_ids,
-        trace=trace,
-        predictions=top_k(logits[0], k),
+        source_pieces=source,
+        target_pieces=target_pieces,
+        target_ids=tuple(target_ids),
+        blocks=_blocks(trace, source, target_pieces),
+        positional={name: _np(rows).astype(np.float32) for name, rows in trace.positional.items()},
+        predictions=predictions,
         output_text=output_text,
         notes=tuple(notes),
         unknown_pieces=unknown,
     )
+
+
+def generate_text(ckpt: Checkpoint, text: str, max_tokens: int, beam: int = 1) -> str:
+    """The translation (encoder-decoder) or the continuation (language model) of `text`."""
+    notes: list[str] = []
+    cleaned = clean_text(text).text
+    cfg = ckpt.config
+    if isinstance(ckpt.model, EncoderDecoder):
+        source = torch.tensor([encode_source(ckpt, cleaned, notes)])
+        result = generate(ckpt.model, [cfg.bos_id], source, max_tokens, beam)
+    else:
+        prefix = encode_prefix(ckpt, cleaned, notes, reserve=min(max_tokens, cfg.max_len // 2))
+        result = generate(ckpt.model, prefix, None, max_tokens, beam)
+    return ckpt.tokenizer.decode(result.ids)
+
+
+def batch_masks(ckpt: Checkpoint, texts: Sequence[str]) -> BatchMasks:
+    """Tokenise `texts` as the model's first stack reads them, pad them to one length, and compute the
+    padding and attention masks with the model's own functions. Raises InputError for an empty text."""
+    cfg = ckpt.config
+    notes: list[str] = []
+    ids = [encode_first_stack(ckpt, clean_text(text).text, notes) for text in texts]
+    length = max(len(row) for row in ids)
+    padded = torch.tensor([row + [cfg.pad_id] * (length - len(row)) for row in ids])
+    valid = padding_mask(padded, cfg.pad_id)
+    causal = not cfg.is_encoder_decoder
+    mask = attention_mask(valid, valid, causal=causal)
+    pieces = [ckpt.tokenizer.pieces(row.tolist()) for row in padded]
+    return BatchMasks("decoder" if causal else "encoder", causal, pieces, _np(valid), _np(mask))
+
+
+def positional_table(ckpt: Checkpoint) -> np.ndarray:
+    """(max_len, d_model) float32: the sinusoidal buffer or the learned parameter, whichever the model has."""
+    return _np(ckpt.model.positions.table).astype(np.float32)
+
+
+def positions_used(ckpt: Checkpoint, text: str) -> int | None:
+    """How many positions the text takes in the model's first stack (None if the text is rejected)."""
+    try:
+        return len(encode_first_stack(ckpt, clean_text(text).text, []))
+    except InputError:
+        return None

@@ -1,4 +1,9 @@
-"""Inference: next-token distributions, greedy decoding and beam search with an incremental key/value cache."""
+"""Decoding: next-token distributions, greedy decoding and beam search, with or without the key/value cache.
+
+With `cache=True` each step feeds only the newest token and passes the previous step's trace back as `past`
+(its records hold every key and value so far); with `cache=False` every step recomputes the whole sequence.
+Both give the same tokens (tests/test_inference.py): the cache only saves work.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,9 @@ import torch
 from torch import Tensor
 
 from model.trace import Trace
-from model.transformer import DecoderCache, DecoderOnlyLM, EncoderDecoder, LayerCache
+from model.transformer import DecoderOnlyLM, EncoderDecoder
+
+Model = EncoderDecoder | DecoderOnlyLM
 
 
 @dataclass(frozen=True)
@@ -19,10 +26,9 @@ class TopToken:
 
 @dataclass(frozen=True)
 class Generation:
-    """A decoded output: the new ids (without bos/eos) and one trace per generated step."""
+    """A decoded output: the new ids (without bos/eos)."""
 
     ids: list[int]
-    step_traces: list[Trace]
     finished: bool  # True when the model emitted eos before max_tokens
 
 
@@ -33,60 +39,45 @@ def top_k(logits: Tensor, k: int) -> list[list[TopToken]]:
     return [[TopToken(int(i), float(p)) for i, p in zip(row_i, row_p)] for row_i, row_p in zip(indices, values)]
 
 
-def _start(model: EncoderDecoder | DecoderOnlyLM, source_ids: Tensor | None) -> DecoderCache | None:
+def next_log_probs(
+    model: Model, source_ids: Tensor | None, fed: Tensor, past: Trace | None, cache: bool
+) -> tuple[Tensor, Trace | None]:
+    """Log-probabilities (B, vocab) of the token after `fed` (B, T), and the trace to pass as the next `past`.
+
+    With the cache and a `past`, only the last column of `fed` is new; without it, all of `fed` is computed.
+    """
+    new = fed[:, -1:] if cache and past is not None else fed
+    previous = past if cache else None
     if isinstance(model, EncoderDecoder):
         if source_ids is None:
             raise ValueError("an encoder-decoder needs source ids to decode")
-        return model.start_cache(source_ids)[0]
-    return None
+        source = source_ids.expand(fed.shape[0], -1)  # one source row per hypothesis
+        logits, trace = model(source, new, past=previous, record=False)
+    else:
+        logits, trace = model(new, past=previous, record=False)
+    return torch.log_softmax(logits[:, -1].float(), dim=-1), (trace if cache else None)
 
 
-def _step(model: EncoderDecoder | DecoderOnlyLM, ids: Tensor, cache: DecoderCache | None, record: bool):
-    return model.step(ids, cache, record=record)
-
-
-@torch.no_grad()
+@torch.inference_mode()
 def generate(
-    model: EncoderDecoder | DecoderOnlyLM,
+    model: Model,
     prefix: list[int],
     source_ids: Tensor | None = None,
     max_tokens: int = 50,
     beam: int = 1,
-    record: bool = True,
+    cache: bool = True,
 ) -> Generation:
     """Greedy (beam=1) or beam-search decoding after `prefix` (which starts with bos).
 
-    The traces are those of the steps that produced the chosen output: step i's queries are the token fed
-    at that step, its keys every token so far.
+    Beam search keeps the `beam` best hypotheses by summed log-probability; finished ones compete by their
+    log-probability per token.
     """
-    cfg = model.config
-    room = cfg.max_len - len(prefix)
-    max_tokens = max(0, min(max_tokens, room))
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
-    ids, finished = _beam_search(model, prefix, source_ids, max_tokens, beam)
-    traces = _traces_for(model, prefix, ids, source_ids) if record else []
-    return Generation(ids, traces, finished)
-
-
-def _traces_for(model, prefix: list[int], ids: list[int], source_ids: Tensor | None) -> list[Trace]:
-    """Traces of the decoder at each step that chose a token of `ids`: the prefix first, then one per token."""
-    cache = _start(model, source_ids)
-    traces = []
-    fed = prefix
-    for token in [None, *ids[:-1]] if ids else []:
-        step_ids = torch.tensor([fed]) if token is None else torch.tensor([[token]])
-        _, trace, cache = _step(model, step_ids, cache, True)
-        traces.append(trace)
-    return traces
-
-
-def _beam_search(model, prefix: list[int], source_ids: Tensor | None, max_tokens: int, beam: int):
-    """Keep the `beam` best hypotheses by summed log-probability; finished ones compete with length norm."""
-    cfg = model.config
-    cache = _start(model, source_ids)
-    logits, _, cache = _step(model, torch.tensor([prefix]), cache, False)
-    log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)  # (1, vocab)
+    eos = model.config.eos_id
+    max_tokens = max(0, min(max_tokens, model.config.max_len - len(prefix)))
+    fed = torch.tensor([prefix])  # (hypotheses, T): every token fed so far
+    log_probs, past = next_log_probs(model, source_ids, fed, None, cache)
     hyps: list[tuple[list[int], float]] = [([], 0.0)]
     done: list[tuple[list[int], float]] = []
     for _ in range(max_tokens):
@@ -97,32 +88,20 @@ def _beam_search(model, prefix: list[int], source_ids: Tensor | None, max_tokens
         candidates.sort(key=lambda c: -c[1])
         keep = []
         for seq, score, b in candidates:
-            if seq[-1] == cfg.eos_id:
+            if seq[-1] == eos:
                 done.append((seq[:-1], score))
             else:
                 keep.append((seq, score, b))
             if len(keep) == beam:
                 break
-        hyps = [(s, sc) for s, sc, _ in keep]
         if len(done) >= beam or not keep:
             break
-        order = [b for _, _, b in keep]
-        if order != list(range(log_probs.shape[0])):  # greedy search never reorders: no copy of the cache
-            cache = _reorder(cache, torch.tensor(order))
-        logits, _, cache = _step(model, torch.tensor([[s[-1]] for s, _ in hyps]), cache, False)
-        log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
+        hyps = [(s, sc) for s, sc, _ in keep]
+        order = torch.tensor([b for _, _, b in keep])
+        fed = torch.cat([fed.index_select(0, order), torch.tensor([[s[-1]] for s, _ in hyps])], dim=1)
+        if past is not None and order.tolist() != list(range(log_probs.shape[0])):  # greedy never reorders
+            past = past.select(order)
+        log_probs, past = next_log_probs(model, source_ids, fed, past, cache)
     if done:  # finished hypotheses win; among them, the best log-probability per token
-        return max(done, key=lambda d: d[1] / (len(d[0]) + 1))[0], True
-    return hyps[0][0], False
-
-
-def _reorder(cache: DecoderCache, order: Tensor) -> DecoderCache:
-    """Select batch rows `order` of every cached tensor (beam search keeps the surviving hypotheses)."""
-
-    def pick(kv):
-        return None if kv is None else (kv[0].index_select(0, order), kv[1].index_select(0, order))
-
-    layers = tuple(LayerCache(pick(layer.self_kv), pick(layer.cross_kv)) for layer in cache.layers)
-    memory = None if cache.memory is None else cache.memory.index_select(0, order)
-    source_valid = None if cache.source_valid is None else cache.source_valid.index_select(0, order)
-    return DecoderCache(layers, cache.target_valid.index_select(0, order), memory, source_valid)
+        return Generation(max(done, key=lambda d: d[1] / (len(d[0]) + 1))[0], True)
+    return Generation(hyps[0][0], False)

@@ -1,4 +1,9 @@
-"""Multi-head scaled dot-product attention that *returns* what it computed (section 3.2 of the paper)."""
+"""Scaled dot-product multi-head attention that *returns* what it computed (section 3.2), and the masks it obeys.
+
+Masks are boolean, True = may attend. The attention returns `(output, record)`: the record holds the mask, the
+keys and values (which are also the cache an incremental decoder carries to its next step) and, unless the
+fused path was asked for, the scores before the mask and the weights after softmax.
+"""
 
 from __future__ import annotations
 
@@ -6,36 +11,75 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from model.functional import masked_softmax
 
-KV = tuple[Tensor, Tensor]
+def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
+    """(B, T) token ids → (B, T) booleans, True at real tokens and False at padding."""
+    return ids != pad_id
+
+
+def subsequent_mask(size: int, device: torch.device | None = None) -> Tensor:
+    """The no-peek mask: (size, size) booleans, True on and below the diagonal (query i sees keys ≤ i)."""
+    return torch.ones(size, size, dtype=torch.bool, device=device).tril()
+
+
+def attention_mask(query_valid: Tensor, key_valid: Tensor, causal: bool = False, query_offset: int = 0) -> Tensor:
+    """Combine padding of queries and keys (and optionally the no-peek rule) into (B, Tq, Tk) booleans.
+
+    A padding query gets an all-False row: nothing is drawn for it and its weights are all zero.
+    `query_offset` is the position of the first query among the keys (non-zero when decoding with a cache).
+    """
+    mask = query_valid.unsqueeze(2) & key_valid.unsqueeze(1)  # (B, Tq, Tk)
+    if causal:
+        tq, tk = mask.shape[1], mask.shape[2]
+        no_peek = subsequent_mask(tk, mask.device)[query_offset : query_offset + tq]  # (Tq, Tk)
+        mask = mask & no_peek
+    return mask
+
+
+def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
+    """Softmax over the last axis where `mask` is True; masked weights are exactly 0, empty rows all 0.
+
+    Masked cells are filled with -inf before the softmax (not -1e20 as some tutorials do, which leaks weight
+    when every cell is masked); rows with no allowed key are zeroed instead of turning into NaN.
+    """
+    any_allowed = mask.any(dim=-1, keepdim=True)
+    filled = scores.masked_fill(~mask, float("-inf"))
+    filled = torch.where(any_allowed, filled, torch.zeros_like(filled))
+    weights = torch.softmax(filled, dim=-1)
+    return weights.masked_fill(~mask, 0.0)
 
 
 @dataclass(frozen=True)
 class AttentionRecord:
     """What one attention block computed for one batch.
 
-    scores:  (B, H, Tq, Tk) QKᵀ/√d_head *before* the mask.
     mask:    (B, Tq, Tk) booleans applied to every head, True = may attend.
-    weights: (B, H, Tq, Tk) softmax of the masked scores; masked cells exactly 0.
-    queries, keys, values: (B, H, T, d_head) the projected Q, K and V of each head.
+    keys, values: (B, H, Tk, d_head) the projected K and V of each head, every key so far.
+    scores:  (B, H, Tq, Tk) QKᵀ/√d_head *before* the mask; None on the fused path (record=False).
+    weights: (B, H, Tq, Tk) softmax of the masked scores, masked cells exactly 0; None on the fused path.
     """
 
-    scores: Tensor
     mask: Tensor
-    weights: Tensor
-    queries: Tensor
     keys: Tensor
     values: Tensor
+    scores: Tensor | None = None
+    weights: Tensor | None = None
+
+    def select(self, rows: Tensor) -> AttentionRecord:
+        """The same record for batch rows `rows` (beam search keeps its surviving hypotheses)."""
+        pick = lambda t: None if t is None else t.index_select(0, rows)
+        return AttentionRecord(*(pick(t) for t in (self.mask, self.keys, self.values, self.scores, self.weights)))
 
 
 class MultiHeadedAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = softmax(Q W_i^Q (K W_i^K)ᵀ / √d_k) V W_i^V.
 
-    Computed explicitly, not with a fused kernel, so the weights exist to be shown. `forward` returns
-    `(output, record, (keys, values))`; the keys and values are the cache for incremental decoding.
+    `record=True` computes every step explicitly so that the scores and weights exist to be shown;
+    `record=False` calls the fused `scaled_dot_product_attention` kernel (as x-transformers' `flash=True`),
+    which gives the same output (tests/test_attention.py) without materialising the weights.
     """
 
     def __init__(self, n_heads: int, d_model: int, dropout: float = 0.1) -> None:
@@ -54,40 +98,47 @@ class MultiHeadedAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)  # (B, H, T, d_head)
 
-    def project_kv(self, x: Tensor) -> KV:
-        """Keys and values of a (B, Tk, d_model) input, each (B, H, Tk, d_head)."""
-        return self.split_heads(self.w_k(x)), self.split_heads(self.w_v(x))
-
     def forward(
         self,
         query: Tensor,
         key_value: Tensor | None,
         mask: Tensor,
-        past: KV | None = None,
+        past: AttentionRecord | None = None,
         record: bool = True,
-    ) -> tuple[Tensor, AttentionRecord | None, KV]:
+    ) -> tuple[Tensor, AttentionRecord]:
         """Attend from `query` (B, Tq, d_model) to `key_value` (B, Tk, d_model) under `mask` (B, Tq, Tk).
 
-        With `past`, its keys and values come first; with `key_value=None`, `past` is used as it is (the
-        encoder memory of cross-attention, projected once).
+        With `past` (this block's record from the previous decoding step) its keys and values come first;
+        with `key_value=None` they are used as they are (cross-attention to an encoder memory projected once).
         """
         q = self.split_heads(self.w_q(query))  # (B, H, Tq, d_head)
         if key_value is None:
             if past is None:
-                raise ValueError("key_value=None needs past keys and values")
-            k, v = past
+                raise ValueError("key_value=None needs the past record's keys and values")
+            k, v = past.keys, past.values
         else:
-            k, v = self.project_kv(key_value)  # (B, H, Tk_new, d_head)
+            k, v = self.split_heads(self.w_k(key_value)), self.split_heads(self.w_v(key_value))  # (B, H, Tk, d_head)
             if past is not None:
-                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+                k, v = torch.cat([past.keys, k], dim=2), torch.cat([past.values, v], dim=2)
         if mask.shape != (q.shape[0], q.shape[2], k.shape[2]):
             raise ValueError(
                 f"mask shape {tuple(mask.shape)} does not match (B, Tq, Tk) = {(q.shape[0], q.shape[2], k.shape[2])}"
             )
-        scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, H, Tq, Tk)
-        weights = masked_softmax(scores, mask.unsqueeze(1))  # (B, H, Tq, Tk)
-        heads = self.dropout(weights) @ v  # (B, H, Tq, d_head)
+        scores = weights = None
+        if record:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)  # (B, H, Tq, Tk)
+            weights = masked_softmax(scores, mask.unsqueeze(1))  # (B, H, Tq, Tk)
+            heads = self.dropout(weights) @ v  # (B, H, Tq, d_head)
+        else:
+            heads = self.fused(q, k, v, mask)
         b, _, tq, _ = heads.shape
         out = self.w_o(heads.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_head))  # (B, Tq, d_model)
-        rec = AttentionRecord(scores, mask, weights, q, k, v) if record else None
-        return out, rec, (k, v)
+        return out, AttentionRecord(mask, k, v, scores, weights)
+
+    def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
+        """softmax(QKᵀ/√d_k)V by the fused kernel; a query with no allowed key gets 0, as `masked_softmax` gives."""
+        any_allowed = mask.any(dim=-1, keepdim=True)  # (B, Tq, 1)
+        allowed = (mask | ~any_allowed).unsqueeze(1)  # (B, 1, Tq, Tk): an empty row would be NaN in the kernel
+        p = self.dropout.p if self.training else 0.0
+        heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed, dropout_p=p)  # (B, H, Tq, d_head)
+        return heads.masked_fill(~any_allowed.unsqueeze(1), 0.0)

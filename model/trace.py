@@ -1,59 +1,56 @@
-"""The trace a forward pass returns: every attention block's record, the masks and the positions used."""
+"""The trace a forward pass returns: every attention block's record, keyed by module path, and the positions used."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-import torch
 from torch import Tensor
 
 from model.attention import AttentionRecord
 
 
 @dataclass(frozen=True)
-class BlockName:
-    """`decoder.layers.1.cross_attn` parsed: stack, 0-based layer and attention type."""
-
-    stack: str
-    layer: int
-    type: str
-
-    @classmethod
-    def parse(cls, name: str) -> BlockName:
-        stack, layers, index, attn = name.split(".")
-        if layers != "layers" or attn not in ("self_attn", "cross_attn"):
-            raise ValueError(f"not an attention block name: {name!r}")
-        return cls(stack, int(index), attn.removesuffix("_attn"))
-
-
-@dataclass(frozen=True)
 class Trace:
     """Everything one forward pass computed that a learner may want to see.
 
-    source_ids: (B, S) encoder input ids, None for a decoder-only model.
-    target_ids: (B, T) decoder input ids (for a language model, the text itself).
-    positional: "encoder"/"decoder" → (T, d_model) positional-encoding rows added to the embeddings.
-    masks:      "encoder.self_attn"/"decoder.self_attn"/"decoder.cross_attn" → (B, Tq, Tk) booleans.
-    attention:  block name (`encoder.layers.0.self_attn`, …) → its record, in the order computed.
-    query_offset: position of the first query (non-zero for a cached decoding step).
+    source_ids:   (B, S) encoder input ids; None for a decoder-only model.
+    target_ids:   (B, T) decoder input ids of this pass (for a language model, the text itself).
+    target_valid: (B, T_all) which decoder positions so far hold real tokens: the keys of the next step.
+    positional:   "encoder"/"decoder" → (T, d_model) positional-encoding rows added to the embeddings.
+    attention:    module path (`encoder.layers.0.self_attn`, `decoder.layers.1.cross_attn`, …) → its record,
+                  in the order computed. A decoder pass that continues a `past` trace holds no encoder blocks.
+    query_offset: position of the first query among the decoder's keys (non-zero after a `past`).
+
+    A trace is also the cache of incremental decoding: pass it back as `past` and the next tokens reuse its
+    keys and values instead of recomputing them.
     """
 
     kind: str
     source_ids: Tensor | None
     target_ids: Tensor
+    target_valid: Tensor
     positional: dict[str, Tensor]
-    masks: dict[str, Tensor]
     attention: dict[str, AttentionRecord] = field(default_factory=dict)
     query_offset: int = 0
 
-    def names(self) -> list[str]:
-        return list(self.attention)
+    @property
+    def masks(self) -> dict[str, Tensor]:
+        """One mask per attention type (`encoder.self_attn`, `decoder.self_attn`, `decoder.cross_attn`):
+        every layer of a stack applies the same one."""
+        masks: dict[str, Tensor] = {}
+        for name, rec in self.attention.items():
+            stack, _, _, type_ = name.split(".")
+            masks.setdefault(f"{stack}.{type_}", rec.mask)
+        return masks
 
-    def stacked_weights(self, stack: str, type_: str = "self") -> Tensor:
-        """Weights of every layer of one stack and type: (L, B, H, Tq, Tk)."""
-        chosen = [
-            r.weights for n, r in self.attention.items() if n.startswith(f"{stack}.") and n.endswith(f".{type_}_attn")
-        ]
-        if not chosen:
-            raise KeyError(f"no {type_}-attention blocks in the {stack} stack of this trace")
-        return torch.stack(chosen)
+    def select(self, rows: Tensor) -> Trace:
+        """The trace of batch rows `rows` only (beam search keeps the surviving hypotheses' caches)."""
+        source = None if self.source_ids is None else self.source_ids.index_select(0, rows)
+        attention = {name: rec.select(rows) for name, rec in self.attention.items()}
+        return replace(
+            self,
+            source_ids=source,
+            target_ids=self.target_ids.index_select(0, rows),
+            target_valid=self.target_valid.index_select(0, rows),
+            attention=attention,
+        )

@@ -2,21 +2,38 @@
 
 Read top to bottom: embeddings and positions, the two sub-layers, the encoder and decoder layers, then the
 two models (encoder-decoder, decoder-only). Nothing is assigned on `self` in any `forward` and no hooks are
-used, so one model object can serve many threads at once.
+used, so one model object can serve many threads at once. Incremental decoding passes the previous trace back
+as `past`: its records hold every key and value so far.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
-from model.attention import KV, AttentionRecord, MultiHeadedAttention
+from model.attention import AttentionRecord, MultiHeadedAttention, attention_mask, padding_mask
 from model.config import ModelConfig
-from model.functional import attention_mask, padding_mask, sinusoidal_table
 from model.trace import Trace
+
+Records = dict[str, AttentionRecord]
+
+
+def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    Section 3.5 of "Attention Is All You Need". Returns a float32 tensor of shape (max_len, d_model).
+    """
+    if d_model % 2:
+        raise ValueError(f"the sinusoidal table needs an even d_model, got {d_model}")
+    position = torch.arange(max_len, dtype=torch.float64).unsqueeze(1)  # (T, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model/2,)
+    angle = position / torch.pow(10000.0, two_i / d_model)  # (T, d_model/2)
+    table = torch.empty(max_len, d_model, dtype=torch.float64)
+    table[:, 0::2] = torch.sin(angle)
+    table[:, 1::2] = torch.cos(angle)
+    return table.float()
 
 
 class Embeddings(nn.Module):
@@ -89,20 +106,12 @@ class EncoderLayer(nn.Module):
         self.feed_forward = FeedForward(config.d_model, config.d_ff, config.dropout)
         self.sublayer = nn.ModuleList([Residual(config.d_model, config.dropout, pre) for _ in range(2)])
 
-    def forward(self, x: Tensor, mask: Tensor, record: bool) -> tuple[Tensor, AttentionRecord | None]:
+    def forward(self, x: Tensor, mask: Tensor, record: bool) -> tuple[Tensor, AttentionRecord]:
         h = self.sublayer[0].input(x)
-        attn, rec, _ = self.self_attn(h, h, mask, record=record)
+        attn, rec = self.self_attn(h, h, mask, record=record)
         x = self.sublayer[0].output(x, attn)
         x = self.sublayer[1].output(x, self.feed_forward(self.sublayer[1].input(x)))
         return x, rec
-
-
-@dataclass(frozen=True)
-class LayerCache:
-    """Keys and values one decoder layer has seen: its own past (self) and the encoder memory (cross)."""
-
-    self_kv: KV
-    cross_kv: KV | None = None
 
 
 class DecoderLayer(nn.Module):
@@ -123,38 +132,41 @@ class DecoderLayer(nn.Module):
         self_mask: Tensor,
         memory: Tensor | None,
         cross_mask: Tensor | None,
-        cache: LayerCache | None,
+        past: Records,
         record: bool,
-    ) -> tuple[Tensor, dict[str, AttentionRecord | None], LayerCache]:
+    ) -> tuple[Tensor, Records]:
+        """`past` holds this layer's records of the previous step ("self_attn", "cross_attn"), or nothing.
+
+        Cross-attention projects the encoder `memory` once; with a past record its keys and values are reused.
+        """
         h = self.sublayer[0].input(x)
-        attn, self_rec, self_kv = self.self_attn(h, h, self_mask, past=cache.self_kv if cache else None, record=record)
+        attn, self_rec = self.self_attn(h, h, self_mask, past=past.get("self_attn"), record=record)
         x = self.sublayer[0].output(x, attn)
-        records: dict[str, AttentionRecord | None] = {"self_attn": self_rec}
-        cross_kv = None
+        records = {"self_attn": self_rec}
         if self.cross_attn is not None:
             h = self.sublayer[1].input(x)
-            past = cache.cross_kv if cache else None
-            source = None if past is not None else memory
-            attn, cross_rec, cross_kv = self.cross_attn(h, source, cross_mask, past=past, record=record)
+            cached = past.get("cross_attn")
+            source = memory if cached is None else None
+            attn, records["cross_attn"] = self.cross_attn(h, source, cross_mask, past=cached, record=record)
             x = self.sublayer[1].output(x, attn)
-            records["cross_attn"] = cross_rec
         last = self.sublayer[-1]
         x = last.output(x, self.feed_forward(last.input(x)))
-        return x, records, LayerCache(self_kv, cross_kv)
+        return x, records
 
 
-@dataclass(frozen=True)
-class DecoderCache:
-    """Everything incremental decoding carries from one step to the next."""
+class Encoder(nn.Module):
+    """N encoder layers (plus a final LayerNorm for pre-norm)."""
 
-    layers: tuple[LayerCache, ...]
-    target_valid: Tensor  # (B, T_so_far) booleans
-    memory: Tensor | None = None  # (B, S, d_model), encoder-decoder only
-    source_valid: Tensor | None = None  # (B, S)
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([EncoderLayer(config) for _ in range(config.n_encoder_layers)])
+        self.norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
-    @property
-    def length(self) -> int:
-        return self.target_valid.shape[1]
+    def forward(self, x: Tensor, mask: Tensor, record: bool) -> tuple[Tensor, Records]:
+        records: Records = {}
+        for i, layer in enumerate(self.layers):
+            x, records[f"encoder.layers.{i}.self_attn"] = layer(x, mask, record)
+        return self.norm(x), records
 
 
 class Decoder(nn.Module):
@@ -171,32 +183,15 @@ class Decoder(nn.Module):
         self_mask: Tensor,
         memory: Tensor | None,
         cross_mask: Tensor | None,
-        caches: tuple[LayerCache, ...] | None,
+        past: Records,
         record: bool,
-    ) -> tuple[Tensor, dict[str, AttentionRecord], tuple[LayerCache, ...]]:
-        records: dict[str, AttentionRecord] = {}
-        new_caches = []
+    ) -> tuple[Tensor, Records]:
+        records: Records = {}
         for i, layer in enumerate(self.layers):
-            x, layer_records, cache = layer(x, self_mask, memory, cross_mask, caches[i] if caches else None, record)
-            new_caches.append(cache)
-            records.update({f"decoder.layers.{i}.{k}": r for k, r in layer_records.items() if r is not None})
-        return self.norm(x), records, tuple(new_caches)
-
-
-class Encoder(nn.Module):
-    """N encoder layers (plus a final LayerNorm for pre-norm)."""
-
-    def __init__(self, config: ModelConfig) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList([EncoderLayer(config) for _ in range(config.n_encoder_layers)])
-        self.norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
-
-    def forward(self, x: Tensor, mask: Tensor, record: bool) -> tuple[Tensor, dict[str, AttentionRecord]]:
-        records: dict[str, AttentionRecord] = {}
-        for i, layer in enumerate(self.layers):
-            x, rec = layer(x, mask, record)
-            if rec is not None:
-                records[f"encoder.layers.{i}.self_attn"] = rec
+            name = f"decoder.layers.{i}"
+            mine = {k.removeprefix(f"{name}."): r for k, r in past.items() if k.startswith(f"{name}.")}
+            x, layer_records = layer(x, self_mask, memory, cross_mask, mine, record)
+            records.update({f"{name}.{k}": r for k, r in layer_records.items()})
         return self.norm(x), records
 
 
@@ -223,24 +218,20 @@ class TransformerBase(nn.Module):
     def decode(
         self,
         target_ids: Tensor,
-        cache: DecoderCache | None,
+        past: Trace | None,
         memory: Tensor | None,
         source_valid: Tensor | None,
         record: bool,
-    ) -> tuple[Tensor, dict[str, AttentionRecord], dict[str, Tensor], Tensor, DecoderCache]:
-        offset = cache.length if cache else 0
+    ) -> tuple[Tensor, Tensor, Records, Tensor]:
+        """Decoder over `target_ids` (B, T_new) after past's tokens: logits, target_valid, records, PE rows."""
+        offset = past.target_valid.shape[1] if past else 0
         new_valid = padding_mask(target_ids, self.config.pad_id)  # (B, T_new)
-        target_valid = torch.cat([cache.target_valid, new_valid], dim=1) if cache else new_valid
-        self_mask = attention_mask(new_valid, target_valid, causal=True, query_offset=offset)  # (B, T_new, T)
-        masks = {"decoder.self_attn": self_mask}
-        cross_mask = None
-        if source_valid is not None:
-            cross_mask = attention_mask(new_valid, source_valid)  # (B, T_new, S)
-            masks["decoder.cross_attn"] = cross_mask
+        target_valid = torch.cat([past.target_valid, new_valid], dim=1) if past else new_valid  # (B, T_all)
+        self_mask = attention_mask(new_valid, target_valid, causal=True, query_offset=offset)  # (B, T_new, T_all)
+        cross_mask = None if source_valid is None else attention_mask(new_valid, source_valid)  # (B, T_new, S)
         x, pe = self.embed_with_positions(target_ids, offset)
-        x, records, layers = self.decoder(x, self_mask, memory, cross_mask, cache.layers if cache else None, record)
-        new_cache = DecoderCache(layers, target_valid, memory, source_valid)
-        return self.generator(x), records, masks, pe, new_cache
+        x, records = self.decoder(x, self_mask, memory, cross_mask, past.attention if past else {}, record)
+        return self.generator(x), target_valid, records, pe
 
 
 class EncoderDecoder(TransformerBase):
@@ -252,41 +243,25 @@ class EncoderDecoder(TransformerBase):
         super().__init__(config, cross=True)
         self.encoder = Encoder(config)
 
-    def encode(self, source_ids: Tensor, record: bool = True) -> tuple[Tensor, Tensor, dict, Tensor, Tensor]:
-        """Source ids (B, S) → memory (B, S, d_model), source_valid, records, source mask, PE rows."""
+    def forward(
+        self, source_ids: Tensor, target_ids: Tensor, past: Trace | None = None, record: bool = True
+    ) -> tuple[Tensor, Trace]:
+        """Logits (B, T, vocab) for the next token after each target position (teacher forcing), and the trace.
+
+        With `past`, the trace of the previous call on the same source, the encoder does not run again:
+        the decoder continues after past's target tokens and reuses its keys and values.
+        """
         source_valid = padding_mask(source_ids, self.config.pad_id)  # (B, S)
-        mask = attention_mask(source_valid, source_valid)  # (B, S, S)
-        x, pe = self.embed_with_positions(source_ids)
-        memory, records = self.encoder(x, mask, record)
-        return memory, source_valid, records, mask, pe
-
-    def forward(self, source_ids: Tensor, target_ids: Tensor, record: bool = True) -> tuple[Tensor, Trace]:
-        """Teacher-forced pass: logits (B, T, vocab) for the next token after each target position."""
-        memory, source_valid, enc_records, enc_mask, enc_pe = self.encode(source_ids, record)
-        logits, dec_records, masks, dec_pe, _ = self.decode(target_ids, None, memory, source_valid, record)
-        trace = Trace(
-            kind=self.config.kind,
-            source_ids=source_ids,
-            target_ids=target_ids,
-            positional={"encoder": enc_pe, "decoder": dec_pe},
-            masks={"encoder.self_attn": enc_mask, **masks},
-            attention={**enc_records, **dec_records},
+        memory, records, positional = None, {}, {}
+        if past is None:
+            x, positional["encoder"] = self.embed_with_positions(source_ids)
+            memory, records = self.encoder(x, attention_mask(source_valid, source_valid), record)  # (B, S, d_model)
+        logits, target_valid, dec_records, positional["decoder"] = self.decode(
+            target_ids, past, memory, source_valid, record
         )
+        offset = past.target_valid.shape[1] if past else 0
+        trace = Trace(self.config.kind, source_ids, target_ids, target_valid, positional, records | dec_records, offset)
         return logits, trace
-
-    def start_cache(self, source_ids: Tensor) -> tuple[DecoderCache, dict, Tensor, Tensor]:
-        """Encode once and project every cross-attention's keys and values once, for incremental decoding."""
-        memory, source_valid, enc_records, enc_mask, enc_pe = self.encode(source_ids)
-        empty = memory.new_zeros(memory.shape[0], self.config.n_heads, 0, self.config.d_head)
-        layers = tuple(LayerCache((empty, empty), layer.cross_attn.project_kv(memory)) for layer in self.decoder.layers)
-        valid = torch.zeros(memory.shape[0], 0, dtype=torch.bool, device=memory.device)
-        return DecoderCache(layers, valid, memory, source_valid), enc_records, enc_mask, enc_pe
-
-    def step(self, target_ids: Tensor, cache: DecoderCache, record: bool = True) -> tuple[Tensor, Trace, DecoderCache]:
-        """Decode new target tokens (B, T_new) after those in `cache`; logits equal a full recomputation."""
-        logits, records, masks, pe, new_cache = self.decode(target_ids, cache, None, cache.source_valid, record)
-        trace = Trace(self.config.kind, None, target_ids, {"decoder": pe}, masks, records, query_offset=cache.length)
-        return logits, trace, new_cache
 
 
 class DecoderOnlyLM(TransformerBase):
@@ -297,15 +272,11 @@ class DecoderOnlyLM(TransformerBase):
             raise ValueError("DecoderOnlyLM needs a config with kind='decoder-only'")
         super().__init__(config, cross=False)
 
-    def forward(self, ids: Tensor, record: bool = True) -> tuple[Tensor, Trace]:
-        logits, trace, _ = self.step(ids, None, record)
-        return logits, trace
-
-    def step(self, ids: Tensor, cache: DecoderCache | None, record: bool = True) -> tuple[Tensor, Trace, DecoderCache]:
-        """Process new tokens (B, T_new) after those in `cache` (None: from the start)."""
-        logits, records, masks, pe, new_cache = self.decode(ids, cache, None, None, record)
-        offset = cache.length if cache else 0
-        return logits, Trace(self.config.kind, None, ids, {"decoder": pe}, masks, records, offset), new_cache
+    def forward(self, ids: Tensor, past: Trace | None = None, record: bool = True) -> tuple[Tensor, Trace]:
+        """Logits (B, T, vocab) for the token after each position of `ids`, continuing `past` if given."""
+        logits, target_valid, records, pe = self.decode(ids, past, None, None, record)
+        offset = past.target_valid.shape[1] if past else 0
+        return logits, Trace(self.config.kind, None, ids, target_valid, {"decoder": pe}, records, offset)
 
 
 def _init_weights(module: nn.Module) -> None:

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
 import ui
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
-from viz.arrays import decode_typed_array
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 LM, ED = "lm-tiny", "translate-tiny"
@@ -118,13 +118,13 @@ def test_encoder_decoder_output_and_attention_types(app) -> None:
     at = app()
     at.selectbox(key="model").select(ED).run()
     ok(at)
-    assert at.radio(key="group").value == "decoder.cross"
+    assert at.radio(key="attention").value == "decoder.cross_attn"
     assert at.code and len(frame(at, "top 1")) >= 1
     cross = z(chart(at, "head_chart"))
-    at.radio(key="group").set_value("encoder.self").run()
+    at.radio(key="attention").set_value("encoder.self_attn").run()
     enc = z(chart(ok(at), "head_chart"))
     assert enc.shape == (cross.shape[1], cross.shape[1])  # the source tokens, both ways
-    at.radio(key="group").set_value("decoder.self").run()
+    at.radio(key="attention").set_value("decoder.self_attn").run()
     assert z(chart(ok(at), "head_chart")).shape == (cross.shape[0], cross.shape[0])
 
 
@@ -201,7 +201,7 @@ def test_positional_encoding_page(app) -> None:
 def test_masks_page_with_a_padded_batch(app) -> None:
     at = app()
     at.switch_page("views/masks.py").run()
-    mask = z(chart(ok(at), "mask_decoder_self"))
+    mask = z(chart(ok(at), "mask_decoder_self_attn"))
     assert mask.shape[0] == mask.shape[1] and mask.dtype == np.uint8 and (mask == np.tril(mask)).all()
     padding = z(chart(at, "mask_padding"))
     assert padding.shape[0] == 2 and padding[0].all() and not padding[1].all()
@@ -230,15 +230,15 @@ def test_the_url_keeps_and_restores_the_view(app) -> None:
     at.selectbox(key="head").select(2).run()
     assert {k: at.query_params[k] for k in ("model", "layer", "head")} == {"model": LM, "layer": "1", "head": "2"}
     assert at.query_params["text"] == at.text_area(key="text").value
-    restored = ok(app(model=ED, text="Where is the station?", group="encoder.self", layer="1", head="3"))
-    assert restored.selectbox(key="model").value == ED and restored.radio(key="group").value == "encoder.self"
+    restored = ok(app(model=ED, text="Where is the station?", attention="encoder.self_attn", layer="1", head="3"))
+    assert restored.selectbox(key="model").value == ED and restored.radio(key="attention").value == "encoder.self_attn"
     assert "layer 2, head 4" in chart(restored, "head_chart")["layout"]["title"]["text"]
 
 
 def test_exports_are_the_documented_formats(good_dir: Path) -> None:
     path = str(good_dir / ED)
     data = json.loads(ui.export_bytes(path, 0.0, "abc", "json"))
-    assert data["format"] == 1 and len(data["attention"]) == 6
+    assert data["format"] == 2 and len(data["attention"]) == 6
     arrays = np.load(io.BytesIO(ui.export_bytes(path, 0.0, "abc", "npz")))
     assert arrays["decoder.layers.1.cross_attn.weights"].ndim == 3
 

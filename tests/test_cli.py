@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from atlas.cli import main
-from inference.analyze import MAX_CHARS, InputError, analyze, clean_text
 from inference.checkpoint import load_checkpoint
 from inference.decoding import generate
+from inference.text import MAX_CHARS, InputError, clean_text
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_KEYS = {"format", "checkpoint", "kind", "source_tokens", "positional_encoding", "attention", "predictions"}
@@ -47,11 +47,11 @@ def expected_names(config) -> set[str]:
 
 
 def check_trace_object(obj: dict, ckpt, k: int = 5) -> None:
-    """Everything docs/trace-format (format 1) promises about one object."""
+    """Everything docs/trace-format (format 2) promises about one object."""
     cfg = ckpt.config
     is_ed = cfg.is_encoder_decoder
     assert set(obj) == TOP_KEYS | ({"target_tokens"} if is_ed else set())
-    assert obj["format"] == 1 and obj["checkpoint"] == ckpt.name and obj["kind"] == cfg.kind
+    assert obj["format"] == 2 and obj["checkpoint"] == ckpt.name and obj["kind"] == cfg.kind
     source = obj["source_tokens"]
     target = obj["target_tokens"] if is_ed else source
     assert all(isinstance(p, str) for p in source + target)
@@ -61,7 +61,7 @@ def check_trace_object(obj: dict, ckpt, k: int = 5) -> None:
     for entry in obj["attention"]:
         assert set(entry) == ENTRY_KEYS
         stack, _, layer, type_ = entry["name"].split(".")
-        assert (entry["stack"], entry["layer"], entry["type"]) == (stack, int(layer), type_.removesuffix("_attn"))
+        assert (entry["stack"], entry["layer"], entry["type"]) == (stack, int(layer), type_)
         queries = source if stack == "encoder" else target
         keys = target if (stack == "decoder" and type_ == "self_attn") else source
         assert entry["queries"] == queries and entry["keys"] == keys
@@ -110,26 +110,25 @@ def test_trace_weights_and_scores_are_those_of_the_model(capsys, ckpts) -> None:
     assert code == 0
     obj = json.loads(out)
     check_trace_object(obj, ckpt, k=3)
-    analysis = analyze(ckpt, TEXT, "Die Katze.", 3)
-    assert obj["source_tokens"] == analysis.source_pieces and obj["target_tokens"] == analysis.target_pieces
+    cfg = ckpt.config
+    source = torch.tensor([ckpt.tokenizer.encode(TEXT) + [cfg.eos_id]])
+    target = torch.tensor([[cfg.bos_id, *ckpt.tokenizer.encode("Die Katze.")]])
+    assert obj["source_tokens"] == ckpt.tokenizer.pieces(source[0].tolist())
+    assert obj["target_tokens"] == ckpt.tokenizer.pieces(target[0].tolist())
     assert obj["target_tokens"][0] == "<s>" and obj["source_tokens"][-1] == "</s>"
+    with torch.no_grad():
+        logits, trace = ckpt.model(source, target)  # the model itself, not the Analysis the CLI printed
     for entry in obj["attention"]:
-        rec = analysis.trace.attention[entry["name"]]
+        rec = trace.attention[entry["name"]]
         np.testing.assert_allclose(np.array(entry["weights"]), rec.weights[0].numpy(), atol=1e-6)
         scores = np.array([[[np.nan if s is None else s for s in row] for row in head] for head in entry["scores"]])
         expected = np.where(rec.mask[0].numpy(), rec.scores[0].numpy(), np.nan)
         np.testing.assert_allclose(scores, expected, atol=1e-5)
-    np.testing.assert_allclose(obj["positional_encoding"], analysis.trace.positional["encoder"].numpy(), atol=1e-6)
-    probs = torch.softmax(_logits(ckpt, analysis), dim=-1)
+    np.testing.assert_allclose(obj["positional_encoding"], trace.positional["encoder"].numpy(), atol=1e-6)
+    probs = torch.softmax(logits[0], dim=-1)
     for prediction in obj["predictions"]:
         top = probs[prediction["position"]].topk(3)
         assert [item["id"] for item in prediction["top"]] == top.indices.tolist()
-
-
-def _logits(ckpt, analysis) -> torch.Tensor:
-    with torch.no_grad():
-        logits, _ = ckpt.model(analysis.trace.source_ids, analysis.trace.target_ids, record=False)
-    return logits[0]
 
 
 def test_trace_of_an_encoder_decoder_without_target_decodes_its_own_greedy_output(capsys, ckpts) -> None:
@@ -139,7 +138,7 @@ def test_trace_of_an_encoder_decoder_without_target_decodes_its_own_greedy_outpu
     obj = json.loads(out)
     cfg = ckpt.config
     source = torch.tensor([ckpt.tokenizer.encode("Where is the station?") + [cfg.eos_id]])
-    ids = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64, record=False).ids
+    ids = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64).ids
     assert obj["target_tokens"] == ckpt.tokenizer.pieces([cfg.bos_id, *ids])
     assert len(obj["predictions"]) == len(obj["target_tokens"])
 

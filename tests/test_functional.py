@@ -7,13 +7,13 @@ import math
 import pytest
 import torch
 
-from model.functional import (
+from model.attention import (
     attention_mask,
     masked_softmax,
     padding_mask,
-    sinusoidal_table,
     subsequent_mask,
 )
+from model.transformer import sinusoidal_table
 
 
 def closed_form_table(max_len: int, d_model: int) -> list[list[float]]:

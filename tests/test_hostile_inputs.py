@@ -17,12 +17,14 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
-import torch
 
 from atlas.cli import main as cli_main
-from inference.analyze import Analysis, InputError, analyze
+from inference.analysis import Analysis
+from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
+from inference.text import InputError
 from training.tiny import make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,8 +88,8 @@ def _reject_constant(name: str):
 
 
 def check_format1(obj: dict) -> None:
-    """A format-1 trace object: weights rows sum to 1 (masked cells 0), shapes match the tokens."""
-    assert obj["format"] == 1, obj.keys()
+    """A format-2 trace object: weights rows sum to 1 (masked cells 0), shapes match the tokens."""
+    assert obj["format"] == 2, obj.keys()
     assert obj["attention"], "no attention blocks"
     for block in obj["attention"]:
         weights = block["weights"]
@@ -172,11 +174,11 @@ def test_cli_lone_surrogates(kind: str, hostile_dir: Path, tmp_path: Path, capsy
 
 def check_analysis(result: Analysis) -> None:
     assert result.text.strip()
-    for name, rec in result.trace.attention.items():
-        w = rec.weights[0]
-        assert torch.isfinite(w).all(), name
-        assert torch.allclose(w.sum(-1), torch.ones(w.shape[:-1]), atol=1e-5), name
-        assert not w[~rec.mask[0].expand_as(w)].any(), f"{name}: weight on a masked cell"
+    for name, block in result.blocks.items():
+        w = block.weights
+        assert np.isfinite(w).all(), name
+        np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-5, err_msg=name)
+        assert not w[~np.broadcast_to(block.mask, w.shape)].any(), f"{name}: weight on a masked cell"
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from inference.analysis import parse_block_name
 from model.config import ConfigError, ModelConfig
-from model.functional import sinusoidal_table
-from model.trace import BlockName, Trace
-from model.transformer import DecoderOnlyLM, EncoderDecoder, build_model
+from model.trace import Trace
+from model.transformer import DecoderOnlyLM, EncoderDecoder, build_model, sinusoidal_table
 
 ATOL = 1e-5
 VARIANTS = {
@@ -116,12 +116,12 @@ def test_trace_names_are_exactly_the_blocks_of_the_config_in_computation_order(m
     expected = [f"encoder.layers.{i}.self_attn" for i in range(2)] + [
         f"decoder.layers.{i}.{t}" for i in range(3) for t in ("self_attn", "cross_attn")
     ]
-    assert trace.names() == expected
+    assert list(trace.attention) == expected
     assert set(trace.attention) == set(expected)
 
     lm = make_model("decoder-only", n_decoder_layers=3)
     _, trace = run(lm, None, make_ids(gen, 2, 4))
-    assert trace.names() == [f"decoder.layers.{i}.self_attn" for i in range(3)]
+    assert list(trace.attention) == [f"decoder.layers.{i}.self_attn" for i in range(3)]
 
 
 def test_trace_shapes_masks_and_metadata_of_the_encoder_decoder(enc_dec, make_ids, gen) -> None:
@@ -135,16 +135,12 @@ def test_trace_shapes_masks_and_metadata_of_the_encoder_decoder(enc_dec, make_id
     for key, (tq, tk) in expected_shape.items():
         assert trace.masks[key].shape == (2, tq, tk) and trace.masks[key].dtype == torch.bool
     for name, rec in trace.attention.items():
-        block = BlockName.parse(name)
-        tq, tk = expected_shape[f"{block.stack}.{block.type}_attn"]
+        stack, _, type_ = parse_block_name(name)
+        tq, tk = expected_shape[f"{stack}.{type_}"]
         for tensor in (rec.scores, rec.weights):
             assert tensor.shape == (2, h, tq, tk), name
-        assert rec.queries.shape == (2, h, tq, enc_dec.config.d_head)
         assert rec.keys.shape == rec.values.shape == (2, h, tk, enc_dec.config.d_head)
-        assert torch.equal(rec.mask, trace.masks[f"{block.stack}.{block.type}_attn"])
-    assert trace.stacked_weights("decoder", "cross").shape == (2, 2, h, 4, 6)
-    with pytest.raises(KeyError):
-        trace.stacked_weights("encoder", "cross")
+        assert torch.equal(rec.mask, trace.masks[f"{stack}.{type_}"])
 
 
 def test_trace_shapes_and_masks_of_the_language_model(lm, make_ids, gen) -> None:
@@ -158,10 +154,11 @@ def test_trace_shapes_and_masks_of_the_language_model(lm, make_ids, gen) -> None
 
 
 def test_block_names_parse_into_stack_layer_and_type() -> None:
-    assert BlockName.parse("decoder.layers.1.cross_attn") == BlockName("decoder", 1, "cross")
-    assert BlockName.parse("encoder.layers.0.self_attn") == BlockName("encoder", 0, "self")
-    with pytest.raises(ValueError):
-        BlockName.parse("decoder.blocks.1.cross_attn")
+    assert parse_block_name("decoder.layers.1.cross_attn") == ("decoder", 1, "cross_attn")
+    assert parse_block_name("encoder.layers.0.self_attn") == ("encoder", 0, "self_attn")
+    for bad in ("decoder.blocks.1.cross_attn", "decoder.layers.x.self_attn", "decoder.layers.1.mlp", "decoder"):
+        with pytest.raises(ValueError):
+            parse_block_name(bad)
 
 
 def test_positional_rows_are_the_sinusoidal_table_rows(enc_dec, lm, make_ids, gen) -> None:
@@ -194,16 +191,21 @@ def test_the_first_layer_attends_over_scaled_embeddings_plus_positions(kind, mak
     attn = getattr(model, stack).layers[0].self_attn
     x = model.embed.lut.weight[ids] * model.config.d_model**0.5 + sinusoidal_table(6, model.config.d_model)
     with torch.no_grad():
-        expected = attn.w_q(x).view(2, 6, model.config.n_heads, -1).transpose(1, 2)
-    torch.testing.assert_close(trace.attention[f"{stack}.layers.0.self_attn"].queries, expected, atol=1e-5, rtol=0)
+        expected = attn.w_k(x).view(2, 6, model.config.n_heads, -1).transpose(1, 2)
+    torch.testing.assert_close(trace.attention[f"{stack}.layers.0.self_attn"].keys, expected, atol=1e-5, rtol=0)
 
 
-def test_record_false_returns_the_same_logits_and_no_attention(model, make_ids, gen) -> None:
-    src, tgt = make_ids(gen, 2, 5), make_ids(gen, 2, 6)
-    logits, trace = run(model, src, tgt)
-    logits_plain, trace_plain = run(model, src, tgt, record=False)
-    assert torch.equal(logits, logits_plain)
-    assert trace_plain.attention == {} and trace.attention != {}
+def test_the_fused_path_gives_the_same_logits_and_records_no_scores_or_weights(variant_model, make_ids, gen) -> None:
+    """record=False runs scaled_dot_product_attention; with padded and all-padding rows it must agree too."""
+    src, tgt = padded_batch(variant_model.config.kind, make_ids, gen)
+    logits, trace = run(variant_model, src, tgt)
+    logits_fused, trace_fused = run(variant_model, src, tgt, record=False)
+    torch.testing.assert_close(logits_fused, logits, atol=1e-5, rtol=1e-5)
+    assert list(trace_fused.attention) == list(trace.attention)
+    for name, rec in trace_fused.attention.items():
+        assert rec.scores is None and rec.weights is None, name
+        assert torch.equal(rec.mask, trace.attention[name].mask), name
+        torch.testing.assert_close(rec.keys, trace.attention[name].keys)
 
 
 def test_a_sequence_longer_than_max_len_is_rejected(lm, make_ids, gen) -> None:
@@ -230,7 +232,7 @@ def test_no_nan_anywhere_with_padded_queries_and_an_all_padding_sequence(variant
     logits, trace = run(variant_model, src, tgt)
     assert torch.isfinite(logits).all()
     for name, rec in trace.attention.items():
-        for tensor in (rec.scores, rec.weights, rec.queries, rec.keys, rec.values):
+        for tensor in (rec.scores, rec.weights, rec.keys, rec.values):
             assert torch.isfinite(tensor).all(), name
         assert torch.all(rec.weights[2] == 0), name  # the all-padding row attends nowhere
 
@@ -337,17 +339,18 @@ def test_a_padded_batch_of_three_equals_three_single_runs(variant_model, make_id
 
 
 def decode_cached(model, src: torch.Tensor | None, tgt: torch.Tensor, chunks: list[int]):
-    """Feed `tgt` in chunks through `.step`; returns the logits concatenated and the step traces."""
+    """Feed `tgt` in chunks, each continuing the previous trace (`past`); returns the logits concatenated, the
+    traces of the chunks and the last trace."""
     with torch.no_grad():
-        cache = model.start_cache(src)[0] if model.config.is_encoder_decoder else None
-        logits, traces, start = [], [], 0
+        past, logits, traces, start = None, [], [], 0
         for size in chunks:
-            out, trace, cache = model.step(tgt[:, start : start + size], cache)
+            chunk = tgt[:, start : start + size]
+            out, past = model(src, chunk, past=past) if model.config.is_encoder_decoder else model(chunk, past=past)
             logits.append(out)
-            traces.append((start, trace))
+            traces.append((start, past))
             start += size
         assert start == tgt.shape[1]
-    return torch.cat(logits, dim=1), traces, cache
+    return torch.cat(logits, dim=1), traces, past
 
 
 @pytest.mark.parametrize("chunks", [[1] * 7, [3, 1, 1, 2]])
@@ -356,15 +359,19 @@ def test_cached_decoding_equals_full_recomputation(variant_model, chunks, make_i
     src[1, 4:] = 0  # a padded source in the batch
     full_logits, full_trace = run(variant_model, src, tgt)
     logits, traces, cache = decode_cached(variant_model, src, tgt, chunks)
-    assert cache.length == 7
+    assert cache.target_valid.shape == (2, 7)
     torch.testing.assert_close(logits, full_logits, atol=ATOL, rtol=ATOL)
     table = full_trace.positional["decoder"]
     for start, trace in traces:
         size = trace.target_ids.shape[1]
         assert trace.query_offset == start
         assert torch.equal(trace.positional["decoder"], table[start : start + size])
-        assert set(trace.masks) == {k for k in full_trace.masks if k.startswith("decoder.")}
+        decoder = {k for k in full_trace.masks if k.startswith("decoder.")}
+        assert set(trace.masks) == (set(full_trace.masks) if start == 0 else decoder)  # the encoder runs once
         for name, rec in trace.attention.items():
+            if name.startswith("encoder."):
+                assert torch.equal(rec.weights, full_trace.attention[name].weights)
+                continue
             full = full_trace.attention[name]
             tk = rec.weights.shape[-1]
             assert tk == (start + size if name.endswith("self_attn") else 6)

@@ -8,18 +8,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plotly_data import decode_typed_array
 
 from inference import catalog
-from inference.analyze import InputError, analyze
+from inference.analysis import Analysis
+from inference.analyze import analyze, batch_masks, positional_table, positions_used
 from inference.checkpoint import load_checkpoint
-from model.functional import sinusoidal_table
+from inference.text import InputError
+from model.transformer import sinusoidal_table
 from training.tiny import make_tiny_checkpoint
-from viz.arrays import block_average, decode_typed_array, quantize
-from viz.data import TraceData, from_analysis
+from viz.arrays import block_average, quantize
 from viz.heads import average_heads, grid_pick, head_frame, head_heatmap, heads_grid
 from viz.labels import display_piece, escape, indexed_labels, plotly_labels, safe_filename
-from viz.masks import batch_masks, mask_heatmap, padding_heatmap
-from viz.positional import encoding_curves, encoding_heatmap, pe_table, positions_used, similarity, similarity_heatmap
+from viz.masks import mask_heatmap, padding_heatmap
+from viz.positional import encoding_curves, encoding_heatmap, similarity, similarity_heatmap
 from viz.stats import entropy_bits, head_scores, head_table
 from viz.steps import attention_steps, output_figure, steps_figure, steps_table
 from viz.style import chart_config
@@ -41,9 +43,9 @@ def checkpoints(tiny_checkpoints: dict[str, Path]):
 
 
 @pytest.fixture(scope="module")
-def traces(checkpoints) -> dict[str, TraceData]:
+def traces(checkpoints) -> dict[str, Analysis]:
     texts = {"decoder-only": "The cat sat on the mat.", "encoder-decoder": "Where is the station?"}
-    return {k: from_analysis(c, analyze(c, texts[k], max_tokens=6)) for k, c in checkpoints.items()}
+    return {k: analyze(c, texts[k], max_tokens=6) for k, c in checkpoints.items()}
 
 
 # labels ------------------------------------------------------------------------------------------------------------
@@ -186,8 +188,8 @@ def test_padding_queries_do_not_count() -> None:
 def test_head_table_covers_every_head(traces) -> None:
     table = head_table(traces["encoder-decoder"])
     assert len(table) == 2 * 4 * 3  # 2 layers × 4 heads × (encoder self, decoder self, cross)
-    assert list(dict.fromkeys(table["group"])) == ["encoder.self", "decoder.self", "decoder.cross"]
-    assert table.loc[table.group == "decoder.cross", "diagonal"].isna().all()
+    assert list(dict.fromkeys(table["attention"])) == ["encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"]
+    assert table.loc[table.attention == "decoder.cross_attn", "diagonal"].isna().all()
     lm = head_table(traces["decoder-only"])
     assert len(lm) == 8 and lm["entropy_bits"].between(0, 8).all()
 
@@ -195,12 +197,21 @@ def test_head_table_covers_every_head(traces) -> None:
 # trace data, predictions, steps -------------------------------------------------------------------------------------
 
 
-def test_trace_data_blocks_and_predictions(traces) -> None:
+def test_analysis_blocks_and_predictions(traces) -> None:
     ed = traces["encoder-decoder"]
-    assert ed.groups == ["encoder.self", "decoder.self", "decoder.cross"]
-    cross = ed.block("decoder.cross", 1)
+    assert ed.attentions == ["encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"]
+    cross = ed.block("decoder.cross_attn", 1)
+    assert cross.name == "decoder.layers.1.cross_attn" and (cross.stack, cross.layer, cross.type) == (
+        "decoder",
+        1,
+        "cross_attn",
+    )
     assert cross.weights.shape == (4, len(ed.target_pieces), len(ed.source_pieces))
-    assert ed.stacked("encoder.self").shape[:2] == (2, 4)
+    assert (cross.query_pieces, cross.key_pieces) == (ed.target_pieces, ed.source_pieces)
+    assert ed.block("encoder.self_attn", 0).query_pieces == ed.source_pieces
+    assert ed.stacked("encoder.self_attn").shape[:2] == (2, 4)
+    with pytest.raises(KeyError):
+        ed.block("decoder.cross_attn", 5)
     steps = generation_frame(ed)
     assert len(steps) == len(ed.target_pieces) and list(steps.columns[:3]) == ["step", "input", "next"]
     lm = traces["decoder-only"]
@@ -210,10 +221,10 @@ def test_trace_data_blocks_and_predictions(traces) -> None:
         top_k_frame(lm, 999)
 
 
-def test_attention_steps_recompute_the_recorded_head(traces) -> None:
-    block = traces["decoder-only"].block("decoder.self", 1)
+def test_attention_steps_follow_the_recorded_head(traces) -> None:
+    block = traces["decoder-only"].block("decoder.self_attn", 1)
     steps = attention_steps(block, head=2, query=3)
-    np.testing.assert_allclose(steps.recomputed, steps.scores, atol=1e-5)
+    np.testing.assert_allclose(steps.scores, block.scores[2, 3], atol=1e-6)
     assert steps.weights.sum() == pytest.approx(1.0, abs=1e-5)
     assert np.isneginf(steps.masked[4:]).all() and np.isfinite(steps.masked[:4]).all()
     np.testing.assert_allclose(steps.output, steps.weights @ block.values[2], atol=1e-5)
@@ -230,7 +241,7 @@ def test_attention_steps_recompute_the_recorded_head(traces) -> None:
 
 
 def test_positional_views_sinusoidal_and_learned(checkpoints, tmp_path: Path) -> None:
-    table = pe_table(checkpoints["decoder-only"])
+    table = positional_table(checkpoints["decoder-only"])
     np.testing.assert_allclose(table, sinusoidal_table(*table.shape).numpy(), atol=1e-6)
     sim = similarity(table, 10, "cosine")
     np.testing.assert_allclose(np.diag(sim), 1.0, atol=1e-5)
@@ -249,8 +260,8 @@ def test_positional_views_sinusoidal_and_learned(checkpoints, tmp_path: Path) ->
     )
     assert positions_used(checkpoints["decoder-only"], "  ") is None
     learned = load_checkpoint(make_tiny_checkpoint(tmp_path / "learned", positional="learned"))
-    assert pe_table(learned).shape == (64, 32)
-    assert similarity(pe_table(learned), 5).shape == (5, 5)
+    assert positional_table(learned).shape == (64, 32)
+    assert similarity(positional_table(learned), 5).shape == (5, 5)
 
 
 # masks --------------------------------------------------------------------------------------------------------------

@@ -14,8 +14,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from atlas.cli import generate_text, perplexity
+from inference.analyze import generate_text
 from inference.checkpoint import CARD, Checkpoint, CheckpointError, load_checkpoint
+from inference.score import perplexity
 from training.tasks import data_dir
 from training.train import read_lines
 

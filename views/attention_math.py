@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 import ui
-from viz.data import TraceData
+from inference.analysis import Analysis
 from viz.labels import indexed_labels, safe_filename
 from viz.steps import FORMULA, attention_steps, output_figure, steps_figure, steps_latex, steps_table
 from viz.style import chart_config
@@ -13,9 +13,9 @@ from viz.style import chart_config
 
 @st.fragment
 @ui.safe
-def steps_view(trace: TraceData, model: str) -> None:
-    group, layer, head = ui.head_picker(trace, with_average=False)
-    block = trace.block(group, layer)
+def steps_view(analysis: Analysis, model: str) -> None:
+    attention, layer, head = ui.head_picker(analysis, with_average=False)
+    block = analysis.block(attention, layer)
     labels = indexed_labels(block.query_pieces)
     queries = list(range(len(labels)))
     if st.session_state.get("query") not in queries:
@@ -24,7 +24,7 @@ def steps_view(trace: TraceData, model: str) -> None:
     ui.sync_url()  # first: the address bar follows the choice before the charts are drawn
     steps = attention_steps(block, head, query)
     st.latex(steps_latex(steps))
-    name = safe_filename("steps", model, group, f"L{layer}", f"H{head}", f"q{query}")
+    name = safe_filename("steps", model, attention, f"L{layer}", f"H{head}", f"q{query}")
     st.plotly_chart(steps_figure(steps), key="steps_chart", config=chart_config(name))
     st.plotly_chart(output_figure(steps), key="output_chart", config=chart_config(f"{name}-output"))
     with st.expander("The numbers", expanded=len(labels) <= 16):
@@ -39,7 +39,7 @@ def body() -> None:
         "3. softmax turns the row into weights that sum to 1, 4. each value vector vⱼ is scaled by its weight, "
         "5. their sum is the head's output for this token."
     )
-    chosen = ui.context_and_trace()
+    chosen = ui.context_and_analysis()
     if chosen is not None:
         steps_view(chosen[1], chosen[0].entry.name)
 

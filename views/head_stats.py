@@ -26,7 +26,7 @@ def _on_row() -> None:
 
 def body() -> None:
     st.title("Head statistics")
-    chosen = ui.context_and_trace()
+    chosen = ui.context_and_analysis()
     if chosen is None:
         return
     ctx = chosen[0]
@@ -42,13 +42,13 @@ def body() -> None:
         height=min(600, 35 * (len(table) + 1) + 3),
     )
     rows = list(range(len(table)))
-    labels = [f"{r.attention}, layer {r.layer + 1}, head {r.head + 1}" for r in table.itertuples()]
+    labels = [f"{r.label}, layer {r.layer + 1}, head {r.head + 1}" for r in table.itertuples()]
     if st.session_state.get("stats_pick") not in rows:
         st.session_state["stats_pick"] = 0
     pick = st.selectbox("Head to open", rows, key="stats_pick", format_func=lambda i: labels[i])
     if st.button("Open on Explore", key="open_head", type="primary"):
         row = table.iloc[pick]
-        st.session_state.update(group=row["group"], layer=int(row["layer"]), head=int(row["head"]))
+        st.session_state.update(attention=row["attention"], layer=int(row["layer"]), head=int(row["head"]))
         st.switch_page("views/explore.py")
 
 

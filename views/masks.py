@@ -5,27 +5,30 @@ from __future__ import annotations
 import streamlit as st
 
 import ui
-from inference.analyze import InputError
+from inference.analyze import batch_masks
+from inference.text import InputError
 from viz.labels import safe_filename
-from viz.masks import batch_masks, mask_heatmap, padding_heatmap
+from viz.masks import mask_heatmap, padding_heatmap
 from viz.style import chart_config
 
 
 def body() -> None:
     st.title("Masks")
-    chosen = ui.context_and_trace()
+    chosen = ui.context_and_analysis()
     if chosen is None:
         return
-    ctx, trace = chosen
+    ctx, analysis = chosen
     st.caption("Yellow ✓: the query may attend to the key. Dark ✗: masked, its score becomes −∞ before softmax.")
-    groups = trace.groups
-    for tab, group in zip(st.tabs([trace.group_label(g) for g in groups]), groups):
-        block = trace.block(group, trace.layers(group)[0])
-        fig = mask_heatmap(block.mask, block.query_pieces, block.key_pieces, f"{trace.group_label(group)} mask")
+    attentions = analysis.attentions
+    for tab, attention in zip(st.tabs([analysis.attention_label(g) for g in attentions]), attentions):
+        block = analysis.block(attention, analysis.layers(attention)[0])
+        fig = mask_heatmap(
+            block.mask, block.query_pieces, block.key_pieces, f"{analysis.attention_label(attention)} mask"
+        )
         tab.plotly_chart(
             fig,
-            key=f"mask_{group.replace('.', '_')}",
-            config=chart_config(safe_filename("mask", ctx.entry.name, group)),
+            key=f"mask_{attention.replace('.', '_')}",
+            config=chart_config(safe_filename("mask", ctx.entry.name, attention)),
         )
     st.subheader("Padding in a batch")
     st.caption("Sentences of different lengths are padded to one length; the mask keeps attention off the padding.")

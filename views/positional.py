@@ -5,8 +5,9 @@ from __future__ import annotations
 import streamlit as st
 
 import ui
+from inference.analyze import positions_used
 from viz.labels import safe_filename
-from viz.positional import METRICS, encoding_curves, encoding_heatmap, positions_used, similarity, similarity_heatmap
+from viz.positional import METRICS, encoding_curves, encoding_heatmap, similarity, similarity_heatmap
 from viz.style import chart_config
 
 

@@ -1,10 +1,8 @@
-"""Compact arrays for the browser: block-averaged thumbnails, uint8 quantisation, and reading them back."""
+"""Compact arrays for the browser: block-averaged thumbnails and uint8 quantisation."""
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -50,18 +48,3 @@ def block_average(a: np.ndarray, max_size: int = THUMBNAIL) -> np.ndarray:
 def quantize(a: np.ndarray) -> np.ndarray:
     """Values in [0, 1] → uint8 0–255 (1/255 resolution: plenty for a colour, 4× smaller than float32)."""
     return np.clip(np.rint(np.asarray(a, dtype=np.float64) * 255.0), 0, 255).astype(np.uint8)
-
-
-_DTYPES = {"i1": np.int8, "u1": np.uint8, "i2": np.int16, "u2": np.uint16, "i4": np.int32, "u4": np.uint32}
-_DTYPES |= {"f4": np.float32, "f8": np.float64}
-
-
-def decode_typed_array(value: Any) -> np.ndarray:
-    """Read back a value of a figure's JSON: a Plotly typed array {"dtype", "bdata", "shape"} or a plain list."""
-    if isinstance(value, dict) and "bdata" in value:
-        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=_DTYPES[value["dtype"]])
-        shape = value.get("shape")
-        if shape:
-            arr = arr.reshape([int(s) for s in str(shape).split(",")])
-        return arr
-    return np.asarray(value)

@@ -45,17 +45,17 @@ def head_heatmap(
     """
     z = check_attention(weights, query_pieces, key_pieces)
     q_labels, k_labels = plotly_labels(query_pieces), plotly_labels(key_pieces)
-    trace: dict[str, Any] = {"z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
-    trace["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
+    analysis: dict[str, Any] = {"z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
+    analysis["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
     if z.size <= HOVER_CELLS:
-        trace["customdata"] = [[f"{q} → {k}" for k in k_labels] for q in q_labels]
-        trace["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
+        analysis["customdata"] = [[f"{q} → {k}" for k in k_labels] for q in q_labels]
+        analysis["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
     else:
-        trace["hovertemplate"] = "query %{y} → key %{x}: %{z:.3f}<extra></extra>"
+        analysis["hovertemplate"] = "query %{y} → key %{x}: %{z:.3f}<extra></extra>"
     if annotate if annotate is not None else max(z.shape) <= ANNOTATE_TOKENS:
-        trace["texttemplate"] = "%{z:.2f}"
-        trace["textfont"] = {"size": 11}
-    fig = go.Figure(go.Heatmap(**trace))
+        analysis["texttemplate"] = "%{z:.2f}"
+        analysis["textfont"] = {"size": 11}
+    fig = go.Figure(go.Heatmap(**analysis))
     fig.update_xaxes(title_text="key (attended to)", tickangle=-60, **_axis(k_labels))
     fig.update_yaxes(title_text="query (attending)", autorange="reversed", **_axis(q_labels))
     return finish(fig, title, height=min(900, max(360, 22 * len(q_labels) + 160)))
@@ -67,7 +67,7 @@ def heads_grid(
     selected: tuple[int, int] | None = None,
     max_size: int = THUMBNAIL,
 ) -> go.Figure:
-    """Layer × head grid of small heatmaps from (L, H, Tq, Tk) weights, one heatmap trace in all.
+    """Layer × head grid of small heatmaps from (L, H, Tq, Tk) weights, one heatmap analysis in all.
 
     Each thumbnail is block-averaged to at most `max_size`² and quantised to uint8 (0–255 ↔ weight 0–1). An
     invisible marker sits on each tile's centre so a click selects that head (customdata = [layer, head]).

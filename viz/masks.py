@@ -3,49 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import plotly.graph_objects as go
-import torch
 
-from inference.analyze import clean_text, encode_prefix, encode_source
-from inference.checkpoint import Checkpoint
-from model.functional import attention_mask, padding_mask
+from inference.analysis import BatchMasks
 from viz.labels import escape, plotly_labels
 from viz.style import finish, tick_step
 
 ALLOWED, BLOCKED = "#fee838", "#00224e"  # the two ends of cividis
 TEXT_TOKENS = 24
-
-
-@dataclass(frozen=True)
-class BatchMasks:
-    """Sentences tokenised as the model's first stack reads them, padded to one length."""
-
-    stack: str  # "encoder" or "decoder"
-    causal: bool
-    pieces: list[list[str]]  # per sentence, padded with the pad piece
-    padding: np.ndarray  # (B, T) True at real tokens
-    attention: np.ndarray  # (B, T, T) True = may attend (padding, and no-peek when causal)
-
-
-def batch_masks(ckpt: Checkpoint, texts: Sequence[str]) -> BatchMasks:
-    """Tokenise `texts` like the model does (encoder: tokens + eos; decoder: bos + tokens), pad them, and
-    compute the masks with model.functional. Raises inference.analyze.InputError for an empty text."""
-    cfg = ckpt.config
-    encoder = cfg.is_encoder_decoder
-    notes: list[str] = []
-    ids = []
-    for text in texts:
-        clean = clean_text(text).text
-        ids.append(encode_source(ckpt, clean, notes) if encoder else encode_prefix(ckpt, clean, notes))
-    length = max(len(row) for row in ids)
-    padded = torch.tensor([row + [cfg.pad_id] * (length - len(row)) for row in ids])
-    valid = padding_mask(padded, cfg.pad_id)
-    mask = attention_mask(valid, valid, causal=not encoder)
-    pieces = [ckpt.tokenizer.pieces(row.tolist()) for row in padded]
-    return BatchMasks("encoder" if encoder else "decoder", not encoder, pieces, valid.numpy(), mask.numpy())
 
 
 def mask_heatmap(
@@ -60,7 +27,7 @@ def mask_heatmap(
         raise ValueError(f"mask of shape {m.shape} does not match {len(query_pieces)} × {len(key_pieces)} tokens")
     label = plotly_labels if pieces else (lambda names: [escape(n) for n in names])
     q, k = label(query_pieces), label(key_pieces)
-    trace = {
+    analysis = {
         "z": m.astype(np.uint8),
         "zmin": 0,
         "zmax": 1,
@@ -69,10 +36,10 @@ def mask_heatmap(
         "hovertemplate": "query %{y} → key %{x}: %{z} (1 = may attend)<extra></extra>",
     }
     if max(m.shape) <= TEXT_TOKENS:
-        trace["text"] = np.where(m, "✓", "✗").tolist()
-        trace["texttemplate"] = "%{text}"
-        trace["textfont"] = {"size": 12}
-    fig = go.Figure(go.Heatmap(**trace))
+        analysis["text"] = np.where(m, "✓", "✗").tolist()
+        analysis["texttemplate"] = "%{text}"
+        analysis["textfont"] = {"size": 12}
+    fig = go.Figure(go.Heatmap(**analysis))
     for axis, labels in ((fig.update_xaxes, k), (fig.update_yaxes, q)):
         step = tick_step(len(labels))
         idx = list(range(0, len(labels), step))

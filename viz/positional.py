@@ -7,26 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from inference.analyze import InputError, clean_text, encode_prefix, encode_source
-from inference.checkpoint import Checkpoint
 from viz.style import COLORSCALE, DIVERGING, finish, tick_step
 
 METRICS = ("cosine", "dot product")
-
-
-def pe_table(ckpt: Checkpoint) -> np.ndarray:
-    """(max_len, d_model) float32: the sinusoidal buffer or the learned parameter, whichever the model has."""
-    return ckpt.model.positions.table.detach().cpu().numpy().astype(np.float32)
-
-
-def positions_used(ckpt: Checkpoint, text: str) -> int | None:
-    """How many positions the input text takes in the model's first stack (None if the text is rejected)."""
-    try:
-        clean = clean_text(text).text
-    except InputError:
-        return None
-    encode = encode_source if ckpt.config.is_encoder_decoder else encode_prefix
-    return len(encode(ckpt, clean, []))
 
 
 def _rows(table: np.ndarray, n_positions: int | None) -> np.ndarray:
@@ -100,10 +83,10 @@ def similarity_heatmap(sim: np.ndarray, metric: str = "cosine") -> go.Figure:
     sim = np.asarray(sim, dtype=np.float32)
     if sim.ndim != 2 or sim.shape[0] != sim.shape[1]:
         raise ValueError(f"expected a square similarity matrix, got shape {sim.shape}")
-    trace = {"z": sim, "colorscale": COLORSCALE, "colorbar": {"thickness": 12}}
+    analysis = {"z": sim, "colorscale": COLORSCALE, "colorbar": {"thickness": 12}}
     if metric == "cosine":
-        trace |= {"zmin": -1.0, "zmax": 1.0, "colorscale": DIVERGING}
-    fig = go.Figure(go.Heatmap(**trace, hovertemplate="position %{y} · position %{x}: %{z:.3f}<extra></extra>"))
+        analysis |= {"zmin": -1.0, "zmax": 1.0, "colorscale": DIVERGING}
+    fig = go.Figure(go.Heatmap(**analysis, hovertemplate="position %{y} · position %{x}: %{z:.3f}<extra></extra>"))
     step = tick_step(sim.shape[0], 16)
     fig.update_xaxes(title_text="position", dtick=step, showgrid=False, constrain="domain")
     fig.update_yaxes(title_text="position", dtick=step, autorange="reversed", showgrid=False, scaleanchor="x")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from viz.data import TraceData
+from inference.analysis import Analysis
 
 COLUMNS = ("entropy_bits", "mean_distance", "previous_token", "first_token", "diagonal")
 
@@ -63,21 +63,28 @@ def head_scores(weights: np.ndarray, mask: np.ndarray | None = None, self_attent
     return frame
 
 
-def head_table(trace: TraceData) -> pd.DataFrame:
+def head_table(analysis: Analysis) -> pd.DataFrame:
     """Every head of every attention block: block, layer, head and the scores of `head_scores`."""
     frames = []
-    for block in trace.blocks.values():
-        scores = head_scores(block.weights, block.mask, self_attention=block.group.endswith(".self"))
+    for block in analysis.blocks.values():
+        scores = head_scores(block.weights, block.mask, self_attention=block.attention.endswith(".self_attn"))
         scores.insert(0, "layer", block.layer)
-        scores.insert(0, "attention", trace.group_label(block.group))
-        scores.insert(0, "group", block.group)
+        scores.insert(0, "label", analysis.attention_label(block.attention))
+        scores.insert(0, "attention", block.attention)
         frames.append(scores)
     table = pd.concat(frames, ignore_index=True).astype({"layer": int, "head": int})
-    order = {group: i for i, group in enumerate(trace.groups)}
-    table = table.sort_values(["group", "layer", "head"], key=lambda c: c.map(order) if c.name == "group" else c)
+    order = {attention: i for i, attention in enumerate(analysis.attentions)}
+    table = table.sort_values(
+        ["attention", "layer", "head"], key=lambda c: c.map(order) if c.name == "attention" else c
+    )
     return table.reset_index(drop=True)
 
 
 def for_display(table: pd.DataFrame) -> pd.DataFrame:
-    """The head table as people read it: layers and heads numbered from 1, the internal group key dropped."""
-    return table.drop(columns=["group"]).assign(layer=table["layer"] + 1, head=table["head"] + 1)
+    """The head table as people read it: layers and heads numbered from 1, the internal attention key
+    dropped and its label shown under the name "attention"."""
+    return (
+        table.drop(columns=["attention"])
+        .rename(columns={"label": "attention"})
+        .assign(layer=table["layer"] + 1, head=table["head"] + 1)
+    )

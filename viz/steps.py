@@ -1,4 +1,4 @@
-"""Scaled dot-product attention for one head and one query, step by step, from the recorded Q, K, V."""
+"""Scaled dot-product attention for one head and one query, step by step, from the recorded scores, weights and V."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from viz.data import Block
+from inference.analysis import Block
 from viz.labels import display_piece, plotly_labels
 from viz.style import COLORSCALE, DIVERGING, MASKED, finish
 
@@ -31,7 +31,6 @@ class Steps:
     key_pieces: tuple[str, ...]
     d_head: int
     scores: np.ndarray  # recorded QKᵀ/√d_head row, before the mask
-    recomputed: np.ndarray  # q·k_j/√d_head from the recorded queries and keys (equals `scores`)
     allowed: np.ndarray  # bool
     masked: np.ndarray  # scores with −∞ where masked
     weights: np.ndarray  # recorded softmax row
@@ -47,8 +46,8 @@ def attention_steps(block: Block, head: int, query: int) -> Steps:
         raise ValueError(f"head {head} is outside 0..{n_heads - 1}")
     if not 0 <= query < tq:
         raise ValueError(f"query {query} is outside 0..{tq - 1}")
-    d_head = int(block.queries.shape[-1])
-    q, k, v = block.queries[head, query], block.keys[head], block.values[head]
+    d_head = int(block.values.shape[-1])
+    v = block.values[head]
     allowed = block.mask[query].astype(bool)
     scores = block.scores[head, query].astype(np.float64)
     weights = block.weights[head, query].astype(np.float64)
@@ -60,7 +59,6 @@ def attention_steps(block: Block, head: int, query: int) -> Steps:
         key_pieces=block.key_pieces,
         d_head=d_head,
         scores=scores,
-        recomputed=(k.astype(np.float64) @ q.astype(np.float64)) / math.sqrt(d_head),
         allowed=allowed,
         masked=np.where(allowed, scores, -np.inf),
         weights=weights,

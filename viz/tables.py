@@ -4,21 +4,21 @@ from __future__ import annotations
 
 import pandas as pd
 
-from viz.data import TraceData
+from inference.analysis import Analysis
 from viz.labels import display_piece, indexed_labels
 
 
-def position_labels(trace: TraceData) -> list[str]:
+def position_labels(analysis: Analysis) -> list[str]:
     """`i:piece` for every decoder position (the positions a prediction is made after)."""
-    return indexed_labels(trace.target_pieces)
+    return indexed_labels(analysis.target_pieces)
 
 
-def top_k_frame(trace: TraceData, position: int) -> pd.DataFrame:
+def top_k_frame(analysis: Analysis, position: int) -> pd.DataFrame:
     """Top-k next tokens after decoder position `position` (negative counts from the end): rank, token, id, p."""
-    n = len(trace.predictions)
+    n = len(analysis.predictions)
     if not -n <= position < n:
         raise ValueError(f"position {position} is outside the {n} decoder positions")
-    rows = trace.predictions[position]
+    rows = analysis.predictions[position]
     return pd.DataFrame(
         {
             "rank": range(1, len(rows) + 1),
@@ -29,17 +29,17 @@ def top_k_frame(trace: TraceData, position: int) -> pd.DataFrame:
     )
 
 
-def generation_frame(trace: TraceData) -> pd.DataFrame:
+def generation_frame(analysis: Analysis) -> pd.DataFrame:
     """Encoder-decoder: per decoding step, the token fed in, the token that came next, and the top-k there.
 
     Step i's distribution is the model's guess for decoder token i + 1 (the last step's guess is usually `</s>`).
     """
-    pieces = trace.target_pieces
-    k = max((len(p) for p in trace.predictions), default=0)
+    pieces = analysis.target_pieces
+    k = max((len(p) for p in analysis.predictions), default=0)
     data: dict[str, list] = {"step": [], "input": [], "next": []}
     for rank in range(1, k + 1):
         data[f"top {rank}"] = []
-    for i, top in enumerate(trace.predictions):
+    for i, top in enumerate(analysis.predictions):
         data["step"].append(i)
         data["input"].append(display_piece(pieces[i]))
         data["next"].append(display_piece(pieces[i + 1]) if i + 1 < len(pieces) else "(end)")

@@ -1,0 +1,150 @@
+"""The Analysis: one text analysed by one checkpoint, as plain data (numpy arrays and strings).
+
+Produced once by `inference.analyze.analyze`; export writes it, viz draws it, the pages show it. It imports
+neither torch nor the model, so viz can read it without either. Blocks are keyed by the module path that
+computed them (`encoder.layers.0.self_attn`, `decoder.layers.1.cross_attn`). Its `stack` is encoder or decoder,
+its `type` self_attn or cross_attn, and its `attention` the path without the layer (`encoder.self_attn`,
+`decoder.self_attn`, `decoder.cross_attn`): the name the pages, the URL and the trace's masks use for one kind
+of attention across layers. Layers and heads are 0-based here and in files; labels add 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+ATTENTION_LABELS = {
+    "encoder.self_attn": "Encoder self-attention",
+    "decoder.self_attn": "Decoder self-attention (masked)",
+    "decoder.cross_attn": "Cross-attention (decoder → encoder)",
+}
+LM_ATTENTION_LABELS = {"decoder.self_attn": "Self-attention (masked)"}
+
+
+def parse_block_name(name: str) -> tuple[str, int, str]:
+    """`decoder.layers.1.cross_attn` → ("decoder", 1, "cross_attn"); ValueError for anything else."""
+    parts = name.split(".")
+    if len(parts) != 4 or parts[0] not in ("encoder", "decoder") or parts[1] != "layers" or not parts[2].isdigit():
+        raise ValueError(f"not an attention block name: {name!r}")
+    if parts[3] not in ("self_attn", "cross_attn"):
+        raise ValueError(f"not an attention block name: {name!r}")
+    return parts[0], int(parts[2]), parts[3]
+
+
+def query_key_pieces(
+    name: str, source: tuple[str, ...] | None, target: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Which tokens are a block's queries and which its keys: the encoder reads the source; the decoder's
+    queries are the target, its keys the target (self-attention) or the source (cross-attention)."""
+    stack, _, type_ = parse_block_name(name)
+    if stack == "encoder" or type_ == "cross_attn":
+        if source is None:
+            raise ValueError(f"{name} needs source pieces (an encoder-decoder's input)")
+    if stack == "encoder":
+        return source, source  # type: ignore[return-value]
+    return target, (source if type_ == "cross_attn" else target)  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One attention block of one input. Arrays are float32 (H, Tq, Tk) unless said otherwise."""
+
+    name: str  # module path, e.g. "decoder.layers.1.cross_attn"
+    query_pieces: tuple[str, ...]
+    key_pieces: tuple[str, ...]
+    scores: np.ndarray  # QKᵀ/√d_head before the mask
+    mask: np.ndarray  # (Tq, Tk) bool, True = may attend
+    weights: np.ndarray  # after softmax; masked cells exactly 0
+    values: np.ndarray  # (H, Tk, d_head) V of each head: the attention-math page's weighted sum
+
+    @property
+    def stack(self) -> str:
+        return parse_block_name(self.name)[0]
+
+    @property
+    def layer(self) -> int:
+        return parse_block_name(self.name)[1]
+
+    @property
+    def type(self) -> str:
+        """`self_attn` or `cross_attn`."""
+        return parse_block_name(self.name)[2]
+
+    @property
+    def attention(self) -> str:
+        """`encoder.self_attn`, `decoder.self_attn` or `decoder.cross_attn`: the block's name without its layer."""
+        return f"{self.stack}.{self.type}"
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.weights.shape[0])
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One candidate next token."""
+
+    piece: str
+    id: int
+    prob: float
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything one run of one checkpoint on one text gives the pages, the export and the CLI."""
+
+    checkpoint: str
+    kind: str  # "encoder-decoder" or "decoder-only"
+    text: str  # the cleaned input
+    source_pieces: tuple[str, ...] | None  # encoder input (encoder-decoder only)
+    target_pieces: tuple[str, ...]  # decoder input (for a language model, the text)
+    target_ids: tuple[int, ...]
+    blocks: dict[str, Block]  # module path → block, in the order computed
+    positional: dict[str, np.ndarray]  # "encoder"/"decoder" → (T, d_model) rows added to the embeddings
+    predictions: tuple[tuple[Prediction, ...], ...]  # per decoder position: its next-token top k
+    output_text: str | None  # encoder-decoder: the decoder's text; language model: None
+    notes: tuple[str, ...] = ()  # truncation, replaced or removed characters, unknown tokens
+    unknown_pieces: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def attentions(self) -> list[str]:
+        """The attentions present (`encoder.self_attn`, …), in model order."""
+        return list(dict.fromkeys(b.attention for b in self.blocks.values()))
+
+    def attention_label(self, attention: str) -> str:
+        labels = LM_ATTENTION_LABELS if self.kind == "decoder-only" else ATTENTION_LABELS
+        return labels.get(attention, attention)
+
+    def layers(self, attention: str) -> list[int]:
+        return [b.layer for b in self.blocks.values() if b.attention == attention]
+
+    def block(self, attention: str, layer: int) -> Block:
+        stack, type_ = attention.split(".")
+        name = f"{stack}.layers.{layer}.{type_}"
+        if name not in self.blocks:
+            raise KeyError(f"no {attention} block in layer {layer}")
+        return self.blocks[name]
+
+    def stacked(self, attention: str) -> np.ndarray:
+        """Weights of every layer of one attention: (L, H, Tq, Tk)."""
+        chosen = [b.weights for b in self.blocks.values() if b.attention == attention]
+        if not chosen:
+            raise KeyError(f"no {attention} blocks in this analysis")
+        return np.stack(chosen)
+
+    @property
+    def first_positional(self) -> np.ndarray:
+        """The positional rows of the model's first stack: the encoder's, or the decoder's for an LM."""
+        return self.positional.get("encoder", self.positional["decoder"])
+
+
+@dataclass(frozen=True)
+class BatchMasks:
+    """Sentences tokenised as the model's first stack reads them, padded to one length, and their masks."""
+
+    stack: str  # "encoder" or "decoder"
+    causal: bool
+    pieces: list[list[str]]  # per sentence, padded with the pad piece
+    padding: np.ndarray  # (B, T) True at real tokens
+    attention: np.ndarray  # (B, T, T) True = may attend (padding, and no-peek when causal)

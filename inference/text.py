@@ -1,0 +1,71 @@
+"""The text → tokens policy, in one place: clean the input, then lay out the ids each stack reads.
+
+Encoder input: tokens + eos. Decoder input: bos + tokens. Text longer than the model's max_len is cut, and
+every change made to the input is said in a note.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+from inference.checkpoint import Checkpoint
+
+MAX_CHARS = 20_000  # longer text is cut before tokenizing: max_len tokens never need more
+
+
+class InputError(ValueError):
+    """The text cannot be analysed; the message says why and what to type instead."""
+
+
+@dataclass(frozen=True)
+class CleanText:
+    text: str
+    notes: tuple[str, ...] = ()
+
+
+def clean_text(text: object) -> CleanText:
+    """Normalise to NFC, drop control characters (keeping spaces), reject empty text, cut very long text."""
+    if not isinstance(text, str):
+        raise InputError(f"expected text, got {type(text).__name__}")
+    notes = []
+    if len(text) > MAX_CHARS:
+        text = text[:MAX_CHARS]
+        notes.append(f"The text was cut to its first {MAX_CHARS:,} characters.")
+    if any(0xD800 <= ord(ch) <= 0xDFFF for ch in text):  # lone surrogates: not text, sentencepiece rejects them
+        count = sum(0xD800 <= ord(ch) <= 0xDFFF for ch in text)
+        text = "".join("\ufffd" if 0xD800 <= ord(ch) <= 0xDFFF else ch for ch in text)
+        notes.append(f"{count} invalid character(s) (lone UTF-16 surrogates) were replaced by \ufffd.")
+    text = unicodedata.normalize("NFC", text)
+    kept = "".join(" " if ch in "\t\n\r" else ch for ch in text if ch in "\t\n\r" or unicodedata.category(ch) != "Cc")
+    if len(kept) != len(text):
+        notes.append(f"{len(text) - len(kept)} control character(s) were removed.")
+    kept = " ".join(kept.split())
+    if not kept:
+        raise InputError("The text is empty: type a sentence (letters, not only spaces or control characters).")
+    return CleanText(kept, tuple(notes))
+
+
+def _fit(ids: list[int], room: int, what: str, notes: list[str]) -> list[int]:
+    if len(ids) > room:
+        notes.append(f"The {what} was cut from {len(ids)} to {room} tokens (the model's max_len).")
+        return ids[:room]
+    return ids
+
+
+def encode_source(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
+    """Source side of an encoder-decoder: tokens + eos."""
+    return _fit(ckpt.tokenizer.encode(text), ckpt.config.max_len - 1, "input", notes) + [ckpt.config.eos_id]
+
+
+def encode_prefix(ckpt: Checkpoint, text: str, notes: list[str], reserve: int = 0) -> list[int]:
+    """Decoder side: bos + tokens, leaving `reserve` positions free for generation."""
+    room = ckpt.config.max_len - 1 - reserve
+    return [ckpt.config.bos_id] + _fit(ckpt.tokenizer.encode(text), room, "text", notes)
+
+
+def encode_first_stack(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
+    """The ids the model's first stack reads: the encoder's input, or the language model's text."""
+    if ckpt.config.is_encoder_decoder:
+        return encode_source(ckpt, text, notes)
+    return encode_prefix(ckpt, text, notes)
