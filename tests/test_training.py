@@ -10,10 +10,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from inference.analyze import generate_text
 from inference.checkpoint import check_recorded, fill_model, load_checkpoint
 from model.transformer import EncoderDecoder
 from training.data.common import train_tokenizer
-from training.evaluate import evaluate
+from training.evaluate import TRANSLATE_SAMPLES, evaluate, has_loop, loop_rate
 from training.tasks import TASKS
 from training.train import learning_rate, snapshot_steps, train
 
@@ -138,3 +139,27 @@ def test_a_run_keeps_float16_snapshots_that_load_like_the_weights(tmp_path: Path
 def test_snapshot_steps_follow_the_fractions_of_a_resumed_run() -> None:
     assert snapshot_steps(0, 3000) == [0, 30, 90, 300, 900, 3000]
     assert snapshot_steps(4000, 1000) == [4000, 4010, 4030, 4100, 4300, 5000]
+
+
+def test_translate_evaluation_scores_both_test_sets_greedy_and_beam(tmp_path: Path) -> None:
+    folder = write_task(tmp_path / "data", "translate")
+    for ext in ("src", "tgt"):
+        (folder / f"test-ding.{ext}").write_text((folder / f"test.{ext}").read_text("utf-8"), "utf-8")
+    ckpt = load_checkpoint(train(tiny_spec("translate"), tmp_path / "data", tmp_path / "c", 0, 1, "test"))
+    metrics, samples = evaluate(ckpt, tmp_path / "data", limit=2)
+    assert list(metrics["test_sets"]) == ["everyday", "ding"]
+    for scores in metrics["test_sets"].values():
+        assert scores["pairs"] == 2
+        for decoding in ("greedy", "beam4"):
+            assert {"bleu", "chrf", "loop_rate"} <= set(scores[decoding])
+            assert 0 <= scores[decoding]["loop_rate"] <= 1
+    assert metrics["bleu"] == metrics["test_sets"]["everyday"]["greedy"]["bleu"], "the headline: everyday, greedy"
+    assert [s["input"] for s in samples] == [en for en, _ in TRANSLATE_SAMPLES] and len(samples) == 10
+    assert all(s["output"] == generate_text(ckpt, s["input"], 80, 1) for s in samples[:2])
+    assert all("output_beam4" in s and s["reference"] for s in samples)
+
+
+def test_a_word_three_times_in_a_row_counts_as_a_loop() -> None:
+    assert has_loop("Das Wetter ist heute sehr sehr Sehr.")
+    assert not has_loop("Das Wetter ist sehr, sehr schön.")
+    assert loop_rate(["a b c", "der der der", "die die", ""]) == 0.25

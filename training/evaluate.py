@@ -1,6 +1,7 @@
 """`python -m training.evaluate CHECKPOINT`: the card's metrics, computed on the held-out test split.
 
-reverse: exact match of greedy outputs; translate: corpus BLEU and chrF (sacrebleu) of greedy outputs;
+reverse: exact match of greedy outputs; translate: corpus BLEU and chrF (sacrebleu) and the loop rate, greedy and
+beam 4, on the everyday test set (test.*) and on Ding's (test-ding.*), plus ten everyday sample sentences;
 lm: perplexity and top-1 next-token accuracy. `--write-card` stores the metrics and samples in card.json.
 """
 
@@ -8,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm import tqdm
 
 from inference.analyze import generate_text
@@ -28,6 +31,21 @@ LM_PROMPTS = (
     "He said that the government",
 )
 SAMPLE_TOKENS = 20
+# Written for this card (not from any corpus): everyday sentences a class might type, with our own references.
+TRANSLATE_SAMPLES = (
+    ("The cat sat on the mat.", "Die Katze saß auf der Matte."),
+    ("Where is the train station?", "Wo ist der Bahnhof?"),
+    ("I have no time today.", "Ich habe heute keine Zeit."),
+    ("The weather is very nice today.", "Das Wetter ist heute sehr schön."),
+    ("My brother lives in a small house near the river.", "Mein Bruder wohnt in einem kleinen Haus am Fluss."),
+    ("Can you help me, please?", "Kannst du mir bitte helfen?"),
+    ("We are going to the cinema tonight.", "Wir gehen heute Abend ins Kino."),
+    ("The children are playing in the garden.", "Die Kinder spielen im Garten."),
+    ("I would like a cup of coffee.", "Ich hätte gern eine Tasse Kaffee."),
+    ("She reads a book every evening.", "Sie liest jeden Abend ein Buch."),
+)
+TEST_SETS = {"everyday": "test", "ding": "test-ding"}  # name -> file stem in data/translate
+DECODINGS = {"greedy": 1, "beam4": 4}
 
 
 def task_of(ckpt: Checkpoint) -> str:
@@ -37,8 +55,8 @@ def task_of(ckpt: Checkpoint) -> str:
         raise CheckpointError(f"{ckpt.path / CARD}: hyperparameters.training.name (the task) is missing") from exc
 
 
-def outputs(ckpt: Checkpoint, sources: list[str], desc: str, max_tokens: int = 80) -> list[str]:
-    return [generate_text(ckpt, s, max_tokens, 1) for s in tqdm(sources, desc=desc, unit="input", mininterval=2)]
+def outputs(ckpt: Checkpoint, sources: list[str], desc: str, max_tokens: int = 80, beam: int = 1) -> list[str]:
+    return [generate_text(ckpt, s, max_tokens, beam) for s in tqdm(sources, desc=desc, unit="input", mininterval=2)]
 
 
 def evaluate_reverse(ckpt: Checkpoint, folder: Path, limit: int | None) -> tuple[dict, list]:
@@ -49,21 +67,78 @@ def evaluate_reverse(ckpt: Checkpoint, folder: Path, limit: int | None) -> tuple
     return {"exact_match": round(exact, 4), "test_examples": len(targets), "decoding": "greedy"}, samples
 
 
-def evaluate_translate(ckpt: Checkpoint, folder: Path, limit: int | None) -> tuple[dict, list]:
+def has_loop(text: str, run: int = 3) -> bool:
+    """True if one word occurs `run` times in a row ("sehr sehr sehr"), case and punctuation ignored."""
+    words = re.findall(r"\w+", text.lower())
+    return any(len(set(words[i : i + run])) == 1 for i in range(len(words) - run + 1))
+
+
+def loop_rate(texts: list[str]) -> float:
+    """The share of `texts` with a word three times in a row: the symptom of a decoder stuck in a loop."""
+    return sum(map(has_loop, texts)) / max(len(texts), 1)
+
+
+def score_translations(hyps: list[str], refs: list[str]) -> dict[str, float]:
+    """Corpus BLEU and chrF (sacrebleu defaults) and the loop rate of one decoding of one test set."""
     from sacrebleu.metrics import BLEU, CHRF
 
-    sources, refs = read_lines(folder / "test.src")[:limit], read_lines(folder / "test.tgt")[:limit]
-    hyps = outputs(ckpt, sources, "translate")
-    bleu, chrf = BLEU(), CHRF()
-    metrics = {
-        "bleu": round(bleu.corpus_score(hyps, [refs]).score, 2),
-        "chrf": round(chrf.corpus_score(hyps, [refs]).score, 2),
-        "signatures": [str(bleu.get_signature()), str(chrf.get_signature())],
-        "test_pairs": len(refs),
-        "decoding": "greedy",
+    return {
+        "bleu": round(BLEU().corpus_score(hyps, [refs]).score, 2),
+        "chrf": round(CHRF().corpus_score(hyps, [refs]).score, 2),
+        "loop_rate": round(loop_rate(hyps), 4),
     }
-    samples = [{"input": s, "output": h, "reference": r} for s, h, r in zip(sources[:10], hyps, refs, strict=False)]
-    return metrics, samples
+
+
+def metric_signatures() -> list[str]:
+    """sacrebleu's signatures of the BLEU and chrF settings used (it reports them only after a scoring)."""
+    from sacrebleu.metrics import BLEU, CHRF
+
+    metrics = BLEU(), CHRF()
+    for metric in metrics:
+        metric.corpus_score(["a"], [["a"]])
+    return [str(metric.get_signature()) for metric in metrics]
+
+
+def evaluate_test_set(ckpt: Checkpoint, folder: Path, stem: str, limit: int | None) -> dict[str, Any]:
+    """Greedy and beam-search scores of one test set (`stem`.src / `stem`.tgt)."""
+    sources, refs = read_lines(folder / f"{stem}.src")[:limit], read_lines(folder / f"{stem}.tgt")[:limit]
+    result: dict[str, Any] = {"files": [f"{stem}.src", f"{stem}.tgt"], "pairs": len(refs)}
+    for name, beam in DECODINGS.items():
+        hyps = outputs(ckpt, sources, f"{stem} {name}", beam=beam)
+        result[name] = score_translations(hyps, refs)
+    return result
+
+
+def evaluate_translate(ckpt: Checkpoint, folder: Path, limit: int | None) -> tuple[dict, list]:
+    """Every test set present (everyday, Ding), greedy and beam; the headline is greedy on the first one."""
+    sets = {name: stem for name, stem in TEST_SETS.items() if (folder / f"{stem}.src").is_file()}
+    if not sets:
+        read_lines(folder / "test.src")  # raises, naming the prepare command
+    scores = {name: evaluate_test_set(ckpt, folder, stem, limit) for name, stem in sets.items()}
+    first = next(iter(scores))
+    metrics = {
+        **scores[first]["greedy"],
+        "headline": f"greedy decoding on the {first} test set ({sets[first]}.src)",
+        "test_sets": scores,
+        "signatures": metric_signatures(),
+        "test_pairs": scores[first]["pairs"],
+        "decoding": f"greedy and beam {DECODINGS['beam4']}",
+        "loop_rate_means": "the share of outputs with one word three times in a row",
+    }
+    return metrics, translate_samples(ckpt)
+
+
+def translate_samples(ckpt: Checkpoint) -> list[dict[str, Any]]:
+    """The ten everyday sentences of TRANSLATE_SAMPLES, greedy (`output`) and beam (`output_beam4`)."""
+    return [
+        {
+            "input": en,
+            "output": generate_text(ckpt, en, 80, 1),
+            "output_beam4": generate_text(ckpt, en, 80, DECODINGS["beam4"]),
+            "reference": de,
+        }
+        for en, de in TRANSLATE_SAMPLES
+    ]
 
 
 def evaluate_lm(ckpt: Checkpoint, folder: Path, limit: int | None) -> tuple[dict, list]:
@@ -92,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default="data")
     parser.add_argument("--limit", type=int, help="only the first N test examples (quick check)")
     parser.add_argument("--write-card", action="store_true", help="store metrics and samples in card.json")
+    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: a shared machine)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     try:
         ckpt = load_checkpoint(args.checkpoint)
         metrics, samples = evaluate(ckpt, Path(args.data), args.limit)
