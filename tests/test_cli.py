@@ -17,7 +17,6 @@ import torch
 from atlas.cli import main
 from inference.checkpoint import load_checkpoint
 from inference.decoding import generate
-from inference.text import MAX_CHARS, InputError, clean_text
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_KEYS = {"format", "checkpoint", "kind", "source_tokens", "positional_encoding", "attention", "predictions"}
@@ -346,39 +345,6 @@ def test_python_dash_m_model_with_a_missing_checkpoint_exits_2_without_a_traceba
     assert result.returncode == 2
     assert str(missing) in result.stderr and "Traceback" not in result.stderr
     assert result.stdout == ""
-
-
-# ---------------------------------------------------------------- clean_text
-
-
-@pytest.mark.parametrize("text", ["", " ", "   \t\n  ", "\x00\x01\x1b", " \x07 "])
-def test_clean_text_rejects_empty_or_whitespace_text(text: str) -> None:
-    with pytest.raises(InputError, match="empty"):
-        clean_text(text)
-
-
-def test_clean_text_rejects_what_is_not_a_string() -> None:
-    with pytest.raises(InputError, match="int"):
-        clean_text(42)
-
-
-def test_clean_text_removes_control_characters_with_a_note() -> None:
-    result = clean_text("Hello\x00 wor\x1bld\x7f!")
-    assert result.text == "Hello world!"
-    assert len(result.notes) == 1 and "3 control character" in result.notes[0]
-
-
-def test_clean_text_keeps_plain_text_without_notes_and_collapses_whitespace() -> None:
-    assert clean_text("  Die\tKatze\n sitzt.  ") == clean_text("Die Katze sitzt.")
-    assert clean_text("Die Katze sitzt.").notes == ()
-    assert clean_text("Cafe\u0301").text == "Caf\u00e9"  # NFC
-
-
-def test_clean_text_cuts_very_long_text_with_a_note() -> None:
-    result = clean_text("ab " * MAX_CHARS)
-    assert len(result.text) <= MAX_CHARS
-    assert result.text.startswith("ab ab")
-    assert any(f"{MAX_CHARS:,}" in note for note in result.notes)
 
 
 def can_create_in(folder: Path) -> bool:

@@ -87,7 +87,7 @@ def _reject_constant(name: str):
     raise ValueError(f"non-finite number {name} in the JSON output")
 
 
-def check_format1(obj: dict) -> None:
+def check_format2(obj: dict) -> None:
     """A format-2 trace object: weights rows sum to 1 (masked cells 0), shapes match the tokens."""
     assert obj["format"] == 2, obj.keys()
     assert obj["attention"], "no attention blocks"
@@ -130,7 +130,7 @@ def check_cli_output(objs: list[dict], cases: list[tuple[str, str]]) -> None:
             if "error" in obj:
                 check_error_line(obj, text)
             else:
-                check_format1(obj)
+                check_format2(obj)
         except (AssertionError, KeyError, TypeError, IndexError) as exc:
             problems[name] = repr(exc)[:300]
     assert not problems, problems
@@ -160,7 +160,7 @@ def test_cli_txt_file_with_invalid_utf8_and_nul_bytes(kind: str, hostile_dir: Pa
         if "error" in obj:
             assert set(obj) == {"input", "error"} and "Traceback" not in obj["error"]
         else:
-            check_format1(obj)
+            check_format2(obj)
 
 
 @pytest.mark.parametrize("kind", KINDS)

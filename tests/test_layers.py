@@ -1,0 +1,46 @@
+"""The house's layers, checked on the imports that actually happen: model/ never pulls in streamlit or plotly,
+viz/ never pulls in torch, streamlit or model/, and inference/analysis.py (the record viz reads) stays numpy-only."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def modules_loaded_by(imports: list[str]) -> set[str]:
+    """Import `imports` in a fresh interpreter and return the names in sys.modules afterwards."""
+    code = "import sys\n" + "".join(f"import {m}\n" for m in imports) + "print('\\n'.join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    return set(out.stdout.split())
+
+
+def package_modules(package: str) -> list[str]:
+    return sorted(f"{package}.{p.stem}" for p in (ROOT / package).glob("*.py") if p.stem != "__init__")
+
+
+def top(names: set[str]) -> set[str]:
+    return {n.split(".")[0] for n in names}
+
+
+@pytest.mark.parametrize("package", ["viz"])
+def test_viz_imports_neither_torch_nor_streamlit_nor_the_model(package: str) -> None:
+    loaded = modules_loaded_by(package_modules(package))
+    assert {"plotly", "numpy"} <= top(loaded)  # the check would pass vacuously if nothing were imported
+    assert not top(loaded) & {"torch", "streamlit", "model", "sentencepiece", "safetensors"}
+    assert not {n for n in loaded if n.startswith("inference.") and n != "inference.analysis"}
+
+
+def test_the_model_imports_neither_streamlit_nor_plotly_nor_the_rest_of_the_house() -> None:
+    loaded = modules_loaded_by(package_modules("model"))
+    assert "torch" in top(loaded)
+    assert not top(loaded) & {"streamlit", "plotly", "pandas", "inference", "training", "viz", "ui", "atlas"}
+
+
+def test_running_a_checkpoint_needs_no_training_code_and_no_app() -> None:
+    loaded = modules_loaded_by(package_modules("inference"))
+    assert not top(loaded) & {"streamlit", "plotly", "training", "viz", "ui", "atlas"}
