@@ -28,7 +28,7 @@ def cut(value, depth=0, keep=3):
 
 with tempfile.TemporaryDirectory() as tmp:
     ckpt = load_checkpoint(make_tiny_checkpoint(Path(tmp) / "tiny-ed", "encoder-decoder"))
-    obj = to_json_object(ckpt, analyze(ckpt, "Where is it?", target="Wo?", k=2))
+    obj = to_json_object(analyze(ckpt, "Where is it?", target="Wo?", k=2))
 obj["attention"] = obj["attention"][:1] + obj["attention"][2:4]
 obj = cut(obj)
 lines = []
