@@ -143,7 +143,7 @@ def test_nlp_corpus_filter_says_why_each_line_goes(tmp_path: Path) -> None:
         "Woof!",
         "IT HAS VERY GOOD PRICES.",
     ]
-    kept, removed = lm.filter_nlp_corpus(lines, blocklist)
+    kept, removed = lm.sift(lines, lambda line: lm.nlp_corpus_rejection(line, blocklist))
     assert kept == ["The committee adopted the resolution."]
     assert removed == {
         "offensive: damn": 1,
@@ -160,8 +160,10 @@ def test_latin_letters_with_accents_are_kept(tmp_path: Path) -> None:
     assert lm.nlp_corpus_rejection("Jürgen ate crème brûlée in Zürich.", _blocklist(tmp_path)) is None
 
 
-def test_drop_listed_counts_lines_per_entry(tmp_path: Path) -> None:
-    kept, removed = lm.drop_listed(["a slurword here", "fine line", "frickin slurword"], _blocklist(tmp_path))
+def test_sifting_by_blocklist_counts_lines_per_entry(tmp_path: Path) -> None:
+    blocklist = _blocklist(tmp_path)
+    lines = ["a slurword here", "fine line", "frickin slurword"]
+    kept, removed = lm.sift(lines, lambda line: lm.blocklist_match(line, blocklist))
     assert kept == ["fine line"]
     assert removed == {"slurword": 1, "frick*": 1}
 

