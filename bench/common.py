@@ -1,5 +1,5 @@
 """Shared helpers of the benchmarks: which checkpoints, inputs of an exact token count, the app's server-side path
-(trace → figures → the JSON Streamlit sends), timing, memory and markdown tables.
+(text → Analysis → figures → the JSON Streamlit sends), timing, memory and markdown tables.
 
 Every script runs as `python bench/NAME.py`; this module puts the repository root on sys.path for them.
 """
@@ -26,8 +26,10 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from inference.analyze import analyze, clean_text  # noqa: E402
+from inference.analysis import Analysis  # noqa: E402
+from inference.analyze import analyze  # noqa: E402
 from inference.checkpoint import CONFIG, Checkpoint, load_checkpoint  # noqa: E402
+from inference.text import clean_text  # noqa: E402
 
 DEFAULT_CHECKPOINTS = ROOT / "checkpoints"
 TOP_K = 5  # what the app asks analyze() for (ui.TOP_K)
@@ -203,23 +205,24 @@ def distinct_sentences(count: int, seed: int = 0, words: int = 12) -> list[str]:
 # the app's server-side path
 
 
-def default_group(td: Any) -> str:
-    """The attention group the Explore page opens on (ui.head_picker): cross-attention if any, else the first."""
-    groups = td.groups
-    return "decoder.cross" if "decoder.cross" in groups else groups[0]
+def default_attention(analysis: Analysis) -> str:
+    """The attention the Explore page opens on (ui.head_picker): cross-attention if any, else the first."""
+    attentions = analysis.attentions
+    return "decoder.cross_attn" if "decoder.cross_attn" in attentions else attentions[0]
 
 
-def head_figure(td: Any, group: str, layer: int = 0, head: int = 0):
+def head_figure(analysis: Analysis, attention: str, layer: int = 0, head: int = 0):
     from viz.heads import head_heatmap
 
-    block = td.block(group, layer)
-    return head_heatmap(block.weights[head], block.query_pieces, block.key_pieces, f"{group}, layer {layer}, h{head}")
+    block = analysis.block(attention, layer)
+    title = f"{analysis.attention_label(attention)}, layer {layer + 1}, head {head + 1}"
+    return head_heatmap(block.weights[head], block.query_pieces, block.key_pieces, title)
 
 
-def grid_figure(td: Any, group: str, selected: tuple[int, int] | None = (0, 0)):
+def grid_figure(analysis: Analysis, attention: str, selected: tuple[int, int] | None = (0, 0)):
     from viz.heads import heads_grid
 
-    return heads_grid(td.stacked(group), f"{group}: every head", selected)
+    return heads_grid(analysis.stacked(attention), f"{analysis.attention_label(attention)}: every head", selected)
 
 
 def spec_json(fig: Any) -> str:
@@ -231,17 +234,18 @@ def spec_json(fig: Any) -> str:
     return plotly.io.to_json(figure, validate=False)
 
 
-def trace_data(ckpt: Checkpoint, text: str):
-    """analyze() + viz.data.from_analysis: what ui.run_model computes on a cache miss."""
-    from viz.data import from_analysis
-
-    return from_analysis(ckpt, analyze(ckpt, text, k=TOP_K))
+def analysis_of(ckpt: Checkpoint, text: str) -> Analysis:
+    """analyze() as ui.run_model calls it on a cache miss."""
+    return analyze(ckpt, text, k=TOP_K)
 
 
-def explore_render(td: Any, layer: int = 0, head: int = 0) -> tuple[str, str]:
-    """Both Explore charts for a trace, as the JSON sent to the browser: one head, then the all-heads grid."""
-    group = default_group(td)
-    return spec_json(head_figure(td, group, layer, head)), spec_json(grid_figure(td, group, (layer, head)))
+def explore_render(analysis: Analysis, layer: int = 0, head: int = 0) -> tuple[str, str]:
+    """Both Explore charts for an analysis, as the JSON sent to the browser: one head, then the all-heads grid."""
+    attention = default_attention(analysis)
+    return (
+        spec_json(head_figure(analysis, attention, layer, head)),
+        spec_json(grid_figure(analysis, attention, (layer, head))),
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -329,7 +333,7 @@ APP_MAX_ENTRIES = 16  # ui.run_model's st.cache_data(max_entries=16); used by th
 
 
 class CachedPath:
-    """`run(path, text) -> TraceData` through ui.run_model (st.cache_data around analyze + from_analysis, with the
+    """`run(path, text) -> Analysis` through ui.run_model (st.cache_data around analyze, with the
     model from ui.load_model's st.cache_resource: one Checkpoint shared by every caller), as the app calls it.
 
     If ui cannot be imported (the app is being rewritten), a functools.lru_cache of the app's size stands in and
@@ -351,12 +355,12 @@ class CachedPath:
             self._lru = functools.lru_cache(maxsize=APP_MAX_ENTRIES)(self._miss)
             self.kind = f"functools.lru_cache(maxsize={APP_MAX_ENTRIES}) stand-in (ui not importable: {exc!r})"
 
-    def _miss(self, path: str, text: str):
+    def _miss(self, path: str, text: str) -> Analysis:
         if path not in self._ckpts:
             self._ckpts[path] = load_checkpoint(path)
-        return trace_data(self._ckpts[path], text)
+        return analysis_of(self._ckpts[path], text)
 
-    def run(self, path: str | Path, text: str):
+    def run(self, path: str | Path, text: str) -> Analysis:
         if self._ui is None:
             return self._lru(str(path), text)
         stamp = self._catalog.stamp(Path(path))

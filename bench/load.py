@@ -1,11 +1,11 @@
 """K concurrent sessions (K = 1, 10, 30) on one loaded model: latency, memory, and results equal to sequential ones.
 
 Each simulated session is a thread that submits its own sentence through the app's cached path (ui.run_model:
-st.cache_data around analyze() + viz.data.from_analysis, the model shared from st.cache_resource) and builds the
+st.cache_data around analyze(), the model shared from st.cache_resource) and builds the
 two Explore charts with their JSON, as one rerun of the page does. All K start together (a barrier); a session's
 latency is from its submit to its charts' JSON. Every sentence is distinct, so each is a cache miss. Before the
 concurrent rounds the same sentences are analysed one by one without any cache; every concurrent result must
-equal its sequential one exactly (torch.equal on every block's attention weights).
+equal its sequential one exactly (np.array_equal on every block's attention weights).
 
     python bench/load.py [--repeats N] [--quick] [--checkpoints DIR] [--tiny]
 """
@@ -16,19 +16,17 @@ import threading
 import time
 
 import common
-import torch
+import numpy as np
 
 SESSIONS = (1, 10, 30)
 QUICK_SESSIONS = (1, 5)
 TARGET_P95_S = 2.0  # 30 sessions
 
 
-def same(a, b) -> bool:
+def same(a: common.Analysis, b: common.Analysis) -> bool:
     if a.target_pieces != b.target_pieces or a.source_pieces != b.source_pieces or a.blocks.keys() != b.blocks.keys():
         return False
-    return all(
-        torch.equal(torch.from_numpy(a.blocks[k].weights), torch.from_numpy(b.blocks[k].weights)) for k in a.blocks
-    )
+    return all(np.array_equal(a.blocks[k].weights, b.blocks[k].weights) for k in a.blocks)
 
 
 def round_of(cached: common.CachedPath, path, sentences: list[str]) -> tuple[list[float], list]:
@@ -43,10 +41,10 @@ def round_of(cached: common.CachedPath, path, sentences: list[str]) -> tuple[lis
         try:
             barrier.wait()
             t0 = time.perf_counter()
-            td = cached.run(path, sentences[i])
-            common.explore_render(td)
+            analysis = cached.run(path, sentences[i])
+            common.explore_render(analysis)
             latencies[i] = time.perf_counter() - t0
-            results[i] = td
+            results[i] = analysis
         except BaseException as exc:  # reported after the round, never swallowed
             errors.append(exc)
 
@@ -81,7 +79,7 @@ def run(args) -> str:
             for _ in range(rounds):
                 seed += 1
                 batches.append(common.distinct_sentences(k, seed=seed))
-            reference = {s: common.trace_data(ckpt, s) for batch in batches for s in batch}
+            reference = {s: common.analysis_of(ckpt, s) for batch in batches for s in batch}
             cached.clear()
             latencies: list[float] = []
             equal = True

@@ -24,15 +24,15 @@ def sizes_of(text: str) -> tuple[int, int]:
     return len(raw), len(gzip.compress(raw, compresslevel=6))
 
 
-def all_heads_json(td) -> list[str]:
+def all_heads_json(analysis: common.Analysis) -> list[str]:
     """Every attention type's grid as sent (one chart per type)."""
-    return [common.spec_json(common.grid_figure(td, g, (0, 0))) for g in td.groups]
+    return [common.spec_json(common.grid_figure(analysis, a, (0, 0))) for a in analysis.attentions]
 
 
 def measure(ckpt, n: int) -> dict[str, tuple[int, int]]:
-    td = common.trace_data(ckpt, common.text_of_tokens(ckpt, n))
-    one, grid = common.explore_render(td)
-    everything = all_heads_json(td)
+    analysis = common.analysis_of(ckpt, common.text_of_tokens(ckpt, n))
+    one, grid = common.explore_render(analysis)
+    everything = all_heads_json(analysis)
     all_raw = sum(sizes_of(s)[0] for s in everything)
     all_gz = sum(sizes_of(s)[1] for s in everything)
     return {"one": sizes_of(one), "grid": sizes_of(grid), "all": (all_raw, all_gz), "groups": len(everything)}

@@ -32,8 +32,8 @@ def run(args) -> str:
     max_seen = 0
     t0 = last = time.perf_counter()
     for i, text in enumerate(sentences, 1):
-        td = cached.run(dirs[i % len(dirs)], text)
-        common.explore_render(td)
+        analysis = cached.run(dirs[i % len(dirs)], text)
+        common.explore_render(analysis)
         entries = cached.entries()
         if entries is not None:
             max_seen = max(max_seen, entries)

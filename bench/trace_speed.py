@@ -1,7 +1,7 @@
 """Server-side time from text to the two Explore charts, per model and input length.
 
 For each shipped model and 16, 32, 64, 256, 512 tokens (an input analyze() turns into exactly that many):
-  analyze     analyze() + viz.data.from_analysis (what ui.run_model computes on a cache miss; for an
+  analyze     analyze() (what ui.run_model computes on a cache miss; for an
               encoder-decoder this includes greedy decoding of the output, as in the app)
   charts      building the one-head heatmap and the all-heads grid (viz.heads) and turning both into the JSON
               st.plotly_chart sends (to_dict + plotly.io.to_json)
@@ -30,20 +30,20 @@ def measure(ckpt, n: int, repeats: int) -> dict[str, float | str]:
     tgt_len = 0
     for r in range(repeats + 1):  # run 0 warms up and is dropped
         text = common.text_of_tokens(ckpt, n, variant=1000 + r)
-        t_an, td = common.timed(lambda text=text: common.trace_data(ckpt, text))
-        t_ch, _ = common.timed(lambda td=td: common.explore_render(td))
-        group = common.default_group(td)
-        other = min(1, td.block(group, 0).n_heads - 1)
-        t_sw, _ = common.timed(lambda td=td, g=group, h=other: common.spec_json(common.head_figure(td, g, 0, h)))
+        t_an, a = common.timed(lambda text=text: common.analysis_of(ckpt, text))
+        t_ch, _ = common.timed(lambda a=a: common.explore_render(a))
+        attention = common.default_attention(a)
+        other = min(1, a.block(attention, 0).n_heads - 1)
+        t_sw, _ = common.timed(lambda a=a, att=attention, h=other: common.spec_json(common.head_figure(a, att, 0, h)))
 
-        def fragment(td=td, group=group, other=other):
-            common.spec_json(common.head_figure(td, group, 0, other))
-            common.spec_json(common.grid_figure(td, group, (0, other)))
+        def fragment(a=a, attention=attention, other=other):
+            common.spec_json(common.head_figure(a, attention, 0, other))
+            common.spec_json(common.grid_figure(a, attention, (0, other)))
 
         t_fr, _ = common.timed(fragment)
         if r == 0:
             continue
-        tgt_len = len(td.target_pieces)
+        tgt_len = len(a.target_pieces)
         analyze_t.append(t_an)
         charts_t.append(t_ch)
         totals.append(t_an + t_ch)

@@ -1,6 +1,6 @@
 """Our charts against bertviz on the same attention tensors: bytes sent to the browser and time to build them.
 
-For 32, 128 and 256 tokens the trace of our model is handed to bertviz as it expects it (per layer a (1, H, T, T)
+For 32, 128 and 256 tokens our model's Analysis is handed to bertviz as it expects it (per layer a (1, H, T, T)
 tensor; an encoder-decoder's encoder, decoder and cross attention separately) and rendered with
 `model_view(..., html_action="return")` and `head_view(..., html_action="return")`. They are compared with:
   model_view ↔ our all-heads grids of every attention type (figure JSON as st.plotly_chart sends it)
@@ -21,8 +21,6 @@ import statistics
 import common
 import torch
 
-from inference.analyze import analyze
-
 SIZES = (32, 128, 256)
 QUICK_SIZES = (32,)
 TARGET_RATIO = 20  # our all-heads payload at 256 tokens ≤ 1/20 of bertviz's HTML
@@ -30,22 +28,18 @@ INSTALL = "pip install --no-deps -r requirements-bench.txt"
 PROBE_PIECE = "</script><script>alert(1)</script>"
 
 
-def bertviz_inputs(analysis) -> dict:
-    """Our trace in bertviz's argument form: tuples of (1, H, Tq, Tk) tensors per layer, and the pieces."""
+def bertviz_inputs(analysis: common.Analysis) -> dict:
+    """Our Analysis in bertviz's argument form: tuples of (1, H, Tq, Tk) tensors per layer, and the pieces."""
 
-    def layers(stack: str, kind: str) -> tuple[torch.Tensor, ...]:
-        return tuple(
-            rec.weights
-            for name, rec in analysis.trace.attention.items()
-            if name.startswith(f"{stack}.layers.") and name.endswith(f".{kind}_attn")
-        )
+    def layers(attention: str) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.from_numpy(w).unsqueeze(0) for w in analysis.stacked(attention))
 
     if analysis.source_pieces is None:
-        return {"attention": layers("decoder", "self"), "tokens": list(analysis.target_pieces)}
+        return {"attention": layers("decoder.self_attn"), "tokens": list(analysis.target_pieces)}
     return {
-        "encoder_attention": layers("encoder", "self"),
-        "decoder_attention": layers("decoder", "self"),
-        "cross_attention": layers("decoder", "cross"),
+        "encoder_attention": layers("encoder.self_attn"),
+        "decoder_attention": layers("decoder.self_attn"),
+        "cross_attention": layers("decoder.cross_attn"),
         "encoder_tokens": list(analysis.source_pieces),
         "decoder_tokens": list(analysis.target_pieces),
     }
@@ -66,13 +60,9 @@ def script_breakout(bertviz) -> bool:
 
 
 def measure(bertviz, ckpt, n: int, repeats: int) -> dict:
-    from viz.data import from_analysis
-
-    text = common.text_of_tokens(ckpt, n)
-    analysis = analyze(ckpt, text, k=common.TOP_K)
-    td = from_analysis(ckpt, analysis)
+    analysis = common.analysis_of(ckpt, common.text_of_tokens(ckpt, n))
     kwargs = bertviz_inputs(analysis)
-    group = common.default_group(td)
+    attention = common.default_attention(analysis)
 
     def bv_model():
         return bertviz.model_view(**kwargs, html_action="return").data
@@ -81,10 +71,10 @@ def measure(bertviz, ckpt, n: int, repeats: int) -> dict:
         return bertviz.head_view(**kwargs, html_action="return").data
 
     def ours_all():
-        return [common.spec_json(common.grid_figure(td, g, (0, 0))) for g in td.groups]
+        return [common.spec_json(common.grid_figure(analysis, a, (0, 0))) for a in analysis.attentions]
 
     def ours_head():
-        return common.spec_json(common.head_figure(td, group, 0, 0))
+        return common.spec_json(common.head_figure(analysis, attention, 0, 0))
 
     out = {}
     for name, fn in (("bv_model", bv_model), ("bv_head", bv_head), ("ours_all", ours_all), ("ours_head", ours_head)):
