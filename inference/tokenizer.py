@@ -66,6 +66,3 @@ class Tokenizer:
         """Ids → text, dropping pad, bos and eos."""
         specials = {self.pad_id, self.bos_id, self.eos_id}
         return self._sp.DecodeIds([int(i) for i in ids if int(i) not in specials])
-
-    def is_unknown(self, token_id: int) -> bool:
-        return int(token_id) == self.unk_id
