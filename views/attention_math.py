@@ -7,7 +7,18 @@ import streamlit as st
 import ui
 from inference.analysis import Analysis
 from viz.labels import indexed_labels, safe_filename
-from viz.steps import FORMULA, attention_steps, output_figure, steps_figure, steps_latex, steps_table
+from viz.steps import (
+    FORMULA,
+    WINDOW,
+    attention_steps,
+    key_window,
+    output_figure,
+    steps_figure,
+    steps_latex,
+    steps_table,
+    weights_overview,
+    window_note,
+)
 from viz.style import chart_config
 
 
@@ -25,10 +36,18 @@ def steps_view(analysis: Analysis, model: str) -> None:
     steps = attention_steps(block, head, query)
     st.latex(steps_latex(steps))
     name = safe_filename("steps", model, attention, f"L{layer}", f"H{head}", f"q{query}")
-    st.plotly_chart(steps_figure(steps), key="steps_chart", config=chart_config(name))
+    n_keys = len(block.key_pieces)
+    window = key_window(steps)  # all keys when they fit, else the window around the largest weight
+    if n_keys > WINDOW:
+        first = st.slider("First key shown", 1, n_keys - WINDOW + 1, window.start + 1, key="steps_first_key")
+        window = key_window(steps, first - 1)
+        overview = weights_overview(steps, window)
+        st.plotly_chart(overview, key="steps_overview", config=chart_config(f"{name}-overview"))
+        st.caption(window_note(window, n_keys))
+    st.plotly_chart(steps_figure(steps, window), key="steps_chart", config=chart_config(name))
     st.plotly_chart(output_figure(steps), key="output_chart", config=chart_config(f"{name}-output"))
     with st.expander("The numbers", expanded=len(labels) <= 16):
-        st.dataframe(steps_table(steps), hide_index=True, key="steps_table")
+        st.dataframe(steps_table(steps, window), hide_index=True, key="steps_table")
 
 
 def body() -> None:

@@ -8,7 +8,7 @@ import ui
 from inference.analyze import batch_masks
 from inference.text import InputError
 from viz.labels import safe_filename
-from viz.masks import mask_heatmap, padding_heatmap
+from viz.masks import mask_heatmap, padding_heatmap, padding_note, reduced_note
 from viz.style import chart_config
 
 
@@ -25,6 +25,8 @@ def body() -> None:
         fig = mask_heatmap(
             block.mask, block.query_pieces, block.key_pieces, f"{analysis.attention_label(attention)} mask"
         )
+        if note := reduced_note(block.mask.shape):
+            tab.caption(note)
         tab.plotly_chart(
             fig,
             key=f"mask_{attention.replace('.', '_')}",
@@ -40,10 +42,14 @@ def body() -> None:
     except InputError as exc:
         st.error(f"Second sentence: {exc}")
         return
+    if note := padding_note(batch):
+        st.caption(note)
     st.plotly_chart(padding_heatmap(batch), key="mask_padding", config=chart_config("padding-mask"))
     kind = "no-peek + padding" if batch.causal else "padding"
     for i, (col, pieces) in enumerate(zip(st.columns(2), batch.pieces)):
         fig = mask_heatmap(batch.attention[i], pieces, pieces, f"Sentence {i + 1}: {batch.stack} {kind} mask")
+        if note := reduced_note(batch.attention[i].shape):
+            col.caption(note)
         col.plotly_chart(fig, key=f"mask_batch_{i}", config=chart_config(f"batch-mask-{i + 1}"))
 
 

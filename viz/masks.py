@@ -8,11 +8,37 @@ import numpy as np
 import plotly.graph_objects as go
 
 from inference.analysis import BatchMasks
+from viz.arrays import block_average
 from viz.labels import escape, plotly_labels
 from viz.style import finish, tick_step
 
 ALLOWED, BLOCKED = "#fee838", "#00224e"  # the two ends of cividis
 TEXT_TOKENS = 24
+MAX_CELLS = 128  # longer sides are drawn as blocks: each cell the share of allowed pairs in its block
+
+
+def reduced_note(shape: tuple[int, ...]) -> str:
+    """What a mask of `shape` is drawn as, in words; empty when every cell is drawn."""
+    if max(shape) <= MAX_CELLS:
+        return ""
+    rows, cols = (max(1, -(-n // MAX_CELLS)) for n in shape)
+    return (
+        f"{shape[0]} × {shape[1]} tokens, drawn in blocks of about {rows} × {cols}: each cell is the share of "
+        "its pairs that may attend (1 = all may attend, 0 = all masked)."
+    )
+
+
+def padding_note(batch: BatchMasks) -> str:
+    """What the batch's padding heatmap is drawn as, in words; empty when every position is drawn."""
+    n = batch.padding.shape[1]
+    if n <= MAX_CELLS:
+        return ""
+    return f"{n} positions, drawn in blocks of about {-(-n // MAX_CELLS)}: each cell is the share of real tokens."
+
+
+def _centres(n: int) -> np.ndarray:
+    """Token-index centre of each block that `block_average` averages over: the blocks' mean position."""
+    return block_average(np.arange(n, dtype=np.float32)[None, :], MAX_CELLS)[0]
 
 
 def mask_heatmap(
@@ -27,14 +53,26 @@ def mask_heatmap(
         raise ValueError(f"mask of shape {m.shape} does not match {len(query_pieces)} × {len(key_pieces)} tokens")
     label = plotly_labels if pieces else (lambda names: [escape(n) for n in names])
     q, k = label(query_pieces), label(key_pieces)
-    analysis = {
-        "z": m.astype(np.uint8),
-        "zmin": 0,
-        "zmax": 1,
-        "colorscale": [[0.0, BLOCKED], [0.5, BLOCKED], [0.5, ALLOWED], [1.0, ALLOWED]],
-        "colorbar": {"tickvals": [0.25, 0.75], "ticktext": ["blocked (−∞)", "may attend"], "thickness": 12},
-        "hovertemplate": "query %{y} → key %{x}: %{z} (1 = may attend)<extra></extra>",
-    }
+    if reduced_note(m.shape):
+        analysis = {
+            "z": block_average(m, MAX_CELLS).round(4),
+            "x": _centres(m.shape[1]),
+            "y": _centres(m.shape[0]),
+            "zmin": 0,
+            "zmax": 1,
+            "colorscale": [[0.0, BLOCKED], [1.0, ALLOWED]],
+            "colorbar": {"tickvals": [0, 1], "ticktext": ["all blocked", "all may attend"], "thickness": 12},
+            "hovertemplate": "queries near %{y:.0f} → keys near %{x:.0f}: %{z:.0%} may attend<extra></extra>",
+        }
+    else:
+        analysis = {
+            "z": m.astype(np.uint8),
+            "zmin": 0,
+            "zmax": 1,
+            "colorscale": [[0.0, BLOCKED], [0.5, BLOCKED], [0.5, ALLOWED], [1.0, ALLOWED]],
+            "colorbar": {"tickvals": [0.25, 0.75], "ticktext": ["blocked (−∞)", "may attend"], "thickness": 12},
+            "hovertemplate": "query %{y} → key %{x}: %{z} (1 = may attend)<extra></extra>",
+        }
     if max(m.shape) <= TEXT_TOKENS:
         analysis["text"] = np.where(m, "✓", "✗").tolist()
         analysis["texttemplate"] = "%{text}"
@@ -55,7 +93,10 @@ def padding_heatmap(batch: BatchMasks) -> go.Figure:
     fig = mask_heatmap(batch.padding, rows, [str(i) for i in range(batch.padding.shape[1])], "", pieces=False)
     fig.update_xaxes(title_text="position", tickangle=0)
     fig.update_yaxes(title_text="")
-    fig.update_traces(
-        colorbar={"ticktext": ["padding", "real token"]}, hovertemplate="%{y}, position %{x}: %{z}<extra></extra>"
-    )
+    if padding_note(batch):
+        hover = "%{y}, positions near %{x:.0f}: %{z:.0%} real tokens<extra></extra>"
+        ticks = ["all padding", "all real tokens"]
+    else:
+        hover, ticks = "%{y}, position %{x}: %{z}<extra></extra>", ["padding", "real token"]
+    fig.update_traces(colorbar={"ticktext": ticks}, hovertemplate=hover)
     return finish(fig, "Padding mask of the batch (1 = real token, 0 = padding)", height=160 + 40 * len(rows))

@@ -15,6 +15,7 @@ from viz.labels import display_piece, plotly_labels
 from viz.style import COLORSCALE, DIVERGING, MASKED, finish
 
 TEXT_TOKENS = 16
+WINDOW = 64  # keys drawn in the four stage panels and the table; a person cannot read 512 rows of numbers
 FORMULA = (
     r"\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}+M\right)V,\quad "
     r"M_{ij}=\begin{cases}0 & \text{may attend}\\-\infty & \text{masked}\end{cases}"
@@ -68,14 +69,43 @@ def attention_steps(block: Block, head: int, query: int) -> Steps:
     )
 
 
+def key_window(steps: Steps, start: int | None = None, size: int = WINDOW) -> range:
+    """The keys drawn: `size` keys from `start` (clamped to the row); `start=None` centres on the largest weight."""
+    n_keys = len(steps.weights)
+    size = max(1, min(size, n_keys))
+    if start is None:
+        start = int(np.argmax(steps.weights)) - size // 2
+    start = max(0, min(int(start), n_keys - size))
+    return range(start, start + size)
+
+
+def window_note(window: range, n_keys: int) -> str:
+    """What the stage panels show, in words; empty when every key is shown."""
+    if len(window) >= n_keys:
+        return ""
+    return (
+        f"Showing keys {window.start + 1}–{window.stop} of {n_keys} in the four panels and the table; "
+        "the overview above shows the weights of all keys. Move the slider to see other keys."
+    )
+
+
 def _fmt(values: np.ndarray) -> list[list[str]]:
     return [["−∞" if np.isneginf(x) else f"{x:.2f}"] for x in values]
 
 
-def steps_figure(steps: Steps) -> go.Figure:
-    """Four panels sharing the key axis: raw scores → masked (−∞ in grey) → softmax weights → w_j·v_j."""
-    keys = plotly_labels(steps.key_pieces)
-    y = np.arange(len(keys), dtype=np.int32)
+def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
+    """Four panels sharing the key axis: raw scores → masked (−∞ in grey) → softmax weights → w_j·v_j.
+
+    Only the keys in `window` (default: all) are drawn; colour scales still span every key so that panels of
+    different windows compare.
+    """
+    n_keys = len(steps.key_pieces)
+    window = range(n_keys) if window is None else window
+    if window.start < 0 or window.stop > n_keys or not len(window):
+        raise ValueError(f"key window {window.start}..{window.stop - 1} is outside 0..{n_keys - 1}")
+    sl = slice(window.start, window.stop)
+    keys = [f"{i + 1}:{p}" for i, p in zip(window, plotly_labels(steps.key_pieces[sl]))]
+    y = np.arange(window.start, window.stop, dtype=np.int32)
     show_text = len(keys) <= TEXT_TOKENS
     fig = make_subplots(
         rows=1,
@@ -87,12 +117,12 @@ def steps_figure(steps: Steps) -> go.Figure:
     )
     bound = float(np.abs(steps.scores).max()) or 1.0
     columns = [
-        (steps.scores, DIVERGING, -bound, bound),
-        (np.where(steps.allowed, steps.scores, np.nan), DIVERGING, -bound, bound),
-        (steps.weights, COLORSCALE, 0.0, 1.0),
+        (steps.scores[sl], DIVERGING, -bound, bound),
+        (np.where(steps.allowed, steps.scores, np.nan)[sl], DIVERGING, -bound, bound),
+        (steps.weights[sl], COLORSCALE, 0.0, 1.0),
     ]
     for col, (values, scale, lo, hi) in enumerate(columns, start=1):
-        text = _fmt(steps.masked if col == 2 else values)
+        text = _fmt(steps.masked[sl] if col == 2 else values)
         fig.add_trace(
             go.Heatmap(
                 z=np.asarray(values, dtype=np.float32)[:, None],
@@ -104,7 +134,7 @@ def steps_figure(steps: Steps) -> go.Figure:
                 showscale=False,
                 text=text,
                 texttemplate="%{text}" if show_text else None,
-                hovertemplate="key %{y}: %{text}<extra></extra>",
+                hovertemplate="key index %{y}: %{text}<extra></extra>",
             ),
             row=1,
             col=col,
@@ -112,14 +142,14 @@ def steps_figure(steps: Steps) -> go.Figure:
     wbound = float(np.abs(steps.weighted).max()) or 1.0
     fig.add_trace(
         go.Heatmap(
-            z=steps.weighted.astype(np.float32),
+            z=steps.weighted[sl].astype(np.float32),
             y=y,
             colorscale=DIVERGING,
             zmin=-wbound,
             zmax=wbound,
             texttemplate="%{z:.2f}" if show_text and steps.d_head <= TEXT_TOKENS else None,
             colorbar={"thickness": 10, "title": {"text": "w·v"}},
-            hovertemplate="key %{y}, dim %{x}: %{z:.3f}<extra></extra>",
+            hovertemplate="key index %{y}, dim %{x}: %{z:.3f}<extra></extra>",
         ),
         row=1,
         col=4,
@@ -133,6 +163,25 @@ def steps_figure(steps: Steps) -> go.Figure:
     fig = finish(fig, title, height=min(900, max(320, 26 * len(keys) + 160)))
     fig.update_layout(margin={"t": 80})  # room for the title above the panel titles
     return fig
+
+
+def weights_overview(steps: Steps, window: range) -> go.Figure:
+    """The softmax weights of every key as one compact line, the keys drawn in the panels shaded."""
+    x = np.arange(1, len(steps.weights) + 1, dtype=np.int32)
+    fig = go.Figure(
+        go.Scatter(
+            x=x,
+            y=steps.weights.astype(np.float32),
+            mode="lines",
+            line={"width": 1},
+            fill="tozeroy",
+            hovertemplate="key %{x}: weight %{y:.3f}<extra></extra>",
+        )
+    )
+    fig.add_vrect(x0=window.start + 0.5, x1=window.stop + 0.5, fillcolor="grey", opacity=0.2, line_width=0)
+    fig.update_xaxes(title_text="key position", range=[0.5, len(x) + 0.5], showgrid=False)
+    fig.update_yaxes(title_text="weight", rangemode="tozero")
+    return finish(fig, f"Softmax weights over all {len(x)} keys (shaded: the keys drawn below)", height=200)
 
 
 def output_figure(steps: Steps) -> go.Figure:
@@ -155,14 +204,16 @@ def output_figure(steps: Steps) -> go.Figure:
     return finish(fig, "5. output = Σⱼ wⱼ vⱼ", height=170)
 
 
-def steps_table(steps: Steps) -> pd.DataFrame:
-    """The numbers per key: raw score, masked score (−inf where masked), softmax weight."""
+def steps_table(steps: Steps, window: range | None = None) -> pd.DataFrame:
+    """The numbers per key in `window` (default: all): raw score, masked score (−inf where masked), weight."""
+    window = range(len(steps.key_pieces)) if window is None else window
+    sl = slice(window.start, window.stop)
     return pd.DataFrame(
         {
-            "key": [f"{i + 1}:{display_piece(p)}" for i, p in enumerate(steps.key_pieces)],
-            "score QKᵀ/√d": steps.scores,
-            "masked": steps.masked,
-            "weight": steps.weights,
+            "key": [f"{i + 1}:{display_piece(p)}" for i, p in zip(window, steps.key_pieces[sl])],
+            "score QKᵀ/√d": steps.scores[sl],
+            "masked": steps.masked[sl],
+            "weight": steps.weights[sl],
         }
     )
 
