@@ -16,7 +16,8 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-SCRIPTS = ("trace_speed", "recording_cost", "payload_size", "vs_bertviz", "load", "soak", "browser")
+# classroom: the class figure (real sessions over the websocket); load: the in-process thread-pool figure.
+SCRIPTS = ("trace_speed", "recording_cost", "payload_size", "vs_bertviz", "classroom", "load", "soak", "browser")
 LIMIT_S = 3600
 
 

@@ -1,0 +1,410 @@
+"""A classroom at once: N real sessions against a running `streamlit run app.py`, each typing K sentences.
+
+Starts the server itself (headless, on a free port; stopped at the end) and talks to it the way the browser does:
+a websocket to `/_stcore/stream` speaking Streamlit's own protocol (`streamlit.proto` BackMsg / ForwardMsg).
+Each session
+  1. connects and sends the browser's first `rerun_script` (query string `model=NAME`, no widget states), then
+     reads the page until `script_finished`; the `text_area` element of that page gives the Text widget's id;
+  2. for each of its K sentences sends a `rerun_script` with the Text widget's new value (what Ctrl+Enter in the
+     sidebar sends) and times it until that rerun's `script_finished`, which comes after the deltas carrying
+     both Plotly charts (the one-head heatmap and the all-heads grid) and the predictions.
+All N sessions start together and submit their next sentence as soon as the page is back (no think time): the
+worst moment of a class, everyone pressing Ctrl+Enter at once.
+
+Equality check: the same sentences are then typed one after another by one session against a *fresh* server (so
+neither run reads the other's cache), and for every sentence what the page received must be equal: the model
+output (`st.code`), the tables' Arrow bytes, and a hash of both charts' `data` (the heatmaps' z values).
+
+    python bench/classroom.py [--sessions 30] [--sentences 5] [--model reverse|translate-en-de|lm-english|all]
+                              [--checkpoints DIR] [--tiny] [--threads N] [--out FILE.md]
+Sentences differ between sessions: everyday English sentences drawn seeded from templates, and for a model of
+the reversal task lower-case strings over a–p (its training alphabet, see its card.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import common
+import websockets
+from browser import LOG, STARTUP_S, stop_server
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+STEP_TIMEOUT_S = 600
+TARGET_P95_S = 2.0
+
+SUBJECTS = (
+    "The cat",
+    "My sister",
+    "The teacher",
+    "Our neighbour",
+    "A small dog",
+    "The old man",
+    "My friend",
+    "The children",
+    "Her brother",
+    "The doctor",
+    "We",
+    "They",
+    "I",
+    "You",
+    "The farmer",
+    "My mother",
+)
+VERBS = (
+    "reads a book",
+    "drinks a cup of coffee",
+    "walks to the station",
+    "cooks dinner",
+    "plays with a red ball",
+    "writes a letter",
+    "waits for the bus",
+    "opens the window",
+    "buys fresh bread",
+    "looks at the birds",
+    "sings a song",
+    "cleans the kitchen",
+    "visits the museum",
+    "eats an apple",
+    "sleeps on the sofa",
+)
+WHERE = (
+    "in the garden",
+    "at home",
+    "in the park",
+    "near the river",
+    "in the city",
+    "at school",
+    "by the sea",
+    "in the kitchen",
+    "on the train",
+    "at the market",
+)
+WHEN = (
+    "every evening",
+    "in the morning",
+    "on Sunday",
+    "after work",
+    "before dinner",
+    "today",
+    "tomorrow",
+    "in the summer",
+    "at night",
+    "every day",
+)
+PLURAL = {"We", "They", "I", "You", "The children"}
+
+
+def everyday_sentences(count: int, seed: int) -> list[str]:
+    """`count` distinct everyday English sentences, drawn seeded from the templates above."""
+    rng, out = random.Random(seed), []
+    while len(out) < count:
+        subject, verb = rng.choice(SUBJECTS), rng.choice(VERBS)
+        if subject in PLURAL:  # "reads" -> "read", "watches" -> "watch"
+            head, _, rest = verb.partition(" ")
+            verb = (head[:-2] if head.endswith("es") and head[-3] in "hs" else head[:-1]) + " " + rest
+        s = f"{subject} {verb} {rng.choice(WHERE)} {rng.choice(WHEN)}."
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def letter_strings(count: int, seed: int) -> list[str]:
+    """`count` distinct strings over a–p, 4 to 20 letters: what the reversal model was trained on."""
+    rng, out = random.Random(seed), []
+    while len(out) < count:
+        s = "".join(rng.choice("abcdefghijklmnop") for _ in range(rng.randint(4, 20)))
+        if s not in out:
+            out.append(s)
+    return out
+
+
+def sentences_for(ckpt_dir: Path, count: int, seed: int = 0) -> list[str]:
+    card = json.loads((ckpt_dir / "card.json").read_text()) if (ckpt_dir / "card.json").exists() else {}
+    data = card.get("data") if isinstance(card, dict) else None
+    is_reverse = ckpt_dir.name == "reverse" or (isinstance(data, dict) and data.get("task") == "reverse")
+    return letter_strings(count, seed) if is_reverse else everyday_sentences(count, seed)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# one session over Streamlit's websocket protocol
+
+
+@dataclass
+class Page:
+    """What one script run sent: the Text widget's id, and the parts a reader compares (see `fingerprint`)."""
+
+    text_id: str = ""
+    page_hash: str = ""
+    query: str = ""
+    output: list[str] = field(default_factory=list)
+    tables: list[bytes] = field(default_factory=list)
+    charts: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def fingerprint(self) -> tuple:
+        digest = [hashlib.sha256(json.dumps(json.loads(c).get("data"), sort_keys=True).encode()).hexdigest()[:16]
+                  for c in self.charts]  # fmt: skip
+        return tuple(self.output), tuple(hashlib.sha256(t).hexdigest()[:16] for t in self.tables), tuple(digest)
+
+
+class Session:
+    def __init__(self, url: str, model: str) -> None:
+        self.url, self.model = url, model
+        self.ws = None
+        self.text_id = self.page_hash = ""
+        self.query = f"model={model}"
+
+    async def open(self) -> Page:
+        self.ws = await websockets.connect(self.url, subprotocols=["streamlit"], max_size=None, ping_interval=None)
+        return await self.rerun(None)
+
+    async def rerun(self, text: str | None) -> Page:
+        msg = BackMsg()
+        state = msg.rerun_script
+        state.query_string = self.query
+        if self.page_hash:
+            state.page_script_hash = self.page_hash
+        if text is not None:
+            widget = state.widget_states.widgets.add()
+            widget.id, widget.string_value = self.text_id, text
+        state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
+        await self.ws.send(msg.SerializeToString())
+        page = await self.read_until_finished()
+        self.text_id = page.text_id or self.text_id
+        self.page_hash = page.page_hash or self.page_hash
+        self.query = page.query or self.query
+        return page
+
+    async def read_until_finished(self) -> Page:
+        page = Page()
+        while True:
+            fwd = ForwardMsg()
+            fwd.ParseFromString(await asyncio.wait_for(self.ws.recv(), STEP_TIMEOUT_S))
+            kind = fwd.WhichOneof("type")
+            if kind == "script_finished":
+                return page
+            if kind == "new_session":
+                page.page_hash = fwd.new_session.page_script_hash
+            elif kind == "page_info_changed":
+                page.query = fwd.page_info_changed.query_string
+            elif kind == "session_event" and fwd.session_event.WhichOneof("type") == "script_compilation_exception":
+                page.errors.append(str(fwd.session_event))
+            elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
+                collect(page, fwd.delta.new_element)
+
+    async def close(self) -> None:
+        if self.ws is not None:
+            await self.ws.close()
+
+
+def collect(page: Page, el) -> None:
+    what = el.WhichOneof("type")
+    if what == "text_area" and el.text_area.id.endswith("-text"):
+        page.text_id = el.text_area.id
+    elif what == "code":
+        page.output.append(el.code.code_text)
+    elif what in ("dataframe", "arrow_data_frame") and getattr(el, what).id.split("-")[-1] != "card_metrics":
+        data = getattr(el, what).arrow_data  # the Arrow table's bytes (a message holding them in newer protos)
+        page.tables.append(data if isinstance(data, bytes) else data.SerializeToString())
+    elif what == "plotly_chart":
+        page.charts.append(el.plotly_chart.spec)
+    elif what == "exception":
+        page.errors.append(f"{el.exception.type}: {el.exception.message}")
+    elif what == "alert" and el.alert.format == 1:  # ERROR
+        page.errors.append(el.alert.body)
+
+
+async def one_session(url: str, model: str, texts: list[str], results: dict, times: list, ready: asyncio.Barrier):
+    session = Session(url, model)
+    try:
+        await session.open()
+        if not session.text_id:
+            raise RuntimeError("the page has no Text widget (text_area with key 'text')")
+        await ready.wait()  # every page is open: the class starts typing together
+        for text in texts:
+            t0 = time.perf_counter()
+            page = await session.rerun(text)
+            times.append(time.perf_counter() - t0)
+            if page.errors or len(page.charts) < 2:
+                raise RuntimeError(f"{text!r}: {len(page.charts)} charts, errors {page.errors}")
+            results[text] = page.fingerprint()
+    finally:
+        await session.close()
+
+
+async def run_sessions(url: str, model: str, groups: list[list[str]]) -> tuple[dict, list[float], float]:
+    """Every group of sentences in its own session, all at once; wall time from the first page to the last."""
+    results, times = {}, []
+    ready = asyncio.Barrier(len(groups) + 1)
+    tasks = [asyncio.create_task(one_session(url, model, g, results, times, ready)) for g in groups]
+    await asyncio.wait_for(ready.wait(), STEP_TIMEOUT_S)
+    t0 = time.perf_counter()
+    await asyncio.gather(*tasks)
+    return results, times, time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the server
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RssSampler:
+    """The server's resident memory (its whole process group: streamlit runs as one process), every 0.1 s."""
+
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        self.proc, self.peak, self.stop = psutil.Process(pid), 0, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def now(self) -> int:
+        procs = [self.proc, *self.proc.children(recursive=True)]
+        return sum(p.memory_info().rss for p in procs)
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.1):
+            self.peak = max(self.peak, self.now())
+
+    def __enter__(self) -> RssSampler:
+        self.peak = self.now()
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def serve(ckpt_dir: Path, threads: int) -> tuple[subprocess.Popen, str]:
+    """`streamlit run app.py` on a free port, headless, without its file watcher: a class's server does not
+    reload modules, and on a shared working tree a watcher would re-import files others are editing mid-run."""
+    port = free_port()
+    env = {**os.environ, "ATLAS_CHECKPOINTS": str(ckpt_dir.parent)}
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true"]
+    cmd += ["--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", "--server.runOnSave", "false"]
+    log = open(LOG, "w")  # noqa: SIM115 - the server writes it until it ends
+    proc = subprocess.Popen(cmd, cwd=common.ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.time() + STARTUP_S
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}; see {LOG}")
+        try:
+            if urllib.request.urlopen(f"http://localhost:{port}/_stcore/health", timeout=2).read() == b"ok":
+                return proc, f"ws://localhost:{port}/_stcore/stream"
+        except OSError:
+            time.sleep(0.5)
+    stop_server(proc)
+    raise RuntimeError(f"streamlit did not answer on port {port} within {STARTUP_S} s")
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "?"
+
+
+def measure(ckpt_dir: Path, sessions: int, k: int, threads: int) -> list[str]:
+    """One model: the class at once on a fresh server, then the same sentences one by one on another."""
+    texts = sentences_for(ckpt_dir, sessions * k, seed=0)
+    groups = [texts[i * k : (i + 1) * k] for i in range(sessions)]
+    load_before = uptime()
+    proc, url = serve(ckpt_dir, threads)
+    try:
+        with RssSampler(proc.pid) as rss:
+            start_rss = rss.now()
+            concurrent, times, wall = asyncio.run(run_sessions(url, ckpt_dir.name, groups))
+            end_rss = rss.now()
+    finally:
+        stop_server(proc)
+    load_after = uptime()
+    proc, url = serve(ckpt_dir, threads)
+    try:
+        sequential, seq_times, _ = asyncio.run(run_sessions(url, ckpt_dir.name, [texts]))
+    finally:
+        stop_server(proc)
+    mismatches = sum(1 for t in texts if concurrent.get(t) != sequential.get(t))
+    mb = 1024 * 1024
+    return [
+        ckpt_dir.name,
+        f"{sessions} × {k}",
+        common.ms(common.percentile(times, 50)),
+        common.ms(common.percentile(times, 95)),
+        common.ms(max(times)),
+        f"{len(times) / wall:.2f}/s",
+        common.ms(statistics.median(seq_times)),
+        f"{start_rss / mb:.0f} / {rss.peak / mb:.0f} / {end_rss / mb:.0f} MiB",
+        f"{mismatches}/{len(texts)}",
+        f"`{load_before.split('load average:')[-1].strip()}` → `{load_after.split('load average:')[-1].strip()}`",
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sessions", type=int, default=30)
+    p.add_argument("--sentences", type=int, default=5, help="sentences each session types")
+    p.add_argument("--model", default="all", help="a checkpoint name (reverse, translate-en-de, lm-english) or all")
+    p.add_argument("--checkpoints", type=Path, help="a checkpoint directory or a folder of them")
+    p.add_argument("--tiny", action="store_true", help="tiny untrained checkpoints from training.tiny")
+    p.add_argument("--threads", type=int, default=0, help="OMP_NUM_THREADS for the server (app.py uses 1)")
+    p.add_argument("--out", type=Path, help="also write the table to this markdown file")
+    p.add_argument("--repeats", type=int, help=argparse.SUPPRESS)  # passed on by run_all.py; not used here
+    p.add_argument("--quick", action="store_true", help="2 sessions × 1 sentence: a smoke test")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.sessions, args.sentences = 2, 1
+    dirs, what = common.checkpoint_dirs(args)
+    if args.model != "all":
+        dirs = [d for d in dirs if d.name == args.model]
+        if not dirs:
+            p.error(f"no checkpoint named {args.model!r} in {what}")
+    rows = [measure(d, args.sessions, args.sentences, args.threads) for d in dirs]
+    table = common.Table(
+        ["model", "sessions × sentences", "p50", "p95", "max", "throughput", "one at a time (median)",
+         "server RSS start / peak / end", "mismatches", "load average before → after"],
+        rows,
+    )  # fmt: skip
+    machine = common.header("", what).splitlines()[2].replace(f"torch {common.torch.__version__} with ", "")
+    text = common.emit([
+        "### A classroom at once: real sessions against `streamlit run app.py`",
+        "",
+        machine.split(" intra-op")[0].rsplit(",", 1)[0] + "; the server's torch uses 1 thread (app.py)",
+        f"- models: {what}",
+        f"- {args.sessions} sessions over Streamlit's websocket protocol, each typing {args.sentences} distinct "
+        "sentences back to back, all starting together. Time: from sending the new Text value to that rerun's "
+        f"`script_finished` (after both charts' deltas). Target: p95 ≤ {TARGET_P95_S:.0f} s.",
+        "- mismatches: sentences whose page (model output, tables, both charts' data) differs from the same "
+        "sentence typed alone on a fresh server; RSS: the server process.",
+        "",
+        table.markdown(),
+    ])  # fmt: skip
+    if args.out:
+        args.out.write_text(text + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

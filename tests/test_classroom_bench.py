@@ -1,0 +1,39 @@
+"""bench/classroom.py end to end: two sessions over Streamlit's websocket against a real server, tiny checkpoints."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+def test_two_sessions_get_the_same_pages_as_one_session_alone(tmp_path: Path) -> None:
+    pytest.importorskip("websockets")
+    pytest.importorskip("psutil")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import classroom
+    finally:
+        sys.path.remove(str(BENCH))
+    out = tmp_path / "classroom.md"
+    assert classroom.main(["--tiny", "--quick", "--model", "tiny-lm", "--out", str(out)]) == 0
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| tiny-lm"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[1] == "2 × 1"
+    assert cells[8] == "0/2"  # mismatches
+
+
+def test_sentences_differ_between_sessions() -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import classroom
+    finally:
+        sys.path.remove(str(BENCH))
+    english = classroom.everyday_sentences(150, seed=0)
+    letters = classroom.letter_strings(150, seed=0)
+    assert len(set(english)) == len(set(letters)) == 150
+    assert all(set(s) <= set("abcdefghijklmnop") for s in letters)
