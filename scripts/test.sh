@@ -20,6 +20,7 @@ if [ ! -x /usr/bin/chromium ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
+[ -x /usr/sbin/haproxy ] || { S=""; [ "$(id -u)" -ne 0 ] && S="sudo"; $S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $S apt-get install -y -qq haproxy >/dev/null; }  # tests/test_replicas.py
 
 echo "== ruff"
 .venv/bin/ruff check .
