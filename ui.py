@@ -17,11 +17,11 @@ import streamlit as st
 
 from inference import catalog
 from inference.analysis import Analysis
-from inference.analyze import analyze
 from inference.analyze import positional_table as model_positional_table
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.export import to_json, to_npz_bytes
 from inference.text import InputError
+from inference.worker import ModelWorker
 from viz.stats import head_table
 
 TOP_K = 5
@@ -54,10 +54,18 @@ def load_model(path: str, stamp: float) -> Checkpoint:
     return load_checkpoint(path)
 
 
+@st.cache_resource(max_entries=4, show_spinner=False)
+def model_worker(path: str, stamp: float) -> ModelWorker:
+    """The one thread that runs this checkpoint's model for every session, batching requests made at once."""
+    return ModelWorker(load_model(path, stamp))
+
+
 @st.cache_data(max_entries=16, max_size="512MB", show_spinner="Running the model…")
 def run_model(path: str, stamp: float, text: str) -> Analysis:
-    """The model's Analysis of `text` (every head, the predictions), once per (model, text); raises InputError."""
-    return analyze(load_model(path, stamp), text, k=TOP_K)
+    """The model's Analysis of `text` (every head, the predictions), once per (model, text); raises InputError.
+
+    The page submits to the checkpoint's worker and waits: sessions typing at once share one batch."""
+    return model_worker(path, stamp).analyze(text, k=TOP_K)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

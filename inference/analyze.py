@@ -6,13 +6,14 @@ Everything that needs the model or the tokenizer happens here; what comes out is
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from inference.analysis import Analysis, BatchMasks, Block, Prediction, query_key_pieces
 from inference.checkpoint import Checkpoint
-from inference.decoding import generate, top_k
+from inference.decoding import generate, greedy_many, pad_rows, top_k
 from inference.text import InputError, clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import attention_mask, padding_mask
 from model.trace import Trace
@@ -23,70 +24,126 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
-def _blocks(trace: Trace, source: tuple[str, ...] | None, target: tuple[str, ...]) -> dict[str, Block]:
-    """The batch-of-one trace as numpy blocks, each with its query and key pieces."""
+def _blocks(trace: Trace, row: int, source: tuple[str, ...] | None, target: tuple[str, ...]) -> dict[str, Block]:
+    """Row `row` of a (possibly padded) batch trace as numpy blocks, cut to its own tokens."""
     blocks = {}
     for name, rec in trace.attention.items():
         queries, keys = query_key_pieces(name, source, target)
+        tq, tk = len(queries), len(keys)
         blocks[name] = Block(
             name=name,
             query_pieces=queries,
             key_pieces=keys,
-            scores=_np(rec.scores[0]).astype(np.float32),
-            mask=_np(rec.mask[0]).astype(bool),
-            weights=_np(rec.weights[0]).astype(np.float32),
-            values=_np(rec.values[0]).astype(np.float32),
+            scores=_np(rec.scores[row, :, :tq, :tk]).astype(np.float32),
+            mask=_np(rec.mask[row, :tq, :tk]).astype(bool),
+            weights=_np(rec.weights[row, :, :tq, :tk]).astype(np.float32),
+            values=_np(rec.values[row, :, :tk]).astype(np.float32),
         )
     return blocks
 
 
+@dataclass(frozen=True)
+class Request:
+    """One text to analyse; `target` is the decoder's text for an encoder-decoder (None: its own output)."""
+
+    text: str
+    target: str | None = None
+    k: int = 5
+    max_tokens: int = 64
+
+
+@dataclass
+class _Prepared:
+    request: Request
+    text: str
+    notes: list[str]
+    source_ids: list[int] | None
+    target_ids: list[int] | None  # None: to be decoded
+
+
+def _prepare(ckpt: Checkpoint, request: Request) -> _Prepared:
+    cleaned = clean_text(request.text)
+    notes = list(cleaned.notes)
+    if not ckpt.config.is_encoder_decoder:
+        return _Prepared(request, cleaned.text, notes, None, encode_prefix(ckpt, cleaned.text, notes))
+    source = encode_source(ckpt, cleaned.text, notes)
+    target = None if request.target is None else encode_prefix(ckpt, clean_text(request.target).text, notes)
+    return _Prepared(request, cleaned.text, notes, source, target)
+
+
 @torch.inference_mode()
+def analyze_many(ckpt: Checkpoint, requests: Sequence[Request]) -> list[Analysis | InputError]:
+    """Analyse several texts with one batched decoding and one batched traced forward pass.
+
+    Each result equals `analyze` of that request alone (padding is masked; tests/test_worker.py); a text that
+    cannot be analysed gives its InputError in its place, the others go on.
+    """
+    results: list[Analysis | InputError | None] = [None] * len(requests)
+    ready: list[tuple[int, _Prepared]] = []
+    for i, request in enumerate(requests):
+        try:
+            ready.append((i, _prepare(ckpt, request)))
+        except InputError as exc:
+            results[i] = exc
+    cfg = ckpt.config
+    undecoded = [p for _, p in ready if p.target_ids is None]
+    if undecoded:  # the encoder-decoder writes its own output first: all such rows in one batch
+        max_tokens = max(p.request.max_tokens for p in undecoded)
+        outputs = greedy_many(ckpt.model, [p.source_ids for p in undecoded], max_tokens)
+        for p, out in zip(undecoded, outputs):
+            p.target_ids = [cfg.bos_id] + out.ids[: p.request.max_tokens]
+    if ready:
+        targets = pad_rows([p.target_ids for _, p in ready], cfg.pad_id)
+        if cfg.is_encoder_decoder:
+            logits, trace = ckpt.model(pad_rows([p.source_ids for _, p in ready], cfg.pad_id), targets)
+        else:
+            logits, trace = ckpt.model(targets)
+        for row, (i, p) in enumerate(ready):
+            results[i] = _analysis(ckpt, p, trace, row, logits[row, : len(p.target_ids)])
+    return results  # type: ignore[return-value]
+
+
+def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: torch.Tensor) -> Analysis:
+    tok, cfg = ckpt.tokenizer, ckpt.config
+    notes = list(p.notes)
+    all_ids = p.target_ids + (p.source_ids or [])
+    unknown = tuple(sorted({piece for i, piece in zip(all_ids, tok.pieces(all_ids)) if i == cfg.unk_id}))
+    if unknown:
+        notes.append("Some characters are not in the model's vocabulary and became <unk>.")
+    source = tuple(tok.pieces(p.source_ids)) if p.source_ids is not None else None
+    target = tuple(tok.pieces(p.target_ids))
+    predictions = tuple(
+        tuple(Prediction(tok.pieces([t.id])[0], t.id, t.prob) for t in top) for top in top_k(logits, p.request.k)
+    )
+    positional = {
+        name: _np(rows[: len(source if name == "encoder" else target)]) for name, rows in trace.positional.items()
+    }
+    return Analysis(
+        checkpoint=ckpt.name,
+        kind=cfg.kind,
+        text=p.text,
+        source_pieces=source,
+        target_pieces=target,
+        target_ids=tuple(p.target_ids),
+        blocks=_blocks(trace, row, source, target),
+        positional={name: rows.astype(np.float32) for name, rows in positional.items()},
+        predictions=predictions,
+        output_text=tok.decode(p.target_ids) if cfg.is_encoder_decoder else None,
+        notes=tuple(notes),
+        unknown_pieces=unknown,
+    )
+
+
 def analyze(ckpt: Checkpoint, text: str, target: str | None = None, k: int = 5, max_tokens: int = 64) -> Analysis:
     """Clean and tokenize `text`, run the model once with every head recorded, and return the Analysis.
 
     Encoder-decoder: `target` is the decoder's text; without it the model's own greedy output is used.
     Raises InputError when the text cannot be analysed.
     """
-    cleaned = clean_text(text)
-    notes = list(cleaned.notes)
-    tok, cfg = ckpt.tokenizer, ckpt.config
-    source_ids = None
-    output_text = None
-    if isinstance(ckpt.model, EncoderDecoder):
-        source_ids = encode_source(ckpt, cleaned.text, notes)
-        if target is None:
-            out = generate(ckpt.model, [cfg.bos_id], torch.tensor([source_ids]), max_tokens=max_tokens).ids
-            target_ids = [cfg.bos_id] + out
-        else:
-            target_ids = encode_prefix(ckpt, clean_text(target).text, notes)
-        output_text = tok.decode(target_ids)
-        logits, trace = ckpt.model(torch.tensor([source_ids]), torch.tensor([target_ids]))
-    else:
-        target_ids = encode_prefix(ckpt, cleaned.text, notes)
-        logits, trace = ckpt.model(torch.tensor([target_ids]))
-    all_ids = target_ids + (source_ids or [])
-    unknown = tuple(sorted({p for i, p in zip(all_ids, tok.pieces(all_ids)) if i == cfg.unk_id}))
-    if unknown:
-        notes.append("Some characters are not in the model's vocabulary and became <unk>.")
-    source = tuple(tok.pieces(source_ids)) if source_ids is not None else None
-    target_pieces = tuple(tok.pieces(target_ids))
-    predictions = tuple(
-        tuple(Prediction(tok.pieces([t.id])[0], t.id, t.prob) for t in top) for top in top_k(logits[0], k)
-    )
-    return Analysis(
-        checkpoint=ckpt.name,
-        kind=cfg.kind,
-        text=cleaned.text,
-        source_pieces=source,
-        target_pieces=target_pieces,
-        target_ids=tuple(target_ids),
-        blocks=_blocks(trace, source, target_pieces),
-        positional={name: _np(rows).astype(np.float32) for name, rows in trace.positional.items()},
-        predictions=predictions,
-        output_text=output_text,
-        notes=tuple(notes),
-        unknown_pieces=unknown,
-    )
+    result = analyze_many(ckpt, [Request(text, target, k, max_tokens)])[0]
+    if isinstance(result, InputError):
+        raise result
+    return result
 
 
 def generate_text(ckpt: Checkpoint, text: str, max_tokens: int, beam: int = 1) -> str:

@@ -105,3 +105,38 @@ def generate(
     if done:  # finished hypotheses win; among them, the best log-probability per token
         return Generation(max(done, key=lambda d: d[1] / (len(d[0]) + 1))[0], True)
     return Generation(hyps[0][0], False)
+
+
+def pad_rows(rows: list[list[int]], pad_id: int) -> Tensor:
+    """Id lists → one (B, T_max) tensor, padded at the end (the padding masks keep it out of attention)."""
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [pad_id] * (width - len(r)) for r in rows])
+
+
+@torch.inference_mode()
+def greedy_many(model: EncoderDecoder, sources: list[list[int]], max_tokens: int) -> list[Generation]:
+    """Greedy decoding of several sources in one batch, with the cache; each row stops at its own eos.
+
+    Row i's tokens equal `generate(model, [bos], sources[i], max_tokens)` (tests/test_worker.py): padding is
+    masked, and a finished row is fed padding, which no later query may attend to.
+    """
+    cfg = model.config
+    max_tokens = max(0, min(max_tokens, cfg.max_len - 1))
+    source = pad_rows(sources, cfg.pad_id)
+    fed = torch.full((len(sources), 1), cfg.bos_id)
+    logits, past = model(source, fed, record=False)
+    out: list[list[int]] = [[] for _ in sources]
+    finished = [False] * len(sources)
+    for _ in range(max_tokens):
+        choice = logits[:, -1].float().argmax(dim=-1).tolist()
+        for i, token in enumerate(choice):
+            if not finished[i]:
+                if token == cfg.eos_id:
+                    finished[i] = True
+                else:
+                    out[i].append(token)
+        if all(f or len(o) == max_tokens for f, o in zip(finished, out)):
+            break
+        step = torch.tensor([[cfg.pad_id if f else o[-1]] for f, o in zip(finished, out)])
+        logits, past = model(source, step, past=past, record=False)
+    return [Generation(ids, done) for ids, done in zip(out, finished)]

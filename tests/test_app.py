@@ -13,6 +13,7 @@ import pytest
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
+import inference.worker as worker_module
 import ui
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
@@ -92,8 +93,8 @@ def test_explore_shows_one_head_predictions_and_every_head(app) -> None:
 
 def test_switching_layer_and_head_never_reruns_the_model(app, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    real = ui.analyze
-    monkeypatch.setattr(ui, "analyze", lambda *a, **k: calls.append(a[1]) or real(*a, **k))
+    real = worker_module.analyze_many
+    monkeypatch.setattr(worker_module, "analyze_many", lambda c, rs: calls.extend(r.text for r in rs) or real(c, rs))
     at = app()
     at.text_area(key="text").input("A fresh sentence for counting.").run()
     assert calls == ["A fresh sentence for counting."]

@@ -1,0 +1,81 @@
+"""Batched model work: many texts in one padded batch give exactly what each text gives alone."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from inference.analysis import Analysis
+from inference.analyze import Request, analyze, analyze_many
+from inference.checkpoint import load_checkpoint
+from inference.decoding import generate, greedy_many
+from inference.text import InputError
+from inference.worker import ModelWorker
+from training.tiny import make_tiny_checkpoint
+
+ROOT = Path(__file__).resolve().parent.parent
+TEXTS = ["The cat sat on the mat.", "Hi", "Where is the station? I would like to go home now.", "abc", "Der Hund."]
+
+
+@pytest.fixture(scope="module", params=["encoder-decoder", "decoder-only"])
+def ckpt(request, tmp_path_factory):
+    path = make_tiny_checkpoint(tmp_path_factory.mktemp("worker") / request.param, request.param, seed=3)
+    return load_checkpoint(path)
+
+
+def assert_same(batched: Analysis, alone: Analysis) -> None:
+    assert (batched.source_pieces, batched.target_pieces) == (alone.source_pieces, alone.target_pieces)
+    assert (batched.output_text, batched.notes, batched.text) == (alone.output_text, alone.notes, alone.text)
+    assert [[t.id for t in top] for top in batched.predictions] == [[t.id for t in top] for top in alone.predictions]
+    assert list(batched.blocks) == list(alone.blocks)
+    for name, block in batched.blocks.items():
+        other = alone.blocks[name]
+        assert block.weights.shape == other.weights.shape and np.array_equal(block.mask, other.mask), name
+        np.testing.assert_allclose(block.weights, other.weights, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(block.scores, other.scores, atol=1e-4, err_msg=name)
+    for name, rows in batched.positional.items():
+        np.testing.assert_array_equal(rows, alone.positional[name])
+
+
+def test_a_padded_batch_of_texts_equals_each_text_alone(ckpt) -> None:
+    requests = [Request(t, max_tokens=12) for t in TEXTS] + [Request("   "), Request("Katze", target="Die Katze.")]
+    results = analyze_many(ckpt, requests)
+    assert isinstance(results[-2], InputError)  # the empty text fails in its place; the others go on
+    for request, result in zip(requests, results):
+        if request.text.strip():
+            assert_same(result, analyze(ckpt, request.text, request.target, max_tokens=request.max_tokens))
+
+
+def test_batched_greedy_decoding_equals_one_source_at_a_time() -> None:
+    """The trained reversal model stops at eos at different steps in different rows."""
+    ckpt = load_checkpoint(ROOT / "checkpoints" / "reverse")
+    sources = [ckpt.tokenizer.encode(t) + [ckpt.config.eos_id] for t in ("abc", "hello", "ponmlkjihgfedcba", "a")]
+    batched = greedy_many(ckpt.model, sources, max_tokens=30)
+    alone = [generate(ckpt.model, [ckpt.config.bos_id], torch.tensor([s]), max_tokens=30) for s in sources]
+    assert [(g.ids, g.finished) for g in batched] == [(g.ids, g.finished) for g in alone]
+    assert len({len(g.ids) for g in batched}) > 1 and all(g.finished for g in batched)
+
+
+def test_the_worker_batches_concurrent_sessions_and_answers_each_its_own(ckpt) -> None:
+    worker = ModelWorker(ckpt, window=0.2)
+    results: dict[int, Analysis | Exception] = {}
+
+    def session(i: int) -> None:
+        try:
+            results[i] = worker.analyze(TEXTS[i % len(TEXTS)] if i != 3 else "", max_tokens=12)
+        except InputError as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert isinstance(results[3], InputError)
+    for i in set(range(8)) - {3}:
+        assert_same(results[i], analyze(ckpt, TEXTS[i % len(TEXTS)], max_tokens=12))
+    assert max(worker.batches) > 1  # they were run together, not one after another
