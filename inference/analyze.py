@@ -166,8 +166,7 @@ def batch_masks(ckpt: Checkpoint, texts: Sequence[str]) -> BatchMasks:
     cfg = ckpt.config
     notes: list[str] = []
     ids = [encode_first_stack(ckpt, clean_text(text).text, notes) for text in texts]
-    length = max(len(row) for row in ids)
-    padded = torch.tensor([row + [cfg.pad_id] * (length - len(row)) for row in ids])
+    padded = pad_rows(ids, cfg.pad_id)
     valid = padding_mask(padded, cfg.pad_id)
     causal = not cfg.is_encoder_decoder
     mask = attention_mask(valid, valid, causal=causal)

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from inference.checkpoint import load_checkpoint, recorded, save_checkpoint
+from inference.decoding import pad_rows
 from inference.tokenizer import Tokenizer
 from model.config import ModelConfig
 from model.transformer import build_model
@@ -47,11 +48,6 @@ def encode_pairs(tok: Tokenizer, folder: Path, split: str, max_len: int) -> list
     return pairs
 
 
-def pad(seqs: list[list[int]], pad_id: int) -> Tensor:
-    width = max(len(s) for s in seqs)
-    return torch.tensor([s + [pad_id] * (width - len(s)) for s in seqs])
-
-
 def pair_batches(pairs: list, batch_tokens: int, rng: random.Random, pad_id: int) -> Iterator[tuple[Tensor, Tensor]]:
     """Endless batches of similar-length pairs, about `batch_tokens` padded target tokens each."""
     while True:
@@ -69,7 +65,7 @@ def pair_batches(pairs: list, batch_tokens: int, rng: random.Random, pad_id: int
             batches.append(batch)
             rng.shuffle(batches)
             for b in batches:
-                yield pad([pairs[i][0] for i in b], pad_id), pad([pairs[i][1] for i in b], pad_id)
+                yield pad_rows([pairs[i][0] for i in b], pad_id), pad_rows([pairs[i][1] for i in b], pad_id)
 
 
 def fixed_batches(pairs: list, batch_tokens: int, pad_id: int) -> list[tuple[Tensor, Tensor]]:
@@ -82,7 +78,7 @@ def fixed_batches(pairs: list, batch_tokens: int, pad_id: int) -> list[tuple[Ten
             batch = []
         batch.append(pair)
     batches.append(batch)
-    return [(pad([p[0] for p in b], pad_id), pad([p[1] for p in b], pad_id)) for b in batches if b]
+    return [(pad_rows([p[0] for p in b], pad_id), pad_rows([p[1] for p in b], pad_id)) for b in batches if b]
 
 
 def encode_stream(tok: Tokenizer, lines: list[str]) -> tuple[Tensor, Tensor]:
