@@ -32,10 +32,20 @@ class Generation:
     finished: bool  # True when the model emitted eos before max_tokens
 
 
+TIE = 1e-6  # probabilities closer than this rank as equal, the lower token id first
+
+
 def top_k(logits: Tensor, k: int) -> list[list[TopToken]]:
-    """(T, vocab) logits → for each position, the k most probable next tokens, most probable first."""
+    """(T, vocab) logits → for each position, the k most probable next tokens, most probable first.
+
+    Probabilities are ranked after rounding to `TIE`: a sentence run in a padded batch and alone differs in the
+    last bits, and without this two near-zero tokens could swap places between the two (seen in
+    bench/classroom.py: `<unk> (0%)` and `<pad> (0%)`)."""
     probs = torch.softmax(logits.float(), dim=-1)
-    values, indices = probs.topk(min(k, probs.shape[-1]), dim=-1)
+    vocab = probs.shape[-1]
+    rank = torch.round(probs / TIE).long() * vocab + (vocab - 1 - torch.arange(vocab, device=probs.device))
+    indices = rank.topk(min(k, vocab), dim=-1).indices
+    values = probs.gather(-1, indices)
     return [[TopToken(int(i), float(p)) for i, p in zip(row_i, row_p)] for row_i, row_p in zip(indices, values)]
 
 

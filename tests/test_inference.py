@@ -134,3 +134,15 @@ def test_top_k_returns_the_k_most_probable_tokens_in_order() -> None:
     for row, p in zip(result, probs):
         assert [t.prob for t in row] == pytest.approx(sorted(p.tolist(), reverse=True)[:3])
     assert len(top_k(logits, 10)[0]) == 4  # k larger than the vocabulary
+
+
+def test_top_k_ranks_probabilities_equal_within_float_noise_by_token_id() -> None:
+    """A padded batch and a single run differ in the last bits; near-ties must not swap places between them."""
+    base = torch.tensor([10.0, -30.0, -30.0, -29.0, 0.0])
+    one, other = base.clone(), base.clone()
+    one[1] += 1e-5  # tokens 1 and 2 both have probability ~1e-18: equal to any reader, ordered by noise
+    other[2] += 1e-5
+    ids = [[t.id for t in top_k(x[None], 4)[0]] for x in (one, other)]
+    assert ids[0] == ids[1] == [0, 4, 1, 2]  # not [0, 4, 3, 2]: token 3 is e× more probable but also ~0
+    clear = torch.tensor([[0.0, 0.001, 0.0]])  # a real difference (1e-4 in probability) still ranks
+    assert [t.id for t in top_k(clear, 3)[0]] == [1, 0, 2]
