@@ -32,15 +32,15 @@ class Generation:
     finished: bool  # True when the model emitted eos before max_tokens
 
 
-TIE = 1e-6  # probabilities closer than this rank as equal, the lower token id first
+TIE = 1e-4  # probabilities closer than this rank as equal, the lower token id first (pages show 3 decimals)
 
 
 def top_k(logits: Tensor, k: int) -> list[list[TopToken]]:
     """(T, vocab) logits → for each position, the k most probable next tokens, most probable first.
 
     Probabilities are ranked after rounding to `TIE`: a sentence run in a padded batch and alone differs in the
-    last bits, and without this two near-zero tokens could swap places between the two (seen in
-    bench/classroom.py: `<unk> (0%)` and `<pad> (0%)`)."""
+    last bits, and without this two tokens of equal probability to any reader could swap places between the two
+    (bench/classroom.py saw the reversal model's `<unk>` and `<pad>`, both 0.00394 under label smoothing, swap)."""
     probs = torch.softmax(logits.float(), dim=-1)
     vocab = probs.shape[-1]
     rank = torch.round(probs / TIE).long() * vocab + (vocab - 1 - torch.arange(vocab, device=probs.device))

@@ -144,5 +144,7 @@ def test_top_k_ranks_probabilities_equal_within_float_noise_by_token_id() -> Non
     other[2] += 1e-5
     ids = [[t.id for t in top_k(x[None], 4)[0]] for x in (one, other)]
     assert ids[0] == ids[1] == [0, 4, 1, 2]  # not [0, 4, 3, 2]: token 3 is e× more probable but also ~0
-    clear = torch.tensor([[0.0, 0.001, 0.0]])  # a real difference (1e-4 in probability) still ranks
+    smoothed = torch.tensor([[5.0, -1.0, -1.0 + 2e-6, -1.0]])  # label smoothing: many tokens at ~0.0025
+    assert [t.id for t in top_k(smoothed, 4)[0]] == [0, 1, 2, 3]
+    clear = torch.tensor([[0.0, 0.001, 0.0]])  # a real difference (3e-4 in probability) still ranks
     assert [t.id for t in top_k(clear, 3)[0]] == [1, 0, 2]
