@@ -138,7 +138,7 @@ def test_top_k_returns_the_k_most_probable_tokens_in_order() -> None:
 
 def test_top_k_ranks_probabilities_equal_within_float_noise_by_token_id() -> None:
     """A padded batch and a single run differ in the last bits; near-ties must not swap places between them."""
-    base = torch.tensor([10.0, -30.0, -30.0, -29.0, 0.0])
+    base = torch.tensor([10.0, -30.0, -30.0, -29.0, 5.0])
     one, other = base.clone(), base.clone()
     one[1] += 1e-5  # tokens 1 and 2 both have probability ~1e-18: equal to any reader, ordered by noise
     other[2] += 1e-5
