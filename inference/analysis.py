@@ -10,7 +10,7 @@ of attention across layers. Layers and heads are 0-based here and in files; labe
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -53,10 +53,10 @@ class Block:
     name: str  # module path, e.g. "decoder.layers.1.cross_attn"
     query_pieces: tuple[str, ...]
     key_pieces: tuple[str, ...]
-    scores: np.ndarray  # QKᵀ/√d_head before the mask
+    scores: np.ndarray | None  # QKᵀ/√d_head before the mask; None in the pages' copy (see Analysis.for_pages)
     mask: np.ndarray  # (Tq, Tk) bool, True = may attend
     weights: np.ndarray  # after softmax; masked cells exactly 0
-    values: np.ndarray  # (H, Tk, d_head) V of each head: the attention-math page's weighted sum
+    values: np.ndarray | None  # (H, Tk, d_head) V of each head: the attention-math page's weighted sum; or None
 
     @property
     def stack(self) -> str:
@@ -79,6 +79,10 @@ class Block:
     @property
     def n_heads(self) -> int:
         return int(self.weights.shape[0])
+
+    @property
+    def arrays(self) -> list[np.ndarray]:
+        return [a for a in (self.scores, self.mask, self.weights, self.values) if a is not None]
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,30 @@ class Analysis:
         if not chosen:
             raise KeyError(f"no {attention} blocks in this analysis")
         return np.stack(chosen)
+
+    @property
+    def full(self) -> bool:
+        """Whether the raw scores and value vectors are here (False in the pages' copy)."""
+        return all(b.scores is not None and b.values is not None for b in self.blocks.values())
+
+    def for_pages(self) -> Analysis:
+        """The copy the pages keep between reruns: every head's weights and masks, not the raw scores and value
+        vectors of every block (only the attention-math page and the export read those, from the full one).
+        Its arrays are read-only: one cached copy serves every session."""
+        blocks = {name: replace(b, scores=None, values=None) for name, b in self.blocks.items()}
+        light = replace(self, blocks=blocks)
+        for array in light.arrays:
+            array.flags.writeable = False
+        return light
+
+    @property
+    def arrays(self) -> list[np.ndarray]:
+        return [a for b in self.blocks.values() for a in b.arrays] + list(self.positional.values())
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of its arrays (what a cache of analyses counts)."""
+        return sum(a.nbytes for a in self.arrays)
 
     @property
     def first_positional(self) -> np.ndarray:

@@ -5,6 +5,11 @@ its own thread; it submits its request and waits. The worker takes the first wai
 that arrive within `window` seconds (at most `max_batch`), and runs them as one batch through `analyze_many`:
 one padded greedy decoding and one padded traced forward pass instead of one per session. Padding masks make
 each result equal to analysing that text alone (tests/test_worker.py).
+
+The worker also keeps what it computed, within a byte budget, least recently used out first: the pages' copy of
+each analysis (weights and masks, `Analysis.for_pages`) and, in a smaller budget, the full one (raw scores and V
+too, for the attention-math page and the export). Cached objects are shared by every session, never copied or
+unpickled per rerun; their arrays are read-only. Two sessions asking for the same text at once wait on one run.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections import OrderedDict
 from concurrent.futures import Future
 
 import torch
@@ -21,27 +27,96 @@ from inference.analyze import Request, analyze_many
 from inference.checkpoint import Checkpoint
 from inference.text import InputError
 
+PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or three of 512 tokens on lm-english
+FULL_BYTES = 128 * 2**20  # full analyses (scores and V of every block): the few texts a math page or export reads
+
+
+class ByteCache:
+    """A thread-safe least-recently-used map whose values say their size (`.nbytes`), kept under `max_bytes`."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self._items: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key, value) -> None:
+        with self._lock:
+            if key in self._items:
+                self.bytes -= self._items.pop(key).nbytes
+            if value.nbytes > self.max_bytes:
+                return  # larger than the whole budget: used once, not kept
+            self._items[key] = value
+            self.bytes += value.nbytes
+            while self.bytes > self.max_bytes:
+                self.bytes -= self._items.popitem(last=False)[1].nbytes
+
+    def __len__(self) -> int:
+        return len(self._items)
+
 
 class ModelWorker:
     """Runs `analyze_many` for one checkpoint in a background thread; `analyze` submits and waits."""
 
-    def __init__(self, ckpt: Checkpoint, window: float = 0.005, max_batch: int = 16) -> None:
+    def __init__(
+        self,
+        ckpt: Checkpoint,
+        window: float = 0.005,
+        max_batch: int = 16,
+        pages_bytes: int = PAGES_BYTES,
+        full_bytes: int = FULL_BYTES,
+    ) -> None:
         self.ckpt = ckpt
         self.window = window
         self.max_batch = max_batch
         self.batches: list[int] = []  # size of each batch run, most recent last (for benchmarks and tests)
+        self.pages = ByteCache(pages_bytes)
+        self.full = ByteCache(full_bytes)
+        self._pending: dict[Request, Future] = {}
+        self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[Request, Future]] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"model-worker-{ckpt.name}", daemon=True)
         self._thread.start()
 
     def submit(self, request: Request) -> Future:
-        future: Future = Future()
-        self._queue.put((request, future))
-        return future
+        """A future of the full Analysis; a request already waiting or running shares that run's future."""
+        with self._lock:
+            future = self._pending.get(request)
+            if future is None:
+                future = self._pending[request] = Future()
+                self._queue.put((request, future))
+            return future
 
-    def analyze(self, text: str, target: str | None = None, k: int = 5, max_tokens: int = 64) -> Analysis:
-        """Like `inference.analyze.analyze`, run by the worker; raises InputError for a text it cannot take."""
-        return self.submit(Request(text, target, k, max_tokens)).result()
+    def cached(
+        self, text: str, target: str | None = None, k: int = 5, max_tokens: int = 64, full: bool = False
+    ) -> Analysis | None:
+        """The analysis `analyze` would return, if it is kept already; else None (nothing is run)."""
+        request = Request(text, target, k, max_tokens)
+        if full:
+            return self.full.get(request)
+        light = self.pages.get(request)
+        if light is None and (whole := self.full.get(request)) is not None:
+            light = whole.for_pages()
+            self.pages.put(request, light)
+        return light
+
+    def analyze(
+        self, text: str, target: str | None = None, k: int = 5, max_tokens: int = 64, full: bool = False
+    ) -> Analysis:
+        """Like `inference.analyze.analyze`, run by the worker, or from its cache; raises InputError for a text it
+        cannot take. `full=False` gives the pages' copy (`Analysis.for_pages`), `full=True` the whole one."""
+        kept = self.cached(text, target, k, max_tokens, full)
+        if kept is not None:
+            return kept
+        result = self.submit(Request(text, target, k, max_tokens)).result()
+        return result if full else (self.pages.get(Request(text, target, k, max_tokens)) or result.for_pages())
 
     def _gather(self) -> list[tuple[Request, Future]]:
         batch = [self._queue.get()]
@@ -62,10 +137,17 @@ class ModelWorker:
             try:
                 results = analyze_many(self.ckpt, [request for request, _ in batch])
             except Exception as exc:  # a bug must reach every waiting page as an error, not hang them
-                for _, future in batch:
+                for request, future in batch:
+                    with self._lock:
+                        self._pending.pop(request, None)
                     future.set_exception(exc)
                 continue
-            for (_, future), result in zip(batch, results):
+            for (request, future), result in zip(batch, results):
+                if not isinstance(result, InputError):
+                    self.pages.put(request, result.for_pages())
+                    self.full.put(request, result)
+                with self._lock:
+                    self._pending.pop(request, None)
                 if isinstance(result, InputError):
                     future.set_exception(result)
                 else:

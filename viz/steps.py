@@ -48,6 +48,8 @@ def attention_steps(block: Block, head: int, query: int) -> Steps:
         raise ValueError(f"head {head} is outside 0..{n_heads - 1}")
     if not 0 <= query < tq:
         raise ValueError(f"query {query} is outside 0..{tq - 1}")
+    if block.scores is None or block.values is None:
+        raise ValueError(f"{block.name}: this copy holds no raw scores or values; the full analysis has them")
     d_head = int(block.values.shape[-1])
     v = block.values[head]
     allowed = block.mask[query].astype(bool)
