@@ -13,6 +13,7 @@ from typing import ParamSpec
 
 import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 import streamlit as st
 
 from inference import catalog
@@ -22,6 +23,7 @@ from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.export import to_json, to_npz_bytes
 from inference.text import InputError
 from inference.worker import ModelWorker
+from viz.heads import average_heads, head_heatmap, heads_grid
 from viz.stats import head_table
 
 TOP_K = 5
@@ -60,12 +62,38 @@ def model_worker(path: str, stamp: float) -> ModelWorker:
     return ModelWorker(load_model(path, stamp))
 
 
-@st.cache_data(max_entries=16, max_size="512MB", show_spinner="Running the model…")
-def run_model(path: str, stamp: float, text: str) -> Analysis:
-    """The model's Analysis of `text` (every head, the predictions), once per (model, text); raises InputError.
+def run_model(path: str, stamp: float, text: str, full: bool = False) -> Analysis:
+    """The model's Analysis of `text` (every head, the predictions); raises InputError.
 
-    The page submits to the checkpoint's worker and waits: sessions typing at once share one batch."""
-    return model_worker(path, stamp).analyze(text, k=TOP_K)
+    The page submits to the checkpoint's worker and waits: sessions typing at once share one batch. The worker
+    keeps results (inference.worker): a rerun gets the same object back, not a copy. `full=True`: with the raw
+    scores and V of every block (the attention-math page, the export); else the pages' lighter copy."""
+    worker = model_worker(path, stamp)
+    kept = worker.cached(text, k=TOP_K, full=full)
+    if kept is not None:
+        return kept
+    with st.spinner("Running the model…"):
+        return worker.analyze(text, k=TOP_K, full=full)
+
+
+# Figures are built once per (model, text, view) and shared by every session: a rerun or a head switch sends a
+# built figure (Streamlit copies it to JSON) instead of building Plotly objects again (bench/pages.py).
+@st.cache_resource(max_entries=128, show_spinner=False)
+def head_chart(path: str, stamp: float, text: str, attention: str, layer: int, head: int) -> go.Figure:
+    """The one-head heatmap (head AVERAGE: the mean of the layer's heads)."""
+    analysis = run_model(path, stamp, text)
+    block = analysis.block(attention, layer)
+    weights = average_heads(block.weights) if head == AVERAGE else block.weights[head]
+    head_name = "average of heads" if head == AVERAGE else f"head {head + 1}"
+    title = f"{analysis.attention_label(attention)}, layer {layer + 1}, {head_name}"
+    return head_heatmap(weights, block.query_pieces, block.key_pieces, title)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def grid_chart(path: str, stamp: float, text: str, attention: str) -> go.Figure:
+    """Every head of one attention type, no head outlined (viz.heads.select_head outlines one on a copy)."""
+    analysis = run_model(path, stamp, text)
+    return heads_grid(analysis.stacked(attention), f"{analysis.attention_label(attention)}: every head")
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -80,7 +108,7 @@ def positional_table(path: str, stamp: float) -> np.ndarray:
 
 def export_bytes(path: str, stamp: float, text: str, fmt: str) -> bytes:
     """The whole Analysis as format-1 JSON or NPZ (inference.export); run when a download button is clicked."""
-    analysis = run_model(path, stamp, text)
+    analysis = run_model(path, stamp, text, full=True)
     return to_json(analysis).encode("utf-8") if fmt == "json" else to_npz_bytes(analysis)
 
 
@@ -207,10 +235,10 @@ def _sidebar() -> tuple[Context | None, str]:
     return Context(entry, ckpt, stamp, text), ""
 
 
-def analysis_of(ctx: Context) -> Analysis | None:
+def analysis_of(ctx: Context, full: bool = False) -> Analysis | None:
     """The cached Analysis of the current text, with its notes shown; None after an error message."""
     try:
-        analysis = run_model(ctx.path, ctx.stamp, ctx.text)
+        analysis = run_model(ctx.path, ctx.stamp, ctx.text, full)
     except InputError as exc:
         st.error(str(exc))
         return None
@@ -219,10 +247,11 @@ def analysis_of(ctx: Context) -> Analysis | None:
     return analysis
 
 
-def context_and_analysis() -> tuple[Context, Analysis] | None:
-    """The chosen model and text and their cached Analysis; None after a message saying why there is none."""
+def context_and_analysis(full: bool = False) -> tuple[Context, Analysis] | None:
+    """The chosen model and text and their cached Analysis; None after a message saying why there is none.
+    `full`: with the raw scores and V of every block (only the attention-math page needs them)."""
     ctx = context()
-    analysis = analysis_of(ctx) if ctx is not None else None
+    analysis = analysis_of(ctx, full) if ctx is not None else None
     return None if analysis is None else (ctx, analysis)
 
 

@@ -58,7 +58,7 @@ def body() -> None:
         "3. softmax turns the row into weights that sum to 1, 4. each value vector vⱼ is scaled by its weight, "
         "5. their sum is the head's output for this token."
     )
-    chosen = ui.context_and_analysis()
+    chosen = ui.context_and_analysis(full=True)
     if chosen is not None:
         steps_view(chosen[1], chosen[0].entry.name)
 

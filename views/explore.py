@@ -8,7 +8,7 @@ import streamlit as st
 
 import ui
 from inference.analysis import Analysis
-from viz.heads import average_heads, grid_pick, head_frame, head_heatmap, heads_grid
+from viz.heads import average_heads, grid_pick, head_frame, select_head
 from viz.labels import safe_filename
 from viz.style import chart_config
 from viz.tables import generation_frame, position_labels, top_k_frame
@@ -39,33 +39,36 @@ def predictions(analysis: Analysis) -> None:
 
 @st.fragment
 @ui.safe
-def heads_view(analysis: Analysis, model: str) -> None:
-    """Everything that changes with the attention type, layer and head: reruns alone, never the model."""
+def heads_view(analysis: Analysis, ctx: ui.Context) -> None:
+    """Everything that changes with the attention type, layer and head: reruns alone, never the model; the
+    charts come built from ui's figure cache."""
+    model = ctx.entry.name
     attention, layer, head = ui.head_picker(analysis, with_average=True)
     ui.sync_url()  # first: the address bar follows the choice before the charts are drawn
     block = analysis.block(attention, layer)
-    weights = average_heads(block.weights) if head == ui.AVERAGE else block.weights[head]
-    head_name = "average of heads" if head == ui.AVERAGE else f"head {head + 1}"
-    title = f"{analysis.attention_label(attention)}, layer {layer + 1}, {head_name}"
     name = safe_filename("attention", model, attention, f"L{layer}", "avg" if head == ui.AVERAGE else f"H{head}")
     left, right = st.columns([3, 2])
     with left:
-        fig = head_heatmap(weights, block.query_pieces, block.key_pieces, title)
+        fig = ui.head_chart(ctx.path, ctx.stamp, ctx.text, attention, layer, head)
         st.plotly_chart(fig, key="head_chart", config=chart_config(name))
-        csv = lambda: head_frame(weights, block.query_pieces, block.key_pieces).to_csv()  # built on click
+
+        def csv() -> str:  # built on click
+            weights = average_heads(block.weights) if head == ui.AVERAGE else block.weights[head]
+            return head_frame(weights, block.query_pieces, block.key_pieces).to_csv()
+
         st.download_button("CSV of this head", csv, f"{name}.csv", "text/csv", key="dl_csv", on_click="ignore")
     with right:
         st.subheader("Predictions")
         predictions(analysis)
     st.subheader("All heads")
     st.caption("Every head of this attention type: rows are layers, columns heads. Click a tile to open it.")
-    selected = None if head == ui.AVERAGE else (layer, head)
-    stacked = analysis.stacked(attention)
-    grid = heads_grid(stacked, f"{analysis.attention_label(attention)}: every head", selected)
+    grid = ui.grid_chart(ctx.path, ctx.stamp, ctx.text, attention)
+    if head != ui.AVERAGE:
+        grid = select_head(grid, (layer, head))
     st.plotly_chart(
         grid,
         key="grid",
-        on_select=partial(_on_grid_select, stacked.shape[1]),
+        on_select=partial(_on_grid_select, block.n_heads),
         selection_mode="points",
         config=chart_config(safe_filename("heads", model, attention)),
     )
@@ -77,7 +80,7 @@ def body() -> None:
     if chosen is None:
         return
     ctx, analysis = chosen
-    heads_view(analysis, ctx.entry.name)
+    heads_view(analysis, ctx)
     st.subheader("Export and share")
     st.caption("The address bar keeps the model, text, layer and head: copy it to share this view.")
     cols = st.columns(2)

@@ -105,10 +105,6 @@ def heads_grid(
         fig.add_shape(type="line", x0=k * w - 0.5, x1=k * w - 0.5, y0=-0.5, y1=n_layers * h - 0.5, line=line)
     for k in range(1, n_layers):
         fig.add_shape(type="line", y0=k * h - 0.5, y1=k * h - 0.5, x0=-0.5, x1=n_heads * w - 0.5, line=line)
-    if selected is not None:
-        layer, head = selected
-        box = {"x0": head * w - 0.5, "x1": (head + 1) * w - 0.5, "y0": layer * h - 0.5, "y1": (layer + 1) * h - 0.5}
-        fig.add_shape(type="rect", line={"color": HIGHLIGHT, "width": 4}, **box)
     fig.update_xaxes(
         tickmode="array",
         tickvals=[k * w + (w - 1) / 2 for k in range(n_heads)],
@@ -124,8 +120,21 @@ def heads_grid(
         zeroline=False,
         autorange="reversed",
     )
-    fig.update_layout(hovermode="closest", hoverdistance=-1, clickmode="event+select")
-    return finish(fig, title, height=min(1000, 60 + n_layers * max(90, 600 // max(n_heads, 1))))
+    fig.update_layout(hovermode="closest", hoverdistance=-1, clickmode="event+select", meta={"tile": [h, w]})
+    fig = finish(fig, title, height=min(1000, 60 + n_layers * max(90, 600 // max(n_heads, 1))))
+    return fig if selected is None else select_head(fig, selected)
+
+
+def select_head(grid: go.Figure, selected: tuple[int, int]) -> go.Figure:
+    """A copy of a `heads_grid` figure with head `selected` = (layer, head) outlined. The grid is not changed, so
+    one built grid serves every head switch: the copy skips Plotly's validation (only a rectangle is added)."""
+    spec = grid.to_dict()
+    h, w = spec["layout"]["meta"]["tile"]
+    layer, head = selected
+    box = {"x0": head * w - 0.5, "x1": (head + 1) * w - 0.5, "y0": layer * h - 0.5, "y1": (layer + 1) * h - 0.5}
+    rect = {"type": "rect", "line": {"color": HIGHLIGHT, "width": 4}, **box}
+    spec["layout"]["shapes"] = [*spec["layout"].get("shapes", []), rect]
+    return go.Figure(spec, _validate=False)
 
 
 def grid_pick(selection: Mapping[str, Any] | None, n_heads: int) -> tuple[int, int] | None:
