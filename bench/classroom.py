@@ -363,6 +363,12 @@ class RssSampler:
 def serve(ckpt_dir: Path, threads: int) -> tuple[subprocess.Popen, str]:
     """`streamlit run app.py` on a free port, headless, without its file watcher: a class's server does not
     reload modules, and on a shared working tree a watcher would re-import files others are editing mid-run."""
+    proc, port = spawn(ckpt_dir, threads)
+    return proc, wait_healthy(proc, port)
+
+
+def spawn(ckpt_dir: Path, threads: int) -> tuple[subprocess.Popen, int]:
+    """Start the server `serve` starts and return at once: (the process, its port)."""
     port = free_port()
     env = {**os.environ, "ATLAS_CHECKPOINTS": str(ckpt_dir.parent)}
     if threads:
@@ -371,15 +377,20 @@ def serve(ckpt_dir: Path, threads: int) -> tuple[subprocess.Popen, str]:
     cmd += ["--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none", "--server.runOnSave", "false"]
     log = open(LOG, "w")  # noqa: SIM115 - the server writes it until it ends
     proc = subprocess.Popen(cmd, cwd=common.ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    return proc, port
+
+
+def wait_healthy(proc: subprocess.Popen, port: int, poll_s: float = 0.5) -> str:
+    """Wait until the spawned server's /_stcore/health answers "ok"; its websocket URL. Stops it on a timeout."""
     deadline = time.time() + STARTUP_S
     while time.time() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"streamlit exited with {proc.returncode}; see {LOG}")
         try:
             if urllib.request.urlopen(f"http://localhost:{port}/_stcore/health", timeout=2).read() == b"ok":
-                return proc, f"ws://localhost:{port}/_stcore/stream"
+                return f"ws://localhost:{port}/_stcore/stream"
         except OSError:
-            time.sleep(0.5)
+            time.sleep(poll_s)
     stop_server(proc)
     raise RuntimeError(f"streamlit did not answer on port {port} within {STARTUP_S} s")
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-# classroom: the class figure (real sessions over the websocket); load: the in-process thread-pool figure.
-SCRIPTS = ("trace_speed", "recording_cost", "payload_size", "vs_bertviz", "classroom", "load", "soak", "browser")
+# classroom and pages: real sessions over the websocket against `streamlit run app.py`; browser: a real browser.
+SCRIPTS = ("trace_speed", "recording_cost", "payload_size", "vs_bertviz", "classroom", "pages", "browser")
 LIMIT_S = 3600
 
 
