@@ -9,6 +9,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ParamSpec
 
 import numpy as np
@@ -195,9 +196,15 @@ def context() -> Context | None:
     return ctx
 
 
+@st.cache_resource(max_entries=4, show_spinner=False)
+def checkpoint_entries(root: str, stamp: tuple) -> list[catalog.Entry]:
+    """The checkpoints under `root`, read again only when a folder's stamp changes (catalog.folder_stamp)."""
+    return catalog.list_checkpoints(Path(root))
+
+
 def _sidebar() -> tuple[Context | None, str]:
     root = catalog.checkpoints_dir()
-    entries = catalog.list_checkpoints(root)
+    entries = checkpoint_entries(str(root), catalog.folder_stamp(root))
     if not entries:
         return None, (
             f"No checkpoints found in `{root}`. Put a checkpoint directory there (model.safetensors, "

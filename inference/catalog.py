@@ -76,6 +76,15 @@ def list_checkpoints(root: Path | None = None) -> list[Entry]:
     return entries
 
 
+def folder_stamp(root: Path | None = None) -> tuple[tuple[str, float], ...]:
+    """(name, stamp) of every sub-directory: changes when a checkpoint is added, removed or replaced. A few stat
+    calls, where `list_checkpoints` reads every config and card: the app lists again only when this changes."""
+    root = checkpoints_dir() if root is None else root
+    if not root.is_dir():
+        return ()
+    return tuple((p.name, stamp(p)) for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith("."))
+
+
 def stamp(path: Path) -> float:
     """Latest modification time of the checkpoint's files: a cache key that changes when it is replaced."""
     times = [(path / f).stat().st_mtime for f in (WEIGHTS, CONFIG, TOKENIZER, CARD) if (path / f).exists()]

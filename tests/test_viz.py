@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -306,3 +307,17 @@ def test_catalog_lists_good_and_broken_checkpoints(tiny_checkpoints: dict[str, P
     assert catalog.preset_family("lm-english", "decoder-only", {}) == "lm"
     task, metrics = catalog.card_summary({"task": "t", "metrics": {"bleu": 12.345678, "split": "test"}})
     assert task == "t" and metrics == [("bleu", "12.35"), ("split", "test")]
+
+
+def test_the_folder_stamp_changes_when_a_checkpoint_is_added_or_replaced(tiny_checkpoints, tmp_path: Path) -> None:
+    """The sidebar lists checkpoints again only when this stamp changes (ui.checkpoint_entries)."""
+    shutil.copytree(tiny_checkpoints["decoder-only"], tmp_path / "lm-english")
+    first = catalog.folder_stamp(tmp_path)
+    assert first == catalog.folder_stamp(tmp_path) and [name for name, _ in first] == ["lm-english"]
+    shutil.copytree(tiny_checkpoints["encoder-decoder"], tmp_path / "translate")
+    second = catalog.folder_stamp(tmp_path)
+    assert [name for name, _ in second] == ["lm-english", "translate"]
+    card = tmp_path / "translate" / "card.json"
+    os.utime(card, (card.stat().st_atime, card.stat().st_mtime + 10))  # replaced later
+    assert catalog.folder_stamp(tmp_path) != second
+    assert catalog.folder_stamp(tmp_path / "missing") == ()
