@@ -86,21 +86,43 @@ def analyze_many(ckpt: Checkpoint, requests: Sequence[Request]) -> list[Analysis
         except InputError as exc:
             results[i] = exc
     cfg = ckpt.config
-    undecoded = [p for _, p in ready if p.target_ids is None]
-    if undecoded:  # the encoder-decoder writes its own output first: all such rows in one batch
-        max_tokens = max(p.request.max_tokens for p in undecoded)
-        outputs = greedy_many(ckpt.model, [p.source_ids for p in undecoded], max_tokens)
-        for p, out in zip(undecoded, outputs):
-            p.target_ids = [cfg.bos_id] + out.ids[: p.request.max_tokens]
-    if ready:
-        targets = pad_rows([p.target_ids for _, p in ready], cfg.pad_id)
-        if cfg.is_encoder_decoder:
-            logits, trace = ckpt.model(pad_rows([p.source_ids for _, p in ready], cfg.pad_id), targets)
-        else:
-            logits, trace = ckpt.model(targets)
+    if ready and cfg.is_encoder_decoder:
+        _encode_decode_trace(ckpt, [p for _, p in ready], results, [i for i, _ in ready])
+    elif ready:
+        logits, trace = ckpt.model(pad_rows([p.target_ids for _, p in ready], cfg.pad_id))
         for row, (i, p) in enumerate(ready):
             results[i] = _analysis(ckpt, p, trace, row, logits[row, : len(p.target_ids)])
     return results  # type: ignore[return-value]
+
+
+def _encode_decode_trace(ckpt: Checkpoint, ready: list[_Prepared], results: list, slots: list[int]) -> None:
+    """Encoder-decoder: the encoder runs once per request, traced, with the decoder's first step (bos); the rows
+    without a given target decode greedily from there, reusing its keys and values; then the decoder runs traced
+    over each row's whole target, reusing the encoder's cross-attention keys and values (`Trace.encoder_part`)."""
+    cfg = ckpt.config
+    source = pad_rows([p.source_ids for p in ready], cfg.pad_id)
+    first_logits, first = ckpt.model(source, torch.full((len(ready), 1), cfg.bos_id))
+    given = [row for row, p in enumerate(ready) if p.target_ids is not None]
+    if len(given) < len(ready):  # the model writes its own output: all such rows in one batch
+        max_tokens = max(p.request.max_tokens for p in ready if p.target_ids is None)
+        sources = [p.source_ids for p in ready]
+        outputs = greedy_many(ckpt.model, sources, max_tokens, start=(first_logits, first), skip=given)
+        for p, out in zip(ready, outputs):
+            if p.target_ids is None:
+                p.target_ids = [cfg.bos_id] + out.ids[: p.request.max_tokens]
+    targets = pad_rows([p.target_ids for p in ready], cfg.pad_id)
+    logits, decoded = ckpt.model(source, targets, past=first.encoder_part())
+    encoder = {name: rec for name, rec in first.attention.items() if name.startswith("encoder.")}
+    trace = Trace(
+        cfg.kind,
+        source,
+        targets,
+        decoded.target_valid,
+        {"encoder": first.positional["encoder"], "decoder": decoded.positional["decoder"]},
+        encoder | decoded.attention,
+    )
+    for row, (slot, p) in enumerate(zip(slots, ready)):
+        results[slot] = _analysis(ckpt, p, trace, row, logits[row, : len(p.target_ids)])
 
 
 def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: torch.Tensor) -> Analysis:

@@ -7,6 +7,7 @@ Both give the same tokens (tests/test_inference.py): the cache only saves work.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -124,19 +125,29 @@ def pad_rows(rows: list[list[int]], pad_id: int) -> Tensor:
 
 
 @torch.inference_mode()
-def greedy_many(model: EncoderDecoder, sources: list[list[int]], max_tokens: int) -> list[Generation]:
+def greedy_many(
+    model: EncoderDecoder,
+    sources: list[list[int]],
+    max_tokens: int,
+    start: tuple[Tensor, Trace] | None = None,
+    skip: Sequence[int] = (),
+) -> list[Generation]:
     """Greedy decoding of several sources in one batch, with the cache; each row stops at its own eos.
 
     Row i's tokens equal `generate(model, [bos], sources[i], max_tokens)` (tests/test_worker.py): padding is
-    masked, and a finished row is fed padding, which no later query may attend to.
+    masked, and a finished row is fed padding, which no later query may attend to. `start`: the (logits, trace)
+    of a pass that already fed bos to the padded sources (inference.analyze's traced one: the encoder runs once);
+    rows in `skip` are not decoded (empty, unfinished).
     """
     cfg = model.config
     max_tokens = max(0, min(max_tokens, cfg.max_len - 1))
     source = pad_rows(sources, cfg.pad_id)
-    fed = torch.full((len(sources), 1), cfg.bos_id)
-    logits, past = model(source, fed, record=False)
+    if start is None:
+        logits, past = model(source, torch.full((len(sources), 1), cfg.bos_id), record=False)
+    else:
+        logits, past = start
     out: list[list[int]] = [[] for _ in sources]
-    finished = [False] * len(sources)
+    finished = [i in skip for i in range(len(sources))]
     for _ in range(max_tokens):
         choice = logits[:, -1].float().argmax(dim=-1).tolist()
         for i, token in enumerate(choice):
@@ -149,4 +160,4 @@ def greedy_many(model: EncoderDecoder, sources: list[list[int]], max_tokens: int
             break
         step = torch.tensor([[cfg.pad_id if f else o[-1]] for f, o in zip(finished, out)])
         logits, past = model(source, step, past=past, record=False)
-    return [Generation(ids, done) for ids, done in zip(out, finished)]
+    return [Generation(ids, done and i not in skip) for i, (ids, done) in enumerate(zip(out, finished))]

@@ -54,3 +54,11 @@ class Trace:
             target_valid=self.target_valid.index_select(0, rows),
             attention=attention,
         )
+
+    def encoder_part(self) -> Trace:
+        """This trace as the `past` of a new decoder pass over the same source: the cross-attention keys and
+        values (the encoder memory, projected once) and no decoder tokens, so the decoder starts from its first
+        token and the encoder does not run again."""
+        cross = {name: rec for name, rec in self.attention.items() if name.endswith(".cross_attn")}
+        empty = self.target_valid[:, :0]
+        return replace(self, target_ids=self.target_ids[:, :0], target_valid=empty, attention=cross, query_offset=0)

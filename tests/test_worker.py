@@ -110,3 +110,19 @@ def test_the_worker_cache_stays_within_its_byte_budget(ckpt) -> None:
     assert worker.pages.bytes <= worker.pages.max_bytes and len(worker.full) == 0
     assert worker.cached(TEXTS[-1], max_tokens=12) is not None  # the most recent stays
     assert worker.cached(TEXTS[0], max_tokens=12) is None  # the oldest went first
+
+
+def test_the_encoder_runs_once_per_batch_of_requests(ckpt) -> None:
+    """Decoding its own output and the traced pass share one encoder run (issue 12): not one for each."""
+    if not ckpt.config.is_encoder_decoder:
+        pytest.skip("a language model has no encoder")
+    calls: list[tuple] = []
+    hook = ckpt.model.encoder.register_forward_hook(lambda module, args, out: calls.append(args[0].shape))
+    try:
+        requests = [Request(t, max_tokens=12) for t in TEXTS[:3]] + [Request("Katze", target="Die Katze.")]
+        results = analyze_many(ckpt, requests)
+    finally:
+        hook.remove()
+    assert len(calls) == 1 and calls[0][0] == 4  # one batch of four sources
+    for request, result in zip(requests, results):
+        assert_same(result, analyze(ckpt, request.text, request.target, max_tokens=12))
