@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import json
 import sys
 import time
@@ -37,7 +36,6 @@ from pathlib import Path
 
 import classroom
 import common
-import numpy as np
 import websockets
 from browser import stop_server
 from classroom import Page, RssSampler, Session, collect, sentences_for, uptime
@@ -82,14 +80,14 @@ class Drawn(Page):
     fragment_ids: set[str] = field(default_factory=set)
     seconds: float = 0.0
 
-    def heatmap(self) -> tuple[str, int | None]:
-        """(title, key columns) of the first chart: on Explore the one-head heatmap."""
+    def heatmap(self) -> tuple[str, tuple[int, int] | None]:
+        """(title, (query rows, key columns)) of the first chart: on Explore the one-head heatmap."""
         if not self.charts:
             return "", None
         spec = json.loads(self.charts[0])
         title = spec.get("layout", {}).get("title", {})
         title = title.get("text", "") if isinstance(title, dict) else str(title)
-        return title, key_columns(spec)
+        return title, heatmap_shape(spec)
 
     def drew(self) -> str:
         return f"{len(self.charts)} / {len(self.tables)}"
@@ -106,16 +104,15 @@ class Drawn(Page):
         return ""
 
 
-def key_columns(spec: dict) -> int | None:
-    """Columns of the first trace's z (a list of rows, or Plotly's typed array {"dtype", "bdata", "shape"})."""
+def heatmap_shape(spec: dict) -> tuple[int, int] | None:
+    """(rows, columns) of the first trace's z: a list of rows, or Plotly's typed array {"dtype", "bdata", "shape"}."""
     data = spec.get("data") or [{}]
     z = data[0].get("z")
     if isinstance(z, dict) and "shape" in z:
-        return int(str(z["shape"]).split(",")[-1])
-    if isinstance(z, dict) and "bdata" in z:
-        return len(np.frombuffer(base64.b64decode(z["bdata"]), dtype=np.dtype(z["dtype"])))
+        shape = [int(n) for n in str(z["shape"]).split(",")]
+        return (shape[0], shape[-1]) if len(shape) == 2 else None
     if isinstance(z, list) and z and isinstance(z[0], list):
-        return len(z[0])
+        return len(z), len(z[0])
     return None
 
 
@@ -301,6 +298,12 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
+def rank(n: int, q: float) -> str:
+    """Which of n sorted values common.percentile(values, q) picks, in words ("20th", "the slowest")."""
+    k = common.percentile(list(range(1, n + 1)), q) if n else 0
+    return "slowest" if k == n else f"{k}th fastest"
+
+
 def met(value: float, target: float) -> str:
     return "yes" if value <= target else "**no**"
 
@@ -336,9 +339,9 @@ async def cold_start_and_switches(ckpt: Checkpoint, ckpt_dir: Path, args, result
         text, tokens = text_of_about(ckpt, ckpt_dir, SWITCH_TOKENS, seed=1)
         typed = await session.rerun(text)
         check(typed, f"{name}: Explore with the {tokens}-token text", result)
-        _, keys = typed.heatmap()
-        if keys != tokens:
-            result.failures.append(f"{name}: the heatmap has {keys} key columns, the text {tokens} tokens")
+        _, shape = typed.heatmap()
+        if not shape or shape[1] != tokens:
+            result.failures.append(f"{name}: the heatmap is {shape} (queries, keys), the text {tokens} tokens")
         head_id = session.widget("head")
         options = session.options[head_id]
         current = options.index(session.states[head_id].string_value)
@@ -391,9 +394,11 @@ async def every_page(ckpt: Checkpoint, ckpt_dir: Path, url: str, result: Result)
         visits: dict[str, list[Drawn]] = {p: [] for p in paths}
         page = await session.rerun(text)  # typed on the default page: its first visit with this text
         visits[default].append(page)
-        _, keys = page.heatmap()
-        if keys != tokens:
-            result.failures.append(f"{name}: at 512, the heatmap has {keys} key columns, the text {tokens} tokens")
+        title, shape = page.heatmap()
+        if not shape or shape[1] != tokens:
+            result.failures.append(f"{name}: at 512, the heatmap is {shape} (queries, keys), the text {tokens} tokens")
+        else:
+            result.notes.append(f"{name}: Explore's heatmap at {tokens} tokens: {shape[0]} × {shape[1]} ({title})")
         for round_ in (1, 2):
             for path in paths:
                 if round_ == 1 and path == default:
@@ -520,7 +525,8 @@ def main(argv: list[str] | None = None) -> int:
         "",
         f"Explore with a text of about {SWITCH_TOKENS} tokens; the Head selectbox set to each option in turn "
         f"({args.switches} switches), sent as the browser does for a widget in `st.fragment` (every widget state, the "
-        "fragment's id); time from sending to that run's `script_finished`.",
+        "fragment's id); time from sending to that run's `script_finished`. p95 is common.percentile's nearest "
+        f"rank: with {args.switches} switches it is the {rank(args.switches, 95)} of them.",
         "",
         common.Table(tables["switch"], result.rows["switch"]).markdown(),
         "#### 3. Every page",
