@@ -14,7 +14,7 @@ from typing import ParamSpec
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
+import pyarrow as pa
 import streamlit as st
 
 from inference import catalog
@@ -26,6 +26,8 @@ from inference.text import InputError
 from inference.worker import ModelWorker
 from viz.heads import average_heads, head_heatmap, heads_grid
 from viz.stats import head_table
+from viz.style import frozen
+from viz.tables import generation_frame, top_k_frame
 
 TOP_K = 5
 AVERAGE = -1  # the "head" value meaning the average of all heads
@@ -80,21 +82,31 @@ def run_model(path: str, stamp: float, text: str, full: bool = False) -> Analysi
 # Figures are built once per (model, text, view) and shared by every session: a rerun or a head switch sends a
 # built figure (Streamlit copies it to JSON) instead of building Plotly objects again (bench/pages.py).
 @st.cache_resource(max_entries=128, show_spinner=False)
-def head_chart(path: str, stamp: float, text: str, attention: str, layer: int, head: int) -> go.Figure:
-    """The one-head heatmap (head AVERAGE: the mean of the layer's heads)."""
+def head_chart(path: str, stamp: float, text: str, attention: str, layer: int, head: int) -> dict:
+    """The one-head heatmap (head AVERAGE: the mean of the layer's heads), frozen: `viz.style.thaw` it."""
     analysis = run_model(path, stamp, text)
     block = analysis.block(attention, layer)
     weights = average_heads(block.weights) if head == AVERAGE else block.weights[head]
     head_name = "average of heads" if head == AVERAGE else f"head {head + 1}"
     title = f"{analysis.attention_label(attention)}, layer {layer + 1}, {head_name}"
-    return head_heatmap(weights, block.query_pieces, block.key_pieces, title)
+    return frozen(head_heatmap(weights, block.query_pieces, block.key_pieces, title))
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)
-def grid_chart(path: str, stamp: float, text: str, attention: str) -> go.Figure:
-    """Every head of one attention type, no head outlined (viz.heads.select_head outlines one on a copy)."""
+def grid_chart(path: str, stamp: float, text: str, attention: str) -> dict:
+    """Every head of one attention type, no head outlined (viz.heads.select_head outlines one on a copy),
+    frozen."""
     analysis = run_model(path, stamp, text)
-    return heads_grid(analysis.stacked(attention), f"{analysis.attention_label(attention)}: every head")
+    return frozen(heads_grid(analysis.stacked(attention), f"{analysis.attention_label(attention)}: every head"))
+
+
+@st.cache_resource(max_entries=256, show_spinner=False)
+def predictions_table(path: str, stamp: float, text: str, position: int | None) -> pa.Table:
+    """The predictions beside the heatmap as an Arrow table (what st.dataframe sends): the language model's top-k
+    after `position`, or an encoder-decoder's steps (position None)."""
+    analysis = run_model(path, stamp, text)
+    frame = generation_frame(analysis) if position is None else top_k_frame(analysis, position)
+    return pa.Table.from_pandas(frame, preserve_index=False)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

@@ -321,3 +321,25 @@ def test_the_folder_stamp_changes_when_a_checkpoint_is_added_or_replaced(tiny_ch
     os.utime(card, (card.stat().st_atime, card.stat().st_mtime + 10))  # replaced later
     assert catalog.folder_stamp(tmp_path) != second
     assert catalog.folder_stamp(tmp_path / "missing") == ()
+
+
+def test_a_frozen_figure_thaws_to_the_same_json_and_select_head_leaves_it_unchanged() -> None:
+    """ui caches frozen figures shared by every session: thawing and outlining a head must not alter them."""
+    import copy
+    import json
+
+    import plotly.io as pio
+
+    from viz.heads import select_head
+    from viz.style import frozen, thaw
+
+    rng = np.random.default_rng(0)
+    w = rng.dirichlet(np.ones(6), size=(2, 3, 6)).astype(np.float32)  # (L, H, Tq, Tk)
+    grid = heads_grid(w, "grid")
+    spec = frozen(grid)
+    before = copy.deepcopy(spec)
+    assert json.loads(pio.to_json(thaw(spec), validate=False)) == json.loads(pio.to_json(grid, validate=False))
+    outlined = select_head(spec, (1, 2))
+    assert spec == before  # the cached dict is untouched
+    assert outlined.to_dict()["layout"]["shapes"][-1] == heads_grid(w, "grid", (1, 2)).to_dict()["layout"]["shapes"][-1]
+    assert len(outlined.to_dict()["layout"]["shapes"]) == len(spec["layout"]["shapes"]) + 1

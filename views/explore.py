@@ -10,8 +10,8 @@ import ui
 from inference.analysis import Analysis
 from viz.heads import average_heads, grid_pick, head_frame, select_head
 from viz.labels import safe_filename
-from viz.style import chart_config
-from viz.tables import generation_frame, position_labels, top_k_frame
+from viz.style import chart_config, thaw
+from viz.tables import position_labels
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 
@@ -22,7 +22,7 @@ def _on_grid_select(n_heads: int) -> None:
         st.session_state["layer"], st.session_state["head"] = pick
 
 
-def predictions(analysis: Analysis) -> None:
+def predictions(analysis: Analysis, ctx: ui.Context) -> None:
     """LM: top-k after the chosen position (default: the last); encoder-decoder: output and top-k per step."""
     if analysis.kind == "decoder-only":
         labels = position_labels(analysis)
@@ -30,11 +30,12 @@ def predictions(analysis: Analysis) -> None:
         if st.session_state.get("position") not in positions:
             st.session_state["position"] = positions[-1]
         pos = st.selectbox("Next token after", positions, key="position", format_func=lambda i: labels[i])
-        st.dataframe(top_k_frame(analysis, pos), hide_index=True, column_config={"probability": PROB}, key="topk")
+        table = ui.predictions_table(ctx.path, ctx.stamp, ctx.text, pos)
+        st.dataframe(table, hide_index=True, column_config={"probability": PROB}, key="topk")
     else:
         st.markdown("**Model output**")
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
-        st.dataframe(generation_frame(analysis), hide_index=True, key="steps_topk")
+        st.dataframe(ui.predictions_table(ctx.path, ctx.stamp, ctx.text, None), hide_index=True, key="steps_topk")
 
 
 @st.fragment
@@ -49,7 +50,7 @@ def heads_view(analysis: Analysis, ctx: ui.Context) -> None:
     name = safe_filename("attention", model, attention, f"L{layer}", "avg" if head == ui.AVERAGE else f"H{head}")
     left, right = st.columns([3, 2])
     with left:
-        fig = ui.head_chart(ctx.path, ctx.stamp, ctx.text, attention, layer, head)
+        fig = thaw(ui.head_chart(ctx.path, ctx.stamp, ctx.text, attention, layer, head))
         st.plotly_chart(fig, key="head_chart", config=chart_config(name))
 
         def csv() -> str:  # built on click
@@ -59,12 +60,11 @@ def heads_view(analysis: Analysis, ctx: ui.Context) -> None:
         st.download_button("CSV of this head", csv, f"{name}.csv", "text/csv", key="dl_csv", on_click="ignore")
     with right:
         st.subheader("Predictions")
-        predictions(analysis)
+        predictions(analysis, ctx)
     st.subheader("All heads")
     st.caption("Every head of this attention type: rows are layers, columns heads. Click a tile to open it.")
-    grid = ui.grid_chart(ctx.path, ctx.stamp, ctx.text, attention)
-    if head != ui.AVERAGE:
-        grid = select_head(grid, (layer, head))
+    spec = ui.grid_chart(ctx.path, ctx.stamp, ctx.text, attention)
+    grid = thaw(spec) if head == ui.AVERAGE else select_head(spec, (layer, head))
     st.plotly_chart(
         grid,
         key="grid",

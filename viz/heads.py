@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 
 from viz.arrays import THUMBNAIL, block_average, check_attention, quantize
 from viz.labels import indexed_labels, plotly_labels
-from viz.style import COLORSCALE, HIGHLIGHT, finish, tick_step
+from viz.style import COLORSCALE, HIGHLIGHT, finish, thaw, tick_step
 
 HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pieces (keeps the figure small)
 ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each weight in its cell
@@ -125,16 +125,17 @@ def heads_grid(
     return fig if selected is None else select_head(fig, selected)
 
 
-def select_head(grid: go.Figure, selected: tuple[int, int]) -> go.Figure:
-    """A copy of a `heads_grid` figure with head `selected` = (layer, head) outlined. The grid is not changed, so
-    one built grid serves every head switch: the copy skips Plotly's validation (only a rectangle is added)."""
-    spec = grid.to_dict()
+def select_head(grid: go.Figure | dict[str, Any], selected: tuple[int, int]) -> go.Figure:
+    """A copy of a `heads_grid` figure (or its `frozen` dict) with head `selected` = (layer, head) outlined. The
+    grid is not changed, so one built grid serves every head switch: the copy skips Plotly's validation (only a
+    rectangle is added)."""
+    spec = grid.to_dict() if isinstance(grid, go.Figure) else grid
     h, w = spec["layout"]["meta"]["tile"]
     layer, head = selected
     box = {"x0": head * w - 0.5, "x1": (head + 1) * w - 0.5, "y0": layer * h - 0.5, "y1": (layer + 1) * h - 0.5}
     rect = {"type": "rect", "line": {"color": HIGHLIGHT, "width": 4}, **box}
-    spec["layout"]["shapes"] = [*spec["layout"].get("shapes", []), rect]
-    return go.Figure(spec, _validate=False)
+    layout = {**spec["layout"], "shapes": [*spec["layout"].get("shapes", []), rect]}
+    return thaw({**spec, "layout": layout})
 
 
 def grid_pick(selection: Mapping[str, Any] | None, n_heads: int) -> tuple[int, int] | None:

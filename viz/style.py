@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from viz.labels import escape, safe_filename
 
@@ -35,3 +37,15 @@ def finish(fig: go.Figure, title: str, height: int) -> go.Figure:
 def tick_step(n: int, most: int = 64) -> int:
     """Label every `step`-th token so at most `most` labels crowd one axis."""
     return max(1, -(-n // most))
+
+
+def frozen(fig: go.Figure) -> dict[str, Any]:
+    """The figure as the JSON plotly.js receives, as a dict: its arrays already base64 typed arrays. Kept in a
+    cache, it is built and encoded once; `thaw` makes a Figure of it for st.plotly_chart."""
+    return json.loads(pio.to_json(fig, validate=False))
+
+
+def thaw(spec: dict[str, Any]) -> go.Figure:
+    """A Figure around a `frozen` dict, without Plotly's validation (it was valid when frozen): about half a
+    millisecond, and st.plotly_chart's copy of it has no numpy arrays left to encode. `spec` is not changed."""
+    return go.Figure(spec, _validate=False)
