@@ -24,7 +24,7 @@ from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.export import to_json, to_npz_bytes
 from inference.text import InputError
 from inference.worker import ModelWorker
-from viz.heads import average_heads, head_heatmap, heads_grid
+from viz.heads import average_heads, head_heatmap, heads_grid, swap_head
 from viz.stats import head_table
 from viz.style import frozen
 from viz.tables import generation_frame, top_k_frame
@@ -81,7 +81,13 @@ def run_model(path: str, stamp: float, text: str, full: bool = False) -> Analysi
 
 # Figures are built once per (model, text, view) and shared by every session: a rerun or a head switch sends a
 # built figure (Streamlit copies it to JSON) instead of building Plotly objects again (bench/pages.py).
-@st.cache_resource(max_entries=128, show_spinner=False)
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _heatmap_template(path: str, stamp: float, text: str, attention: str, layer: int) -> dict:
+    """A layer's first head, frozen: every head of the layer shares its axes and hover text (viz.heads.swap_head)."""
+    block = run_model(path, stamp, text).block(attention, layer)
+    return frozen(head_heatmap(block.weights[0], block.query_pieces, block.key_pieces))
+
+
 def head_chart(path: str, stamp: float, text: str, attention: str, layer: int, head: int) -> dict:
     """The one-head heatmap (head AVERAGE: the mean of the layer's heads), frozen: `viz.style.thaw` it."""
     analysis = run_model(path, stamp, text)
@@ -89,7 +95,7 @@ def head_chart(path: str, stamp: float, text: str, attention: str, layer: int, h
     weights = average_heads(block.weights) if head == AVERAGE else block.weights[head]
     head_name = "average of heads" if head == AVERAGE else f"head {head + 1}"
     title = f"{analysis.attention_label(attention)}, layer {layer + 1}, {head_name}"
-    return frozen(head_heatmap(weights, block.query_pieces, block.key_pieces, title))
+    return swap_head(_heatmap_template(path, stamp, text, attention, layer), weights, title)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

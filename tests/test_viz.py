@@ -343,3 +343,22 @@ def test_a_frozen_figure_thaws_to_the_same_json_and_select_head_leaves_it_unchan
     assert spec == before  # the cached dict is untouched
     assert outlined.to_dict()["layout"]["shapes"][-1] == heads_grid(w, "grid", (1, 2)).to_dict()["layout"]["shapes"][-1]
     assert len(outlined.to_dict()["layout"]["shapes"]) == len(spec["layout"]["shapes"]) + 1
+
+
+@pytest.mark.parametrize("n", [5, 20, 60])  # numbers in cells; hover names pieces; hover names positions
+def test_swap_head_gives_the_heatmap_built_for_that_head(n: int) -> None:
+    import json
+
+    from viz.heads import swap_head
+    from viz.style import frozen
+
+    rng = np.random.default_rng(n)
+    heads = rng.dirichlet(np.ones(n), size=(2, n)).astype(np.float32)
+    pieces = [f"t{i}<b>" for i in range(n)]
+    template = frozen(head_heatmap(heads[0], pieces, pieces, "layer 1, head 1"))
+    kept = json.dumps(template)
+    swapped = swap_head(template, heads[1], "layer 1, head <2>")
+    assert swapped == frozen(head_heatmap(heads[1], pieces, pieces, "layer 1, head <2>"))
+    assert json.dumps(template) == kept  # the shared template is untouched
+    with pytest.raises(ValueError, match="do not fit"):
+        swap_head(template, heads[1][:-1], "x")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from viz.arrays import THUMBNAIL, block_average, check_attention, quantize
-from viz.labels import indexed_labels, plotly_labels
+from viz.labels import escape, indexed_labels, plotly_labels
 from viz.style import COLORSCALE, HIGHLIGHT, finish, thaw, tick_step
 
 HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pieces (keeps the figure small)
@@ -59,6 +60,23 @@ def head_heatmap(
     fig.update_xaxes(title_text="key (attended to)", tickangle=-60, **_axis(k_labels))
     fig.update_yaxes(title_text="query (attending)", autorange="reversed", **_axis(q_labels))
     return finish(fig, title, height=min(900, max(360, 22 * len(q_labels) + 160)))
+
+
+def swap_head(spec: dict[str, Any], weights: np.ndarray, title: str) -> dict[str, Any]:
+    """A `frozen` `head_heatmap` of the same tokens with another head's weights and title. Axes, hover text and
+    layout are shared with `spec` (not changed): a head switch encodes one matrix instead of building a figure."""
+    trace = spec["data"][0]
+    z = np.ascontiguousarray(weights, dtype=np.float32)
+    shape = tuple(int(n) for n in str(trace["z"].get("shape", "")).split(",")) if isinstance(trace["z"], dict) else ()
+    if z.shape != shape:
+        raise ValueError(f"weights of shape {z.shape} do not fit this heatmap of shape {shape}")
+    encoded = {
+        "dtype": "f4",
+        "bdata": base64.b64encode(z.tobytes()).decode("ascii"),
+        "shape": f"{shape[0]}, {shape[1]}",
+    }
+    layout = {**spec["layout"], "title": {**spec["layout"]["title"], "text": escape(title)}}
+    return {**spec, "data": [{**trace, "z": encoded}, *spec["data"][1:]], "layout": layout}
 
 
 def heads_grid(
