@@ -350,6 +350,7 @@ async def cold_start_and_switches(ckpt: Checkpoint, ckpt_dir: Path, args, result
         if not fragment:
             result.notes.append(f"{name}: the head selectbox is in no fragment: head switches are full reruns")
         for index in order:
+            await asyncio.sleep(args.think)  # a person's clicks are this far apart at the quickest
             try:
                 page = await session.choose("head", index, fragment=fragment)
             except TimeoutError:
@@ -477,6 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--checkpoints", type=Path, help="a checkpoint directory or a folder of them")
     p.add_argument("--tiny", action="store_true", help="tiny untrained checkpoints from training.tiny")
     p.add_argument("--switches", type=int, default=20, help="head switches at 128 tokens")
+    p.add_argument(
+        "--think", type=float, default=0.3, help="seconds between head switches (0: back to back, see README)"
+    )
     p.add_argument("--soak", type=int, default=20, help="distinct ~512-token texts the soak types")
     p.add_argument("--threads", type=int, default=0, help="OMP_NUM_THREADS for the server (app.py uses 1)")
     p.add_argument("--out", type=Path, help="also write the tables to this markdown file")
@@ -524,8 +528,9 @@ def main(argv: list[str] | None = None) -> int:
         "#### 2. Head switch",
         "",
         f"Explore with a text of about {SWITCH_TOKENS} tokens; the Head selectbox set to each option in turn "
-        f"({args.switches} switches), sent as the browser does for a widget in `st.fragment` (every widget state, the "
-        "fragment's id); time from sending to that run's `script_finished`. p95 is common.percentile's nearest "
+        f"({args.switches} switches, {args.think:g} s apart: a person's quickest clicks), sent as the browser does for "
+        "a widget in `st.fragment` (every widget state, the fragment's id); time from sending to that run's "
+        "`script_finished`. p95 is common.percentile's nearest "
         f"rank: with {args.switches} switches it is the {rank(args.switches, 95)} of them.",
         "",
         common.Table(tables["switch"], result.rows["switch"]).markdown(),
