@@ -18,6 +18,8 @@ torch.set_num_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
 
 st.set_page_config(page_title="Attention Atlas", layout="wide")
 
+ui.freeze_heap_once()
+
 ui.keep_state()
 ui.restore_from_url()
 

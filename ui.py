@@ -6,6 +6,7 @@ Computation lives in viz/ and model/; this module only calls it, caches it and l
 from __future__ import annotations
 
 import functools
+import gc
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -129,6 +130,19 @@ def export_bytes(path: str, stamp: float, text: str, fmt: str) -> bytes:
     """The whole Analysis as format-1 JSON or NPZ (inference.export); run when a download button is clicked."""
     analysis = run_model(path, stamp, text, full=True)
     return to_json(analysis).encode("utf-8") if fmt == "json" else to_npz_bytes(analysis)
+
+
+_heap_frozen = False
+
+
+def freeze_heap_once() -> None:
+    """On the process's first rerun, move every object alive (torch, pandas, plotly, Streamlit: the imports) out
+    of the garbage collector's reach, so that a full collection walks only what reruns create. A module global:
+    modules outlive reruns."""
+    global _heap_frozen
+    if not _heap_frozen:
+        gc.freeze()
+        _heap_frozen = True
 
 
 def safe(func: Callable[P, None]) -> Callable[P, None]:
