@@ -307,7 +307,7 @@ async def one_session(url: str, model: str, texts: list[str], results: dict, tim
             times.append(time.perf_counter() - t0)
             if page.errors or len(page.charts) < 2:
                 raise RuntimeError(f"{text!r}: {len(page.charts)} charts, errors {page.errors}")
-            results[text] = page.fingerprint()
+            results[text] = page  # fingerprinted after the run: the client's parsing must not delay other sessions
     finally:
         await session.close()
 
@@ -421,6 +421,8 @@ def measure(ckpt_dir: Path, sessions: int, k: int, threads: int) -> list[str]:
         sequential, seq_times, _ = asyncio.run(run_sessions(url, ckpt_dir.name, [texts]))
     finally:
         stop_server(proc)
+    concurrent = {t: page.fingerprint() for t, page in concurrent.items()}
+    sequential = {t: page.fingerprint() for t, page in sequential.items()}
     differing = [t for t in texts if not same_page(concurrent.get(t), sequential.get(t))]
     for t in differing[:3]:
         print(f"mismatch: {t!r}: {describe(concurrent.get(t), sequential.get(t))}", file=sys.stderr)
