@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 from plotly_data import decode_typed_array
 
@@ -362,3 +363,19 @@ def test_swap_head_gives_the_heatmap_built_for_that_head(n: int) -> None:
     assert json.dumps(template) == kept  # the shared template is untouched
     with pytest.raises(ValueError, match="do not fit"):
         swap_head(template, heads[1][:-1], "x")
+
+
+@pytest.mark.parametrize("n", [4, 20, 60])
+def test_charts_built_without_validation_are_what_plotly_validates(n: int) -> None:
+    """head_heatmap and heads_grid write Plotly's JSON by hand (viz.style.unvalidated): validating the same dicts
+    must accept every property and give the same JSON (a misspelt key would raise here)."""
+    import json
+
+    import plotly.io as pio
+
+    rng = np.random.default_rng(n)
+    pieces = [f"t{i}<&>" for i in range(n)]
+    w = rng.dirichlet(np.ones(n), size=(2, 3, n)).astype(np.float32)
+    for fig in (head_heatmap(w[0, 0], pieces, pieces, "t <b>"), heads_grid(w, "g"), heads_grid(w, "g", (1, 2))):
+        validated = go.Figure(fig.to_dict())
+        assert json.loads(pio.to_json(validated)) == json.loads(pio.to_json(fig, validate=False))

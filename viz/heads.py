@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from viz.arrays import THUMBNAIL, block_average, check_attention, quantize
 from viz.labels import escape, indexed_labels, plotly_labels
-from viz.style import COLORSCALE, HIGHLIGHT, finish, thaw, tick_step
+from viz.style import COLORSCALE, HIGHLIGHT, finish_layout, thaw, tick_step, unvalidated
 
 HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pieces (keeps the figure small)
 ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each weight in its cell
@@ -56,10 +56,12 @@ def head_heatmap(
     if annotate if annotate is not None else max(z.shape) <= ANNOTATE_TOKENS:
         analysis["texttemplate"] = "%{z:.2f}"
         analysis["textfont"] = {"size": 11}
-    fig = go.Figure(go.Heatmap(**analysis))
-    fig.update_xaxes(title_text="key (attended to)", tickangle=-60, **_axis(k_labels))
-    fig.update_yaxes(title_text="query (attending)", autorange="reversed", **_axis(q_labels))
-    return finish(fig, title, height=min(900, max(360, 22 * len(q_labels) + 160)))
+    layout = {
+        "xaxis": {"title": {"text": "key (attended to)"}, "tickangle": -60, **_axis(k_labels)},
+        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **_axis(q_labels)},
+        **finish_layout(title, height=min(900, max(360, 22 * len(q_labels) + 160))),
+    }
+    return unvalidated([{"type": "heatmap", **analysis}], layout)
 
 
 def swap_head(spec: dict[str, Any], weights: np.ndarray, title: str) -> dict[str, Any]:
@@ -98,48 +100,59 @@ def heads_grid(
     h, w = tiles.shape[-2:]
     mosaic = quantize(tiles.transpose(0, 2, 1, 3).reshape(n_layers * h, n_heads * w))
     ticks = [0, 64, 128, 191, 255]
-    heat = go.Heatmap(
-        z=mosaic,
-        zmin=0,
-        zmax=255,
-        colorscale=COLORSCALE,
-        hoverinfo="skip",
-        colorbar={"title": {"text": "weight"}, "tickvals": ticks, "ticktext": ["0", ".25", ".5", ".75", "1"]},
-    )
+    heat = {
+        "type": "heatmap",
+        "z": mosaic,
+        "zmin": 0,
+        "zmax": 255,
+        "colorscale": COLORSCALE,
+        "hoverinfo": "skip",
+        "colorbar": {"title": {"text": "weight"}, "tickvals": ticks, "ticktext": ["0", ".25", ".5", ".75", "1"]},
+    }
     layer_idx, head_idx = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
-    centres = go.Scatter(
-        x=(head_idx.ravel() * w + (w - 1) / 2).astype(np.float32),
-        y=(layer_idx.ravel() * h + (h - 1) / 2).astype(np.float32),
-        mode="markers",
-        marker={"size": 18, "opacity": 0.0, "symbol": "square"},
-        customdata=[[int(a), int(b)] for a, b in zip(layer_idx.ravel(), head_idx.ravel())],  # plain: tiny
-        text=[f"layer {a + 1}, head {b + 1}" for a, b in zip(layer_idx.ravel(), head_idx.ravel())],  # 1-based labels
-        hovertemplate="%{text}: click to open<extra></extra>",
-        showlegend=False,
-    )
-    fig = go.Figure([heat, centres])
+    centres = {
+        "type": "scatter",
+        "x": (head_idx.ravel() * w + (w - 1) / 2).astype(np.float32),
+        "y": (layer_idx.ravel() * h + (h - 1) / 2).astype(np.float32),
+        "mode": "markers",
+        "marker": {"size": 18, "opacity": 0.0, "symbol": "square"},
+        "customdata": [[int(a), int(b)] for a, b in zip(layer_idx.ravel(), head_idx.ravel())],  # plain: tiny
+        "text": [f"layer {a + 1}, head {b + 1}" for a, b in zip(layer_idx.ravel(), head_idx.ravel())],  # 1-based
+        "hovertemplate": "%{text}: click to open<extra></extra>",
+        "showlegend": False,
+    }
     line = {"color": "white", "width": 2}
-    for k in range(1, n_heads):
-        fig.add_shape(type="line", x0=k * w - 0.5, x1=k * w - 0.5, y0=-0.5, y1=n_layers * h - 0.5, line=line)
-    for k in range(1, n_layers):
-        fig.add_shape(type="line", y0=k * h - 0.5, y1=k * h - 0.5, x0=-0.5, x1=n_heads * w - 0.5, line=line)
-    fig.update_xaxes(
-        tickmode="array",
-        tickvals=[k * w + (w - 1) / 2 for k in range(n_heads)],
-        ticktext=[f"head {k + 1}" for k in range(n_heads)],
-        showgrid=False,
-        zeroline=False,
-    )
-    fig.update_yaxes(
-        tickmode="array",
-        tickvals=[k * h + (h - 1) / 2 for k in range(n_layers)],
-        ticktext=[f"layer {k + 1}" for k in range(n_layers)],
-        showgrid=False,
-        zeroline=False,
-        autorange="reversed",
-    )
-    fig.update_layout(hovermode="closest", hoverdistance=-1, clickmode="event+select", meta={"tile": [h, w]})
-    fig = finish(fig, title, height=min(1000, 60 + n_layers * max(90, 600 // max(n_heads, 1))))
+    shapes = [
+        {"type": "line", "x0": k * w - 0.5, "x1": k * w - 0.5, "y0": -0.5, "y1": n_layers * h - 0.5, "line": line}
+        for k in range(1, n_heads)
+    ] + [
+        {"type": "line", "y0": k * h - 0.5, "y1": k * h - 0.5, "x0": -0.5, "x1": n_heads * w - 0.5, "line": line}
+        for k in range(1, n_layers)
+    ]
+    layout = {
+        **({"shapes": shapes} if shapes else {}),
+        "xaxis": {
+            "tickmode": "array",
+            "tickvals": [k * w + (w - 1) / 2 for k in range(n_heads)],
+            "ticktext": [f"head {k + 1}" for k in range(n_heads)],
+            "showgrid": False,
+            "zeroline": False,
+        },
+        "yaxis": {
+            "tickmode": "array",
+            "tickvals": [k * h + (h - 1) / 2 for k in range(n_layers)],
+            "ticktext": [f"layer {k + 1}" for k in range(n_layers)],
+            "showgrid": False,
+            "zeroline": False,
+            "autorange": "reversed",
+        },
+        "hovermode": "closest",
+        "hoverdistance": -1,
+        "clickmode": "event+select",
+        "meta": {"tile": [h, w]},
+        **finish_layout(title, height=min(1000, 60 + n_layers * max(90, 600 // max(n_heads, 1)))),
+    }
+    fig = unvalidated([heat, centres], layout)
     return fig if selected is None else select_head(fig, selected)
 
 
