@@ -9,6 +9,7 @@ to it the way the browser does (`streamlit.proto` BackMsg / ForwardMsg), per mod
                   "average"). Each switch is what the browser sends for a widget inside `st.fragment`: a
                   `rerun_script` carrying every current widget state (the new head among them) and the fragment's
                   id (`Delta.fragment_id` of the head selectbox), timed until that fragment run's `script_finished`;
+                  switches are --think seconds apart (default 0.3, a person's quickest clicks; 0 = back to back);
   3. every page   a text of about 512 tokens (at most the model's max_len) typed on Explore, then each page of
                   app.py opened the way the sidebar's navigation does (`rerun_script.page_script_hash` of the page,
                   from the `navigation` message; only the sidebar's widget states, as the browser keeps them), then
@@ -21,7 +22,7 @@ Token counts are the length of the input's main axis (bos/eos included: what the
 columns, and the page's heatmap is checked to have exactly that many).
 
     python bench/pages.py [--model reverse|translate-en-de|lm-english|all] [--checkpoints DIR] [--tiny]
-                          [--switches 20] [--soak 20] [--quick] [--threads N] [--out FILE.md]
+                          [--switches 20] [--think 0.3] [--soak 20] [--quick] [--threads N] [--out FILE.md]
 """
 
 from __future__ import annotations
