@@ -182,6 +182,17 @@ def generate_text(ckpt: Checkpoint, text: str, max_tokens: int, beam: int = 1) -
     return ckpt.tokenizer.decode(result.ids)
 
 
+@torch.inference_mode()
+def translate_many(ckpt: Checkpoint, texts: Sequence[str], max_tokens: int, batch: int = 32) -> list[str]:
+    """Greedy outputs of an encoder-decoder for many texts, `batch` at a time: what the app's worker decodes
+    (`greedy_many`, equal to one text at a time: tests/test_worker.py), for evaluating on a test set."""
+    sources = [encode_source(ckpt, clean_text(text).text, []) for text in texts]
+    out: list[str] = []
+    for i in range(0, len(sources), batch):
+        out += [ckpt.tokenizer.decode(g.ids) for g in greedy_many(ckpt.model, sources[i : i + batch], max_tokens)]
+    return out
+
+
 def batch_masks(ckpt: Checkpoint, texts: Sequence[str]) -> BatchMasks:
     """Tokenise `texts` as the model's first stack reads them, pad them to one length, and compute the
     padding and attention masks with the model's own functions. Raises InputError for an empty text."""

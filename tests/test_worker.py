@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from inference.analysis import Analysis
-from inference.analyze import Request, analyze, analyze_many
+from inference.analyze import Request, analyze, analyze_many, generate_text, translate_many
 from inference.checkpoint import load_checkpoint
 from inference.decoding import generate, greedy_many
 from inference.text import InputError
@@ -126,3 +126,10 @@ def test_the_encoder_runs_once_per_batch_of_requests(ckpt) -> None:
     assert len(calls) == 1 and calls[0][0] == 4  # one batch of four sources
     for request, result in zip(requests, results):
         assert_same(result, analyze(ckpt, request.text, request.target, max_tokens=12))
+
+
+def test_translate_many_gives_what_generate_gives_one_text_at_a_time() -> None:
+    """The evaluation's batched greedy outputs (training.evaluate) are the single-text ones."""
+    ckpt = load_checkpoint(ROOT / "checkpoints" / "reverse")
+    texts = ["abc", "hello", "ponmlkjihgfedcba", "a", "attention"]
+    assert translate_many(ckpt, texts, 30, batch=2) == [generate_text(ckpt, t, 30) for t in texts]

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from inference.analyze import generate_text
+from inference.analyze import generate_text, translate_many
 from inference.checkpoint import CARD, Checkpoint, CheckpointError, load_checkpoint
 from inference.score import perplexity
 from training.tasks import data_dir
@@ -56,6 +56,9 @@ def task_of(ckpt: Checkpoint) -> str:
 
 
 def outputs(ckpt: Checkpoint, sources: list[str], desc: str, max_tokens: int = 80, beam: int = 1) -> list[str]:
+    """Greedy: batched as the app decodes (`translate_many`); beam search: one source at a time."""
+    if beam == 1 and ckpt.config.is_encoder_decoder:
+        return translate_many(ckpt, sources, max_tokens)
     return [generate_text(ckpt, s, max_tokens, beam) for s in tqdm(sources, desc=desc, unit="input", mininterval=2)]
 
 
