@@ -33,6 +33,7 @@ from viz.tables import generation_frame, top_k_frame
 TOP_K = 5
 AVERAGE = -1  # the "head" value meaning the average of all heads
 URL_KEYS: dict[str, type] = {"model": str, "text": str, "attention": str, "layer": int, "head": int}
+URL_KEYS |= {"query": int, "position": int}  # the attention-math query token, the LM's next-token position
 PERSISTENT = ("model", "text", "attention", "layer", "head", "query", "position", "second_text", "stats_pick")
 PERSISTENT += ("pe_positions", "pe_dims", "pe_metric")
 MAX_URL_TEXT = 1000
@@ -186,7 +187,9 @@ def restore_from_url() -> None:
             try:
                 st.session_state[key] = cast(st.query_params[key])
             except ValueError:
-                pass
+                continue
+            if key in ("query", "position"):  # follow_text keeps it for the URL's text
+                st.session_state[f"_{key}_from_url"] = True
 
 
 def sync_url() -> None:
@@ -292,6 +295,18 @@ def context_and_analysis(full: bool = False) -> tuple[Context, Analysis] | None:
     ctx = context()
     analysis = analysis_of(ctx, full) if ctx is not None else None
     return None if analysis is None else (ctx, analysis)
+
+
+def follow_text(key: str, options: list[int], analysis: Analysis) -> None:
+    """A token-position widget (`query`, `position`) belongs to the text it was chosen on: when the model or the
+    text changes, it goes back to the last token, never keeping an index that now names another token. A
+    position restored from the URL belongs to the URL's text."""
+    owner = (analysis.checkpoint, analysis.text)
+    if st.session_state.get(f"_{key}_text") != owner or st.session_state.get(key) not in options:
+        restored = st.session_state.pop(f"_{key}_from_url", False)
+        if not (restored and st.session_state.get(key) in options):
+            st.session_state[key] = options[-1]
+        st.session_state[f"_{key}_text"] = owner
 
 
 def _valid(key: str, options: list, default) -> None:

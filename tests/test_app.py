@@ -115,6 +115,33 @@ def test_predictions_follow_the_chosen_position(app, good_dir: Path) -> None:
     assert frame(ok(at), "probability")["id"].tolist() == [t.id for t in expected]
 
 
+def test_a_new_text_never_keeps_a_position_that_names_another_token(app, good_dir: Path) -> None:
+    """Issue 13's bug: after a longer text, "Next token after" kept the old index and showed that token's guess."""
+    at = app()
+    at.text_area(key="text").input("The cat sat.").run()
+    at.selectbox(key="position").select(1).run()
+    longer = "The cat sat on the mat and then it slept all day."
+    at.text_area(key="text").input(longer).run()
+    analysis = analyze(load_checkpoint(good_dir / LM), longer)
+    last = len(analysis.target_pieces) - 1
+    assert at.selectbox(key="position").value == last
+    assert frame(ok(at), "probability")["id"].tolist() == [t.id for t in analysis.predictions[last]]
+    assert f"position {last + 1} of {last + 1}" in " ".join(c.value for c in at.caption)
+    restored = ok(app(model=LM, text=longer, position="2"))  # a shared link keeps its position
+    assert restored.selectbox(key="position").value == 2
+    assert frame(restored, "probability")["id"].tolist() == [t.id for t in analysis.predictions[2]]
+    assert restored.query_params["position"] == "2"
+
+
+def test_file_names_and_step_numbers_count_from_one(app) -> None:
+    at = app(model=ED, text="Where is the station?")
+    at.selectbox(key="layer").select(1).run()
+    at.selectbox(key="head").select(3).run()
+    configs = {el.key: json.loads(el.proto.config) for el in at.get("plotly_chart")}
+    assert configs["head_chart"]["toImageButtonOptions"]["filename"].endswith("L2-H4")
+    assert frame(ok(at), "next")["step"].tolist()[0] == 1
+
+
 def test_encoder_decoder_output_and_attention_types(app) -> None:
     at = app()
     at.selectbox(key="model").select(ED).run()
@@ -179,7 +206,9 @@ def test_attention_math_page(app) -> None:
     at.switch_page("views/attention_math.py").run()
     ok(at)
     assert len(at.latex) >= 2 and "softmax" in at.latex[0].value
+    assert at.selectbox(key="query").value == len(at.selectbox(key="query").options) - 1  # the last token
     at.selectbox(key="query").select(0).run()
+    assert at.query_params["query"] == "0"
     steps = chart(ok(at), "steps_chart")
     assert steps["data"][1]["text"][1] == ["−∞"] and steps["data"][1]["text"][0] != ["−∞"]
     np.testing.assert_allclose(z(steps, 2).sum(), 1.0, atol=1e-5)

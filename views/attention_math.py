@@ -29,13 +29,12 @@ def steps_view(analysis: Analysis, model: str) -> None:
     block = analysis.block(attention, layer)
     labels = indexed_labels(block.query_pieces)
     queries = list(range(len(labels)))
-    if st.session_state.get("query") not in queries:
-        st.session_state["query"] = queries[-1]
+    ui.follow_text("query", queries, analysis)
     query = st.selectbox("Query token", queries, key="query", format_func=lambda i: labels[i])
     ui.sync_url()  # first: the address bar follows the choice before the charts are drawn
     steps = attention_steps(block, head, query)
     st.latex(steps_latex(steps))
-    name = safe_filename("steps", model, attention, f"L{layer}", f"H{head}", f"q{query}")
+    name = safe_filename("steps", model, attention, f"L{layer + 1}", f"H{head + 1}", f"q{query + 1}")  # as labelled
     n_keys = len(block.key_pieces)
     window = key_window(steps)  # all keys when they fit, else the window around the largest weight
     if n_keys > WINDOW:

@@ -27,9 +27,9 @@ def predictions(analysis: Analysis, ctx: ui.Context) -> None:
     if analysis.kind == "decoder-only":
         labels = position_labels(analysis)
         positions = list(range(len(labels)))
-        if st.session_state.get("position") not in positions:
-            st.session_state["position"] = positions[-1]
+        ui.follow_text("position", positions, analysis)
         pos = st.selectbox("Next token after", positions, key="position", format_func=lambda i: labels[i])
+        st.caption(f"The model's guesses for the token after {labels[pos]} (position {pos + 1} of {len(labels)}).")
         table = ui.predictions_table(ctx.path, ctx.stamp, ctx.text, pos)
         st.dataframe(table, hide_index=True, column_config={"probability": PROB}, key="topk")
     else:
@@ -47,7 +47,8 @@ def heads_view(analysis: Analysis, ctx: ui.Context) -> None:
     attention, layer, head = ui.head_picker(analysis, with_average=True)
     ui.sync_url()  # first: the address bar follows the choice before the charts are drawn
     block = analysis.block(attention, layer)
-    name = safe_filename("attention", model, attention, f"L{layer}", "avg" if head == ui.AVERAGE else f"H{head}")
+    chosen = "avg" if head == ui.AVERAGE else f"H{head + 1}"
+    name = safe_filename("attention", model, attention, f"L{layer + 1}", chosen)  # 1-based, as the labels
     left, right = st.columns([3, 2])
     with left:
         fig = thaw(ui.head_chart(ctx.path, ctx.stamp, ctx.text, attention, layer, head))

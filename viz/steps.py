@@ -222,9 +222,10 @@ def steps_table(steps: Steps, window: range | None = None) -> pd.DataFrame:
 
 
 def steps_latex(steps: Steps) -> str:
-    """The scaling for this head as numbers: √d_k and the largest raw score."""
+    """The scaling for this head as numbers: √d_k and the largest weight, its key numbered from 1 as the key
+    labels (`5:▁station`) are."""
     best = int(np.argmax(np.where(steps.allowed, steps.weights, -1.0)))
     return (
         rf"d_k = {steps.d_head},\ \sqrt{{d_k}} = {math.sqrt(steps.d_head):.3f},\quad "
-        rf"\max_j w_j = w_{{{best}}} = {steps.weights[best]:.3f},\quad \sum_j w_j = {steps.weights.sum():.3f}"
+        rf"\max_j w_j = w_{{{best + 1}}} = {steps.weights[best]:.3f},\quad \sum_j w_j = {steps.weights.sum():.3f}"
     )

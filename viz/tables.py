@@ -40,7 +40,7 @@ def generation_frame(analysis: Analysis) -> pd.DataFrame:
     for rank in range(1, k + 1):
         data[f"top {rank}"] = []
     for i, top in enumerate(analysis.predictions):
-        data["step"].append(i)
+        data["step"].append(i + 1)  # counted from 1, as every label a person reads
         data["input"].append(display_piece(pieces[i]))
         data["next"].append(display_piece(pieces[i + 1]) if i + 1 < len(pieces) else "(end)")
         for rank in range(k):
