@@ -19,7 +19,7 @@ import pyarrow as pa
 import streamlit as st
 
 from inference import catalog
-from inference.analysis import Analysis
+from inference.analysis import Analysis, Block
 from inference.analyze import positional_table as model_positional_table
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.export import to_json, to_npz_bytes
@@ -34,8 +34,9 @@ TOP_K = 5
 AVERAGE = -1  # the "head" value meaning the average of all heads
 URL_KEYS: dict[str, type] = {"model": str, "text": str, "attention": str, "layer": int, "head": int}
 URL_KEYS |= {"query": int, "position": int}  # the attention-math query token, the LM's next-token position
+URL_KEYS |= {"compare": str}  # the second text of the Compare page
 PERSISTENT = ("model", "text", "attention", "layer", "head", "query", "position", "second_text", "stats_pick")
-PERSISTENT += ("pe_positions", "pe_dims", "pe_metric")
+PERSISTENT += ("pe_positions", "pe_dims", "pe_metric", "compare")
 MAX_URL_TEXT = 1000
 log = logging.getLogger("attention_atlas")
 P = ParamSpec("P")
@@ -90,11 +91,16 @@ def _heatmap_template(path: str, stamp: float, text: str, attention: str, layer:
     return frozen(head_heatmap(block.weights[0], block.query_pieces, block.key_pieces))
 
 
+def head_weights(block: Block, head: int) -> np.ndarray:
+    """(Tq, Tk) weights of one head, or the mean of the block's heads for AVERAGE."""
+    return average_heads(block.weights) if head == AVERAGE else block.weights[head]
+
+
 def head_chart(path: str, stamp: float, text: str, attention: str, layer: int, head: int) -> dict:
     """The one-head heatmap (head AVERAGE: the mean of the layer's heads), frozen: `viz.style.thaw` it."""
     analysis = run_model(path, stamp, text)
     block = analysis.block(attention, layer)
-    weights = average_heads(block.weights) if head == AVERAGE else block.weights[head]
+    weights = head_weights(block, head)
     head_name = "average of heads" if head == AVERAGE else f"head {head + 1}"
     title = f"{analysis.attention_label(attention)}, layer {layer + 1}, {head_name}"
     return swap_head(_heatmap_template(path, stamp, text, attention, layer), weights, title)

@@ -285,3 +285,30 @@ def test_an_unexpected_error_is_a_message_not_a_traceback() -> None:
 
     at = AppTest.from_function(script, default_timeout=60).run()
     assert not at.exception and "RuntimeError: boom" in errors(at)
+
+
+# Compare ------------------------------------------------------------------------------------------------------------
+
+
+def test_compare_shows_both_heads_and_their_difference_where_tokens_align(app, good_dir: Path) -> None:
+    at = app(text="the cat sat on the mat")
+    at.switch_page("views/compare.py").run()
+    at.text_input(key="compare").input("the bat sat on the mat").run()
+    a, b = chart(ok(at), "compare_first"), chart(at, "compare_second")
+    ckpt = load_checkpoint(good_dir / LM)
+    first, second = analyze(ckpt, "the cat sat on the mat"), analyze(ckpt, "the bat sat on the mat")
+    block = "decoder.layers.0.self_attn"
+    np.testing.assert_allclose(z(a), first.blocks[block].weights[0], atol=1e-6)
+    np.testing.assert_allclose(z(b), second.blocks[block].weights[0], atol=1e-6)
+    assert len(first.target_pieces) == len(second.target_pieces)  # aligned: the difference is drawn
+    np.testing.assert_allclose(z(chart(at, "compare_difference")), z(b) - z(a), atol=1e-6)
+    at.text_input(key="compare").input("a much longer second text than the first one was").run()
+    assert "compare_difference" not in {el.key for el in at.get("plotly_chart")}
+    assert "different token counts" in " ".join(i.value for i in ok(at).info)
+    assert at.query_params["compare"] == "a much longer second text than the first one was"
+    at.text_input(key="compare").input("").run()
+    assert "Second text" in errors(ok(at))
+    at.button(key="compare_pair").click().run()
+    assert at.text_area(key="text").value.endswith("too tired.") and at.text_input(key="compare").value.endswith(
+        "wide."
+    )

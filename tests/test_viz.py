@@ -379,3 +379,19 @@ def test_charts_built_without_validation_are_what_plotly_validates(n: int) -> No
     for fig in (head_heatmap(w[0, 0], pieces, pieces, "t <b>"), heads_grid(w, "g"), heads_grid(w, "g", (1, 2))):
         validated = go.Figure(fig.to_dict())
         assert json.loads(pio.to_json(validated)) == json.loads(pio.to_json(fig, validate=False))
+
+
+def test_difference_heatmap_is_second_minus_first_on_merged_labels() -> None:
+    from viz.compare import difference_heatmap, merged_labels
+
+    rng = np.random.default_rng(1)
+    a, b = rng.dirichlet(np.ones(4), size=4).astype(np.float32), rng.dirichlet(np.ones(4), size=4).astype(np.float32)
+    first, second = ["▁the", "▁cat", "▁sat", "<b>"], ["▁the", "▁dog", "▁sat", "<b>"]
+    fig = difference_heatmap(a, b, (first, second), (first, second), "diff")
+    np.testing.assert_allclose(fig.data[0].z, b - a)
+    assert fig.layout.xaxis.ticktext[1] == "▁cat / ▁dog" and fig.layout.xaxis.ticktext[0] == "▁the"
+    assert merged_labels(first, second)[0] == merged_labels(first, first)[0]  # equal pieces: one label
+    assert "&lt;b&gt;" in fig.layout.xaxis.ticktext[3]  # escaped
+    go.Figure(fig.to_dict())  # valid Plotly
+    with pytest.raises(ValueError, match="do not align"):
+        merged_labels(first, first[:3])

@@ -8,7 +8,7 @@ import streamlit as st
 
 import ui
 from inference.analysis import Analysis
-from viz.heads import average_heads, grid_pick, head_frame, select_head
+from viz.heads import grid_pick, head_frame, select_head
 from viz.labels import safe_filename
 from viz.style import chart_config, thaw
 from viz.tables import position_labels
@@ -55,7 +55,7 @@ def heads_view(analysis: Analysis, ctx: ui.Context) -> None:
         st.plotly_chart(fig, key="head_chart", config=chart_config(name))
 
         def csv() -> str:  # built on click
-            weights = average_heads(block.weights) if head == ui.AVERAGE else block.weights[head]
+            weights = ui.head_weights(block, head)
             return head_frame(weights, block.query_pieces, block.key_pieces).to_csv()
 
         st.download_button("CSV of this head", csv, f"{name}.csv", "text/csv", key="dl_csv", on_click="ignore")

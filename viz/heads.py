@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from viz.arrays import THUMBNAIL, block_average, check_attention, quantize
 from viz.labels import escape, indexed_labels, plotly_labels
-from viz.style import COLORSCALE, HIGHLIGHT, finish_layout, thaw, tick_step, unvalidated
+from viz.style import COLORSCALE, HIGHLIGHT, finish_layout, thaw, token_axis, unvalidated
 
 HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pieces (keeps the figure small)
 ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each weight in its cell
@@ -24,12 +24,6 @@ def average_heads(weights: np.ndarray) -> np.ndarray:
     if arr.ndim != 3:
         raise ValueError(f"expected (heads, queries, keys) weights, got shape {arr.shape}")
     return arr.mean(axis=0)
-
-
-def _axis(labels: list[str]) -> dict[str, Any]:
-    step = tick_step(len(labels))
-    idx = list(range(0, len(labels), step))
-    return {"tickmode": "array", "tickvals": idx, "ticktext": [labels[i] for i in idx], "showgrid": False}
 
 
 def head_heatmap(
@@ -57,8 +51,8 @@ def head_heatmap(
         analysis["texttemplate"] = "%{z:.2f}"
         analysis["textfont"] = {"size": 11}
     layout = {
-        "xaxis": {"title": {"text": "key (attended to)"}, "tickangle": -60, **_axis(k_labels)},
-        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **_axis(q_labels)},
+        "xaxis": {"title": {"text": "key (attended to)"}, "tickangle": -60, **token_axis(k_labels)},
+        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **token_axis(q_labels)},
         **finish_layout(title, height=min(900, max(360, 22 * len(q_labels) + 160))),
     }
     return unvalidated([{"type": "heatmap", **analysis}], layout)

@@ -55,6 +55,12 @@ def _expanded(name: str) -> list[list]:
     return [list(pair) for pair in go.Heatmap(colorscale=name).colorscale]
 
 
+def token_axis(labels: list[str]) -> dict[str, Any]:
+    """An axis of integer token positions labelled with (escaped) pieces, at most 64 labels shown."""
+    idx = list(range(0, len(labels), tick_step(len(labels))))
+    return {"tickmode": "array", "tickvals": idx, "ticktext": [labels[i] for i in idx], "showgrid": False}
+
+
 def tick_step(n: int, most: int = 64) -> int:
     """Label every `step`-th token so at most `most` labels crowd one axis."""
     return max(1, -(-n // most))

@@ -1,0 +1,83 @@
+"""Compare: a minimal pair of inputs, the same head of both, and their difference where the tokens align."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+from inference.text import InputError
+from viz.compare import aligned, difference_heatmap
+from viz.labels import safe_filename
+from viz.style import chart_config, thaw
+
+PAIRS = {  # the first text of a known minimal pair → its partner
+    "The animal didn't cross the street because it was too tired.": (
+        "The animal didn't cross the street because it was too wide."
+    ),
+}
+DEFAULT_SECOND = "The animal didn't cross the street because it was too wide."
+
+
+def _use_pair() -> None:
+    first = next(iter(PAIRS))
+    st.session_state["text"], st.session_state["compare"] = first, PAIRS[first]
+
+
+def body() -> None:
+    st.title("Compare two inputs")
+    st.caption(
+        "Two texts that differ in a word or two (a minimal pair): the same head of each, and where both have the "
+        "same number of tokens, the difference second − first (red: the first attends more, blue: the second)."
+    )
+    chosen = ui.context_and_analysis()
+    if chosen is None:
+        return
+    ctx, first = chosen
+    st.session_state.setdefault("compare", PAIRS.get(ctx.text, DEFAULT_SECOND))
+    cols = st.columns([4, 1])
+    cols[0].text_input("Second text (the first is the sidebar's)", key="compare", max_chars=2000)
+    cols[1].button("Animal / street pair", on_click=_use_pair, key="compare_pair", help="Winograd's minimal pair")
+    try:
+        second = ui.run_model(ctx.path, ctx.stamp, st.session_state["compare"])
+    except InputError as exc:
+        st.error(f"Second text: {exc}")
+        return
+    attention, layer, head = ui.head_picker(first, with_average=True)
+    ui.sync_url()
+    left, right = st.columns(2)
+    for col, analysis, text, name in (
+        (left, first, ctx.text, "first"),
+        (right, second, st.session_state["compare"], "second"),
+    ):
+        fig = thaw(ui.head_chart(ctx.path, ctx.stamp, text, attention, layer, head))
+        col.plotly_chart(
+            fig, key=f"compare_{name}", config=chart_config(safe_filename("compare", name, ctx.entry.name))
+        )
+        if analysis.output_text is not None:
+            col.markdown(f"**Output ({name})**")
+            col.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
+        else:
+            col.markdown(f"**Next token after the {name} text**")
+            last = len(analysis.target_pieces) - 1
+            col.dataframe(
+                ui.predictions_table(ctx.path, ctx.stamp, text, last), hide_index=True, key=f"compare_top_{name}"
+            )
+    a, b = first.block(attention, layer), second.block(attention, layer)
+    if not (aligned(a.query_pieces, b.query_pieces) and aligned(a.key_pieces, b.key_pieces)):
+        st.info(
+            f"The texts have different token counts ({len(a.query_pieces)} × {len(a.key_pieces)} and "
+            f"{len(b.query_pieces)} × {len(b.key_pieces)}): their heads are shown side by side, and a difference "
+            "needs the same number of tokens."
+        )
+        return
+    weights = [ui.head_weights(x, head) for x in (a, b)]
+    title = f"Second − first: {first.attention_label(attention)}, layer {layer + 1}, " + (
+        "average of heads" if head == ui.AVERAGE else f"head {head + 1}"
+    )
+    diff = difference_heatmap(*weights, (a.query_pieces, b.query_pieces), (a.key_pieces, b.key_pieces), title)
+    st.plotly_chart(
+        diff, key="compare_difference", config=chart_config(safe_filename("compare-difference", ctx.entry.name))
+    )
+
+
+ui.guarded(body)

@@ -1,0 +1,57 @@
+"""Two inputs, one head: the difference of their attention where the token axes align."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.arrays import check_attention
+from viz.labels import plotly_labels
+from viz.style import DIVERGING, finish_layout, token_axis, unvalidated
+
+
+def aligned(first: Sequence[str], second: Sequence[str]) -> bool:
+    """Whether two token axes can be compared position by position: the same number of tokens."""
+    return len(first) == len(second)
+
+
+def merged_labels(first: Sequence[str], second: Sequence[str]) -> list[str]:
+    """One axis for two aligned token lists: the piece where both agree, `first / second` where they differ."""
+    a, b = plotly_labels(first), plotly_labels(second)
+    if len(a) != len(b):
+        raise ValueError(f"token axes of {len(a)} and {len(b)} tokens do not align")
+    return [x if p == q else f"{x} / {y}" for x, y, p, q in zip(a, b, first, second)]
+
+
+def difference_heatmap(
+    first: np.ndarray,
+    second: np.ndarray,
+    queries: tuple[Sequence[str], Sequence[str]],
+    keys: tuple[Sequence[str], Sequence[str]],
+    title: str,
+) -> go.Figure:
+    """`second − first` of one head's (Tq, Tk) weights for two inputs with aligned axes, on a diverging scale
+    from −1 (only the first attends there) to +1 (only the second does); 0 is white."""
+    a = check_attention(first, queries[0], keys[0])
+    b = check_attention(second, queries[1], keys[1])
+    if a.shape != b.shape:
+        raise ValueError(f"the two inputs' heads have shapes {a.shape} and {b.shape}: their tokens do not align")
+    q, k = merged_labels(*queries), merged_labels(*keys)
+    trace = {
+        "type": "heatmap",
+        "z": (b - a).astype(np.float32),
+        "zmin": -1.0,
+        "zmid": 0.0,
+        "zmax": 1.0,
+        "colorscale": DIVERGING,
+        "colorbar": {"title": {"text": "second − first"}, "thickness": 12},
+        "hovertemplate": "query %{y} → key %{x}: %{z:+.3f}<extra></extra>",
+    }
+    layout = {
+        "xaxis": {"title": {"text": "key (attended to)"}, "tickangle": -60, **token_axis(k)},
+        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **token_axis(q)},
+        **finish_layout(title, height=min(900, max(360, 22 * len(q) + 160))),
+    }
+    return unvalidated([trace], layout)
