@@ -12,6 +12,13 @@ from inference.checkpoint import CARD, CONFIG, TOKENIZER, WEIGHTS, CheckpointErr
 ENV_VAR = "ATLAS_CHECKPOINTS"
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 
+# The sentences of Figures 3–5 of "Attention Is All You Need" (Vaswani et al., 2017): the Paper view draws them.
+PAPER_SENTENCES = (
+    "It is in this spirit that a majority of American governments have passed new laws since 2009 making the "
+    "registration or voting process more difficult.",
+    "The Law will never be perfect, but its application should be just - this is what we are missing, in my opinion.",
+)
+
 PRESETS: dict[str, tuple[str, ...]] = {
     "reverse": ("abcdef", "hello world", "attention", "1234567890", "racecar"),
     "translate": (
@@ -20,6 +27,7 @@ PRESETS: dict[str, tuple[str, ...]] = {
         "I would like a cup of coffee, please.",
         "We are going to the park tomorrow.",
         "My sister reads a book every evening.",
+        *PAPER_SENTENCES,
     ),
     "lm": (
         "The cat sat on the mat.",
@@ -27,6 +35,7 @@ PRESETS: dict[str, tuple[str, ...]] = {
         "The capital of France is",
         "She opened the door and saw",
         "The cat sat on the mat. The cat sat on the",
+        *PAPER_SENTENCES,
     ),
 }
 

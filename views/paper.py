@@ -1,0 +1,76 @@
+"""Paper view: the picture of the Transformer paper's Figures 3–5, a line from each query token to each key token."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+from inference.analysis import Analysis
+from viz.labels import indexed_labels, safe_filename
+from viz.paper import BUCKET_WIDTH, block_lines, lines_above
+from viz.style import chart_config
+
+ALL = -1  # the token picker's "every query token"
+THRESHOLD = 0.1  # the slider's start: a query has at most 10 lines per head
+MIN_THRESHOLD = 0.05  # at most 20 lines per query and head: 40,960 for 8 heads × 256 tokens
+
+
+def _pick_query(n_queries: int, labels: list[str]) -> int:
+    options = [ALL, *range(n_queries)]
+    if st.session_state.get("paper_query") not in options:
+        st.session_state["paper_query"] = ALL
+    return st.selectbox(
+        "Lines of", options, key="paper_query", format_func=lambda i: "every query token" if i == ALL else labels[i]
+    )
+
+
+@st.fragment
+@ui.safe
+def paper_view(analysis: Analysis, model: str) -> None:
+    """Everything that changes with the attention type, layer, head, token and threshold: reruns alone."""
+    attention, layer, head = ui.head_picker(analysis, with_average=True)
+    ui.sync_url()  # first: the address bar follows the choice before the chart is drawn
+    block = analysis.block(attention, layer)
+    cols = st.columns([3, 2])
+    with cols[0]:
+        query = _pick_query(len(block.query_pieces), indexed_labels(block.query_pieces))
+    with cols[1]:
+        threshold = st.slider(
+            "Hide weights below", MIN_THRESHOLD, 1.0, THRESHOLD, 0.01, key="paper_threshold", format="%.2f"
+        )
+    heads = None if head == ui.AVERAGE else [head]
+    chosen = None if query == ALL else query
+    drawn = len(lines_above(block.weights if heads is None else block.weights[heads], threshold, chosen))
+    head_name = f"all {block.n_heads} heads" if heads is None else f"head {head + 1}"
+    token = "" if chosen is None else f", query {indexed_labels(block.query_pieces)[chosen]}"
+    title = f"{analysis.attention_label(attention)}, layer {layer + 1}, {head_name}{token}"
+    fig = block_lines(block, heads, chosen, threshold, title)
+    parts = ("paper", model, attention, f"L{layer + 1}", "all" if heads is None else f"H{head + 1}")
+    name = safe_filename(*parts, "" if chosen is None else f"q{chosen + 1}")
+    if drawn == 0:
+        st.info(f"No weight reaches {threshold:.2f} here: lower the threshold to see lines.")
+    left, right = st.columns([3, 2])
+    with left:
+        st.plotly_chart(fig, key="paper_chart", config=chart_config(name))
+    with right:
+        st.markdown(f"**{drawn:,} lines**: every weight ≥ {threshold:.2f}.")
+        st.caption(
+            "A line joins a query token (left) to a key token (right); its opacity is the attention weight, "
+            f"within {BUCKET_WIDTH / 2:.3f} of it. One colour per head: click a head in the legend "
+            "to hide or show it. Each query's weights sum to 1, so a query draws at most 1 / threshold lines "
+            "per head."
+        )
+
+
+def body() -> None:
+    st.title("Paper view")
+    st.caption(
+        'The picture of Figures 3–5 of "Attention Is All You Need" (Vaswani et al., 2017): two columns of '
+        "tokens, a line for each attention weight. Pick “average” as the head to overlay every head of the layer."
+    )
+    chosen = ui.context_and_analysis()
+    if chosen is not None:
+        paper_view(chosen[1], chosen[0].entry.name)
+
+
+ui.guarded(body)
