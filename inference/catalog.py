@@ -121,6 +121,8 @@ def card_summary(card: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
     rows = []
     if isinstance(metrics, dict):
         for key, value in metrics.items():
+            if isinstance(value, dict | list):  # per-test-set tables and signatures: the card has them
+                continue
             text = f"{value:.4g}" if isinstance(value, float) else str(value)
             rows.append((str(key), text))
     return str(card.get("task", "")), rows

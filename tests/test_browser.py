@@ -14,6 +14,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -168,3 +169,18 @@ def test_every_page_renders_without_error(server, page, name: str) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def test_compare_draws_a_minimal_pair_on_the_translator(server, page) -> None:
+    first = "The animal didn't cross the street because it was too tired."
+    second = "The animal didn't cross the street because it was too wide."
+    page.goto(f"{server}/compare?model=translate-en-de&text={quote(first)}&compare={quote(second)}")
+    page.locator(".stPlotlyChart").nth(1).wait_for()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.stPlotlyChart')].every(c => c.querySelector('.main-svg'))"
+    )
+    page.wait_for_timeout(1000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    assert page.locator(".stPlotlyChart").count() >= 2  # both heads (and the difference when the tokens align)
+    page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)
