@@ -30,6 +30,7 @@ PAGES = [
     st.Page("views/attention_math.py", title="Attention math", url_path="math"),
     st.Page("views/positional.py", title="Positional encoding", url_path="positional"),
     st.Page("views/masks.py", title="Masks", url_path="masks"),
+    st.Page("views/rollout.py", title="Attention rollout", url_path="rollout"),
     st.Page("views/head_stats.py", title="Head statistics", url_path="heads"),
     st.Page("views/compare.py", title="Compare two inputs", url_path="compare"),
 ]

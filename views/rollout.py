@@ -1,0 +1,107 @@
+"""Attention rollout: a token × token map of what each output position draws from the input, through the layers."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+from inference.analysis import Analysis
+from inference.rollout import RESIDUAL, analysis_rollout
+from viz.labels import safe_filename
+from viz.rollout import rollout_heatmap
+from viz.style import chart_config
+
+STACK_LABELS = {
+    "encoder.self_attn": "Encoder (source → source)",
+    "decoder.self_attn": "Decoder self-attention (output → output)",
+    "decoder.cross_attn": "Decoder → source (through the encoder)",
+}
+ROWS = {
+    "encoder.self_attn": "Row i: where the encoder's output at source token i gets its information from, among the "
+    "source tokens",
+    "decoder.self_attn": "Row i: where decoder position i's information comes from, among the decoder's own input "
+    "tokens (its self-attention alone; the source is left out). Cells above the diagonal are future tokens: "
+    "masked, exactly 0",
+    "decoder.cross_attn": "Row i: of what output position i draws from the source text, the part from each source "
+    "token, through the encoder and the decoder",
+}
+LM_ROWS = "Row i: where position i's information comes from, among the tokens up to it. Cells above the diagonal "
+LM_ROWS += "are future tokens: masked, exactly 0"
+
+
+def _label(analysis: Analysis, attention: str) -> str:
+    return analysis.attention_label(attention) if analysis.kind == "decoder-only" else STACK_LABELS[attention]
+
+
+def _keep_valid(key: str, options: list, default) -> None:
+    if st.session_state.get(key) not in options:
+        st.session_state[key] = default
+
+
+def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
+    """Stack, residual, through which layer (0-based) and heads, validated against the analysis."""
+    attentions = analysis.attentions
+    _keep_valid("rollout_stack", attentions, attentions[0])
+    cols = st.columns([3, 1, 2, 2])
+    attention = cols[0].radio(
+        "Rollout of", attentions, key="rollout_stack", format_func=lambda a: _label(analysis, a), horizontal=True
+    )
+    help_ = "Each layer as 0.5·A + 0.5·I: the residual connection keeps half of each position's own state "
+    help_ += "(Abnar & Zuidema). Off: the raw product of the attention matrices."
+    residual = cols[1].toggle("Residual", value=True, key="rollout_residual", help=help_)
+    layers = list(range(len(analysis.layers(attention))))
+    if len(layers) > 1:
+        _keep_valid("rollout_layer", layers, layers[-1])
+        layer = cols[2].select_slider(
+            "Through layer", layers, key="rollout_layer", format_func=lambda i: f"layer {i + 1}"
+        )
+    else:
+        layer = 0
+    n_heads = analysis.block(attention, 0).n_heads
+    heads = list(range(n_heads))
+    if not isinstance(st.session_state.get("rollout_heads"), list) or any(
+        h not in heads for h in st.session_state["rollout_heads"]
+    ):
+        st.session_state["rollout_heads"] = heads
+    chosen = cols[3].multiselect(
+        "Heads averaged", heads, key="rollout_heads", format_func=lambda h: f"head {h + 1}", placeholder="none"
+    )
+    return attention, residual, layer, chosen
+
+
+def body() -> None:
+    st.title("Attention rollout")
+    chosen = ui.context_and_analysis()
+    if chosen is None:
+        return
+    ctx, analysis = chosen
+    st.caption(
+        "Attention rollout (Abnar & Zuidema, 2020) follows attention through the layers: each layer's attention, "
+        "averaged over heads, is multiplied into the layers below it, R = Ā_L ⋯ Ā_1, so that each row sums to 1."
+    )
+    attention, residual, layer, heads = _pickers(analysis)
+    if not heads:
+        st.error("No head is chosen: pick at least one head to average.")
+        return
+    n_heads = analysis.block(attention, 0).n_heads
+    result = analysis_rollout(analysis, attention, residual, None if len(heads) == n_heads else heads)
+    rows = LM_ROWS if analysis.kind == "decoder-only" else ROWS[attention]
+    upto = "layer 1" if layer == 0 else f"layers 1–{layer + 1}"
+    text = f"{rows}, through {upto}."
+    if attention == "decoder.cross_attn" and residual:
+        text += (
+            f" With the residual, every output position takes the same {1 - RESIDUAL ** (layer + 1):.0%} of its "
+            "information from the source and the rest from the decoder's own earlier tokens; the map splits that "
+            "source part among the source tokens."
+        )
+    if not residual:
+        text += " Raw product, without the residual: it often piles everything onto a few tokens."
+    st.caption(text)
+    heads_name = "all heads" if result.heads is None else "heads " + ", ".join(str(h + 1) for h in result.heads)
+    title = f"Rollout: {_label(analysis, attention)}, {upto}, {heads_name}" + ("" if residual else ", raw")
+    fig = rollout_heatmap(result.maps[layer], result.query_pieces, result.key_pieces, title)
+    file_name = safe_filename("rollout", ctx.entry.name, attention, f"L{layer}", "res" if residual else "raw")
+    st.plotly_chart(fig, key="rollout_chart", config=chart_config(file_name))
+
+
+ui.guarded(body)

@@ -1,0 +1,52 @@
+"""Attention rollout as a token × token heatmap: rows the output positions, columns the input tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.arrays import check_attention
+from viz.labels import plotly_labels
+from viz.style import COLORSCALE, finish_layout, tick_step, unvalidated
+
+HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pieces (keeps the figure small)
+ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each value in its cell
+
+
+def _axis(labels: list[str], title: str) -> dict[str, Any]:
+    idx = list(range(0, len(labels), tick_step(len(labels))))
+    ticks = {"tickmode": "array", "tickvals": idx, "ticktext": [labels[i] for i in idx]}
+    return {"title": {"text": title}, "showgrid": False, **ticks}
+
+
+def rollout_heatmap(
+    rollout: np.ndarray,
+    output_pieces: Sequence[str],
+    input_pieces: Sequence[str],
+    title: str = "Attention rollout",
+) -> go.Figure:
+    """Heatmap of one (outputs, inputs) rollout map on the fixed 0–1 cividis scale: row i, column j is how much
+    output position i draws from input token j. Pieces are escaped (viz.labels) and the axes are positions, so
+    repeated tokens stay apart; hover reads "output → input: value"; numbers in the cells up to 16 tokens a side.
+    Written as Plotly's JSON without validation (viz.style.unvalidated; tests/test_rollout.py validates it)."""
+    z = check_attention(rollout, output_pieces, input_pieces)
+    rows, cols = plotly_labels(output_pieces), plotly_labels(input_pieces)
+    trace: dict[str, Any] = {"type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
+    trace["colorbar"] = {"title": {"text": "share"}, "thickness": 12}
+    if z.size <= HOVER_CELLS:
+        trace["customdata"] = [[f"{q} → {k}" for k in cols] for q in rows]
+        trace["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
+    else:
+        trace["hovertemplate"] = "output %{y} → input %{x}: %{z:.3f}<extra></extra>"
+    if max(z.shape) <= ANNOTATE_TOKENS:
+        trace["texttemplate"] = "%{z:.2f}"
+        trace["textfont"] = {"size": 11}
+    layout = {
+        "xaxis": {"tickangle": -60, **_axis(cols, "input token (drawn from)")},
+        "yaxis": {"autorange": "reversed", **_axis(rows, "output position")},
+        **finish_layout(title, height=min(900, max(360, 22 * len(rows) + 160))),
+    }
+    return unvalidated([trace], layout)
