@@ -110,6 +110,8 @@ class Analysis:
     output_text: str | None  # encoder-decoder: the decoder's text; language model: None
     notes: tuple[str, ...] = ()  # truncation, replaced or removed characters, unknown tokens
     unknown_pieces: tuple[str, ...] = field(default_factory=tuple)
+    generated: int = 0  # language model: the last `generated` target tokens are its own continuation
+    continuation: str | None = None  # language model: the text of that continuation (None: none was asked)
 
     @property
     def attentions(self) -> list[str]:

@@ -13,7 +13,7 @@ import torch
 
 from inference.analysis import Analysis, BatchMasks, Block, Prediction, query_key_pieces
 from inference.checkpoint import Checkpoint
-from inference.decoding import generate, greedy_many, pad_rows, top_k
+from inference.decoding import Sampling, generate, greedy_many, pad_rows, top_k
 from inference.text import InputError, clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import attention_mask, padding_mask
 from model.trace import Trace
@@ -44,12 +44,16 @@ def _blocks(trace: Trace, row: int, source: tuple[str, ...] | None, target: tupl
 
 @dataclass(frozen=True)
 class Request:
-    """One text to analyse; `target` is the decoder's text for an encoder-decoder (None: its own output)."""
+    """One text to analyse; `target` is the decoder's text for an encoder-decoder (None: its own output).
+    A language model first writes `continuation` tokens after the text (greedy, or `sampling`), and the analysis
+    covers the text and what it wrote."""
 
     text: str
     target: str | None = None
     k: int = 5
     max_tokens: int = 64
+    continuation: int = 0
+    sampling: Sampling | None = None
 
 
 @dataclass
@@ -59,13 +63,17 @@ class _Prepared:
     notes: list[str]
     source_ids: list[int] | None
     target_ids: list[int] | None  # None: to be decoded
+    generated: int = 0  # language model: how many of target_ids it wrote itself, at the end
 
 
 def _prepare(ckpt: Checkpoint, request: Request) -> _Prepared:
     cleaned = clean_text(request.text)
     notes = list(cleaned.notes)
     if not ckpt.config.is_encoder_decoder:
-        return _Prepared(request, cleaned.text, notes, None, encode_prefix(ckpt, cleaned.text, notes))
+        if not 0 <= request.continuation <= ckpt.config.max_len // 2:
+            raise InputError(f"A continuation is 0 to {ckpt.config.max_len // 2} tokens, not {request.continuation}.")
+        reserve = request.continuation
+        return _Prepared(request, cleaned.text, notes, None, encode_prefix(ckpt, cleaned.text, notes, reserve))
     source = encode_source(ckpt, cleaned.text, notes)
     target = None if request.target is None else encode_prefix(ckpt, clean_text(request.target).text, notes)
     return _Prepared(request, cleaned.text, notes, source, target)
@@ -89,6 +97,10 @@ def analyze_many(ckpt: Checkpoint, requests: Sequence[Request]) -> list[Analysis
     if ready and cfg.is_encoder_decoder:
         _encode_decode_trace(ckpt, [p for _, p in ready], results, [i for i, _ in ready])
     elif ready:
+        for _, p in ready:  # the language model writes its continuations first, one text at a time
+            if p.request.continuation:
+                out = generate(ckpt.model, p.target_ids, None, p.request.continuation, sampling=p.request.sampling)
+                p.target_ids, p.generated = p.target_ids + out.ids, len(out.ids)
         logits, trace = ckpt.model(pad_rows([p.target_ids for _, p in ready], cfg.pad_id))
         for row, (i, p) in enumerate(ready):
             results[i] = _analysis(ckpt, p, trace, row, logits[row, : len(p.target_ids)])
@@ -151,18 +163,29 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         positional={name: rows.astype(np.float32) for name, rows in positional.items()},
         predictions=predictions,
         output_text=tok.decode(p.target_ids) if cfg.is_encoder_decoder else None,
+        generated=p.generated,
+        continuation=tok.decode(p.target_ids[len(p.target_ids) - p.generated :]) if p.request.continuation else None,
         notes=tuple(notes),
         unknown_pieces=unknown,
     )
 
 
-def analyze(ckpt: Checkpoint, text: str, target: str | None = None, k: int = 5, max_tokens: int = 64) -> Analysis:
+def analyze(
+    ckpt: Checkpoint,
+    text: str,
+    target: str | None = None,
+    k: int = 5,
+    max_tokens: int = 64,
+    continuation: int = 0,
+    sampling: Sampling | None = None,
+) -> Analysis:
     """Clean and tokenize `text`, run the model once with every head recorded, and return the Analysis.
 
-    Encoder-decoder: `target` is the decoder's text; without it the model's own greedy output is used.
+    Encoder-decoder: `target` is the decoder's text; without it the model's own greedy output is used. Language
+    model: with `continuation`, it first writes that many tokens after the text (greedy, or `sampling`).
     Raises InputError when the text cannot be analysed.
     """
-    result = analyze_many(ckpt, [Request(text, target, k, max_tokens)])[0]
+    result = analyze_many(ckpt, [Request(text, target, k, max_tokens, continuation, sampling)])[0]
     if isinstance(result, InputError):
         raise result
     return result

@@ -26,6 +26,30 @@ class TopToken:
 
 
 @dataclass(frozen=True)
+class Sampling:
+    """Sampling instead of the most probable token: softmax(logits / temperature) over the `top_k` most probable
+    tokens (0: all), drawn with a generator seeded by `seed` — the same seed gives the same text."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0.01 <= self.temperature <= 10:
+            raise ValueError(f"temperature must be between 0.01 and 10, got {self.temperature}")
+        if self.top_k < 0:
+            raise ValueError(f"top_k must be 0 (all tokens) or more, got {self.top_k}")
+
+    def choose(self, log_probs: Tensor, generator: torch.Generator) -> int:
+        """One token id drawn from (vocab,) log-probabilities."""
+        scaled = log_probs.float() / self.temperature
+        if 0 < self.top_k < scaled.shape[-1]:
+            kth = scaled.topk(self.top_k).values[-1]
+            scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+        return int(torch.multinomial(torch.softmax(scaled, dim=-1), 1, generator=generator))
+
+
+@dataclass(frozen=True)
 class Generation:
     """A decoded output: the new ids (without bos/eos)."""
 
@@ -77,14 +101,19 @@ def generate(
     max_tokens: int = 50,
     beam: int = 1,
     cache: bool = True,
+    sampling: Sampling | None = None,
 ) -> Generation:
-    """Greedy (beam=1) or beam-search decoding after `prefix` (which starts with bos).
+    """Greedy (beam=1), beam-search or sampled decoding after `prefix` (which starts with bos).
 
     Beam search keeps the `beam` best hypotheses by summed log-probability; finished ones compete by their
-    log-probability per token.
+    log-probability per token. `sampling` draws each token instead (beam must be 1).
     """
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
+    if sampling is not None:
+        if beam != 1:
+            raise ValueError("sampling draws one sequence: beam must be 1")
+        return _sample(model, prefix, source_ids, max_tokens, cache, sampling)
     eos = model.config.eos_id
     max_tokens = max(0, min(max_tokens, model.config.max_len - len(prefix)))
     fed = torch.tensor([prefix])  # (hypotheses, T): every token fed so far
@@ -116,6 +145,25 @@ def generate(
     if done:  # finished hypotheses win; among them, the best log-probability per token
         return Generation(max(done, key=lambda d: d[1] / (len(d[0]) + 1))[0], True)
     return Generation(hyps[0][0], False)
+
+
+def _sample(
+    model: Model, prefix: list[int], source_ids: Tensor | None, max_tokens: int, cache: bool, sampling: Sampling
+) -> Generation:
+    eos = model.config.eos_id
+    max_tokens = max(0, min(max_tokens, model.config.max_len - len(prefix)))
+    generator = torch.Generator().manual_seed(sampling.seed)
+    fed = torch.tensor([prefix])
+    out: list[int] = []
+    past = None
+    for _ in range(max_tokens):
+        log_probs, past = next_log_probs(model, source_ids, fed, past, cache)
+        token = sampling.choose(log_probs[0], generator)
+        if token == eos:
+            return Generation(out, True)
+        out.append(token)
+        fed = torch.cat([fed, torch.tensor([[token]])], dim=1)
+    return Generation(out, False)
 
 
 def pad_rows(rows: list[list[int]], pad_id: int) -> Tensor:

@@ -25,6 +25,7 @@ import torch
 from inference.analysis import Analysis
 from inference.analyze import Request, analyze_many
 from inference.checkpoint import Checkpoint
+from inference.decoding import Sampling
 from inference.text import InputError
 
 PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or three of 512 tokens on lm-english
@@ -95,10 +96,17 @@ class ModelWorker:
             return future
 
     def cached(
-        self, text: str, target: str | None = None, k: int = 5, max_tokens: int = 64, full: bool = False
+        self,
+        text: str,
+        target: str | None = None,
+        k: int = 5,
+        max_tokens: int = 64,
+        full: bool = False,
+        continuation: int = 0,
+        sampling: Sampling | None = None,
     ) -> Analysis | None:
         """The analysis `analyze` would return, if it is kept already; else None (nothing is run)."""
-        request = Request(text, target, k, max_tokens)
+        request = Request(text, target, k, max_tokens, continuation, sampling)
         if full:
             return self.full.get(request)
         light = self.pages.get(request)
@@ -108,15 +116,24 @@ class ModelWorker:
         return light
 
     def analyze(
-        self, text: str, target: str | None = None, k: int = 5, max_tokens: int = 64, full: bool = False
+        self,
+        text: str,
+        target: str | None = None,
+        k: int = 5,
+        max_tokens: int = 64,
+        full: bool = False,
+        continuation: int = 0,
+        sampling: Sampling | None = None,
     ) -> Analysis:
         """Like `inference.analyze.analyze`, run by the worker, or from its cache; raises InputError for a text it
-        cannot take. `full=False` gives the pages' copy (`Analysis.for_pages`), `full=True` the whole one."""
-        kept = self.cached(text, target, k, max_tokens, full)
+        cannot take. `full=False` gives the pages' copy (`Analysis.for_pages`), `full=True` the whole one. A
+        language model first writes `continuation` tokens (greedy, or `sampling`)."""
+        kept = self.cached(text, target, k, max_tokens, full, continuation, sampling)
         if kept is not None:
             return kept
-        result = self.submit(Request(text, target, k, max_tokens)).result()
-        return result if full else (self.pages.get(Request(text, target, k, max_tokens)) or result.for_pages())
+        request = Request(text, target, k, max_tokens, continuation, sampling)
+        result = self.submit(request).result()
+        return result if full else (self.pages.get(request) or result.for_pages())
 
     def _gather(self) -> list[tuple[Request, Future]]:
         batch = [self._queue.get()]

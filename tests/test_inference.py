@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from inference.decoding import TopToken, generate, top_k
+from inference.decoding import Sampling, TopToken, generate, top_k
 
 BOS, EOS = 2, 3
 
@@ -148,3 +148,20 @@ def test_top_k_ranks_probabilities_equal_within_float_noise_by_token_id() -> Non
     assert [t.id for t in top_k(smoothed, 4)[0]] == [0, 1, 2, 3]
     clear = torch.tensor([[0.0, 0.001, 0.0]])  # a real difference (3e-4 in probability) still ranks
     assert [t.id for t in top_k(clear, 3)[0]] == [1, 0, 2]
+
+
+def test_sampling_is_seeded_cached_equals_recomputed_and_top_k_1_is_greedy(model, kind, gen) -> None:
+    source = torch.tensor([[5, 6, 7, 8, EOS]]) if kind == "encoder-decoder" else None
+    prefix = [BOS] if kind == "encoder-decoder" else [BOS, 9, 10]
+    warm = Sampling(temperature=1.5, top_k=0, seed=3)
+    first = generate(model, prefix, source, max_tokens=12, sampling=warm)
+    assert generate(model, prefix, source, max_tokens=12, sampling=warm) == first  # same seed, same text
+    assert generate(model, prefix, source, max_tokens=12, sampling=warm, cache=False) == first  # cache: work only
+    others = {tuple(generate(model, prefix, source, max_tokens=12, sampling=Sampling(1.5, 0, s)).ids) for s in range(6)}
+    assert len(others) > 1  # the seed matters
+    one = Sampling(temperature=0.7, top_k=1, seed=5)
+    assert generate(model, prefix, source, max_tokens=12, sampling=one) == generate(model, prefix, source, 12)
+    with pytest.raises(ValueError, match="temperature"):
+        Sampling(temperature=0.0)
+    with pytest.raises(ValueError, match="beam"):
+        generate(model, prefix, source, max_tokens=3, beam=2, sampling=warm)

@@ -12,7 +12,7 @@ import torch
 from inference.analysis import Analysis
 from inference.analyze import Request, analyze, analyze_many, generate_text, translate_many
 from inference.checkpoint import load_checkpoint
-from inference.decoding import generate, greedy_many
+from inference.decoding import Sampling, generate, greedy_many
 from inference.text import InputError
 from inference.worker import ModelWorker
 from training.tiny import make_tiny_checkpoint
@@ -133,3 +133,26 @@ def test_translate_many_gives_what_generate_gives_one_text_at_a_time() -> None:
     ckpt = load_checkpoint(ROOT / "checkpoints" / "reverse")
     texts = ["abc", "hello", "ponmlkjihgfedcba", "a", "attention"]
     assert translate_many(ckpt, texts, 30, batch=2) == [generate_text(ckpt, t, 30) for t in texts]
+
+
+def test_a_language_model_continuation_is_generated_then_analysed_with_its_text() -> None:
+    ckpt = load_checkpoint(ROOT / "checkpoints" / "lm-english")
+    text = "The cat sat on the"
+    alone = analyze(ckpt, text)
+    written = analyze(ckpt, text, continuation=6)
+    prompt = list(alone.target_ids)
+    expected = generate(ckpt.model, prompt, None, 6)
+    assert written.target_ids == tuple(prompt + expected.ids) and written.generated == len(expected.ids)
+    assert written.continuation == ckpt.tokenizer.decode(expected.ids)
+    assert len(written.predictions) == len(written.target_ids)
+    np.testing.assert_allclose(  # the prompt's own rows are unchanged by what follows (no-peek mask)
+        written.blocks["decoder.layers.0.self_attn"].weights[:, : len(prompt), : len(prompt)],
+        alone.blocks["decoder.layers.0.self_attn"].weights,
+        atol=1e-5,
+    )
+    sampled = [analyze(ckpt, text, continuation=6, sampling=Sampling(1.2, 40, seed)) for seed in (1, 1, 2)]
+    assert sampled[0].target_ids == sampled[1].target_ids  # seeded
+    worker = ModelWorker(ckpt)
+    assert worker.analyze(text, continuation=6, sampling=Sampling(1.2, 40, 1)).target_ids == sampled[0].target_ids
+    with pytest.raises(InputError, match="continuation"):
+        analyze(ckpt, text, continuation=10_000)
