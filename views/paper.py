@@ -49,17 +49,13 @@ def paper_view(analysis: Analysis, model: str) -> None:
     name = safe_filename(*parts, "" if chosen is None else f"q{chosen + 1}")
     if drawn == 0:
         st.info(f"No weight reaches {threshold:.2f} here: lower the threshold to see lines.")
-    left, right = st.columns([3, 2])
-    with left:
-        st.plotly_chart(fig, key="paper_chart", config=chart_config(name))
-    with right:
-        st.markdown(f"**{drawn:,} lines**: every weight ≥ {threshold:.2f}.")
-        st.caption(
-            "A line joins a query token (left) to a key token (right); its opacity is the attention weight, "
-            f"within {BUCKET_WIDTH / 2:.3f} of it. One colour per head: click a head in the legend "
-            "to hide or show it. Each query's weights sum to 1, so a query draws at most 1 / threshold lines "
-            "per head."
-        )
+    st.caption(
+        f"**{drawn:,} lines**, one for every weight ≥ {threshold:.2f}: a line joins a query token (left) to a key "
+        f"token (right), its opacity the weight (within {BUCKET_WIDTH / 2:.3f}). One colour per head: click a head "
+        "in the legend to hide or show it. A query's weights sum to 1, so it draws at most 1 / threshold lines "
+        "per head."
+    )
+    st.plotly_chart(fig, key="paper_chart", config=chart_config(name))
 
 
 def body() -> None:

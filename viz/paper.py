@@ -157,7 +157,9 @@ def attention_lines(
         "plot_bgcolor": "white",
     }
     layout["yaxis2"]["side"] = "right"
-    layout["margin"] = {**layout["margin"], "t": 80}
+    # The title on the figure's top edge, the legend (up to two rows of heads) between it and the plot.
+    layout["title"] = {**layout["title"], "y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": 10}}
+    layout["margin"] = {**layout["margin"], "t": 95}
     return unvalidated(traces, layout)
 
 
