@@ -22,6 +22,7 @@ from inference import catalog
 from inference.analysis import Analysis, Block
 from inference.analyze import positional_table as model_positional_table
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from inference.decoding import Sampling
 from inference.export import to_json, to_npz_bytes
 from inference.text import InputError
 from inference.worker import ModelWorker
@@ -37,6 +38,7 @@ URL_KEYS |= {"query": int, "position": int}  # the attention-math query token, t
 URL_KEYS |= {"compare": str}  # the second text of the Compare page
 PERSISTENT = ("model", "text", "attention", "layer", "head", "query", "position", "second_text", "stats_pick")
 PERSISTENT += ("pe_positions", "pe_dims", "pe_metric", "compare")
+PERSISTENT += ("gen_tokens", "gen_mode", "gen_temperature", "gen_top_k", "gen_seed", "gen_layer", "gen_head")
 MAX_URL_TEXT = 1000
 log = logging.getLogger("attention_atlas")
 P = ParamSpec("P")
@@ -68,18 +70,22 @@ def model_worker(path: str, stamp: float) -> ModelWorker:
     return ModelWorker(load_model(path, stamp))
 
 
-def run_model(path: str, stamp: float, text: str, full: bool = False) -> Analysis:
+def run_model(
+    path: str, stamp: float, text: str, full: bool = False, continuation: int = 0, sampling: Sampling | None = None
+) -> Analysis:
     """The model's Analysis of `text` (every head, the predictions); raises InputError.
 
     The page submits to the checkpoint's worker and waits: sessions typing at once share one batch. The worker
     keeps results (inference.worker): a rerun gets the same object back, not a copy. `full=True`: with the raw
-    scores and V of every block (the attention-math page, the export); else the pages' lighter copy."""
+    scores and V of every block (the attention-math page, the export); else the pages' lighter copy. A language
+    model first writes `continuation` tokens (greedy, or `sampling`)."""
     worker = model_worker(path, stamp)
-    kept = worker.cached(text, k=TOP_K, full=full)
+    asked = {"k": TOP_K, "full": full, "continuation": continuation, "sampling": sampling}
+    kept = worker.cached(text, **asked)
     if kept is not None:
         return kept
     with st.spinner("Running the model…"):
-        return worker.analyze(text, k=TOP_K, full=full)
+        return worker.analyze(text, **asked)
 
 
 # Figures are built once per (model, text, view) and shared by every session: a rerun or a head switch sends a

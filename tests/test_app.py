@@ -312,3 +312,37 @@ def test_compare_shows_both_heads_and_their_difference_where_tokens_align(app, g
     assert at.text_area(key="text").value.endswith("too tired.") and at.text_input(key="compare").value.endswith(
         "wide."
     )
+
+
+# Generate -----------------------------------------------------------------------------------------------------------
+
+
+def test_generate_writes_a_continuation_and_steps_through_it(app, good_dir: Path) -> None:
+    at = app(text="the cat sat")
+    at.switch_page("views/generate.py").run()
+    at.number_input(key="gen_tokens").set_value(5).run()
+    ckpt = load_checkpoint(good_dir / LM)
+    written = analyze(ckpt, "the cat sat", continuation=5)
+    assert written.continuation in at.code[0].value and written.generated > 1
+    first = len(written.target_pieces) - written.generated
+    at.slider(key="gen_step").set_value(2).run()
+    position = first  # step 2 feeds the first written token
+    row = chart(ok(at), "gen_self_row")["data"][0]["y"]
+    expected = written.blocks["decoder.layers.0.self_attn"].weights[0, position, : position + 1]
+    np.testing.assert_allclose(decode_typed_array(row), expected, atol=1e-6)
+    assert frame(at, "probability")["id"].tolist() == [t.id for t in written.predictions[position]]
+    assert f"{position + 1} positions" in " ".join(c.value for c in at.caption)
+    at.radio(key="gen_mode").set_value("sampling").run()
+    at.number_input(key="gen_seed").set_value(7).run()
+    once = at.code[0].value
+    at.number_input(key="gen_seed").set_value(8).run()
+    at.number_input(key="gen_seed").set_value(7).run()
+    assert ok(at).code[0].value == once  # the same seed writes the same text
+
+
+def test_generate_steps_through_the_translators_output_with_its_cross_attention(app) -> None:
+    at = app(model=ED, text="Where is the station?")
+    at.switch_page("views/generate.py").run()
+    assert "gen_cross_row" in {el.key for el in ok(at).get("plotly_chart")}
+    at.slider(key="gen_step").set_value(1).run()
+    assert "Cross-attention's keys and values" in " ".join(c.value for c in ok(at).caption)

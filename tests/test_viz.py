@@ -396,3 +396,20 @@ def test_difference_heatmap_is_second_minus_first_on_merged_labels() -> None:
     go.Figure(fig.to_dict())  # valid Plotly
     with pytest.raises(ValueError, match="do not align"):
         merged_labels(first, first[:3])
+
+
+def test_generation_figures_row_cache_and_their_numbers() -> None:
+    from viz.generation import attention_row, cache_growth, kv_cache_numbers
+
+    assert kv_cache_numbers(n_layers=3, d_model=256, positions=10) == 2 * 3 * 10 * 256
+    row = np.array([0.1, 0.2, 0.7], dtype=np.float32)
+    fig = attention_row(row, ["<s>", "<b>", "▁cat"], "step 3", own=2)
+    np.testing.assert_allclose(fig.data[0].y, row)
+    assert fig.layout.xaxis.ticktext[1] == "2:&lt;b&gt;"  # counted from 1, escaped
+    assert fig.data[0].marker.color[2] != fig.data[0].marker.color[0]  # the query's own position stands out
+    go.Figure(fig.to_dict())  # valid Plotly
+    growth = cache_growth([10, 20, 30], step=2)
+    assert list(growth.data[1].x) == [2] and growth.data[1].y[0] == pytest.approx(20 * 4 / 1024)
+    go.Figure(growth.to_dict())
+    with pytest.raises(ValueError, match="does not match"):
+        attention_row(row, ["a", "b"], "x")

@@ -1,0 +1,102 @@
+"""Generate: the model writes, and a step slider shows each decoding step: the token chosen with its top-k, the
+decoder's self-attention (and cross-attention) row of that step, and the key/value cache growing."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+from inference.analysis import Analysis
+from inference.decoding import Sampling
+from inference.text import InputError
+from viz.generation import attention_row, cache_growth, kv_cache_numbers
+from viz.labels import display_piece, safe_filename
+from viz.style import chart_config
+from viz.tables import top_k_frame
+
+PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
+
+
+def continuation(ctx: ui.Context) -> Analysis | None:
+    """The language model's text and what it wrote after it, with the controls for how it writes."""
+    cols = st.columns(5)
+    tokens = cols[0].number_input("Tokens to write", 1, min(64, ctx.ckpt.config.max_len // 2), 20, key="gen_tokens")
+    mode = cols[1].radio("Decoding", ["greedy", "sampling"], key="gen_mode", horizontal=True)
+    sampling = None
+    if mode == "sampling":
+        temperature = cols[2].slider("Temperature", 0.1, 2.0, 1.0, 0.1, key="gen_temperature")
+        top_k = cols[3].number_input("Top-k (0: all)", 0, ctx.ckpt.config.vocab_size, 40, key="gen_top_k")
+        seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, key="gen_seed")
+        sampling = Sampling(float(temperature), int(top_k), int(seed))
+    try:
+        return ui.run_model(ctx.path, ctx.stamp, ctx.text, continuation=int(tokens), sampling=sampling)
+    except InputError as exc:
+        st.error(str(exc))
+        return None
+
+
+def body() -> None:
+    st.title("Generate")
+    chosen = ui.context_and_analysis()
+    if chosen is None:
+        return
+    ctx, analysis = chosen
+    cfg = ctx.ckpt.config
+    if analysis.kind == "decoder-only":
+        st.caption("The language model continues the text one token at a time, each time feeding its own choice back.")
+        written = continuation(ctx)
+        if written is None:
+            return
+        analysis, first = written, len(written.target_pieces) - written.generated
+        st.markdown("**Text, then what the model wrote**")
+        st.code(f"{written.text} ⟶ {written.continuation or '(nothing: it ended the text at once)'}", language=None)
+        if written.generated == 0:
+            return
+    else:
+        st.caption("The decoder writes the output one token at a time, reading the encoder's keys and values.")
+        st.markdown("**Output**")
+        st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
+        first = 1  # after bos
+    steps = len(analysis.target_pieces) - first + 1  # each step writes one token; the last one may write </s>
+    step = st.slider("Decoding step", 1, max(steps, 1), max(steps, 1), key="gen_step") if steps > 1 else 1
+    position = first - 1 + (step - 1)  # the query position whose prediction is this step's token
+    pieces = analysis.target_pieces
+    wrote = display_piece(pieces[position + 1]) if position + 1 < len(pieces) else "(end of the output)"
+    st.markdown(
+        f"**Step {step}**: fed `{display_piece(pieces[position])}` at position {position + 1}, wrote `{wrote}`."
+    )
+    left, right = st.columns([2, 3])
+    with left:
+        st.dataframe(top_k_frame(analysis, position), hide_index=True, column_config={"probability": PROB})
+        n_layers = len(analysis.layers("decoder.self_attn"))
+        held = [kv_cache_numbers(n_layers, cfg.d_model, first + s) for s in range(steps)]
+        st.plotly_chart(cache_growth(held, step), key="gen_cache", config=chart_config("kv-cache"))
+        note = (
+            f"After step {step} the self-attention cache holds a key and a value for {position + 1} positions in each "
+            f"of {n_layers} layers: 2 × {n_layers} × {position + 1} × {cfg.d_model} = {held[step - 1]:,} numbers "
+            f"({held[step - 1] * 4 / 1024:.1f} KiB). With it, step {step} computes 1 new position; without it, "
+            f"{position + 1}."
+        )
+        if analysis.source_pieces is not None:
+            cross = kv_cache_numbers(n_layers, cfg.d_model, len(analysis.source_pieces))
+            note += f" Cross-attention's keys and values ({cross:,} numbers) are computed once from the encoder."
+        st.caption(note)
+    with right:
+        cols = st.columns(2)
+        layers = analysis.layers("decoder.self_attn")
+        layer = cols[0].selectbox("Layer", layers, key="gen_layer", format_func=lambda i: f"layer {i + 1}")
+        block = analysis.block("decoder.self_attn", layer)
+        head = cols[1].selectbox("Head", range(block.n_heads), key="gen_head", format_func=lambda h: f"head {h + 1}")
+        name = safe_filename("step", ctx.entry.name, f"L{layer + 1}", f"H{head + 1}", f"s{step}")
+        row = block.weights[head, position, : position + 1]
+        title = f"Self-attention of step {step}, layer {layer + 1}, head {head + 1}"
+        fig = attention_row(row, block.key_pieces[: position + 1], title, own=position)
+        st.plotly_chart(fig, key="gen_self_row", config=chart_config(name))
+        if "decoder.cross_attn" in analysis.attentions:
+            cross_block = analysis.block("decoder.cross_attn", layer)
+            title = f"Cross-attention of step {step}, layer {layer + 1}, head {head + 1}"
+            fig = attention_row(cross_block.weights[head, position], cross_block.key_pieces, title)
+            st.plotly_chart(fig, key="gen_cross_row", config=chart_config(f"{name}-cross"))
+
+
+ui.guarded(body)
