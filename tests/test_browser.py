@@ -184,3 +184,17 @@ def test_compare_draws_a_minimal_pair_on_the_translator(server, page) -> None:
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
     assert page.locator(".stPlotlyChart").count() >= 2  # both heads (and the difference when the tokens align)
     page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)
+
+
+@pytest.mark.parametrize("model", ["lm-english", "translate-en-de"])
+def test_generate_writes_and_shows_a_step(server, page, model: str) -> None:
+    page.goto(f"{server}/generate?model={model}&text={quote('The capital of France is')}")
+    page.locator(".stPlotlyChart").nth(1).wait_for()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.stPlotlyChart')].every(c => c.querySelector('.main-svg'))"
+    )
+    page.wait_for_timeout(1000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    assert page.get_by_text("Self-attention of step").count() >= 1
+    page.screenshot(path=str(SHOTS / f"generate-{model}.png"), full_page=True)

@@ -57,14 +57,21 @@ def body() -> None:
         st.markdown("**Output**")
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
         first = 1  # after bos
-    steps = len(analysis.target_pieces) - first + 1  # each step writes one token; the last one may write </s>
-    step = st.slider("Decoding step", 1, max(steps, 1), max(steps, 1), key="gen_step") if steps > 1 else 1
-    position = first - 1 + (step - 1)  # the query position whose prediction is this step's token
     pieces = analysis.target_pieces
-    wrote = display_piece(pieces[position + 1]) if position + 1 < len(pieces) else "(end of the output)"
-    st.markdown(
-        f"**Step {step}**: fed `{display_piece(pieces[position])}` at position {position + 1}, wrote `{wrote}`."
-    )
+    steps = len(pieces) - first  # the steps that wrote a token of the output
+    if analysis.predictions[-1][0].id == cfg.eos_id:  # and the step after the last one, when it wrote the end
+        steps += 1
+    if steps < 1:
+        st.info("The model wrote nothing: there is no decoding step to show.")
+        return
+    step = 1
+    if steps > 1:
+        ui.follow_text("gen_step", list(range(1, steps + 1)), analysis)
+        step = st.slider("Decoding step", 1, steps, key="gen_step")
+    position = first - 1 + (step - 1)  # the query position whose prediction is this step's token
+    wrote = repr(display_piece(pieces[position + 1])) if position + 1 < len(pieces) else "the end of the output"
+    st.markdown(f"**Step {step} of {steps}**")
+    st.text(f"fed {display_piece(pieces[position])!r} at position {position + 1}, wrote {wrote}")
     left, right = st.columns([2, 3])
     with left:
         st.dataframe(top_k_frame(analysis, position), hide_index=True, column_config={"probability": PROB})
