@@ -172,6 +172,8 @@ def test_heatmap_shows_the_rollout_with_escaped_labels(n: int) -> None:
     assert (trace["zmin"], trace["zmax"]) == (0.0, 1.0)
     assert "<b>" not in json.dumps(spec) and "<i>" not in json.dumps(spec)
     assert ("texttemplate" in trace) == (n <= 16)
+    if n <= 16:
+        assert trace["text"][1][2] == f"{maps[1, 2]:.2f}"
     assert ("customdata" in trace) == (n <= 48)
     if n <= 48:
         assert trace["customdata"][1][2] == "t1&lt;b&gt; → t2&lt;b&gt;"
@@ -179,6 +181,12 @@ def test_heatmap_shows_the_rollout_with_escaped_labels(n: int) -> None:
     assert json.loads(pio.to_json(go.Figure(fig.to_dict()))) == spec
     with pytest.raises(ValueError, match="does not match"):
         rollout_heatmap(maps[:-1], pieces, pieces)
+
+
+def test_heatmap_leaves_masked_cells_blank() -> None:
+    maps = rollout(np.tril(np.ones((2, 4, 4))) / np.arange(1, 5)[:, None])[-1]  # causal: uniform over the past
+    trace = rollout_heatmap(maps, list("abcd"), list("abcd")).to_dict()["data"][0]
+    assert trace["text"][0] == ["1.00", "", "", ""] and all(t for t in trace["text"][3])
 
 
 # the page -----------------------------------------------------------------------------------------------------------
@@ -213,7 +221,7 @@ def test_rollout_page_on_a_language_model_follows_residual_layer_and_heads(app, 
     at = app()
     at.switch_page(ROLLOUT_PAGE).run()
     ok(at)
-    assert at.radio(key="rollout_stack").options == ["Self-attention (masked)"]
+    assert "rollout_stack" not in [r.key for r in at.radio]  # one stack: nothing to choose
     analysis = analyze(load_checkpoint(good_dir / LM), at.text_area(key="text").value)
     full = z(chart(at, "rollout_chart"))
     np.testing.assert_allclose(full, analysis_rollout(analysis, "decoder.self_attn").maps[-1], atol=1e-6)
@@ -226,9 +234,9 @@ def test_rollout_page_on_a_language_model_follows_residual_layer_and_heads(app, 
     first = chart(ok(at), "rollout_chart")
     np.testing.assert_allclose(z(first), analysis.stacked("decoder.self_attn")[0].mean(axis=0), atol=1e-6)
     assert "layer 1," in first["layout"]["title"]["text"]
-    at.multiselect(key="rollout_heads").set_value([1]).run()
+    at.button_group(key="rollout_heads").set_value([1]).run()
     assert "heads 2" in chart(ok(at), "rollout_chart")["layout"]["title"]["text"]
-    at.multiselect(key="rollout_heads").set_value([]).run()
+    at.button_group(key="rollout_heads").set_value([]).run()
     assert "at least one head" in errors(ok(at)) and not at.get("plotly_chart")
 
 

@@ -39,34 +39,32 @@ def _keep_valid(key: str, options: list, default) -> None:
 
 
 def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
-    """Stack, residual, through which layer (0-based) and heads, validated against the analysis."""
+    """Stack (a language model has one), residual, through which layer (0-based) and heads, validated against the
+    analysis."""
     attentions = analysis.attentions
     _keep_valid("rollout_stack", attentions, attentions[0])
-    cols = st.columns([3, 1, 2, 2])
-    attention = cols[0].radio(
-        "Rollout of", attentions, key="rollout_stack", format_func=lambda a: _label(analysis, a), horizontal=True
-    )
+    attention = attentions[0]
+    if len(attentions) > 1:
+        attention = st.radio(
+            "Rollout of", attentions, key="rollout_stack", format_func=lambda a: _label(analysis, a), horizontal=True
+        )
+    cols = st.columns([2, 3, 3], gap="medium")
     help_ = "Each layer as 0.5·A + 0.5·I: the residual connection keeps half of each position's own state "
     help_ += "(Abnar & Zuidema). Off: the raw product of the attention matrices."
-    residual = cols[1].toggle("Residual", value=True, key="rollout_residual", help=help_)
+    residual = cols[0].toggle("Residual", value=True, key="rollout_residual", help=help_)
     layers = list(range(len(analysis.layers(attention))))
+    layer = 0
     if len(layers) > 1:
         _keep_valid("rollout_layer", layers, layers[-1])
-        layer = cols[2].select_slider(
-            "Through layer", layers, key="rollout_layer", format_func=lambda i: f"layer {i + 1}"
-        )
-    else:
-        layer = 0
-    n_heads = analysis.block(attention, 0).n_heads
-    heads = list(range(n_heads))
-    if not isinstance(st.session_state.get("rollout_heads"), list) or any(
-        h not in heads for h in st.session_state["rollout_heads"]
-    ):
+        layer = cols[1].select_slider("Through layer", layers, key="rollout_layer", format_func=lambda i: f"{i + 1}")
+    heads = list(range(analysis.block(attention, 0).n_heads))
+    kept = st.session_state.get("rollout_heads")
+    if not isinstance(kept, list) or any(h not in heads for h in kept):
         st.session_state["rollout_heads"] = heads
-    chosen = cols[3].multiselect(
-        "Heads averaged", heads, key="rollout_heads", format_func=lambda h: f"head {h + 1}", placeholder="none"
+    chosen = cols[2].pills(
+        "Heads averaged", heads, selection_mode="multi", key="rollout_heads", format_func=lambda h: f"{h + 1}"
     )
-    return attention, residual, layer, chosen
+    return attention, residual, layer, list(chosen)
 
 
 def body() -> None:

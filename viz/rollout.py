@@ -30,7 +30,8 @@ def rollout_heatmap(
 ) -> go.Figure:
     """Heatmap of one (outputs, inputs) rollout map on the fixed 0–1 cividis scale: row i, column j is how much
     output position i draws from input token j. Pieces are escaped (viz.labels) and the axes are positions, so
-    repeated tokens stay apart; hover reads "output → input: value"; numbers in the cells up to 16 tokens a side.
+    repeated tokens stay apart; hover reads "output → input: value"; numbers in the cells up to 16 tokens a side
+    (blank where exactly 0).
     Written as Plotly's JSON without validation (viz.style.unvalidated; tests/test_rollout.py validates it)."""
     z = check_attention(rollout, output_pieces, input_pieces)
     rows, cols = plotly_labels(output_pieces), plotly_labels(input_pieces)
@@ -41,11 +42,12 @@ def rollout_heatmap(
         trace["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
     else:
         trace["hovertemplate"] = "output %{y} → input %{x}: %{z:.3f}<extra></extra>"
-    if max(z.shape) <= ANNOTATE_TOKENS:
-        trace["texttemplate"] = "%{z:.2f}"
+    if max(z.shape) <= ANNOTATE_TOKENS:  # masked cells (exactly 0: a causal model's future) stay blank
+        trace["text"] = [["" if v == 0.0 else f"{v:.2f}" for v in row] for row in z.tolist()]
+        trace["texttemplate"] = "%{text}"
         trace["textfont"] = {"size": 11}
     layout = {
-        "xaxis": {"tickangle": -60, **_axis(cols, "input token (drawn from)")},
+        "xaxis": _axis(cols, "input token (drawn from)"),  # Plotly turns the labels only when they overlap
         "yaxis": {"autorange": "reversed", **_axis(rows, "output position")},
         **finish_layout(title, height=min(900, max(360, 22 * len(rows) + 160))),
     }
