@@ -80,3 +80,17 @@ def test_rollout_of_the_language_model_on_a_small_screen(server, browser) -> Non
         page.screenshot(path=str(SHOTS / "rollout-1024x768.png"), full_page=True)
     finally:
         context.close()
+
+
+def test_cross_rollout_of_the_translation_model_is_target_by_source(server, browser) -> None:
+    text = "Where is the station?"
+    analysis = analyze(load_checkpoint(ROOT / "checkpoints" / "translate-en-de"), text)
+    n_source, n_target = len(analysis.source_pieces), len(analysis.target_pieces)
+    assert n_source != n_target  # else a transposed map would pass
+    context, page = open_page(browser, server, "model=translate-en-de&text=Where%20is%20the%20station%3F", 1600, 1000)
+    try:
+        page.get_by_text("Decoder → source (through the encoder)").click()
+        assert drawn_shape(page, "Decoder → source") == [n_target, n_source]
+        no_errors(page)
+    finally:
+        context.close()
