@@ -39,6 +39,7 @@ URL_KEYS |= {"compare": str}  # the second text of the Compare page
 PERSISTENT = ("model", "text", "attention", "layer", "head", "query", "position", "second_text", "stats_pick")
 PERSISTENT += ("pe_positions", "pe_dims", "pe_metric", "compare")
 PERSISTENT += ("gen_tokens", "gen_mode", "gen_temperature", "gen_top_k", "gen_seed", "gen_layer", "gen_head")
+PERSISTENT += ("paper_query", "paper_threshold", "rollout_stack", "rollout_residual", "rollout_layer", "rollout_heads")
 MAX_URL_TEXT = 1000
 log = logging.getLogger("attention_atlas")
 P = ParamSpec("P")
