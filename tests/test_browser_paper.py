@@ -37,12 +37,9 @@ def test_paper_sentence_every_head_of_a_layer(server, browser, shot: str) -> Non
     context, page = open_paper(browser, SIZES[shot], server=server, **query, layer="2", head="-1")
     try:
         assert legend_names(page) == [f"head {h}" for h in range(1, 9)]
-        paths = page.locator(".stPlotlyChart .scatterlayer .js-line").evaluate_all(
-            "ps => ps.map(p => p.getAttribute('d'))"
-        )
-        # Plotly draws the runs between gaps as paths of their own: one straight segment each, none joining the
-        # key column back to the next query (NaN must break the line).
-        assert len(paths) > 8 and all(d.count("M") == 1 and d.count("L") == 1 for d in paths), paths[:5]
+        # One SVG path per (head, opacity bucket), not one per line: thousands of paths redrew in seconds.
+        paths = page.locator(".stPlotlyChart .scatterlayer .js-line").count()
+        assert 8 <= paths <= 8 * 20, paths
         ticks = page.locator(".stPlotlyChart .ytick text").all_text_contents()
         assert any("Law" in t for t in ticks) and any("opinion" in t for t in ticks), ticks
         assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 
 import ui
 from inference.catalog import PAPER_SENTENCES, PRESETS
-from viz.paper import BUCKET_WIDTH, CROSS_COLUMNS, PALETTE, attention_lines, block_lines
+from viz.paper import BUCKET_WIDTH, CROSS_COLUMNS, OUTSIDE, PALETTE, attention_lines, block_lines
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 LM, ED = "lm-tiny", "translate-tiny"
@@ -34,16 +34,18 @@ def as_json(fig: go.Figure) -> dict:
 
 
 def segments(spec: dict) -> list[tuple[str, float, int, int]]:
-    """(legend group, opacity, query, key) of every line segment drawn (NaN-separated (0, q) → (1, k) pairs)."""
+    """(legend group, opacity, query, key) of every line segment drawn. A trace is one path of segments walked out
+    and back, (OUTSIDE, q) → (0, q) → (1, k) → (0, q): only (0, q) → (1, k) lies inside the plot's x range [0, 1]."""
     found = []
     for trace in spec["data"]:
         if trace.get("mode") != "lines" or trace.get("showlegend") is not False:
             continue
-        x, y = decode_typed_array(trace["x"]), decode_typed_array(trace["y"])
-        assert len(x) % 3 == 0 and np.isnan(x[2::3]).all() and np.isnan(y[2::3]).all()
-        assert (x[0::3] == 0).all() and (x[1::3] == 1).all()  # queries on the left, keys on the right
-        for q, k in zip(y[0::3], y[1::3]):
+        x, y = decode_typed_array(trace["x"]).reshape(-1, 4), decode_typed_array(trace["y"]).reshape(-1, 4)
+        assert (x == [OUTSIDE, 0, 1, 0]).all() and (y[:, 0] == y[:, 1]).all() and (y[:, 1] == y[:, 3]).all()
+        assert trace["line"]["simplify"] is False  # Plotly must not drop the retraced points
+        for q, k in y[:, 1:3]:
             found.append((trace["legendgroup"], trace["opacity"], int(q), int(k)))
+    assert spec["layout"]["xaxis"]["range"] == [0, 1] and OUTSIDE < 0  # the walk between segments is clipped
     return found
 
 

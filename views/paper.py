@@ -35,9 +35,10 @@ def paper_view(analysis: Analysis, model: str) -> None:
     with cols[0]:
         query = _pick_query(len(block.query_pieces), indexed_labels(block.query_pieces))
     with cols[1]:
-        threshold = st.slider(
-            "Hide weights below", MIN_THRESHOLD, 1.0, THRESHOLD, 0.01, key="paper_threshold", format="%.2f"
-        )
+        # Seeded in session state, not as the slider's default: ui.keep_state re-assigns it on every page.
+        if not MIN_THRESHOLD <= st.session_state.get("paper_threshold", -1.0) <= 1.0:
+            st.session_state["paper_threshold"] = THRESHOLD
+        threshold = st.slider("Hide weights below", MIN_THRESHOLD, 1.0, step=0.01, key="paper_threshold", format="%.2f")
     heads = None if head == ui.AVERAGE else [head]
     chosen = None if query == ALL else query
     drawn = len(lines_above(block.weights if heads is None else block.weights[heads], threshold, chosen))

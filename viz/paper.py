@@ -27,6 +27,7 @@ LINE_WIDTH = 1.2
 ROW_PX = 16  # vertical pixels per token up to MAX_HEIGHT: 60 tokens stay readable
 MAX_HEIGHT = 1800
 CHROME_PX = 150  # title, legend and margins
+OUTSIDE = -1.0  # x left of the plot (x range [0, 1]): where a line path walks from one segment to the next
 SELF_COLUMNS = ("query (attending)", "key (attended to)")
 CROSS_COLUMNS = ("decoder output (queries)", "source (keys)")
 
@@ -53,9 +54,12 @@ def bucket_opacity(bucket: int) -> float:
 
 
 def _segments(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """x and y of line segments (0, q) → (1, k) in one trace: float32, NaN between segments (a gap in Plotly)."""
-    x = np.tile(np.array([0.0, 1.0, np.nan], dtype=np.float32), len(q))
-    y = np.stack([q, k, np.full(len(q), np.nan)], axis=1).astype(np.float32).ravel()
+    """x and y of line segments (0, q) → (1, k) as ONE unbroken path: each segment is walked out and back,
+    (OUTSIDE, q) → (0, q) → (1, k) → (0, q), and the walk to the next segment's start runs left of the plot, where
+    Plotly clips it. Gaps (NaN) would make Plotly draw one SVG path per segment: thousands of paths took the
+    browser seconds to redraw at 256 tokens; one path per trace draws the same picture."""
+    x = np.tile(np.array([OUTSIDE, 0.0, 1.0, 0.0], dtype=np.float32), len(q))
+    y = np.stack([q, q, k, q], axis=1).astype(np.float32).ravel()
     return x, y
 
 
@@ -129,7 +133,7 @@ def attention_lines(
                     "x": x,
                     "y": y,
                     "mode": "lines",
-                    "line": {"color": colour, "width": LINE_WIDTH},
+                    "line": {"color": colour, "width": LINE_WIDTH, "simplify": False},
                     "opacity": bucket_opacity(int(group[start] % BUCKETS)),
                     "showlegend": False,
                     **legend,
@@ -148,7 +152,7 @@ def attention_lines(
     traces[-1]["text"] = [f"key {j + 1}: {label}" for j, label in enumerate(k_labels)]
     layout = {
         **finish_layout(title, height),
-        "xaxis": {"range": [-0.03, 1.03], "visible": False, "fixedrange": True},
+        "xaxis": {"range": [0.0, 1.0], "visible": False, "fixedrange": True},  # OUTSIDE is clipped
         "yaxis": {**_ticks(q_labels, n, step, query), "title": {"text": columns[0]}},
         "yaxis2": {**_ticks(k_labels, n, step, None), "title": {"text": columns[1]}, "overlaying": "y"},
         "showlegend": True,
