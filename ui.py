@@ -36,6 +36,8 @@ AVERAGE = -1  # the "head" value meaning the average of all heads
 URL_KEYS: dict[str, type] = {"model": str, "text": str, "attention": str, "layer": int, "head": int}
 URL_KEYS |= {"query": int, "position": int}  # the attention-math query token, the LM's next-token position
 URL_KEYS |= {"compare": str}  # the second text of the Compare page
+URL_KEYS |= {"gen_tokens": int, "gen_mode": str, "gen_temperature": float, "gen_top_k": int, "gen_seed": int}
+URL_KEYS |= {"gen_step": int, "paper_query": int, "paper_threshold": float, "rollout_stack": str, "rollout_layer": int}
 PERSISTENT = ("model", "text", "attention", "layer", "head", "query", "position", "second_text", "stats_pick")
 PERSISTENT += ("pe_positions", "pe_dims", "pe_metric", "compare")
 PERSISTENT += ("gen_tokens", "gen_mode", "gen_temperature", "gen_top_k", "gen_seed", "gen_layer", "gen_head")
@@ -201,7 +203,7 @@ def restore_from_url() -> None:
                 st.session_state[key] = cast(st.query_params[key])
             except ValueError:
                 continue
-            if key in ("query", "position"):  # follow_text keeps it for the URL's text
+            if key in ("query", "position", "gen_step"):  # follow_text keeps it for the URL's text
                 st.session_state[f"_{key}_from_url"] = True
 
 
@@ -320,6 +322,17 @@ def follow_text(key: str, options: list[int], analysis: Analysis) -> None:
         if not (restored and st.session_state.get(key) in options):
             st.session_state[key] = options[-1]
         st.session_state[f"_{key}_text"] = owner
+
+
+def keep_within(key: str, low: float, high: float, default: float) -> None:
+    """A number widget's value (from the URL or an earlier model) kept inside the widget's range."""
+    value = st.session_state.get(key, default)
+    st.session_state[key] = type(default)(min(max(value, low), high)) if isinstance(value, int | float) else default
+
+
+def keep_valid(key: str, options: list, default) -> None:
+    """A choice widget's value (from the URL or an earlier model) kept among its options."""
+    _valid(key, options, default)
 
 
 def _valid(key: str, options: list, default) -> None:

@@ -17,6 +17,7 @@ import inference.worker as worker_module
 import ui
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
+from inference.decoding import Sampling
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 LM, ED = "lm-tiny", "translate-tiny"
@@ -346,3 +347,16 @@ def test_generate_steps_through_the_translators_output_with_its_cross_attention(
     assert "gen_cross_row" in {el.key for el in ok(at).get("plotly_chart")}
     at.slider(key="gen_step").set_value(1).run()
     assert "Cross-attention's keys and values" in " ".join(c.value for c in ok(at).caption)
+
+
+def test_a_link_restores_the_generate_choices_and_absurd_values_are_kept_in_range(app, good_dir: Path) -> None:
+    at = app(model=LM, text="the cat sat", gen_tokens="4", gen_mode="sampling", gen_seed="7", gen_temperature="0.5")
+    at.switch_page("views/generate.py").run()
+    ckpt = load_checkpoint(good_dir / LM)
+    expected = analyze(ckpt, "the cat sat", continuation=4, sampling=Sampling(0.5, 40, 7))
+    assert expected.continuation in ok(at).code[0].value
+    assert at.query_params["gen_seed"] == "7" and at.query_params["gen_mode"] == "sampling"
+    wild = app(model=LM, text="the cat sat", gen_tokens="99999", gen_mode="nonsense", gen_temperature="-3")
+    wild.switch_page("views/generate.py").run()
+    ok(wild)
+    assert wild.number_input(key="gen_tokens").value == 32 and wild.radio(key="gen_mode").value == "greedy"

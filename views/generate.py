@@ -20,13 +20,19 @@ PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1
 def continuation(ctx: ui.Context) -> Analysis | None:
     """The language model's text and what it wrote after it, with the controls for how it writes."""
     cols = st.columns(5)
-    tokens = cols[0].number_input("Tokens to write", 1, min(64, ctx.ckpt.config.max_len // 2), 20, key="gen_tokens")
+    most = min(64, ctx.ckpt.config.max_len // 2)
+    ui.keep_within("gen_tokens", 1, most, 20)
+    ui.keep_valid("gen_mode", ["greedy", "sampling"], "greedy")
+    ui.keep_within("gen_temperature", 0.1, 2.0, 1.0)
+    ui.keep_within("gen_top_k", 0, ctx.ckpt.config.vocab_size, 40)
+    ui.keep_within("gen_seed", 0, 2**31 - 1, 0)
+    tokens = cols[0].number_input("Tokens to write", 1, most, key="gen_tokens")
     mode = cols[1].radio("Decoding", ["greedy", "sampling"], key="gen_mode", horizontal=True)
     sampling = None
     if mode == "sampling":
-        temperature = cols[2].slider("Temperature", 0.1, 2.0, 1.0, 0.1, key="gen_temperature")
-        top_k = cols[3].number_input("Top-k (0: all)", 0, ctx.ckpt.config.vocab_size, 40, key="gen_top_k")
-        seed = cols[4].number_input("Seed", 0, 2**31 - 1, 0, key="gen_seed")
+        temperature = cols[2].slider("Temperature", 0.1, 2.0, step=0.1, key="gen_temperature")
+        top_k = cols[3].number_input("Top-k (0: all)", 0, ctx.ckpt.config.vocab_size, key="gen_top_k")
+        seed = cols[4].number_input("Seed", 0, 2**31 - 1, key="gen_seed")
         sampling = Sampling(float(temperature), int(top_k), int(seed))
     try:
         return ui.run_model(ctx.path, ctx.stamp, ctx.text, continuation=int(tokens), sampling=sampling)
