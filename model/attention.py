@@ -74,6 +74,37 @@ class AttentionRecord:
         return AttentionRecord(*(pick(t) for t in (self.mask, self.keys, self.values, self.scores, self.weights)))
 
 
+@dataclass(frozen=True)
+class Ablation:
+    """Heads of one attention block switched off: their outputs (softmax(QKᵀ/√d_k)V of each head, before the
+    heads are concatenated and projected by W^O) become zeros, or, with mode "mean", each head's mean over the
+    real query positions of the pass. The recorded weights stay what the head computed: only its output is cut.
+    An argument of the forward pass, never state on the model."""
+
+    heads: tuple[int, ...]
+    mode: str = "zero"
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("zero", "mean"):
+            raise ValueError(f"ablation mode must be 'zero' or 'mean', got {self.mode!r}")
+
+    def apply(self, heads: Tensor, query_valid: Tensor) -> Tensor:
+        """`heads` (B, H, Tq, d_head) with the chosen heads replaced; `query_valid` (B, Tq) marks real queries."""
+        if not self.heads:
+            return heads
+        if not all(0 <= h < heads.shape[1] for h in self.heads):
+            raise ValueError(f"heads {self.heads} outside 0..{heads.shape[1] - 1}")
+        out = heads.clone()
+        chosen = list(self.heads)
+        if self.mode == "zero":
+            out[:, chosen] = 0.0
+        else:
+            w = query_valid[:, None, :, None].to(heads.dtype)  # (B, 1, Tq, 1)
+            mean = (heads[:, chosen] * w).sum(dim=2, keepdim=True) / w.sum(dim=2, keepdim=True).clamp(min=1.0)
+            out[:, chosen] = mean.expand(-1, -1, heads.shape[2], -1)
+        return out
+
+
 class MultiHeadedAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = softmax(Q W_i^Q (K W_i^K)ᵀ / √d_k) V W_i^V.
 
@@ -105,8 +136,10 @@ class MultiHeadedAttention(nn.Module):
         mask: Tensor,
         past: AttentionRecord | None = None,
         record: bool = True,
+        ablate: Ablation | None = None,
     ) -> tuple[Tensor, AttentionRecord]:
         """Attend from `query` (B, Tq, d_model) to `key_value` (B, Tk, d_model) under `mask` (B, Tq, Tk).
+        `ablate`: heads whose output is switched off (see Ablation).
 
         With `past` (this block's record from the previous decoding step) its keys and values come first;
         with `key_value=None` they are used as they are (cross-attention to an encoder memory projected once).
@@ -131,6 +164,8 @@ class MultiHeadedAttention(nn.Module):
             heads = self.dropout(weights) @ v  # (B, H, Tq, d_head)
         else:
             heads = self.fused(q, k, v, mask)
+        if ablate is not None:
+            heads = ablate.apply(heads, mask.any(dim=-1))
         b, _, tq, _ = heads.shape
         out = self.w_o(heads.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_head))  # (B, Tq, d_model)
         return out, AttentionRecord(mask, k, v, scores, weights)

@@ -9,15 +9,18 @@ as `past`: its records hold every key and value so far.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import torch
 from torch import Tensor, nn
 
-from model.attention import AttentionRecord, MultiHeadedAttention, attention_mask, padding_mask
+from model.attention import Ablation, AttentionRecord, MultiHeadedAttention, attention_mask, padding_mask
 from model.config import ModelConfig
 from model.trace import Trace
 
 Records = dict[str, AttentionRecord]
+Ablations = Mapping[str, Ablation]  # block name (`decoder.layers.1.cross_attn`) → the heads switched off there
+NONE: Ablations = {}
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
@@ -106,9 +109,11 @@ class EncoderLayer(nn.Module):
         self.feed_forward = FeedForward(config.d_model, config.d_ff, config.dropout)
         self.sublayer = nn.ModuleList([Residual(config.d_model, config.dropout, pre) for _ in range(2)])
 
-    def forward(self, x: Tensor, mask: Tensor, record: bool) -> tuple[Tensor, AttentionRecord]:
+    def forward(
+        self, x: Tensor, mask: Tensor, record: bool, ablate: Ablation | None = None
+    ) -> tuple[Tensor, AttentionRecord]:
         h = self.sublayer[0].input(x)
-        attn, rec = self.self_attn(h, h, mask, record=record)
+        attn, rec = self.self_attn(h, h, mask, record=record, ablate=ablate)
         x = self.sublayer[0].output(x, attn)
         x = self.sublayer[1].output(x, self.feed_forward(self.sublayer[1].input(x)))
         return x, rec
@@ -134,20 +139,26 @@ class DecoderLayer(nn.Module):
         cross_mask: Tensor | None,
         past: Records,
         record: bool,
+        ablate: Ablations = NONE,
     ) -> tuple[Tensor, Records]:
-        """`past` holds this layer's records of the previous step ("self_attn", "cross_attn"), or nothing.
+        """`past` holds this layer's records of the previous step ("self_attn", "cross_attn"), or nothing;
+        `ablate` this layer's ablations, by the same keys.
 
         Cross-attention projects the encoder `memory` once; with a past record its keys and values are reused.
         """
         h = self.sublayer[0].input(x)
-        attn, self_rec = self.self_attn(h, h, self_mask, past=past.get("self_attn"), record=record)
+        attn, self_rec = self.self_attn(
+            h, h, self_mask, past=past.get("self_attn"), record=record, ablate=ablate.get("self_attn")
+        )
         x = self.sublayer[0].output(x, attn)
         records = {"self_attn": self_rec}
         if self.cross_attn is not None:
             h = self.sublayer[1].input(x)
             cached = past.get("cross_attn")
             source = memory if cached is None else None
-            attn, records["cross_attn"] = self.cross_attn(h, source, cross_mask, past=cached, record=record)
+            attn, records["cross_attn"] = self.cross_attn(
+                h, source, cross_mask, past=cached, record=record, ablate=ablate.get("cross_attn")
+            )
             x = self.sublayer[1].output(x, attn)
         last = self.sublayer[-1]
         x = last.output(x, self.feed_forward(last.input(x)))
@@ -162,10 +173,11 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList([EncoderLayer(config) for _ in range(config.n_encoder_layers)])
         self.norm = nn.LayerNorm(config.d_model) if config.norm == "pre" else nn.Identity()
 
-    def forward(self, x: Tensor, mask: Tensor, record: bool) -> tuple[Tensor, Records]:
+    def forward(self, x: Tensor, mask: Tensor, record: bool, ablate: Ablations = NONE) -> tuple[Tensor, Records]:
         records: Records = {}
         for i, layer in enumerate(self.layers):
-            x, records[f"encoder.layers.{i}.self_attn"] = layer(x, mask, record)
+            name = f"encoder.layers.{i}.self_attn"
+            x, records[name] = layer(x, mask, record, ablate.get(name))
         return self.norm(x), records
 
 
@@ -185,12 +197,14 @@ class Decoder(nn.Module):
         cross_mask: Tensor | None,
         past: Records,
         record: bool,
+        ablate: Ablations = NONE,
     ) -> tuple[Tensor, Records]:
         records: Records = {}
         for i, layer in enumerate(self.layers):
             name = f"decoder.layers.{i}"
             mine = {k.removeprefix(f"{name}."): r for k, r in past.items() if k.startswith(f"{name}.")}
-            x, layer_records = layer(x, self_mask, memory, cross_mask, mine, record)
+            cut = {k.removeprefix(f"{name}."): a for k, a in ablate.items() if k.startswith(f"{name}.")}
+            x, layer_records = layer(x, self_mask, memory, cross_mask, mine, record, cut)
             records.update({f"{name}.{k}": r for k, r in layer_records.items()})
         return self.norm(x), records
 
@@ -222,6 +236,7 @@ class TransformerBase(nn.Module):
         memory: Tensor | None,
         source_valid: Tensor | None,
         record: bool,
+        ablate: Ablations = NONE,
     ) -> tuple[Tensor, Tensor, Records, Tensor]:
         """Decoder over `target_ids` (B, T_new) after past's tokens: logits, target_valid, records, PE rows."""
         offset = past.target_valid.shape[1] if past else 0
@@ -230,7 +245,7 @@ class TransformerBase(nn.Module):
         self_mask = attention_mask(new_valid, target_valid, causal=True, query_offset=offset)  # (B, T_new, T_all)
         cross_mask = None if source_valid is None else attention_mask(new_valid, source_valid)  # (B, T_new, S)
         x, pe = self.embed_with_positions(target_ids, offset)
-        x, records = self.decoder(x, self_mask, memory, cross_mask, past.attention if past else {}, record)
+        x, records = self.decoder(x, self_mask, memory, cross_mask, past.attention if past else {}, record, ablate)
         return self.generator(x), target_valid, records, pe
 
 
@@ -244,9 +259,15 @@ class EncoderDecoder(TransformerBase):
         self.encoder = Encoder(config)
 
     def forward(
-        self, source_ids: Tensor, target_ids: Tensor, past: Trace | None = None, record: bool = True
+        self,
+        source_ids: Tensor,
+        target_ids: Tensor,
+        past: Trace | None = None,
+        record: bool = True,
+        ablate: Ablations = NONE,
     ) -> tuple[Tensor, Trace]:
         """Logits (B, T, vocab) for the next token after each target position (teacher forcing), and the trace.
+        `ablate`: heads switched off, by block name (model.attention.Ablation).
 
         With `past`, the trace of the previous call on the same source, the encoder does not run again:
         the decoder continues after past's target tokens and reuses its keys and values.
@@ -255,9 +276,9 @@ class EncoderDecoder(TransformerBase):
         memory, records, positional = None, {}, {}
         if past is None:
             x, positional["encoder"] = self.embed_with_positions(source_ids)
-            memory, records = self.encoder(x, attention_mask(source_valid, source_valid), record)  # (B, S, d_model)
+            memory, records = self.encoder(x, attention_mask(source_valid, source_valid), record, ablate)
         logits, target_valid, dec_records, positional["decoder"] = self.decode(
-            target_ids, past, memory, source_valid, record
+            target_ids, past, memory, source_valid, record, ablate
         )
         offset = past.target_valid.shape[1] if past else 0
         trace = Trace(self.config.kind, source_ids, target_ids, target_valid, positional, records | dec_records, offset)
@@ -272,9 +293,12 @@ class DecoderOnlyLM(TransformerBase):
             raise ValueError("DecoderOnlyLM needs a config with kind='decoder-only'")
         super().__init__(config, cross=False)
 
-    def forward(self, ids: Tensor, past: Trace | None = None, record: bool = True) -> tuple[Tensor, Trace]:
-        """Logits (B, T, vocab) for the token after each position of `ids`, continuing `past` if given."""
-        logits, target_valid, records, pe = self.decode(ids, past, None, None, record)
+    def forward(
+        self, ids: Tensor, past: Trace | None = None, record: bool = True, ablate: Ablations = NONE
+    ) -> tuple[Tensor, Trace]:
+        """Logits (B, T, vocab) for the token after each position of `ids`, continuing `past` if given;
+        `ablate`: heads switched off, by block name (model.attention.Ablation)."""
+        logits, target_valid, records, pe = self.decode(ids, past, None, None, record, ablate)
         offset = past.target_valid.shape[1] if past else 0
         return logits, Trace(self.config.kind, None, ids, target_valid, {"decoder": pe}, records, offset)
 

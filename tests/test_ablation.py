@@ -1,0 +1,80 @@
+"""Head ablation is an argument of the forward pass: its logits equal a reference that cuts the head's output."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from model.attention import Ablation
+
+
+def inputs(model, gen):
+    cfg = model.config
+    target = torch.randint(4, cfg.vocab_size, (1, 7), generator=gen)
+    target[0, 0] = cfg.bos_id
+    source = torch.randint(4, cfg.vocab_size, (1, 6), generator=gen) if cfg.is_encoder_decoder else None
+    return source, target
+
+
+def logits_of(model, source, target, **kw):
+    with torch.no_grad():
+        out = model(source, target, **kw) if source is not None else model(target, **kw)
+    return out[0]
+
+
+def block_module(model, name: str):
+    stack, _, layer, kind = name.split(".")
+    return getattr(getattr(model, stack).layers[int(layer)], kind)
+
+
+def reference(model, source, target, name: str, head: int, mode: str):
+    """The same pass with a pre-hook on the block's W^O cutting head `head`'s slice of its input by hand."""
+    attn = block_module(model, name)
+    d = attn.d_head
+
+    def cut(module, args):
+        (x,) = args
+        x = x.clone()
+        part = x[..., head * d : (head + 1) * d]
+        x[..., head * d : (head + 1) * d] = 0.0 if mode == "zero" else part.mean(dim=1, keepdim=True)
+        return (x,)
+
+    hook = attn.w_o.register_forward_pre_hook(cut)
+    try:
+        return logits_of(model, source, target)
+    finally:
+        hook.remove()
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+@pytest.mark.parametrize("record", [True, False])
+def test_ablating_a_head_equals_cutting_its_output_by_hand(model, gen, mode: str, record: bool) -> None:
+    source, target = inputs(model, gen)
+    plain = logits_of(model, source, target)
+    names = ["decoder.layers.0.self_attn"] + (
+        ["encoder.layers.1.self_attn", "decoder.layers.1.cross_attn"] if source is not None else []
+    )
+    for name in names:
+        for head in (0, block_module(model, name).n_heads - 1):
+            ablated = logits_of(model, source, target, record=record, ablate={name: Ablation((head,), mode)})
+            expected = reference(model, source, target, name, head, mode)
+            torch.testing.assert_close(ablated, expected, atol=1e-5, rtol=1e-5)
+            assert (ablated - plain).abs().max() > 1e-4, f"{name} head {head}: ablation changed nothing"
+
+
+def test_the_trace_keeps_the_weights_the_head_computed_and_nothing_is_left_on_the_model(lm, gen) -> None:
+    _, target = inputs(lm, gen)
+    with torch.no_grad():
+        _, plain = lm(target)
+        _, cut = lm(target, ablate={"decoder.layers.0.self_attn": Ablation((0, 1))})
+        _, again = lm(target)
+    torch.testing.assert_close(
+        cut.attention["decoder.layers.0.self_attn"].weights, plain.attention["decoder.layers.0.self_attn"].weights
+    )
+    torch.testing.assert_close(
+        again.attention["decoder.layers.1.self_attn"].weights, plain.attention["decoder.layers.1.self_attn"].weights
+    )
+    with pytest.raises(ValueError, match="mode"):
+        Ablation((0,), "half")
+    with pytest.raises(ValueError, match="outside"):
+        lm(target, ablate={"decoder.layers.0.self_attn": Ablation((99,))})
