@@ -14,7 +14,7 @@ import torch
 from torch import Tensor
 
 from model.trace import Trace
-from model.transformer import DecoderOnlyLM, EncoderDecoder
+from model.transformer import NONE, Ablations, DecoderOnlyLM, EncoderDecoder
 
 Model = EncoderDecoder | DecoderOnlyLM
 
@@ -75,11 +75,17 @@ def top_k(logits: Tensor, k: int) -> list[list[TopToken]]:
 
 
 def next_log_probs(
-    model: Model, source_ids: Tensor | None, fed: Tensor, past: Trace | None, cache: bool
+    model: Model,
+    source_ids: Tensor | None,
+    fed: Tensor,
+    past: Trace | None,
+    cache: bool,
+    ablate: Ablations = NONE,
 ) -> tuple[Tensor, Trace | None]:
     """Log-probabilities (B, vocab) of the token after `fed` (B, T), and the trace to pass as the next `past`.
 
     With the cache and a `past`, only the last column of `fed` is new; without it, all of `fed` is computed.
+    `ablate`: heads switched off (model.attention.Ablation), by block name.
     """
     new = fed[:, -1:] if cache and past is not None else fed
     previous = past if cache else None
@@ -87,9 +93,9 @@ def next_log_probs(
         if source_ids is None:
             raise ValueError("an encoder-decoder needs source ids to decode")
         source = source_ids.expand(fed.shape[0], -1)  # one source row per hypothesis
-        logits, trace = model(source, new, past=previous, record=False)
+        logits, trace = model(source, new, past=previous, record=False, ablate=ablate)
     else:
-        logits, trace = model(new, past=previous, record=False)
+        logits, trace = model(new, past=previous, record=False, ablate=ablate)
     return torch.log_softmax(logits[:, -1].float(), dim=-1), (trace if cache else None)
 
 
@@ -102,11 +108,13 @@ def generate(
     beam: int = 1,
     cache: bool = True,
     sampling: Sampling | None = None,
+    ablate: Ablations = NONE,
 ) -> Generation:
     """Greedy (beam=1), beam-search or sampled decoding after `prefix` (which starts with bos).
 
     Beam search keeps the `beam` best hypotheses by summed log-probability; finished ones compete by their
-    log-probability per token. `sampling` draws each token instead (beam must be 1).
+    log-probability per token. `sampling` draws each token instead (beam must be 1). `ablate`: heads switched
+    off in every step (greedy only; a mean-ablation needs every position, so it decodes without the cache).
     """
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
@@ -114,10 +122,14 @@ def generate(
         if beam != 1:
             raise ValueError("sampling draws one sequence: beam must be 1")
         return _sample(model, prefix, source_ids, max_tokens, cache, sampling)
+    if ablate:
+        if beam != 1:
+            raise ValueError("ablated decoding is greedy: beam must be 1")
+        cache = cache and all(a.mode == "zero" for a in ablate.values())
     eos = model.config.eos_id
     max_tokens = max(0, min(max_tokens, model.config.max_len - len(prefix)))
     fed = torch.tensor([prefix])  # (hypotheses, T): every token fed so far
-    log_probs, past = next_log_probs(model, source_ids, fed, None, cache)
+    log_probs, past = next_log_probs(model, source_ids, fed, None, cache, ablate)
     hyps: list[tuple[list[int], float]] = [([], 0.0)]
     done: list[tuple[list[int], float]] = []
     for _ in range(max_tokens):
@@ -141,7 +153,7 @@ def generate(
         fed = torch.cat([fed.index_select(0, order), torch.tensor([[s[-1]] for s, _ in hyps])], dim=1)
         if past is not None and order.tolist() != list(range(log_probs.shape[0])):  # greedy never reorders
             past = past.select(order)
-        log_probs, past = next_log_probs(model, source_ids, fed, past, cache)
+        log_probs, past = next_log_probs(model, source_ids, fed, past, cache, ablate)
     if done:  # finished hypotheses win; among them, the best log-probability per token
         return Generation(max(done, key=lambda d: d[1] / (len(d[0]) + 1))[0], True)
     return Generation(hyps[0][0], False)

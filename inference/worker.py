@@ -18,7 +18,10 @@ import queue
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 
@@ -28,6 +31,7 @@ from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling
 from inference.text import InputError
 
+T = TypeVar("T")
 PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or three of 512 tokens on lm-english
 FULL_BYTES = 128 * 2**20  # full analyses (scores and V of every block): the few texts a math page or export reads
 
@@ -63,6 +67,14 @@ class ByteCache:
         return len(self._items)
 
 
+@dataclass(frozen=True)
+class Job:
+    """Model work other than an analysis, run by the worker: `fn(checkpoint, *args)`."""
+
+    fn: Callable
+    args: tuple
+
+
 class ModelWorker:
     """Runs `analyze_many` for one checkpoint in a background thread; `analyze` submits and waits."""
 
@@ -82,7 +94,7 @@ class ModelWorker:
         self.full = ByteCache(full_bytes)
         self._pending: dict[Request, Future] = {}
         self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[Request, Future]] = queue.Queue()
+        self._queue: queue.Queue[tuple[Request | Job, Future]] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"model-worker-{ckpt.name}", daemon=True)
         self._thread.start()
 
@@ -135,37 +147,56 @@ class ModelWorker:
         result = self.submit(request).result()
         return result if full else (self.pages.get(request) or result.for_pages())
 
-    def _gather(self) -> list[tuple[Request, Future]]:
-        batch = [self._queue.get()]
+    def call(self, fn: Callable[..., T], *args) -> T:
+        """`fn(checkpoint, *args)` run by the worker thread between batches (ablations and other model work that
+        is not an analysis): the worker stays the only thread that runs the model. Raises what `fn` raises."""
+        future: Future = Future()
+        self._queue.put((Job(fn, args), future))
+        return future.result()
+
+    def _gather(self) -> tuple[list[tuple[Request, Future]], list[tuple[Job, Future]]]:
+        """The requests waiting within `window` (at most `max_batch`), and any jobs met on the way."""
+        first = self._queue.get()
+        batch, jobs = ([], [first]) if isinstance(first[0], Job) else ([first], [])
         deadline = time.monotonic() + self.window
-        while len(batch) < self.max_batch:
+        while batch and len(batch) < self.max_batch:
             left = deadline - time.monotonic()
             try:
-                batch.append(self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait())
+                item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
-        return batch
+            (jobs if isinstance(item[0], Job) else batch).append(item)
+        return batch, jobs
 
     def _run(self) -> None:
         torch.set_num_threads(1)  # the worker is one of many threads; torch's default would take every core
         while True:
-            batch = self._gather()
-            self.batches = [*self.batches[-99:], len(batch)]
-            try:
-                results = analyze_many(self.ckpt, [request for request, _ in batch])
-            except Exception as exc:  # a bug must reach every waiting page as an error, not hang them
-                for request, future in batch:
-                    with self._lock:
-                        self._pending.pop(request, None)
+            batch, jobs = self._gather()
+            if batch:
+                self._analyse(batch)
+            for job, future in jobs:
+                try:
+                    future.set_result(job.fn(self.ckpt, *job.args))
+                except Exception as exc:  # the page shows it; the worker goes on
                     future.set_exception(exc)
-                continue
-            for (request, future), result in zip(batch, results):
-                if not isinstance(result, InputError):
-                    self.pages.put(request, result.for_pages())
-                    self.full.put(request, result)
+
+    def _analyse(self, batch: list[tuple[Request, Future]]) -> None:
+        self.batches = [*self.batches[-99:], len(batch)]
+        try:
+            results = analyze_many(self.ckpt, [request for request, _ in batch])
+        except Exception as exc:  # a bug must reach every waiting page as an error, not hang them
+            for request, future in batch:
                 with self._lock:
                     self._pending.pop(request, None)
-                if isinstance(result, InputError):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
+                future.set_exception(exc)
+            return
+        for (request, future), result in zip(batch, results):
+            if not isinstance(result, InputError):
+                self.pages.put(request, result.for_pages())
+                self.full.put(request, result)
+            with self._lock:
+                self._pending.pop(request, None)
+            if isinstance(result, InputError):
+                future.set_exception(result)
+            else:
+                future.set_result(result)

@@ -78,3 +78,36 @@ def test_the_trace_keeps_the_weights_the_head_computed_and_nothing_is_left_on_th
         Ablation((0,), "half")
     with pytest.raises(ValueError, match="outside"):
         lm(target, ablate={"decoder.layers.0.self_attn": Ablation((99,))})
+
+
+def test_effect_and_importance_on_the_shipped_models() -> None:
+    import threading
+    from pathlib import Path
+
+    from inference.ablation import ablation_effect, head_importance
+    from inference.analyze import analyze, generate_text
+    from inference.checkpoint import load_checkpoint
+    from inference.worker import ModelWorker
+
+    root = Path(__file__).resolve().parent.parent / "checkpoints"
+    lm = load_checkpoint(root / "lm-english")
+    text = "The cat sat on the"
+    nothing = ablation_effect(lm, text, {})
+    assert nothing.kl == pytest.approx(0.0, abs=1e-6) and nothing.before_top == nothing.after_top
+    assert [p.id for p in nothing.before_top] == [p.id for p in analyze(lm, text).predictions[-1]]
+    table = head_importance(lm, text)
+    n_heads = lm.config.n_heads * lm.config.n_decoder_layers
+    assert len(table) == n_heads and [r[2] for r in table] == sorted((r[2] for r in table), reverse=True)
+    name, head, kl = table[0]
+    assert ablation_effect(lm, text, {name: (head,)}).kl == pytest.approx(kl, rel=1e-5) and kl > 0
+    ed = load_checkpoint(root / "reverse")
+    effect = ablation_effect(ed, "abcdef", {"decoder.layers.1.cross_attn": (0, 1, 2, 3)}, mode="mean")
+    assert effect.before_output == generate_text(ed, "abcdef", 64) == "fedcba"
+    assert len(effect.steps) == len("fedcba") + 1 and effect.kl > 0  # every output token and the end
+    assert effect.after_output != effect.before_output  # no cross-attention in the last layer: the copy breaks
+    worker = ModelWorker(ed)
+    where = worker.call(lambda ckpt, x: (threading.current_thread().name, ckpt.name, x), 7)
+    assert where == (f"model-worker-{ed.name}", ed.name, 7)
+    with pytest.raises(ZeroDivisionError):
+        worker.call(lambda ckpt: 1 / 0)
+    assert worker.analyze("abc").output_text == "cba"  # it goes on after a failed job

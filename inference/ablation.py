@@ -1,0 +1,115 @@
+"""What switching heads off does to the model's predictions: before/after, and which heads matter most.
+
+Every function runs the model with `ablate=` (model.attention.Ablation): the model itself is never changed.
+Language model: the next-token distribution after the text, before and after (top-k, KL divergence).
+Encoder-decoder: the greedy output before and after, and the log-probability of each token of the original
+output under both (teacher forcing on the original output), with the KL divergence averaged over its steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from inference.analysis import Prediction
+from inference.checkpoint import Checkpoint
+from inference.decoding import generate, top_k
+from inference.text import clean_text, encode_prefix, encode_source
+from model.attention import Ablation
+from model.transformer import Ablations
+
+
+@dataclass(frozen=True)
+class Effect:
+    """The predictions before and after an ablation."""
+
+    ablated: tuple[tuple[str, tuple[int, ...]], ...]  # (block name, heads), what was switched off
+    mode: str
+    kl: float  # KL(before ‖ after) in nats: at the last position (LM), or the mean over output steps
+    before_top: tuple[Prediction, ...]  # LM: next token after the text; encoder-decoder: the first output token
+    after_top: tuple[Prediction, ...]
+    before_output: str | None = None  # encoder-decoder: greedy outputs
+    after_output: str | None = None
+    steps: tuple[tuple[str, float, float], ...] = ()  # encoder-decoder: (token, log p before, log p after)
+
+
+def _logits(ckpt: Checkpoint, source: Tensor | None, target: Tensor, ablate: Ablations) -> Tensor:
+    """(T, vocab) logits of one sequence (teacher forcing)."""
+    model = ckpt.model
+    out = (
+        model(source, target, record=False, ablate=ablate)
+        if source is not None
+        else model(target, record=False, ablate=ablate)
+    )
+    return out[0][0].float()
+
+
+def _kl(before: Tensor, after: Tensor) -> Tensor:
+    """KL(p ‖ q) per row of (T, vocab) logits, in nats."""
+    p, q = torch.log_softmax(before, dim=-1), torch.log_softmax(after, dim=-1)
+    return (p.exp() * (p - q)).sum(dim=-1)
+
+
+def _top(ckpt: Checkpoint, logits: Tensor, k: int) -> tuple[Prediction, ...]:
+    pieces = ckpt.tokenizer.pieces
+    return tuple(Prediction(pieces([t.id])[0], t.id, t.prob) for t in top_k(logits[None], k)[0])
+
+
+def ablations(heads: dict[str, tuple[int, ...]], mode: str) -> dict[str, Ablation]:
+    """{block name: heads} → the forward pass's `ablate` argument."""
+    return {name: Ablation(tuple(sorted(set(hs))), mode) for name, hs in heads.items() if hs}
+
+
+@torch.inference_mode()
+def ablation_effect(
+    ckpt: Checkpoint, text: str, heads: dict[str, tuple[int, ...]], mode: str = "zero", k: int = 5
+) -> Effect:
+    """The predictions for `text` with every head in `heads` ({block name: heads}) switched off, beside the
+    intact model's."""
+    cfg, cut = ckpt.config, ablations(heads, mode)
+    cleaned = clean_text(text).text
+    chosen = tuple((name, a.heads) for name, a in cut.items())
+    if not cfg.is_encoder_decoder:
+        ids = torch.tensor([encode_prefix(ckpt, cleaned, [])])
+        before, after = _logits(ckpt, None, ids, {})[-1], _logits(ckpt, None, ids, cut)[-1]
+        kl = float(_kl(before[None], after[None])[0])
+        return Effect(chosen, mode, kl, _top(ckpt, before, k), _top(ckpt, after, k))
+    source = torch.tensor([encode_source(ckpt, cleaned, [])])
+    out = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64)
+    changed = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64, ablate=cut)
+    target = torch.tensor([[cfg.bos_id, *out.ids]])
+    before, after = _logits(ckpt, source, target, {}), _logits(ckpt, source, target, cut)
+    gold = [*out.ids, cfg.eos_id][: before.shape[0]]
+    lp_before = torch.log_softmax(before, dim=-1)[torch.arange(len(gold)), gold]
+    lp_after = torch.log_softmax(after, dim=-1)[torch.arange(len(gold)), gold]
+    pieces = ckpt.tokenizer.pieces(gold)
+    steps = tuple((p, float(b), float(a)) for p, b, a in zip(pieces, lp_before, lp_after))
+    kl = float(_kl(before, after).mean())
+    decode = ckpt.tokenizer.decode
+    return Effect(
+        chosen, mode, kl, _top(ckpt, before[0], k), _top(ckpt, after[0], k), decode(out.ids), decode(changed.ids), steps
+    )
+
+
+@torch.inference_mode()
+def head_importance(ckpt: Checkpoint, text: str, mode: str = "zero") -> list[tuple[str, int, float]]:
+    """Each head switched off alone: (block name, head, KL(before ‖ after)), the most important first. The KL is
+    at the last position (LM) or averaged over the greedy output's steps (encoder-decoder)."""
+    cfg = ckpt.config
+    cleaned = clean_text(text).text
+    if cfg.is_encoder_decoder:
+        source = torch.tensor([encode_source(ckpt, cleaned, [])])
+        out = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64)
+        target, rows = torch.tensor([[cfg.bos_id, *out.ids]]), slice(None)
+    else:
+        source, target, rows = None, torch.tensor([encode_prefix(ckpt, cleaned, [])]), slice(-1, None)
+    _, trace = ckpt.model(source, target) if source is not None else ckpt.model(target)
+    before = _logits(ckpt, source, target, {})[rows]
+    table = []
+    for name, rec in trace.attention.items():
+        for head in range(rec.keys.shape[1]):  # (B, H, Tk, d_head)
+            after = _logits(ckpt, source, target, {name: Ablation((head,), mode)})[rows]
+            table.append((name, head, float(_kl(before, after).mean())))
+    return sorted(table, key=lambda row: -row[2])
