@@ -33,6 +33,7 @@ PAGES = [
     st.Page("views/masks.py", title="Masks", url_path="masks"),
     st.Page("views/rollout.py", title="Attention rollout", url_path="rollout"),
     st.Page("views/head_stats.py", title="Head statistics", url_path="heads"),
+    st.Page("views/ablation.py", title="Head ablation", url_path="ablation"),
     st.Page("views/compare.py", title="Compare two inputs", url_path="compare"),
 ]
 page = st.navigation(PAGES)

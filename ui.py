@@ -19,6 +19,7 @@ import pyarrow as pa
 import streamlit as st
 
 from inference import catalog
+from inference.ablation import Effect, ablation_effect, head_importance
 from inference.analysis import Analysis, Block
 from inference.analyze import positional_table as model_positional_table
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
@@ -41,6 +42,7 @@ URL_KEYS |= {"gen_step": int, "paper_query": int, "paper_threshold": float, "rol
 PERSISTENT = ("model", "text", "attention", "layer", "head", "query", "position", "second_text", "stats_pick")
 PERSISTENT += ("pe_positions", "pe_dims", "pe_metric", "compare")
 PERSISTENT += ("gen_tokens", "gen_mode", "gen_temperature", "gen_top_k", "gen_seed", "gen_layer", "gen_head")
+PERSISTENT += ("ablate_heads", "ablate_mode")
 PERSISTENT += ("paper_query", "paper_threshold", "rollout_stack", "rollout_residual", "rollout_layer", "rollout_heads")
 MAX_URL_TEXT = 1000
 log = logging.getLogger("attention_atlas")
@@ -130,6 +132,19 @@ def predictions_table(path: str, stamp: float, text: str, position: int | None) 
     analysis = run_model(path, stamp, text)
     frame = generation_frame(analysis) if position is None else top_k_frame(analysis, position)
     return pa.Table.from_pandas(frame, preserve_index=False)
+
+
+@st.cache_resource(max_entries=64, show_spinner="Running the model without those heads…")
+def ablation(path: str, stamp: float, text: str, heads: tuple[tuple[str, tuple[int, ...]], ...], mode: str) -> Effect:
+    """Predictions with `heads` ((block name, heads) pairs) switched off, beside the intact model's; the
+    worker runs it."""
+    return model_worker(path, stamp).call(ablation_effect, text, dict(heads), mode)
+
+
+@st.cache_resource(max_entries=16, show_spinner="Switching off each head in turn…")
+def head_ranking(path: str, stamp: float, text: str, mode: str) -> list[tuple[str, int, float]]:
+    """Every head switched off alone, the most important first (inference.ablation.head_importance)."""
+    return model_worker(path, stamp).call(head_importance, text, mode)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

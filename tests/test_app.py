@@ -360,3 +360,29 @@ def test_a_link_restores_the_generate_choices_and_absurd_values_are_kept_in_rang
     wild.switch_page("views/generate.py").run()
     ok(wild)
     assert wild.number_input(key="gen_tokens").value == 32 and wild.radio(key="gen_mode").value == "greedy"
+
+
+# Head ablation ------------------------------------------------------------------------------------------------------
+
+
+def test_ablation_page_switches_heads_off_and_ranks_them(app, good_dir: Path) -> None:
+    from inference.ablation import ablation_effect
+
+    at = app(text="the cat sat on the mat")
+    at.switch_page("views/ablation.py").run()
+    assert float(ok(at).metric[0].value) == 0.0  # nothing switched off yet
+    at.multiselect(key="ablate_heads").select("decoder.layers.0.self_attn:1").run()
+    expected = ablation_effect(
+        load_checkpoint(good_dir / LM), "the cat sat on the mat", {"decoder.layers.0.self_attn": (1,)}
+    )
+    assert float(ok(at).metric[0].value) == pytest.approx(expected.kl, abs=1e-4) and expected.kl > 0
+    after = [df.value for df in at.dataframe if "probability" in df.value.columns][1]
+    assert after["probability"].tolist() == pytest.approx([p.prob for p in expected.after_top], abs=1e-6)
+    at.button(key="ablate_rank").click().run()
+    ranking = frame(ok(at), "KL (nats)")
+    assert len(ranking) == 8 and ranking["KL (nats)"].is_monotonic_decreasing
+    translator = app(model=ED, text="Where is the station?")
+    translator.switch_page("views/ablation.py").run()
+    translator.multiselect(key="ablate_heads").select("decoder.layers.0.cross_attn:0").run()
+    steps = frame(ok(translator), "log p ablated")
+    assert len(steps) >= 1 and len(translator.code) == 2

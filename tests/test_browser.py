@@ -198,3 +198,15 @@ def test_generate_writes_and_shows_a_step(server, page, model: str) -> None:
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
     assert page.get_by_text("Self-attention of step").count() >= 1
     page.screenshot(path=str(SHOTS / f"generate-{model}.png"), full_page=True)
+
+
+def test_ablation_page_renders_and_ranks_heads(server, page) -> None:
+    page.goto(f"{server}/ablation?model=lm-english&text={quote('The cat sat on the')}")
+    page.get_by_text("KL divergence").first.wait_for()
+    page.locator('[data-testid="stDataFrame"]').nth(1).wait_for()  # top-k intact and ablated
+    page.get_by_role("button", name="Rank every head").click()
+    page.locator('[data-testid="stDataFrame"]').nth(2).wait_for(timeout=60_000)  # the ranking (a canvas: no text)
+    page.wait_for_timeout(1000)
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    page.screenshot(path=str(SHOTS / "ablation.png"), full_page=True)

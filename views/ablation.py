@@ -1,0 +1,99 @@
+"""Head ablation: switch heads off and see what the model predicts without them."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from inference.analysis import Analysis, parse_block_name
+from viz.labels import display_piece
+
+PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
+MODES = {"zero": "zero (the head's output becomes 0)", "mean": "mean (its output becomes its mean over the positions)"}
+
+
+def head_options(analysis: Analysis) -> list[str]:
+    """Every head as `block name:head` (the widget's values), in model order."""
+    return [f"{name}:{h}" for name, block in analysis.blocks.items() for h in range(block.n_heads)]
+
+
+def head_label(analysis: Analysis, option: str) -> str:
+    name, head = option.rsplit(":", 1)
+    stack, layer, type_ = parse_block_name(name)
+    return f"{analysis.attention_label(f'{stack}.{type_}')} · layer {layer + 1} · head {int(head) + 1}"
+
+
+def top_table(predictions) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"token": [display_piece(p.piece) for p in predictions], "probability": [p.prob for p in predictions]}
+    )
+
+
+def body() -> None:
+    st.title("Head ablation")
+    st.caption(
+        "Switch heads off and run the model again: what does it predict without them? The attention pictures stay "
+        "what each head computed; only the chosen heads' outputs are cut before they are concatenated and "
+        "projected (W^O)."
+    )
+    chosen = ui.context_and_analysis()
+    if chosen is None:
+        return
+    ctx, analysis = chosen
+    options = head_options(analysis)
+    kept = [o for o in st.session_state.get("ablate_heads", []) if o in options]
+    st.session_state["ablate_heads"] = kept
+    cols = st.columns([3, 2])
+    picked = cols[0].multiselect(
+        "Heads to switch off", options, key="ablate_heads", format_func=lambda o: head_label(analysis, o)
+    )
+    ui.keep_valid("ablate_mode", list(MODES), "zero")
+    mode = cols[1].radio("Ablation", list(MODES), key="ablate_mode", format_func=MODES.get)
+    heads: dict[str, tuple[int, ...]] = {}
+    for option in picked:
+        name, head = option.rsplit(":", 1)
+        heads[name] = (*heads.get(name, ()), int(head))
+    effect = ui.ablation(ctx.path, ctx.stamp, ctx.text, tuple(sorted(heads.items())), mode)
+    st.metric("KL divergence, intact ‖ ablated (nats)", f"{effect.kl:.4f}")
+    if analysis.kind == "decoder-only":
+        st.markdown("**Next token after the text**")
+        left, right = st.columns(2)
+        left.caption("Intact model")
+        left.dataframe(top_table(effect.before_top), hide_index=True, column_config={"probability": PROB})
+        right.caption(f"{len(picked)} head(s) switched off")
+        right.dataframe(top_table(effect.after_top), hide_index=True, column_config={"probability": PROB})
+    else:
+        left, right = st.columns(2)
+        left.markdown("**Output, intact**")
+        left.code(effect.before_output or "(empty)", language=None, wrap_lines=True)
+        right.markdown(f"**Output, {len(picked)} head(s) switched off**")
+        right.code(effect.after_output or "(empty)", language=None, wrap_lines=True)
+        steps = pd.DataFrame(
+            {
+                "step": range(1, len(effect.steps) + 1),
+                "token": [display_piece(t) for t, _, _ in effect.steps],
+                "log p intact": [b for _, b, _ in effect.steps],
+                "log p ablated": [a for _, _, a in effect.steps],
+            }
+        )
+        steps["change"] = steps["log p ablated"] - steps["log p intact"]
+        st.caption("Each token of the intact output, and how probable the ablated model finds it in the same place.")
+        st.dataframe(steps, hide_index=True, key="ablate_steps")
+    st.subheader("Most important heads")
+    st.caption(
+        "Each head switched off alone, ranked by how far the predictions move (KL divergence, at the last position "
+        "for a language model, averaged over the output's steps for a translator)."
+    )
+    if st.button("Rank every head", key="ablate_rank"):
+        table = ui.head_ranking(ctx.path, ctx.stamp, ctx.text, mode)
+        frame = pd.DataFrame(
+            {
+                "head": [head_label(analysis, f"{name}:{h}") for name, h, _ in table],
+                "KL (nats)": [kl for _, _, kl in table],
+            }
+        )
+        st.dataframe(frame, hide_index=True, key="ablate_ranking")
+
+
+ui.guarded(body)
