@@ -55,7 +55,11 @@ def body() -> None:
             return
         analysis, first = written, len(written.target_pieces) - written.generated
         st.markdown("**Text, then what the model wrote**")
-        st.code(f"{written.text} ⟶ {written.continuation or '(nothing: it ended the text at once)'}", language=None)
+        st.code(
+            f"{written.text} ⟶ {written.continuation or '(nothing: it ended the text at once)'}",
+            language=None,
+            wrap_lines=True,
+        )
         if written.generated == 0:
             return
     else:
