@@ -158,16 +158,21 @@ def test_translation_model_shows_its_output(server, page) -> None:
     page.get_by_text("Model output").wait_for()
 
 
-@pytest.mark.parametrize("name", list(PAGES))
-def test_every_page_renders_without_error(server, page, name: str) -> None:
-    page.goto(f"{server}/{PAGES[name]}?model=reverse&text=abcdef")
-    page.locator(".stPlotlyChart, [data-testid='stDataFrame']").first.wait_for()
-    page.wait_for_function(  # every chart drawn, not just its placeholder
+def drawn_without_error(page) -> None:
+    """Every chart drawn (not just its placeholder), then no exception and no error message on the page."""
+    page.wait_for_function(
         "() => [...document.querySelectorAll('.stPlotlyChart')].every(c => c.querySelector('.main-svg'))"
     )
     page.wait_for_timeout(1000)
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_every_page_renders_without_error(server, page, name: str) -> None:
+    page.goto(f"{server}/{PAGES[name]}?model=reverse&text=abcdef")
+    page.locator(".stPlotlyChart, [data-testid='stDataFrame']").first.wait_for()
+    drawn_without_error(page)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
 
@@ -176,12 +181,7 @@ def test_compare_draws_a_minimal_pair_on_the_translator(server, page) -> None:
     second = "The animal didn't cross the street because it was too wide."
     page.goto(f"{server}/compare?model=translate-en-de&text={quote(first)}&compare={quote(second)}")
     page.locator(".stPlotlyChart").nth(1).wait_for()
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.stPlotlyChart')].every(c => c.querySelector('.main-svg'))"
-    )
-    page.wait_for_timeout(1000)
-    assert page.locator('[data-testid="stException"]').count() == 0
-    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    drawn_without_error(page)
     assert page.locator(".stPlotlyChart").count() >= 2  # both heads (and the difference when the tokens align)
     page.screenshot(path=str(SHOTS / "compare.png"), full_page=True)
 
@@ -190,12 +190,7 @@ def test_compare_draws_a_minimal_pair_on_the_translator(server, page) -> None:
 def test_generate_writes_and_shows_a_step(server, page, model: str) -> None:
     page.goto(f"{server}/generate?model={model}&text={quote('The capital of France is')}")
     page.locator(".stPlotlyChart").nth(1).wait_for()
-    page.wait_for_function(
-        "() => [...document.querySelectorAll('.stPlotlyChart')].every(c => c.querySelector('.main-svg'))"
-    )
-    page.wait_for_timeout(1000)
-    assert page.locator('[data-testid="stException"]').count() == 0
-    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+    drawn_without_error(page)
     assert page.get_by_text("Self-attention of step").count() >= 1
     page.screenshot(path=str(SHOTS / f"generate-{model}.png"), full_page=True)
 
