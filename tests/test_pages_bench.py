@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -9,7 +10,8 @@ import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 BENCH = Path(__file__).resolve().parent.parent / "bench"
-PAGES = ("Explore", "Attention math", "Positional encoding", "Masks", "Head statistics")
+APP = Path(__file__).resolve().parent.parent / "app.py"
+PAGES = re.findall(r'st\.Page\("[^"]+", title="([^"]+)"', APP.read_text(encoding="utf-8"))  # every page, in order
 
 
 def rows(text: str, heading: str) -> list[list[str]]:
