@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -84,3 +85,13 @@ def make_model():
 def make_ids():
     """The factory `random_ids(generator, *shape)`: ids of ordinary tokens (never pad/unk/bos/eos)."""
     return random_ids
+
+
+@pytest.fixture(scope="session")
+def good_dir(tiny_checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A checkpoints folder for the app's tests: the tiny LM as `lm-tiny`, the tiny translator as
+    `translate-tiny` (read only: a test that breaks a checkpoint copies it first)."""
+    root = tmp_path_factory.mktemp("atlas")
+    shutil.copytree(tiny_checkpoints["decoder-only"], root / "lm-tiny")
+    shutil.copytree(tiny_checkpoints["encoder-decoder"], root / "translate-tiny")
+    return root

@@ -23,14 +23,6 @@ APP = str(Path(__file__).resolve().parents[1] / "app.py")
 LM, ED = "lm-tiny", "translate-tiny"
 
 
-@pytest.fixture(scope="module")
-def good_dir(tiny_checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("atlas")
-    shutil.copytree(tiny_checkpoints["decoder-only"], root / LM)
-    shutil.copytree(tiny_checkpoints["encoder-decoder"], root / ED)
-    return root
-
-
 @pytest.fixture
 def app(good_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., AppTest]:
     """`app(**query_params)` → the app run once against `good_dir`."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -146,14 +145,6 @@ def test_the_papers_sentences_are_presets() -> None:
 
 
 # the page -----------------------------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def good_dir(tiny_checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("atlas")
-    shutil.copytree(tiny_checkpoints["decoder-only"], root / LM)
-    shutil.copytree(tiny_checkpoints["encoder-decoder"], root / ED)
-    return root
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from inference.rollout import analysis_rollout, cross_rollout, head_mean, rollou
 from viz.rollout import rollout_heatmap
 
 ROLLOUT_PAGE = "views/rollout.py"
-good_dir, app = test_app.good_dir, test_app.app  # the fixtures of tests/test_app.py: tiny checkpoints, the app run
+app = test_app.app  # the fixture of tests/test_app.py: the app run (good_dir: tests/conftest.py)
 
 
 def stochastic(rng: np.random.Generator, *shape: int) -> np.ndarray:
