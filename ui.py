@@ -39,6 +39,8 @@ URL_KEYS |= {"query": int, "position": int}  # the attention-math query token, t
 URL_KEYS |= {"compare": str}  # the second text of the Compare page
 URL_KEYS |= {"gen_tokens": int, "gen_mode": str, "gen_temperature": float, "gen_top_k": int, "gen_seed": int}
 URL_KEYS |= {"gen_step": int, "paper_query": int, "paper_threshold": float, "rollout_stack": str, "rollout_layer": int}
+URL_KEYS |= {"ablate_mode": str, "step": int}  # the ablation's mode, the training-step slider's step
+URL_LISTS: dict[str, str] = {"ablate_heads": "ablate"}  # list widgets: session key → URL key, comma-joined
 PERSISTENT = ("model", "text", "attention", "layer", "head", "query", "position", "second_text", "stats_pick")
 PERSISTENT += ("pe_positions", "pe_dims", "pe_metric", "compare")
 PERSISTENT += ("gen_tokens", "gen_mode", "gen_temperature", "gen_top_k", "gen_seed", "gen_layer", "gen_head")
@@ -220,11 +222,15 @@ def restore_from_url() -> None:
                 continue
             if key in ("query", "position", "gen_step"):  # follow_text keeps it for the URL's text
                 st.session_state[f"_{key}_from_url"] = True
+    for key, url_key in URL_LISTS.items():
+        if st.query_params.get(url_key) and key not in st.session_state:
+            st.session_state[key] = st.query_params[url_key].split(",")
 
 
 def sync_url() -> None:
     """Write the current view into the URL so that a copied link restores it."""
     values = {k: str(st.session_state[k]) for k in URL_KEYS if st.session_state.get(k) is not None}
+    values |= {url: ",".join(map(str, st.session_state[k])) for k, url in URL_LISTS.items() if st.session_state.get(k)}
     if len(values.get("text", "")) > MAX_URL_TEXT:
         values.pop("text")
     if st.query_params.to_dict() != values:
@@ -355,8 +361,9 @@ def _valid(key: str, options: list, default) -> None:
         st.session_state[key] = default
 
 
-def head_picker(analysis: Analysis, with_average: bool) -> tuple[str, int, int]:
-    """Attention type, layer and head widgets (keys "attention", "layer", "head"), validated against the analysis."""
+def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "average") -> tuple[str, int, int]:
+    """Attention type, layer and head widgets (keys "attention", "layer", "head"), validated against the analysis.
+    `with_average`: the head list ends with AVERAGE, labelled `all_heads` (the Paper view overlays them instead)."""
     attentions = analysis.attentions
     _valid("attention", attentions, "decoder.cross_attn" if "decoder.cross_attn" in attentions else attentions[0])
     cols = st.columns([3, 1, 1])
@@ -369,6 +376,6 @@ def head_picker(analysis: Analysis, with_average: bool) -> tuple[str, int, int]:
     heads = list(range(analysis.block(attention, layer).n_heads)) + ([AVERAGE] if with_average else [])
     _valid("head", heads, 0)
     head = cols[2].selectbox(
-        "Head", heads, key="head", format_func=lambda h: "average" if h == AVERAGE else f"head {h + 1}"
+        "Head", heads, key="head", format_func=lambda h: all_heads if h == AVERAGE else f"head {h + 1}"
     )
     return attention, layer, head

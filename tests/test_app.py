@@ -373,8 +373,21 @@ def test_ablation_page_switches_heads_off_and_ranks_them(app, good_dir: Path) ->
     at.button(key="ablate_rank").click().run()
     ranking = frame(ok(at), "KL (nats)")
     assert len(ranking) == 8 and ranking["KL (nats)"].is_monotonic_decreasing
+    assert at.query_params["ablate"] == "decoder.layers.0.self_attn:1" and at.query_params["ablate_mode"] == "zero"
     translator = app(model=ED, text="Where is the station?")
     translator.switch_page("views/ablation.py").run()
     translator.multiselect(key="ablate_heads").select("decoder.layers.0.cross_attn:0").run()
     steps = frame(ok(translator), "log p ablated")
     assert len(steps) >= 1 and len(translator.code) == 2
+
+
+def test_ablated_heads_and_mode_come_back_from_a_copied_link(app) -> None:
+    heads = ["decoder.layers.0.self_attn:1", "decoder.layers.1.self_attn:0"]
+    at = app(text="the cat sat on the mat", ablate=",".join(heads), ablate_mode="mean")
+    at.switch_page("views/ablation.py").run()
+    assert at.multiselect(key="ablate_heads").value == heads
+    assert at.radio(key="ablate_mode").value == "mean"
+    assert float(ok(at).metric[0].value) > 0  # the restored heads are switched off, not only listed
+    stale = app(text="the cat sat on the mat", ablate="decoder.layers.9.self_attn:0")
+    stale.switch_page("views/ablation.py").run()
+    assert ok(stale).multiselect(key="ablate_heads").value == []  # a head this model lacks is dropped

@@ -178,6 +178,7 @@ def legend(spec: dict) -> list[str]:
 def test_page_draws_every_head_of_the_layer_then_one_head_and_one_token(paper) -> None:
     at = ok(paper())
     assert at.title[0].value == "Paper view"
+    assert at.selectbox(key="head").options[-1] == "all heads"  # overlaid, not averaged
     at.selectbox(key="head").select(ui.AVERAGE).run()
     spec = chart(ok(at))
     assert legend(spec) == ["head 1", "head 2", "head 3", "head 4"]

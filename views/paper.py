@@ -11,6 +11,7 @@ from viz.paper import BUCKET_WIDTH, block_lines, lines_above
 from viz.style import chart_config
 
 ALL = -1  # the token picker's "every query token"
+ALL_HEADS = "all heads"  # the head picker's AVERAGE: the Paper view overlays every head, one colour each
 THRESHOLD = 0.1  # the slider's start: a query has at most 10 lines per head
 MIN_THRESHOLD = 0.05  # at most 20 lines per query and head: 40,960 for 8 heads × 256 tokens
 
@@ -28,7 +29,7 @@ def _pick_query(n_queries: int, labels: list[str]) -> int:
 @ui.safe
 def paper_view(analysis: Analysis, model: str) -> None:
     """Everything that changes with the attention type, layer, head, token and threshold: reruns alone."""
-    attention, layer, head = ui.head_picker(analysis, with_average=True)
+    attention, layer, head = ui.head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
     ui.sync_url()  # first: the address bar follows the choice before the chart is drawn
     block = analysis.block(attention, layer)
     cols = st.columns([3, 2])
@@ -63,7 +64,8 @@ def body() -> None:
     st.title("Paper view")
     st.caption(
         'The picture of Figures 3–5 of "Attention Is All You Need" (Vaswani et al., 2017): two columns of '
-        "tokens, a line for each attention weight. Pick “average” as the head to overlay every head of the layer."
+        "tokens, a line for each attention weight. Pick “all heads” as the head to overlay every head of the layer, "
+        "one colour each."
     )
     chosen = ui.context_and_analysis()
     if chosen is not None:
