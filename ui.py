@@ -40,6 +40,7 @@ URL_KEYS |= {"compare": str}  # the second text of the Compare page
 URL_KEYS |= {"gen_tokens": int, "gen_mode": str, "gen_temperature": float, "gen_top_k": int, "gen_seed": int}
 URL_KEYS |= {"gen_step": int, "paper_query": int, "paper_threshold": float, "rollout_stack": str, "rollout_layer": int}
 URL_KEYS |= {"ablate_mode": str, "step": int}  # the ablation's mode, the training-step slider's step
+URL_KEYS |= {"lesson": str}  # the Lesson page's step (its slug)
 URL_LISTS: dict[str, str] = {"ablate_heads": "ablate"}  # list widgets: session key → URL key, comma-joined
 PERSISTENT = ("model", "text", "attention", "layer", "head", "query", "position", "second_text", "stats_pick")
 PERSISTENT += ("pe_positions", "pe_dims", "pe_metric", "compare")
