@@ -35,6 +35,7 @@ PAGES = [
     st.Page("views/head_stats.py", title="Head statistics", url_path="heads"),
     st.Page("views/ablation.py", title="Head ablation", url_path="ablation"),
     st.Page("views/compare.py", title="Compare two inputs", url_path="compare"),
+    st.Page("views/training.py", title="Training steps", url_path="training"),
 ]
 page = st.navigation(PAGES)
 st.sidebar.title("Attention Atlas")

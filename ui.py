@@ -25,6 +25,7 @@ from inference.analyze import positional_table as model_positional_table
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
 from inference.export import to_json, to_npz_bytes
+from inference.snapshots import Snapshot, list_snapshots, load_snapshot
 from inference.text import InputError
 from inference.worker import ModelWorker
 from viz.heads import average_heads, head_heatmap, heads_grid, swap_head
@@ -135,6 +136,29 @@ def predictions_table(path: str, stamp: float, text: str, position: int | None) 
     analysis = run_model(path, stamp, text)
     frame = generation_frame(analysis) if position is None else top_k_frame(analysis, position)
     return pa.Table.from_pandas(frame, preserve_index=False)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def snapshots(path: str, stamp: float) -> list[Snapshot]:
+    """The checkpoint's training snapshots, earliest first ([] when it has none); raises CheckpointError."""
+    return list_snapshots(path)
+
+
+@st.cache_resource(max_entries=16, show_spinner="Loading the weights of that training step…")
+def snapshot_worker(path: str, stamp: float, step: int) -> ModelWorker:
+    """A worker for the checkpoint's model as it was at training step `step`, shared by every session; it keeps
+    fewer results than the shipped model's worker (a snapshot is looked at, not explored)."""
+    return ModelWorker(load_snapshot(load_model(path, stamp), step), pages_bytes=16 * 2**20, full_bytes=0)
+
+
+def snapshot_analysis(path: str, stamp: float, step: int, text: str) -> Analysis:
+    """The Analysis of `text` by the model as it was at training step `step`; raises InputError."""
+    worker = snapshot_worker(path, stamp, step)
+    kept = worker.cached(text, k=TOP_K)
+    if kept is not None:
+        return kept
+    with st.spinner(f"Running the model of step {step:,}…"):
+        return worker.analyze(text, k=TOP_K)
 
 
 @st.cache_resource(max_entries=64, show_spinner="Running the model without those heads…")

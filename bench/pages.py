@@ -72,12 +72,17 @@ class BenchError(RuntimeError):
 # a session that keeps the widget states as the browser does
 
 
+# The one page that may rightly draw nothing: Training steps on a checkpoint shipped without snapshots says so.
+NOTHING_TO_DRAW = "has no training snapshots"
+
+
 @dataclass
 class Drawn(Page):
     """One script run as received: classroom.Page plus how it ended, warnings and the one-head heatmap's shape."""
 
     status: int = -1
     warnings: list[str] = field(default_factory=list)
+    infos: list[str] = field(default_factory=list)
     fragment_ids: set[str] = field(default_factory=set)
     seconds: float = 0.0
 
@@ -91,7 +96,8 @@ class Drawn(Page):
         return title, heatmap_shape(spec)
 
     def drew(self) -> str:
-        return f"{len(self.charts)} / {len(self.tables)}"
+        nothing = any(NOTHING_TO_DRAW in i for i in self.infos) and not self.charts and not self.tables
+        return "nothing to draw (no snapshots)" if nothing else f"{len(self.charts)} / {len(self.tables)}"
 
     def problem(self, fragment: bool = False) -> str:
         """Why this run does not count as a drawn page ("" when it does)."""
@@ -100,7 +106,7 @@ class Drawn(Page):
             return f"ended with {STATUS.get(self.status, self.status)!r}, not {STATUS[want]!r}"
         if self.errors:
             return f"errors on the page: {self.errors}"
-        if not self.charts and not self.tables:
+        if not self.charts and not self.tables and not any(NOTHING_TO_DRAW in i for i in self.infos):
             return "no chart and no table"
         return ""
 
@@ -214,6 +220,8 @@ class PageSession(Session):
                     collect(page, el)
                     if el.WhichOneof("type") == "alert" and el.alert.format == 2:  # WARNING
                         page.warnings.append(el.alert.body)
+                    if el.WhichOneof("type") == "alert" and el.alert.format == 3:  # INFO
+                        page.infos.append(el.alert.body)
                     wid = self.track(el, fwd.delta.fragment_id, list(fwd.metadata.delta_path))
                     if wid:
                         drawn.add(wid)

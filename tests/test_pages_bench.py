@@ -48,6 +48,9 @@ def test_every_page_draws_and_every_figure_is_reported(tmp_path: Path) -> None:
     for row in drawn:
         assert row[2].startswith("5"), row  # about 512 tokens (the tiny checkpoint's max_len is 600)
         for visit in row[5].split(" · "):  # charts / tables of the first and the second visit
+            if row[1].startswith("Training steps"):  # the tiny checkpoints have no snapshots: the page says so
+                assert visit == "nothing to draw (no snapshots)", row
+                continue
             charts, tables = (int(n) for n in visit.split(" / "))
             assert charts + tables >= 1, row
         assert "page failed" not in row[-1]

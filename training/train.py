@@ -25,6 +25,8 @@ from tqdm import tqdm
 
 from inference.checkpoint import load_checkpoint, recorded, save_checkpoint
 from inference.decoding import pad_rows
+from inference.snapshots import INDEX as SNAPSHOT_INDEX
+from inference.snapshots import SNAPSHOTS
 from inference.tokenizer import Tokenizer
 from model.config import ModelConfig
 from model.transformer import build_model
@@ -134,7 +136,6 @@ def learning_rate(step: int, d_model: int, warmup: int, factor: float) -> float:
 
 
 SNAPSHOT_FRACTIONS = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0)
-SNAPSHOTS, SNAPSHOT_INDEX = "snapshots", "index.json"
 
 
 def snapshot_steps(start: int, max_steps: int, fractions: tuple[float, ...] = SNAPSHOT_FRACTIONS) -> list[int]:
@@ -144,8 +145,8 @@ def snapshot_steps(start: int, max_steps: int, fractions: tuple[float, ...] = SN
 
 def save_snapshot(out: Path, model: nn.Module, step: int, valid_loss: float) -> Path:
     """`out/snapshots/step-NNNNNN.safetensors` (float16, the config values recorded in its header, as
-    model.safetensors) and its entry in `out/snapshots/index.json`; load one with
-    `inference.checkpoint.fill_model(path, config)`."""
+    model.safetensors) and its entry in `out/snapshots/index.json`; the app loads one with
+    `inference.snapshots.load_snapshot(checkpoint, step)`."""
     folder = out / SNAPSHOTS
     folder.mkdir(parents=True, exist_ok=True)
     name = f"step-{step:06d}.safetensors"
@@ -157,7 +158,7 @@ def save_snapshot(out: Path, model: nn.Module, step: int, valid_loss: float) -> 
     entries.append({"step": step, "valid_loss": round(valid_loss, 4), "file": name})
     index = {
         "dtype": "float16",
-        "load_with": "inference.checkpoint.fill_model(snapshots/FILE, config of the checkpoint beside it)",
+        "load_with": "inference.snapshots.load_snapshot(checkpoint, step)",
         "snapshots": sorted(entries, key=lambda e: e["step"]),
     }
     index_path.write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")

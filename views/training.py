@@ -1,0 +1,110 @@
+"""Training steps: the same sentence's heads at each snapshot saved while the model trained, with that step's loss."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+import ui
+from inference import catalog
+from inference.analysis import Analysis
+from inference.snapshots import Snapshot
+from viz.heads import head_heatmap
+from viz.labels import safe_filename
+from viz.style import chart_config
+from viz.tables import top_k_frame
+from viz.training import head_over_steps, loss_curve
+
+
+def _step_label(snapshot: Snapshot) -> str:
+    return f"step {snapshot.step:,} · loss {snapshot.valid_loss:.3f}"
+
+
+def _switch_model(name: str) -> None:
+    st.session_state["model"] = name
+    st.session_state.pop("attention", None)
+
+
+def _without_snapshots(ctx: ui.Context) -> None:
+    """Say why there is no slider, and offer the shipped models that have snapshots."""
+    root = catalog.checkpoints_dir()
+    entries = ui.checkpoint_entries(str(root), catalog.folder_stamp(root))
+    having = [
+        e.name
+        for e in entries
+        if e.ok and e.name != ctx.entry.name and ui.snapshots(str(e.path), catalog.stamp(e.path))
+    ]
+    text = (
+        f"`{ctx.entry.name}` has no training snapshots (a `snapshots/` folder beside its weights). "
+        "`python -m atlas train` keeps them for every run: the weights at steps 0, 1 %, 3 %, 10 %, 30 % and 100 % "
+        "of it, in float16. They ship only where the repository's size allows."
+    )
+    st.info(text)
+    for name in having:
+        st.button(f"Show {name}, which has them", key=f"training_switch_{name}", on_click=_switch_model, args=(name,))
+
+
+def _prediction(col, analysis: Analysis, label: str) -> None:
+    if analysis.output_text is not None:
+        col.markdown(f"**Output at {label}**")
+        col.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
+    else:
+        col.markdown(f"**Next token after the text, at {label}**")
+        col.dataframe(top_k_frame(analysis, len(analysis.target_pieces) - 1), hide_index=True, key="training_top")
+
+
+def body() -> None:
+    st.title("Training steps")
+    st.caption(
+        "The same text through the model as it was at a few steps of its training run: watch the heads form. "
+        "Each snapshot is the run's weights at that step (float16), with the validation loss measured then."
+    )
+    chosen = ui.context_and_analysis()
+    if chosen is None:
+        return
+    ctx, final = chosen
+    saved = ui.snapshots(ctx.path, ctx.stamp)
+    if not saved:
+        _without_snapshots(ctx)
+        return
+    steps = [s.step for s in saved]
+    by_step = {s.step: s for s in saved}
+    ui.keep_valid("step", steps, steps[len(steps) // 2])
+    step = st.select_slider(
+        "Training step", steps, key="step", format_func=lambda s: f"{s:,}", help="The steps a snapshot was kept at."
+    )
+    attention, layer, head = ui.head_picker(final, with_average=True)
+    ui.sync_url()
+    analyses = [ui.snapshot_analysis(ctx.path, ctx.stamp, s.step, ctx.text) for s in saved]
+    now = analyses[steps.index(step)]
+    block = now.block(attention, layer)
+    weights = ui.head_weights(block, head)
+    head_name = "average of heads" if head == ui.AVERAGE else f"head {head + 1}"
+    where = f"{final.attention_label(attention)}, layer {layer + 1}, {head_name}"
+    label = _step_label(by_step[step])
+    left, right = st.columns([3, 2])
+    fig = head_heatmap(weights, block.query_pieces, block.key_pieces, f"{where} at {label}")
+    name = safe_filename("training", ctx.entry.name, f"step{step}", attention, f"L{layer + 1}", head_name)
+    left.plotly_chart(fig, key="training_head", config=chart_config(name))
+    history = ctx.ckpt.card.get("training", {}).get("history", [])
+    curve = loss_curve(
+        [h["step"] for h in history],
+        [h["valid_loss"] for h in history],
+        steps,
+        [s.valid_loss for s in saved],
+        step,
+        "Validation loss of the run",
+    )
+    right.plotly_chart(curve, key="training_loss", config=chart_config(safe_filename("loss", ctx.entry.name)))
+    _prediction(right, now, f"step {step:,}")
+    st.subheader("The same head at every snapshot")
+    strip = head_over_steps(
+        [ui.head_weights(a.block(attention, layer), head) for a in analyses],
+        [_step_label(s) for s in saved],
+        block.query_pieces,
+        block.key_pieces,
+        where,
+    )
+    st.plotly_chart(strip, key="training_strip", config=chart_config(safe_filename("steps", ctx.entry.name, where)))
+
+
+ui.guarded(body)

@@ -1,0 +1,127 @@
+"""Training as pictures: the validation-loss curve with the saved snapshots on it, and one head at every snapshot."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.arrays import check_attention
+from viz.labels import escape, plotly_labels
+from viz.style import COLORSCALE, HIGHLIGHT, finish_layout, tick_step, unvalidated
+
+LINE = "#0072B2"  # Okabe–Ito blue
+
+
+def loss_curve(
+    steps: Sequence[int],
+    losses: Sequence[float],
+    snapshot_steps: Sequence[int],
+    snapshot_losses: Sequence[float],
+    chosen: int | None = None,
+    title: str = "Validation loss",
+) -> go.Figure:
+    """The run's validation loss against its step (a line), each snapshot a marker on it, the chosen one
+    ringed. Steps on a log axis when the snapshots start near 0 (their steps are 0, 1 %, 3 %, 10 % … of the run)."""
+    if len(steps) != len(losses) or len(snapshot_steps) != len(snapshot_losses):
+        raise ValueError("every step needs its loss")
+    points: dict[str, Any] = {"type": "scatter", "mode": "markers", "name": "snapshots"}
+    points |= {"x": [max(s, 1) for s in snapshot_steps], "y": list(snapshot_losses)}
+    points |= {"marker": {"size": 9, "color": LINE}, "hovertemplate": "step %{text}: loss %{y:.4f}<extra></extra>"}
+    points["text"] = [f"{s:,}" for s in snapshot_steps]
+    data: list[dict[str, Any]] = []
+    if steps:
+        curve = {"type": "scatter", "mode": "lines", "name": "every evaluation", "x": list(steps), "y": list(losses)}
+        curve |= {"line": {"color": LINE, "width": 1.5}, "hovertemplate": "step %{x:,}: loss %{y:.4f}<extra></extra>"}
+        data.append(curve)
+    data.append(points)
+    if chosen is not None and chosen in snapshot_steps:
+        i = list(snapshot_steps).index(chosen)
+        ring = {"type": "scatter", "mode": "markers", "name": f"step {chosen:,}", "x": [max(chosen, 1)]}
+        ring |= {"y": [snapshot_losses[i]], "hoverinfo": "skip"}
+        ring["marker"] = {"size": 18, "color": "rgba(0,0,0,0)", "line": {"color": HIGHLIGHT, "width": 3}}
+        data.append(ring)
+    layout = {
+        "xaxis": {"title": {"text": "training step (log scale; step 0 drawn at 1)"}, "type": "log"},
+        "yaxis": {"title": {"text": "validation loss (nats per token)"}},
+        "legend": {"orientation": "h", "y": -0.3},
+        **finish_layout(title, height=300),
+    }
+    return unvalidated(data, layout)
+
+
+def head_over_steps(
+    weights: Sequence[np.ndarray],
+    labels: Sequence[str],
+    query_pieces: Sequence[str],
+    key_pieces: Sequence[str],
+    title: str = "One head through training",
+    columns: int = 6,
+) -> go.Figure:
+    """One head's (Tq, Tk) weights at each snapshot, side by side on the 0–1 cividis scale, each titled with its
+    `labels` entry (e.g. "step 300 · loss 1.22"). Hover names the query and key tokens."""
+    if not weights or len(weights) != len(labels):
+        raise ValueError("need one label for each snapshot's weights")
+    zs = [check_attention(w, query_pieces, key_pieces) for w in weights]
+    q, k = plotly_labels(query_pieces), plotly_labels(key_pieces)
+    n = len(zs)
+    cols = min(columns, n)
+    rows = -(-n // cols)
+    gap = 0.02
+    width = (1 - gap * (cols - 1)) / cols
+    height = (1 - 0.08 * (rows - 1)) / rows
+    hover = [[f"{a} → {b}" for b in k] for a in q] if len(q) * len(k) <= 48 * 48 else None
+    data, layout = [], {}
+    for i, (z, label) in enumerate(zip(zs, labels, strict=True)):
+        r, c = divmod(i, cols)
+        axis = "" if i == 0 else str(i + 1)
+        trace: dict[str, Any] = {"type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
+        trace |= {"xaxis": f"x{axis}", "yaxis": f"y{axis}", "showscale": i == 0}
+        trace["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
+        if hover is not None:
+            trace |= {
+                "customdata": hover,
+                "hovertemplate": f"{escape(label)}<br>%{{customdata}}: %{{z:.3f}}<extra></extra>",
+            }
+        else:
+            trace["hovertemplate"] = f"{escape(label)}<br>query %{{y}} → key %{{x}}: %{{z:.3f}}<extra></extra>"
+        data.append(trace)
+        x0 = c * (width + gap)
+        y1 = 1 - r * (height + 0.08)
+        ticks_q = list(range(0, len(q), tick_step(len(q), 24)))
+        ticks_k = list(range(0, len(k), tick_step(len(k), 24)))
+        layout[f"xaxis{axis}"] = {
+            "domain": [x0, x0 + width],
+            "anchor": f"y{axis}",
+            "tickmode": "array",
+            "tickvals": ticks_k,
+            "ticktext": [k[j] for j in ticks_k],
+            "tickangle": -60,
+            "showgrid": False,
+            "tickfont": {"size": 9},
+        }
+        layout[f"yaxis{axis}"] = {
+            "domain": [y1 - height, y1],
+            "anchor": f"x{axis}",
+            "autorange": "reversed",
+            "tickmode": "array",
+            "tickvals": ticks_q,
+            "ticktext": [q[j] for j in ticks_q] if c == 0 else [""] * len(ticks_q),
+            "showgrid": False,
+            "tickfont": {"size": 9},
+        }
+    annotations = []
+    for i, label in enumerate(labels):
+        r, c = divmod(i, cols)
+        x = c * (width + gap) + width / 2
+        y = 1 - r * (height + 0.08)
+        annotations.append(
+            {"text": escape(label), "x": x, "y": y, "xref": "paper", "yref": "paper", "yanchor": "bottom"}
+            | {"showarrow": False, "font": {"size": 12}}
+        )
+    layout["annotations"] = annotations
+    layout |= finish_layout(title, height=rows * 260 + 90)
+    layout["margin"] = {"l": 10, "r": 10, "t": 70, "b": 10}
+    return unvalidated(data, layout)
