@@ -26,6 +26,7 @@ ui.restore_from_url()
 # No page icons: a Material icon makes the browser fetch the tab icon from a CDN, and emoji need an emoji font.
 PAGES = [
     st.Page("views/explore.py", title="Explore", default=True),
+    st.Page("views/lesson.py", title="Lesson", url_path="lesson"),
     st.Page("views/generate.py", title="Generate", url_path="generate"),
     st.Page("views/paper.py", title="Paper view", url_path="paper"),
     st.Page("views/attention_math.py", title="Attention math", url_path="math"),

@@ -1,0 +1,205 @@
+"""The Lesson page in AppTest on tiny checkpoints (every step draws real content; previous/next, the step list and
+the URL move through it; a step the model cannot show offers one that can), and inference.lesson's model work."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from plotly_data import decode_typed_array
+from streamlit.testing.v1 import AppTest
+
+from inference.analyze import analyze
+from inference.checkpoint import load_checkpoint
+from inference.lesson import SLUGS, STEPS, attention_cost, cost_lengths, step_index, walk
+from inference.text import clean_text, encode_first_stack
+from training.tiny import make_tiny_checkpoint
+from viz.labels import display_piece
+from viz.lesson import cache_work, shift_frame
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+PAGE = "views/lesson.py"
+LM, ED = "lm-tiny", "translate-tiny"
+
+
+@pytest.fixture
+def app(good_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., AppTest]:
+    """`app(**query_params)` → the app on the Lesson page, run against `good_dir`."""
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
+
+    def make(**query: str) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params.update(query)
+        at.run()
+        return at.switch_page(PAGE).run()
+
+    return make
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+def charts(at: AppTest) -> dict[str, dict]:
+    return {el.key: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
+
+
+def heading(at: AppTest) -> str:
+    return at.header[0].value
+
+
+def progress(at: AppTest) -> str:
+    return at.get("progress")[0].proto.text
+
+
+FITS = {(LM, "cross-attention"): False, (ED, "next-token"): False}
+
+
+@pytest.mark.parametrize("model", [LM, ED])
+@pytest.mark.parametrize("slug", SLUGS)
+def test_every_step_draws_its_live_view_or_offers_a_model_that_can(app, model: str, slug: str) -> None:
+    at = ok(app(model=model, lesson=slug))
+    index = SLUGS.index(slug)
+    assert heading(at) == f"{index + 1}. {STEPS[index].title}"
+    assert progress(at).startswith(f"Step {index + 1} of 12")
+    assert at.markdown[0].value == STEPS[index].text  # the paragraph
+    drawn = len(charts(at)) + len(at.dataframe)
+    if FITS.get((model, slug), True):
+        assert drawn >= 1, "no chart or table"
+        assert any("Needs" in c.value for c in at.caption)
+    else:
+        assert drawn == 0 and "needs" in at.info[0].value
+        assert [b.label for b in at.button if b.key.startswith("lesson_switch_")] == [
+            f"Switch to {ED if model == LM else LM}"
+        ]
+    assert at.query_params["lesson"] == slug
+
+
+def test_next_and_previous_move_one_step_and_the_url_follows(app) -> None:
+    at = ok(app())
+    assert heading(at).startswith("1. ") and at.query_params["lesson"] == "embeddings"
+    assert at.button(key="lesson_prev_top").disabled
+    at.button(key="lesson_next_top").click().run()
+    assert heading(ok(at)).startswith("2. ") and at.query_params["lesson"] == SLUGS[1]
+    at.button(key="lesson_next_bottom").click().run()
+    assert heading(ok(at)).startswith("3. ") and at.query_params["lesson"] == SLUGS[2]
+    at.button(key="lesson_prev_top").click().run()
+    assert heading(ok(at)).startswith("2. ")
+    at.selectbox(key="lesson_jump").select("kv-cache").run()
+    assert heading(ok(at)).startswith("11. ") and at.query_params["lesson"] == "kv-cache"
+    assert at.selectbox(key="lesson_jump").value == "kv-cache"
+
+
+def test_the_last_step_has_no_next(app) -> None:
+    at = ok(app(lesson=SLUGS[-1]))
+    assert at.button(key="lesson_next_top").disabled and not at.button(key="lesson_prev_top").disabled
+
+
+def test_a_linked_step_opens_and_an_unknown_one_says_so(app) -> None:
+    assert heading(ok(app(lesson="no-peek-mask"))) == "4. No-peek mask"
+    at = app(lesson="<b>nope</b>")
+    assert heading(at).startswith("1. ") and at.query_params["lesson"] == "embeddings"
+    assert "There is no lesson step “bnopeb”" in at.warning[0].value
+
+
+def test_a_step_needing_another_model_switches_the_sidebar_to_one(app) -> None:
+    at = ok(app(model=LM, lesson="cross-attention"))
+    at.button(key=f"lesson_switch_{ED}").click().run()
+    assert at.selectbox(key="model").value == ED and at.query_params["model"] == ED
+    assert "lesson_cross" in charts(ok(at)) and heading(at) == "9. Cross-attention"
+
+
+def test_the_no_peek_view_greys_exactly_the_masked_cells(app) -> None:
+    fig = charts(ok(app(model=LM, lesson="no-peek-mask")))["lesson_nopeek_head"]
+    w = decode_typed_array(fig["data"][0]["z"])
+    above = np.triu(np.ones_like(w, dtype=bool), 1)
+    assert np.isnan(w[above]).all() and not np.isnan(w[~above]).any()
+    np.testing.assert_allclose(w[~above].reshape(-1).sum(), w.shape[0], atol=1e-4)  # every row still sums to 1
+    assert len(fig["data"][1]["text"]) == above.sum()  # one ✗ per masked cell
+
+
+def test_the_student_text_replaces_the_lesson_sentence(app, good_dir: Path) -> None:
+    at = ok(app(model=LM, lesson="embeddings"))
+    at.text_area(key="text").input("Dogs bark.").run()
+    ckpt = load_checkpoint(good_dir / LM)
+    pieces = lambda text: [display_piece(p) for p in walk(ckpt, text).pieces]
+    assert ok(at).dataframe[0].value["token"].tolist() == pieces("The cat sat on the mat.")  # the lesson's
+    at.radio(key="lesson_source").set_value("yours").run()
+    assert ok(at).dataframe[0].value["token"].tolist() == pieces("Dogs bark.")
+
+
+def test_the_cost_step_plots_the_measured_quadratic(app) -> None:
+    at = ok(app(model=ED, lesson="quadratic-cost"))
+    table = at.dataframe[0].value
+    assert len(table) == 8 and (table["time (ms)"] > 0).all()
+    n = table["n"].to_numpy(dtype=float)
+    np.testing.assert_allclose(table["scores + weights (KiB)"], 2 * 4 * 4 * n**2 / 1024)  # 4 heads, 2 float32 maps
+    assert {"lesson_time", "lesson_memory"} <= set(charts(at))
+
+
+# inference.lesson and viz.lesson -------------------------------------------------------------------------------
+
+
+def test_steps_have_unique_slugs_in_curriculum_order() -> None:
+    assert len(set(SLUGS)) == 12 and SLUGS[0] == "embeddings" and SLUGS[-1] == "quadratic-cost"
+    assert step_index("kv-cache") == 10 and step_index("nope") is None and step_index(3) is None
+
+
+@pytest.mark.parametrize("norm", ["post", "pre"])
+@pytest.mark.parametrize("kind", ["decoder-only", "encoder-decoder"])
+def test_the_walk_through_the_layers_ends_where_the_model_does(tmp_path: Path, kind: str, norm: str) -> None:
+    ckpt = load_checkpoint(make_tiny_checkpoint(tmp_path / "tiny", kind, seed=3, norm=norm))
+    text = "The cat sat on the mat."
+    result = walk(ckpt, text)
+    ids = torch.tensor([encode_first_stack(ckpt, clean_text(text).text, [])])
+    model = ckpt.model
+    with torch.inference_mode():
+        if kind == "decoder-only":
+            logits, _ = model(ids)
+            ours = model.generator(torch.from_numpy(result.output))
+            torch.testing.assert_close(ours, logits[0], atol=1e-4, rtol=1e-4)
+        else:
+            x, _ = model.embed_with_positions(ids)
+            valid = ids != ckpt.config.pad_id
+            memory, _ = model.encoder(x, valid[:, :, None] & valid[:, None, :], record=False)
+            torch.testing.assert_close(torch.from_numpy(result.output), memory[0], atol=1e-4, rtol=1e-4)
+    assert result.hidden.shape == (len(result.pieces), ckpt.config.d_ff) and (result.hidden >= 0).all()
+    assert result.norms.shape == (len(stack_layers(ckpt)), 2, 3) and (result.norms > 0).all()
+    np.testing.assert_allclose(result.norms[1:, 0, 0], result.norms[:-1, 1, 2], rtol=1e-5)  # out of one = into next
+
+
+def stack_layers(ckpt):
+    return ckpt.model.encoder.layers if ckpt.config.is_encoder_decoder else ckpt.model.decoder.layers
+
+
+def test_the_measured_memory_is_exactly_quadratic_and_the_time_grows(tiny_checkpoints) -> None:
+    ckpt = load_checkpoint(tiny_checkpoints["decoder-only"])
+    cost = attention_cost(ckpt, (8, 16, 32, 64))
+    heads = ckpt.config.n_heads
+    assert cost.bytes == tuple(2 * heads * 4 * n * n for n in (8, 16, 32, 64))
+    assert cost.bytes_fit[0] == pytest.approx(8 * heads) and cost.doubling(cost.bytes_fit) == pytest.approx(4.0)
+    assert all(s > 0 for s in cost.seconds) and cost.block == "decoder.layers.0.self_attn"
+    assert cost_lengths(512) == (64, 128, 192, 256, 320, 384, 448, 512) and cost_lengths(64)[-1] == 64
+    with pytest.raises(ValueError, match="at least 3 lengths"):
+        attention_cost(ckpt, (8, 16))
+
+
+def test_the_shift_table_pairs_each_token_with_the_next(tiny_checkpoints) -> None:
+    analysis = analyze(load_checkpoint(tiny_checkpoints["decoder-only"]), "The cat sat on the mat.")
+    frame = shift_frame(analysis)
+    assert frame["target (next token)"].tolist()[:-1] == frame["input (reads)"].tolist()[1:]
+    assert len(frame) == len(analysis.target_pieces) - 1
+
+
+def test_the_cache_saves_the_recomputed_positions() -> None:
+    fig = cache_work(prompt=5, steps=4, step=2)
+    without, with_ = (list(fig.data[i].y) for i in (0, 1))
+    assert without == [5, 11, 18, 26] and with_ == [5, 6, 7, 8]
+    with pytest.raises(ValueError):
+        cache_work(5, 4, 0)

@@ -1,0 +1,389 @@
+"""Lesson: the twelve ideas of the Transformer in order, each a short paragraph and a live view of the loaded model.
+
+The step is kept in session state as its slug ("lesson"), which app.py's ui.sync_url writes into the URL, so a
+teacher can link to one step (`?lesson=no-peek-mask`). The paragraphs and the model work live in inference.lesson.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pandas as pd
+import streamlit as st
+
+import ui
+from inference import catalog
+from inference.analysis import Analysis
+from inference.analyze import batch_masks, positions_used
+from inference.checkpoint import CheckpointError, load_config
+from inference.lesson import (
+    NEEDS,
+    SENTENCES,
+    SINUSOIDAL,
+    SLUGS,
+    STEPS,
+    Cost,
+    Step,
+    Walk,
+    attention_cost,
+    layer_weights,
+    step_index,
+    walk,
+)
+from viz.generation import attention_row, cache_growth, kv_cache_numbers
+from viz.labels import display_piece, safe_filename
+from viz.lesson import cache_work, cost_figure, masked_head, residual_figure, shift_frame, vectors_heatmap
+from viz.masks import mask_heatmap, padding_heatmap, reduced_note
+from viz.positional import encoding_curves, encoding_heatmap
+from viz.steps import FORMULA, attention_steps, key_window, output_figure, steps_figure, steps_latex
+from viz.style import chart_config, thaw
+from viz.tables import top_k_frame
+
+SHORT = "Hi!"  # the short sentence padded beside the lesson's
+WRITE = 12  # tokens the language model writes for the key/value cache step
+PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
+
+
+@st.cache_resource(max_entries=16, show_spinner="Walking the text through the layers…")
+def _walk(path: str, stamp: float, text: str) -> Walk:
+    """The first stack walked sub-layer by sub-layer (inference.lesson.walk), run by the checkpoint's worker."""
+    return ui.model_worker(path, stamp).call(walk, text)
+
+
+@st.cache_resource(max_entries=4, show_spinner="Timing one attention block at growing lengths…")
+def _cost(path: str, stamp: float) -> Cost:
+    """The measured cost of attention (inference.lesson.attention_cost), once per checkpoint."""
+    return ui.model_worker(path, stamp).call(attention_cost)
+
+
+def chart(fig, key: str, *parts: object) -> None:
+    st.plotly_chart(fig, key=f"lesson_{key}", config=chart_config(safe_filename("lesson", key, *parts)))
+
+
+# Navigation --------------------------------------------------------------------------------------------------------
+
+
+def _go(index: int) -> None:
+    st.session_state["lesson"] = SLUGS[index]
+
+
+def _jump() -> None:
+    st.session_state["lesson"] = st.session_state["lesson_jump"]
+
+
+def current() -> int:
+    """The step shown (0-based); a slug that names no step gets a message and step 1."""
+    slug = st.session_state.get("lesson")
+    index = step_index(slug)
+    if index is None:
+        if slug is not None:
+            shown = "".join(ch for ch in str(slug) if ch.isascii() and (ch.isalnum() or ch in "-_"))[:40]
+            st.warning(
+                f"There is no lesson step “{shown}”: the lesson starts at step 1. The steps: {', '.join(SLUGS)}."
+            )
+        index = 0
+        st.session_state["lesson"] = SLUGS[0]
+    return index
+
+
+def navigation(index: int, where: str) -> None:
+    """Previous / next buttons and, at the top, the list of steps to jump to."""
+    cols = st.columns([1, 4, 1])
+    cols[0].button("← Previous", key=f"lesson_prev_{where}", on_click=_go, args=(index - 1,), disabled=index == 0)
+    cols[2].button(
+        "Next →", key=f"lesson_next_{where}", on_click=_go, args=(index + 1,), disabled=index == len(STEPS) - 1
+    )
+    if where == "top":
+        st.session_state["lesson_jump"] = SLUGS[index]
+        titles = {s.slug: f"{i + 1}. {s.title}" for i, s in enumerate(STEPS)}
+        cols[1].selectbox(
+            "Step", SLUGS, key="lesson_jump", on_change=_jump, format_func=titles.get, label_visibility="collapsed"
+        )
+
+
+# Which model a step needs ------------------------------------------------------------------------------------------
+
+
+def _switch(name: str) -> None:
+    """Choose checkpoint `name` in the sidebar, as picking it there does (ui._on_model_change's resets)."""
+    st.session_state["model"] = name
+    st.session_state.pop("attention", None)
+    st.session_state.pop("preset", None)
+    all_presets = {p for family in catalog.PRESETS.values() for p in family}
+    if st.session_state.get("text") in all_presets:
+        st.session_state.pop("text")
+
+
+def fitting_models(step: Step) -> list[str]:
+    """The readable checkpoints that can show `step`, translators first (their cross-attention reads best)."""
+    root = catalog.checkpoints_dir()
+    names = []
+    for entry in ui.checkpoint_entries(str(root), catalog.folder_stamp(root)):
+        try:
+            if entry.ok and step.fits(load_config(entry.path)[0]):
+                names.append((catalog.preset_family(entry.name, entry.kind, entry.card) != "translate", entry.name))
+        except CheckpointError:
+            continue
+    return [name for _, name in sorted(names)]
+
+
+def model_check(step: Step, ctx: ui.Context) -> bool:
+    """Say which model the step needs; when the loaded one does not fit, offer one that does. True if it fits."""
+    if step.fits(ctx.ckpt.config):
+        st.caption(f"Needs {NEEDS[step.needs]}: {ctx.entry.name} is one.")
+        return True
+    kind = f"{ctx.entry.kind}, {ctx.ckpt.config.positional} positions"
+    st.info(f"This step needs {NEEDS[step.needs]}; the loaded model, {ctx.entry.name}, is not ({kind}).")
+    names = fitting_models(step)
+    if not names:
+        st.warning(
+            f"No checkpoint in {catalog.checkpoints_dir()} is {NEEDS[step.needs]}: add one to see this step live."
+        )
+    for name in names[:2]:
+        st.button(f"Switch to {name}", key=f"lesson_switch_{name}", on_click=_switch, args=(name,), type="primary")
+    return False
+
+
+# The twelve views --------------------------------------------------------------------------------------------------
+
+
+def embeddings(ctx: ui.Context, analysis: Analysis) -> None:
+    w = _walk(ctx.path, ctx.stamp, ctx.text)
+    cfg = ctx.ckpt.config
+    st.caption(
+        f"{ctx.entry.name}: {cfg.vocab_size:,} pieces in the vocabulary, d_model = {cfg.d_model}. Each row below is "
+        f"one token's embedding × √{cfg.d_model} = {math.sqrt(cfg.d_model):.1f}, before its position is added."
+    )
+    left, right = st.columns([1, 3])
+    frame = pd.DataFrame({"token": [display_piece(p) for p in w.pieces], "id": list(w.ids)})
+    left.dataframe(frame, hide_index=True, key="lesson_ids")
+    with right:
+        chart(vectors_heatmap(w.embedded, w.pieces, "Token embeddings × √d_model"), "embeddings", ctx.entry.name)
+
+
+def positional(ctx: ui.Context, analysis: Analysis) -> None:
+    cfg = ctx.ckpt.config
+    sinusoidal = cfg.positional == "sinusoidal"
+    if not sinusoidal:
+        st.markdown(f"For contrast, the table {ctx.entry.name} **learned** instead, one trained vector per position:")
+    table = ui.positional_table(ctx.path, ctx.stamp)
+    used = positions_used(ctx.ckpt, ctx.text)
+    n = min(cfg.max_len, max(64, 2 * (used or 0)))
+    chart(encoding_heatmap(table, n, used), "positional", ctx.entry.name)
+    if used:
+        st.caption(f"The dashed line ends the {used} positions the sentence uses.")
+    d = cfg.d_model
+    dims = sorted({0, d // 8 // 2 * 2, d // 4 // 2 * 2})
+    chart(encoding_curves(table, dims, n, sinusoidal), "positional_curves", ctx.entry.name)
+
+
+def padding(ctx: ui.Context, analysis: Analysis) -> None:
+    batch = batch_masks(ctx.ckpt, [ctx.text, SHORT])
+    st.caption(f"The sentence and “{SHORT}” in one batch, as the model's {batch.stack} reads them.")
+    chart(padding_heatmap(batch), "padding", ctx.entry.name)
+    kind = "no-peek + padding" if batch.causal else "padding"
+    for i, (col, pieces) in enumerate(zip(st.columns(2), batch.pieces)):
+        fig = mask_heatmap(batch.attention[i], pieces, pieces, f"Sentence {i + 1}: {batch.stack} {kind} mask")
+        if note := reduced_note(batch.attention[i].shape):
+            col.caption(note)
+        with col:
+            chart(fig, f"padding_mask_{i + 1}", ctx.entry.name)
+
+
+def no_peek(ctx: ui.Context, analysis: Analysis) -> None:
+    block = analysis.block("decoder.self_attn", 0)
+    fed = "the text" if analysis.kind == "decoder-only" else "<s> and the output it wrote"
+    st.caption(f"The decoder's self-attention in layer 1, over {fed}. Rows are queries, columns keys.")
+    left, right = st.columns(2)
+    with left:
+        title = "No-peek mask of the decoder"
+        chart(mask_heatmap(block.mask, block.query_pieces, block.key_pieces, title), "nopeek_mask", ctx.entry.name)
+    with right:
+        title = "Decoder layer 1, head 1: grey ✗ = masked, weight 0"
+        fig = masked_head(block.weights[0], block.mask, block.query_pieces, block.key_pieces, title)
+        chart(fig, "nopeek_head", ctx.entry.name)
+
+
+def scaled_dot(ctx: ui.Context, analysis: Analysis) -> None:
+    full = ui.run_model(ctx.path, ctx.stamp, ctx.text, full=True)
+    attention = full.attentions[0]
+    block = full.block(attention, 0)
+    query = len(block.query_pieces) - 1
+    steps = attention_steps(block, 0, query)
+    st.latex(FORMULA)
+    st.caption(f"{full.attention_label(attention)}, layer 1, head 1, for the last token as the query:")
+    st.latex(steps_latex(steps))
+    chart(steps_figure(steps, key_window(steps)), "steps", ctx.entry.name)
+    chart(output_figure(steps), "steps_output", ctx.entry.name)
+    st.page_link("views/attention_math.py", label="Any head and query: the Attention math page")
+
+
+def multi_head(ctx: ui.Context, analysis: Analysis) -> None:
+    cfg = ctx.ckpt.config
+    attention = analysis.attentions[0]
+    d_head = cfg.d_model // cfg.n_heads
+    st.caption(
+        f"{ctx.entry.name}: d_model = {cfg.d_model} split into {cfg.n_heads} heads of d_k = {d_head}; each head's "
+        f"{d_head} output numbers per token are concatenated back to {cfg.n_heads} × {d_head} = {cfg.d_model} and "
+        "multiplied by W^O. Below, every head of every layer on the sentence: each attends in its own way."
+    )
+    chart(thaw(ui.grid_chart(ctx.path, ctx.stamp, ctx.text, attention)), "heads", ctx.entry.name)
+
+
+def feed_forward(ctx: ui.Context, analysis: Analysis) -> None:
+    w = _walk(ctx.path, ctx.stamp, ctx.text)
+    cfg = ctx.ckpt.config
+    attn, ffn = layer_weights(cfg)
+    st.caption(
+        f"{ctx.entry.name}: {cfg.d_model} → {cfg.d_ff} → {cfg.d_model}. In each layer the feed-forward network has "
+        f"{ffn:,} weights and the self-attention {attn:,}. In layer 1, {w.zero_share:.0%} of the units are exactly "
+        "0 after the ReLU on this sentence."
+    )
+    title = "Layer 1 feed-forward units after the ReLU (white: 0)"
+    chart(vectors_heatmap(w.hidden, w.pieces, title, x_title="unit"), "ffn", ctx.entry.name)
+
+
+def residual(ctx: ui.Context, analysis: Analysis) -> None:
+    w = _walk(ctx.path, ctx.stamp, ctx.text)
+    style = (
+        "pre-norm: x + Sublayer(LayerNorm(x))" if w.pre_norm else "post-norm, as the paper: LayerNorm(x + Sublayer(x))"
+    )
+    st.caption(
+        f"{ctx.entry.name} is {style}. The mean length of the token vectors at each sub-layer of the "
+        f"{'decoder' if analysis.kind == 'decoder-only' else 'encoder'}: what comes in, what the sub-layer adds, "
+        "what goes out."
+    )
+    chart(residual_figure(w.norms, w.pre_norm), "residual", ctx.entry.name)
+
+
+def cross(ctx: ui.Context, analysis: Analysis) -> None:
+    last = analysis.layers("decoder.cross_attn")[-1]
+    st.markdown("**Output**")
+    st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
+    st.caption(f"Each output token (row) and where it looks in the source (columns): layer {last + 1}, all heads.")
+    fig = thaw(ui.head_chart(ctx.path, ctx.stamp, ctx.text, "decoder.cross_attn", last, ui.AVERAGE))
+    chart(fig, "cross", ctx.entry.name)
+
+
+def next_token(ctx: ui.Context, analysis: Analysis) -> None:
+    st.caption(
+        "Each position reads its token and is trained to predict the next one: the target column is the input "
+        "shifted by one. The model's own first guess at each position, and whether it is the text's next token:"
+    )
+    st.dataframe(shift_frame(analysis), hide_index=True, column_config={"probability": PROB}, key="lesson_shift")
+    st.markdown("**After the last token, it would write**")
+    st.dataframe(top_k_frame(analysis, -1), hide_index=True, column_config={"probability": PROB}, key="lesson_next")
+
+
+def kv_cache(ctx: ui.Context, analysis: Analysis) -> None:
+    cfg = ctx.ckpt.config
+    if analysis.kind == "decoder-only":
+        analysis = ui.run_model(ctx.path, ctx.stamp, ctx.text, continuation=min(WRITE, cfg.max_len // 2))
+        first = len(analysis.target_pieces) - analysis.generated
+        st.code(f"{analysis.text} ⟶ {analysis.continuation or '(nothing)'}", language=None, wrap_lines=True)
+    else:
+        first = 1  # after <s>
+        st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
+    pieces = analysis.target_pieces
+    steps = len(pieces) - first
+    if steps < 1:
+        st.info("The model wrote nothing: there is no decoding step to show.")
+        return
+    step = st.slider("Decoding step", 1, steps, steps, key="lesson_kv_step") if steps > 1 else 1
+    position = first - 1 + (step - 1)  # the position fed at this step; it writes position + 1
+    n_layers = len(analysis.layers("decoder.self_attn"))
+    held = [kv_cache_numbers(n_layers, cfg.d_model, first + s) for s in range(steps)]
+    fed, wrote = (display_piece(pieces[i]) for i in (position, position + 1))
+    st.text(f"Step {step} of {steps}: fed {fed!r}, wrote {wrote!r}")
+    left, right = st.columns(2)
+    with left:
+        chart(cache_growth(held, step), "cache", ctx.entry.name)
+        chart(cache_work(first, steps, step), "work", ctx.entry.name)
+    with right:
+        block = analysis.block("decoder.self_attn", 0)
+        row = block.weights[0, position, : position + 1]
+        title = f"Step {step}: the new token's self-attention (layer 1, head 1)"
+        chart(attention_row(row, block.key_pieces[: position + 1], title, own=position), "kv_row", ctx.entry.name)
+    st.caption(
+        f"After step {step} the cache holds a key and a value for {position + 1} positions in each of {n_layers} "
+        f"layers: 2 × {n_layers} × {position + 1} × {cfg.d_model} = {held[step - 1]:,} numbers. With it, step {step} "
+        f"ran {first if step == 1 else 1} position(s) through the decoder; without it, {position + 1}."
+    )
+
+
+def quadratic(ctx: ui.Context, analysis: Analysis) -> None:
+    cost = _cost(ctx.path, ctx.stamp)
+    n = cost.lengths[-1]
+    ms = [s * 1000 for s in cost.seconds]
+    kib = [b / 1024 for b in cost.bytes]
+    left, right = st.columns(2)
+    with left:
+        fit = [c * 1000 for c in cost.time_fit]
+        chart(cost_figure(cost.lengths, ms, fit, f"Time of {cost.block}", "ms"), "time", ctx.entry.name)
+    with right:
+        fit = [c / 1024 for c in cost.bytes_fit]
+        chart(cost_figure(cost.lengths, kib, fit, "Memory of its scores and weights", "KiB"), "memory", ctx.entry.name)
+    heads = ctx.ckpt.config.n_heads
+    st.caption(
+        f"Measured just now on this machine, fastest of 3 runs at each of {len(cost.lengths)} lengths. From n = "
+        f"{n // 2} to n = {n}, the fitted time grows {cost.doubling(cost.time_fit):.1f}× and the memory "
+        f"{cost.doubling(cost.bytes_fit):.1f}× (4× for a pure n² cost, 2× for a linear one). Memory: "
+        f"{cost.bytes_fit[0]:.0f} bytes per n² = 2 matrices (scores, weights) × {heads} heads × 4 bytes."
+    )
+    table = pd.DataFrame({"n": list(cost.lengths), "time (ms)": ms, "scores + weights (KiB)": kib})
+    st.dataframe(table, hide_index=True, key="lesson_cost")
+
+
+VIEWS = {
+    "embeddings": embeddings,
+    "positional-encoding": positional,
+    "padding-mask": padding,
+    "no-peek-mask": no_peek,
+    "scaled-dot-product": scaled_dot,
+    "multi-head": multi_head,
+    "feed-forward": feed_forward,
+    "residual-layernorm": residual,
+    "cross-attention": cross,
+    "next-token": next_token,
+    "kv-cache": kv_cache,
+    "quadratic-cost": quadratic,
+}
+
+
+def sentence(ctx: ui.Context) -> ui.Context:
+    """The context with the lesson's sentence for this model, or the student's own text from the sidebar."""
+    family = catalog.preset_family(ctx.entry.name, ctx.entry.kind, ctx.entry.card)
+    ours = SENTENCES[family]
+    options = {"lesson": f"the lesson's: {ours}", "yours": "yours (the sidebar's text)"}
+    ui.keep_valid("lesson_source", list(options), "lesson")
+    source = st.radio("Sentence", list(options), key="lesson_source", format_func=options.get, horizontal=True)
+    return dataclasses.replace(ctx, text=ours if source == "lesson" else ctx.text)
+
+
+@ui.safe
+def show(step: Step, ctx: ui.Context) -> None:
+    """The step's live view, after checking the model can show it."""
+    fits = model_check(step, ctx)
+    if not fits and step.needs != SINUSOIDAL:
+        return
+    analysis = ui.analysis_of(ctx)
+    if analysis is not None:
+        VIEWS[step.slug](ctx, analysis)
+
+
+def body() -> None:
+    st.title("Lesson")
+    index = current()
+    step = STEPS[index]
+    st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
+    navigation(index, "top")
+    st.header(f"{index + 1}. {step.title}", anchor=False)
+    st.markdown(step.text)
+    ctx = ui.context()
+    if ctx is not None:
+        show(step, sentence(ctx))
+    navigation(index, "bottom")
+
+
+ui.guarded(body)
