@@ -63,7 +63,7 @@ def variant_model(request, kind, make_model):
         ({"dropout": "0.1"}, "dropout"),
         ({"dropout": "abc"}, "dropout"),
         ({"dropout": None}, "dropout"),
-        ({"positional": "rotary"}, "positional"),
+        ({"positional": "alibi"}, "positional"),
         ({"norm": "sandwich"}, "norm"),
         ({"pad_id": 64}, "pad_id"),
         ({"eos_id": -1}, "eos_id"),

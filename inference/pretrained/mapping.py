@@ -1,0 +1,203 @@
+"""Published architectures as switches of our ModelConfig, and their tensor names mapped onto our modules.
+
+Two layouts, both as Hugging Face `transformers` writes them (config.json keys, state-dict names): BERT
+(`BertModel`) and Llama (`LlamaForCausalLM`). The GGUF reader renames llama.cpp's tensors to the Llama names
+first, so one mapping serves both files. `fill_model` then checks every tensor against the model the config
+builds and names the first one that is missing, unexpected or of the wrong shape.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from model.config import ConfigError, ModelConfig
+from model.transformer import Model, build_model
+
+
+class MappingError(ValueError):
+    """A published checkpoint does not fit our model: the message names the first field or tensor that differs."""
+
+
+def _field(config: Mapping[str, Any], key: str, source: str, default: Any = ...) -> Any:
+    if key in config:
+        return config[key]
+    if default is ...:
+        raise MappingError(f"{source}: config has no {key!r}")
+    return default
+
+
+def _require(config: Mapping[str, Any], key: str, expected: Any, source: str, default: Any = None) -> None:
+    value = config.get(key, default)
+    if value != expected:
+        raise MappingError(f"{source}: {key} is {value!r}; only {expected!r} is supported")
+
+
+def _make(source: str, **fields: Any) -> ModelConfig:
+    try:
+        return ModelConfig(**fields)
+    except ConfigError as exc:
+        raise MappingError(f"{source}: {exc}") from exc
+
+
+def bert_config(config: Mapping[str, Any], specials: Mapping[str, int], source: str = "config.json") -> ModelConfig:
+    """A BERT encoder's config.json (`BertConfig`) as our switches: encoder-only, post-norm LayerNorm with its eps,
+    learned absolute positions, token types, GELU, biases, embeddings unscaled and normalised.
+    `specials`: pad_id, unk_id, bos_id ([CLS]) and eos_id ([SEP]) from the tokenizer."""
+    _require(config, "hidden_act", "gelu", source)
+    _require(config, "position_embedding_type", "absolute", source, "absolute")
+    d_model, n_heads = _field(config, "hidden_size", source), _field(config, "num_attention_heads", source)
+    return _make(
+        source,
+        kind="encoder-only",
+        vocab_size=_field(config, "vocab_size", source),
+        d_model=d_model,
+        n_heads=n_heads,
+        n_encoder_layers=_field(config, "num_hidden_layers", source),
+        n_decoder_layers=0,
+        d_ff=_field(config, "intermediate_size", source),
+        dropout=0.0,
+        max_len=_field(config, "max_position_embeddings", source),
+        positional="learned",
+        norm="post",
+        norm_eps=float(_field(config, "layer_norm_eps", source)),
+        activation="gelu",
+        embed_scale=False,
+        embed_norm=True,
+        n_token_types=_field(config, "type_vocab_size", source),
+        **specials,
+    )
+
+
+def llama_config(config: Mapping[str, Any], specials: Mapping[str, int], source: str = "config.json") -> ModelConfig:
+    """A Llama decoder's config (`LlamaConfig` keys) as our switches: decoder-only, pre-RMSNorm, rotary positions,
+    grouped-query attention, SwiGLU, no biases, embeddings unscaled. `specials`: pad/unk/bos/eos ids."""
+    _require(config, "hidden_act", "silu", source, "silu")
+    for key in ("attention_bias", "mlp_bias"):
+        _require(config, key, False, source, False)
+    rope = config.get("rope_parameters") or {}
+    _require(rope, "rope_type", "default", source, "default")
+    if config.get("rope_scaling"):
+        raise MappingError(f"{source}: rope_scaling is {config['rope_scaling']!r}; only plain RoPE is supported")
+    d_model, n_heads = _field(config, "hidden_size", source), _field(config, "num_attention_heads", source)
+    head_dim = config.get("head_dim") or d_model // n_heads
+    if head_dim * n_heads != d_model:
+        raise MappingError(f"{source}: head_dim {head_dim} × {n_heads} heads is not hidden_size {d_model}")
+    return _make(
+        source,
+        kind="decoder-only",
+        vocab_size=_field(config, "vocab_size", source),
+        d_model=d_model,
+        n_heads=n_heads,
+        n_kv_heads=config.get("num_key_value_heads") or n_heads,
+        n_encoder_layers=0,
+        n_decoder_layers=_field(config, "num_hidden_layers", source),
+        d_ff=_field(config, "intermediate_size", source),
+        dropout=0.0,
+        max_len=_field(config, "max_position_embeddings", source),
+        positional="rotary",
+        rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
+        norm="pre",
+        norm_type="rms",
+        norm_eps=float(_field(config, "rms_norm_eps", source)),
+        activation="swiglu",
+        bias=False,
+        embed_scale=False,
+        tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+        **specials,
+    )
+
+
+# (pattern of a published name, our name): \1 is the layer number.
+BERT_NAMES: tuple[tuple[str, str], ...] = (
+    (r"embeddings\.word_embeddings\.weight", "embed.lut.weight"),
+    (r"embeddings\.position_embeddings\.weight", "positions.table"),
+    (r"embeddings\.token_type_embeddings\.weight", "token_types.weight"),
+    (r"embeddings\.LayerNorm\.(weight|bias)", r"embed_norm.\1"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.query\.(weight|bias)", r"encoder.layers.\1.self_attn.w_q.\2"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.key\.(weight|bias)", r"encoder.layers.\1.self_attn.w_k.\2"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.value\.(weight|bias)", r"encoder.layers.\1.self_attn.w_v.\2"),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.(weight|bias)", r"encoder.layers.\1.self_attn.w_o.\2"),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.(weight|bias)", r"encoder.layers.\1.sublayer.0.norm.\2"),
+    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)", r"encoder.layers.\1.feed_forward.w_1.\2"),
+    (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)", r"encoder.layers.\1.feed_forward.w_2.\2"),
+    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.(weight|bias)", r"encoder.layers.\1.sublayer.1.norm.\2"),
+)
+# BERT's pooler turns [CLS] into a sentence vector for classification: nothing a head view draws.
+BERT_UNUSED = (r"pooler\..*", r"embeddings\.position_ids")
+
+LLAMA_NAMES: tuple[tuple[str, str], ...] = (
+    (r"model\.embed_tokens\.weight", "embed.lut.weight"),
+    (r"model\.layers\.(\d+)\.self_attn\.q_proj\.weight", r"decoder.layers.\1.self_attn.w_q.weight"),
+    (r"model\.layers\.(\d+)\.self_attn\.k_proj\.weight", r"decoder.layers.\1.self_attn.w_k.weight"),
+    (r"model\.layers\.(\d+)\.self_attn\.v_proj\.weight", r"decoder.layers.\1.self_attn.w_v.weight"),
+    (r"model\.layers\.(\d+)\.self_attn\.o_proj\.weight", r"decoder.layers.\1.self_attn.w_o.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.gate_proj\.weight", r"decoder.layers.\1.feed_forward.w_1.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.down_proj\.weight", r"decoder.layers.\1.feed_forward.w_2.weight"),
+    (r"model\.layers\.(\d+)\.mlp\.up_proj\.weight", r"decoder.layers.\1.feed_forward.w_3.weight"),
+    (r"model\.layers\.(\d+)\.input_layernorm\.weight", r"decoder.layers.\1.sublayer.0.norm.weight"),
+    (r"model\.layers\.(\d+)\.post_attention_layernorm\.weight", r"decoder.layers.\1.sublayer.1.norm.weight"),
+    (r"model\.norm\.weight", "decoder.norm.weight"),
+    (r"lm_head\.weight", "generator.weight"),
+)
+LLAMA_UNUSED = (r"model\.rotary_emb\.inv_freq", r"model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq")
+
+
+def rename(
+    tensors: Mapping[str, Tensor], names: tuple[tuple[str, str], ...], unused: tuple[str, ...], source: str
+) -> dict[str, Tensor]:
+    """Published names → ours. A name that matches no pattern raises MappingError naming it; `unused` ones
+    (a BERT pooler, a cached rotary table) are dropped."""
+    out: dict[str, Tensor] = {}
+    for name, tensor in tensors.items():
+        bare = name.removeprefix("bert.")
+        if any(re.fullmatch(p, bare) for p in unused):
+            continue
+        for pattern, ours in names:
+            if re.fullmatch(pattern, bare):
+                out[re.sub(pattern, ours, bare)] = tensor
+                break
+        else:
+            raise MappingError(f"{source}: tensor {name!r} has no place in our model (unexpected layout)")
+    return out
+
+
+def fill_model(config: ModelConfig, tensors: Mapping[str, Tensor], source: str) -> Model:
+    """Our model built from `config` holding `tensors` (our names), in eval mode, as float32.
+
+    Every parameter must be given, of its shape, finite; tied weights are given once. A generator bias with no
+    tensor (BERT without a masked-LM head) is zero: the logits are then the output vectors' dot products with the
+    token embeddings. MappingError names the first tensor that does not fit."""
+    model = build_model(config)
+    expected = dict(model.named_parameters())  # tied weights appear once
+    if config.tie_embeddings and "generator.weight" in tensors:  # a tied copy saved as well (lm_head.weight)
+        tensors = dict(tensors)
+        head = tensors.pop("generator.weight")
+        if "embed.lut.weight" in tensors and not torch.equal(head, tensors["embed.lut.weight"]):
+            raise MappingError(f"{source}: the output weights differ from the token embeddings the config ties them to")
+    for name, tensor in tensors.items():
+        if name not in expected:
+            raise MappingError(f"{source}: tensor {name!r} is not in a model of this config (layout differs)")
+        if tuple(tensor.shape) != tuple(expected[name].shape):
+            raise MappingError(
+                f"{source}: tensor {name!r} has shape {tuple(tensor.shape)}, the config makes it "
+                f"{tuple(expected[name].shape)}"
+            )
+    defaults: dict[str, Callable[[Tensor], Tensor]] = {"generator.bias": torch.zeros_like}
+    with torch.no_grad():
+        for name, param in expected.items():
+            if name in tensors:
+                value = tensors[name].to(torch.float32)
+            elif name in defaults:
+                value = defaults[name](param)
+            else:
+                raise MappingError(f"{source}: tensor {name!r} is missing")
+            if not torch.isfinite(value).all():
+                raise MappingError(f"{source}: tensor {name!r} holds NaN or infinite values")
+            param.copy_(value)
+            param.requires_grad_(False)
+    return model.eval()
