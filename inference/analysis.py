@@ -20,6 +20,7 @@ ATTENTION_LABELS = {
     "decoder.cross_attn": "Cross-attention (decoder → encoder)",
 }
 LM_ATTENTION_LABELS = {"decoder.self_attn": "Self-attention (masked)"}
+ENCODER_ONLY_LABELS = {"encoder.self_attn": "Self-attention (bidirectional)"}
 
 
 def parse_block_name(name: str) -> tuple[str, int, str]:
@@ -99,19 +100,24 @@ class Analysis:
     """Everything one run of one checkpoint on one text gives the pages, the export and the CLI."""
 
     checkpoint: str
-    kind: str  # "encoder-decoder" or "decoder-only"
+    kind: str  # "encoder-decoder", "decoder-only" or "encoder-only"
     text: str  # the cleaned input
-    source_pieces: tuple[str, ...] | None  # encoder input (encoder-decoder only)
-    target_pieces: tuple[str, ...]  # decoder input (for a language model, the text)
+    source_pieces: tuple[str, ...] | None  # encoder input (encoder-decoder and encoder-only)
+    target_pieces: tuple[str, ...]  # decoder input (for a language model, the text; encoder-only: none)
     target_ids: tuple[int, ...]
     blocks: dict[str, Block]  # module path → block, in the order computed
-    positional: dict[str, np.ndarray]  # "encoder"/"decoder" → (T, d_model) rows added to the embeddings
-    predictions: tuple[tuple[Prediction, ...], ...]  # per decoder position: its next-token top k
+    # "encoder"/"decoder" → (T, d_model) rows added to the embeddings; rotary positions (position_encoding
+    # "rotary"): (T, d_head) rows, the cos | sin of each position's angles, which turn queries and keys instead
+    positional: dict[str, np.ndarray]
+    # per decoder position its next-token top k; encoder-only: per encoder position, what its output scores
+    # highest (a masked-LM head's prediction, or without one the closest token embeddings: the checkpoint's card)
+    predictions: tuple[tuple[Prediction, ...], ...]
     output_text: str | None  # encoder-decoder: the decoder's text; language model: None
     notes: tuple[str, ...] = ()  # truncation, replaced or removed characters, unknown tokens
     unknown_pieces: tuple[str, ...] = field(default_factory=tuple)
     generated: int = 0  # language model: the last `generated` target tokens are its own continuation
     continuation: str | None = None  # language model: the text of that continuation (None: none was asked)
+    position_encoding: str = "sinusoidal"  # "sinusoidal", "learned" (both added) or "rotary" (turns q and k)
 
     @property
     def attentions(self) -> list[str]:
@@ -119,7 +125,8 @@ class Analysis:
         return list(dict.fromkeys(b.attention for b in self.blocks.values()))
 
     def attention_label(self, attention: str) -> str:
-        labels = LM_ATTENTION_LABELS if self.kind == "decoder-only" else ATTENTION_LABELS
+        by_kind = {"decoder-only": LM_ATTENTION_LABELS, "encoder-only": ENCODER_ONLY_LABELS}
+        labels = by_kind.get(self.kind, ATTENTION_LABELS)
         return labels.get(attention, attention)
 
     def layers(self, attention: str) -> list[int]:

@@ -66,9 +66,28 @@ class _Prepared:
     generated: int = 0  # language model: how many of target_ids it wrote itself, at the end
 
 
+def encode_encoder_only(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
+    """An encoder-only model's input, as BERT reads a sentence: bos ([CLS]) + tokens + eos ([SEP]), cut to max_len."""
+    ids = ckpt.tokenizer.encode(text)
+    room = ckpt.config.max_len - 2
+    if len(ids) > room:
+        notes.append(f"The input was cut from {len(ids)} to {room} tokens (the model's max_len).")
+        ids = ids[:room]
+    return [ckpt.config.bos_id, *ids, ckpt.config.eos_id]
+
+
+def first_stack_ids(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
+    """The ids the model's first stack reads: the encoder's input (encoder-decoder, encoder-only) or the LM's text."""
+    if ckpt.config.kind == "encoder-only":
+        return encode_encoder_only(ckpt, text, notes)
+    return encode_first_stack(ckpt, text, notes)
+
+
 def _prepare(ckpt: Checkpoint, request: Request) -> _Prepared:
     cleaned = clean_text(request.text)
     notes = list(cleaned.notes)
+    if ckpt.config.kind == "encoder-only":
+        return _Prepared(request, cleaned.text, notes, encode_encoder_only(ckpt, cleaned.text, notes), [])
     if not ckpt.config.is_encoder_decoder:
         if not 0 <= request.continuation <= ckpt.config.max_len // 2:
             raise InputError(f"A continuation is 0 to {ckpt.config.max_len // 2} tokens, not {request.continuation}.")
@@ -96,6 +115,10 @@ def analyze_many(ckpt: Checkpoint, requests: Sequence[Request]) -> list[Analysis
     cfg = ckpt.config
     if ready and cfg.is_encoder_decoder:
         _encode_decode_trace(ckpt, [p for _, p in ready], results, [i for i, _ in ready])
+    elif ready and cfg.kind == "encoder-only":  # one pass, every token seeing every other; nothing is written
+        logits, trace = ckpt.model(pad_rows([p.source_ids for _, p in ready], cfg.pad_id))
+        for row, (i, p) in enumerate(ready):
+            results[i] = _analysis(ckpt, p, trace, row, logits[row, : len(p.source_ids)])
     elif ready:
         for _, p in ready:  # the language model writes its continuations first, one text at a time
             if p.request.continuation:
@@ -162,6 +185,7 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         blocks=_blocks(trace, row, source, target),
         positional={name: rows.astype(np.float32) for name, rows in positional.items()},
         predictions=predictions,
+        position_encoding=cfg.positional,
         output_text=tok.decode(p.target_ids) if cfg.is_encoder_decoder else None,
         generated=p.generated,
         continuation=tok.decode(p.target_ids[len(p.target_ids) - p.generated :]) if p.request.continuation else None,
@@ -196,6 +220,8 @@ def generate_text(ckpt: Checkpoint, text: str, max_tokens: int, beam: int = 1) -
     notes: list[str] = []
     cleaned = clean_text(text).text
     cfg = ckpt.config
+    if cfg.kind == "encoder-only":
+        raise InputError(f"{ckpt.name} is an encoder: it reads a whole text at once and writes none.")
     if isinstance(ckpt.model, EncoderDecoder):
         source = torch.tensor([encode_source(ckpt, cleaned, notes)])
         result = generate(ckpt.model, [cfg.bos_id], source, max_tokens, beam)
@@ -221,23 +247,24 @@ def batch_masks(ckpt: Checkpoint, texts: Sequence[str]) -> BatchMasks:
     padding and attention masks with the model's own functions. Raises InputError for an empty text."""
     cfg = ckpt.config
     notes: list[str] = []
-    ids = [encode_first_stack(ckpt, clean_text(text).text, notes) for text in texts]
+    ids = [first_stack_ids(ckpt, clean_text(text).text, notes) for text in texts]
     padded = pad_rows(ids, cfg.pad_id)
     valid = padding_mask(padded, cfg.pad_id)
-    causal = not cfg.is_encoder_decoder
+    causal = cfg.kind == "decoder-only"
     mask = attention_mask(valid, valid, causal=causal)
     pieces = [ckpt.tokenizer.pieces(row.tolist()) for row in padded]
     return BatchMasks("decoder" if causal else "encoder", causal, pieces, _np(valid), _np(mask))
 
 
 def positional_table(ckpt: Checkpoint) -> np.ndarray:
-    """(max_len, d_model) float32: the sinusoidal buffer or the learned parameter, whichever the model has."""
+    """(max_len, d_model) float32: the sinusoidal buffer or the learned parameter, whichever the model has; with
+    rotary positions (max_len, d_head): the cos | sin of each position's rotation angles (nothing is added)."""
     return _np(ckpt.model.positions.table).astype(np.float32)
 
 
 def positions_used(ckpt: Checkpoint, text: str) -> int | None:
     """How many positions the text takes in the model's first stack (None if the text is rejected)."""
     try:
-        return len(encode_first_stack(ckpt, clean_text(text).text, []))
+        return len(first_stack_ids(ckpt, clean_text(text).text, []))
     except InputError:
         return None

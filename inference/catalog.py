@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from inference.checkpoint import CARD, CONFIG, TOKENIZER, WEIGHTS, CheckpointError, load_card, load_config
+from inference.checkpoint import (
+    CARD,
+    CONFIG,
+    TOKENIZER,
+    WEIGHTS,
+    CheckpointError,
+    is_published,
+    load_card,
+    load_config,
+)
 
 ENV_VAR = "ATLAS_CHECKPOINTS"
+PRETRAINED_VAR = "ATLAS_PRETRAINED"  # 1: list the installed model packages, 0: do not (default: see pretrained_listed)
+# A published folder's config.json model_type → our kind (inference.pretrained.loaders reads these two).
+PUBLISHED_KINDS = {"bert": "encoder-only", "llama": "decoder-only"}
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 
 # The sentences of Figures 3–5 of "Attention Is All You Need" (Vaswani et al., 2017): the Paper view draws them.
@@ -61,19 +74,55 @@ def checkpoints_dir() -> Path:
     return Path(value).expanduser() if value else DEFAULT_DIR
 
 
+def pretrained_listed(root: Path) -> bool:
+    """Whether the installed model packages (inference.pretrained.packages) are listed beside `root`'s checkpoints:
+    `$ATLAS_PRETRAINED` 1 or 0 when set; otherwise only beside the app's own folder, `$ATLAS_CHECKPOINTS` unset
+    (a folder chosen by a test or a deployment lists that folder alone)."""
+    value = os.environ.get(PRETRAINED_VAR, "").strip().lower()
+    if value:
+        return value not in ("0", "false", "no", "off")
+    return not os.environ.get(ENV_VAR, "").strip() and root.resolve() == DEFAULT_DIR
+
+
 def _looks_like_checkpoint(path: Path) -> bool:
     return any((path / f).exists() for f in (WEIGHTS, CONFIG, TOKENIZER, CARD))
 
 
-def list_checkpoints(root: Path | None = None) -> list[Entry]:
-    """Every sub-directory holding a checkpoint file, sorted by name; config and card are checked (cheap),
-    the weights only when the model is loaded."""
+def published_entry(path: Path) -> Entry:
+    """A published model's folder (Hugging Face layout) or .gguf file under the root: listed from its config.json
+    or its name alone; the weights, and whether they fit, are read on loading."""
+    if path.suffix == ".gguf":
+        return Entry(path.stem, path, "decoder-only", {"task": "Llama-architecture GGUF file", "source": str(path)})
+    model_type = json.loads((path / CONFIG).read_text(encoding="utf-8")).get("model_type")
+    kind = PUBLISHED_KINDS.get(model_type)
+    if kind is None:
+        readable = ", ".join(PUBLISHED_KINDS)
+        return Entry(path.name, path, error=f"{path / CONFIG}: model_type {model_type!r}; this app reads {readable}")
+    return Entry(path.name, path, kind, {"task": f"{model_type} checkpoint (Hugging Face layout)", "source": str(path)})
+
+
+def package_entries() -> list[Entry]:
+    """The installed model packages, each with its card; nothing is read but the packages' metadata."""
+    from inference.pretrained.packages import installed
+
+    return [Entry(package.name, path, package.kind, package.full_card()) for package, path in installed()]
+
+
+def list_checkpoints(root: Path | None = None, packages: bool | None = None) -> list[Entry]:
+    """Every sub-directory holding a checkpoint file, and every published model's folder or .gguf file, sorted by
+    name; config and card are checked (cheap), the weights only when the model is loaded. Then the installed
+    model packages, when `packages` (None: `pretrained_listed(root)`)."""
     root = checkpoints_dir() if root is None else root
+    packages = pretrained_listed(root) if packages is None else packages
+    extra = package_entries() if packages else []
     if not root.is_dir():
-        return []
+        return extra
     entries = []
-    for path in sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")):
-        if not _looks_like_checkpoint(path):
+    for path in sorted(p for p in root.iterdir() if not p.name.startswith(".")):
+        if path.is_file() and path.suffix == ".gguf" or path.is_dir() and is_published(path):
+            entries.append(published_entry(path))
+            continue
+        if not path.is_dir() or not _looks_like_checkpoint(path):
             continue
         try:
             config, _ = load_config(path)
@@ -82,21 +131,27 @@ def list_checkpoints(root: Path | None = None) -> list[Entry]:
             entries.append(Entry(path.name, path, error=str(exc)))
             continue
         entries.append(Entry(path.name, path, config.kind, card))
-    return entries
+    return entries + extra
 
 
 def folder_stamp(root: Path | None = None) -> tuple[tuple[str, float], ...]:
     """(name, stamp) of every sub-directory: changes when a checkpoint is added, removed or replaced. A few stat
     calls, where `list_checkpoints` reads every config and card: the app lists again only when this changes."""
     root = checkpoints_dir() if root is None else root
+    extra = tuple((e.name, stamp(e.path)) for e in package_entries()) if pretrained_listed(root) else ()
     if not root.is_dir():
-        return ()
-    return tuple((p.name, stamp(p)) for p in sorted(root.iterdir()) if p.is_dir() and not p.name.startswith("."))
+        return extra
+    listed = (p for p in sorted(root.iterdir()) if not p.name.startswith("."))
+    return tuple((p.name, stamp(p)) for p in listed if p.is_dir() or p.suffix == ".gguf") + extra
 
 
 def stamp(path: Path) -> float:
-    """Latest modification time of the checkpoint's files: a cache key that changes when it is replaced."""
-    times = [(path / f).stat().st_mtime for f in (WEIGHTS, CONFIG, TOKENIZER, CARD) if (path / f).exists()]
+    """Latest modification time of the checkpoint's files (or of the file itself: a .gguf, a package's zip): a cache
+    key that changes when it is replaced."""
+    if path.is_file():
+        return path.stat().st_mtime
+    files = (WEIGHTS, CONFIG, TOKENIZER, CARD, "tokenizer.json")
+    times = [(path / f).stat().st_mtime for f in files if (path / f).exists()]
     return max(times, default=0.0)
 
 
@@ -116,9 +171,10 @@ def presets(name: str, kind: str | None, card: dict[str, Any]) -> tuple[str, ...
 
 
 def card_summary(card: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
-    """The card's task and its metrics as (name, value) rows, values formatted for reading."""
+    """The card's task and its metrics as (name, value) rows, values formatted for reading; a published model's
+    card adds its source package, licence, size and layers × heads."""
     metrics = card.get("metrics") or {}
-    rows = []
+    rows = published_rows(card)
     if isinstance(metrics, dict):
         for key, value in metrics.items():
             if isinstance(value, dict | list):  # per-test-set tables and signatures: the card has them
@@ -126,3 +182,19 @@ def card_summary(card: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
             text = f"{value:.4g}" if isinstance(value, float) else str(value)
             rows.append((str(key), text))
     return str(card.get("task", "")), rows
+
+
+def published_rows(card: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where a published model came from and what it is, as (name, value) rows; none for our own cards."""
+    source = card.get("source")
+    if not isinstance(source, dict):
+        return []
+    rows = [("package", f"{source.get('package')} {source.get('version') or ''}".strip())]
+    rows.append(("upstream", str(source.get("upstream", ""))))
+    rows.append(("licence", str(card.get("licence", "unknown"))))
+    if "layers" in card and "heads" in card:
+        shared = f" ({card['kv_heads']} key/value heads)" if "kv_heads" in card else ""
+        rows.append(("layers × heads", f"{card['layers']} × {card['heads']}{shared}"))
+    if "parameters" in card:
+        rows.append(("parameters", f"{card['parameters'] / 1e6:.1f} M"))
+    return rows

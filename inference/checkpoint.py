@@ -12,9 +12,9 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 
-from inference.tokenizer import Tokenizer, TokenizerError
+from inference.tokenizer import Tokenizer, TokenizerError, TokenizerLike
 from model.config import ConfigError, ModelConfig
-from model.transformer import DecoderOnlyLM, EncoderDecoder, build_model
+from model.transformer import Model, build_model
 
 WEIGHTS, CONFIG, TOKENIZER, CARD = "model.safetensors", "config.json", "tokenizer.model", "card.json"
 FORMAT = 1
@@ -30,12 +30,15 @@ class CheckpointError(ValueError):
 
 @dataclass(frozen=True)
 class Checkpoint:
-    """A loaded checkpoint: the model in eval mode, its tokenizer, config and card."""
+    """A loaded checkpoint: the model in eval mode, its tokenizer, config and card.
+
+    Our own folders and published models (inference.pretrained: a BERT, a Llama from GGUF) give the same one;
+    `path` is the folder, or the file (a .gguf, a zip) the weights came from."""
 
     name: str
     path: Path
-    model: EncoderDecoder | DecoderOnlyLM
-    tokenizer: Tokenizer
+    model: Model
+    tokenizer: TokenizerLike
     config: ModelConfig
     card: dict[str, Any]
 
@@ -51,7 +54,7 @@ def _read_json(path: Path) -> Any:
 
 def save_checkpoint(
     directory: str | Path,
-    model: EncoderDecoder | DecoderOnlyLM,
+    model: Model,
     tokenizer_bytes: bytes,
     card: dict[str, Any],
     half: bool = False,
@@ -152,7 +155,7 @@ def check_recorded(path: Path, config: ModelConfig) -> None:
         )
 
 
-def check_finite(path: Path, model: EncoderDecoder | DecoderOnlyLM) -> None:
+def check_finite(path: Path, model: Model) -> None:
     """NaN or Inf in any weight would turn every output into NaN (and the trace into invalid JSON)."""
     for name, tensor in model.state_dict().items():
         bad = int((~torch.isfinite(tensor)).sum()) if tensor.is_floating_point() else 0
@@ -163,7 +166,7 @@ def check_finite(path: Path, model: EncoderDecoder | DecoderOnlyLM) -> None:
             )
 
 
-def load_weights(directory: Path, config: ModelConfig) -> EncoderDecoder | DecoderOnlyLM:
+def load_weights(directory: Path, config: ModelConfig) -> Model:
     path = directory / WEIGHTS
     if not path.is_file():
         raise CheckpointError(f"{path}: file not found")
@@ -171,7 +174,7 @@ def load_weights(directory: Path, config: ModelConfig) -> EncoderDecoder | Decod
     return fill_model(path, config)
 
 
-def fill_model(path: Path, config: ModelConfig) -> EncoderDecoder | DecoderOnlyLM:
+def fill_model(path: Path, config: ModelConfig) -> Model:
     """A model built from `config` with the weights of `path`: every tensor present, fitting and finite."""
     model = build_model(config)
     try:
@@ -184,9 +187,28 @@ def fill_model(path: Path, config: ModelConfig) -> EncoderDecoder | DecoderOnlyL
     return model.eval()
 
 
+def is_published(path: Path) -> bool:
+    """Whether `path` is a published model's file or folder (a .gguf, a zip, or a config.json naming a Hugging
+    Face `model_type`) rather than a folder in our layout."""
+    if path.is_file():
+        return True
+    try:
+        raw = json.loads((path / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(raw, dict) and "model_type" in raw and "format" not in raw
+
+
 def load_checkpoint(directory: str | Path) -> Checkpoint:
-    """Load and validate every file; any problem raises CheckpointError naming the file."""
+    """Load and validate every file; any problem raises CheckpointError naming the file.
+
+    A .gguf file, a zip, or a folder in Hugging Face's BERT/Llama layout (config.json with a model_type, no
+    card.json) is loaded by inference.pretrained onto the same model, with the same checks."""
     directory = Path(directory)
+    if is_published(directory):
+        from inference.pretrained.packages import load_path
+
+        return load_path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: checkpoint directory not found")
     config, sha = load_config(directory)

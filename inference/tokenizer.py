@@ -4,8 +4,26 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Protocol
 
 import sentencepiece as spm
+
+
+class TokenizerLike(Protocol):
+    """What the model's users need of a tokenizer: ours (sentencepiece) and published models' (pretrained)."""
+
+    sha256: str
+    vocab_size: int
+    pad_id: int
+    unk_id: int
+    bos_id: int
+    eos_id: int
+
+    def encode(self, text: str) -> list[int]: ...
+
+    def pieces(self, ids: list[int]) -> list[str]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
 
 
 class TokenizerError(ValueError):

@@ -1,0 +1,100 @@
+"""Tokenizers of published models, read from the model's own files with the `tokenizers` library: a BERT's
+tokenizer.json, or the vocabulary and merges a GGUF file carries. Same interface as inference.tokenizer."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+
+from inference.tokenizer import TokenizerError
+
+SPECIALS = ("pad_id", "unk_id", "bos_id", "eos_id")
+
+
+class PretrainedTokenizer:
+    """A `tokenizers.Tokenizer` with the pad/unk/bos/eos ids our model and analysis rely on.
+
+    Text is encoded as text: a special token typed into it (`[SEP]`, `<|im_end|>`) is split like any other
+    characters, so padding and end-of-text ids only ever come from the code, never from what a user types.
+    """
+
+    def __init__(self, tokenizer: object, specials: Mapping[str, int], source: str) -> None:
+        self._tok = tokenizer
+        self.source = source
+        tokenizer.no_truncation()  # a sentence-transformers file truncates to 128: text.py cuts to max_len instead
+        tokenizer.no_padding()
+        tokenizer.encode_special_tokens = True
+        self.sha256 = hashlib.sha256(tokenizer.to_str().encode("utf-8")).hexdigest()
+        missing = [name for name in SPECIALS if name not in specials]
+        if missing:
+            raise TokenizerError(f"{source}: no {', '.join(m.removesuffix('_id') for m in missing)} token")
+        for name, value in specials.items():
+            if not 0 <= value < self.vocab_size:
+                raise TokenizerError(f"{source}: {name} {value} is outside the vocabulary of {self.vocab_size}")
+        self.pad_id, self.unk_id, self.bos_id, self.eos_id = (int(specials[name]) for name in SPECIALS)
+
+    @classmethod
+    def from_json(cls, data: bytes, special_pieces: Mapping[str, str], source: str) -> PretrainedTokenizer:
+        """A tokenizer.json; `special_pieces` names the piece of each special (`{"bos_id": "[CLS]", …}`)."""
+        from tokenizers import Tokenizer
+
+        try:
+            tokenizer = Tokenizer.from_str(data.decode("utf-8"))
+        except Exception as exc:  # tokenizers raises its own Exception subclass with the parser's message
+            raise TokenizerError(f"{source}: not a tokenizer.json ({exc})") from exc
+        specials = {}
+        for name, piece in special_pieces.items():
+            index = tokenizer.token_to_id(piece)
+            if index is None:
+                raise TokenizerError(f"{source}: the vocabulary has no {piece!r} ({name.removesuffix('_id')})")
+            specials[name] = index
+        return cls(tokenizer, specials, source)
+
+    @classmethod
+    def byte_level_bpe(
+        cls,
+        tokens: Sequence[str],
+        merges: Sequence[str],
+        control: Sequence[int],
+        specials: Mapping[str, int],
+        source: str,
+    ) -> PretrainedTokenizer:
+        """GPT-2-style byte-level BPE from a vocabulary (index = id), its merges ("a b") and the ids of its control
+        tokens. Digits are split one by one before the byte-level split, as SmolLM2's own tokenizer does (and
+        llama.cpp for its `smollm` pre-tokenizer)."""
+        from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+        vocab = {token: index for index, token in enumerate(tokens)}
+        if len(vocab) != len(tokens):
+            raise TokenizerError(f"{source}: the vocabulary repeats a token")
+        pairs = []
+        for merge in merges:
+            left, _, right = merge.partition(" ")
+            pairs.append((left, right))
+        tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+            ]
+        )
+        tokenizer.decoder = decoders.ByteLevel()
+        tokenizer.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i in control])
+        return cls(tokenizer, specials, source)
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+    def encode(self, text: str) -> list[int]:
+        """Text → ids, without bos/eos (callers add what their model expects)."""
+        return list(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def pieces(self, ids: list[int]) -> list[str]:
+        """Ids → their pieces as the vocabulary spells them (byte-level BPE writes a space as `Ġ`)."""
+        return [self._tok.id_to_token(int(i)) or "" for i in ids]
+
+    def decode(self, ids: list[int]) -> str:
+        """Ids → text, dropping pad, bos and eos."""
+        drop = {self.pad_id, self.bos_id, self.eos_id}
+        return self._tok.decode([int(i) for i in ids if int(i) not in drop], skip_special_tokens=False)

@@ -1,0 +1,326 @@
+"""The loaders and the catalog on published layouts made here, tiny and seeded (no download): a BERT folder and zip
+(config.json, model.safetensors, tokenizer.json), a Llama folder in the same layout, and a Llama GGUF file written
+with the `gguf` package in llama.cpp's layout (Q/K rows permuted, Q8_0 weights). The GGUF loads as transformers
+loads it, the Analysis comes out as for our own models, and a file that does not fit names what does not."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+gguf = pytest.importorskip("gguf")
+from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers  # noqa: E402
+
+from inference import catalog  # noqa: E402
+from inference.analyze import analyze, batch_masks, generate_text, positions_used  # noqa: E402
+from inference.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
+from inference.pretrained.gguf_file import unpermute  # noqa: E402
+from inference.text import InputError  # noqa: E402
+
+WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "##s", "."]
+SPECIAL_BPE = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<repo_name>"]
+MERGES = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("c", "a"), ("ca", "t")]
+
+
+def bert_tokenizer() -> Tokenizer:
+    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
+    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.decoder = decoders.WordPiece()
+    return tok
+
+
+def bpe_tokens() -> list[str]:
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    return SPECIAL_BPE + alphabet + ["".join(pair) for pair in MERGES]
+
+
+def bpe_tokenizer() -> Tokenizer:
+    tokens = bpe_tokens()
+    tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, MERGES))
+    tok.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in SPECIAL_BPE])
+    return tok
+
+
+def seeded(model: torch.nn.Module) -> torch.nn.Module:
+    with torch.no_grad():  # transformers initialises norms to 1: make them count
+        for name, param in model.named_parameters():
+            if "norm" in name.lower():
+                param.add_(torch.randn_like(param) * 0.2)
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("published")
+    torch.manual_seed(0)
+    bert = seeded(
+        transformers.BertModel(
+            transformers.BertConfig(
+                vocab_size=15,
+                hidden_size=32,
+                num_attention_heads=4,
+                num_hidden_layers=2,
+                intermediate_size=48,
+                max_position_embeddings=24,
+            )
+        )
+    )
+    bert.save_pretrained(root / "tiny-bert")
+    bert_tokenizer().save(str(root / "tiny-bert" / "tokenizer.json"))
+    with zipfile.ZipFile(root / "tiny-bert.zip", "w") as zf:
+        for f in sorted((root / "tiny-bert").iterdir()):
+            zf.write(f, f"inner/{f.name}")
+    llama = seeded(
+        transformers.LlamaForCausalLM(
+            transformers.LlamaConfig(
+                vocab_size=len(bpe_tokens()),
+                hidden_size=64,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                num_hidden_layers=2,
+                intermediate_size=96,
+                max_position_embeddings=48,
+                tie_word_embeddings=True,
+                bos_token_id=1,
+                eos_token_id=2,
+                pad_token_id=2,
+            )
+        )
+    )
+    llama.save_pretrained(root / "tiny-llama")
+    bpe_tokenizer().save(str(root / "tiny-llama" / "tokenizer.json"))
+    write_gguf(llama, root / "gguf" / "tiny.gguf")
+    return {
+        "root": root,
+        "bert": root / "tiny-bert",
+        "zip": root / "tiny-bert.zip",
+        "llama": root / "tiny-llama",
+        "gguf": root / "gguf" / "tiny.gguf",
+        "hf_bert": bert,
+        "hf_llama": llama,
+    }
+
+
+def permute(weight: np.ndarray, n_heads: int) -> np.ndarray:
+    """llama.cpp's converter's reordering of W_q/W_k rows (what unpermute undoes)."""
+    rows = weight.shape[0]
+    return weight.reshape(n_heads, 2, rows // n_heads // 2, *weight.shape[1:]).swapaxes(1, 2).reshape(weight.shape)
+
+
+def write_gguf(model: torch.nn.Module, path: Path, drop: str | None = None, shrink: str | None = None) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cfg = model.config
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_block_count(cfg.num_hidden_layers)
+    writer.add_context_length(cfg.max_position_embeddings)
+    writer.add_embedding_length(cfg.hidden_size)
+    writer.add_feed_forward_length(cfg.intermediate_size)
+    writer.add_head_count(cfg.num_attention_heads)
+    writer.add_head_count_kv(cfg.num_key_value_heads)
+    writer.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
+    writer.add_vocab_size(cfg.vocab_size)
+    writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre("smollm")
+    writer.add_token_list(bpe_tokens())
+    writer.add_token_types([3] * len(SPECIAL_BPE) + [1] * (len(bpe_tokens()) - len(SPECIAL_BPE)))
+    writer.add_token_merges([" ".join(pair) for pair in MERGES])
+    writer.add_bos_token_id(1)
+    writer.add_eos_token_id(2)
+    writer.add_unk_token_id(0)
+    writer.add_pad_token_id(2)
+    names = {
+        "input_layernorm": "attn_norm",
+        "post_attention_layernorm": "ffn_norm",
+        "self_attn.q_proj": "attn_q",
+        "self_attn.k_proj": "attn_k",
+        "self_attn.v_proj": "attn_v",
+        "self_attn.o_proj": "attn_output",
+        "mlp.gate_proj": "ffn_gate",
+        "mlp.up_proj": "ffn_up",
+        "mlp.down_proj": "ffn_down",
+    }
+    for name, tensor in model.state_dict().items():
+        if name == "lm_head.weight":
+            continue  # tied
+        weight = tensor.numpy().astype(np.float32)
+        if name == "model.embed_tokens.weight":
+            ours = "token_embd.weight"
+        elif name == "model.norm.weight":
+            ours = "output_norm.weight"
+        else:
+            layer, rest = name.removeprefix("model.layers.").split(".", 1)
+            ours = f"blk.{layer}.{names[rest.removesuffix('.weight')]}.weight"
+            if "q_proj" in name:
+                weight = permute(weight, cfg.num_attention_heads)
+            elif "k_proj" in name:
+                weight = permute(weight, cfg.num_key_value_heads)
+        if ours == drop:
+            continue
+        if ours == shrink:
+            weight = weight[:-1]
+        if weight.ndim == 2 and weight.shape[1] % 32 == 0:
+            q8 = gguf.quants.quantize(weight, gguf.GGMLQuantizationType.Q8_0)
+            writer.add_tensor(ours, q8, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        else:
+            writer.add_tensor(ours, weight)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_unpermute_undoes_llama_cpps_reordering_of_query_and_key_rows() -> None:
+    weight = np.arange(8 * 3, dtype=np.float32).reshape(8, 3)
+    assert np.array_equal(unpermute(permute(weight, 2), 2), weight)
+    assert not np.array_equal(permute(weight, 2), weight)
+
+
+@torch.no_grad()
+def test_a_gguf_file_loads_as_transformers_loads_it(published) -> None:
+    path = published["gguf"]
+    reference = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+    ckpt = load_checkpoint(path)
+    assert (ckpt.config.kind, ckpt.config.n_heads, ckpt.config.kv_heads, ckpt.config.positional) == (
+        "decoder-only",
+        4,
+        2,
+        "rotary",
+    )
+    ids = torch.tensor([[1, *ckpt.tokenizer.encode("the cat sat on the mat")]])
+    logits, trace = ckpt.model(ids)
+    expected = reference(ids, output_attentions=True)
+    torch.testing.assert_close(logits, expected.logits, atol=1e-4, rtol=1e-4)
+    for i, weights in enumerate(expected.attentions):
+        torch.testing.assert_close(trace.attention[f"decoder.layers.{i}.self_attn"].weights, weights, atol=1e-4, rtol=0)
+    # Q8_0 is close to the float32 weights it was made from, not equal: the file's own numbers were used
+    assert 0 < (logits - published["hf_llama"](ids).logits).abs().max() < 0.05
+
+
+def test_the_gguf_tokenizer_reads_the_files_vocabulary_merges_and_specials(published) -> None:
+    tok = load_checkpoint(published["gguf"]).tokenizer
+    ids = tok.encode(" the cat 42")
+    assert tok.pieces(ids) == ["Ġthe", "Ġ", "cat", "Ġ", "4", "2"]  # merges applied, digits one by one
+    assert tok.decode(ids) == " the cat 42"
+    # pad is eos in the file: a control token no text produces serves instead; typed specials stay text
+    assert (tok.unk_id, tok.bos_id, tok.eos_id, tok.pad_id) == (0, 1, 2, 3)
+    assert 2 not in tok.encode("<|im_end|>")
+
+
+@pytest.mark.parametrize("source", ["bert", "zip"])
+@torch.no_grad()
+def test_a_bert_folder_or_zip_loads_as_an_encoder_whose_hidden_states_equal_transformers(published, source) -> None:
+    ckpt = load_checkpoint(published[source])
+    assert ckpt.config.kind == "encoder-only" and ckpt.tokenizer.bos_id == 2 and ckpt.tokenizer.eos_id == 3
+    ids = torch.tensor([[2, *ckpt.tokenizer.encode("The cat sat on the mats."), 3]])
+    x, _ = ckpt.model.embed_with_positions(ids)
+    hidden, _ = ckpt.model.encoder(x, torch.ones(1, ids.shape[1], ids.shape[1], dtype=torch.bool), record=False)
+    torch.testing.assert_close(hidden, published["hf_bert"](ids).last_hidden_state, atol=1e-4, rtol=1e-4)
+
+
+@torch.no_grad()
+def test_a_llama_folder_in_hugging_face_layout_loads_with_the_same_logits(published) -> None:
+    ckpt = load_checkpoint(published["llama"])
+    ids = torch.tensor([[1, *ckpt.tokenizer.encode("the cat")]])
+    torch.testing.assert_close(ckpt.model(ids)[0], published["hf_llama"](ids).logits, atol=1e-4, rtol=1e-4)
+
+
+def test_the_encoder_analysis_reads_cls_text_sep_and_writes_nothing(published) -> None:
+    ckpt = load_checkpoint(published["bert"])
+    result = analyze(ckpt, "the cat sat", k=3)
+    assert result.kind == "encoder-only" and result.source_pieces == ("[CLS]", "the", "cat", "sat", "[SEP]")
+    assert result.target_pieces == () and len(result.predictions) == 5
+    assert list(result.blocks) == ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]
+    assert result.attention_label("encoder.self_attn") == "Self-attention (bidirectional)"
+    assert result.positional["encoder"].shape == (5, 32) and result.position_encoding == "learned"
+    assert positions_used(ckpt, "the cat sat") == 5
+    masks = batch_masks(ckpt, ["the cat sat", "a dog"])
+    assert not masks.causal and masks.stack == "encoder" and masks.attention[0].all()
+    with pytest.raises(InputError, match="encoder"):
+        generate_text(ckpt, "the cat", 4)
+
+
+def test_the_llama_analysis_shows_rotations_and_continues_the_text(published) -> None:
+    ckpt = load_checkpoint(published["gguf"])
+    result = analyze(ckpt, "the cat", continuation=3)
+    assert result.position_encoding == "rotary" and result.generated == 3
+    assert result.positional["decoder"].shape == (len(result.target_pieces), 16)  # (T, d_head)
+    assert result.blocks["decoder.layers.1.self_attn"].weights.shape[0] == 4  # every query head
+
+
+def test_the_catalog_lists_published_folders_and_files_without_reading_weights(published, monkeypatch) -> None:
+    root = published["root"]
+    (root / "gguf" / "tiny.gguf").rename(root / "tiny.gguf")
+    try:
+        monkeypatch.setattr("inference.pretrained.loaders.Files.tensors", lambda *a: pytest.fail("weights were read"))
+        monkeypatch.setattr("inference.pretrained.gguf_file.read_gguf", lambda *a: pytest.fail("weights were read"))
+        entries = {e.name: e for e in catalog.list_checkpoints(root, packages=False)}
+        assert {name: e.kind for name, e in entries.items()} == {
+            "tiny-bert": "encoder-only",
+            "tiny-llama": "decoder-only",
+            "tiny": "decoder-only",
+        }
+        assert all(e.ok for e in entries.values())
+        assert [name for name, _ in catalog.folder_stamp(root)] == ["gguf", "tiny-bert", "tiny-llama", "tiny.gguf"]
+        monkeypatch.undo()
+        assert load_checkpoint(entries["tiny"].path).config.kind == "decoder-only"
+    finally:
+        (root / "tiny.gguf").rename(root / "gguf" / "tiny.gguf")
+
+
+def test_an_unknown_model_type_is_listed_with_its_reason(tmp_path) -> None:
+    (tmp_path / "gpt").mkdir()
+    (tmp_path / "gpt" / "config.json").write_text(json.dumps({"model_type": "mamba"}), encoding="utf-8")
+    (entry,) = catalog.list_checkpoints(tmp_path, packages=False)
+    assert not entry.ok and "mamba" in entry.error
+    with pytest.raises(CheckpointError, match="mamba"):
+        load_checkpoint(tmp_path / "gpt")
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"drop": "blk.1.ffn_up.weight"}, r"decoder\.layers\.1\.feed_forward\.w_3\.weight.*missing"),
+        ({"shrink": "blk.0.attn_v.weight"}, r"v_proj|w_v"),
+    ],
+)
+def test_a_gguf_file_that_does_not_fit_names_the_first_tensor(published, tmp_path, change, message) -> None:
+    path = write_gguf(published["hf_llama"], tmp_path / "bad.gguf", **change)
+    with pytest.raises(CheckpointError, match=message):
+        load_checkpoint(path)
+
+
+def test_a_bert_folder_with_a_wrong_field_or_tensor_names_it(published, tmp_path) -> None:
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    folder = tmp_path / "bert"
+    shutil.copytree(published["bert"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"hidden_act": "relu"}))
+    with pytest.raises(CheckpointError, match="hidden_act is 'relu'"):
+        load_checkpoint(folder)
+    (folder / "config.json").write_text(json.dumps(config))
+    tensors = load_file(str(folder / "model.safetensors"))
+    key = "encoder.layer.1.attention.self.key.weight"
+    tensors[key] = tensors[key][:, :8].clone()
+    save_file(tensors, str(folder / "model.safetensors"))
+    with pytest.raises(CheckpointError, match=r"encoder\.layers\.1\.self_attn\.w_k\.weight.*shape \(32, 8\)"):
+        load_checkpoint(folder)
