@@ -173,7 +173,7 @@ SLUGS: tuple[str, ...] = tuple(s.slug for s in STEPS)
 SENTENCES = {
     "reverse": "hello world",
     "translate": "The cat sat on the mat.",
-    "lm": "The cat sat on the mat.",
+    "lm": "Once upon a time, there was a little girl who",  # lm-english writes on after it (the cache step)
 }
 
 
@@ -203,6 +203,12 @@ class Walk:
     norms: np.ndarray
     output: np.ndarray
     pre_norm: bool
+
+    def active_units(self, most: int) -> np.ndarray:
+        """The indices of the `most` feed-forward units of the first layer with the largest total activation on
+        this text, in unit order: a trained layer leaves most units at 0 for any one sentence."""
+        total = self.hidden.sum(axis=0)
+        return np.sort(np.argsort(-total, kind="stable")[:most])
 
     @property
     def zero_share(self) -> float:
@@ -264,6 +270,8 @@ class Cost:
     """One attention block timed at growing lengths, and the quadratics fitted to the measurements.
 
     block:   which block was timed (`encoder.layers.0.self_attn`).
+    clock:   "CPU" (the CPU time of the thread running it, when torch runs on that one thread: other work on a busy
+             machine barely changes it) or "wall" (elapsed time, when torch spreads the work over threads).
     lengths: the sequence lengths n.
     seconds: the fastest of the repeats at each n (the least disturbed by other work on the machine).
     bytes:   bytes of the scores and weights tensors the block actually created at each n (float32, every head).
@@ -271,6 +279,7 @@ class Cost:
     """
 
     block: str
+    clock: str
     lengths: tuple[int, ...]
     seconds: tuple[float, ...]
     bytes: tuple[int, ...]
@@ -297,10 +306,10 @@ def cost_lengths(max_len: int, points: int = 8, longest: int = 512) -> tuple[int
 
 
 @torch.inference_mode()
-def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, repeats: int = 3) -> Cost:
+def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, repeats: int = 4) -> Cost:
     """Time the first stack's first self-attention block (projections, QKᵀ/√d_k, mask, softmax, ·V, W^O: the
-    explicit path that materialises the weights) on random vectors of each length, `repeats` times each, and
-    count the bytes of the score and weight tensors it returns. Under a second for the shipped models."""
+    explicit path that materialises the weights) on random vectors of each length, `repeats` times each in turn,
+    and count the bytes of the score and weight tensors it returns. About a second for the shipped models."""
     model, cfg = ckpt.model, ckpt.config
     lengths = lengths or cost_lengths(cfg.max_len)
     if len(lengths) < 3 or any(not 1 <= n <= cfg.max_len for n in lengths):
@@ -308,20 +317,22 @@ def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, rep
     stack = "encoder" if cfg.is_encoder_decoder else "decoder"
     attn = getattr(model, stack).layers[0].self_attn
     generator = torch.Generator().manual_seed(0)
-    seconds, sizes = [], []
+    inputs = []
     for n in lengths:
-        x = torch.randn(1, n, cfg.d_model, generator=generator)
         valid = torch.ones(1, n, dtype=torch.bool)
-        mask = attention_mask(valid, valid, causal=stack == "decoder")
-        attn(x, x, mask)  # warm-up: the first call at a new size allocates
-        best = float("inf")
-        for _ in range(repeats):
-            start = time.perf_counter()
+        x = torch.randn(1, n, cfg.d_model, generator=generator)
+        inputs.append((x, attention_mask(valid, valid, causal=stack == "decoder")))
+    clock, now = ("CPU", time.thread_time) if torch.get_num_threads() == 1 else ("wall", time.perf_counter)
+    seconds = [float("inf")] * len(lengths)
+    sizes = [0] * len(lengths)
+    for round_ in range(repeats + 1):  # round robin, so that a burst of other work slows every length alike
+        for i, (x, mask) in enumerate(inputs):
+            start = now()
             _, record = attn(x, x, mask)
-            best = min(best, time.perf_counter() - start)
-        seconds.append(best)
-        sizes.append(sum(t.element_size() * t.nelement() for t in (record.scores, record.weights)))
+            if round_:  # the first round is a warm-up: the first call at a new size allocates
+                seconds[i] = min(seconds[i], now() - start)
+            sizes[i] = sum(t.element_size() * t.nelement() for t in (record.scores, record.weights))
     n = np.asarray(lengths, dtype=np.float64)
     time_fit = tuple(float(v) for v in np.polyfit(n, seconds, 2))
     bytes_fit = tuple(float(v) for v in np.polyfit(n, np.asarray(sizes, dtype=np.float64), 2))
-    return Cost(f"{stack}.layers.0.self_attn", tuple(lengths), tuple(seconds), tuple(sizes), time_fit, bytes_fit)
+    return Cost(f"{stack}.layers.0.self_attn", clock, tuple(lengths), tuple(seconds), tuple(sizes), time_fit, bytes_fit)

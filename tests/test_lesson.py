@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
-from inference.lesson import SLUGS, STEPS, attention_cost, cost_lengths, step_index, walk
+from inference.lesson import SENTENCES, SLUGS, STEPS, attention_cost, cost_lengths, step_index, walk
 from inference.text import clean_text, encode_first_stack
 from training.tiny import make_tiny_checkpoint
 from viz.labels import display_piece
@@ -52,6 +52,10 @@ def charts(at: AppTest) -> dict[str, dict]:
 
 def heading(at: AppTest) -> str:
     return at.header[0].value
+
+
+def step_line(at: AppTest) -> str:
+    return next(t.value for t in at.text if t.value.startswith("Step "))
 
 
 def progress(at: AppTest) -> str:
@@ -116,7 +120,9 @@ def test_a_step_needing_another_model_switches_the_sidebar_to_one(app) -> None:
 
 
 def test_the_no_peek_view_greys_exactly_the_masked_cells(app) -> None:
-    fig = charts(ok(app(model=LM, lesson="no-peek-mask")))["lesson_nopeek_head"]
+    at = ok(app(model=LM, lesson="no-peek-mask", text="The cat sat."))
+    at.radio(key="lesson_source").set_value("yours").run()
+    fig = charts(ok(at))["lesson_nopeek_head"]
     w = decode_typed_array(fig["data"][0]["z"])
     above = np.triu(np.ones_like(w, dtype=bool), 1)
     assert np.isnan(w[above]).all() and not np.isnan(w[~above]).any()
@@ -129,9 +135,23 @@ def test_the_student_text_replaces_the_lesson_sentence(app, good_dir: Path) -> N
     at.text_area(key="text").input("Dogs bark.").run()
     ckpt = load_checkpoint(good_dir / LM)
     pieces = lambda text: [display_piece(p) for p in walk(ckpt, text).pieces]
-    assert ok(at).dataframe[0].value["token"].tolist() == pieces("The cat sat on the mat.")  # the lesson's
+    assert ok(at).dataframe[0].value["token"].tolist() == pieces(SENTENCES["lm"])  # the lesson's
     at.radio(key="lesson_source").set_value("yours").run()
     assert ok(at).dataframe[0].value["token"].tolist() == pieces("Dogs bark.")
+
+
+@pytest.mark.parametrize("model", [LM, ED])
+def test_the_cache_step_steps_the_decoder_and_the_cache_grows(app, model: str) -> None:
+    at = ok(app(model=model, lesson="kv-cache"))
+    slider = at.slider(key="lesson_kv_step")
+    last = int(slider.max)
+    cache = charts(at)["lesson_cache"]
+    held = cache["data"][0]["y"]
+    assert len(held) == last and all(b > a for a, b in zip(held, held[1:]))  # one position more per step
+    assert step_line(at).startswith(f"Step {last} of {last}: fed")
+    slider.set_value(1).run()
+    assert step_line(ok(at)).startswith(f"Step 1 of {last}: fed")
+    assert charts(at)["lesson_cache"]["data"][1]["x"] == [1]  # the chosen step marked
 
 
 def test_the_cost_step_plots_the_measured_quadratic(app) -> None:
@@ -185,9 +205,18 @@ def test_the_measured_memory_is_exactly_quadratic_and_the_time_grows(tiny_checkp
     assert cost.bytes == tuple(2 * heads * 4 * n * n for n in (8, 16, 32, 64))
     assert cost.bytes_fit[0] == pytest.approx(8 * heads) and cost.doubling(cost.bytes_fit) == pytest.approx(4.0)
     assert all(s > 0 for s in cost.seconds) and cost.block == "decoder.layers.0.self_attn"
+    assert cost.clock == "CPU"  # torch on one thread (conftest): the thread's CPU time, steady on a busy machine
     assert cost_lengths(512) == (64, 128, 192, 256, 320, 384, 448, 512) and cost_lengths(64)[-1] == 64
     with pytest.raises(ValueError, match="at least 3 lengths"):
         attention_cost(ckpt, (8, 16))
+
+
+def test_the_most_active_units_are_drawn_in_unit_order(tiny_checkpoints) -> None:
+    result = walk(load_checkpoint(tiny_checkpoints["decoder-only"]), "The cat sat on the mat.")
+    units = result.active_units(5)
+    total = result.hidden.sum(axis=0)
+    assert list(units) == sorted(units) and len(units) == 5
+    assert total[units].min() >= np.delete(total, units).max()
 
 
 def test_the_shift_table_pairs_each_token_with_the_next(tiny_checkpoints) -> None:

@@ -33,7 +33,7 @@ from inference.lesson import (
 )
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece, safe_filename
-from viz.lesson import cache_work, cost_figure, masked_head, residual_figure, shift_frame, vectors_heatmap
+from viz.lesson import MOST_COLUMNS, cache_work, cost_figure, masked_head, residual_figure, shift_frame, vectors_heatmap
 from viz.masks import mask_heatmap, padding_heatmap, reduced_note
 from viz.positional import encoding_curves, encoding_heatmap
 from viz.steps import FORMULA, attention_steps, key_window, output_figure, steps_figure, steps_latex
@@ -89,7 +89,7 @@ def current() -> int:
 
 def navigation(index: int, where: str) -> None:
     """Previous / next buttons and, at the top, the list of steps to jump to."""
-    cols = st.columns([1, 4, 1])
+    cols = st.columns([3, 8, 3], vertical_alignment="bottom")  # room for the buttons' labels at 1024 px
     cols[0].button("← Previous", key=f"lesson_prev_{where}", on_click=_go, args=(index - 1,), disabled=index == 0)
     cols[2].button(
         "Next →", key=f"lesson_next_{where}", on_click=_go, args=(index + 1,), disabled=index == len(STEPS) - 1
@@ -138,7 +138,7 @@ def model_check(step: Step, ctx: ui.Context) -> bool:
     names = fitting_models(step)
     if not names:
         st.warning(
-            f"No checkpoint in {catalog.checkpoints_dir()} is {NEEDS[step.needs]}: add one to see this step live."
+            f"No checkpoint in `{catalog.checkpoints_dir()}` is {NEEDS[step.needs]}: add one to see this step live."
         )
     for name in names[:2]:
         st.button(f"Switch to {name}", key=f"lesson_switch_{name}", on_click=_switch, args=(name,), type="primary")
@@ -183,26 +183,25 @@ def padding(ctx: ui.Context, analysis: Analysis) -> None:
     st.caption(f"The sentence and “{SHORT}” in one batch, as the model's {batch.stack} reads them.")
     chart(padding_heatmap(batch), "padding", ctx.entry.name)
     kind = "no-peek + padding" if batch.causal else "padding"
-    for i, (col, pieces) in enumerate(zip(st.columns(2), batch.pieces)):
-        fig = mask_heatmap(batch.attention[i], pieces, pieces, f"Sentence {i + 1}: {batch.stack} {kind} mask")
-        if note := reduced_note(batch.attention[i].shape):
-            col.caption(note)
-        with col:
-            chart(fig, f"padding_mask_{i + 1}", ctx.entry.name)
+    pad = ctx.ckpt.tokenizer.pieces([ctx.ckpt.config.pad_id])[0]
+    padded = next((i for i, pieces in enumerate(batch.pieces) if pad in pieces), 1)  # the sentence that was filled up
+    pieces = batch.pieces[padded]
+    st.caption(f"The {batch.stack}'s mask for sentence {padded + 1}, the padded one: no query may attend to a pad.")
+    if note := reduced_note(batch.attention[padded].shape):
+        st.caption(note)
+    fig = mask_heatmap(batch.attention[padded], pieces, pieces, f"Sentence {padded + 1}: {batch.stack} {kind} mask")
+    chart(fig, "padding_mask", ctx.entry.name)
 
 
 def no_peek(ctx: ui.Context, analysis: Analysis) -> None:
     block = analysis.block("decoder.self_attn", 0)
     fed = "the text" if analysis.kind == "decoder-only" else "<s> and the output it wrote"
     st.caption(f"The decoder's self-attention in layer 1, over {fed}. Rows are queries, columns keys.")
-    left, right = st.columns(2)
-    with left:
-        title = "No-peek mask of the decoder"
-        chart(mask_heatmap(block.mask, block.query_pieces, block.key_pieces, title), "nopeek_mask", ctx.entry.name)
-    with right:
-        title = "Decoder layer 1, head 1: grey ✗ = masked, weight 0"
-        fig = masked_head(block.weights[0], block.mask, block.query_pieces, block.key_pieces, title)
-        chart(fig, "nopeek_head", ctx.entry.name)
+    title = "No-peek mask of the decoder"
+    chart(mask_heatmap(block.mask, block.query_pieces, block.key_pieces, title), "nopeek_mask", ctx.entry.name)
+    title = "Decoder layer 1, head 1 (grey ✗: masked, weight 0)"
+    fig = masked_head(block.weights[0], block.mask, block.query_pieces, block.key_pieces, title)
+    chart(fig, "nopeek_head", ctx.entry.name)
 
 
 def scaled_dot(ctx: ui.Context, analysis: Analysis) -> None:
@@ -240,8 +239,10 @@ def feed_forward(ctx: ui.Context, analysis: Analysis) -> None:
         f"{ffn:,} weights and the self-attention {attn:,}. In layer 1, {w.zero_share:.0%} of the units are exactly "
         "0 after the ReLU on this sentence."
     )
-    title = "Layer 1 feed-forward units after the ReLU (white: 0)"
-    chart(vectors_heatmap(w.hidden, w.pieces, title, x_title="unit"), "ffn", ctx.entry.name)
+    units = w.active_units(MOST_COLUMNS)
+    title = f"Layer 1 feed-forward: the {len(units)} most active of {cfg.d_ff} units after the ReLU (white: 0)"
+    fig = vectors_heatmap(w.hidden[:, units], w.pieces, title, x_title="unit", columns=units.tolist())
+    chart(fig, "ffn", ctx.entry.name)
 
 
 def residual(ctx: ui.Context, analysis: Analysis) -> None:
@@ -249,10 +250,12 @@ def residual(ctx: ui.Context, analysis: Analysis) -> None:
     style = (
         "pre-norm: x + Sublayer(LayerNorm(x))" if w.pre_norm else "post-norm, as the paper: LayerNorm(x + Sublayer(x))"
     )
+    d = ctx.ckpt.config.d_model
     st.caption(
         f"{ctx.entry.name} is {style}. The mean length of the token vectors at each sub-layer of the "
         f"{'decoder' if analysis.kind == 'decoder-only' else 'encoder'}: what comes in, what the sub-layer adds, "
-        "what goes out."
+        f"what goes out. Right after a LayerNorm, before its gain and bias, every vector has mean 0 and variance 1 "
+        f"over its {d} numbers, so a length of about √{d} = {math.sqrt(d):.1f}."
     )
     chart(residual_figure(w.norms, w.pre_norm), "residual", ctx.entry.name)
 
@@ -261,7 +264,10 @@ def cross(ctx: ui.Context, analysis: Analysis) -> None:
     last = analysis.layers("decoder.cross_attn")[-1]
     st.markdown("**Output**")
     st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
-    st.caption(f"Each output token (row) and where it looks in the source (columns): layer {last + 1}, all heads.")
+    st.caption(
+        f"Rows are the decoder's steps: the step that reads a token is writing the next one, and looks for it in the "
+        f"source (columns). Layer {last + 1}, the average of its heads."
+    )
     fig = thaw(ui.head_chart(ctx.path, ctx.stamp, ctx.text, "decoder.cross_attn", last, ui.AVERAGE))
     chart(fig, "cross", ctx.entry.name)
 
@@ -286,25 +292,26 @@ def kv_cache(ctx: ui.Context, analysis: Analysis) -> None:
         first = 1  # after <s>
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
     pieces = analysis.target_pieces
-    steps = len(pieces) - first
+    steps = len(pieces) - first  # the steps that wrote a token, and the one that wrote the end when it did
+    steps += analysis.predictions[-1][0].id == cfg.eos_id
     if steps < 1:
-        st.info("The model wrote nothing: there is no decoding step to show.")
+        st.info("The model wrote nothing: there is no decoding step to show. Try a sentence it can go on with.")
         return
     step = st.slider("Decoding step", 1, steps, steps, key="lesson_kv_step") if steps > 1 else 1
     position = first - 1 + (step - 1)  # the position fed at this step; it writes position + 1
     n_layers = len(analysis.layers("decoder.self_attn"))
     held = [kv_cache_numbers(n_layers, cfg.d_model, first + s) for s in range(steps)]
-    fed, wrote = (display_piece(pieces[i]) for i in (position, position + 1))
-    st.text(f"Step {step} of {steps}: fed {fed!r}, wrote {wrote!r}")
+    wrote = repr(display_piece(pieces[position + 1])) if position + 1 < len(pieces) else "the end of the text"
+    st.text(f"Step {step} of {steps}: fed {display_piece(pieces[position])!r}, wrote {wrote}")
+    block = analysis.block("decoder.self_attn", 0)
+    row = block.weights[0, position, : position + 1]
+    title = f"Step {step}: the new token's self-attention over the cache (layer 1, head 1)"
+    chart(attention_row(row, block.key_pieces[: position + 1], title, own=position), "kv_row", ctx.entry.name)
     left, right = st.columns(2)
     with left:
-        chart(cache_growth(held, step), "cache", ctx.entry.name)
-        chart(cache_work(first, steps, step), "work", ctx.entry.name)
+        chart(cache_growth(held, step, "Cache size"), "cache", ctx.entry.name)
     with right:
-        block = analysis.block("decoder.self_attn", 0)
-        row = block.weights[0, position, : position + 1]
-        title = f"Step {step}: the new token's self-attention (layer 1, head 1)"
-        chart(attention_row(row, block.key_pieces[: position + 1], title, own=position), "kv_row", ctx.entry.name)
+        chart(cache_work(first, steps, step), "work", ctx.entry.name)
     st.caption(
         f"After step {step} the cache holds a key and a value for {position + 1} positions in each of {n_layers} "
         f"layers: 2 × {n_layers} × {position + 1} × {cfg.d_model} = {held[step - 1]:,} numbers. With it, step {step} "
@@ -312,7 +319,7 @@ def kv_cache(ctx: ui.Context, analysis: Analysis) -> None:
     )
 
 
-def quadratic(ctx: ui.Context, analysis: Analysis) -> None:
+def quadratic(ctx: ui.Context) -> None:
     cost = _cost(ctx.path, ctx.stamp)
     n = cost.lengths[-1]
     ms = [s * 1000 for s in cost.seconds]
@@ -320,16 +327,21 @@ def quadratic(ctx: ui.Context, analysis: Analysis) -> None:
     left, right = st.columns(2)
     with left:
         fit = [c * 1000 for c in cost.time_fit]
-        chart(cost_figure(cost.lengths, ms, fit, f"Time of {cost.block}", "ms"), "time", ctx.entry.name)
+        chart(cost_figure(cost.lengths, ms, fit, "Time of one attention block", "ms"), "time", ctx.entry.name)
     with right:
         fit = [c / 1024 for c in cost.bytes_fit]
-        chart(cost_figure(cost.lengths, kib, fit, "Memory of its scores and weights", "KiB"), "memory", ctx.entry.name)
+        chart(cost_figure(cost.lengths, kib, fit, "Memory: scores + weights", "KiB"), "memory", ctx.entry.name)
     heads = ctx.ckpt.config.n_heads
+    clock = "CPU time of the thread running it" if cost.clock == "CPU" else "elapsed time"
+    d = ctx.ckpt.config.d_model
     st.caption(
-        f"Measured just now on this machine, fastest of 3 runs at each of {len(cost.lengths)} lengths. From n = "
-        f"{n // 2} to n = {n}, the fitted time grows {cost.doubling(cost.time_fit):.1f}× and the memory "
-        f"{cost.doubling(cost.bytes_fit):.1f}× (4× for a pure n² cost, 2× for a linear one). Memory: "
-        f"{cost.bytes_fit[0]:.0f} bytes per n² = 2 matrices (scores, weights) × {heads} heads × 4 bytes."
+        f"{cost.block}, measured on the machine running this app when the step was first opened ({clock}), the "
+        f"fastest of 4 runs at each of {len(cost.lengths)} lengths. From n = {n // 2} to n = {n}, the fitted time "
+        f"grows {cost.doubling(cost.time_fit):.1f}× and the memory {cost.doubling(cost.bytes_fit):.1f}×: 4× for a pure "
+        f"n² cost, 2× for a linear one. The time is not all n² yet: the block's four projections cost 4·n·d² "
+        f"multiply-adds against 2·n²·d for QKᵀ and the weighted sum (d = {d}), equal at n = 2d = {2 * d}, and "
+        f"beyond that the n² part takes over. Memory: {cost.bytes_fit[0]:.0f} bytes per n² = 2 matrices (scores, "
+        f"weights) × {heads} heads × 4 bytes."
     )
     table = pd.DataFrame({"n": list(cost.lengths), "time (ms)": ms, "scores + weights (KiB)": kib})
     st.dataframe(table, hide_index=True, key="lesson_cost")
@@ -347,7 +359,6 @@ VIEWS = {
     "cross-attention": cross,
     "next-token": next_token,
     "kv-cache": kv_cache,
-    "quadratic-cost": quadratic,
 }
 
 
@@ -355,10 +366,12 @@ def sentence(ctx: ui.Context) -> ui.Context:
     """The context with the lesson's sentence for this model, or the student's own text from the sidebar."""
     family = catalog.preset_family(ctx.entry.name, ctx.entry.kind, ctx.entry.card)
     ours = SENTENCES[family]
-    options = {"lesson": f"the lesson's: {ours}", "yours": "yours (the sidebar's text)"}
+    options = {"lesson": "the lesson's", "yours": "yours (the sidebar's text)"}  # fixed labels: one widget
     ui.keep_valid("lesson_source", list(options), "lesson")
     source = st.radio("Sentence", list(options), key="lesson_source", format_func=options.get, horizontal=True)
-    return dataclasses.replace(ctx, text=ours if source == "lesson" else ctx.text)
+    text = ours if source == "lesson" else ctx.text
+    st.text(f"The sentence: {text[:300]}{'…' if len(text) > 300 else ''}")  # plain text: never markdown
+    return dataclasses.replace(ctx, text=text)
 
 
 @ui.safe
@@ -367,6 +380,10 @@ def show(step: Step, ctx: ui.Context) -> None:
     fits = model_check(step, ctx)
     if not fits and step.needs != SINUSOIDAL:
         return
+    if step.slug == "quadratic-cost":  # the one step that reads no sentence
+        quadratic(ctx)
+        return
+    ctx = sentence(ctx)
     analysis = ui.analysis_of(ctx)
     if analysis is not None:
         VIEWS[step.slug](ctx, analysis)
@@ -382,7 +399,7 @@ def body() -> None:
     st.markdown(step.text)
     ctx = ui.context()
     if ctx is not None:
-        show(step, sentence(ctx))
+        show(step, ctx)
     navigation(index, "bottom")
 
 

@@ -21,17 +21,29 @@ MARK_TOKENS = 24  # at most this many tokens per axis: a ✗ in each masked cell
 BLUE = "#35608d"  # cividis's blue, as viz.generation's bars
 
 
-def vectors_heatmap(rows: np.ndarray, pieces: Sequence[str], title: str, x_title: str = "dimension") -> go.Figure:
-    """(T, D) vectors, one row per token, on a blue–red scale centred on 0; at most MOST_ROWS tokens and
-    MOST_COLUMNS columns are drawn (the title says so when cut)."""
+def vectors_heatmap(
+    rows: np.ndarray,
+    pieces: Sequence[str],
+    title: str,
+    x_title: str = "dimension",
+    columns: Sequence[int] | None = None,
+) -> go.Figure:
+    """(T, D) vectors, one row per token, on a blue–red scale centred on 0. At most MOST_ROWS tokens and
+    MOST_COLUMNS columns are drawn (the title says which were left out); `columns` numbers the columns drawn (for
+    the hover) when they are not 0, 1, 2, …"""
     arr = np.asarray(rows, dtype=np.float32)
     if arr.ndim != 2 or arr.shape[0] != len(pieces):
         raise ValueError(f"vectors of shape {arr.shape} do not match {len(pieces)} tokens")
+    if columns is not None and len(columns) != arr.shape[1]:
+        raise ValueError(f"{len(columns)} column numbers for {arr.shape[1]} columns")
     shown = arr[:MOST_ROWS, :MOST_COLUMNS]
-    if shown.shape != arr.shape:
-        title += f" (first {shown.shape[0]} of {arr.shape[0]} tokens, {shown.shape[1]} of {arr.shape[1]} columns)"
+    cut = [f"first {n} of {total} {what}" for n, total, what in zip(shown.shape, arr.shape, ("tokens", x_title + "s"))]
+    cut = [text for text, n, total in zip(cut, shown.shape, arr.shape) if n < total]
+    if cut:
+        title += f" ({', '.join(cut)})"
     bound = float(np.abs(shown).max()) or 1.0
     labels = plotly_labels(pieces[: shown.shape[0]])
+    numbers = list(columns[: shown.shape[1]]) if columns is not None else list(range(shown.shape[1]))
     trace = {
         "type": "heatmap",
         "z": shown,
@@ -40,14 +52,17 @@ def vectors_heatmap(rows: np.ndarray, pieces: Sequence[str], title: str, x_title
         "colorscale": DIVERGING,
         "reversescale": True,  # red positive, blue negative
         "colorbar": {"thickness": 12},
-        "customdata": [[label] * shown.shape[1] for label in labels],
-        "hovertemplate": f"%{{customdata}}, {x_title} %{{x}}: %{{z:.3f}}<extra></extra>",
+        "customdata": [[[label, n] for n in numbers] for label in labels],
+        "hovertemplate": f"%{{customdata[0]}}, {x_title} %{{customdata[1]}}: %{{z:.3f}}<extra></extra>",
     }
     layout = {
-        "xaxis": {"title": {"text": x_title}, "showgrid": False},
+        "xaxis": {"title": {"text": x_title if columns is None else f"{x_title}s (hover for the number)"}},
         "yaxis": {"title": {"text": "token"}, "autorange": "reversed", **token_axis(labels)},
         **finish_layout(title, height=min(700, max(260, 20 * len(labels) + 140))),
     }
+    layout["xaxis"]["showgrid"] = False
+    if columns is not None:
+        layout["xaxis"]["showticklabels"] = False
     return unvalidated([trace], layout)
 
 
@@ -62,6 +77,8 @@ def masked_head(
         raise ValueError(f"mask of shape {m.shape} does not match weights of shape {w.shape}")
     fig = head_heatmap(np.where(m, w, np.nan), query_pieces, key_pieces, title)
     fig.update_layout(plot_bgcolor=MASKED)
+    fig.update_xaxes(zeroline=False)
+    fig.update_yaxes(zeroline=False)
     if max(m.shape) <= MARK_TOKENS and not m.all():
         rows, cols = np.nonzero(~m)
         fig.add_trace(
@@ -139,7 +156,7 @@ def cache_work(prompt: int, steps: int, step: int) -> go.Figure:
     fig.update_xaxes(title_text="decoding step")
     fig.update_yaxes(title_text="positions computed so far", rangemode="tozero")
     fig.update_layout(legend={"orientation": "h", "y": -0.3})
-    return finish(fig, "Work: positions run through the decoder so far", height=320)
+    return finish(fig, "Positions computed so far", height=320)
 
 
 def residual_figure(norms: np.ndarray, pre_norm: bool) -> go.Figure:

@@ -1,0 +1,77 @@
+"""The Lesson in a real browser (`streamlit run app.py` on the shipped checkpoints, headless chromium): a student
+walks all twelve steps with the Next button, switching the model where a step needs another kind; every step draws
+without an error and puts its slug in the address bar. Screenshots of every step at 1024×768 and 1600 wide go to
+screenshots/lesson-*.png (git-ignored)."""
+
+from __future__ import annotations
+
+import pytest
+import test_browser
+from test_browser import SHOTS, drawn_without_error
+
+from inference.lesson import SLUGS, STEPS
+
+pytestmark = pytest.mark.browser
+server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
+VIEW = "[data-testid='stMain'] .stPlotlyChart, [data-testid='stMain'] [data-testid='stDataFrame']"  # not the sidebar
+# The live view's top just below Streamlit's header bar (about 60 px), in the container that scrolls.
+SCROLL = """e => {
+  e.scrollIntoView({block: 'start'});
+  let p = e.parentElement;
+  while (p && p.scrollHeight <= p.clientHeight) p = p.parentElement;
+  if (p) p.scrollBy(0, -80);
+}"""
+SIZES = {"1024x768": (1024, 768), "1600": (1600, 1000)}
+SWITCH = {"positional-encoding": "translate-en-de", "next-token": "lm-english"}  # where the walk changes model
+
+
+def shoot(page, name: str, width: int, height: int) -> None:
+    """At 768 px high, the window as a student sees it once scrolled to the step's live view; at 1600 wide, the
+    whole step (the window made as tall as the page: Streamlit scrolls its own container, not the document)."""
+    if height <= 768:
+        view = page.locator(VIEW).first
+        view.evaluate(SCROLL)
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(SHOTS / name))
+        return
+    tall = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": width, "height": max(height, tall)})
+    page.wait_for_timeout(500)
+    page.screenshot(path=str(SHOTS / name))
+    page.set_viewport_size({"width": width, "height": height})
+
+
+def heading(page, index: int):
+    return page.get_by_role("heading", name=f"{index + 1}. {STEPS[index].title}", exact=True)
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_a_student_walks_every_step_of_the_lesson(server, browser, size: str) -> None:
+    width, height = SIZES[size]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(f"{server}/lesson?model=lm-english&lesson=embeddings")
+        for index, slug in enumerate(SLUGS):
+            heading(page, index).wait_for()
+            page.get_by_text(f"Step {index + 1} of 12").wait_for()
+            if slug in SWITCH:
+                switch = page.get_by_role("button", name=f"Switch to {SWITCH[slug]}")
+                switch.wait_for()
+                if slug == "positional-encoding":  # the learned table is shown for contrast before the switch
+                    page.locator(".stPlotlyChart .heatmaplayer").first.wait_for(state="attached")
+                switch.click()
+                page.get_by_text(f"Needs {'a model with sinusoidal' if index == 1 else 'a decoder-only'}").wait_for()
+            # app.py writes the URL when the page's script ends: then nothing on the page is left from the last step
+            page.wait_for_function("s => location.search.includes(s)", arg=f"lesson={slug}")
+            page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')")
+            page.locator(VIEW).first.wait_for()
+            drawn_without_error(page)
+            shoot(page, f"lesson-{index + 1:02d}-{slug}-{size}.png", width, height)
+            if index + 1 < len(SLUGS):
+                page.get_by_role("button", name="Next →").first.click()
+        assert page.get_by_role("button", name="Next →").first.is_disabled()
+        assert "model=lm-english" in page.url
+    finally:
+        context.close()
