@@ -76,7 +76,7 @@ class PositionalEncoding(nn.Module):
     def rows(self, offset: int, length: int) -> Tensor:
         if offset + length > self.max_len:
             raise ValueError(f"sequence of {offset + length} positions exceeds max_len={self.max_len}")
-        return self.table[offset : offset + length]  # (T, d_model)
+        return self.table[offset : offset + length]  # (T, d_model); rotary: (T, d_head)
 
 
 def make_norm(config: ModelConfig) -> nn.Module:

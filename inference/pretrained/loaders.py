@@ -42,16 +42,17 @@ class Files:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._zip = zipfile.ZipFile(path) if path.is_file() else None
-        prefix = ""
-        if self._zip is not None:  # the files may sit in one folder inside the zip
-            names = [n for n in self._zip.namelist() if n.endswith(HF_CONFIG)]
-            prefix = min(names, key=len).removesuffix(HF_CONFIG) if names else ""
-        self._prefix = prefix
+        self._names: list[str] | None = None
+        self._prefix = ""
+        if path.is_file():
+            with zipfile.ZipFile(path) as zf:
+                self._names = zf.namelist()
+            configs = [n for n in self._names if n.endswith(HF_CONFIG)]  # the files may sit in a folder inside
+            self._prefix = min(configs, key=len).removesuffix(HF_CONFIG) if configs else ""
 
     def has(self, name: str) -> bool:
-        if self._zip is not None:
-            return self._prefix + name in self._zip.namelist()
+        if self._names is not None:
+            return self._prefix + name in self._names
         return (self.path / name).is_file()
 
     def read(self, name: str) -> bytes:
@@ -60,8 +61,9 @@ class Files:
                 f"{self.path}: {name} not found; a checkpoint in this layout needs "
                 f"{HF_CONFIG}, {HF_WEIGHTS} and {HF_TOKENIZER}"
             )
-        if self._zip is not None:
-            return self._zip.read(self._prefix + name)
+        if self._names is not None:
+            with zipfile.ZipFile(self.path) as zf:
+                return zf.read(self._prefix + name)
         return (self.path / name).read_bytes()
 
     def config(self) -> dict[str, Any]:
