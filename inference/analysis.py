@@ -118,6 +118,13 @@ class Analysis:
     generated: int = 0  # language model: the last `generated` target tokens are its own continuation
     continuation: str | None = None  # language model: the text of that continuation (None: none was asked)
     position_encoding: str = "sinusoidal"  # "sinusoidal", "learned" (both added) or "rotary" (turns q and k)
+    kv_heads: int | None = None  # grouped-query attention: key/value heads shared by the query heads; None: one each
+
+    def kv_head(self, head: int) -> int:
+        """The key/value head query head `head` reads: itself, or its group's shared one (grouped-query attention).
+        Every block of a model has the same heads, so the first block's count serves."""
+        n_heads = next(iter(self.blocks.values())).n_heads if self.blocks else 1
+        return head if self.kv_heads is None else head // (n_heads // self.kv_heads)
 
     @property
     def attentions(self) -> list[str]:

@@ -186,6 +186,7 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         positional={name: rows.astype(np.float32) for name, rows in positional.items()},
         predictions=predictions,
         position_encoding=cfg.positional,
+        kv_heads=cfg.n_kv_heads,
         output_text=tok.decode(p.target_ids) if cfg.is_encoder_decoder else None,
         generated=p.generated,
         continuation=tok.decode(p.target_ids[len(p.target_ids) - p.generated :]) if p.request.continuation else None,

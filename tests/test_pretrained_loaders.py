@@ -249,6 +249,7 @@ def test_the_encoder_analysis_reads_cls_text_sep_and_writes_nothing(published) -
     assert list(result.blocks) == ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]
     assert result.attention_label("encoder.self_attn") == "Self-attention (bidirectional)"
     assert result.positional["encoder"].shape == (5, 32) and result.position_encoding == "learned"
+    assert result.kv_heads is None and result.kv_head(3) == 3  # every head its own keys and values
     assert positions_used(ckpt, "the cat sat") == 5
     masks = batch_masks(ckpt, ["the cat sat", "a dog"])
     assert not masks.causal and masks.stack == "encoder" and masks.attention[0].all()
@@ -262,6 +263,7 @@ def test_the_llama_analysis_shows_rotations_and_continues_the_text(published) ->
     assert result.position_encoding == "rotary" and result.generated == 3
     assert result.positional["decoder"].shape == (len(result.target_pieces), 16)  # (T, d_head)
     assert result.blocks["decoder.layers.1.self_attn"].weights.shape[0] == 4  # every query head
+    assert [result.kv_head(h) for h in range(4)] == [0, 0, 1, 1]  # the key/value head each one reads
 
 
 def test_the_catalog_lists_published_folders_and_files_without_reading_weights(published, monkeypatch) -> None:
