@@ -16,12 +16,18 @@ import ui
 # cores made one 32-token request 5-30x slower on a busy 2-core machine (bench/trace_speed.py --threads).
 torch.set_num_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
 
-st.set_page_config(page_title="Attention Atlas", layout="wide")
+# Projector mode (`projector=1` in the URL) opens with the sidebar collapsed: the whole width for the charts.
+projector_link = ui.flag(st.query_params.get("projector", ""))
+st.set_page_config(
+    page_title="Attention Atlas", layout="wide", initial_sidebar_state="collapsed" if projector_link else "auto"
+)
 
 ui.freeze_heap_once()
 
 ui.keep_state()
 ui.restore_from_url()
+if ui.projector():
+    st.html(ui.PROJECTOR_CSS)
 
 # No page icons: a Material icon makes the browser fetch the tab icon from a CDN, and emoji need an emoji font.
 PAGES = [

@@ -30,23 +30,31 @@ from inference.text import InputError
 from inference.worker import ModelWorker
 from viz.heads import average_heads, head_heatmap, heads_grid, swap_head
 from viz.stats import head_table
-from viz.style import frozen
+from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector, frozen
 from viz.tables import generation_frame, top_k_frame
 
 TOP_K = 5
 AVERAGE = -1  # the "head" value meaning the average of all heads
-URL_KEYS: dict[str, type] = {"model": str, "text": str, "attention": str, "layer": int, "head": int}
+
+
+def flag(value: str) -> bool:
+    """A URL's on/off value: 1, true, yes or on (any case) is on."""
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+URL_KEYS: dict[str, Callable[[str], object]] = {"model": str, "text": str, "attention": str, "layer": int, "head": int}
 URL_KEYS |= {"query": int, "position": int}  # the attention-math query token, the LM's next-token position
 URL_KEYS |= {"compare": str}  # the second text of the Compare page
 URL_KEYS |= {"gen_tokens": int, "gen_mode": str, "gen_temperature": float, "gen_top_k": int, "gen_seed": int}
 URL_KEYS |= {"gen_step": int, "paper_query": int, "paper_threshold": float, "rollout_stack": str, "rollout_layer": int}
 URL_KEYS |= {"ablate_mode": str, "step": int}  # the ablation's mode, the training-step slider's step
 URL_KEYS |= {"lesson": str}  # the Lesson page's step (its slug)
+URL_KEYS |= {"projector": flag}  # projector mode: large type, high contrast, collapsed sidebar
 URL_LISTS: dict[str, str] = {"ablate_heads": "ablate"}  # list widgets: session key → URL key, comma-joined
 PERSISTENT = ("model", "text", "attention", "layer", "head", "query", "position", "second_text", "stats_pick")
 PERSISTENT += ("pe_positions", "pe_dims", "pe_metric", "compare")
 PERSISTENT += ("gen_tokens", "gen_mode", "gen_temperature", "gen_top_k", "gen_seed", "gen_layer", "gen_head")
-PERSISTENT += ("ablate_heads", "ablate_mode")
+PERSISTENT += ("ablate_heads", "ablate_mode", "projector")
 PERSISTENT += ("paper_query", "paper_threshold", "rollout_stack", "rollout_residual", "rollout_layer", "rollout_heads")
 MAX_URL_TEXT = 1000
 log = logging.getLogger("attention_atlas")
@@ -252,9 +260,38 @@ def restore_from_url() -> None:
             st.session_state[key] = st.query_params[url_key].split(",")
 
 
+# Projector mode: Streamlit sizes its text in rem, so a larger root font scales the whole page; captions and
+# widget labels, grey by default, become black; the charts get larger type (viz.style.for_projector).
+PROJECTOR_CSS = """<style>
+html { font-size: 22px; }
+[data-testid="stAppViewContainer"] { background: #fff; color: #000; }
+[data-testid="stCaptionContainer"], [data-testid="stWidgetLabel"] p, .stMarkdown p { color: #000 !important; }
+[data-testid="stCaptionContainer"] p { font-size: 0.95rem; }
+[data-testid="stMainBlockContainer"] { padding-left: 2rem; padding-right: 2rem; max-width: 100%; }
+</style>"""
+
+
+def projector() -> bool:
+    """Whether projector mode is on (the sidebar's toggle, or `projector=1` in the URL)."""
+    return bool(st.session_state.get("projector"))
+
+
+def show_chart(fig, key: str, file_name: str, where=None, **kwargs):
+    """st.plotly_chart of `fig` (a Figure), in large type in projector mode, its heatmap cell numbers hidden
+    by CSS wherever the chart is too narrow for them (viz.style.cell_numbers_css); returns what
+    st.plotly_chart returns (the selection, with on_select). `where`: a column or tab (default: the page)."""
+    where = where if where is not None else st
+    if projector():
+        fig = for_projector(fig)
+    width = cell_numbers_width(fig)
+    if width:
+        where.html(f"<style>{cell_numbers_css(key, width)}</style>")
+    return where.plotly_chart(fig, key=key, config=chart_config(file_name), **kwargs)
+
+
 def sync_url() -> None:
     """Write the current view into the URL so that a copied link restores it."""
-    values = {k: str(st.session_state[k]) for k in URL_KEYS if st.session_state.get(k) is not None}
+    values = {k: str(v) for k in URL_KEYS if (v := st.session_state.get(k)) is not None and v is not False}
     values |= {url: ",".join(map(str, st.session_state[k])) for k, url in URL_LISTS.items() if st.session_state.get(k)}
     if len(values.get("text", "")) > MAX_URL_TEXT:
         values.pop("text")
@@ -310,6 +347,11 @@ def _sidebar() -> tuple[Context | None, str]:
     if st.session_state.get("model") not in by_name:
         st.session_state["model"] = next((e.name for e in entries if e.ok), entries[0].name)
     side = st.sidebar
+    side.toggle(
+        "Projector mode",
+        key="projector",
+        help="Large type and high contrast for a classroom projector; numbers in cells only where they fit.",
+    )
     name = side.selectbox(
         "Model",
         list(by_name),

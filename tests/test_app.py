@@ -18,6 +18,7 @@ import ui
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
 from inference.decoding import Sampling
+from viz.style import PROJECTOR_FONT
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 LM, ED = "lm-tiny", "translate-tiny"
@@ -93,10 +94,10 @@ def test_switching_layer_and_head_never_reruns_the_model(app, monkeypatch: pytes
     assert calls == ["A fresh sentence for counting."]
     at.selectbox(key="layer").select(1).run()
     at.selectbox(key="head").select(3).run()
-    assert "layer 2, head 4" in chart(ok(at), "head_chart")["layout"]["title"]["text"]
+    assert "layer 2, head 4" in chart(ok(at), "head_chart")["layout"]["title"]["text"].replace("<br>", " ")
     at.selectbox(key="head").select(ui.AVERAGE).run()
     fig = chart(ok(at), "head_chart")
-    assert "average of heads" in fig["layout"]["title"]["text"]
+    assert "average of heads" in fig["layout"]["title"]["text"].replace("<br>", " ")
     np.testing.assert_allclose(z(fig).sum(axis=1), 1.0, atol=1e-5)
     assert len(calls) == 1
 
@@ -241,7 +242,7 @@ def test_head_statistics_open_a_head_on_explore(app) -> None:
     at.button(key="open_head").click().run()
     ok(at)
     assert at.title[0].value == "Explore"
-    assert "layer 2, head 3" in chart(at, "head_chart")["layout"]["title"]["text"]
+    assert "layer 2, head 3" in chart(at, "head_chart")["layout"]["title"]["text"].replace("<br>", " ")
 
 
 # sharing ------------------------------------------------------------------------------------------------------------
@@ -255,7 +256,7 @@ def test_the_url_keeps_and_restores_the_view(app) -> None:
     assert at.query_params["text"] == at.text_area(key="text").value
     restored = ok(app(model=ED, text="Where is the station?", attention="encoder.self_attn", layer="1", head="3"))
     assert restored.selectbox(key="model").value == ED and restored.radio(key="attention").value == "encoder.self_attn"
-    assert "layer 2, head 4" in chart(restored, "head_chart")["layout"]["title"]["text"]
+    assert "layer 2, head 4" in chart(restored, "head_chart")["layout"]["title"]["text"].replace("<br>", " ")
 
 
 def test_exports_are_the_documented_formats(good_dir: Path) -> None:
@@ -391,3 +392,13 @@ def test_ablated_heads_and_mode_come_back_from_a_copied_link(app) -> None:
     stale = app(text="the cat sat on the mat", ablate="decoder.layers.9.self_attn:0")
     stale.switch_page("views/ablation.py").run()
     assert ok(stale).multiselect(key="ablate_heads").value == []  # a head this model lacks is dropped
+
+
+def test_projector_mode_comes_from_the_url_and_goes_back_into_it(app) -> None:
+    at = app(text="the cat sat on the mat", projector="1")
+    assert ok(at).toggle(key="projector").value is True
+    assert at.query_params["projector"] == "True"
+    assert chart(at, "head_chart")["layout"]["font"]["size"] == PROJECTOR_FONT  # large type
+    at.toggle(key="projector").set_value(False).run()
+    assert "projector" not in ok(at).query_params  # off: the link stays short
+    assert chart(at, "head_chart")["layout"].get("font", {}).get("size") != PROJECTOR_FONT

@@ -242,6 +242,8 @@ def app_problems(at) -> list[str]:
         lowered = spec.lower()
         problems += [f"raw {m!r} in chart {chart.key}" for m in RAW_MARKUP if m in lowered]
         labels = label_strings(json.loads(spec))
+        # "<br>" is ours (viz.style.wrap_title breaks long titles); a typed "<br>" arrives escaped as &lt;br&gt;.
+        labels = [s.replace("<br>", " ") for s in labels]
         problems += [f"unescaped '<' or '>' in a label of chart {chart.key}: {s[:80]!r}" for s in labels if "<" in s]
     return problems
 

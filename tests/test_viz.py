@@ -413,3 +413,37 @@ def test_generation_figures_row_cache_and_their_numbers() -> None:
     go.Figure(growth.to_dict())
     with pytest.raises(ValueError, match="does not match"):
         attention_row(row, ["a", "b"], "x")
+
+
+def test_long_titles_wrap_after_a_comma_and_the_chart_grows_to_hold_them() -> None:
+    from viz.heads import swap_head
+    from viz.style import TITLE_CHARS, frozen, wrap_title
+
+    assert wrap_title("Self-attention (masked), layer 2, average of heads") == [
+        "Self-attention (masked), layer 2,",
+        "average of heads",
+    ]
+    assert wrap_title("Encoder self-attention, layer 1") == ["Encoder self-attention, layer 1"]
+    assert all(len(line) <= TITLE_CHARS for line in wrap_title("word " * 40))
+    w = np.full((3, 3), 1 / 3)
+    short = head_heatmap(w, ["a", "b", "c"], ["a", "b", "c"], "Short title").to_plotly_json()["layout"]
+    long = head_heatmap(w, ["a", "b", "c"], ["a", "b", "c"], "x" * 30 + ", " + "y" * 30).to_plotly_json()["layout"]
+    assert long["title"]["text"] == "x" * 30 + ",<br>" + "y" * 30
+    assert long["margin"]["t"] - short["margin"]["t"] == long["height"] - short["height"] == 18
+    swapped = swap_head(frozen(head_heatmap(w, list("abc"), list("abc"), "x" * 30 + ", " + "y" * 30)), w, "Short title")
+    assert (swapped["layout"]["height"], swapped["layout"]["margin"]["t"]) == (short["height"], short["margin"]["t"])
+
+
+def test_cell_numbers_need_a_box_wide_enough_for_every_column() -> None:
+    from viz.style import PROJECTOR_FONT, cell_numbers_css, cell_numbers_width, for_projector
+
+    pieces = [f"t{i}" for i in range(10)]
+    small = head_heatmap(np.full((10, 10), 0.1), pieces, pieces, "ten tokens")
+    wider = head_heatmap(np.full((14, 14), 1 / 14), pieces + list("abcd"), pieces + list("abcd"), "fourteen")
+    assert 300 < cell_numbers_width(small) < cell_numbers_width(wider)  # more columns need more room
+    assert cell_numbers_width(head_heatmap(np.full((20, 20), 0.05), ["x"] * 20, ["x"] * 20, "none")) == 0  # no text
+    css = cell_numbers_css("head_chart", 420)
+    assert ".st-key-head_chart{container-type:inline-size}" in css and "(max-width:420px)" in css
+    big = for_projector(small)
+    assert big.layout.font.size == PROJECTOR_FONT and big.data[0].textfont.size == PROJECTOR_FONT
+    assert cell_numbers_width(big) > cell_numbers_width(head_heatmap(np.full((10, 10), 0.1), pieces, pieces, "x"))

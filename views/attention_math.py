@@ -19,7 +19,6 @@ from viz.steps import (
     weights_overview,
     window_note,
 )
-from viz.style import chart_config
 
 
 @st.fragment
@@ -41,10 +40,10 @@ def steps_view(analysis: Analysis, model: str) -> None:
         first = st.slider("First key shown", 1, n_keys - WINDOW + 1, window.start + 1, key="steps_first_key")
         window = key_window(steps, first - 1)
         overview = weights_overview(steps, window)
-        st.plotly_chart(overview, key="steps_overview", config=chart_config(f"{name}-overview"))
+        ui.show_chart(overview, "steps_overview", f"{name}-overview")
         st.caption(window_note(window, n_keys))
-    st.plotly_chart(steps_figure(steps, window), key="steps_chart", config=chart_config(name))
-    st.plotly_chart(output_figure(steps), key="output_chart", config=chart_config(f"{name}-output"))
+    ui.show_chart(steps_figure(steps, window), "steps_chart", name)
+    ui.show_chart(output_figure(steps), "output_chart", f"{name}-output")
     with st.expander("The numbers", expanded=len(labels) <= 16):
         st.dataframe(steps_table(steps, window), hide_index=True, key="steps_table")
 

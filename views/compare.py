@@ -8,7 +8,7 @@ import ui
 from inference.text import InputError
 from viz.compare import aligned, difference_heatmap
 from viz.labels import safe_filename
-from viz.style import chart_config, thaw
+from viz.style import thaw
 
 PAIRS = {  # the first text of a known minimal pair → its partner
     "The animal didn't cross the street because it was too tired.": (
@@ -50,9 +50,7 @@ def body() -> None:
         (right, second, st.session_state["compare"], "second"),
     ):
         fig = thaw(ui.head_chart(ctx.path, ctx.stamp, text, attention, layer, head))
-        col.plotly_chart(
-            fig, key=f"compare_{name}", config=chart_config(safe_filename("compare", name, ctx.entry.name))
-        )
+        ui.show_chart(fig, f"compare_{name}", safe_filename("compare", name, ctx.entry.name), where=col)
         if analysis.output_text is not None:
             col.markdown(f"**Output ({name})**")
             col.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
@@ -75,9 +73,7 @@ def body() -> None:
         "average of heads" if head == ui.AVERAGE else f"head {head + 1}"
     )
     diff = difference_heatmap(*weights, (a.query_pieces, b.query_pieces), (a.key_pieces, b.key_pieces), title)
-    st.plotly_chart(
-        diff, key="compare_difference", config=chart_config(safe_filename("compare-difference", ctx.entry.name))
-    )
+    ui.show_chart(diff, "compare_difference", safe_filename("compare-difference", ctx.entry.name))
 
 
 ui.guarded(body)

@@ -10,7 +10,7 @@ import ui
 from inference.analysis import Analysis
 from viz.heads import grid_pick, head_frame, select_head
 from viz.labels import safe_filename
-from viz.style import chart_config, thaw
+from viz.style import thaw
 from viz.tables import position_labels
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
@@ -49,10 +49,11 @@ def heads_view(analysis: Analysis, ctx: ui.Context) -> None:
     block = analysis.block(attention, layer)
     chosen = "avg" if head == ui.AVERAGE else f"H{head + 1}"
     name = safe_filename("attention", model, attention, f"L{layer + 1}", chosen)  # 1-based, as the labels
-    left, right = st.columns([3, 2])
+    # Projector mode: the heatmap takes the page's width, the predictions go below it.
+    left, right = (st.container(), st.container()) if ui.projector() else st.columns([3, 2])
     with left:
         fig = thaw(ui.head_chart(ctx.path, ctx.stamp, ctx.text, attention, layer, head))
-        st.plotly_chart(fig, key="head_chart", config=chart_config(name))
+        ui.show_chart(fig, "head_chart", name)
 
         def csv() -> str:  # built on click
             weights = ui.head_weights(block, head)
@@ -66,12 +67,12 @@ def heads_view(analysis: Analysis, ctx: ui.Context) -> None:
     st.caption("Every head of this attention type: rows are layers, columns heads. Click a tile to open it.")
     spec = ui.grid_chart(ctx.path, ctx.stamp, ctx.text, attention)
     grid = thaw(spec) if head == ui.AVERAGE else select_head(spec, (layer, head))
-    st.plotly_chart(
+    ui.show_chart(
         grid,
-        key="grid",
+        "grid",
+        safe_filename("heads", model, attention),
         on_select=partial(_on_grid_select, block.n_heads),
         selection_mode="points",
-        config=chart_config(safe_filename("heads", model, attention)),
     )
 
 

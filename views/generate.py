@@ -11,7 +11,6 @@ from inference.decoding import Sampling
 from inference.text import InputError
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece, safe_filename
-from viz.style import chart_config
 from viz.tables import top_k_frame
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
@@ -87,7 +86,7 @@ def body() -> None:
         st.dataframe(top_k_frame(analysis, position), hide_index=True, column_config={"probability": PROB})
         n_layers = len(analysis.layers("decoder.self_attn"))
         held = [kv_cache_numbers(n_layers, cfg.d_model, first + s) for s in range(steps)]
-        st.plotly_chart(cache_growth(held, step), key="gen_cache", config=chart_config("kv-cache"))
+        ui.show_chart(cache_growth(held, step), "gen_cache", "kv-cache")
         note = (
             f"After step {step} the self-attention cache holds a key and a value for {position + 1} positions in each "
             f"of {n_layers} layers: 2 × {n_layers} × {position + 1} × {cfg.d_model} = {held[step - 1]:,} numbers "
@@ -108,12 +107,12 @@ def body() -> None:
         row = block.weights[head, position, : position + 1]
         title = f"Self-attention of step {step}, layer {layer + 1}, head {head + 1}"
         fig = attention_row(row, block.key_pieces[: position + 1], title, own=position)
-        st.plotly_chart(fig, key="gen_self_row", config=chart_config(name))
+        ui.show_chart(fig, "gen_self_row", name)
         if "decoder.cross_attn" in analysis.attentions:
             cross_block = analysis.block("decoder.cross_attn", layer)
             title = f"Cross-attention of step {step}, layer {layer + 1}, head {head + 1}"
             fig = attention_row(cross_block.weights[head, position], cross_block.key_pieces, title)
-            st.plotly_chart(fig, key="gen_cross_row", config=chart_config(f"{name}-cross"))
+            ui.show_chart(fig, "gen_cross_row", f"{name}-cross")
 
 
 ui.guarded(body)

@@ -9,7 +9,6 @@ from inference.analyze import batch_masks
 from inference.text import InputError
 from viz.labels import safe_filename
 from viz.masks import mask_heatmap, padding_heatmap, padding_note, reduced_note
-from viz.style import chart_config
 
 
 def body() -> None:
@@ -27,11 +26,8 @@ def body() -> None:
         )
         if note := reduced_note(block.mask.shape):
             tab.caption(note)
-        tab.plotly_chart(
-            fig,
-            key=f"mask_{attention.replace('.', '_')}",
-            config=chart_config(safe_filename("mask", ctx.entry.name, attention)),
-        )
+        key = f"mask_{attention.replace('.', '_')}"
+        ui.show_chart(fig, key, safe_filename("mask", ctx.entry.name, attention), where=tab)
     st.subheader("Padding in a batch")
     st.caption("Sentences of different lengths are padded to one length; the mask keeps attention off the padding.")
     if "second_text" not in st.session_state:
@@ -44,13 +40,13 @@ def body() -> None:
         return
     if note := padding_note(batch):
         st.caption(note)
-    st.plotly_chart(padding_heatmap(batch), key="mask_padding", config=chart_config("padding-mask"))
+    ui.show_chart(padding_heatmap(batch), "mask_padding", "padding-mask")
     kind = "no-peek + padding" if batch.causal else "padding"
     for i, (col, pieces) in enumerate(zip(st.columns(2), batch.pieces)):
         fig = mask_heatmap(batch.attention[i], pieces, pieces, f"Sentence {i + 1}: {batch.stack} {kind} mask")
         if note := reduced_note(batch.attention[i].shape):
             col.caption(note)
-        col.plotly_chart(fig, key=f"mask_batch_{i}", config=chart_config(f"batch-mask-{i + 1}"))
+        ui.show_chart(fig, f"mask_batch_{i}", f"batch-mask-{i + 1}", where=col)
 
 
 ui.guarded(body)

@@ -8,7 +8,6 @@ import ui
 from inference.analysis import Analysis
 from viz.labels import indexed_labels, safe_filename
 from viz.paper import BUCKET_WIDTH, block_lines, lines_above
-from viz.style import chart_config
 
 ALL = -1  # the token picker's "every query token"
 ALL_HEADS = "all heads"  # the head picker's AVERAGE: the Paper view overlays every head, one colour each
@@ -57,7 +56,7 @@ def paper_view(analysis: Analysis, model: str) -> None:
         "in the legend to hide or show it. A query's weights sum to 1, so it draws at most 1 / threshold lines "
         "per head."
     )
-    st.plotly_chart(fig, key="paper_chart", config=chart_config(name))
+    ui.show_chart(fig, "paper_chart", name)
 
 
 def body() -> None:

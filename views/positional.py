@@ -8,7 +8,6 @@ import ui
 from inference.analyze import positions_used
 from viz.labels import safe_filename
 from viz.positional import METRICS, encoding_curves, encoding_heatmap, similarity, similarity_heatmap
-from viz.style import chart_config
 
 
 def body() -> None:
@@ -28,7 +27,7 @@ def body() -> None:
     top = min(cfg.max_len, 128)
     n = st.slider("Positions shown", 2, cfg.max_len, top, key="pe_positions") if cfg.max_len > 2 else cfg.max_len
     name = safe_filename("positional", ctx.entry.name)
-    st.plotly_chart(encoding_heatmap(table, n, used), key="pe_heatmap", config=chart_config(name))
+    ui.show_chart(encoding_heatmap(table, n, used), "pe_heatmap", name)
     if used:
         st.caption(f"The dashed line ends the {used} positions the current input uses.")
     d = cfg.d_model
@@ -36,10 +35,10 @@ def body() -> None:
     dims = st.multiselect("Dimensions", list(range(d)), default=default, key="pe_dims")
     if dims:
         curves = encoding_curves(table, dims, n, sinusoidal)
-        st.plotly_chart(curves, key="pe_curves", config=chart_config(f"{name}-curves"))
+        ui.show_chart(curves, "pe_curves", f"{name}-curves")
     metric = st.radio("Similarity", METRICS, key="pe_metric", horizontal=True)
     sim = similarity_heatmap(similarity(table, n, metric), metric)
-    st.plotly_chart(sim, key="pe_similarity", config=chart_config(f"{name}-similarity"))
+    ui.show_chart(sim, "pe_similarity", f"{name}-similarity")
 
 
 ui.guarded(body)

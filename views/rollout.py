@@ -9,7 +9,6 @@ from inference.analysis import Analysis
 from inference.rollout import RESIDUAL, analysis_rollout
 from viz.labels import safe_filename
 from viz.rollout import rollout_heatmap
-from viz.style import chart_config
 
 STACK_LABELS = {
     "encoder.self_attn": "Encoder (source → source)",
@@ -99,7 +98,7 @@ def body() -> None:
     title = f"Rollout: {_label(analysis, attention)}, {upto}, {heads_name}" + ("" if residual else ", raw")
     fig = rollout_heatmap(result.maps[layer], result.query_pieces, result.key_pieces, title)
     file_name = safe_filename("rollout", ctx.entry.name, attention, f"L{layer}", "res" if residual else "raw")
-    st.plotly_chart(fig, key="rollout_chart", config=chart_config(file_name))
+    ui.show_chart(fig, "rollout_chart", file_name)
 
 
 ui.guarded(body)

@@ -10,7 +10,6 @@ from inference.analysis import Analysis
 from inference.snapshots import Snapshot
 from viz.heads import head_heatmap
 from viz.labels import safe_filename
-from viz.style import chart_config
 from viz.tables import top_k_frame
 from viz.training import head_over_steps, loss_curve
 
@@ -84,7 +83,7 @@ def body() -> None:
     left, right = st.columns([3, 2])
     fig = head_heatmap(weights, block.query_pieces, block.key_pieces, f"{where} at {label}")
     name = safe_filename("training", ctx.entry.name, f"step{step}", attention, f"L{layer + 1}", head_name)
-    left.plotly_chart(fig, key="training_head", config=chart_config(name))
+    ui.show_chart(fig, "training_head", name, where=left)
     history = ctx.ckpt.card.get("training", {}).get("history", [])
     curve = loss_curve(
         [h["step"] for h in history],
@@ -94,7 +93,7 @@ def body() -> None:
         step,
         "Validation loss of the run",
     )
-    right.plotly_chart(curve, key="training_loss", config=chart_config(safe_filename("loss", ctx.entry.name)))
+    ui.show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name), where=right)
     _prediction(right, now, f"step {step:,}")
     st.subheader("The same head at every snapshot")
     strip = head_over_steps(
@@ -104,7 +103,7 @@ def body() -> None:
         block.key_pieces,
         where,
     )
-    st.plotly_chart(strip, key="training_strip", config=chart_config(safe_filename("steps", ctx.entry.name, where)))
+    ui.show_chart(strip, "training_strip", safe_filename("steps", ctx.entry.name, where))
 
 
 ui.guarded(body)

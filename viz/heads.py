@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from viz.arrays import THUMBNAIL, block_average, check_attention, quantize
-from viz.labels import escape, indexed_labels, plotly_labels
+from viz.labels import indexed_labels, plotly_labels
 from viz.style import COLORSCALE, HIGHLIGHT, finish_layout, thaw, token_axis, unvalidated
 
 HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pieces (keeps the figure small)
@@ -71,7 +71,11 @@ def swap_head(spec: dict[str, Any], weights: np.ndarray, title: str) -> dict[str
         "bdata": base64.b64encode(z.tobytes()).decode("ascii"),
         "shape": f"{shape[0]}, {shape[1]}",
     }
-    layout = {**spec["layout"], "title": {**spec["layout"]["title"], "text": escape(title)}}
+    old = spec["layout"]
+    base = old["height"] - (old["margin"]["t"] - 40)  # the height before the old title's extra lines
+    fresh = finish_layout(title, base)
+    layout = {**old, "title": {**old["title"], "text": fresh["title"]["text"]}}
+    layout |= {"height": fresh["height"], "margin": {**old["margin"], "t": fresh["margin"]["t"]}}
     return {**spec, "data": [{**trace, "z": encoded}, *spec["data"][1:]], "layout": layout}
 
 

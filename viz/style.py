@@ -6,6 +6,7 @@ import functools
 import json
 from typing import Any
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -25,12 +26,39 @@ def chart_config(filename: str) -> dict[str, Any]:
     }
 
 
+TITLE_CHARS = 34  # a title line at most this long: about 290 px in the bold title font, a half-width chart at 1024×768
+
+
+def wrap_title(title: str, width: int = TITLE_CHARS) -> list[str]:
+    """`title` in lines of at most `width` characters, broken after a comma where it can, else between words
+    (Plotly never wraps a title; a long one is cut off at the chart's edge, "…layer 1, h")."""
+    lines: list[str] = []
+    for part in title.split(", "):
+        piece = part if not lines else ", " + part
+        if lines and len(lines[-1]) + len(piece) <= width:
+            lines[-1] += piece
+            continue
+        if lines:
+            lines[-1] += ","
+        words, line = part.split(" "), ""
+        for word in words:
+            if line and len(line) + 1 + len(word) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return lines or [""]
+
+
 def finish_layout(title: str, height: int) -> dict[str, Any]:
-    """Common layout: escaped title, compact margins, fixed height."""
+    """Common layout: the escaped title wrapped to lines (viz.style.wrap_title), compact margins, fixed height."""
+    lines = wrap_title(title)
+    extra = 18 * (len(lines) - 1)
     return {
-        "title": {"text": escape(title), "x": 0.0, "xanchor": "left"},
-        "height": int(height),
-        "margin": {"l": 10, "r": 10, "t": 40, "b": 10},
+        "title": {"text": "<br>".join(escape(line) for line in lines), "x": 0.0, "xanchor": "left"},
+        "height": int(height) + extra,
+        "margin": {"l": 10, "r": 10, "t": 40 + extra, "b": 10},
     }
 
 
@@ -76,3 +104,65 @@ def thaw(spec: dict[str, Any]) -> go.Figure:
     """A Figure around a `frozen` dict, without Plotly's validation (it was valid when frozen): about half a
     millisecond, and st.plotly_chart's copy of it has no numpy arrays left to encode. `spec` is not changed."""
     return go.Figure(spec, _validate=False)
+
+
+# Cell numbers are drawn only where they fit: CSS hides them when the chart's box is narrower than its cells need.
+DIGIT_EM = 0.56  # the width of a digit or point, in em, in Plotly's default font (measured in chromium: Source Sans)
+CELL_PAD_PX = 4
+PROJECTOR_FONT = 16  # every chart's text in projector mode (Plotly's default is 12, cell numbers 11)
+
+
+def _number_chars(trace: Any) -> int:
+    """How many characters the widest number in a heatmap's cells has: "0.00" for %{z:.2f}, else its text."""
+    template = trace.texttemplate or ""
+    if "%{text}" in template and trace.text is not None:
+        return max((len(str(t)) for row in trace.text for t in row), default=0)
+    return 4
+
+
+def _z_columns(z: Any) -> int:
+    if isinstance(z, dict):  # a typed array: {"dtype", "bdata", "shape": "rows, cols"}
+        return int(str(z.get("shape", "0, 0")).split(",")[-1])
+    return int(np.shape(z)[-1]) if np.ndim(z) == 2 else 0
+
+
+def cell_numbers_width(fig: go.Figure) -> int:
+    """The narrowest chart box (px) in which every heatmap's cell numbers fit side by side, or 0 when it prints
+    none. Cells share the plot's width with the y labels (about 7 px a character), the axis titles and colour bar."""
+    need = 0.0
+    labels = 0
+    for axis in ("yaxis", "yaxis2"):
+        ticks = fig.layout[axis].ticktext if axis in fig.layout else None
+        labels = max(labels, max((len(str(t)) for t in ticks or ()), default=0))
+    chrome = 170 + 7 * min(labels, 24)
+    for trace in fig.data:
+        if trace.type != "heatmap" or not trace.texttemplate:
+            continue
+        font = (trace.textfont.size if trace.textfont and trace.textfont.size else 12) or 12
+        cell = _number_chars(trace) * DIGIT_EM * font + CELL_PAD_PX
+        axis = "xaxis" + (trace.xaxis or "x")[1:]
+        domain = fig.layout[axis].domain if axis in fig.layout and fig.layout[axis].domain else (0, 1)
+        share = max(domain[1] - domain[0], 0.05)
+        need = max(need, _z_columns(trace.z) * cell / share + chrome)
+    return int(need)
+
+
+def cell_numbers_css(key: str, width: int) -> str:
+    """CSS for the chart whose Streamlit key is `key`: below `width` px its heatmap cell numbers are hidden (they
+    would overlap into a blur); hover still shows every value. A container query, so it follows the chart's real
+    width on any screen and column layout."""
+    scope = f".st-key-{key}"
+    hide = f"{scope} .heatmap-label{{display:none}}"
+    return f"{scope}{{container-type:inline-size}}@container (max-width:{width}px){{{hide}}}"
+
+
+def for_projector(fig: go.Figure) -> go.Figure:
+    """The figure in large type for a projector: every text at least PROJECTOR_FONT px, titles larger, the
+    chart taller to hold them. Changes `fig` (a thawed copy) and returns it."""
+    fig.update_layout(font={"size": PROJECTOR_FONT}, title_font={"size": PROJECTOR_FONT + 4})
+    fig.update_traces(textfont={"size": PROJECTOR_FONT}, selector={"type": "heatmap"})
+    fig.update_xaxes(tickfont={"size": PROJECTOR_FONT - 2})
+    fig.update_yaxes(tickfont={"size": PROJECTOR_FONT - 2})
+    if fig.layout.height:
+        fig.update_layout(height=int(fig.layout.height * 1.3))
+    return fig

@@ -1,0 +1,86 @@
+"""Projector mode and small screens in a real browser: at 1024×768 and 1280×720, in projector mode and out of it, no
+two numbers drawn in heatmap cells overlap and none is wider than its cell, and no chart title runs past its
+chart. Screenshots go to screenshots/projector-*.png (git-ignored)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+import test_browser
+from test_browser import SHOTS
+
+pytestmark = pytest.mark.browser
+server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
+
+# For every chart: its title's right edge against the chart's, and the drawn cell numbers' boxes with the width of
+# one cell of their heatmap (plot width / columns), all in screen pixels.
+MEASURE_JS = """() => [...document.querySelectorAll('.stPlotlyChart .js-plotly-plot')].map(gd => {
+  const box = gd.getBoundingClientRect();
+  const title = gd.querySelector('.gtitle');
+  const cells = [];
+  gd.querySelectorAll('.heatmaplayer .hm').forEach((hm, i) => {
+    const trace = gd.calcdata[i] && gd.calcdata[i][0];
+    if (!trace || !trace.z) return;
+    const xa = gd._fullLayout[trace.trace.xaxis === 'x' ? 'xaxis' : 'xaxis' + trace.trace.xaxis.slice(1)];
+    const cell = xa._length / trace.z[0].length;
+    hm.querySelectorAll('.heatmap-label text').forEach(t => {
+      if (getComputedStyle(t.parentElement).display === 'none' || !t.textContent) return;
+      const r = t.getBoundingClientRect();
+      cells.push({left: r.left, right: r.right, top: r.top, bottom: r.bottom, cell});
+    });
+  });
+  const t = title ? title.getBoundingClientRect() : null;
+  return {right: box.right, titleRight: t ? t.right : 0, title: title ? title.textContent : '', cells};
+})"""
+
+PAGES = {  # path → (query, the heading to wait for)
+    "": ({"model": "reverse", "text": "abcdefghijklmn"}, "Explore"),
+    "rollout": ({"model": "reverse", "text": "abcdefghij", "rollout_stack": "decoder.cross_attn"}, "Attention rollout"),
+    "masks": ({"model": "lm-english", "text": "The cat sat on the mat."}, "Masks"),
+    "compare": ({"model": "lm-english", "text": "The animal didn't cross the street because it was too tired."},
+                "Compare two inputs"),
+}  # fmt: skip
+
+
+def overlaps(cells: list[dict]) -> list[tuple[dict, dict]]:
+    """Pairs of number boxes that intersect (1 px of tolerance for anti-aliasing)."""
+    rows: dict[int, list[dict]] = {}
+    for c in cells:
+        rows.setdefault(round(c["top"]), []).append(c)
+    bad = []
+    for row in rows.values():
+        row.sort(key=lambda c: c["left"])
+        bad += [(a, b) for a, b in zip(row, row[1:], strict=False) if a["right"] > b["left"] + 1]
+    return bad
+
+
+@pytest.mark.parametrize("projector", [True, False], ids=["projector", "plain"])
+@pytest.mark.parametrize("size", [(1024, 768), (1280, 720)], ids=["1024x768", "1280x720"])
+@pytest.mark.parametrize("path", list(PAGES), ids=[p or "explore" for p in PAGES])
+def test_cell_numbers_fit_their_cells_and_titles_fit_their_charts(server, browser, path, size, projector) -> None:
+    query, heading = PAGES[path]
+    query = {**query, **({"projector": "1"} if projector else {})}
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{server}/{path}?{urlencode(query)}")
+        page.get_by_role("heading", name=heading).first.wait_for()
+        page.locator(".stPlotlyChart .heatmaplayer").first.wait_for(state="attached")
+        page.wait_for_timeout(1500)  # the last charts and the CSS that hides numbers settle
+        charts = page.evaluate(MEASURE_JS)
+        assert charts
+        for chart in charts:
+            assert chart["titleRight"] <= chart["right"] + 1, f"title cut off: {chart['title']!r}"
+            assert all(c["right"] - c["left"] <= c["cell"] + 1 for c in chart["cells"]), chart["title"]
+            assert not overlaps(chart["cells"]), chart["title"]
+        if projector:
+            assert page.locator('[data-testid="stSidebar"][aria-expanded="true"]').count() == 0  # collapsed
+            if path == "" and size[0] >= 1024:  # 15 tokens fit the full-width heatmap: the numbers are shown
+                assert sum(len(c["cells"]) for c in charts) > 0
+        assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
+        mode = "projector" if projector else "plain"
+        page.screenshot(path=str(SHOTS / f"{mode}-{path or 'explore'}-{size[0]}x{size[1]}.png"), full_page=True)
+    finally:
+        context.close()
