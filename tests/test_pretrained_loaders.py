@@ -21,6 +21,7 @@ from inference import catalog  # noqa: E402
 from inference.analyze import analyze, batch_masks, generate_text, positions_used  # noqa: E402
 from inference.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from inference.pretrained.gguf_file import unpermute  # noqa: E402
+from inference.pretrained.loaders import traced_max_len  # noqa: E402
 from inference.text import InputError  # noqa: E402
 
 WORDS = ["the", "cat", "sat", "on", "mat", "a", "dog", "ran", "##s", "."]
@@ -326,3 +327,19 @@ def test_a_bert_folder_with_a_wrong_field_or_tensor_names_it(published, tmp_path
     save_file(tensors, str(folder / "model.safetensors"))
     with pytest.raises(CheckpointError, match=r"encoder\.layers\.1\.self_attn\.w_k\.weight.*shape \(32, 8\)"):
         load_checkpoint(folder)
+
+
+def test_the_longest_input_read_keeps_one_recorded_tensor_of_every_head_small() -> None:
+    assert traced_max_len(8192, 30, 9) == 256  # SmolLM2: 30 × 9 × 256² × 4 bytes = 71 MB, not 270 GB at 8192
+    assert traced_max_len(512, 6, 12) == 512  # all-MiniLM-L6-v2: its own 512
+    assert traced_max_len(512, 12, 12) == 256  # a BERT-base
+
+
+@torch.no_grad()
+def test_a_bert_read_shorter_than_its_table_keeps_the_first_rows(published, monkeypatch) -> None:
+    monkeypatch.setattr("inference.pretrained.loaders.TRACE_BYTES", 4 * 2 * 4 * 8 * 8)  # 2 layers × 4 heads × 8²
+    ckpt = load_checkpoint(published["bert"])
+    assert ckpt.config.max_len == 8 and ckpt.card["max_len"] == 8
+    table = published["hf_bert"].embeddings.position_embeddings.weight
+    torch.testing.assert_close(ckpt.model.positions.table, table[:8])
+    assert len(analyze(ckpt, "the cat sat on the mat the cat sat on the mat").source_pieces) == 8

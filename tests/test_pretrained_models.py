@@ -55,6 +55,8 @@ def test_the_cards_say_what_the_loaded_models_are(smollm: Checkpoint, minilm: Ch
         card, config = ckpt.card, ckpt.config
         layers = config.n_decoder_layers if config.kind == "decoder-only" else config.n_encoder_layers
         assert (card["layers"], card["heads"], card["parameters"]) == (layers, config.n_heads, config.n_parameters)
+        assert card["max_len"] == config.max_len
+    assert (smollm.config.max_len, minilm.config.max_len) == (256, 512)  # SmolLM2's 8192 cut for the trace's memory
     assert smollm.card["kv_heads"] == smollm.config.kv_heads == 3
     assert smollm.card["source"]["licence_declared_by_package"] == "Apache-2.0"
     assert minilm.card["source"]["licence_declared_by_package"] == "none"

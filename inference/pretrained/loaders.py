@@ -11,6 +11,7 @@ Every problem is a CheckpointError naming the file and the first field or tensor
 from __future__ import annotations
 
 import json
+import math
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,18 @@ from inference.pretrained.tokenizer import PretrainedTokenizer
 from inference.tokenizer import TokenizerError
 
 HF_CONFIG, HF_WEIGHTS, HF_TOKENIZER = "config.json", "model.safetensors", "tokenizer.json"
+# One recorded tensor (the scores, or the weights) of every head of every layer stays within this: the trace of a
+# 135M-parameter model at its whole context (SmolLM2: 8192 tokens, 30 × 9 heads) would be 270 GB.
+TRACE_BYTES = 128 * 2**20
+
+
+def traced_max_len(context: int, layers: int, heads: int) -> int:
+    """The longest input the app reads: the model's context, cut to the largest power of two at which one recorded
+    (layers, heads, T, T) float32 tensor fits in TRACE_BYTES (SmolLM2: 256; all-MiniLM-L6-v2: its own 512)."""
+    fit = math.isqrt(TRACE_BYTES // (4 * layers * heads))
+    return min(context, 1 << (fit.bit_length() - 1))
+
+
 BERT_SPECIAL_PIECES = {"pad_id": "[PAD]", "unk_id": "[UNK]", "bos_id": "[CLS]", "eos_id": "[SEP]"}
 
 
@@ -103,8 +116,14 @@ def _checkpoint(name: str, path: Path, build: Any, tokenizer: PretrainedTokenize
         raise CheckpointError(
             f"{path}: the tokenizer has {tokenizer.vocab_size} tokens, the model's embeddings {config.vocab_size}"
         )
-    card = {**card, "tokenizer_sha256": tokenizer.sha256, "parameters": config.n_parameters}
+    card = {**card, "tokenizer_sha256": tokenizer.sha256, "parameters": config.n_parameters, "max_len": config.max_len}
     return Checkpoint(name, path, model, tokenizer, config, card)
+
+
+def _llama_limit(raw: dict[str, Any]) -> int:
+    """traced_max_len of a Llama config (a missing field is reported by llama_config, not here)."""
+    sizes = (raw.get(k) or 1 for k in ("max_position_embeddings", "num_hidden_layers", "num_attention_heads"))
+    return traced_max_len(*sizes)
 
 
 def load_bert(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
@@ -124,8 +143,13 @@ def load_bert(path: Path, name: str | None = None, card: dict[str, Any] | None =
     tensors = files.tensors()
 
     def build(specials: dict[str, int]) -> tuple[Any, Any]:
-        config = bert_config(raw, specials, f"{path}: {HF_CONFIG}")
-        return config, fill_model(config, rename(tensors, BERT_NAMES, BERT_UNUSED, f"{path}: {HF_WEIGHTS}"), str(path))
+        layers, heads = raw.get("num_hidden_layers", 1), raw.get("num_attention_heads", 1)
+        limit = traced_max_len(raw.get("max_position_embeddings", 512), layers, heads)
+        config = bert_config(raw, specials, f"{path}: {HF_CONFIG}", limit)
+        ours = rename(tensors, BERT_NAMES, BERT_UNUSED, f"{path}: {HF_WEIGHTS}")
+        if "positions.table" in ours:  # positions past max_len are never read: their rows are left out
+            ours["positions.table"] = ours["positions.table"][: config.max_len]
+        return config, fill_model(config, ours, str(path))
 
     return _checkpoint(name or path.stem, path, build, tokenizer, card or {"task": "BERT encoder", "source": str(path)})
 
@@ -156,7 +180,7 @@ def load_llama_folder(path: Path, name: str | None = None, card: dict[str, Any] 
     tensors = files.tensors()
 
     def build(specials: dict[str, int]) -> tuple[Any, Any]:
-        config = llama_config(raw, specials, f"{path}: {HF_CONFIG}")
+        config = llama_config(raw, specials, f"{path}: {HF_CONFIG}", _llama_limit(raw))
         names = f"{path}: {HF_WEIGHTS}"
         return config, fill_model(config, rename(tensors, LLAMA_NAMES, LLAMA_UNUSED, names), str(path))
 
@@ -174,7 +198,7 @@ def load_gguf(path: Path, name: str | None = None, card: dict[str, Any] | None =
         raise CheckpointError(str(exc)) from exc
 
     def build(specials: dict[str, int]) -> tuple[Any, Any]:
-        config = llama_config(gguf.config, specials, f"{path}: metadata")
+        config = llama_config(gguf.config, specials, f"{path}: metadata", _llama_limit(gguf.config))
         return config, fill_model(config, rename(gguf.tensors, LLAMA_NAMES, LLAMA_UNUSED, str(path)), str(path))
 
     card = card or {"task": "Llama decoder (GGUF)", "source": str(path)}

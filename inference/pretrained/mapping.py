@@ -44,10 +44,13 @@ def _make(source: str, **fields: Any) -> ModelConfig:
         raise MappingError(f"{source}: {exc}") from exc
 
 
-def bert_config(config: Mapping[str, Any], specials: Mapping[str, int], source: str = "config.json") -> ModelConfig:
+def bert_config(
+    config: Mapping[str, Any], specials: Mapping[str, int], source: str = "config.json", max_len: int | None = None
+) -> ModelConfig:
     """A BERT encoder's config.json (`BertConfig`) as our switches: encoder-only, post-norm LayerNorm with its eps,
     learned absolute positions, token types, GELU, biases, embeddings unscaled and normalised.
-    `specials`: pad_id, unk_id, bos_id ([CLS]) and eos_id ([SEP]) from the tokenizer."""
+    `specials`: pad_id, unk_id, bos_id ([CLS]) and eos_id ([SEP]) from the tokenizer. `max_len`: read at most
+    this many positions (None: all the model has; the loader then keeps that many rows of the learned table)."""
     _require(config, "hidden_act", "gelu", source)
     _require(config, "position_embedding_type", "absolute", source, "absolute")
     d_model, n_heads = _field(config, "hidden_size", source), _field(config, "num_attention_heads", source)
@@ -61,7 +64,7 @@ def bert_config(config: Mapping[str, Any], specials: Mapping[str, int], source: 
         n_decoder_layers=0,
         d_ff=_field(config, "intermediate_size", source),
         dropout=0.0,
-        max_len=_field(config, "max_position_embeddings", source),
+        max_len=min(_field(config, "max_position_embeddings", source), max_len or 2**31),
         positional="learned",
         norm="post",
         norm_eps=float(_field(config, "layer_norm_eps", source)),
@@ -73,9 +76,12 @@ def bert_config(config: Mapping[str, Any], specials: Mapping[str, int], source: 
     )
 
 
-def llama_config(config: Mapping[str, Any], specials: Mapping[str, int], source: str = "config.json") -> ModelConfig:
+def llama_config(
+    config: Mapping[str, Any], specials: Mapping[str, int], source: str = "config.json", max_len: int | None = None
+) -> ModelConfig:
     """A Llama decoder's config (`LlamaConfig` keys) as our switches: decoder-only, pre-RMSNorm, rotary positions,
-    grouped-query attention, SwiGLU, no biases, embeddings unscaled. `specials`: pad/unk/bos/eos ids."""
+    grouped-query attention, SwiGLU, no biases, embeddings unscaled. `specials`: pad/unk/bos/eos ids. `max_len`:
+    read at most this many positions (None: the model's whole context; rotary positions have no table to cut)."""
     _require(config, "hidden_act", "silu", source, "silu")
     for key in ("attention_bias", "mlp_bias"):
         _require(config, key, False, source, False)
@@ -98,7 +104,7 @@ def llama_config(config: Mapping[str, Any], specials: Mapping[str, int], source:
         n_decoder_layers=_field(config, "num_hidden_layers", source),
         d_ff=_field(config, "intermediate_size", source),
         dropout=0.0,
-        max_len=_field(config, "max_position_embeddings", source),
+        max_len=min(_field(config, "max_position_embeddings", source), max_len or 2**31),
         positional="rotary",
         rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
         norm="pre",

@@ -72,6 +72,7 @@ MINILM = Package(
         "layers": 6,
         "heads": 12,
         "parameters": 22_595_898,  # without the pooler, which is not loaded
+        "max_len": 512,
         "predictions": (
             "The weights carry no masked-LM head, so no token is predicted. The top-k shown at each position are "
             "the tokens whose input embeddings have the largest dot product with that position's output vector."
@@ -100,6 +101,7 @@ SMOLLM2 = Package(
         "heads": 9,
         "kv_heads": 3,
         "parameters": 134_515_008,
+        "max_len": 256,  # upstream context 8192; the app reads 256 tokens (loaders.traced_max_len: trace memory)
         "predictions": "Next-token probabilities; weights are Q4_1 (4-bit) as shipped, so slightly off the original",
         "metrics": {},
     },
