@@ -50,20 +50,22 @@ STEPS: tuple[Step, ...] = (
         "The model never sees letters. A tokenizer cuts the text into pieces from a fixed vocabulary (whole words, "
         "parts of words, single characters or bytes; `▁` marks a piece that starts a word), and each piece's id "
         "picks one row of a learned table: a vector of d_model numbers. As in the paper (section 3.4), the row is "
-        "multiplied by √d_model, and the output layer reuses the same table to score every possible next token. "
-        "Pieces with similar uses end up with similar rows, because training moves them the same way.",
+        "multiplied by √d_model, and (in the paper and in our models) the output layer reuses the same table to score "
+        "every possible next token. Pieces used in similar ways tend to end up with similar rows, because training "
+        "moves them alike.",
     ),
     Step(
         "positional-encoding",
         "Sinusoidal positional encoding",
-        "Attention alone ignores order: shuffle the tokens and each one gets the same mixture of the others. So a "
-        "vector that depends only on the position is added to each token's embedding. The paper's is fixed, not "
-        "trained (section 3.5): PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) and PE(pos, 2i+1) = cos(pos / "
-        "10000^(2i/d_model)). Each pair of dimensions is a sine and a cosine of one frequency; the wavelengths grow "
-        "from 2π to 10000·2π, so the first dimensions change quickly from one position to the next and the last "
-        "ones slowly, like the hands of a clock. For any offset k, PE(pos + k) is a fixed rotation of PE(pos), which "
-        "the authors hoped makes relative positions easy to attend to. A learned table, one trained vector per "
-        "position, worked about as well in the paper; the sinusoid may extend to lengths never seen in training.",
+        "Without positions, attention ignores order: shuffle the input tokens and each one computes the same output, "
+        "only in another place. So a vector that depends only on the position is added to each token's embedding. "
+        "The paper's is fixed, not trained (section 3.5): PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) and "
+        "PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)). Each pair of dimensions is a sine and a cosine of one "
+        "frequency; the wavelengths grow from 2π to 10000·2π, so the first dimensions change quickly from one "
+        "position to the next and the last ones slowly, like the hands of a clock. For any offset k, PE(pos + k) is "
+        "PE(pos) with each sine–cosine pair turned by a fixed angle, a linear function of PE(pos), which the authors "
+        "hoped makes relative positions easy to attend to. A learned table, one trained vector per position, worked "
+        "about as well in the paper; the sinusoid may extend to lengths never seen in training.",
         SINUSOIDAL,
     ),
     Step(
@@ -90,9 +92,9 @@ STEPS: tuple[Step, ...] = (
         "Each token's vector is projected three ways: a query q (what it looks for), a key k (what it can be found "
         "by) and a value v (what it passes on). Query i scores key j with q·k/√d_k; the mask sets forbidden scores "
         "to −∞; a softmax turns each row into weights that are positive and sum to 1; the output is the weighted sum "
-        "of the values: softmax(QKᵀ/√d_k)V (section 3.2.1). Why divide by √d_k: with d_k components of variance 1, "
-        "a dot product has variance d_k, and large scores push the softmax to where its gradients vanish. d_k is "
-        "the width of one head (d_model / heads), not d_model.",
+        "of the values: softmax(QKᵀ/√d_k)V (section 3.2.1). Why divide by √d_k: if q and k have d_k independent "
+        "components of mean 0 and variance 1, their dot product has variance d_k, and large scores push the softmax "
+        "to where its gradients vanish. d_k is the width of one head (d_model / heads), not d_model.",
     ),
     Step(
         "multi-head",
@@ -110,7 +112,7 @@ STEPS: tuple[Step, ...] = (
         "network (section 3.3): FFN(x) = max(0, xW₁ + b₁)W₂ + b₂, widening d_model to d_ff (4 times in the paper, "
         "512 → 2048) and back. The ReLU sets every negative unit to 0, so each token switches on its own subset of "
         "units. The network is the same at every position and different in every layer; with d_ff = 4·d_model it "
-        "holds two thirds of a layer's weights.",
+        "has twice the weights of the self-attention beside it.",
     ),
     Step(
         "residual-layernorm",
@@ -121,7 +123,7 @@ STEPS: tuple[Step, ...] = (
         "variance 1 (then a learned gain and bias), which keeps the numbers in range from layer to layer. The paper "
         "normalises after the addition, LayerNorm(x + Sublayer(x)) (post-norm, section 3.1); many later models, our "
         "language model among them, normalise the sub-layer's input instead, x + Sublayer(LayerNorm(x)) (pre-norm, "
-        "with one last LayerNorm at the top), which trains more stably.",
+        "with one last LayerNorm at the top), which usually trains more stably.",
     ),
     Step(
         "cross-attention",

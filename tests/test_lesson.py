@@ -154,6 +154,14 @@ def test_the_cache_step_steps_the_decoder_and_the_cache_grows(app, model: str) -
     assert charts(at)["lesson_cache"]["data"][1]["x"] == [1]  # the chosen step marked
 
 
+def test_an_empty_text_of_the_student_gets_a_message_not_a_traceback(app) -> None:
+    at = ok(app(model=ED, lesson="no-peek-mask"))
+    at.text_area(key="text").input("   ").run()
+    at.radio(key="lesson_source").set_value("yours").run()
+    assert not at.exception and "The text is empty" in at.error[0].value
+    assert heading(at) == "4. No-peek mask" and at.button(key="lesson_next_bottom")  # the lesson goes on
+
+
 def test_the_cost_step_plots_the_measured_quadratic(app) -> None:
     at = ok(app(model=ED, lesson="quadratic-cost"))
     table = at.dataframe[0].value
