@@ -8,13 +8,15 @@ stack, the measured cost of attention) is computed here and comes out as numpy, 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from inference.checkpoint import Checkpoint
-from inference.text import clean_text, encode_first_stack
+from inference.decoding import generate
+from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import attention_mask, padding_mask
 from model.config import ModelConfig
 
@@ -301,6 +303,12 @@ class Cost:
         return float(high / low) if low > 0 else float("inf")
 
 
+def _clock() -> tuple[str, Callable[[], float]]:
+    """The thread's CPU time when torch computes on the calling thread alone (steady on a busy machine), else the
+    elapsed time (CPU time would miss torch's other threads)."""
+    return ("CPU", time.thread_time) if torch.get_num_threads() == 1 else ("wall", time.perf_counter)
+
+
 def cost_lengths(max_len: int, points: int = 8, longest: int = 512) -> tuple[int, ...]:
     """`points` evenly spaced lengths up to min(max_len, longest): small, so the lesson measures in about a second."""
     top = max(points, min(max_len, longest))
@@ -324,7 +332,7 @@ def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, rep
         valid = torch.ones(1, n, dtype=torch.bool)
         x = torch.randn(1, n, cfg.d_model, generator=generator)
         inputs.append((x, attention_mask(valid, valid, causal=stack == "decoder")))
-    clock, now = ("CPU", time.thread_time) if torch.get_num_threads() == 1 else ("wall", time.perf_counter)
+    clock, now = _clock()
     seconds = [float("inf")] * len(lengths)
     sizes = [0] * len(lengths)
     for round_ in range(repeats + 1):  # round robin, so that a burst of other work slows every length alike
@@ -338,3 +346,33 @@ def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, rep
     time_fit = tuple(float(v) for v in np.polyfit(n, seconds, 2))
     bytes_fit = tuple(float(v) for v in np.polyfit(n, np.asarray(sizes, dtype=np.float64), 2))
     return Cost(f"{stack}.layers.0.self_attn", clock, tuple(lengths), tuple(seconds), tuple(sizes), time_fit, bytes_fit)
+
+
+@dataclass(frozen=True)
+class CacheTiming:
+    """Greedy decoding of one text timed with and without the key/value cache (the same tokens either way)."""
+
+    clock: str  # as Cost.clock
+    tokens: int  # tokens written (the end token not counted)
+    with_cache: float  # seconds, the faster of two runs
+    without_cache: float
+
+
+@torch.inference_mode()
+def cache_timing(ckpt: Checkpoint, text: str, max_tokens: int) -> CacheTiming:
+    """Time `inference.decoding.generate` writing up to `max_tokens` after `text` (the translation, or the language
+    model's continuation) with the cache (each step runs the new token only) and without it (each step runs
+    everything again). Raises InputError for text that cannot be read."""
+    cfg, notes = ckpt.config, []
+    cleaned = clean_text(text).text
+    if cfg.is_encoder_decoder:
+        source, prefix = torch.tensor([encode_source(ckpt, cleaned, notes)]), [cfg.bos_id]
+    else:
+        source, prefix = None, encode_prefix(ckpt, cleaned, notes, reserve=min(max_tokens, cfg.max_len // 2))
+    clock, now = _clock()
+    best = {True: float("inf"), False: float("inf")}
+    for cache in (True, False, True, False):
+        start = now()
+        out = generate(ckpt.model, prefix, source, max_tokens, cache=cache)
+        best[cache] = min(best[cache], now() - start)
+    return CacheTiming(clock, len(out.ids), best[True], best[False])

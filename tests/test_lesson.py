@@ -4,6 +4,7 @@ the URL move through it; a step the model cannot show offers one that can), and 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
-from inference.lesson import SENTENCES, SLUGS, STEPS, attention_cost, cost_lengths, step_index, walk
+from inference.lesson import SENTENCES, SLUGS, STEPS, attention_cost, cache_timing, cost_lengths, step_index, walk
 from inference.text import clean_text, encode_first_stack
 from training.tiny import make_tiny_checkpoint
 from viz.labels import display_piece
@@ -31,7 +32,7 @@ def app(good_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., AppTes
     """`app(**query_params)` → the app on the Lesson page, run against `good_dir`."""
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
 
-    def make(**query: str) -> AppTest:
+    def make(**query: str) -> AppTest:  # reads $ATLAS_CHECKPOINTS when run: a test may point it elsewhere first
         at = AppTest.from_file(APP, default_timeout=60)
         at.query_params.update(query)
         at.run()
@@ -119,6 +120,36 @@ def test_a_step_needing_another_model_switches_the_sidebar_to_one(app) -> None:
     assert "lesson_cross" in charts(ok(at)) and heading(at) == "9. Cross-attention"
 
 
+@pytest.fixture(scope="module")
+def learned_dir(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoints) -> Path:
+    """A folder with a language model of learned positions and nothing else."""
+    root = tmp_path_factory.mktemp("learned")
+    make_tiny_checkpoint(root / "lm-learned", "decoder-only", seed=0, positional="learned")
+    return root
+
+
+def test_a_learned_table_is_shown_for_contrast_beside_the_offer_of_a_sinusoidal_model(
+    app, learned_dir: Path, good_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copytree(good_dir / ED, learned_dir / ED, dirs_exist_ok=True)
+    try:
+        monkeypatch.setenv("ATLAS_CHECKPOINTS", str(learned_dir))
+        at = ok(app(model="lm-learned", lesson="positional-encoding"))
+        assert "sinusoidal positions" in at.info[0].value and "lesson_positional" in charts(at)
+        assert "learned" in at.markdown[1].value
+        at.button(key=f"lesson_switch_{ED}").click().run()
+        assert at.selectbox(key="model").value == ED and not ok(at).info
+    finally:
+        shutil.rmtree(learned_dir / ED)
+
+
+def test_a_step_no_checkpoint_can_show_says_so(app, learned_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(learned_dir))
+    at = ok(app(model="lm-learned", lesson="cross-attention"))
+    assert "No checkpoint in" in at.warning[0].value and "an encoder-decoder" in at.warning[0].value
+    assert not [b for b in at.button if b.key.startswith("lesson_switch_")] and not charts(at)
+
+
 def test_the_no_peek_view_greys_exactly_the_masked_cells(app) -> None:
     at = ok(app(model=LM, lesson="no-peek-mask", text="The cat sat."))
     at.radio(key="lesson_source").set_value("yours").run()
@@ -152,6 +183,7 @@ def test_the_cache_step_steps_the_decoder_and_the_cache_grows(app, model: str) -
     slider.set_value(1).run()
     assert step_line(ok(at)).startswith(f"Step 1 of {last}: fed")
     assert charts(at)["lesson_cache"]["data"][1]["x"] == [1]  # the chosen step marked
+    assert [m.label for m in at.metric][1:] == ["without it", "saved"] and at.metric[0].value.endswith(" ms")
 
 
 def test_an_empty_text_of_the_student_gets_a_message_not_a_traceback(app) -> None:
@@ -225,6 +257,16 @@ def test_the_most_active_units_are_drawn_in_unit_order(tiny_checkpoints) -> None
     total = result.hidden.sum(axis=0)
     assert list(units) == sorted(units) and len(units) == 5
     assert total[units].min() >= np.delete(total, units).max()
+
+
+@pytest.mark.parametrize("kind", ["decoder-only", "encoder-decoder"])
+def test_decoding_is_timed_with_and_without_the_cache_on_the_same_tokens(tiny_checkpoints, kind: str) -> None:
+    ckpt = load_checkpoint(tiny_checkpoints[kind])
+    timing = cache_timing(ckpt, "The cat sat on the mat.", 6)
+    written = analyze(ckpt, "The cat sat on the mat.", continuation=6 if kind == "decoder-only" else 0)
+    expected = written.generated if kind == "decoder-only" else min(6, len(written.target_pieces) - 1)
+    assert timing.tokens == expected and timing.with_cache > 0 and timing.without_cache > 0
+    assert timing.clock == "CPU"
 
 
 def test_the_shift_table_pairs_each_token_with_the_next(tiny_checkpoints) -> None:

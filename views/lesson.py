@@ -23,10 +23,12 @@ from inference.lesson import (
     SINUSOIDAL,
     SLUGS,
     STEPS,
+    CacheTiming,
     Cost,
     Step,
     Walk,
     attention_cost,
+    cache_timing,
     layer_weights,
     step_index,
     walk,
@@ -42,6 +44,7 @@ from viz.tables import top_k_frame
 
 SHORT = "Hi!"  # the short sentence padded beside the lesson's
 WRITE = 12  # tokens the language model writes for the key/value cache step
+MAX_OUTPUT = 64  # an encoder-decoder's output, as the analysis decodes it (inference.analyze.Request.max_tokens)
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 
 
@@ -49,6 +52,12 @@ PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1
 def _walk(path: str, stamp: float, text: str) -> Walk:
     """The first stack walked sub-layer by sub-layer (inference.lesson.walk), run by the checkpoint's worker."""
     return ui.model_worker(path, stamp).call(walk, text)
+
+
+@st.cache_resource(max_entries=16, show_spinner="Timing the decoder with and without its cache…")
+def _cache_timing(path: str, stamp: float, text: str, max_tokens: int) -> CacheTiming:
+    """Decoding `text` timed with and without the key/value cache (inference.lesson.cache_timing)."""
+    return ui.model_worker(path, stamp).call(cache_timing, text, max_tokens)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Timing one attention block at growing lengths…")
@@ -317,6 +326,13 @@ def kv_cache(ctx: ui.Context, analysis: Analysis) -> None:
         f"layers: 2 × {n_layers} × {position + 1} × {cfg.d_model} = {held[step - 1]:,} numbers. With it, step {step} "
         f"ran {first if step == 1 else 1} position(s) through the decoder; without it, {position + 1}."
     )
+    timing = _cache_timing(ctx.path, ctx.stamp, ctx.text, analysis.generated or MAX_OUTPUT)
+    clock = "CPU time" if timing.clock == "CPU" else "elapsed time"
+    cols = st.columns(3)
+    cols[0].metric(f"Writing {timing.tokens} tokens with the cache", f"{timing.with_cache * 1000:.1f} ms")
+    cols[1].metric("without it", f"{timing.without_cache * 1000:.1f} ms")
+    cols[2].metric("saved", f"{1 - timing.with_cache / timing.without_cache:.0%}" if timing.without_cache else "–")
+    st.caption(f"Measured on the machine running this app ({clock}, the faster of two runs each): the same tokens.")
 
 
 def quadratic(ctx: ui.Context) -> None:
