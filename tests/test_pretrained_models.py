@@ -4,9 +4,11 @@ equal to transformers' own loading of the same files within 1e-3."""
 
 from __future__ import annotations
 
+import json
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,6 +16,7 @@ from inference import catalog
 from inference.analyze import analyze
 from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.pretrained.packages import MINILM, SMOLLM2, Package
+from inference.text import InputError
 
 SENTENCES = ("The capital of France is", "Once upon a time, there was a little girl who", "I paid 1234 dollars.")
 
@@ -111,3 +114,18 @@ def test_minilm_tokenizes_as_its_own_tokenizer_json(minilm: Checkpoint) -> None:
     result = analyze(minilm, "The cat sat on the mat.", k=3)
     assert result.source_pieces == ("[CLS]", "the", "cat", "sat", "on", "the", "mat", ".", "[SEP]")
     assert len(result.blocks) == 6 and result.blocks["encoder.layers.5.self_attn"].n_heads == 12
+
+
+def test_every_hostile_input_gives_an_analysis_or_an_input_error(smollm: Checkpoint, minilm: Checkpoint) -> None:
+    # the published tokenizers meet the same inputs as ours (tests/hostile_inputs.json): no crash, finite weights
+    cases = json.loads((Path(__file__).parent / "hostile_inputs.json").read_text(encoding="utf-8"))
+    for ckpt in (minilm, smollm):
+        for case in cases:
+            try:
+                result = analyze(ckpt, case["text"])
+            except InputError:
+                continue
+            assert len(result.source_pieces or result.target_pieces) <= ckpt.config.max_len, case["name"]
+            for block in result.blocks.values():
+                rows = block.mask.any(-1)
+                assert np.allclose(block.weights.sum(-1)[:, rows], 1, atol=1e-4), (ckpt.name, case["name"])
