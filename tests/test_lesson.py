@@ -101,6 +101,15 @@ def test_next_and_previous_move_one_step_and_the_url_follows(app) -> None:
     assert at.selectbox(key="lesson_jump").value == "kv-cache"
 
 
+def test_the_step_is_kept_while_another_page_is_shown(app) -> None:
+    at = ok(app(lesson="multi-head"))
+    at.switch_page("views/explore.py").run()
+    assert at.query_params["lesson"] == "multi-head"
+    at.switch_page(PAGE).run()
+    assert heading(ok(at)) == "6. Multi-head attention: split and concatenate"
+    assert at.selectbox(key="lesson_jump").value == "multi-head"
+
+
 def test_the_last_step_has_no_next(app) -> None:
     at = ok(app(lesson=SLUGS[-1]))
     assert at.button(key="lesson_next_top").disabled and not at.button(key="lesson_prev_top").disabled

@@ -312,9 +312,10 @@ def kv_cache(ctx: ui.Context, analysis: Analysis) -> None:
     held = [kv_cache_numbers(n_layers, cfg.d_model, first + s) for s in range(steps)]
     wrote = repr(display_piece(pieces[position + 1])) if position + 1 < len(pieces) else "the end of the text"
     st.text(f"Step {step} of {steps}: fed {display_piece(pieces[position])!r}, wrote {wrote}")
+    st.caption("Its new token's query against every key in the cache (the new token's own in orange):")
     block = analysis.block("decoder.self_attn", 0)
     row = block.weights[0, position, : position + 1]
-    title = f"Step {step}: the new token's self-attention over the cache (layer 1, head 1)"
+    title = f"Self-attention of step {step}, layer 1, head 1"
     chart(attention_row(row, block.key_pieces[: position + 1], title, own=position), "kv_row", ctx.entry.name)
     left, right = st.columns(2)
     with left:
