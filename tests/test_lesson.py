@@ -21,6 +21,7 @@ from inference.text import clean_text, encode_first_stack
 from training.tiny import make_tiny_checkpoint
 from viz.labels import display_piece
 from viz.lesson import cache_work, shift_frame
+from viz.style import PROJECTOR_FONT
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAGE = "views/lesson.py"
@@ -108,6 +109,13 @@ def test_the_step_is_kept_while_another_page_is_shown(app) -> None:
     at.switch_page(PAGE).run()
     assert heading(ok(at)) == "6. Multi-head attention: split and concatenate"
     assert at.selectbox(key="lesson_jump").value == "multi-head"
+
+
+@pytest.mark.parametrize("slug", ["embeddings", "no-peek-mask", "kv-cache", "quadratic-cost"])
+def test_projector_mode_draws_the_lesson_in_large_type(app, slug: str) -> None:
+    at = ok(app(model=ED, lesson=slug, projector="1"))
+    drawn = charts(at)
+    assert drawn and all(fig["layout"]["font"]["size"] == PROJECTOR_FONT for fig in drawn.values())
 
 
 def test_the_last_step_has_no_next(app) -> None:

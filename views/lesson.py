@@ -39,7 +39,7 @@ from viz.lesson import MOST_COLUMNS, cache_work, cost_figure, masked_head, resid
 from viz.masks import mask_heatmap, padding_heatmap, reduced_note
 from viz.positional import encoding_curves, encoding_heatmap
 from viz.steps import FORMULA, attention_steps, key_window, output_figure, steps_figure, steps_latex
-from viz.style import chart_config, thaw
+from viz.style import thaw
 from viz.tables import top_k_frame
 
 SHORT = "Hi!"  # the short sentence padded beside the lesson's
@@ -67,7 +67,13 @@ def _cost(path: str, stamp: float) -> Cost:
 
 
 def chart(fig, key: str, *parts: object) -> None:
-    st.plotly_chart(fig, key=f"lesson_{key}", config=chart_config(safe_filename("lesson", key, *parts)))
+    """A lesson chart, through ui.show_chart: large type in projector mode, cell numbers only where they fit."""
+    ui.show_chart(fig, f"lesson_{key}", safe_filename("lesson", key, *parts))
+
+
+def side_by_side(n: int, spec: list[int] | None = None) -> list:
+    """`n` columns, or `n` containers one below the other in projector mode (each chart the page's width)."""
+    return [st.container() for _ in range(n)] if ui.projector() else st.columns(spec or n)
 
 
 # Navigation --------------------------------------------------------------------------------------------------------
@@ -164,7 +170,7 @@ def embeddings(ctx: ui.Context, analysis: Analysis) -> None:
         f"{ctx.entry.name}: {cfg.vocab_size:,} pieces in the vocabulary, d_model = {cfg.d_model}. Each row below is "
         f"one token's embedding × √{cfg.d_model} = {math.sqrt(cfg.d_model):.1f}, before its position is added."
     )
-    left, right = st.columns([1, 3])
+    left, right = side_by_side(2, [1, 3])
     frame = pd.DataFrame({"token": [display_piece(p) for p in w.pieces], "id": list(w.ids)})
     left.dataframe(frame, hide_index=True, key="lesson_ids")
     with right:
@@ -317,7 +323,7 @@ def kv_cache(ctx: ui.Context, analysis: Analysis) -> None:
     row = block.weights[0, position, : position + 1]
     title = f"Self-attention of step {step}, layer 1, head 1"
     chart(attention_row(row, block.key_pieces[: position + 1], title, own=position), "kv_row", ctx.entry.name)
-    left, right = st.columns(2)
+    left, right = side_by_side(2)
     with left:
         chart(cache_growth(held, step, "Cache size"), "cache", ctx.entry.name)
     with right:
@@ -341,7 +347,7 @@ def quadratic(ctx: ui.Context) -> None:
     n = cost.lengths[-1]
     ms = [s * 1000 for s in cost.seconds]
     kib = [b / 1024 for b in cost.bytes]
-    left, right = st.columns(2)
+    left, right = side_by_side(2)
     with left:
         fit = [c * 1000 for c in cost.time_fit]
         chart(cost_figure(cost.lengths, ms, fit, "Time of one attention block", "ms"), "time", ctx.entry.name)
