@@ -75,3 +75,18 @@ def test_a_student_walks_every_step_of_the_lesson(server, browser, size: str) ->
         assert "model=lm-english" in page.url
     finally:
         context.close()
+
+
+def test_a_step_on_the_projector(server, browser) -> None:
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = context.new_page()
+    page.set_default_timeout(60_000)
+    try:
+        page.goto(f"{server}/lesson?model=translate-en-de&lesson=cross-attention&projector=1")
+        heading(page, SLUGS.index("cross-attention")).wait_for()
+        page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')")
+        page.locator(VIEW).first.wait_for()
+        drawn_without_error(page)
+        shoot(page, "lesson-projector-1024x768.png", 1024, 768)
+    finally:
+        context.close()
