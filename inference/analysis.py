@@ -180,7 +180,7 @@ class Analysis:
     @property
     def first_positional(self) -> np.ndarray:
         """The positional rows of the model's first stack: the encoder's, or the decoder's for an LM."""
-        return self.positional.get("encoder", self.positional["decoder"])
+        return self.positional["encoder"] if "encoder" in self.positional else self.positional["decoder"]
 
 
 @dataclass(frozen=True)

@@ -250,6 +250,7 @@ def test_the_encoder_analysis_reads_cls_text_sep_and_writes_nothing(published) -
     assert list(result.blocks) == ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]
     assert result.attention_label("encoder.self_attn") == "Self-attention (bidirectional)"
     assert result.positional["encoder"].shape == (5, 32) and result.position_encoding == "learned"
+    assert result.first_positional is result.positional["encoder"]  # an encoder-only analysis has no decoder rows
     assert result.kv_heads is None and result.kv_head(3) == 3  # every head its own keys and values
     assert positions_used(ckpt, "the cat sat") == 5
     masks = batch_masks(ckpt, ["the cat sat", "a dog"])
