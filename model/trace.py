@@ -14,9 +14,11 @@ class Trace:
     """Everything one forward pass computed that a learner may want to see.
 
     source_ids:   (B, S) encoder input ids; None for a decoder-only model.
-    target_ids:   (B, T) decoder input ids of this pass (for a language model, the text itself).
+    target_ids:   (B, T) decoder input ids of this pass (for a language model, the text itself; for an
+                  encoder-only model, (B, 0): it has no decoder).
     target_valid: (B, T_all) which decoder positions so far hold real tokens: the keys of the next step.
-    positional:   "encoder"/"decoder" → (T, d_model) positional-encoding rows added to the embeddings.
+    positional:   "encoder"/"decoder" → (T, d_model) positional-encoding rows added to the embeddings; with
+                  rotary positions (T, d_head) rows, the cos | sin of the angles queries and keys were turned by.
     attention:    module path (`encoder.layers.0.self_attn`, `decoder.layers.1.cross_attn`, …) → its record,
                   in the order computed. A decoder pass that continues a `past` trace holds no encoder blocks.
     query_offset: position of the first query among the decoder's keys (non-zero after a `past`).
