@@ -252,10 +252,11 @@ def feed_forward(ctx: ui.Context, analysis: Analysis) -> None:
     st.caption(
         f"{ctx.entry.name}: {cfg.d_model} → {cfg.d_ff} → {cfg.d_model}. In each layer the feed-forward network has "
         f"{ffn:,} weights and the self-attention {attn:,}. In layer 1, {w.zero_share:.0%} of the units are exactly "
-        "0 after the ReLU on this sentence."
+        f"0 after the ReLU on this sentence. Below, the {min(MOST_COLUMNS, cfg.d_ff)} units most active on it "
+        "(white: 0)."
     )
     units = w.active_units(MOST_COLUMNS)
-    title = f"Layer 1 feed-forward: the {len(units)} most active of {cfg.d_ff} units after the ReLU (white: 0)"
+    title = "Layer 1 feed-forward units, after the ReLU"
     fig = vectors_heatmap(w.hidden[:, units], w.pieces, title, x_title="unit", columns=units.tolist())
     chart(fig, "ffn", ctx.entry.name)
 
