@@ -178,6 +178,12 @@ class Analysis:
         return sum(a.nbytes for a in self.arrays)
 
     @property
+    def prediction_pieces(self) -> tuple[str, ...]:
+        """The tokens `predictions` are made at, one each: the decoder's (next-token guesses), or an encoder-only
+        model's input (what each output vector scores highest: the card's "predictions" says what that is)."""
+        return (self.source_pieces or ()) if self.kind == "encoder-only" else self.target_pieces
+
+    @property
     def first_positional(self) -> np.ndarray:
         """The positional rows of the model's first stack: the encoder's, or the decoder's for an LM."""
         return self.positional["encoder"] if "encoder" in self.positional else self.positional["decoder"]

@@ -247,6 +247,7 @@ def test_the_encoder_analysis_reads_cls_text_sep_and_writes_nothing(published) -
     result = analyze(ckpt, "the cat sat", k=3)
     assert result.kind == "encoder-only" and result.source_pieces == ("[CLS]", "the", "cat", "sat", "[SEP]")
     assert result.target_pieces == () and len(result.predictions) == 5
+    assert result.prediction_pieces == result.source_pieces  # one top-k per input token
     assert list(result.blocks) == ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]
     assert result.attention_label("encoder.self_attn") == "Self-attention (bidirectional)"
     assert result.positional["encoder"].shape == (5, 32) and result.position_encoding == "learned"
@@ -263,6 +264,7 @@ def test_the_llama_analysis_shows_rotations_and_continues_the_text(published) ->
     ckpt = load_checkpoint(published["gguf"])
     result = analyze(ckpt, "the cat", continuation=3)
     assert result.position_encoding == "rotary" and result.generated == 3
+    assert result.prediction_pieces == result.target_pieces and len(result.predictions) == len(result.target_pieces)
     assert result.positional["decoder"].shape == (len(result.target_pieces), 16)  # (T, d_head)
     assert result.blocks["decoder.layers.1.self_attn"].weights.shape[0] == 4  # every query head
     assert [result.kv_head(h) for h in range(4)] == [0, 0, 1, 1]  # the key/value head each one reads
