@@ -14,7 +14,15 @@ import torch
 from inference.analysis import Analysis, BatchMasks, Block, Prediction, query_key_pieces
 from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling, generate, greedy_many, pad_rows, top_k
-from inference.text import InputError, clean_text, encode_first_stack, encode_prefix, encode_source
+from inference.text import (
+    InputError,
+    clean_text,
+    encode_first_stack,
+    encode_prefix,
+    encode_source,
+    outside_vocabulary,
+    vocabulary_note,
+)
 from model.attention import attention_mask, padding_mask
 from model.trace import Trace
 from model.transformer import EncoderDecoder
@@ -165,7 +173,10 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
     notes = list(p.notes)
     all_ids = p.target_ids + (p.source_ids or [])
     unknown = tuple(sorted({piece for i, piece in zip(all_ids, tok.pieces(all_ids)) if i == cfg.unk_id}))
-    if unknown:
+    outside = outside_vocabulary(tok, p.text)
+    if outside:  # named, with what the model reads instead (byte pieces or <unk>)
+        notes.append(vocabulary_note(ckpt.name, outside))
+    elif unknown:
         notes.append("Some characters are not in the model's vocabulary and became <unk>.")
     source = tuple(tok.pieces(p.source_ids)) if p.source_ids is not None else None
     target = tuple(tok.pieces(p.target_ids))

@@ -6,10 +6,13 @@ every change made to the input is said in a note.
 
 from __future__ import annotations
 
+import functools
+import re
 import unicodedata
 from dataclasses import dataclass
 
 from inference.checkpoint import Checkpoint
+from inference.tokenizer import Tokenizer
 
 MAX_CHARS = 20_000  # longer text is cut before tokenizing: max_len tokens never need more
 
@@ -69,3 +72,45 @@ def encode_first_stack(ckpt: Checkpoint, text: str, notes: list[str]) -> list[in
     if ckpt.config.is_encoder_decoder:
         return encode_source(ckpt, text, notes)
     return encode_prefix(ckpt, text, notes)
+
+
+BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+SHOWN_CHARS = 12  # at most this many of the characters are named in the note
+
+
+@functools.lru_cache(maxsize=65_536)
+def _reads_as(tokenizer: Tokenizer, ch: str) -> str:
+    """How the tokenizer takes one character: "unk" (the unknown token), "bytes" (sentencepiece's byte
+    fallback: one <0xNN> piece per UTF-8 byte) or "" (a piece of its vocabulary)."""
+    ids = tokenizer.encode(ch)
+    if tokenizer.unk_id in ids:
+        return "unk"
+    return "bytes" if any(BYTE_PIECE.fullmatch(p) for p in tokenizer.pieces(ids)) else ""
+
+
+def outside_vocabulary(tokenizer: Tokenizer, text: str) -> dict[str, tuple[str, ...]]:
+    """The characters of `text` the tokenizer has no piece for, by how it reads them ("unk", "bytes"), in order
+    of first appearance: Chinese, Arabic or emoji for a model trained on English and German."""
+    found: dict[str, list[str]] = {}
+    for ch in dict.fromkeys(text):
+        if not ch.isspace() and (how := _reads_as(tokenizer, ch)):
+            found.setdefault(how, []).append(ch)
+    return {how: tuple(chars) for how, chars in found.items()}
+
+
+def vocabulary_note(model: str, outside: dict[str, tuple[str, ...]]) -> str | None:
+    """The page's note naming the characters outside `model`'s vocabulary and what the model sees instead."""
+    if not outside:
+        return None
+    chars = [ch for group in outside.values() for ch in group]
+    named = " ".join(chars[:SHOWN_CHARS]) + (" …" if len(chars) > SHOWN_CHARS else "")
+    sees = []
+    if "bytes" in outside:
+        sees.append("raw UTF-8 bytes (pieces like <0xE4>)")
+    if "unk" in outside:
+        sees.append("the unknown token <unk>")
+    return (
+        f"{len(chars)} character(s) are not in {model}'s vocabulary: {named}. The model reads them as "
+        f"{' and '.join(sees)}, which it met rarely or never in training: its attention and output for them do "
+        "not mean much."
+    )

@@ -53,3 +53,22 @@ def test_lone_surrogates_are_replaced_by_the_replacement_character_and_said(text
     assert result.text == expected
     assert not any(0xD800 <= ord(ch) <= 0xDFFF for ch in result.text)
     assert any(f"{count} invalid character(s)" in note and "\ufffd" in note for note in result.notes), result.notes
+
+
+def test_characters_outside_the_vocabulary_are_named_with_what_the_model_reads_instead() -> None:
+    from pathlib import Path
+
+    from inference.checkpoint import load_checkpoint
+    from inference.text import outside_vocabulary, vocabulary_note
+
+    shipped = Path(__file__).resolve().parents[1] / "checkpoints"
+    lm = load_checkpoint(shipped / "lm-english").tokenizer
+    assert outside_vocabulary(lm, "The cat sat on the mat.") == {}
+    assert vocabulary_note("lm-english", {}) is None
+    found = outside_vocabulary(lm, "I like 中文 and 😀, 中文!")
+    assert found == {"bytes": ("中", "文", "😀")}  # each named once, in order, spaces and ASCII left out
+    note = vocabulary_note("lm-english", found)
+    assert note.startswith("3 character(s) are not in lm-english's vocabulary: 中 文 😀.") and "<0xE4>" in note
+    reverse = load_checkpoint(shipped / "reverse").tokenizer  # the alphabet a-p: anything else is <unk>
+    assert outside_vocabulary(reverse, "abcxyz") == {"unk": ("x", "y", "z")}
+    assert "the unknown token <unk>" in vocabulary_note("reverse", outside_vocabulary(reverse, "abcxyz"))
