@@ -6,6 +6,7 @@ loads it, the Analysis comes out as for our own models, and a file that does not
 from __future__ import annotations
 
 import json
+import sys
 import zipfile
 from pathlib import Path
 
@@ -346,3 +347,9 @@ def test_a_bert_read_shorter_than_its_table_keeps_the_first_rows(published, monk
     table = published["hf_bert"].embeddings.position_embeddings.weight
     torch.testing.assert_close(ckpt.model.positions.table, table[:8])
     assert len(analyze(ckpt, "the cat sat on the mat the cat sat on the mat").source_pieces) == 8
+
+
+def test_a_missing_reader_library_is_a_checkpoint_error_saying_what_to_install(published, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "gguf", None)  # as if gguf were not installed
+    with pytest.raises(CheckpointError, match=r"needs the gguf package.*requirements-pretrained\.txt"):
+        load_checkpoint(published["gguf"])

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inference.checkpoint import Checkpoint
+from inference.checkpoint import Checkpoint, CheckpointError
 from inference.pretrained.loaders import load_pretrained
 
 
@@ -125,9 +125,14 @@ def card_for(path: Path) -> tuple[str, dict[str, Any]] | None:
 
 
 def load_path(path: Path) -> Checkpoint:
-    """A published model's file or folder as a Checkpoint: a known package's file gets its name and card."""
+    """A published model's file or folder as a Checkpoint: a known package's file gets its name and card.
+    A reader library that is not installed (tokenizers, gguf) is a CheckpointError saying what to install."""
     known = card_for(path)
-    if known is not None:
-        name, card = known
+    name, card = known if known is not None else (None, None)
+    try:
         return load_pretrained(path, name, card)
-    return load_pretrained(path)
+    except ImportError as exc:
+        raise CheckpointError(
+            f"{path}: reading it needs the {exc.name or 'missing'} package: "
+            "pip install --no-deps -r requirements-pretrained.txt"
+        ) from exc
