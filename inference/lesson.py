@@ -175,7 +175,7 @@ SLUGS: tuple[str, ...] = tuple(s.slug for s in STEPS)
 
 # The lesson's sentence for each preset family (inference.catalog.preset_family).
 SENTENCES = {
-    "reverse": "hello world",
+    "reverse": "pineapple",  # letters of its alphabet only (a to p, no space): "hello world" had three <unk>
     "translate": "The cat sat on the mat.",
     "lm": "Once upon a time, there was a little girl who",  # lm-english writes on after it (the cache step)
 }
