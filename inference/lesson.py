@@ -277,6 +277,7 @@ class Cost:
     clock:   "CPU" (the CPU time of the thread running it, when torch runs on that one thread: other work on a busy
              machine barely changes it) or "wall" (elapsed time, when torch spreads the work over threads).
     lengths: the sequence lengths n.
+    repeats: how many timed runs at each n.
     seconds: the fastest of the repeats at each n (the least disturbed by other work on the machine).
     bytes:   bytes of the scores and weights tensors the block actually created at each n (float32, every head).
     time_fit, bytes_fit: (a, b, c) of a·n² + b·n + c, least squares.
@@ -284,6 +285,7 @@ class Cost:
 
     block: str
     clock: str
+    repeats: int
     lengths: tuple[int, ...]
     seconds: tuple[float, ...]
     bytes: tuple[int, ...]
@@ -316,7 +318,7 @@ def cost_lengths(max_len: int, points: int = 8, longest: int = 512) -> tuple[int
 
 
 @torch.inference_mode()
-def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, repeats: int = 4) -> Cost:
+def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, repeats: int = 3) -> Cost:
     """Time the first stack's first self-attention block (projections, QKᵀ/√d_k, mask, softmax, ·V, W^O: the
     explicit path that materialises the weights) on random vectors of each length, `repeats` times each in turn,
     and count the bytes of the score and weight tensors it returns. About a second for the shipped models."""
@@ -345,7 +347,8 @@ def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, rep
     n = np.asarray(lengths, dtype=np.float64)
     time_fit = tuple(float(v) for v in np.polyfit(n, seconds, 2))
     bytes_fit = tuple(float(v) for v in np.polyfit(n, np.asarray(sizes, dtype=np.float64), 2))
-    return Cost(f"{stack}.layers.0.self_attn", clock, tuple(lengths), tuple(seconds), tuple(sizes), time_fit, bytes_fit)
+    block = f"{stack}.layers.0.self_attn"
+    return Cost(block, clock, repeats, tuple(lengths), tuple(seconds), tuple(sizes), time_fit, bytes_fit)
 
 
 @dataclass(frozen=True)

@@ -358,14 +358,14 @@ def quadratic(ctx: ui.Context) -> None:
     heads = ctx.ckpt.config.n_heads
     clock = "CPU time of the thread running it" if cost.clock == "CPU" else "elapsed time"
     d = ctx.ckpt.config.d_model
+    growth = f"{cost.doubling(cost.time_fit):.1f}× and the memory {cost.doubling(cost.bytes_fit):.1f}×"
     st.caption(
         f"{cost.block}, measured on the machine running this app when the step was first opened ({clock}), the "
-        f"fastest of 4 runs at each of {len(cost.lengths)} lengths. From n = {n // 2} to n = {n}, the fitted time "
-        f"grows {cost.doubling(cost.time_fit):.1f}× and the memory {cost.doubling(cost.bytes_fit):.1f}×: 4× for a pure "
-        f"n² cost, 2× for a linear one. The time is not all n² yet: the block's four projections cost 4·n·d² "
-        f"multiply-adds against 2·n²·d for QKᵀ and the weighted sum (d = {d}), equal at n = 2d = {2 * d}, and "
-        f"beyond that the n² part takes over. Memory: {cost.bytes_fit[0]:.0f} bytes per n² = 2 matrices (scores, "
-        f"weights) × {heads} heads × 4 bytes."
+        f"fastest of {cost.repeats} runs at each of {len(cost.lengths)} lengths. From n = {n // 2} to n = {n}, the "
+        f"fitted time grows {growth}: 4× for a pure n² cost, 2× for a linear one. The time is not all n² yet: the "
+        f"block's four projections cost 4·n·d² multiply-adds against 2·n²·d for QKᵀ and the weighted sum "
+        f"(d = {d}), equal at n = 2d = {2 * d}, and beyond that the n² part takes over. Memory: "
+        f"{cost.bytes_fit[0]:.0f} bytes per n² = 2 matrices (scores, weights) × {heads} heads × 4 bytes."
     )
     table = pd.DataFrame({"n": list(cost.lengths), "time (ms)": ms, "scores + weights (KiB)": kib})
     st.dataframe(table, hide_index=True, key="lesson_cost")
