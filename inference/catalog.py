@@ -33,7 +33,7 @@ PAPER_SENTENCES = (
 )
 
 PRESETS: dict[str, tuple[str, ...]] = {
-    "reverse": ("abcdef", "hello world", "attention", "1234567890", "racecar"),
+    "reverse": ("abcdef", "pineapple", "bookkeeping", "hello", "abcdefghijklmnop"),  # its alphabet is a–p only
     "translate": (
         "The cat sat on the mat.",
         "Where is the train station?",

@@ -20,10 +20,21 @@ METRICS = {
 }
 
 
-def test_the_three_checkpoints_are_shipped_within_30_mb() -> None:
+def test_the_three_checkpoints_are_shipped_within_50_mb() -> None:
+    """With reverse's training snapshots (11 MB); the whole repository stays within 60 MB."""
     assert sorted(p.name for p in ROOT.iterdir() if p.is_dir()) == sorted(SHIPPED)
     size = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
-    assert size <= 30 * 1024 * 1024, f"checkpoints take {size / 2**20:.1f} MB"
+    assert size <= 50 * 1024 * 1024, f"checkpoints take {size / 2**20:.1f} MB"
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_every_preset_sentence_is_within_the_models_vocabulary(name: str) -> None:
+    from inference.catalog import presets
+    from inference.text import outside_vocabulary
+
+    ckpt = load_checkpoint(ROOT / name)
+    for text in presets(name, ckpt.config.kind, ckpt.card):
+        assert outside_vocabulary(ckpt.tokenizer, text) == {}, text
 
 
 @pytest.fixture(scope="module", params=SHIPPED)
