@@ -47,9 +47,10 @@ class ModelConfig:
 
     The fields after `eos_id` are switches for published models, each defaulting to the 2017 paper:
     BERT is kind="encoder-only", positional="learned", n_token_types=2, embed_scale=False, embed_norm=True,
-    activation="gelu", norm_eps=1e-12; a Llama is kind="decoder-only", positional="rotary", norm="pre",
-    norm_type="rms", activation="swiglu", bias=False, embed_scale=False and n_kv_heads < n_heads (grouped-query
-    attention: each key/value head serves n_heads // n_kv_heads query heads).
+    activation="gelu", norm_eps=1e-12, and mlm_head=True when its weights carry the masked-LM head; a Llama is
+    kind="decoder-only", positional="rotary", norm="pre", norm_type="rms", activation="swiglu", bias=False,
+    embed_scale=False and n_kv_heads < n_heads (grouped-query attention: each key/value head serves
+    n_heads // n_kv_heads query heads).
     """
 
     kind: Kind
@@ -77,6 +78,7 @@ class ModelConfig:
     embed_norm: bool = False  # a normalisation after embeddings + positions (BERT)
     n_token_types: int = 0  # BERT's segment embeddings; every token here is of type 0
     rope_base: float = 10000.0  # rotary positions: θ_i = rope_base^(-2i/d_head)
+    mlm_head: bool = False  # BERT's masked-LM head: dense + activation + norm before the output projection
 
     def __post_init__(self) -> None:
         choices = {
@@ -89,7 +91,7 @@ class ModelConfig:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
-        for name in ("bias", "embed_scale", "embed_norm"):
+        for name in ("bias", "embed_scale", "embed_norm", "mlm_head"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         for name in ("norm_eps", "rope_base"):
@@ -161,7 +163,8 @@ class ModelConfig:
         positions = self.max_len * d if self.positional == "learned" else 0
         embeddings = v * d + positions + self.n_token_types * d + (norm if self.embed_norm else 0)
         generator = (0 if self.tie_embeddings else d * v) + b * v
-        return embeddings + layers + final_norms + generator
+        head = d * d + b * d + norm if self.mlm_head else 0
+        return embeddings + layers + final_norms + head + generator
 
     @property
     def d_head(self) -> int:

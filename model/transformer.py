@@ -240,6 +240,18 @@ class Decoder(nn.Module):
         return self.norm(x), records
 
 
+class MaskedLMHead(nn.Module):
+    """BERT's masked-LM head before the (tied) output projection: LayerNorm(GELU(x W + b)) (Devlin et al. 2019)."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.d_model, config.d_model, bias=config.bias)
+        self.norm = make_norm(config)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.norm(F.gelu(self.dense(x)))  # (B, T, d_model)
+
+
 class TransformerBase(nn.Module):
     """What the models share: embeddings, positions, the decoder (none when `cross` is None: encoder-only) and
     the output projection."""
@@ -254,6 +266,7 @@ class TransformerBase(nn.Module):
         self.embed_norm = make_norm(config) if config.embed_norm else nn.Identity()
         self.dropout = nn.Dropout(config.dropout)
         self.decoder = None if cross is None else Decoder(config, cross)
+        self.head = MaskedLMHead(config) if config.mlm_head else nn.Identity()
         self.generator = nn.Linear(config.d_model, config.vocab_size, bias=config.bias)
         if config.tie_embeddings:
             self.generator.weight = self.embed.lut.weight
@@ -292,7 +305,7 @@ class TransformerBase(nn.Module):
         x, pe = self.embed_with_positions(target_ids, offset)
         past_records = past.attention if past else {}
         x, records = self.decoder(x, self_mask, memory, cross_mask, past_records, record, ablate, self.rotary(pe))
-        return self.generator(x), target_valid, records, pe
+        return self.generator(self.head(x)), target_valid, records, pe
 
 
 class EncoderDecoder(TransformerBase):
@@ -355,8 +368,8 @@ class DecoderOnlyLM(TransformerBase):
 class EncoderOnly(TransformerBase):
     """The encoder alone, every token seeing every other (BERT): no decoder, nothing to continue.
 
-    The generator reads the encoder's output at every position: a masked-LM head's logits when the loaded
-    weights carry one; with the tied embeddings and no trained head, the dot product of each output vector
+    The generator reads the encoder's output at every position: with `mlm_head`, the masked-LM head's logits
+    (what a [MASK] there should be); without it, with tied embeddings, the dot product of each output vector
     with every token embedding (which tokens the output vector lies closest to, not a prediction).
     """
 
@@ -374,7 +387,7 @@ class EncoderOnly(TransformerBase):
         x, pe = self.embed_with_positions(ids)
         x, records = self.encoder(x, attention_mask(valid, valid), record, ablate, self.rotary(pe))
         trace = Trace(self.config.kind, ids, ids[:, :0], valid[:, :0], {"encoder": pe}, records)
-        return self.generator(x), trace
+        return self.generator(self.head(x)), trace
 
 
 Model = EncoderDecoder | DecoderOnlyLM | EncoderOnly

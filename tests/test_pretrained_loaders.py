@@ -80,6 +80,10 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         )
     )
     bert.save_pretrained(root / "tiny-bert")
+    torch.manual_seed(1)
+    mlm = seeded(transformers.BertForMaskedLM(bert.config))
+    mlm.save_pretrained(root / "tiny-bert-mlm")
+    bert_tokenizer().save(str(root / "tiny-bert-mlm" / "tokenizer.json"))
     bert_tokenizer().save(str(root / "tiny-bert" / "tokenizer.json"))
     with zipfile.ZipFile(root / "tiny-bert.zip", "w") as zf:
         for f in sorted((root / "tiny-bert").iterdir()):
@@ -112,6 +116,8 @@ def published(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         "gguf": root / "gguf" / "tiny.gguf",
         "hf_bert": bert,
         "hf_llama": llama,
+        "mlm": root / "tiny-bert-mlm",
+        "hf_mlm": mlm,
     }
 
 
@@ -280,11 +286,18 @@ def test_the_catalog_lists_published_folders_and_files_without_reading_weights(p
         entries = {e.name: e for e in catalog.list_checkpoints(root, packages=False)}
         assert {name: e.kind for name, e in entries.items()} == {
             "tiny-bert": "encoder-only",
+            "tiny-bert-mlm": "encoder-only",
             "tiny-llama": "decoder-only",
             "tiny": "decoder-only",
         }
         assert all(e.ok for e in entries.values())
-        assert [name for name, _ in catalog.folder_stamp(root)] == ["gguf", "tiny-bert", "tiny-llama", "tiny.gguf"]
+        assert [name for name, _ in catalog.folder_stamp(root)] == [
+            "gguf",
+            "tiny-bert",
+            "tiny-bert-mlm",
+            "tiny-llama",
+            "tiny.gguf",
+        ]
         monkeypatch.undo()
         assert load_checkpoint(entries["tiny"].path).config.kind == "decoder-only"
     finally:
@@ -353,3 +366,17 @@ def test_a_missing_reader_library_is_a_checkpoint_error_saying_what_to_install(p
     monkeypatch.setitem(sys.modules, "gguf", None)  # as if gguf were not installed
     with pytest.raises(CheckpointError, match=r"needs the gguf package.*requirements-pretrained\.txt"):
         load_checkpoint(published["gguf"])
+
+
+@torch.no_grad()
+def test_a_bert_with_its_masked_lm_head_fills_a_typed_mask(published) -> None:
+    ckpt = load_checkpoint(published["mlm"])
+    assert ckpt.config.mlm_head and "masked-LM head" in ckpt.card["task"]
+    result = analyze(ckpt, "the cat [MASK] on the mat", k=3)
+    assert result.source_pieces[3] == "[MASK]"  # typed, it is the mask token, not "[", "mask", "]"
+    ids = torch.tensor([[2, *ckpt.tokenizer.encode("the cat [MASK] on the mat"), 3]])
+    expected = torch.softmax(published["hf_mlm"](ids).logits[0, 3], -1).topk(3)
+    assert [p.id for p in result.predictions[3]] == expected.indices.tolist()
+    # without the head [MASK] means nothing: typed, it stays text
+    plain = load_checkpoint(published["bert"])
+    assert "[MASK]" not in analyze(plain, "the cat [MASK]").source_pieces

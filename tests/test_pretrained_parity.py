@@ -46,6 +46,25 @@ def tiny_bert() -> transformers.BertModel:
     return model
 
 
+def tiny_bert_mlm() -> transformers.BertForMaskedLM:
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=97,
+        hidden_size=48,
+        num_attention_heads=4,
+        num_hidden_layers=2,
+        intermediate_size=80,
+        max_position_embeddings=40,
+        attn_implementation="eager",
+    )
+    model = transformers.BertForMaskedLM(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "LayerNorm" in name or name.endswith("predictions.bias"):
+                param.add_(torch.randn_like(param) * 0.2)
+    return model
+
+
 def tiny_llama(tie: bool = False, rope_theta: float = 10000.0) -> transformers.LlamaForCausalLM:
     torch.manual_seed(0)
     config = transformers.LlamaConfig(
@@ -178,3 +197,16 @@ def test_an_unsupported_config_field_is_named() -> None:
     config = tiny_bert().config.to_dict() | {"position_embedding_type": "relative_key"}
     with pytest.raises(MappingError, match="position_embedding_type"):
         bert_config(config, BERT_SPECIALS)
+
+
+@torch.no_grad()
+def test_a_bert_with_its_masked_lm_head_gives_transformers_fill_mask_logits() -> None:
+    reference = tiny_bert_mlm()
+    config = bert_config(reference.config.to_dict(), BERT_SPECIALS, mlm_head=True)
+    model = fill_model(config, rename(reference.state_dict(), BERT_NAMES, BERT_UNUSED, "bert"), "bert")
+    x = ids(97, 9)
+    expected = reference(x, output_attentions=True)
+    logits, trace = model(x)
+    torch.testing.assert_close(logits, expected.logits, **TOL)
+    for i, weights in enumerate(expected.attentions):
+        torch.testing.assert_close(trace.attention[f"encoder.layers.{i}.self_attn"].weights, weights, **TOL)

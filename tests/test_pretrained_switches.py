@@ -47,7 +47,13 @@ LLAMA_LIKE = {
 
 
 @pytest.mark.parametrize(
-    "fields", [BERT_LIKE, LLAMA_LIKE, LLAMA_LIKE | {"kind": "encoder-decoder", "n_encoder_layers": 1}]
+    "fields",
+    [
+        BERT_LIKE,
+        BERT_LIKE | {"mlm_head": True},
+        LLAMA_LIKE,
+        LLAMA_LIKE | {"kind": "encoder-decoder", "n_encoder_layers": 1},
+    ],
 )
 def test_the_parameter_count_from_the_config_is_that_of_the_model(fields: dict) -> None:
     config = ModelConfig(**fields)

@@ -25,6 +25,7 @@ from inference.pretrained.mapping import (
     BERT_UNUSED,
     LLAMA_NAMES,
     LLAMA_UNUSED,
+    MLM_HEAD,
     MappingError,
     bert_config,
     fill_model,
@@ -128,7 +129,8 @@ def _llama_limit(raw: dict[str, Any]) -> int:
 
 def load_bert(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
     """A BERT encoder from a folder or zip (config.json, model.safetensors, tokenizer.json); its specials are
-    [PAD], [UNK], [CLS] (our bos: first) and [SEP] (our eos: last)."""
+    [PAD], [UNK], [CLS] (our bos: first) and [SEP] (our eos: last). When the weights carry the masked-LM head
+    (BertForMaskedLM), its predictions are the fill-mask top-k and a typed [MASK] is the mask token."""
     try:
         files = Files(path)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -136,22 +138,26 @@ def load_bert(path: Path, name: str | None = None, card: dict[str, Any] | None =
     raw = files.config()
     if raw.get("model_type") != "bert":
         raise CheckpointError(f"{path}: {HF_CONFIG} model_type is {raw.get('model_type')!r}, expected 'bert'")
+    tensors = files.tensors()
+    mlm_head = any(name.removeprefix("bert.") == MLM_HEAD for name in tensors)
+    mask = "[MASK]" if mlm_head else None
     try:
-        tokenizer = PretrainedTokenizer.from_json(files.read(HF_TOKENIZER), BERT_SPECIAL_PIECES, f"{path}: tokenizer")
+        data, source = files.read(HF_TOKENIZER), f"{path}: {HF_TOKENIZER}"
+        tokenizer = PretrainedTokenizer.from_json(data, BERT_SPECIAL_PIECES, source, mask)
     except TokenizerError as exc:
         raise CheckpointError(str(exc)) from exc
-    tensors = files.tensors()
 
     def build(specials: dict[str, int]) -> tuple[Any, Any]:
         layers, heads = raw.get("num_hidden_layers", 1), raw.get("num_attention_heads", 1)
         limit = traced_max_len(raw.get("max_position_embeddings", 512), layers, heads)
-        config = bert_config(raw, specials, f"{path}: {HF_CONFIG}", limit)
+        config = bert_config(raw, specials, f"{path}: {HF_CONFIG}", limit, mlm_head)
         ours = rename(tensors, BERT_NAMES, BERT_UNUSED, f"{path}: {HF_WEIGHTS}")
         if "positions.table" in ours:  # positions past max_len are never read: their rows are left out
             ours["positions.table"] = ours["positions.table"][: config.max_len]
         return config, fill_model(config, ours, str(path))
 
-    return _checkpoint(name or path.stem, path, build, tokenizer, card or {"task": "BERT encoder", "source": str(path)})
+    task = "BERT encoder with its masked-LM head" if mlm_head else "BERT encoder (no masked-LM head)"
+    return _checkpoint(name or path.stem, path, build, tokenizer, card or {"task": task, "source": str(path)})
 
 
 def load_llama_folder(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:

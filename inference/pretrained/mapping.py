@@ -45,12 +45,17 @@ def _make(source: str, **fields: Any) -> ModelConfig:
 
 
 def bert_config(
-    config: Mapping[str, Any], specials: Mapping[str, int], source: str = "config.json", max_len: int | None = None
+    config: Mapping[str, Any],
+    specials: Mapping[str, int],
+    source: str = "config.json",
+    max_len: int | None = None,
+    mlm_head: bool = False,
 ) -> ModelConfig:
     """A BERT encoder's config.json (`BertConfig`) as our switches: encoder-only, post-norm LayerNorm with its eps,
     learned absolute positions, token types, GELU, biases, embeddings unscaled and normalised.
     `specials`: pad_id, unk_id, bos_id ([CLS]) and eos_id ([SEP]) from the tokenizer. `max_len`: read at most
-    this many positions (None: all the model has; the loader then keeps that many rows of the learned table)."""
+    this many positions (None: all the model has; the loader then keeps that many rows of the learned table).
+    `mlm_head`: the weights carry the masked-LM head (`BertForMaskedLM`: cls.predictions.*)."""
     _require(config, "hidden_act", "gelu", source)
     _require(config, "position_embedding_type", "absolute", source, "absolute")
     d_model, n_heads = _field(config, "hidden_size", source), _field(config, "num_attention_heads", source)
@@ -72,6 +77,7 @@ def bert_config(
         embed_scale=False,
         embed_norm=True,
         n_token_types=_field(config, "type_vocab_size", source),
+        mlm_head=mlm_head,
         **specials,
     )
 
@@ -132,9 +138,15 @@ BERT_NAMES: tuple[tuple[str, str], ...] = (
     (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)", r"encoder.layers.\1.feed_forward.w_1.\2"),
     (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)", r"encoder.layers.\1.feed_forward.w_2.\2"),
     (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.(weight|bias)", r"encoder.layers.\1.sublayer.1.norm.\2"),
+    (r"cls\.predictions\.transform\.dense\.(weight|bias)", r"head.dense.\1"),
+    (r"cls\.predictions\.transform\.LayerNorm\.(weight|bias)", r"head.norm.\1"),
+    (r"cls\.predictions\.decoder\.weight", "generator.weight"),
+    (r"cls\.predictions\.(?:decoder\.)?bias", "generator.bias"),  # one tensor, saved under both names
 )
-# BERT's pooler turns [CLS] into a sentence vector for classification: nothing a head view draws.
-BERT_UNUSED = (r"pooler\..*", r"embeddings\.position_ids")
+# BERT's pooler turns [CLS] into a sentence vector for classification, and its next-sentence head classifies
+# that: nothing a head view draws.
+BERT_UNUSED = (r"pooler\..*", r"embeddings\.position_ids", r"cls\.seq_relationship\..*")
+MLM_HEAD = "cls.predictions.transform.dense.weight"
 
 LLAMA_NAMES: tuple[tuple[str, str], ...] = (
     (r"model\.embed_tokens\.weight", "embed.lut.weight"),

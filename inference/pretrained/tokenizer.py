@@ -18,9 +18,15 @@ class PretrainedTokenizer:
     characters, so padding and end-of-text ids only ever come from the code, never from what a user types.
     """
 
-    def __init__(self, tokenizer: object, specials: Mapping[str, int], source: str) -> None:
+    def __init__(
+        self, tokenizer: object, specials: Mapping[str, int], source: str, mask_piece: str | None = None
+    ) -> None:
         self._tok = tokenizer
         self.source = source
+        self.mask_piece = mask_piece  # the one special a user may type (a masked-LM's [MASK]), or None
+        self.mask_id = None if mask_piece is None else tokenizer.token_to_id(mask_piece)
+        if mask_piece is not None and self.mask_id is None:
+            raise TokenizerError(f"{source}: the vocabulary has no {mask_piece!r}")
         tokenizer.no_truncation()  # a sentence-transformers file truncates to 128: text.py cuts to max_len instead
         tokenizer.no_padding()
         tokenizer.encode_special_tokens = True
@@ -34,8 +40,11 @@ class PretrainedTokenizer:
         self.pad_id, self.unk_id, self.bos_id, self.eos_id = (int(specials[name]) for name in SPECIALS)
 
     @classmethod
-    def from_json(cls, data: bytes, special_pieces: Mapping[str, str], source: str) -> PretrainedTokenizer:
-        """A tokenizer.json; `special_pieces` names the piece of each special (`{"bos_id": "[CLS]", …}`)."""
+    def from_json(
+        cls, data: bytes, special_pieces: Mapping[str, str], source: str, mask_piece: str | None = None
+    ) -> PretrainedTokenizer:
+        """A tokenizer.json; `special_pieces` names the piece of each special (`{"bos_id": "[CLS]", …}`);
+        `mask_piece`, typed in a text, becomes the mask token (a masked-LM's [MASK])."""
         from tokenizers import Tokenizer
 
         try:
@@ -48,7 +57,7 @@ class PretrainedTokenizer:
             if index is None:
                 raise TokenizerError(f"{source}: the vocabulary has no {piece!r} ({name.removesuffix('_id')})")
             specials[name] = index
-        return cls(tokenizer, specials, source)
+        return cls(tokenizer, specials, source, mask_piece)
 
     @classmethod
     def byte_level_bpe(
@@ -87,8 +96,14 @@ class PretrainedTokenizer:
         return self._tok.get_vocab_size(with_added_tokens=True)
 
     def encode(self, text: str) -> list[int]:
-        """Text → ids, without bos/eos (callers add what their model expects)."""
-        return list(self._tok.encode(text, add_special_tokens=False).ids)
+        """Text → ids, without bos/eos (callers add what their model expects); a typed mask piece is the mask."""
+        if self.mask_piece is None or self.mask_piece not in text:
+            return list(self._tok.encode(text, add_special_tokens=False).ids)
+        ids: list[int] = []
+        for i, part in enumerate(text.split(self.mask_piece)):
+            ids += [self.mask_id] if i else []
+            ids += self._tok.encode(part, add_special_tokens=False).ids if part.strip() else []
+        return ids
 
     def pieces(self, ids: list[int]) -> list[str]:
         """Ids → their pieces as the vocabulary spells them (byte-level BPE writes a space as `Ġ`)."""
