@@ -299,6 +299,12 @@ def sync_url() -> None:
         st.query_params.from_dict(values)
 
 
+def switch_model(name: str) -> None:
+    """Choose checkpoint `name` as picking it in the sidebar does (a page's "switch to …" button's on_click)."""
+    st.session_state["model"] = name
+    _on_model_change()
+
+
 def _on_model_change() -> None:
     """A preset of the previous model's kind gives way to the first preset of the new one; the attention type
     goes back to the new model's default (cross-attention for an encoder-decoder)."""

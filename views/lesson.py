@@ -120,16 +120,6 @@ def navigation(index: int, where: str) -> None:
 # Which model a step needs ------------------------------------------------------------------------------------------
 
 
-def _switch(name: str) -> None:
-    """Choose checkpoint `name` in the sidebar, as picking it there does (ui._on_model_change's resets)."""
-    st.session_state["model"] = name
-    st.session_state.pop("attention", None)
-    st.session_state.pop("preset", None)
-    all_presets = {p for family in catalog.PRESETS.values() for p in family}
-    if st.session_state.get("text") in all_presets:
-        st.session_state.pop("text")
-
-
 def fitting_models(step: Step) -> list[str]:
     """The readable checkpoints that can show `step`, translators first (their cross-attention reads best)."""
     root = catalog.checkpoints_dir()
@@ -156,7 +146,9 @@ def model_check(step: Step, ctx: ui.Context) -> bool:
             f"No checkpoint in `{catalog.checkpoints_dir()}` is {NEEDS[step.needs]}: add one to see this step live."
         )
     for name in names[:2]:
-        st.button(f"Switch to {name}", key=f"lesson_switch_{name}", on_click=_switch, args=(name,), type="primary")
+        st.button(
+            f"Switch to {name}", key=f"lesson_switch_{name}", on_click=ui.switch_model, args=(name,), type="primary"
+        )
     return False
 
 

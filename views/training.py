@@ -18,11 +18,6 @@ def _step_label(snapshot: Snapshot) -> str:
     return f"step {snapshot.step:,} · loss {snapshot.valid_loss:.3f}"
 
 
-def _switch_model(name: str) -> None:
-    st.session_state["model"] = name
-    st.session_state.pop("attention", None)
-
-
 def _without_snapshots(ctx: ui.Context) -> None:
     """Say why there is no slider, and offer the shipped models that have snapshots."""
     root = catalog.checkpoints_dir()
@@ -39,7 +34,7 @@ def _without_snapshots(ctx: ui.Context) -> None:
     )
     st.info(text)
     for name in having:
-        st.button(f"Show {name}, which has them", key=f"training_switch_{name}", on_click=_switch_model, args=(name,))
+        st.button(f"Show {name}, which has them", key=f"training_switch_{name}", on_click=ui.switch_model, args=(name,))
 
 
 def _prediction(col, analysis: Analysis, label: str) -> None:

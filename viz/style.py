@@ -163,6 +163,10 @@ def for_projector(fig: go.Figure) -> go.Figure:
     fig.update_traces(textfont={"size": PROJECTOR_FONT}, selector={"type": "heatmap"})
     fig.update_xaxes(tickfont={"size": PROJECTOR_FONT - 2})
     fig.update_yaxes(tickfont={"size": PROJECTOR_FONT - 2})
+    lines = (fig.layout.title.text or "").count("<br>") + 1 if fig.layout.title.text else 0
+    top = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 40
+    room = max(top, 16 + round(lines * 1.35 * (PROJECTOR_FONT + 4)))  # the larger title's lines above the plot
     if fig.layout.height:
-        fig.update_layout(height=int(fig.layout.height * 1.3))
+        fig.update_layout(height=int(fig.layout.height * 1.3) + room - top)
+    fig.update_layout(margin={"t": room})
     return fig
