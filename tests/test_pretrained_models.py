@@ -16,7 +16,7 @@ from inference import catalog
 from inference.analyze import analyze
 from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.pretrained.packages import MINILM, SMOLLM2, Package
-from inference.text import InputError
+from inference.text import InputError, clean_text
 
 SENTENCES = ("The capital of France is", "Once upon a time, there was a little girl who", "I paid 1234 dollars.")
 
@@ -129,3 +129,20 @@ def test_every_hostile_input_gives_an_analysis_or_an_input_error(smollm: Checkpo
             for block in result.blocks.values():
                 rows = block.mask.any(-1)
                 assert np.allclose(block.weights.sum(-1)[:, rows], 1, atol=1e-4), (ckpt.name, case["name"])
+
+
+def test_the_gguf_tokenizer_equals_transformers_on_every_hostile_input(smollm: Checkpoint) -> None:
+    # built from the file's own vocabulary and merges; transformers builds its own from the same file
+    transformers = pytest.importorskip("transformers")
+    path = smollm.path
+    reference = transformers.AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    cases = json.loads((Path(__file__).parent / "hostile_inputs.json").read_text(encoding="utf-8"))
+    for case in cases:
+        text = case["text"]
+        ids = smollm.tokenizer.encode(text)
+        assert ids == reference.encode(text, add_special_tokens=False, split_special_tokens=True), case["name"]
+        try:
+            cleaned = clean_text(text).text  # what the app encodes
+        except InputError:
+            continue
+        assert smollm.tokenizer.decode(smollm.tokenizer.encode(cleaned)) == cleaned, case["name"]  # byte-level
