@@ -6,6 +6,7 @@ loads it, the Analysis comes out as for our own models, and a file that does not
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import zipfile
 from pathlib import Path
@@ -327,8 +328,6 @@ def test_a_gguf_file_that_does_not_fit_names_the_first_tensor(published, tmp_pat
 
 
 def test_a_bert_folder_with_a_wrong_field_or_tensor_names_it(published, tmp_path) -> None:
-    import shutil
-
     from safetensors.torch import load_file, save_file
 
     folder = tmp_path / "bert"
@@ -380,3 +379,12 @@ def test_a_bert_with_its_masked_lm_head_fills_a_typed_mask(published) -> None:
     # without the head [MASK] means nothing: typed, it stays text
     plain = load_checkpoint(published["bert"])
     assert "[MASK]" not in analyze(plain, "the cat [MASK]").source_pieces
+
+
+def test_a_llama_config_listing_several_end_ids_ends_text_at_the_first(published, tmp_path) -> None:
+    folder = tmp_path / "llama"
+    shutil.copytree(published["llama"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps(config | {"eos_token_id": [2, 0]}))
+    ckpt = load_checkpoint(folder)
+    assert (ckpt.tokenizer.bos_id, ckpt.tokenizer.eos_id, ckpt.tokenizer.unk_id, ckpt.tokenizer.pad_id) == (1, 2, 0, 3)

@@ -173,6 +173,7 @@ def load_llama_folder(path: Path, name: str | None = None, card: dict[str, Any] 
         hf = Tokenizer.from_str(files.read(HF_TOKENIZER).decode("utf-8"))
         added = sorted(hf.get_added_tokens_decoder())
         bos, eos = raw.get("bos_token_id"), raw.get("eos_token_id")
+        eos = eos[0] if isinstance(eos, list) and eos else eos  # Llama 3 lists several end ids: the first ends text
         pad = raw.get("pad_token_id")
         unk = next((i for i in added if i not in (bos, eos)), 0)
         if pad is None or pad in (bos, eos, unk):
