@@ -159,14 +159,16 @@ def snapshot_worker(path: str, stamp: float, step: int) -> ModelWorker:
     return ModelWorker(load_snapshot(load_model(path, stamp), step), pages_bytes=16 * 2**20, full_bytes=0)
 
 
-def snapshot_analysis(path: str, stamp: float, step: int, text: str) -> Analysis:
-    """The Analysis of `text` by the model as it was at training step `step`; raises InputError."""
+def snapshot_analysis(path: str, stamp: float, step: int, text: str, target: str | None = None) -> Analysis:
+    """The Analysis of `text` by the model as it was at training step `step`; raises InputError. `target`: an
+    encoder-decoder's output given to its decoder (teacher forcing) instead of the output it writes itself, so
+    that every step's decoder reads the same tokens."""
     worker = snapshot_worker(path, stamp, step)
-    kept = worker.cached(text, k=TOP_K)
+    kept = worker.cached(text, target, k=TOP_K)
     if kept is not None:
         return kept
     with st.spinner(f"Running the model of step {step:,}…"):
-        return worker.analyze(text, k=TOP_K)
+        return worker.analyze(text, target, k=TOP_K)
 
 
 @st.cache_resource(max_entries=64, show_spinner="Running the model without those heads…")

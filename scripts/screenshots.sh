@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Refresh the README's screenshots: the browser tests save one PNG per page into screenshots/ (git-ignored);
-# this copies them into docs/screenshots/, which the README shows.
+# Refresh the README's screenshots: the browser tests save PNGs into screenshots/ (git-ignored); this copies the
+# ones the README shows (every docs/screenshots/NAME.png it names) into docs/screenshots/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-.venv/bin/python -m pytest -q -m browser tests/test_browser.py tests/test_browser_paper.py tests/test_browser_rollout.py
+.venv/bin/python -m pytest -q -m browser tests/test_browser*.py
 mkdir -p docs/screenshots
-cp screenshots/*.png docs/screenshots/
+for name in $(grep -o 'docs/screenshots/[A-Za-z0-9_.-]*\.png' README.md | sort -u | xargs -n1 basename); do
+  cp "screenshots/$name" "docs/screenshots/$name"
+done
 ls -l docs/screenshots

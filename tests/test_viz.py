@@ -429,7 +429,7 @@ def test_long_titles_wrap_after_a_comma_and_the_chart_grows_to_hold_them() -> No
     short = head_heatmap(w, ["a", "b", "c"], ["a", "b", "c"], "Short title").to_plotly_json()["layout"]
     long = head_heatmap(w, ["a", "b", "c"], ["a", "b", "c"], "x" * 30 + ", " + "y" * 30).to_plotly_json()["layout"]
     assert long["title"]["text"] == "x" * 30 + ",<br>" + "y" * 30
-    assert long["margin"]["t"] - short["margin"]["t"] == long["height"] - short["height"] == 18
+    assert long["margin"]["t"] - short["margin"]["t"] == long["height"] - short["height"] == 22
     swapped = swap_head(frozen(head_heatmap(w, list("abc"), list("abc"), "x" * 30 + ", " + "y" * 30)), w, "Short title")
     assert (swapped["layout"]["height"], swapped["layout"]["margin"]["t"]) == (short["height"], short["margin"]["t"])
 

@@ -40,6 +40,7 @@ def _without_snapshots(ctx: ui.Context) -> None:
 def _prediction(col, analysis: Analysis, label: str) -> None:
     if analysis.output_text is not None:
         col.markdown(f"**Output at {label}**")
+        col.caption("What the model writes at this step. The heads are drawn over the shipped model's output.")
         col.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
     else:
         col.markdown(f"**Next token after the text, at {label}**")
@@ -68,7 +69,10 @@ def body() -> None:
     )
     attention, layer, head = ui.head_picker(final, with_average=True)
     ui.sync_url()
-    analyses = [ui.snapshot_analysis(ctx.path, ctx.stamp, s.step, ctx.text) for s in saved]
+    # Every step's decoder reads the same tokens: the shipped model's output (its untrained snapshots would write
+    # outputs of other lengths, and their heads could not be compared).
+    target = final.output_text
+    analyses = [ui.snapshot_analysis(ctx.path, ctx.stamp, s.step, ctx.text, target) for s in saved]
     now = analyses[steps.index(step)]
     block = now.block(attention, layer)
     weights = ui.head_weights(block, head)
@@ -89,7 +93,12 @@ def body() -> None:
         "Validation loss of the run",
     )
     ui.show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name), where=right)
-    _prediction(right, now, f"step {step:,}")
+    own = ui.snapshot_analysis(ctx.path, ctx.stamp, step, ctx.text) if target is not None else now
+    right.caption(
+        "The line: the validation loss at every evaluation of the run (nats per token); the dots: the snapshots "
+        "(step 0 drawn at 1 on the log axis); the ring: the step shown."
+    )
+    _prediction(right, own, f"step {step:,}")
     st.subheader("The same head at every snapshot")
     strip = head_over_steps(
         [ui.head_weights(a.block(attention, layer), head) for a in analyses],

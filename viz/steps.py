@@ -116,7 +116,7 @@ def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
         shared_yaxes=True,
         column_widths=[0.12, 0.12, 0.12, 0.64],
         horizontal_spacing=0.02,
-        subplot_titles=["1. QKᵀ/√d", "2. masked", "3. softmax", "4. weight × V"],
+        subplot_titles=["1.<br>QKᵀ/√d", "2.<br>masked", "3.<br>softmax", "4. weight × V"],  # narrow: two lines
     )
     bound = float(np.abs(steps.scores).max()) or 1.0
     columns = [
@@ -163,8 +163,9 @@ def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
     fig.update_yaxes(tickmode="array", tickvals=list(y), ticktext=keys, autorange="reversed", showgrid=False)
     fig.update_yaxes(title_text="key", row=1, col=1)
     title = f"Head {steps.head + 1}, query {steps.query + 1} ({display_piece(steps.query_piece)})"
+    fig.update_annotations(font_size=11)  # the panel titles
     fig = finish(fig, title, height=min(900, max(320, 26 * len(keys) + 160)))
-    fig.update_layout(margin={"t": 80})  # room for the title above the panel titles
+    fig.update_layout(margin={"t": fig.layout.margin.t + 45})  # room for the title above the panel titles
     return fig
 
 

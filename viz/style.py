@@ -54,9 +54,11 @@ def wrap_title(title: str, width: int = TITLE_CHARS) -> list[str]:
 def finish_layout(title: str, height: int) -> dict[str, Any]:
     """Common layout: the escaped title wrapped to lines (viz.style.wrap_title), compact margins, fixed height."""
     lines = wrap_title(title)
-    extra = 18 * (len(lines) - 1)
+    extra = 22 * (len(lines) - 1)  # a title line: 17 px type and its leading
     return {
-        "title": {"text": "<br>".join(escape(line) for line in lines), "x": 0.0, "xanchor": "left"},
+        # Hung from the top of the chart, so that its extra lines grow down into the margin, not over the plot.
+        "title": {"text": "<br>".join(escape(line) for line in lines), "x": 0.0, "xanchor": "left"}
+        | {"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 10}},
         "height": int(height) + extra,
         "margin": {"l": 10, "r": 10, "t": 40 + extra, "b": 10},
     }

@@ -24,7 +24,7 @@ def loss_curve(
     title: str = "Validation loss",
 ) -> go.Figure:
     """The run's validation loss against its step (a line), each snapshot a marker on it, the chosen one
-    ringed. Steps on a log axis when the snapshots start near 0 (their steps are 0, 1 %, 3 %, 10 % … of the run)."""
+    ringed. Steps on a log axis (the snapshots' steps are 0, 1 %, 3 %, 10 % … of the run); step 0 is drawn at 1."""
     if len(steps) != len(losses) or len(snapshot_steps) != len(snapshot_losses):
         raise ValueError("every step needs its loss")
     points: dict[str, Any] = {"type": "scatter", "mode": "markers", "name": "snapshots"}
@@ -44,9 +44,9 @@ def loss_curve(
         ring["marker"] = {"size": 18, "color": "rgba(0,0,0,0)", "line": {"color": HIGHLIGHT, "width": 3}}
         data.append(ring)
     layout = {
-        "xaxis": {"title": {"text": "training step (log scale; step 0 drawn at 1)"}, "type": "log"},
-        "yaxis": {"title": {"text": "validation loss (nats per token)"}},
-        "legend": {"orientation": "h", "y": -0.3},
+        "xaxis": {"title": {"text": "step (log scale)"}, "type": "log"},
+        "yaxis": {"title": {"text": "validation loss"}},
+        "showlegend": False,  # the page's caption says what the line, the dots and the ring are
         **finish_layout(title, height=300),
     }
     return unvalidated(data, layout)

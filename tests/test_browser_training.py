@@ -1,0 +1,60 @@
+"""The Training steps page in a real browser on the shipped reversal model, which ships its training snapshots: the
+chosen step's head is drawn with the weights that snapshot computes, and the strip shows one heatmap per snapshot;
+screenshots at 1600 wide and 1024×768 go to screenshots/ (git-ignored)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import numpy as np
+import pytest
+import test_browser
+from test_browser import ROOT, SHOTS
+
+from inference.analyze import analyze
+from inference.checkpoint import load_checkpoint
+from inference.snapshots import list_snapshots, load_snapshot
+
+pytestmark = pytest.mark.browser
+server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
+TEXT = "abcdefghij"
+
+# Every drawn heatmap's matrix (plotly.js's calculated z, typed arrays decoded), once all are painted.
+MATRICES_JS = """n => {
+  const plots = [...document.querySelectorAll('.stPlotlyChart .js-plotly-plot')];
+  const maps = plots.flatMap(gd => (gd.calcdata || []).filter(c => c[0] && c[0].z && c[0].trace.type === 'heatmap')
+    .map(c => c[0].z.map(row => Array.from(row))));
+  return maps.length >= n ? maps : null;
+}"""
+
+
+@pytest.mark.parametrize("size", [(1600, 1000), (1024, 768)])
+def test_the_reversal_models_cross_attention_at_each_saved_step(server, browser, size: tuple[int, int]) -> None:
+    folder = ROOT / "checkpoints" / "reverse"
+    saved = list_snapshots(folder)
+    assert len(saved) >= 4, "checkpoints/reverse ships its training snapshots"
+    step = saved[-1].step
+    query = {"model": "reverse", "text": TEXT, "attention": "decoder.cross_attn", "layer": "1", "head": "0"}
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{server}/training?{urlencode({**query, 'step': step})}")
+        page.get_by_role("heading", name="Training steps").wait_for()
+        maps = page.wait_for_function(MATRICES_JS, arg=1 + len(saved)).json_value()
+        ckpt = load_checkpoint(folder)
+        target = analyze(ckpt, TEXT).output_text  # every step's decoder reads the shipped model's output
+        expected = [analyze(load_snapshot(ckpt, s.step), TEXT, target).blocks["decoder.layers.1.cross_attn"]
+                    .weights[0] for s in saved]  # fmt: skip
+        assert np.allclose(maps[0], expected[-1], atol=1e-3)  # the chosen step's head
+        assert len(maps) == 1 + len(saved)
+        for drawn, weights in zip(maps[1:], expected, strict=True):  # the strip: every snapshot, earliest first
+            assert np.allclose(drawn, weights, atol=1e-3)
+        titles = " ".join(page.locator(".stPlotlyChart .gtitle").all_text_contents())
+        assert f"step {step:,}" in titles and "Validation loss" in titles
+        assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
+        page.wait_for_timeout(500)
+        name = "training.png" if size[0] == 1600 else "training-1024x768.png"
+        page.screenshot(path=str(SHOTS / name), full_page=True)
+    finally:
+        context.close()
