@@ -31,7 +31,7 @@ from inference.worker import ModelWorker
 from viz.heads import average_heads, head_heatmap, heads_grid, swap_head
 from viz.stats import head_table
 from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector, frozen
-from viz.tables import generation_frame, top_k_frame
+from viz.tables import encoder_frame, generation_frame, top_k_frame
 
 TOP_K = 5
 AVERAGE = -1  # the "head" value meaning the average of all heads
@@ -142,7 +142,10 @@ def predictions_table(path: str, stamp: float, text: str, position: int | None) 
     """The predictions beside the heatmap as an Arrow table (what st.dataframe sends): the language model's top-k
     after `position`, or an encoder-decoder's steps (position None)."""
     analysis = run_model(path, stamp, text)
-    frame = generation_frame(analysis) if position is None else top_k_frame(analysis, position)
+    if analysis.kind == "encoder-only":
+        frame = encoder_frame(analysis)
+    else:
+        frame = generation_frame(analysis) if position is None else top_k_frame(analysis, position)
     return pa.Table.from_pandas(frame, preserve_index=False)
 
 

@@ -21,11 +21,13 @@ from model.attention import attention_mask, padding_mask
 from model.config import ModelConfig
 
 ANY, ENC_DEC, LM, SINUSOIDAL = "any", "encoder-decoder", "decoder-only", "sinusoidal"
+OURS = "ours"  # the layer walk (walk) follows our 2017 layers: ReLU feed-forward, LayerNorm, added positions
 NEEDS = {
     ANY: "any model",
     ENC_DEC: "an encoder-decoder (a model with an encoder and cross-attention)",
     LM: "a decoder-only language model",
     SINUSOIDAL: "a model with sinusoidal positions",
+    OURS: "one of our own 2017-style models (ReLU feed-forward, LayerNorm, positions added to the embeddings)",
 }
 
 
@@ -42,6 +44,9 @@ class Step:
         """Whether a model of `config` can show this step."""
         if self.needs == SINUSOIDAL:
             return config.positional == "sinusoidal"
+        if self.needs == OURS:  # a published BERT or Llama has GELU/SwiGLU, RMSNorm or rotary positions
+            classic = config.activation == "relu" and config.norm_type == "layer" and config.positional != "rotary"
+            return classic and config.kind in (ENC_DEC, LM)
         return self.needs == ANY or config.kind == self.needs
 
 
@@ -55,6 +60,7 @@ STEPS: tuple[Step, ...] = (
         "multiplied by √d_model, and (in the paper and in our models) the output layer reuses the same table to score "
         "every possible next token. Pieces used in similar ways tend to end up with similar rows, because training "
         "moves them alike.",
+        needs=OURS,
     ),
     Step(
         "positional-encoding",
@@ -115,6 +121,7 @@ STEPS: tuple[Step, ...] = (
         "512 → 2048) and back. The ReLU sets every negative unit to 0, so each token switches on its own subset of "
         "units. The network is the same at every position and different in every layer; with d_ff = 4·d_model it "
         "has twice the weights of the self-attention beside it.",
+        needs=OURS,
     ),
     Step(
         "residual-layernorm",
@@ -126,6 +133,7 @@ STEPS: tuple[Step, ...] = (
         "normalises after the addition, LayerNorm(x + Sublayer(x)) (post-norm, section 3.1); many later models, our "
         "language model among them, normalise the sub-layer's input instead, x + Sublayer(LayerNorm(x)) (pre-norm, "
         "with one last LayerNorm at the top), which usually trains more stably.",
+        needs=OURS,
     ),
     Step(
         "cross-attention",

@@ -32,6 +32,10 @@ def predictions(analysis: Analysis, ctx: ui.Context) -> None:
         st.caption(f"The model's guesses for the token after {labels[pos]} (position {pos + 1} of {len(labels)}).")
         table = ui.predictions_table(ctx.path, ctx.stamp, ctx.text, pos)
         st.dataframe(table, hide_index=True, column_config={"probability": PROB}, key="topk")
+    elif analysis.kind == "encoder-only":
+        st.markdown("**Each position's output, scored against the vocabulary**")
+        st.caption(ctx.ckpt.card.get("predictions", "What the model's output at each position scores highest."))
+        st.dataframe(ui.predictions_table(ctx.path, ctx.stamp, ctx.text, None), hide_index=True, key="encoder_topk")
     else:
         st.markdown("**Model output**")
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)

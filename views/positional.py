@@ -17,11 +17,17 @@ def body() -> None:
         return
     cfg = ctx.ckpt.config
     sinusoidal = cfg.positional == "sinusoidal"
-    st.caption(
-        "Sinusoidal (fixed): PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i+1) = cos(pos/10000^(2i/d))."
-        if sinusoidal
-        else "Learned: one trained vector per position, added to the token embedding."
-    )
+    captions = {
+        "sinusoidal": "Sinusoidal (fixed): PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i+1) = cos(pos/10000^(2i/d)), "
+        "added to the token embedding.",
+        "learned": "Learned: one trained vector per position, added to the token embedding.",
+        "rotary": "Rotary (RoPE, fixed): nothing is added to the token. Each head's query and key are turned instead: "
+        "their dimensions i and i + d_head/2 rotate together by the angle pos · base^(−2i/d_head), so the score "
+        "q·k depends on how far apart two tokens are. Shown: each position's cos | sin of those angles "
+        f"(d_head = {cfg.d_model // cfg.n_heads}: {cfg.d_model // cfg.n_heads // 2} angles), the same in every "
+        "head and layer.",
+    }
+    st.caption(captions.get(cfg.positional, f"{cfg.positional} positions."))
     table = ui.positional_table(ctx.path, ctx.stamp)
     used = positions_used(ctx.ckpt, ctx.text)
     top = min(cfg.max_len, 128)
@@ -30,7 +36,7 @@ def body() -> None:
     ui.show_chart(encoding_heatmap(table, n, used), "pe_heatmap", name)
     if used:
         st.caption(f"The dashed line ends the {used} positions the current input uses.")
-    d = cfg.d_model
+    d = table.shape[1]  # d_model added to the embeddings; rotary: the cos | sin columns of one head
     default = sorted({0, 1, min(d - 1, d // 4 * 2), min(d - 1, d // 4 * 2 + 1)})
     dims = st.multiselect("Dimensions", list(range(d)), default=default, key="pe_dims")
     if dims:

@@ -47,3 +47,20 @@ def generation_frame(analysis: Analysis) -> pd.DataFrame:
             cell = f"{display_piece(top[rank].piece)} ({top[rank].prob:.0%})" if rank < len(top) else ""
             data[f"top {rank + 1}"].append(cell)
     return pd.DataFrame(data)
+
+
+def encoder_frame(analysis: Analysis) -> pd.DataFrame:
+    """Encoder-only: per input position, its token and the top-k tokens its output scores highest (what those
+    scores mean depends on the checkpoint: a masked-LM head's guess, or the nearest token embeddings)."""
+    pieces = analysis.prediction_pieces
+    k = max((len(p) for p in analysis.predictions), default=0)
+    data: dict[str, list] = {"position": [], "token": []}
+    for rank in range(1, k + 1):
+        data[f"top {rank}"] = []
+    for i, top in enumerate(analysis.predictions):
+        data["position"].append(i + 1)
+        data["token"].append(display_piece(pieces[i]))
+        for rank in range(k):
+            cell = f"{display_piece(top[rank].piece)} ({top[rank].prob:.0%})" if rank < len(top) else ""
+            data[f"top {rank + 1}"].append(cell)
+    return pd.DataFrame(data)
