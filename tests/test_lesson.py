@@ -299,3 +299,15 @@ def test_the_cache_saves_the_recomputed_positions() -> None:
     assert without == [5, 11, 18, 26] and with_ == [5, 6, 7, 8]
     with pytest.raises(ValueError):
         cache_work(5, 4, 0)
+
+
+def test_the_layer_walk_steps_ask_for_one_of_our_own_models() -> None:
+    import dataclasses
+
+    from inference.lesson import STEPS
+    from model.config import ModelConfig
+
+    ours = ModelConfig(kind="decoder-only", vocab_size=40, positional="learned")  # lm-english's kind
+    llama = dataclasses.replace(ours, activation="swiglu", norm_type="rms", positional="rotary", bias=False)
+    walking = {s.slug for s in STEPS if s.fits(ours) and not s.fits(llama)}
+    assert walking == {"embeddings", "feed-forward", "residual-layernorm"}
