@@ -68,6 +68,7 @@ def test_rollout_of_the_language_model_on_a_small_screen(server, browser) -> Non
     try:
         assert drawn_shape(page, "Rollout") == [n, n]
         chart = page.locator(".stPlotlyChart").first
+        chart.locator(".nsewdrag").first.scroll_into_view_if_needed()  # below the fold at 768 px: hover needs it seen
         box = chart.locator(".nsewdrag").first.bounding_box()
         page.mouse.move(box["x"] + box["width"] * 0.05, box["y"] + box["height"] * 0.95)  # bottom left: a cell
         hover = page.locator(".hoverlayer .hovertext").first
