@@ -411,14 +411,14 @@ def measure(ckpt_dir: Path, sessions: int, k: int, threads: int) -> list[str]:
     try:
         with RssSampler(proc.pid) as rss:
             start_rss = rss.now()
-            concurrent, times, wall = asyncio.run(run_sessions(url, ckpt_dir.name, groups))
+            concurrent, times, wall = asyncio.run(run_sessions(url, common.model_name(ckpt_dir), groups))
             end_rss = rss.now()
     finally:
         stop_server(proc)
     load_after = uptime()
     proc, url = serve(ckpt_dir, threads)
     try:
-        sequential, seq_times, _ = asyncio.run(run_sessions(url, ckpt_dir.name, [texts]))
+        sequential, seq_times, _ = asyncio.run(run_sessions(url, common.model_name(ckpt_dir), [texts]))
     finally:
         stop_server(proc)
     concurrent = {t: page.fingerprint() for t, page in concurrent.items()}
@@ -429,7 +429,7 @@ def measure(ckpt_dir: Path, sessions: int, k: int, threads: int) -> list[str]:
     mismatches = len(differing)
     mb = 1024 * 1024
     return [
-        ckpt_dir.name,
+        common.model_name(ckpt_dir),
         f"{sessions} × {k}",
         common.ms(common.percentile(times, 50)),
         common.ms(common.percentile(times, 95)),
@@ -458,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
         args.sessions, args.sentences = 2, 1
     dirs, what = common.checkpoint_dirs(args)
     if args.model != "all":
-        dirs = [d for d in dirs if d.name == args.model]
+        dirs = [d for d in dirs if common.model_name(d) == args.model]
         if not dirs:
             p.error(f"no checkpoint named {args.model!r} in {what}")
     rows = [measure(d, args.sessions, args.sentences, args.threads) for d in dirs]

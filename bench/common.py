@@ -81,7 +81,13 @@ def setup(args: argparse.Namespace) -> None:
 
 
 def _is_checkpoint(path: Path) -> bool:
-    return path.is_dir() and (path / CONFIG).is_file()
+    """A checkpoint folder, or a published model's .gguf file (the app lists both; inference.catalog)."""
+    return (path.is_dir() and (path / CONFIG).is_file()) or (path.is_file() and path.suffix == ".gguf")
+
+
+def model_name(path: Path) -> str:
+    """The name the app lists a checkpoint under (`?model=`): the folder's name, or a .gguf file's stem."""
+    return path.stem if path.is_file() else path.name
 
 
 _TINY_DIR: Path | None = None

@@ -330,7 +330,7 @@ def check(page: Drawn, what: str, result: Result, fragment: bool = False) -> boo
 
 
 async def cold_start_and_switches(ckpt: Checkpoint, ckpt_dir: Path, args, result: Result) -> None:
-    name = ckpt_dir.name
+    name = common.model_name(ckpt_dir)
     t0 = time.perf_counter()
     proc, port = classroom.spawn(ckpt_dir, args.threads)
     try:
@@ -393,7 +393,7 @@ async def cold_start_and_switches(ckpt: Checkpoint, ckpt_dir: Path, args, result
 
 
 async def every_page(ckpt: Checkpoint, ckpt_dir: Path, url: str, result: Result) -> None:
-    name = ckpt_dir.name
+    name = common.model_name(ckpt_dir)
     session = PageSession(url, name)
     try:
         await session.open()
@@ -433,7 +433,7 @@ async def every_page(ckpt: Checkpoint, ckpt_dir: Path, url: str, result: Result)
 
 
 async def soak(ckpt: Checkpoint, ckpt_dir: Path, args, result: Result) -> None:
-    name = ckpt_dir.name
+    name = common.model_name(ckpt_dir)
     texts = [text_of_about(ckpt, ckpt_dir, PAGE_TOKENS, seed=100 + i) for i in range(args.soak)]
     if len({t for t, _ in texts}) != len(texts):
         raise BenchError(f"{name}: the soak texts are not distinct")
@@ -478,7 +478,7 @@ def measure(ckpt_dir: Path, args, result: Result) -> str:
     asyncio.run(soak(ckpt, ckpt_dir, args, result))
     after = uptime()
     load = lambda line: line.split("load average:")[-1].strip()  # noqa: E731
-    return f"{ckpt_dir.name} `{load(before)}` → `{load(after)}`"
+    return f"{common.model_name(ckpt_dir)} `{load(before)}` → `{load(after)}`"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -500,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         args.switches, args.soak = min(args.switches, 5), min(args.soak, 2)
     dirs, what = common.checkpoint_dirs(args)
     if args.model != "all":
-        dirs = [d for d in dirs if d.name == args.model]
+        dirs = [d for d in dirs if common.model_name(d) == args.model]
         if not dirs:
             p.error(f"no checkpoint named {args.model!r} in {what}")
     result = Result()
