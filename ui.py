@@ -453,7 +453,13 @@ def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "averag
     layer = cols[1].selectbox("Layer", layers, key="layer", format_func=lambda i: f"layer {i + 1}")
     heads = list(range(analysis.block(attention, layer).n_heads)) + ([AVERAGE] if with_average else [])
     _valid("head", heads, 0)
-    head = cols[2].selectbox(
-        "Head", heads, key="head", format_func=lambda h: all_heads if h == AVERAGE else f"head {h + 1}"
-    )
+
+    def head_label(h: int) -> str:
+        if h == AVERAGE:
+            return all_heads
+        if analysis.kv_heads is None:
+            return f"head {h + 1}"
+        return f"head {h + 1} · key/value head {analysis.kv_head(h) + 1}"  # grouped-query: keys shared
+
+    head = cols[2].selectbox("Head", heads, key="head", format_func=head_label)
     return attention, layer, head

