@@ -16,7 +16,7 @@ from torch import Tensor
 from inference.analysis import Prediction
 from inference.checkpoint import Checkpoint
 from inference.decoding import generate, top_k
-from inference.text import clean_text, encode_prefix, encode_source
+from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import Ablation
 from model.transformer import Ablations
 
@@ -27,7 +27,8 @@ class Effect:
 
     ablated: tuple[tuple[str, tuple[int, ...]], ...]  # (block name, heads), what was switched off
     mode: str
-    kl: float  # KL(before ‖ after) in nats: at the last position (LM), or the mean over output steps
+    kl: float  # KL(before ‖ after) in nats: at the last position (LM), the mean over output steps (encoder-decoder)
+    # or over the input's positions (encoder-only)
     before_top: tuple[Prediction, ...]  # LM: next token after the text; encoder-decoder: the first output token
     after_top: tuple[Prediction, ...]
     before_output: str | None = None  # encoder-decoder: greedy outputs
@@ -71,6 +72,11 @@ def ablation_effect(
     cfg, cut = ckpt.config, ablations(heads, mode)
     cleaned = clean_text(text).text
     chosen = tuple((name, a.heads) for name, a in cut.items())
+    if cfg.kind == "encoder-only":  # every position's output; the top-k shown are the first position's ([CLS])
+        ids = torch.tensor([encode_first_stack(ckpt, cleaned, [])])
+        before, after = _logits(ckpt, None, ids, {}), _logits(ckpt, None, ids, cut)
+        kl = float(_kl(before, after).mean())
+        return Effect(chosen, mode, kl, _top(ckpt, before[0], k), _top(ckpt, after[0], k))
     if not cfg.is_encoder_decoder:
         ids = torch.tensor([encode_prefix(ckpt, cleaned, [])])
         before, after = _logits(ckpt, None, ids, {})[-1], _logits(ckpt, None, ids, cut)[-1]
@@ -103,6 +109,8 @@ def head_importance(ckpt: Checkpoint, text: str, mode: str = "zero") -> list[tup
         source = torch.tensor([encode_source(ckpt, cleaned, [])])
         out = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64)
         target, rows = torch.tensor([[cfg.bos_id, *out.ids]]), slice(None)
+    elif cfg.kind == "encoder-only":  # the mean over every position of its input, as ablation_effect
+        source, target, rows = None, torch.tensor([encode_first_stack(ckpt, cleaned, [])]), slice(None)
     else:
         source, target, rows = None, torch.tensor([encode_prefix(ckpt, cleaned, [])]), slice(-1, None)
     _, trace = ckpt.model(source, target) if source is not None else ckpt.model(target)

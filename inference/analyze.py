@@ -17,6 +17,7 @@ from inference.decoding import Sampling, generate, greedy_many, pad_rows, top_k
 from inference.text import (
     InputError,
     clean_text,
+    encode_encoder_only,
     encode_first_stack,
     encode_prefix,
     encode_source,
@@ -72,23 +73,6 @@ class _Prepared:
     source_ids: list[int] | None
     target_ids: list[int] | None  # None: to be decoded
     generated: int = 0  # language model: how many of target_ids it wrote itself, at the end
-
-
-def encode_encoder_only(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
-    """An encoder-only model's input, as BERT reads a sentence: bos ([CLS]) + tokens + eos ([SEP]), cut to max_len."""
-    ids = ckpt.tokenizer.encode(text)
-    room = ckpt.config.max_len - 2
-    if len(ids) > room:
-        notes.append(f"The input was cut from {len(ids)} to {room} tokens (the model's max_len).")
-        ids = ids[:room]
-    return [ckpt.config.bos_id, *ids, ckpt.config.eos_id]
-
-
-def first_stack_ids(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
-    """The ids the model's first stack reads: the encoder's input (encoder-decoder, encoder-only) or the LM's text."""
-    if ckpt.config.kind == "encoder-only":
-        return encode_encoder_only(ckpt, text, notes)
-    return encode_first_stack(ckpt, text, notes)
 
 
 def _prepare(ckpt: Checkpoint, request: Request) -> _Prepared:
@@ -259,7 +243,7 @@ def batch_masks(ckpt: Checkpoint, texts: Sequence[str]) -> BatchMasks:
     padding and attention masks with the model's own functions. Raises InputError for an empty text."""
     cfg = ckpt.config
     notes: list[str] = []
-    ids = [first_stack_ids(ckpt, clean_text(text).text, notes) for text in texts]
+    ids = [encode_first_stack(ckpt, clean_text(text).text, notes) for text in texts]
     padded = pad_rows(ids, cfg.pad_id)
     valid = padding_mask(padded, cfg.pad_id)
     causal = cfg.kind == "decoder-only"
@@ -277,6 +261,6 @@ def positional_table(ckpt: Checkpoint) -> np.ndarray:
 def positions_used(ckpt: Checkpoint, text: str) -> int | None:
     """How many positions the text takes in the model's first stack (None if the text is rejected)."""
     try:
-        return len(first_stack_ids(ckpt, clean_text(text).text, []))
+        return len(encode_first_stack(ckpt, clean_text(text).text, []))
     except InputError:
         return None

@@ -67,8 +67,18 @@ def encode_prefix(ckpt: Checkpoint, text: str, notes: list[str], reserve: int = 
     return [ckpt.config.bos_id] + _fit(ckpt.tokenizer.encode(text), room, "text", notes)
 
 
+def encode_encoder_only(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
+    """An encoder-only model's input, as BERT reads a sentence: bos ([CLS]) + tokens + eos ([SEP])."""
+    return [ckpt.config.bos_id, *_fit(ckpt.tokenizer.encode(text), ckpt.config.max_len - 2, "input", notes)] + [
+        ckpt.config.eos_id
+    ]
+
+
 def encode_first_stack(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
-    """The ids the model's first stack reads: the encoder's input, or the language model's text."""
+    """The ids the model's first stack reads: the encoder's input (encoder-decoder, encoder-only), or the language
+    model's text."""
+    if ckpt.config.kind == "encoder-only":
+        return encode_encoder_only(ckpt, text, notes)
     if ckpt.config.is_encoder_decoder:
         return encode_source(ckpt, text, notes)
     return encode_prefix(ckpt, text, notes)

@@ -388,3 +388,24 @@ def test_a_llama_config_listing_several_end_ids_ends_text_at_the_first(published
     (folder / "config.json").write_text(json.dumps(config | {"eos_token_id": [2, 0]}))
     ckpt = load_checkpoint(folder)
     assert (ckpt.tokenizer.bos_id, ckpt.tokenizer.eos_id, ckpt.tokenizer.unk_id, ckpt.tokenizer.pad_id) == (1, 2, 0, 3)
+
+
+def test_ablating_an_encoders_head_is_measured_over_every_position_of_cls_text_sep(published) -> None:
+    from inference.ablation import ablation_effect, head_importance
+    from inference.text import encode_first_stack
+    from model.attention import Ablation
+
+    ckpt = load_checkpoint(published["bert"])
+    every = tuple(range(ckpt.config.n_heads))  # all heads of both layers: a tiny random BERT barely feels one
+    heads = {"encoder.layers.0.self_attn": every, "encoder.layers.1.self_attn": every}
+    ids = torch.tensor([encode_first_stack(ckpt, "the cat sat", [])])  # [CLS] the cat sat [SEP]: tested above
+    assert ckpt.tokenizer.pieces(ids[0].tolist()) == ["[CLS]", "the", "cat", "sat", "[SEP]"]
+    cut = {name: Ablation(hs, "zero") for name, hs in heads.items()}
+    with torch.inference_mode():
+        before, after = ckpt.model(ids, record=False)[0][0], ckpt.model(ids, record=False, ablate=cut)[0][0]
+    p, q = torch.log_softmax(before, -1), torch.log_softmax(after, -1)
+    per_position = (p.exp() * (p - q)).sum(-1)  # [CLS] the cat sat [SEP]
+    effect = ablation_effect(ckpt, "the cat sat", heads)
+    assert effect.kl == pytest.approx(float(per_position.mean()), rel=1e-4)
+    assert effect.kl != pytest.approx(float(per_position[-1]), rel=1e-2)  # not the last position alone
+    assert len(head_importance(ckpt, "the cat sat")) == 2 * ckpt.config.n_heads

@@ -56,7 +56,16 @@ def body() -> None:
         heads[name] = (*heads.get(name, ()), int(head))
     effect = ui.ablation(ctx.path, ctx.stamp, ctx.text, tuple(sorted(heads.items())), mode)
     st.metric("KL divergence, intact ‖ ablated (nats)", f"{effect.kl:.4f}")
-    if analysis.kind == "decoder-only":
+    if analysis.kind == "encoder-only":
+        st.caption("The KL divergence is the mean over every position of the input.")
+        st.markdown(f"**What the output at position 1 ({analysis.prediction_pieces[0]}) scores highest**")
+        st.caption(ctx.ckpt.card.get("predictions", ""))
+        left, right = st.columns(2)
+        left.caption("Intact model")
+        left.dataframe(top_table(effect.before_top), hide_index=True)
+        right.caption(f"{len(picked)} head(s) switched off")
+        right.dataframe(top_table(effect.after_top), hide_index=True)
+    elif analysis.kind == "decoder-only":
         st.markdown("**Next token after the text**")
         left, right = st.columns(2)
         left.caption("Intact model")
