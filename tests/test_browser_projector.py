@@ -1,6 +1,6 @@
 """Projector mode and small screens in a real browser: at 1024×768 and 1280×720, in projector mode and out of it, no
 two numbers drawn in heatmap cells overlap and none is wider than its cell, and no chart title runs past its
-chart. Screenshots go to screenshots/projector-*.png (git-ignored)."""
+chart (right or top). Screenshots go to screenshots/projector-*.png (git-ignored)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ MEASURE_JS = """() => [...document.querySelectorAll('.stPlotlyChart .js-plotly-p
     });
   });
   const t = title ? title.getBoundingClientRect() : null;
-  return {right: box.right, titleRight: t ? t.right : 0, title: title ? title.textContent : '', cells};
+  return {right: box.right, top: box.top, titleRight: t ? t.right : 0, titleTop: t ? t.top : box.top,
+          title: title ? title.textContent : '', cells};
 })"""
 
 PAGES = {  # path → (query, the heading to wait for)
@@ -73,6 +74,7 @@ def test_cell_numbers_fit_their_cells_and_titles_fit_their_charts(server, browse
         assert charts
         for chart in charts:
             assert chart["titleRight"] <= chart["right"] + 1, f"title cut off: {chart['title']!r}"
+            assert chart["titleTop"] >= chart["top"] - 1, f"title's top cut off: {chart['title']!r}"
             assert all(c["right"] - c["left"] <= c["cell"] + 1 for c in chart["cells"]), chart["title"]
             assert not overlaps(chart["cells"]), chart["title"]
         if projector:

@@ -58,7 +58,7 @@ def finish_layout(title: str, height: int) -> dict[str, Any]:
     return {
         # Hung from the top of the chart, so that its extra lines grow down into the margin, not over the plot.
         "title": {"text": "<br>".join(escape(line) for line in lines), "x": 0.0, "xanchor": "left"}
-        | {"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 10}},
+        | {"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 20}},  # 10 left the top 6 px outside
         "height": int(height) + extra,
         "margin": {"l": 10, "r": 10, "t": 40 + extra, "b": 10},
     }
@@ -170,5 +170,9 @@ def for_projector(fig: go.Figure) -> go.Figure:
     room = max(top, 16 + round(lines * 1.35 * (PROJECTOR_FONT + 4)))  # the larger title's lines above the plot
     if fig.layout.height:
         fig.update_layout(height=int(fig.layout.height * 1.3) + room - top)
-    fig.update_layout(margin={"t": room})
+    # The larger title sits higher than its pad says (measured in chromium: 10 px above the chart at 20 px type):
+    # a larger pad keeps its first line inside the chart, and the margin grows by as much.
+    fig.update_layout(margin={"t": room + 14}, title_pad_t=24)
+    if fig.layout.height:
+        fig.update_layout(height=fig.layout.height + 14)
     return fig
