@@ -26,43 +26,38 @@ BERT_SPECIALS = {"pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3}
 LLAMA_SPECIALS = {"pad_id": 3, "unk_id": 0, "bos_id": 1, "eos_id": 2}
 
 
-def tiny_bert() -> transformers.BertModel:
-    torch.manual_seed(0)
-    config = transformers.BertConfig(
+def tiny_bert_config(**extra) -> transformers.BertConfig:
+    """The tiny BERT both parity models share: 2 layers × 4 heads, d_model 48, eager attention (weights recorded)."""
+    return transformers.BertConfig(
         vocab_size=97,
         hidden_size=48,
         num_attention_heads=4,
         num_hidden_layers=2,
         intermediate_size=80,
         max_position_embeddings=40,
-        layer_norm_eps=1e-12,
         attn_implementation="eager",
+        **extra,
     )
-    model = transformers.BertModel(config).eval()
-    with torch.no_grad():  # transformers initialises LayerNorms to (1, 0): make them count
+
+
+def nudged(model: torch.nn.Module, *names: str) -> torch.nn.Module:
+    """transformers initialises LayerNorms (and biases) to (1, 0): nudge the parameters whose names contain or end
+    with `names`, seeded, so that a mapping that drops them shows."""
+    with torch.no_grad():
         for name, param in model.named_parameters():
-            if "LayerNorm" in name:
+            if any(n in name for n in names):
                 param.add_(torch.randn_like(param) * 0.2)
-    return model
+    return model.eval()
+
+
+def tiny_bert() -> transformers.BertModel:
+    torch.manual_seed(0)
+    return nudged(transformers.BertModel(tiny_bert_config(layer_norm_eps=1e-12)).eval(), "LayerNorm")
 
 
 def tiny_bert_mlm() -> transformers.BertForMaskedLM:
     torch.manual_seed(0)
-    config = transformers.BertConfig(
-        vocab_size=97,
-        hidden_size=48,
-        num_attention_heads=4,
-        num_hidden_layers=2,
-        intermediate_size=80,
-        max_position_embeddings=40,
-        attn_implementation="eager",
-    )
-    model = transformers.BertForMaskedLM(config).eval()
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if "LayerNorm" in name or name.endswith("predictions.bias"):
-                param.add_(torch.randn_like(param) * 0.2)
-    return model
+    return nudged(transformers.BertForMaskedLM(tiny_bert_config()).eval(), "LayerNorm", "predictions.bias")
 
 
 def tiny_llama(tie: bool = False, rope_theta: float = 10000.0) -> transformers.LlamaForCausalLM:
