@@ -16,7 +16,7 @@ from model.transformer import EncoderDecoder
 from training.data.common import train_tokenizer
 from training.evaluate import TRANSLATE_SAMPLES, evaluate, has_loop, loop_rate
 from training.tasks import TASKS
-from training.train import learning_rate, snapshot_steps, train
+from training.train import OPTIMIZER, learning_rate, snapshot_steps, train
 
 PAIRS = [
     ("Where is the station?", "Wo ist der Bahnhof?"),
@@ -115,6 +115,21 @@ def test_resume_continues_the_schedule_and_the_history(tmp_path: Path) -> None:
     assert card["training"]["steps_done"] == 6 and card["training"]["resumed_at"] == 4
     assert [h["step"] for h in card["training"]["history"]] == [2, 4, 6]
     assert card["command"] == "first && second"
+
+
+@pytest.mark.parametrize("task", ["translate", "lm"])
+def test_a_resumed_run_goes_on_as_if_never_stopped(tmp_path: Path, task: str) -> None:
+    """Float32 weights, Adam's moments and the place in the data order come back: 2 + 2 steps equal 4 steps."""
+    write_task(tmp_path / "data", task)
+    whole = train(tiny_spec(task), tmp_path / "data", tmp_path / "whole", seed=0, threads=1, command="w")
+    half = replace(tiny_spec(task), max_steps=2)
+    first = train(half, tmp_path / "data", tmp_path / "a", seed=0, threads=1, command="a")
+    again = train(half, tmp_path / "data", tmp_path / "b", seed=0, threads=1, command="b", resume=first)
+    assert load_checkpoint(whole).card["training"]["best_step"] == 4, "the tiny run still learns at step 4"
+    a, b = load_file(whole / OPTIMIZER), load_file(again / OPTIMIZER)
+    assert a.keys() == b.keys() and any(k.startswith("adam.") for k in a)
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-6, msg=key)
 
 
 def test_a_run_keeps_float16_snapshots_that_load_like_the_weights(tmp_path: Path) -> None:
