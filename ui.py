@@ -19,7 +19,7 @@ import pyarrow as pa
 import streamlit as st
 
 from inference import catalog
-from inference.ablation import Effect, ablation_effect, head_importance
+from inference.ablation import Effect, RankingSetup, ablation_effect, most_important_first, rank_block, ranking_setup
 from inference.analysis import Analysis, Block
 from inference.analyze import positional_table as model_positional_table
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
@@ -181,10 +181,29 @@ def ablation(path: str, stamp: float, text: str, heads: tuple[tuple[str, tuple[i
     return model_worker(path, stamp).call(ablation_effect, text, dict(heads), mode)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Switching off each head in turn…")
-def head_ranking(path: str, stamp: float, text: str, mode: str) -> list[tuple[str, int, float]]:
-    """Every head switched off alone, the most important first (inference.ablation.head_importance)."""
-    return model_worker(path, stamp).call(head_importance, text, mode)
+@st.cache_resource(max_entries=16, show_spinner=False)
+def _ranking_setup(path: str, stamp: float, text: str) -> RankingSetup:
+    return model_worker(path, stamp).call(ranking_setup, text)
+
+
+@st.cache_resource(max_entries=2048, show_spinner=False)
+def _block_ranking(path: str, stamp: float, text: str, mode: str, block: str) -> list[tuple[str, int, float]]:
+    return model_worker(path, stamp).call(rank_block, _ranking_setup(path, stamp, text), block, mode)
+
+
+def head_ranking(
+    path: str, stamp: float, text: str, mode: str, progress: Callable[[int, int, str], None] | None = None
+) -> list[tuple[str, int, float]]:
+    """Every head switched off alone, the most important first (inference.ablation.head_importance), one block
+    per job of the model's worker: other sessions' requests run between blocks (SmolLM2's 30 layers × 9 heads are
+    270 passes), and `progress(done, blocks, next block)` is called before each block. Cached per block."""
+    setup = _ranking_setup(path, stamp, text)
+    table = []
+    for done, (block, _) in enumerate(setup.blocks):
+        if progress is not None:
+            progress(done, len(setup.blocks), block)
+        table += _block_ranking(path, stamp, text, mode, block)
+    return most_important_first(table)
 
 
 @st.cache_data(max_entries=16, show_spinner=False)

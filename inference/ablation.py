@@ -99,10 +99,21 @@ def ablation_effect(
     )
 
 
+@dataclass(frozen=True)
+class RankingSetup:
+    """What ranking the heads of one text needs once: the input, the intact logits at the scored rows, and every
+    attention block with its number of heads (the order of the model's trace)."""
+
+    source: Tensor | None  # encoder-decoder: the source ids; else None
+    target: Tensor  # the ids fed to the (first) stack under teacher forcing
+    rows: slice  # the positions whose distribution is scored
+    before: Tensor  # (rows, vocab) intact logits
+    blocks: tuple[tuple[str, int], ...]  # (block name, heads)
+
+
 @torch.inference_mode()
-def head_importance(ckpt: Checkpoint, text: str, mode: str = "zero") -> list[tuple[str, int, float]]:
-    """Each head switched off alone: (block name, head, KL(before ‖ after)), the most important first. The KL is
-    at the last position (LM) or averaged over the greedy output's steps (encoder-decoder)."""
+def ranking_setup(ckpt: Checkpoint, text: str) -> RankingSetup:
+    """One traced pass (after the greedy output, for a translator): the scored positions and the blocks."""
     cfg = ckpt.config
     cleaned = clean_text(text).text
     if cfg.is_encoder_decoder:
@@ -113,11 +124,30 @@ def head_importance(ckpt: Checkpoint, text: str, mode: str = "zero") -> list[tup
         source, target, rows = None, torch.tensor([encode_first_stack(ckpt, cleaned, [])]), slice(None)
     else:
         source, target, rows = None, torch.tensor([encode_prefix(ckpt, cleaned, [])]), slice(-1, None)
-    _, trace = ckpt.model(source, target) if source is not None else ckpt.model(target)
-    before = _logits(ckpt, source, target, {})[rows]
+    logits, trace = ckpt.model(source, target) if source is not None else ckpt.model(target)
+    blocks = tuple((name, rec.keys.shape[1]) for name, rec in trace.attention.items())  # keys: (B, H, Tk, d_head)
+    return RankingSetup(source, target, rows, logits[0].float()[rows], blocks)
+
+
+@torch.inference_mode()
+def rank_block(ckpt: Checkpoint, setup: RankingSetup, name: str, mode: str = "zero") -> list[tuple[str, int, float]]:
+    """Each head of block `name` switched off alone: (block name, head, KL(before ‖ after)), in head order."""
+    heads = dict(setup.blocks)[name]
     table = []
-    for name, rec in trace.attention.items():
-        for head in range(rec.keys.shape[1]):  # (B, H, Tk, d_head)
-            after = _logits(ckpt, source, target, {name: Ablation((head,), mode)})[rows]
-            table.append((name, head, float(_kl(before, after).mean())))
+    for head in range(heads):
+        after = _logits(ckpt, setup.source, setup.target, {name: Ablation((head,), mode)})[setup.rows]
+        table.append((name, head, float(_kl(setup.before, after).mean())))
+    return table
+
+
+def head_importance(ckpt: Checkpoint, text: str, mode: str = "zero") -> list[tuple[str, int, float]]:
+    """Each head switched off alone: (block name, head, KL(before ‖ after)), the most important first. The KL is
+    at the last position (LM), averaged over the greedy output's steps (encoder-decoder) or over the input's
+    positions (encoder-only). The app runs the same steps a block at a time (ui.head_ranking), with progress."""
+    setup = ranking_setup(ckpt, text)
+    table = [row for name, _ in setup.blocks for row in rank_block(ckpt, setup, name, mode)]
+    return most_important_first(table)
+
+
+def most_important_first(table: list[tuple[str, int, float]]) -> list[tuple[str, int, float]]:
     return sorted(table, key=lambda row: -row[2])

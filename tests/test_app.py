@@ -375,11 +375,32 @@ def test_ablation_page_switches_heads_off_and_ranks_them(app, good_dir: Path) ->
     ranking = frame(ok(at), "KL (nats)")
     assert len(ranking) == 8 and ranking["KL (nats)"].is_monotonic_decreasing
     assert at.query_params["ablate"] == "decoder.layers.0.self_attn:1" and at.query_params["ablate_mode"] == "zero"
+    at.multiselect(key="ablate_heads").select("decoder.layers.1.self_attn:0").run()
+    assert frame(ok(at), "KL (nats)").equals(ranking), "the ranking stays for the same text and mode"
+    at.radio(key="ablate_mode").set_value("mean").run()
+    assert not [df for df in ok(at).dataframe if "KL (nats)" in df.value.columns], "another mode: rank again"
     translator = app(model=ED, text="Where is the station?")
     translator.switch_page("views/ablation.py").run()
     translator.multiselect(key="ablate_heads").select("decoder.layers.0.cross_attn:0").run()
     steps = frame(ok(translator), "log p ablated")
     assert len(steps) >= 1 and len(translator.code) == 2
+
+
+def test_head_ranking_runs_a_worker_job_per_block_with_progress(good_dir: Path) -> None:
+    """The ranking the page shows is head_importance's, built a block at a time between other sessions' work."""
+    import ui
+    from inference import catalog
+    from inference.ablation import head_importance
+
+    path = str(good_dir / LM)
+    stamp = catalog.stamp(Path(path))
+    calls = []
+    table = ui.head_ranking(path, stamp, "the cat sat", "zero", lambda *a: calls.append(a))
+    assert [(done, blocks) for done, blocks, _ in calls] == [(0, 2), (1, 2)]
+    assert [block for *_, block in calls] == ["decoder.layers.0.self_attn", "decoder.layers.1.self_attn"]
+    expected = head_importance(load_checkpoint(good_dir / LM), "the cat sat")
+    assert [(n, h) for n, h, _ in table] == [(n, h) for n, h, _ in expected]
+    assert [kl for *_, kl in table] == pytest.approx([kl for *_, kl in expected], rel=1e-5)
 
 
 def test_ablated_heads_and_mode_come_back_from_a_copied_link(app) -> None:

@@ -92,10 +92,22 @@ def body() -> None:
     st.subheader("Most important heads")
     st.caption(
         "Each head switched off alone, ranked by how far the predictions move (KL divergence, at the last position "
-        "for a language model, averaged over the output's steps for a translator)."
+        "for a language model, averaged over the output's steps for a translator, over every position for an "
+        "encoder). The heads are switched off a layer at a time; a bar shows how far it has got."
     )
+    asked = (ctx.path, ctx.text, mode)  # the ranking stays on the page for the same model, text and mode
     if st.button("Rank every head", key="ablate_rank"):
-        table = ui.head_ranking(ctx.path, ctx.stamp, ctx.text, mode)
+        st.session_state["_ablate_ranked"] = asked
+    if st.session_state.get("_ablate_ranked") == asked:
+        bar = st.empty()
+
+        def progress(done: int, blocks: int, block: str) -> None:
+            stack, layer, type_ = parse_block_name(block)
+            where = f"{analysis.attention_label(f'{stack}.{type_}')} · layer {layer + 1}"
+            bar.progress(done / blocks, text=f"Switching off each head in turn: {where} ({done + 1} of {blocks})")
+
+        table = ui.head_ranking(ctx.path, ctx.stamp, ctx.text, mode, progress)
+        bar.empty()
         frame = pd.DataFrame(
             {
                 "head": [head_label(analysis, f"{name}:{h}") for name, h, _ in table],
