@@ -409,3 +409,34 @@ def test_ablating_an_encoders_head_is_measured_over_every_position_of_cls_text_s
     assert effect.kl == pytest.approx(float(per_position.mean()), rel=1e-4)
     assert effect.kl != pytest.approx(float(per_position[-1]), rel=1e-2)  # not the last position alone
     assert len(head_importance(ckpt, "the cat sat")) == 2 * ckpt.config.n_heads
+
+
+def test_a_published_decoder_is_scored_as_a_language_model_per_character(published, tmp_path, monkeypatch) -> None:
+    """`python -m atlas evaluate` scores a published decoder on lm-english's test split; bits per character make
+    models with different tokenizers comparable. An encoder without its masked-LM head has nothing to score."""
+    import math
+
+    from inference.pretrained import packages
+    from inference.score import perplexity
+    from training.evaluate import evaluate, main, task_of
+
+    lines = ["the cat sat on the mat", "a dog ran"]
+    (tmp_path / "data" / "lm").mkdir(parents=True)
+    (tmp_path / "data" / "lm" / "test.txt").write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    ckpt = load_checkpoint(published["gguf"])
+    assert task_of(ckpt) == "lm"
+    metrics, samples = evaluate(ckpt, tmp_path / "data")
+    ppl, acc, count = perplexity(ckpt, lines)
+    assert metrics["test_characters"] == len(lines[0]) + len(lines[1]) + 2 and metrics["test_lines"] == 2
+    assert metrics["perplexity"] == pytest.approx(ppl, abs=1e-3) and metrics["test_tokens"] == count
+    assert metrics["bits_per_character"] == pytest.approx(math.log2(ppl) * count / metrics["test_characters"], 1e-3)
+    assert metrics["command"] == f"python -m training.evaluate {published['gguf']}" and samples
+    with pytest.raises(CheckpointError, match="nothing to score"):
+        task_of(load_checkpoint(published["bert"]))
+    assert main([str(published["bert"]), "--data", str(tmp_path / "data")]) == 2
+    monkeypatch.setattr(packages, "MEASURED", tmp_path / "measured.json")
+    assert main([str(published["gguf"]), "--data", str(tmp_path / "data"), "--write-card"]) == 2  # not a package
+    assert not (tmp_path / "measured.json").exists()
+    packages.record_metrics(packages.SMOLLM2.name, {"top1_accuracy": 0.5}, [])
+    assert packages.SMOLLM2.full_card()["metrics"] == {"top1_accuracy": 0.5}
+    assert packages.MINILM.full_card()["metrics"] == {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ import torch
 from tqdm import tqdm
 
 from inference.analyze import generate_text, translate_many
-from inference.checkpoint import CARD, Checkpoint, CheckpointError, load_checkpoint
+from inference.checkpoint import CARD, Checkpoint, CheckpointError, is_published, load_checkpoint
 from inference.score import perplexity
 from training.tasks import data_dir
 from training.train import read_lines
@@ -49,10 +50,35 @@ DECODINGS = {"greedy": 1, "beam4": 4}
 
 
 def task_of(ckpt: Checkpoint) -> str:
+    """The task whose test split scores `ckpt`: its card's training task; a published decoder (no training of
+    ours) is scored as a language model on lm-english's test split."""
     try:
         return ckpt.card["hyperparameters"]["training"]["name"]
     except (KeyError, TypeError) as exc:
+        if is_published(ckpt.path) and ckpt.config.kind == "decoder-only":
+            return "lm"
+        if is_published(ckpt.path):
+            raise CheckpointError(
+                f"{ckpt.path}: an encoder without a masked-LM head predicts no tokens; there is nothing to score"
+            ) from exc
         raise CheckpointError(f"{ckpt.path / CARD}: hyperparameters.training.name (the task) is missing") from exc
+
+
+def resolve(name: str) -> Path:
+    """A checkpoint folder or file, or the name of an installed model package (e.g. SmolLM2-135M-Instruct)."""
+    from inference.pretrained.packages import installed
+
+    for package, path in installed():
+        if name == package.name:
+            return path
+    return Path(name)
+
+
+def command_target(ckpt: Checkpoint) -> str:
+    """How the evaluate command names `ckpt`: an installed package by its name, anything else by its path."""
+    from inference.pretrained.packages import card_for
+
+    return ckpt.name if is_published(ckpt.path) and card_for(ckpt.path) else str(ckpt.path)
 
 
 def outputs(ckpt: Checkpoint, sources: list[str], desc: str, max_tokens: int = 80, beam: int = 1) -> list[str]:
@@ -147,8 +173,18 @@ def translate_samples(ckpt: Checkpoint) -> list[dict[str, Any]]:
 def evaluate_lm(ckpt: Checkpoint, folder: Path, limit: int | None) -> tuple[dict, list]:
     lines = read_lines(folder / "test.txt")[:limit]
     ppl, acc, count = perplexity(ckpt, lines)
+    characters = sum(len(line) + 1 for line in lines if line.strip())  # + 1: the end of each line, scored as eos
     samples = [{"input": p, "output": generate_text(ckpt, p, SAMPLE_TOKENS, 1)} for p in LM_PROMPTS]
-    return {"perplexity": round(ppl, 3), "top1_accuracy": round(acc, 4), "test_tokens": count}, samples
+    return {
+        "perplexity": round(ppl, 3),
+        "top1_accuracy": round(acc, 4),
+        "test_tokens": count,
+        # Per character, not per token: comparable across tokenizers (a 49k-piece vocabulary makes fewer, harder
+        # tokens than a 4k one, so perplexity and top-1 per token are not).
+        "bits_per_character": round(math.log2(ppl) * count / characters, 4),
+        "test_characters": characters,
+        "test_lines": sum(1 for line in lines if line.strip()),
+    }, samples
 
 
 EVALUATORS = {"reverse": evaluate_reverse, "translate": evaluate_translate, "lm": evaluate_lm}
@@ -158,7 +194,7 @@ def evaluate(ckpt: Checkpoint, data_root: Path, limit: int | None = None) -> tup
     task = task_of(ckpt)
     metrics, samples = EVALUATORS[task](ckpt, data_dir(task, data_root), limit)
     metrics["split"] = "test"
-    metrics["command"] = f"python -m training.evaluate {ckpt.path}" + (f" --limit {limit}" if limit else "")
+    metrics["command"] = f"python -m training.evaluate {command_target(ckpt)}" + (f" --limit {limit}" if limit else "")
     for sample in samples:
         sample["max_tokens"] = SAMPLE_TOKENS if task == "lm" else 80
     return metrics, samples
@@ -166,7 +202,11 @@ def evaluate(ckpt: Checkpoint, data_root: Path, limit: int | None = None) -> tup
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.evaluate", description=__doc__)
-    parser.add_argument("checkpoint")
+    parser.add_argument(
+        "checkpoint",
+        help="a checkpoint folder, a published model's folder or .gguf, or an installed "
+        "model package's name (SmolLM2-135M-Instruct: scored on lm-english's test split)",
+    )
     parser.add_argument("--data", default="data")
     parser.add_argument("--limit", type=int, help="only the first N test examples (quick check)")
     parser.add_argument("--write-card", action="store_true", help="store metrics and samples in card.json")
@@ -174,13 +214,24 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     try:
-        ckpt = load_checkpoint(args.checkpoint)
+        ckpt = load_checkpoint(resolve(args.checkpoint))
         metrics, samples = evaluate(ckpt, Path(args.data), args.limit)
     except (CheckpointError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"metrics": metrics, "samples": samples}, indent=2, ensure_ascii=False))
-    if args.write_card:
+    if args.write_card and is_published(ckpt.path):
+        from inference.pretrained.packages import card_for, record_metrics
+
+        if card_for(ckpt.path) is None:
+            print(
+                f"error: {ckpt.path}: --write-card writes our cards and the model packages' figures, "
+                "not a published folder's files",
+                file=sys.stderr,
+            )
+            return 2
+        print(f"wrote {record_metrics(ckpt.name, metrics, samples)}", file=sys.stderr)
+    elif args.write_card:
         card = {**ckpt.card, "metrics": metrics, "samples": samples}
         (ckpt.path / CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return 0

@@ -10,12 +10,33 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from inference.checkpoint import Checkpoint, CheckpointError
 from inference.pretrained.loaders import load_pretrained
+
+# Figures measured on the installed packages by `python -m atlas evaluate NAME --write-card` (the packages' files
+# are not ours to write): {name: {"metrics": ..., "samples": ...}}, merged into each card.
+MEASURED = Path(__file__).with_name("measured.json")
+
+
+def measured() -> dict[str, Any]:
+    try:
+        found = json.loads(MEASURED.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def record_metrics(name: str, metrics: dict[str, Any], samples: list[dict[str, Any]]) -> Path:
+    """Store a package model's evaluated figures where its card (Package.full_card) reads them."""
+    found = measured()
+    found[name] = {"metrics": metrics, "samples": samples}
+    MEASURED.write_text(json.dumps(found, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return MEASURED
 
 
 @dataclass(frozen=True)
@@ -43,14 +64,15 @@ class Package:
     def full_card(self) -> dict[str, Any]:
         """The card with the installed version and the licence the package itself declares (or that it declares
         none)."""
+        card = {**self.card, **measured().get(self.name, {})}
         try:
             meta = importlib.metadata.metadata(self.distribution)
         except importlib.metadata.PackageNotFoundError:
-            return dict(self.card)
+            return card
         classifiers = [c.removeprefix("License :: ") for c in meta.get_all("Classifier") or [] if "License" in c]
         declared = meta.get("License-Expression") or meta.get("License") or "; ".join(classifiers) or "none"
         source = {**self.card["source"], "version": meta.get("Version"), "licence_declared_by_package": declared}
-        return {**self.card, "source": source}
+        return {**card, "source": source}
 
 
 MINILM = Package(
