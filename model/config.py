@@ -12,7 +12,7 @@ KINDS: tuple[str, ...] = ("encoder-decoder", "decoder-only", "encoder-only")
 POSITIONAL: tuple[str, ...] = ("sinusoidal", "learned", "rotary")
 NORMS: tuple[str, ...] = ("post", "pre")
 NORM_TYPES: tuple[str, ...] = ("layer", "rms")
-ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "swiglu")
+ACTIVATIONS: tuple[str, ...] = ("relu", "gelu", "gelu_tanh", "swiglu")
 
 # Upper bounds on every size, checked before anything is allocated: a typo in config.json (one zero too many)
 # must be an error message, not a multi-terabyte allocation. Each is far above any model this app is meant to
@@ -50,7 +50,9 @@ class ModelConfig:
     activation="gelu", norm_eps=1e-12, and mlm_head=True when its weights carry the masked-LM head; a Llama is
     kind="decoder-only", positional="rotary", norm="pre", norm_type="rms", activation="swiglu", bias=False,
     embed_scale=False and n_kv_heads < n_heads (grouped-query attention: each key/value head serves
-    n_heads // n_kv_heads query heads).
+    n_heads // n_kv_heads query heads); a GPT-2 is kind="decoder-only", positional="learned", norm="pre",
+    activation="gelu_tanh" (GELU's tanh approximation, as GPT-2 was trained with) and embed_scale=False, with
+    bos_id == eos_id (its one special token, <|endoftext|>, both starts and ends a text).
     """
 
     kind: Kind
@@ -72,7 +74,7 @@ class ModelConfig:
     n_kv_heads: int | None = None  # None: one key/value head per query head (the paper's multi-head attention)
     norm_type: Literal["layer", "rms"] = "layer"  # LayerNorm, or RMSNorm (gain only, no centring)
     norm_eps: float = 1e-5
-    activation: Literal["relu", "gelu", "swiglu"] = "relu"
+    activation: Literal["relu", "gelu", "gelu_tanh", "swiglu"] = "relu"
     bias: bool = True  # biases in the attention, feed-forward and output projections
     embed_scale: bool = True  # token embeddings multiplied by √d_model (section 3.4)
     embed_norm: bool = False  # a normalisation after embeddings + positions (BERT)
@@ -139,8 +141,10 @@ class ModelConfig:
         for name, value in specials.items():
             if not isinstance(value, int) or not 0 <= value < self.vocab_size:
                 raise ConfigError(f"{name} must be an id below vocab_size ({self.vocab_size}), got {value!r}")
-        if len(set(specials.values())) != len(specials):
-            raise ConfigError(f"special ids must differ, got {specials}")
+        # padding is masked by id and unknown pieces are flagged by id: those two ids must be nobody else's; one
+        # token may both start and end a text (GPT-2's <|endoftext|>)
+        if len({self.pad_id, self.unk_id, self.bos_id}) != 3 or len({self.pad_id, self.unk_id, self.eos_id}) != 3:
+            raise ConfigError(f"pad and unk ids must differ from each other and from bos and eos, got {specials}")
 
     @property
     def n_parameters(self) -> int:

@@ -88,7 +88,8 @@ def make_norm(config: ModelConfig) -> nn.Module:
 
 class FeedForward(nn.Module):
     """FFN(x) = max(0, x W1 + b1) W2 + b2 (section 3.3); `activation="gelu"` uses GELU instead of max(0, ·)
-    (BERT); `"swiglu"` is W2 (SiLU(x W1) ⊙ x W3), a gated unit with a third matrix (Shazeer 2020; Llama)."""
+    (BERT), `"gelu_tanh"` its tanh approximation (GPT-2); `"swiglu"` is W2 (SiLU(x W1) ⊙ x W3), a gated unit with
+    a third matrix (Shazeer 2020; Llama)."""
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -100,10 +101,14 @@ class FeedForward(nn.Module):
         self.dropout = nn.Dropout(config.dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.w_3 is not None:
+        if self.activation == "swiglu":
             hidden = F.silu(self.w_1(x)) * self.w_3(x)
+        elif self.activation == "gelu":
+            hidden = F.gelu(self.w_1(x))  # x Φ(x), Φ the normal distribution's CDF (Hendrycks & Gimpel 2016)
+        elif self.activation == "gelu_tanh":
+            hidden = F.gelu(self.w_1(x), approximate="tanh")  # 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))
         else:
-            hidden = F.gelu(self.w_1(x)) if self.activation == "gelu" else torch.relu(self.w_1(x))
+            hidden = torch.relu(self.w_1(x))
         return self.w_2(self.dropout(hidden))  # (B, T, d_model)
 
 
