@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -114,6 +115,51 @@ TASKS: dict[str, TaskSpec] = {
         },
     ),
 }
+
+
+# A language model on any text (python -m atlas train --task lm --text FILE): half lm-english's width and two thirds
+# of its depth (a sixth of its weights outside the embeddings), so a CPU core trains it in minutes. Its steps read
+# the training tokens TEXT_EPOCHS times, at least TEXT_MIN_STEPS (a small text is read many times over: dropout 0.1,
+# and the best validation step is the one kept) and at most TEXT_MAX_STEPS (about 6 M tokens; a larger text is not
+# read whole).
+TEXT_MODEL: dict[str, Any] = dict(
+    kind="decoder-only",
+    d_model=128,
+    n_heads=4,
+    n_encoder_layers=0,
+    n_decoder_layers=4,
+    d_ff=512,
+    dropout=0.1,
+    max_len=128,  # the block size too: positions beyond the training windows would never be learned
+    positional="learned",
+    norm="pre",
+    tie_embeddings=True,
+)
+TEXT_BATCH_TOKENS = 2048
+TEXT_EPOCHS, TEXT_MIN_STEPS, TEXT_MAX_STEPS = 2, 300, 3000
+
+
+def text_spec(checkpoint: str, description: str, train_tokens: int, model: dict[str, Any] = TEXT_MODEL) -> TaskSpec:
+    """The lm task sized to a text of `train_tokens` training tokens: TEXT_MODEL (or `model`), its steps as above."""
+    steps = min(TEXT_MAX_STEPS, max(TEXT_MIN_STEPS, math.ceil(TEXT_EPOCHS * train_tokens / TEXT_BATCH_TOKENS)))
+    return TaskSpec(
+        name="lm",  # what training.evaluate scores it as: perplexity and top-1 accuracy
+        checkpoint=checkpoint,
+        description=description,
+        model=dict(model),
+        batch_tokens=TEXT_BATCH_TOKENS,
+        max_steps=steps,
+        warmup=100,
+        lr_factor=0.25,  # peak 0.25 * 128^-0.5 * 100^-0.5 = 2.2e-3, as reverse's 0.5 at d_model 128, warmup 400
+        label_smoothing=0.0,
+        eval_every=max(25, steps // 10),
+        block_size=model["max_len"],
+        notes={
+            "steps": f"{TEXT_EPOCHS} epochs of the text's {train_tokens:,} training tokens in batches of "
+            f"{TEXT_BATCH_TOKENS:,}, at least {TEXT_MIN_STEPS:,} and at most {TEXT_MAX_STEPS:,}",
+            "dropout": "0.1: a small text is read many times over",
+        },
+    )
 
 
 def data_dir(task: str, root: str | Path = "data") -> Path:
