@@ -144,7 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
 COMMANDS = {"trace": cmd_trace, "generate": cmd_generate, "score": cmd_score, "info": cmd_info}
 TRAINING = {
     "prepare": ("training.data.prepare", "obtain, clean and split a task's data, train its tokenizer"),
-    "train": ("training.train", "train a task's model from its prepared data"),
+    "train": ("training.train", "train a task's model from its prepared data, or an LM on any text (--text FILE)"),
     "evaluate": ("training.evaluate", "compute a checkpoint's card metrics on its test split"),
 }
 

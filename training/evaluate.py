@@ -21,6 +21,7 @@ from tqdm import tqdm
 from inference.analyze import generate_text, translate_many
 from inference.checkpoint import CARD, Checkpoint, CheckpointError, is_published, load_checkpoint
 from inference.score import perplexity
+from training.data.text import PROMPTS
 from training.tasks import data_dir
 from training.train import read_lines
 
@@ -171,10 +172,13 @@ def translate_samples(ckpt: Checkpoint) -> list[dict[str, Any]]:
 
 
 def evaluate_lm(ckpt: Checkpoint, folder: Path, limit: int | None) -> tuple[dict, list]:
+    """Samples continue LM_PROMPTS, or the folder's own prompts.txt (training.data.text writes the openings of a
+    few test lines there: a text of the user's need not be English)."""
     lines = read_lines(folder / "test.txt")[:limit]
     ppl, acc, count = perplexity(ckpt, lines)
     characters = sum(len(line) + 1 for line in lines if line.strip())  # + 1: the end of each line, scored as eos
-    samples = [{"input": p, "output": generate_text(ckpt, p, SAMPLE_TOKENS, 1)} for p in LM_PROMPTS]
+    prompts = read_lines(folder / PROMPTS) if (folder / PROMPTS).is_file() else LM_PROMPTS
+    samples = [{"input": p, "output": generate_text(ckpt, p, SAMPLE_TOKENS, 1)} for p in prompts]
     return {
         "perplexity": round(ppl, 3),
         "top1_accuracy": round(acc, 4),
@@ -195,6 +199,7 @@ def evaluate(ckpt: Checkpoint, data_root: Path, limit: int | None = None) -> tup
     metrics, samples = EVALUATORS[task](ckpt, data_dir(task, data_root), limit)
     metrics["split"] = "test"
     metrics["command"] = f"python -m training.evaluate {command_target(ckpt)}" + (f" --limit {limit}" if limit else "")
+    metrics["command"] += f" --data {data_root}" if data_root != Path("data") else ""
     for sample in samples:
         sample["max_tokens"] = SAMPLE_TOKENS if task == "lm" else 80
     return metrics, samples

@@ -1,4 +1,5 @@
-"""`python -m training.train --task {reverse,translate,lm}`: train a shipped model from the prepared data.
+"""`python -m training.train --task {reverse,translate,lm}`: train a shipped model from the prepared data;
+`--task lm --text FILE`: a small language model on any UTF-8 text, into a folder the app lists (train_text).
 
 The paper's recipe (section 5.3): Adam with β=(0.9, 0.98), ε=1e-9, lrate = factor · d_model^-0.5 ·
 min(step^-0.5, step · warmup^-1.5), label smoothing 0.1 for translation. Validation every `eval_every` steps;
@@ -24,14 +25,16 @@ from safetensors.torch import load_file, save_file, save_model
 from torch import Tensor, nn
 from tqdm import tqdm
 
-from inference.checkpoint import load_checkpoint, recorded, save_checkpoint
+from inference.catalog import checkpoints_dir
+from inference.checkpoint import CARD, CheckpointError, load_checkpoint, recorded, save_checkpoint
 from inference.decoding import pad_rows
 from inference.snapshots import INDEX as SNAPSHOT_INDEX
 from inference.snapshots import SNAPSHOTS
 from inference.tokenizer import Tokenizer
 from model.config import ModelConfig
 from model.transformer import build_model
-from training.tasks import TASKS, TaskSpec, data_dir
+from training.data.text import TextError, prepare_text, slug
+from training.tasks import TASKS, TEXT_MODEL, TaskSpec, data_dir, text_spec
 
 
 def read_lines(path: Path) -> list[str]:
@@ -352,26 +355,71 @@ def build_card(spec: TaskSpec, config: ModelConfig, sources: dict, run: dict, co
     }
 
 
+def train_text(
+    text: Path,
+    out: Path | None,
+    seed: int,
+    threads: int,
+    command: str,
+    max_steps: int | None = None,
+    resume: Path | None = None,
+) -> Path:
+    """A small language model on any UTF-8 text: its data prepared into `out`/data (training.data.text), the
+    model sized to it (training.tasks.text_spec) and trained by :func:`train`, then scored on the text's own
+    test split (training.evaluate) into the card. `out` defaults to lm-<the file's name> in the folder the app
+    lists (checkpoints/ beside it, or $ATLAS_CHECKPOINTS)."""
+    from training.evaluate import evaluate  # not at the top: training.evaluate imports this module
+
+    out = out or checkpoints_dir() / f"lm-{slug(text.stem)}"
+    if out.exists() and not out.is_dir():
+        raise TextError(f"{out}: is a file; give --out a folder")
+    if out.is_dir() and any(out.iterdir()) and (resume is None or out.resolve() != resume.resolve()):
+        raise TextError(f"{out}: already holds files; give another --out, delete it, or go on with --resume {out}")
+    expected = load_checkpoint(resume).card["tokenizer_sha256"] if resume else None
+    model, data = TEXT_MODEL, out / "data"  # TEXT_MODEL read here, not bound at import: a test makes it tiny
+    manifest = prepare_text(text, data_dir("lm", data), command, expected, min_valid_tokens=model["max_len"] + 2)
+    source, splits = manifest["sources"][0], manifest["splits"]
+    description = f"Language model (decoder-only) on {text.name}: {source['lines']:,} lines, {source['words']:,} words."
+    spec = text_spec(out.name, description, splits["train"]["train.txt"]["tokens"], model)
+    if max_steps:
+        spec = replace(spec, max_steps=max_steps, eval_every=min(spec.eval_every, max_steps))
+    path = train(spec, data, out, seed, threads, command, resume)
+    print(f"evaluating on the test split of {text.name} …", file=sys.stderr)
+    metrics, samples = evaluate(load_checkpoint(path), data)
+    card = {**json.loads((path / CARD).read_text(encoding="utf-8")), "metrics": metrics, "samples": samples}
+    (path / CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.train", description=__doc__)
     parser.add_argument("--task", choices=sorted(TASKS), required=True)
-    parser.add_argument("--out", help="checkpoint folder (default: checkpoints/<task's name>)")
-    parser.add_argument("--data", default="data", help="prepared data root (python -m training.data prepare)")
+    parser.add_argument("--text", type=Path, help="with --task lm: a small LM on this UTF-8 text (data in OUT/data)")
+    parser.add_argument("--out", help="checkpoint folder (default: checkpoints/<task's name>, with --text lm-<file>)")
+    parser.add_argument("--data", help="prepared data root (default: data; python -m training.data prepare)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-steps", type=int, help="override the task's number of steps (e.g. for a smoke run)")
     parser.add_argument("--resume", type=Path, help="continue this checkpoint's run for --max-steps more steps")
     args = parser.parse_args(argv)
-    spec = TASKS[args.task]
-    if args.max_steps:
-        spec = replace(spec, max_steps=args.max_steps, eval_every=min(spec.eval_every, args.max_steps))
-    out = Path(args.out or Path("checkpoints") / spec.checkpoint)
+    if args.max_steps is not None and args.max_steps < 1:
+        parser.error("--max-steps must be at least 1")
+    if args.text is not None and (args.task != "lm" or args.data):
+        parser.error("--text trains a language model on its own data: give it with --task lm and without --data")
     command = "python -m training.train " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
     )
     try:
-        path = train(spec, Path(args.data), out, args.seed, args.threads, command, args.resume)
-    except FileNotFoundError as exc:
+        if args.text is not None:
+            out = Path(args.out) if args.out else None
+            path = train_text(args.text, out, args.seed, args.threads, command, args.max_steps, args.resume)
+        else:
+            spec = TASKS[args.task]
+            if args.max_steps:
+                spec = replace(spec, max_steps=args.max_steps, eval_every=min(spec.eval_every, args.max_steps))
+            out = Path(args.out or Path("checkpoints") / spec.checkpoint)
+            path = train(spec, Path(args.data or "data"), out, args.seed, args.threads, command, args.resume)
+    except (FileNotFoundError, TextError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"saved {path}")
