@@ -116,8 +116,9 @@ def heldout_chars(total: int) -> int:
 
 def tokenizer_options(train: list[str]) -> dict[str, Any]:
     """Vocabulary sized to the text: the byte and special pieces, one piece per character the tokenizer must
-    keep, and one learned piece per CHARS_PER_PIECE characters, at most LM_VOCAB in all (sentencepiece may stop
-    earlier: the limit is soft). A text of many distinct characters keeps those covering 99.95 % of it."""
+    keep, and one learned piece per CHARS_PER_PIECE characters, at most LM_VOCAB in all unless the characters
+    alone need more (sentencepiece may stop earlier: the limit is soft). A text of many distinct characters
+    (Chinese: about 5,000 in a few pages) keeps those covering 99.95 % of it and spells the rest in bytes."""
     counts = Counter(ch for line in train for ch in line.replace(" ", "\u2581"))
     coverage = 1.0 if len(counts) <= MANY_CHARACTERS else 0.9995
     kept, covered, total = 0, 0, sum(counts.values())
