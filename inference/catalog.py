@@ -21,8 +21,10 @@ from inference.checkpoint import (
 
 ENV_VAR = "ATLAS_CHECKPOINTS"
 PRETRAINED_VAR = "ATLAS_PRETRAINED"  # 1: list the installed model packages, 0: do not (default: see pretrained_listed)
-# A published folder's config.json model_type → our kind (inference.pretrained.loaders reads these two).
-PUBLISHED_KINDS = {"bert": "encoder-only", "llama": "decoder-only"}
+# A published folder's config.json model_type → our kind (inference.pretrained.loaders reads each of these).
+PUBLISHED_KINDS = {"bert": "encoder-only", "gpt2": "decoder-only", "llama": "decoder-only"}
+# A published folder's tokenizer: tokenizer.json, or a GPT-2's older vocab.json + merges.txt.
+PUBLISHED_TOKENIZERS = ("tokenizer.json", "vocab.json", "merges.txt")
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 
 # The sentences of Figures 3–5 of "Attention Is All You Need" (Vaswani et al., 2017): the Paper view draws them.
@@ -150,7 +152,7 @@ def stamp(path: Path) -> float:
     key that changes when it is replaced."""
     if path.is_file():
         return path.stat().st_mtime
-    files = (WEIGHTS, CONFIG, TOKENIZER, CARD, "tokenizer.json")
+    files = (WEIGHTS, CONFIG, TOKENIZER, CARD, *PUBLISHED_TOKENIZERS)
     times = [(path / f).stat().st_mtime for f in files if (path / f).exists()]
     return max(times, default=0.0)
 

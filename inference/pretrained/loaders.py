@@ -1,10 +1,11 @@
 """Published checkpoints loaded onto our instrumented model, as the same Checkpoint our own folders give.
 
-Three sources, one result (inference.checkpoint.Checkpoint: model, tokenizer, config, card):
+Four sources, one result (inference.checkpoint.Checkpoint: model, tokenizer, config, card):
 - a BERT: a folder or a zip holding Hugging Face's config.json, model.safetensors and tokenizer.json
   (all-MiniLM-L6-v2's package ships such a zip);
 - a Llama-architecture GGUF file (SmolLM2's package ships one), dequantised to float32;
-- a folder holding a Llama in Hugging Face's layout (config.json, model.safetensors, tokenizer.json).
+- a folder holding a Llama in Hugging Face's layout (config.json, model.safetensors, tokenizer.json);
+- a folder holding a GPT-2 in the same layout, or with vocab.json and merges.txt instead of tokenizer.json.
 Every problem is a CheckpointError naming the file and the first field or tensor that does not fit.
 """
 
@@ -23,14 +24,19 @@ from inference.checkpoint import Checkpoint, CheckpointError
 from inference.pretrained.mapping import (
     BERT_NAMES,
     BERT_UNUSED,
+    GPT2_NAMES,
+    GPT2_UNUSED,
     LLAMA_NAMES,
     LLAMA_UNUSED,
     MLM_HEAD,
     MappingError,
+    append_rows,
     bert_config,
     fill_model,
+    gpt2_config,
     llama_config,
     rename,
+    split_gpt2,
 )
 from inference.pretrained.tokenizer import PretrainedTokenizer
 from inference.tokenizer import TokenizerError
@@ -49,6 +55,10 @@ def traced_max_len(context: int, layers: int, heads: int) -> int:
 
 
 BERT_SPECIAL_PIECES = {"pad_id": "[PAD]", "unk_id": "[UNK]", "bos_id": "[CLS]", "eos_id": "[SEP]"}
+# GPT-2's vocabulary in its first layout (tokenizer.json came later); its one special token; and the two we append
+# (our model masks padding by id and flags unknown pieces by id: each needs a token of its own that no text makes).
+GPT2_VOCAB, GPT2_MERGES, GPT2_END = "vocab.json", "merges.txt", "<|endoftext|>"
+GPT2_APPENDED = {"pad_id": "<|pad|>", "unk_id": "<|unk|>"}
 
 
 class Files:
@@ -121,10 +131,16 @@ def _checkpoint(name: str, path: Path, build: Any, tokenizer: PretrainedTokenize
     return Checkpoint(name, path, model, tokenizer, config, card)
 
 
-def _llama_limit(raw: dict[str, Any]) -> int:
-    """traced_max_len of a Llama config (a missing field is reported by llama_config, not here)."""
-    sizes = (raw.get(k) or 1 for k in ("max_position_embeddings", "num_hidden_layers", "num_attention_heads"))
+def _limit(raw: dict[str, Any], context: str, layers: str, heads: str) -> int:
+    """traced_max_len of a config's context, layer and head counts, named by their keys (a missing or invalid field
+    counts as 1 here: the mapping's config function reports it)."""
+    sizes = (raw.get(k) if isinstance(raw.get(k), int) and raw.get(k) > 0 else 1 for k in (context, layers, heads))
     return traced_max_len(*sizes)
+
+
+def _llama_limit(raw: dict[str, Any]) -> int:
+    """traced_max_len of a Llama config."""
+    return _limit(raw, "max_position_embeddings", "num_hidden_layers", "num_attention_heads")
 
 
 def load_bert(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
@@ -195,6 +211,82 @@ def load_llama_folder(path: Path, name: str | None = None, card: dict[str, Any] 
     return _checkpoint(name or path.name, path, build, tokenizer, card)
 
 
+def _gpt2_vocabulary(files: Files, path: Path) -> tuple[list[str], list[str]]:
+    """vocab.json (piece → id) as the list of pieces by id, and merges.txt's merges ("a b"), without its
+    "#version" line."""
+    try:
+        vocab = json.loads(files.read(GPT2_VOCAB))
+        merges = files.read(GPT2_MERGES).decode("utf-8").splitlines()
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CheckpointError(f"{path}: {GPT2_VOCAB} or {GPT2_MERGES} is not readable text ({exc})") from exc
+    if not isinstance(vocab, dict) or sorted(vocab.values()) != list(range(len(vocab))):
+        raise CheckpointError(f"{path}: {GPT2_VOCAB} must map each piece to its id, the ids 0, 1, 2, … in turn")
+    tokens = sorted(vocab, key=vocab.__getitem__)
+    return tokens, [m for m in merges if m.strip() and not m.startswith("#version")]
+
+
+def _gpt2_tokenizer(files: Files, raw: dict[str, Any], path: Path) -> PretrainedTokenizer:
+    """tokenizer.json, else vocab.json + merges.txt (byte-level BPE, digits not split); bos and eos are the
+    config's ids (both <|endoftext|> in GPT-2), pad and unk two special tokens appended after the vocabulary."""
+    from tokenizers import AddedToken, Tokenizer
+
+    source, appended, hf = f"{path}: tokenizer", list(GPT2_APPENDED.values()), None
+    if files.has(HF_TOKENIZER):
+        try:
+            hf = Tokenizer.from_str(files.read(HF_TOKENIZER).decode("utf-8"))
+        except Exception as exc:  # tokenizers raises its own Exception subclass with the parser's message
+            raise CheckpointError(f"{path}: {HF_TOKENIZER} is not a tokenizer.json ({exc})") from exc
+        hf.add_special_tokens([AddedToken(piece, special=True, normalized=False) for piece in appended])
+        vocab = hf.get_vocab(with_added_tokens=True)
+    elif files.has(GPT2_VOCAB) and files.has(GPT2_MERGES):
+        tokens, merges = _gpt2_vocabulary(files, path)
+        tokens += [piece for piece in appended if piece not in tokens]
+        vocab = {piece: i for i, piece in enumerate(tokens)}
+    else:
+        raise CheckpointError(
+            f"{path}: no tokenizer; a GPT-2 folder needs {HF_TOKENIZER}, or {GPT2_VOCAB} and {GPT2_MERGES}"
+        )
+    end = vocab.get(GPT2_END)
+    bos = end if raw.get("bos_token_id") is None else raw["bos_token_id"]
+    eos = end if raw.get("eos_token_id") is None else raw["eos_token_id"]
+    eos = eos[0] if isinstance(eos, list) and eos else eos  # several end ids: the first ends text
+    if not isinstance(bos, int) or not isinstance(eos, int):
+        raise CheckpointError(f"{path}: {HF_CONFIG} has no bos_token_id and eos_token_id, the vocabulary no {GPT2_END}")
+    specials = {name: vocab[piece] for name, piece in GPT2_APPENDED.items()} | {"bos_id": bos, "eos_id": eos}
+    try:
+        if hf is not None:
+            return PretrainedTokenizer(hf, specials, source)
+        control = sorted({i for i in (end, *specials.values()) if i is not None})
+        return PretrainedTokenizer.byte_level_bpe(tokens, merges, control, specials, source, split_digits=False)
+    except TokenizerError as exc:
+        raise CheckpointError(str(exc)) from exc
+
+
+def load_gpt2_folder(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
+    """A GPT-2 in Hugging Face's layout (config.json, model.safetensors, and tokenizer.json or vocab.json +
+    merges.txt), as GPT2LMHeadModel or GPT2Model saves it. <|endoftext|> is bos and eos; the pad and unk tokens our
+    model needs are appended to the vocabulary, with zero embeddings and never predicted (mapping.append_rows)."""
+    files = Files(path)
+    raw = files.config()
+    if raw.get("model_type") != "gpt2":
+        raise CheckpointError(f"{path}: {HF_CONFIG} model_type is {raw.get('model_type')!r}, expected 'gpt2'")
+    tokenizer = _gpt2_tokenizer(files, raw, path)
+    tensors = files.tensors()
+
+    def build(specials: dict[str, int]) -> tuple[Any, Any]:
+        n_vocab = raw.get("vocab_size")  # a missing or invalid one is named by gpt2_config
+        rows = max(0, tokenizer.vocab_size - n_vocab) if isinstance(n_vocab, int) else 0
+        limit = _limit(raw, "n_positions", "n_layer", "n_head")
+        config = gpt2_config(raw, specials, f"{path}: {HF_CONFIG}", limit, rows)
+        ours = rename(split_gpt2(tensors, f"{path}: {HF_WEIGHTS}"), GPT2_NAMES, GPT2_UNUSED, f"{path}: {HF_WEIGHTS}")
+        if "positions.table" in ours:  # positions past max_len are never read: their rows are left out
+            ours["positions.table"] = ours["positions.table"][: config.max_len]
+        return config, fill_model(config, append_rows(ours, rows), str(path))
+
+    card = card or {"task": "GPT-2 decoder", "source": str(path)}
+    return _checkpoint(name or path.name, path, build, tokenizer, card)
+
+
 def load_gguf(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
     """A Llama-architecture GGUF file: tensors dequantised to float32, the tokenizer from its own vocabulary."""
     from inference.pretrained.gguf_file import read_gguf
@@ -213,7 +305,7 @@ def load_gguf(path: Path, name: str | None = None, card: dict[str, Any] | None =
 
 
 def load_pretrained(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
-    """Whichever loader fits `path`: a .gguf file, or a folder/zip whose config.json names bert or llama."""
+    """Whichever loader fits `path`: a .gguf file, or a folder/zip whose config.json names bert, gpt2 or llama."""
     if path.suffix == ".gguf":
         return load_gguf(path, name, card)
     model_type = hf_model_type(path)
@@ -221,8 +313,10 @@ def load_pretrained(path: Path, name: str | None = None, card: dict[str, Any] | 
         return load_bert(path, name, card)
     if model_type == "llama":
         return load_llama_folder(path, name, card)
+    if model_type == "gpt2":
+        return load_gpt2_folder(path, name, card)
     raise CheckpointError(
         f"{path}: not a checkpoint this app reads: expected our folder (model.safetensors, config.json, "
-        f"tokenizer.model, card.json), a .gguf file, or a Hugging Face BERT/Llama folder ({HF_CONFIG} "
+        f"tokenizer.model, card.json), a .gguf file, or a Hugging Face BERT/GPT-2/Llama folder ({HF_CONFIG} "
         f"model_type {model_type!r})"
     )

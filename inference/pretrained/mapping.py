@@ -1,9 +1,11 @@
 """Published architectures as switches of our ModelConfig, and their tensor names mapped onto our modules.
 
-Two layouts, both as Hugging Face `transformers` writes them (config.json keys, state-dict names): BERT
-(`BertModel`) and Llama (`LlamaForCausalLM`). The GGUF reader renames llama.cpp's tensors to the Llama names
-first, so one mapping serves both files. `fill_model` then checks every tensor against the model the config
-builds and names the first one that is missing, unexpected or of the wrong shape.
+Three layouts, all as Hugging Face `transformers` writes them (config.json keys, state-dict names): BERT
+(`BertModel`), GPT-2 (`GPT2LMHeadModel`, `GPT2Model`) and Llama (`LlamaForCausalLM`). The GGUF reader renames
+llama.cpp's tensors to the Llama names first, so one mapping serves both files; GPT-2's fused, transposed
+attention weights are split into one tensor per projection first (`split_gpt2`). `fill_model` then checks every
+tensor against the model the config builds and names the first one that is missing, unexpected or of the wrong
+shape.
 """
 
 from __future__ import annotations
@@ -29,6 +31,14 @@ def _field(config: Mapping[str, Any], key: str, source: str, default: Any = ...)
     if default is ...:
         raise MappingError(f"{source}: config has no {key!r}")
     return default
+
+
+def _count(config: Mapping[str, Any], key: str, source: str) -> int:
+    """An integer field the mapping computes with (a context length to cut, a vocabulary to extend)."""
+    value = _field(config, key, source)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MappingError(f"{source}: {key} must be an integer, got {value!r}")
+    return value
 
 
 def _require(config: Mapping[str, Any], key: str, expected: Any, source: str, default: Any = None) -> None:
@@ -69,7 +79,7 @@ def bert_config(
         n_decoder_layers=0,
         d_ff=_field(config, "intermediate_size", source),
         dropout=0.0,
-        max_len=min(_field(config, "max_position_embeddings", source), max_len or 2**31),
+        max_len=min(_count(config, "max_position_embeddings", source), max_len or 2**31),
         positional="learned",
         norm="post",
         norm_eps=float(_field(config, "layer_norm_eps", source)),
@@ -110,7 +120,7 @@ def llama_config(
         n_decoder_layers=_field(config, "num_hidden_layers", source),
         d_ff=_field(config, "intermediate_size", source),
         dropout=0.0,
-        max_len=min(_field(config, "max_position_embeddings", source), max_len or 2**31),
+        max_len=min(_count(config, "max_position_embeddings", source), max_len or 2**31),
         positional="rotary",
         rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
         norm="pre",
@@ -120,6 +130,56 @@ def llama_config(
         bias=False,
         embed_scale=False,
         tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+        **specials,
+    )
+
+
+# GPT-2 activations as ours: "gelu_new" is GELU's tanh approximation under its original name.
+GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
+
+
+def gpt2_config(
+    config: Mapping[str, Any],
+    specials: Mapping[str, int],
+    source: str = "config.json",
+    max_len: int | None = None,
+    extra_rows: int = 0,
+) -> ModelConfig:
+    """A GPT-2's config.json (`GPT2Config`) as our switches: decoder-only, pre-LayerNorm with a final LayerNorm,
+    learned absolute positions, GELU's tanh approximation, biases, tied embeddings, embeddings unscaled.
+    `specials`: pad/unk/bos/eos ids (GPT-2's bos and eos are both <|endoftext|>). `max_len`: read at most this
+    many positions (None: all n_positions; the loader keeps that many rows of the table). `extra_rows`: rows the
+    loader appends to the vocabulary (the pad and unk tokens GPT-2 has not: see `append_rows`).
+
+    `reorder_and_upcast_attn` is accepted: it only reorders the scaling and computes in float32, as we do.
+    What would change the sums (scores scaled by 1/layer, unscaled scores, cross-attention) is refused."""
+    activation = _field(config, "activation_function", source, "gelu_new")
+    if not isinstance(activation, str) or activation not in GPT2_ACTIVATIONS:
+        raise MappingError(
+            f"{source}: activation_function is {activation!r}; only {', '.join(map(repr, GPT2_ACTIVATIONS))} "
+            "are supported"
+        )
+    _require(config, "scale_attn_weights", True, source, True)
+    _require(config, "scale_attn_by_inverse_layer_idx", False, source, False)
+    _require(config, "add_cross_attention", False, source, False)
+    d_model = _count(config, "n_embd", source)
+    return _make(
+        source,
+        kind="decoder-only",
+        vocab_size=_count(config, "vocab_size", source) + extra_rows,
+        d_model=d_model,
+        n_heads=_field(config, "n_head", source),
+        n_encoder_layers=0,
+        n_decoder_layers=_field(config, "n_layer", source),
+        d_ff=config.get("n_inner") or 4 * d_model,  # None: four times n_embd, as GPT-2 builds it
+        dropout=0.0,
+        max_len=min(_count(config, "n_positions", source), max_len or 2**31),
+        positional="learned",
+        norm="pre",
+        norm_eps=_field(config, "layer_norm_epsilon", source, 1e-5),
+        activation=GPT2_ACTIVATIONS[activation],
+        embed_scale=False,
+        tie_embeddings=bool(config.get("tie_word_embeddings", True)),
         **specials,
     )
 
@@ -163,6 +223,74 @@ LLAMA_NAMES: tuple[tuple[str, str], ...] = (
     (r"lm_head\.weight", "generator.weight"),
 )
 LLAMA_UNUSED = (r"model\.rotary_emb\.inv_freq", r"model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq")
+
+# The names `split_gpt2` gives (GPT2LMHeadModel's without "transformer.", c_attn split into c_attn_q/k/v).
+GPT2_NAMES: tuple[tuple[str, str], ...] = (
+    (r"wte\.weight", "embed.lut.weight"),
+    (r"wpe\.weight", "positions.table"),
+    (r"h\.(\d+)\.ln_1\.(weight|bias)", r"decoder.layers.\1.sublayer.0.norm.\2"),
+    (r"h\.(\d+)\.attn\.c_attn_q\.(weight|bias)", r"decoder.layers.\1.self_attn.w_q.\2"),
+    (r"h\.(\d+)\.attn\.c_attn_k\.(weight|bias)", r"decoder.layers.\1.self_attn.w_k.\2"),
+    (r"h\.(\d+)\.attn\.c_attn_v\.(weight|bias)", r"decoder.layers.\1.self_attn.w_v.\2"),
+    (r"h\.(\d+)\.attn\.c_proj\.(weight|bias)", r"decoder.layers.\1.self_attn.w_o.\2"),
+    (r"h\.(\d+)\.ln_2\.(weight|bias)", r"decoder.layers.\1.sublayer.1.norm.\2"),
+    (r"h\.(\d+)\.mlp\.c_fc\.(weight|bias)", r"decoder.layers.\1.feed_forward.w_1.\2"),
+    (r"h\.(\d+)\.mlp\.c_proj\.(weight|bias)", r"decoder.layers.\1.feed_forward.w_2.\2"),
+    (r"ln_f\.(weight|bias)", r"decoder.norm.\1"),
+    (r"lm_head\.weight", "generator.weight"),
+)
+# The causal mask and its fill value, saved as buffers by older transformers: ours is built from the ids.
+GPT2_UNUSED = (r"h\.\d+\.attn\.(?:bias|masked_bias)",)
+GPT2_CONV1D = re.compile(r"h\.\d+\.(?:attn\.c_attn|attn\.c_proj|mlp\.c_fc|mlp\.c_proj)\.weight")
+GPT2_FUSED = re.compile(r"h\.\d+\.attn\.c_attn\.(?:weight|bias)")
+
+
+def split_gpt2(tensors: Mapping[str, Tensor], source: str) -> dict[str, Tensor]:
+    """GPT-2's tensors as one nn.Linear-shaped tensor per projection, under GPT-2's names without "transformer."
+    (GPT2LMHeadModel saves it, GPT2Model not). GPT-2's `Conv1D` stores a weight as (in, out), the transpose of
+    nn.Linear's (out, in); its c_attn computes queries, keys and values in one product, W_q | W_k | W_v side by
+    side along the output: split here into c_attn_q, c_attn_k, c_attn_v for `rename` and GPT2_NAMES."""
+    out: dict[str, Tensor] = {}
+    for name, tensor in tensors.items():
+        bare = name.removeprefix("transformer.")
+        if GPT2_CONV1D.fullmatch(bare):
+            if tensor.ndim != 2:
+                raise MappingError(f"{source}: tensor {name!r} has shape {tuple(tensor.shape)}, not (in, out)")
+            tensor = tensor.T  # (in, out) → (out, in)
+        if not GPT2_FUSED.fullmatch(bare):
+            out[bare] = tensor
+            continue
+        if tensor.ndim == 0 or tensor.shape[0] % 3:
+            raise MappingError(
+                f"{source}: tensor {name!r} has shape {tuple(tensor.shape)}: its outputs are not queries, keys and "
+                "values of one width"
+            )
+        for part, piece in zip("qkv", tensor.chunk(3, dim=0), strict=True):  # (3·d_model, …) → 3 × (d_model, …)
+            out[bare.replace("c_attn", f"c_attn_{part}")] = piece.contiguous()
+    return out
+
+
+# The output bias of an appended token: exp(-1e4) is 0 in float32, so it is never predicted, and its
+# log-probability stays finite (an infinite one would make 0 · log 0 a NaN in an entropy or a KL).
+NEVER = -1e4
+
+
+def append_rows(tensors: Mapping[str, Tensor], rows: int) -> dict[str, Tensor]:
+    """`tensors` (our names) with `rows` tokens appended to the vocabulary: zero embeddings, zero output weights
+    when untied, and an output bias of NEVER, so that the model reads them as nothing and never predicts them.
+    For the pad and unk tokens a GPT-2 lacks: our model masks padding by its id, so pad must be a token no text
+    produces (PretrainedTokenizer encodes typed specials as text)."""
+    out = dict(tensors)
+    embed = out.get("embed.lut.weight")
+    if rows <= 0 or embed is None or embed.ndim != 2:
+        return out  # a missing embedding, or one of another shape, is named by fill_model
+    for name in ("embed.lut.weight", "generator.weight"):  # a tied copy of the embeddings stays equal to them
+        weight = out.get(name)
+        if weight is not None and weight.ndim == 2:
+            out[name] = torch.cat([weight, weight.new_zeros(rows, weight.shape[1])])
+    bias = out.get("generator.bias", torch.zeros(embed.shape[0]))
+    out["generator.bias"] = torch.cat([bias, bias.new_full((rows,), NEVER)])
+    return out
 
 
 def rename(

@@ -1,5 +1,6 @@
-"""Tokenizers of published models, read from the model's own files with the `tokenizers` library: a BERT's
-tokenizer.json, or the vocabulary and merges a GGUF file carries. Same interface as inference.tokenizer."""
+"""Tokenizers of published models, read from the model's own files with the `tokenizers` library: a tokenizer.json,
+or a byte-level BPE's vocabulary and merges (a GGUF file's, a GPT-2's vocab.json and merges.txt). Same interface
+as inference.tokenizer."""
 
 from __future__ import annotations
 
@@ -67,10 +68,11 @@ class PretrainedTokenizer:
         control: Sequence[int],
         specials: Mapping[str, int],
         source: str,
+        split_digits: bool = True,
     ) -> PretrainedTokenizer:
         """GPT-2-style byte-level BPE from a vocabulary (index = id), its merges ("a b") and the ids of its control
-        tokens. Digits are split one by one before the byte-level split, as SmolLM2's own tokenizer does (and
-        llama.cpp for its `smollm` pre-tokenizer)."""
+        tokens. `split_digits`: digits are split one by one before the byte-level split, as SmolLM2's own tokenizer
+        does (and llama.cpp for its `smollm` pre-tokenizer); GPT-2's own does not."""
         from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
 
         vocab = {token: index for index, token in enumerate(tokens)}
@@ -81,11 +83,9 @@ class PretrainedTokenizer:
             left, _, right = merge.partition(" ")
             pairs.append((left, right))
         tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
+        digits = [pre_tokenizers.Digits(individual_digits=True)] if split_digits else []
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-            [
-                pre_tokenizers.Digits(individual_digits=True),
-                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
-            ]
+            [*digits, pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]
         )
         tokenizer.decoder = decoders.ByteLevel()
         tokenizer.add_special_tokens([AddedToken(tokens[i], special=True, normalized=False) for i in control])
