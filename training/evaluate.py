@@ -199,7 +199,6 @@ def evaluate(ckpt: Checkpoint, data_root: Path, limit: int | None = None) -> tup
     metrics, samples = EVALUATORS[task](ckpt, data_dir(task, data_root), limit)
     metrics["split"] = "test"
     metrics["command"] = f"python -m training.evaluate {command_target(ckpt)}" + (f" --limit {limit}" if limit else "")
-    metrics["command"] += f" --data {data_root}" if data_root != Path("data") else ""
     for sample in samples:
         sample["max_tokens"] = SAMPLE_TOKENS if task == "lm" else 80
     return metrics, samples

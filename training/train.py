@@ -386,6 +386,7 @@ def train_text(
     path = train(spec, data, out, seed, threads, command, resume)
     print(f"evaluating on the test split of {text.name} …", file=sys.stderr)
     metrics, samples = evaluate(load_checkpoint(path), data)
+    metrics["command"] += f" --data {data}"  # the text's own test split, not data/lm's
     card = {**json.loads((path / CARD).read_text(encoding="utf-8")), "metrics": metrics, "samples": samples}
     (path / CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return path
