@@ -41,11 +41,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    """A streamlit server on a free loopback port, on the shipped checkpoints; stopped after the module."""
+def serve(extra_env: dict[str, str] | None = None, log_name: str = "server.log") -> Iterator[str]:
+    """A streamlit server on a free loopback port, on the shipped checkpoints (and `extra_env`); its url, until the
+    generator is closed."""
     port = free_port()
-    env = {**os.environ, "ATLAS_CHECKPOINTS": str(ROOT / "checkpoints"), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "ATLAS_CHECKPOINTS": str(ROOT / "checkpoints"), "OMP_NUM_THREADS": "1", **(extra_env or {})}
     cmd = [
         sys.executable,
         "-m",
@@ -62,7 +62,7 @@ def server() -> Iterator[str]:
         "false",
     ]
     SHOTS.mkdir(exist_ok=True)
-    log = open(SHOTS / "server.log", "w")  # noqa: SIM115 - closed in the finally below
+    log = open(SHOTS / log_name, "w")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -74,7 +74,7 @@ def server() -> Iterator[str]:
             except OSError:
                 time.sleep(0.5)
         else:
-            pytest.fail("streamlit did not answer /_stcore/health within 60 s; see screenshots/server.log")
+            pytest.fail(f"streamlit did not answer /_stcore/health within 60 s; see screenshots/{log_name}")
         yield url
     finally:
         proc.terminate()
@@ -83,6 +83,12 @@ def server() -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[str]:
+    """A streamlit server on the shipped checkpoints; stopped after the module."""
+    yield from serve()
 
 
 @pytest.fixture(scope="module")

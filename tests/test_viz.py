@@ -130,6 +130,25 @@ def test_grid_of_256_tokens_is_downsampled_uint8() -> None:
     assert len(fig.to_json()) < 250_000  # 12 thumbnails of 64×64 bytes, base64
 
 
+def test_a_30_layer_9_head_grid_keeps_readable_rows_and_a_small_payload() -> None:
+    """SmolLM2's 270 heads on 256 tokens: 27² tiles (not 64²: 1.1 M cells), rows ≥ 64 px, head labels on top."""
+    from viz.heads import GRID_CELLS, GRID_ROW_PX
+
+    layers, heads, t = 30, 9, 256
+    w = np.full((layers, heads, t, t), 1 / t, dtype=np.float32)
+    w[7, 4] = np.eye(t, dtype=np.float32)
+    fig = heads_grid(w, "grid")
+    spec = figure_json(fig)
+    mosaic = decode_typed_array(spec["data"][0]["z"])
+    assert mosaic.shape == (layers * 27, heads * 27) and mosaic.size <= GRID_CELLS
+    np.testing.assert_array_equal(mosaic[7 * 27 : 8 * 27, 4 * 27 : 5 * 27], quantize(block_average(w[7, 4], 27)))
+    layout = spec["layout"]
+    assert (layout["height"] - 60) / layers >= GRID_ROW_PX and layout["xaxis"]["side"] == "top"
+    assert len(fig.to_json()) < 400_000
+    small = figure_json(heads_grid(w[:6, :8], "grid"))["layout"]  # our own models' grids are as they were
+    assert small["height"] == 600 and "side" not in small["xaxis"]
+
+
 def test_block_average_and_quantize() -> None:
     a = np.arange(16, dtype=np.float32).reshape(4, 4)
     np.testing.assert_allclose(block_average(a, 2), [[2.5, 4.5], [10.5, 12.5]])

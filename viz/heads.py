@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -79,22 +80,44 @@ def swap_head(spec: dict[str, Any], weights: np.ndarray, title: str) -> dict[str
     return {**spec, "data": [{**trace, "z": encoded}, *spec["data"][1:]], "layout": layout}
 
 
+GRID_CELLS = 200_000  # the most weights (uint8 cells) one grid sends: 48 tiles of 64², 270 tiles of 27²
+GRID_ROW_PX = 64  # a layer's row never gets thinner than this: a 30-token head stays readable
+DEEP_LAYERS = 12  # deeper than this, the head labels go on top of the (tall) grid
+
+
+def thumbnail_size(n_layers: int, n_heads: int) -> int:
+    """The largest side of each tile: THUMBNAIL, or less when so many heads would exceed GRID_CELLS (never < 16)."""
+    return int(min(THUMBNAIL, max(16, math.isqrt(GRID_CELLS // max(1, n_layers * n_heads)))))
+
+
+def grid_height(n_layers: int, n_heads: int) -> int:
+    """The grid's height in pixels: rows of 90 px (fewer heads) up to 1000 px in all; a deep model's rows of at
+    least GRID_ROW_PX each, however tall that makes it (30 layers: 1,980 px; the page scrolls)."""
+    row = max(90, 600 // max(n_heads, 1))
+    if 60 + n_layers * row > 1000:
+        row = max(GRID_ROW_PX, 940 // n_layers)
+    return 60 + n_layers * row
+
+
 def heads_grid(
     stacked: np.ndarray,
     title: str = "All heads",
     selected: tuple[int, int] | None = None,
-    max_size: int = THUMBNAIL,
+    max_size: int | None = None,
 ) -> go.Figure:
     """Layer × head grid of small heatmaps from (L, H, Tq, Tk) weights, one heatmap analysis in all.
 
-    Each thumbnail is block-averaged to at most `max_size`² and quantised to uint8 (0–255 ↔ weight 0–1). An
-    invisible marker sits on each tile's centre so a click selects that head (customdata = [layer, head]).
+    Each thumbnail is block-averaged to at most `max_size`² (None: :func:`thumbnail_size`, which keeps a deep
+    model's grid, SmolLM2's 30 × 9, as light as a small one's) and quantised to uint8 (0–255 ↔ weight 0–1). An
+    invisible marker sits on each tile's centre so a click selects that head (customdata = [layer, head]). A deep
+    model's rows keep at least GRID_ROW_PX each (the chart grows instead of squashing them) and its head labels
+    stand on top, where the grid starts.
     """
     arr = np.asarray(stacked, dtype=np.float32)
     if arr.ndim != 4:
         raise ValueError(f"expected (layers, heads, queries, keys) weights, got shape {arr.shape}")
     n_layers, n_heads = arr.shape[:2]
-    tiles = block_average(arr, max_size)  # (L, H, h, w)
+    tiles = block_average(arr, thumbnail_size(n_layers, n_heads) if max_size is None else max_size)  # (L, H, h, w)
     h, w = tiles.shape[-2:]
     mosaic = quantize(tiles.transpose(0, 2, 1, 3).reshape(n_layers * h, n_heads * w))
     ticks = [0, 64, 128, 191, 255]
@@ -105,7 +128,13 @@ def heads_grid(
         "zmax": 255,
         "colorscale": COLORSCALE,
         "hoverinfo": "skip",
-        "colorbar": {"title": {"text": "weight"}, "tickvals": ticks, "ticktext": ["0", ".25", ".5", ".75", "1"]},
+        "colorbar": {
+            "title": {"text": "weight"},
+            "tickvals": ticks,
+            "ticktext": ["0", ".25", ".5", ".75", "1"],
+            # a deep model's colour bar stays a readable 400 px at the top, not the grid's two thousand
+            **({"lenmode": "pixels", "len": 400, "y": 1, "yanchor": "top"} if n_layers > DEEP_LAYERS else {}),
+        },
     }
     layer_idx, head_idx = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
     centres = {
@@ -130,11 +159,13 @@ def heads_grid(
     layout = {
         **({"shapes": shapes} if shapes else {}),
         "xaxis": {
+            **({"side": "top"} if n_layers > DEEP_LAYERS else {}),
             "tickmode": "array",
             "tickvals": [k * w + (w - 1) / 2 for k in range(n_heads)],
             "ticktext": [f"head {k + 1}" for k in range(n_heads)],
             "showgrid": False,
             "zeroline": False,
+            "range": [-0.5, n_heads * w - 0.5],
         },
         "yaxis": {
             "tickmode": "array",
@@ -142,13 +173,13 @@ def heads_grid(
             "ticktext": [f"layer {k + 1}" for k in range(n_layers)],
             "showgrid": False,
             "zeroline": False,
-            "autorange": "reversed",
+            "range": [n_layers * h - 0.5, -0.5],  # layer 1 on top; fixed: the click markers would pad an autorange
         },
         "hovermode": "closest",
         "hoverdistance": -1,
         "clickmode": "event+select",
         "meta": {"tile": [h, w]},
-        **finish_layout(title, height=min(1000, 60 + n_layers * max(90, 600 // max(n_heads, 1)))),
+        **finish_layout(title, height=grid_height(n_layers, n_heads)),
     }
     fig = unvalidated([heat, centres], layout)
     return fig if selected is None else select_head(fig, selected)
