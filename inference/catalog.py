@@ -158,7 +158,11 @@ def stamp(path: Path) -> float:
 
 
 def preset_family(name: str, kind: str | None, card: dict[str, Any]) -> str:
-    """'reverse', 'translate' or 'lm', judged from the card's task, the directory name and the model kind."""
+    """'reverse', 'translate' or 'lm': the task our training command recorded on the card; otherwise judged from
+    the card's task, the directory name and the model kind (a text named "reverse.txt" trains an LM)."""
+    trained = (card.get("hyperparameters") or {}).get("training") or {}
+    if isinstance(trained, dict) and trained.get("name") in PRESETS:
+        return trained["name"]
     words = f"{card.get('task', '')} {name}".lower()
     if "revers" in words:
         return "reverse"
@@ -168,8 +172,13 @@ def preset_family(name: str, kind: str | None, card: dict[str, Any]) -> str:
 
 
 def presets(name: str, kind: str | None, card: dict[str, Any]) -> tuple[str, ...]:
-    """Preset inputs for a checkpoint."""
-    return PRESETS[preset_family(name, kind, card)]
+    """Preset inputs for a checkpoint: a language model trained on a user's text (`train --text`) offers the
+    openings of its own test lines (its card's data.prompts, which its samples continue) first, then the English
+    ones."""
+    family = preset_family(name, kind, card)
+    data = card.get("data") if isinstance(card.get("data"), dict) else {}
+    own = tuple(p for p in data.get("prompts") or [] if isinstance(p, str) and p.strip()) if family == "lm" else ()
+    return tuple(dict.fromkeys(own + PRESETS[family]))
 
 
 def card_summary(card: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:

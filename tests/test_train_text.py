@@ -19,7 +19,7 @@ from streamlit.testing.v1 import AppTest
 import training.train
 from atlas.cli import main
 from inference.analyze import generate_text
-from inference.catalog import list_checkpoints
+from inference.catalog import PRESETS, list_checkpoints, preset_family, presets
 from inference.checkpoint import load_checkpoint
 from training.data.common import sha256_file
 from training.data.text import MIN_TEXT_CHARS, split_text
@@ -81,6 +81,15 @@ def test_a_text_trains_into_a_folder_the_app_lists_loads_and_generates_from(trai
     [source] = json.loads((out / "data" / "lm" / "sources.json").read_text(encoding="utf-8"))["sources"]
     assert source["name"] == text.name and source["sha256"] == sha256_file(text) and source["lines"] == 300
     assert (out / "tokenizer.model").read_bytes() == (out / "data" / "lm" / "tokenizer.model").read_bytes()
+    own = presets(entry.name, entry.kind, entry.card)  # the app offers the text's own openings first
+    assert list(own[:5]) == [s["input"] for s in samples] and own[5:] == PRESETS["lm"]
+
+
+def test_a_text_named_like_another_task_still_gets_a_language_models_presets(trained, tmp_path) -> None:
+    _, out = trained
+    card = json.loads((out / "card.json").read_text(encoding="utf-8"))
+    card["task"] = "Language model (decoder-only) on reverse translation notes.txt"
+    assert preset_family("lm-reverse-translation", "decoder-only", card) == "lm"
 
 
 def test_the_default_folder_is_named_after_the_text_where_the_app_looks(trained, tmp_path, capsys, monkeypatch) -> None:

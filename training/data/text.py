@@ -210,6 +210,7 @@ def prepare_text(
             split=f"valid and test: the lines of lowest sha256 of (seed, overlap key) until each holds {held:,} "
             "characters; train: the rest; each in the file's order",
             tokenizer_options=options,
+            prompts=prompts_of(splits["test"]),  # the card's samples continue these; the app offers them as presets
         )
         if tokens["valid"] < min_valid_tokens:
             raise too_little(
@@ -221,6 +222,6 @@ def prepare_text(
                 "since?); resume with the same text, or train afresh into a new --out"
             )
         (tmp / "sources.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", "utf-8")
-        write_lines(tmp / PROMPTS, prompts_of(splits["test"]))
+        write_lines(tmp / PROMPTS, manifest["prompts"])
         shutil.copytree(tmp, out_dir, dirs_exist_ok=True)
     return manifest
