@@ -202,7 +202,7 @@ def is_published(path: Path) -> bool:
 def load_checkpoint(directory: str | Path) -> Checkpoint:
     """Load and validate every file; any problem raises CheckpointError naming the file.
 
-    A .gguf file, a zip, or a folder in Hugging Face's BERT/Llama layout (config.json with a model_type, no
+    A .gguf file, a zip, or a folder in Hugging Face's BERT/Llama/GPT-2 layout (config.json with a model_type, no
     card.json) is loaded by inference.pretrained onto the same model, with the same checks."""
     directory = Path(directory)
     if is_published(directory):

@@ -45,12 +45,15 @@ def attention_entries(analysis: Analysis) -> list[dict[str, Any]]:
 def to_json_object(analysis: Analysis) -> dict[str, Any]:
     """The documented format-2 object for one analysed input."""
     obj: dict[str, Any] = {"format": FORMAT, "checkpoint": analysis.checkpoint, "kind": analysis.kind}
-    if analysis.source_pieces is not None:
-        obj["source_tokens"] = list(analysis.source_pieces)
+    if analysis.kind == "encoder-decoder":
+        obj["source_tokens"] = list(analysis.source_pieces or ())
         obj["target_tokens"] = list(analysis.target_pieces)
-    else:
-        obj["source_tokens"] = list(analysis.target_pieces)
+    else:  # the first (only) stack's input: an LM's text, an encoder's [CLS] text [SEP]
+        obj["source_tokens"] = list(analysis.prediction_pieces)
+    obj["position_encoding"] = analysis.position_encoding
     obj["positional_encoding"] = np.round(analysis.first_positional.astype(np.float64), 6).tolist()
+    heads = next(iter(analysis.blocks.values())).n_heads if analysis.blocks else 0
+    obj["kv_heads"] = None if analysis.kv_heads is None else [analysis.kv_head(h) for h in range(heads)]
     obj["attention"] = attention_entries(analysis)
     obj["predictions"] = [
         {"position": i, "top": [{"token": t.piece, "id": t.id, "prob": _round(t.prob)} for t in top]}

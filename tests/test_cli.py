@@ -20,6 +20,7 @@ from inference.decoding import TIE, generate
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_KEYS = {"format", "checkpoint", "kind", "source_tokens", "positional_encoding", "attention", "predictions"}
+TOP_KEYS |= {"position_encoding", "kv_heads"}
 ENTRY_KEYS = {"name", "stack", "layer", "type", "queries", "keys", "weights", "scores", "mask"}
 TEXT = "The cat sat on the mat."
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny models: no spin-waiting threads on a busy machine
@@ -55,7 +56,11 @@ def check_trace_object(obj: dict, ckpt, k: int = 5) -> None:
     target = obj["target_tokens"] if is_ed else source
     assert all(isinstance(p, str) for p in source + target)
     pe = np.array(obj["positional_encoding"])
-    assert pe.shape == (len(source), cfg.d_model)
+    rotary = obj["position_encoding"] == "rotary"
+    assert obj["position_encoding"] == cfg.positional
+    assert pe.shape == (len(source), cfg.d_model // cfg.n_heads if rotary else cfg.d_model)
+    kv = cfg.n_kv_heads or cfg.n_heads
+    assert obj["kv_heads"] == (None if kv == cfg.n_heads else [h // (cfg.n_heads // kv) for h in range(cfg.n_heads)])
     assert {e["name"] for e in obj["attention"]} == expected_names(cfg)
     for entry in obj["attention"]:
         assert set(entry) == ENTRY_KEYS

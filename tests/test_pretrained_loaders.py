@@ -440,3 +440,24 @@ def test_a_published_decoder_is_scored_as_a_language_model_per_character(publish
     packages.record_metrics(packages.SMOLLM2.name, {"top1_accuracy": 0.5}, [])
     assert packages.SMOLLM2.full_card()["metrics"] == {"top1_accuracy": 0.5}
     assert packages.MINILM.full_card()["metrics"] == {}
+
+
+def test_the_trace_export_of_an_encoder_and_of_a_rotary_grouped_query_decoder(published) -> None:
+    """docs/trace-format.md: an encoder's tokens are [CLS] text [SEP] with a prediction at each; a rotary model's
+    positional rows are (T, d_head) angles' cos | sin and kv_heads names each query head's key/value head."""
+    from inference.export import to_json_object
+
+    encoder = analyze(load_checkpoint(published["bert"]), "the cat sat")
+    obj = to_json_object(encoder)
+    assert obj["kind"] == "encoder-only" and "target_tokens" not in obj
+    assert obj["source_tokens"] == list(encoder.source_pieces) == ["[CLS]", "the", "cat", "sat", "[SEP]"]
+    assert len(obj["predictions"]) == 5 and obj["position_encoding"] == "learned" and obj["kv_heads"] is None
+    assert np.array(obj["positional_encoding"]).shape == (5, 32)
+    assert {e["name"] for e in obj["attention"]} == {"encoder.layers.0.self_attn", "encoder.layers.1.self_attn"}
+    decoder = analyze(load_checkpoint(published["gguf"]), "the cat")
+    obj = to_json_object(decoder)
+    assert obj["source_tokens"] == list(decoder.target_pieces) and obj["position_encoding"] == "rotary"
+    assert obj["kv_heads"] == [0, 0, 1, 1] and np.array(obj["positional_encoding"]).shape == (
+        len(decoder.target_pieces),
+        16,
+    )
