@@ -72,8 +72,9 @@ class BenchError(RuntimeError):
 # a session that keeps the widget states as the browser does
 
 
-# The one page that may rightly draw nothing: Training steps on a checkpoint shipped without snapshots says so.
-NOTHING_TO_DRAW = "has no training snapshots"
+# The pages that may rightly draw nothing, each saying why: Training steps on a checkpoint shipped without
+# snapshots; a Lesson step on a model of another kind (SmolLM2 on the 2017 embeddings step), which offers a switch.
+NOTHING_TO_DRAW = {"has no training snapshots": "no snapshots", "This step needs": "the step needs another model"}
 
 
 @dataclass
@@ -95,9 +96,15 @@ class Drawn(Page):
         title = title.get("text", "") if isinstance(title, dict) else str(title)
         return title, heatmap_shape(spec)
 
+    def nothing_to_draw(self) -> str | None:
+        """Why this page rightly drew nothing (NOTHING_TO_DRAW), or None."""
+        if self.charts or self.tables:
+            return None
+        return next((why for phrase, why in NOTHING_TO_DRAW.items() if any(phrase in i for i in self.infos)), None)
+
     def drew(self) -> str:
-        nothing = any(NOTHING_TO_DRAW in i for i in self.infos) and not self.charts and not self.tables
-        return "nothing to draw (no snapshots)" if nothing else f"{len(self.charts)} / {len(self.tables)}"
+        why = self.nothing_to_draw()
+        return f"nothing to draw ({why})" if why else f"{len(self.charts)} / {len(self.tables)}"
 
     def problem(self, fragment: bool = False) -> str:
         """Why this run does not count as a drawn page ("" when it does)."""
@@ -106,7 +113,7 @@ class Drawn(Page):
             return f"ended with {STATUS.get(self.status, self.status)!r}, not {STATUS[want]!r}"
         if self.errors:
             return f"errors on the page: {self.errors}"
-        if not self.charts and not self.tables and not any(NOTHING_TO_DRAW in i for i in self.infos):
+        if not self.charts and not self.tables and not self.nothing_to_draw():
             return "no chart and no table"
         return ""
 
@@ -374,7 +381,8 @@ async def cold_start_and_switches(ckpt: Checkpoint, ckpt_dir: Path, args, result
                 page = await session.choose("head", index, fragment=False)
             check(page, f"{name}: head switch to {options[index]!r}", result, fragment=fragment)
             title, _ = page.heatmap()
-            if options[index] not in title:  # "head 3" / "average" (of heads)
+            # "head 3" / "average" (of heads); a grouped-query option adds " · key/value head 1", a title wraps (<br>)
+            if options[index].split(" · ")[0] not in title.replace("<br>", " "):
                 wrong += 1
                 result.failures.append(f"{name}: switched to {options[index]!r}, the heatmap says {title!r}")
             times.append(page.seconds)
@@ -387,18 +395,20 @@ async def cold_start_and_switches(ckpt: Checkpoint, ckpt_dir: Path, args, result
              f"{len(times) - wrong}/{len(times)}", f"≤ {TARGET_SWITCH_S * 1000:.0f} ms", met(p95, TARGET_SWITCH_S)]
         )  # fmt: skip
 
-        await every_page(ckpt, ckpt_dir, url, result)
+        await every_page(ckpt, ckpt_dir, url, result, args.page_tokens)
     finally:
         stop_server(proc)
 
 
-async def every_page(ckpt: Checkpoint, ckpt_dir: Path, url: str, result: Result) -> None:
+async def every_page(
+    ckpt: Checkpoint, ckpt_dir: Path, url: str, result: Result, page_tokens: int = PAGE_TOKENS
+) -> None:
     name = common.model_name(ckpt_dir)
     session = PageSession(url, name)
     try:
         await session.open()
-        text, tokens = text_of_about(ckpt, ckpt_dir, PAGE_TOKENS, seed=2)
-        note = "" if tokens >= PAGE_TOKENS else f" (max_len {ckpt.config.max_len})"
+        text, tokens = text_of_about(ckpt, ckpt_dir, page_tokens, seed=2)
+        note = "" if tokens >= page_tokens else f" (max_len {ckpt.config.max_len})"
         paths = list(session.pages)
         default = next((p for p in paths if session.pages[p] == session.page_hash), paths[0])
         visits: dict[str, list[Drawn]] = {p: [] for p in paths}
@@ -406,7 +416,9 @@ async def every_page(ckpt: Checkpoint, ckpt_dir: Path, url: str, result: Result)
         visits[default].append(page)
         title, shape = page.heatmap()
         if not shape or shape[1] != tokens:
-            result.failures.append(f"{name}: at 512, the heatmap is {shape} (queries, keys), the text {tokens} tokens")
+            result.failures.append(
+                f"{name}: at {page_tokens}, the heatmap is {shape} (queries, keys), the text {tokens} tokens"
+            )
         else:
             result.notes.append(f"{name}: Explore's heatmap at {tokens} tokens: {shape[0]} × {shape[1]} ({title})")
         for round_ in (1, 2):
@@ -475,7 +487,8 @@ def measure(ckpt_dir: Path, args, result: Result) -> str:
     ckpt = load_checkpoint(ckpt_dir)  # for counting tokens only: the server loads its own
     before = uptime()
     asyncio.run(cold_start_and_switches(ckpt, ckpt_dir, args, result))
-    asyncio.run(soak(ckpt, ckpt_dir, args, result))
+    if args.soak:  # --soak 0: no soak
+        asyncio.run(soak(ckpt, ckpt_dir, args, result))
     after = uptime()
     load = lambda line: line.split("load average:")[-1].strip()  # noqa: E731
     return f"{common.model_name(ckpt_dir)} `{load(before)}` → `{load(after)}`"
@@ -491,6 +504,9 @@ def main(argv: list[str] | None = None) -> int:
         "--think", type=float, default=0.3, help="seconds between head switches (0: back to back, see README)"
     )
     p.add_argument("--soak", type=int, default=20, help="distinct ~512-token texts the soak types")
+    p.add_argument(
+        "--page-tokens", type=int, default=PAGE_TOKENS, help="the text's length for every page (e.g. 30: a sentence)"
+    )
     p.add_argument("--threads", type=int, default=0, help="OMP_NUM_THREADS for the server (app.py uses 1)")
     p.add_argument("--out", type=Path, help="also write the tables to this markdown file")
     p.add_argument("--repeats", type=int, help=argparse.SUPPRESS)  # passed on by run_all.py; not used here
@@ -545,19 +561,25 @@ def main(argv: list[str] | None = None) -> int:
         common.Table(tables["switch"], result.rows["switch"]).markdown(),
         "#### 3. Every page",
         "",
-        f"A text of about {PAGE_TOKENS} tokens (at most max_len) typed on Explore (its first visit: the model runs), "
+        f"A text of about {args.page_tokens} tokens (at most max_len) typed on Explore (its first visit: the model "
+        "runs), "
         "then each page opened from the navigation (first visit: the analysis is cached, the page's own work is "
         "not), then every page again (second visit); time from sending to `script_finished`.",
         "",
         common.Table(tables["pages"], result.rows["pages"]).markdown(),
         "#### 4. Soak",
         "",
-        f"A fresh server; one session types {args.soak} distinct texts of about {PAGE_TOKENS} tokens on Explore, "
-        "opening Attention math and Masks after each and going back; RSS of the server's process tree (start: "
-        "after the first page), sampled every 0.1 s.",
-        "",
-        common.Table(tables["soak"], result.rows["soak"]).markdown(),
     ]
+    if args.soak:
+        parts += [
+            f"A fresh server; one session types {args.soak} distinct texts of about {PAGE_TOKENS} tokens on Explore, "
+            "opening Attention math and Masks after each and going back; RSS of the server's process tree (start: "
+            "after the first page), sampled every 0.1 s.",
+            "",
+            common.Table(tables["soak"], result.rows["soak"]).markdown(),
+        ]
+    else:
+        parts += ["Not run (`--soak 0`).", ""]
     if result.notes:
         parts += ["Notes:", "", *[f"- {n}" for n in result.notes], ""]
     parts += [f"**FAILED** ({len(result.failures)}):" if result.failures else "Every page drew (no failure)."]
