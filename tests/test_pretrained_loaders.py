@@ -461,3 +461,16 @@ def test_the_trace_export_of_an_encoder_and_of_a_rotary_grouped_query_decoder(pu
         len(decoder.target_pieces),
         16,
     )
+
+
+def test_loading_a_published_model_draws_no_random_weights_and_restores_init(published) -> None:
+    """fill_model overwrites every parameter, so the model is built without drawing its random initial weights
+    (1.5 s of SmolLM2's cold start); torch.nn.init is itself again afterwards."""
+    before, uniform = torch.get_rng_state(), torch.nn.init.uniform_
+    ckpt = load_checkpoint(published["gguf"])
+    assert torch.equal(torch.get_rng_state(), before), "no random number was drawn"
+    assert torch.nn.init.uniform_ is uniform
+    assert all(torch.isfinite(p).all() for p in ckpt.model.parameters())
+    weights = torch.empty(3, 4)
+    torch.nn.init.uniform_(weights, 5.0, 6.0)
+    assert (weights >= 5.0).all()
