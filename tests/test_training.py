@@ -14,7 +14,7 @@ from inference.analyze import generate_text
 from inference.checkpoint import check_recorded, fill_model, load_checkpoint
 from model.transformer import EncoderDecoder
 from training.data.common import train_tokenizer
-from training.evaluate import TRANSLATE_SAMPLES, evaluate, has_loop, loop_rate
+from training.evaluate import TRANSLATE_SAMPLES, evaluate, has_loop, loop_rate, score_translations, unprompted_loop_rate
 from training.tasks import TASKS
 from training.train import OPTIMIZER, learning_rate, snapshot_steps, train
 
@@ -178,3 +178,12 @@ def test_a_word_three_times_in_a_row_counts_as_a_loop() -> None:
     assert has_loop("Das Wetter ist heute sehr sehr Sehr.")
     assert not has_loop("Das Wetter ist sehr, sehr schön.")
     assert loop_rate(["a b c", "der der der", "die die", ""]) == 0.25
+    hyps, sources = (
+        ["Oh nein, nein, nein.", "Er geht wieder wieder wieder.", "Ja."],
+        ["Oh no, no, no.", "Again.", "Yes."],
+    )
+    assert unprompted_loop_rate(hyps, sources) == pytest.approx(1 / 3)  # the source's own repeats are translated
+    scores = score_translations(hyps, ["Oh nein, nein, nein.", "Er geht wieder.", "Ja."], sources)
+    assert (
+        scores["loop_rate"] == pytest.approx(2 / 3, abs=1e-4) and [x["input"] for x in scores["loops"]] == sources[:2]
+    )

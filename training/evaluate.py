@@ -108,14 +108,22 @@ def loop_rate(texts: list[str]) -> float:
     return sum(map(has_loop, texts)) / max(len(texts), 1)
 
 
-def score_translations(hyps: list[str], refs: list[str]) -> dict[str, float]:
-    """Corpus BLEU and chrF (sacrebleu defaults) and the loop rate of one decoding of one test set."""
+def unprompted_loop_rate(hyps: list[str], sources: list[str]) -> float:
+    """The share of outputs with a word three times in a row whose source has none ("Oh no, no, no, no." →
+    "Oh nein, nein, nein, nein." is a faithful translation, not a decoder stuck in a loop)."""
+    return sum(has_loop(h) and not has_loop(s) for h, s in zip(hyps, sources, strict=True)) / max(len(hyps), 1)
+
+
+def score_translations(hyps: list[str], refs: list[str], sources: list[str]) -> dict[str, Any]:
+    """Corpus BLEU and chrF (sacrebleu defaults) and the loop rates of one decoding of one test set."""
     from sacrebleu.metrics import BLEU, CHRF
 
     return {
         "bleu": round(BLEU().corpus_score(hyps, [refs]).score, 2),
         "chrf": round(CHRF().corpus_score(hyps, [refs]).score, 2),
         "loop_rate": round(loop_rate(hyps), 4),
+        "loop_rate_not_in_source": round(unprompted_loop_rate(hyps, sources), 4),
+        "loops": [{"input": s, "output": h} for s, h in zip(sources, hyps, strict=True) if has_loop(h)],
     }
 
 
@@ -135,7 +143,7 @@ def evaluate_test_set(ckpt: Checkpoint, folder: Path, stem: str, limit: int | No
     result: dict[str, Any] = {"files": [f"{stem}.src", f"{stem}.tgt"], "pairs": len(refs)}
     for name, beam in DECODINGS.items():
         hyps = outputs(ckpt, sources, f"{stem} {name}", beam=beam)
-        result[name] = score_translations(hyps, refs)
+        result[name] = score_translations(hyps, refs, sources)
     return result
 
 
@@ -147,13 +155,15 @@ def evaluate_translate(ckpt: Checkpoint, folder: Path, limit: int | None) -> tup
     scores = {name: evaluate_test_set(ckpt, folder, stem, limit) for name, stem in sets.items()}
     first = next(iter(scores))
     metrics = {
-        **scores[first]["greedy"],
+        **{k: v for k, v in scores[first]["greedy"].items() if k != "loops"},
         "headline": f"greedy decoding on the {first} test set ({sets[first]}.src)",
         "test_sets": scores,
         "signatures": metric_signatures(),
         "test_pairs": scores[first]["pairs"],
         "decoding": f"greedy and beam {DECODINGS['beam4']}",
-        "loop_rate_means": "the share of outputs with one word three times in a row",
+        "loop_rate_means": "the share of outputs with one word three times in a row; loop_rate_not_in_source: "
+        "of outputs with one where the source has none (a source's own 'no, no, no' is translated, not a loop); "
+        "loops: every such output",
     }
     return metrics, translate_samples(ckpt)
 
