@@ -60,6 +60,8 @@ def serve(extra_env: dict[str, str] | None = None, log_name: str = "server.log")
         "true",
         "--browser.gatherUsageStats",
         "false",
+        "--server.fileWatcherType",  # files edited while the tests run must not put "File change. Rerun" on pages
+        "none",
     ]
     SHOTS.mkdir(exist_ok=True)
     log = open(SHOTS / log_name, "w")  # noqa: SIM115 - closed in the finally below
