@@ -474,3 +474,117 @@ def test_loading_a_published_model_draws_no_random_weights_and_restores_init(pub
     weights = torch.empty(3, 4)
     torch.nn.init.uniform_(weights, 5.0, 6.0)
     assert (weights >= 5.0).all()
+
+
+# Our GGUF container reader against gguf's GGUFReader (imports here, beside the tests that use them).
+import re  # noqa: E402
+
+from inference.pretrained.gguf_file import GGUFContainer, read_container, read_gguf  # noqa: E402
+from inference.pretrained.mapping import MappingError  # noqa: E402
+
+
+def same_as_gguf_reader(
+    path: Path, dequantised: set[str] | None = None, skip: frozenset[str] = frozenset()
+) -> GGUFContainer:
+    """Our container reader gives what gguf's GGUFReader gives: every key's value (its types too), every tensor's
+    name, type, shape and bytes, and bitwise the same dequantised values (for `dequantised`, or for all)."""
+    ours, theirs = read_container(path), gguf.GGUFReader(path)
+    fields = {k: f.contents() for k, f in theirs.fields.items() if not k.startswith("GGUF.") and k not in skip}
+    assert [k for k in ours.fields if k not in skip] == list(fields)
+    for key, value in fields.items():
+        assert repr(ours.fields[key]) == repr(value), key  # repr: 1 and True, 1 and 1.0 differ
+    assert [t.name for t in ours.tensors] == [t.name for t in theirs.tensors]
+    for mine, t in zip(ours.tensors, theirs.tensors, strict=True):
+        assert mine.tensor_type == t.tensor_type and mine.shape == tuple(reversed(t.shape.tolist())), t.name
+        assert mine.data.dtype == t.data.dtype and mine.data.shape == t.data.shape, t.name
+        assert mine.data.tobytes() == t.data.tobytes(), t.name
+        if (dequantised is None or t.name in dequantised) and t.tensor_type.name not in {"I8", "I16", "I32", "I64"}:
+            a, b = gguf.quants.dequantize(mine.data, mine.tensor_type), gguf.quants.dequantize(t.data, t.tensor_type)
+            assert a.dtype == b.dtype == np.float32 and a.shape == b.shape and a.tobytes() == b.tobytes(), t.name
+    return ours
+
+
+def test_our_gguf_reader_gives_gguf_readers_metadata_and_tensors(published) -> None:
+    ours = same_as_gguf_reader(published["gguf"])
+    assert ours.fields["tokenizer.ggml.tokens"] == bpe_tokens()
+    assert {t.tensor_type.name for t in ours.tensors} == {"F32", "Q8_0"}
+
+
+def test_our_gguf_reader_reads_every_value_type_and_a_custom_alignment_as_gguf_reader_does(tmp_path) -> None:
+    path = tmp_path / "types.gguf"
+    writer = gguf.GGUFWriter(str(path), "llama")
+    writer.add_custom_alignment(64)
+    scalars = {"uint8": 7, "int8": -7, "uint16": 700, "int16": -700, "uint32": 70000, "int32": -70000}
+    scalars |= {"uint64": 2**40, "int64": -(2**40), "float32": 0.1, "float64": 0.1, "bool": True, "string": "héllo ✓"}
+    for kind, value in scalars.items():
+        getattr(writer, f"add_{kind}")(f"test.{kind}", value)
+    writer.add_array("test.floats", [0.5, 1.5])
+    writer.add_array("test.bools", [True, False])
+    writer.add_array("test.strings", ["", "ü", "a b"])
+    writer.add_array("test.nested", [[1, 2], [3]])
+    rows = np.random.default_rng(0).standard_normal((2, 64)).astype(np.float32)
+    writer.add_tensor(
+        "q4_1", gguf.quants.quantize(rows, gguf.GGMLQuantizationType.Q4_1), raw_dtype=gguf.GGMLQuantizationType.Q4_1
+    )
+    writer.add_tensor("f16", np.arange(6, dtype=np.float16).reshape(2, 3))
+    writer.add_tensor("i32", np.arange(5, dtype=np.int32))
+    writer.add_tensor("f32", rows[:, :3])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    ours = same_as_gguf_reader(path, skip=frozenset({"test.nested"}))  # GGUFReader flattens an array of arrays
+    assert ours.fields["test.nested"] == [[1, 2], [3]]
+    assert ours.fields["general.alignment"] == 64 and ours.fields["test.string"] == "héllo ✓"
+    assert [t.tensor_type.name for t in ours.tensors] == ["Q4_1", "F16", "I32", "F32"]
+
+
+def test_our_gguf_reader_reads_smollm2s_file_as_gguf_reader_does() -> None:
+    from inference.pretrained.packages import SMOLLM2
+
+    path = SMOLLM2.path()
+    if path is None:
+        pytest.skip("SmolLM2's package is not installed")
+    some = {"token_embd.weight", "blk.0.attn_q.weight", "blk.29.ffn_down.weight", "output_norm.weight"}
+    ours = same_as_gguf_reader(path, dequantised=some)
+    assert {t.name: t.tensor_type.name for t in ours.tensors if t.name in some}["blk.0.attn_q.weight"] == "Q4_1"
+    assert len(ours.fields["tokenizer.ggml.tokens"]) == 49152
+
+
+def gguf_cut(published: dict[str, Path], section: str) -> int:
+    """Where to cut the tiny GGUF file to end it inside `section` (offsets from GGUFReader)."""
+    theirs = gguf.GGUFReader(published["gguf"])
+    return {
+        "header": 20,  # inside the tensor and key counts
+        "metadata": theirs.fields["tokenizer.ggml.tokens"].offset + 60,  # inside the first token
+        "tensor infos": theirs.tensors[1].field.offset + 3,
+        "tensor data": theirs.tensors[-1].data_offset + 1,
+    }[section]
+
+
+@pytest.mark.parametrize("section", ["header", "metadata", "tensor infos", "tensor data"])
+def test_a_gguf_file_cut_short_is_unreadable_and_says_where_it_ends(published, tmp_path, section) -> None:
+    cut = gguf_cut(published, section)
+    path = tmp_path / "cut.gguf"
+    path.write_bytes(published["gguf"].read_bytes()[:cut])
+    message = rf"{re.escape(str(path))}: not a readable GGUF file \(it ends at byte {cut}, inside its {section}\)"
+    with pytest.raises(MappingError, match=message):
+        read_gguf(path)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (lambda whole: b"GGUX" + whole[4:], "starts with b'GGUX', not GGUF's magic"),
+        (lambda whole: b"", "the file is empty"),
+        (lambda whole: whole[:4] + (3).to_bytes(4, "big") + whole[8:], "big-endian"),
+        (lambda whole: whole[:4] + (1).to_bytes(4, "little") + whole[8:], "GGUF version 1"),
+    ],
+)
+def test_a_file_that_is_not_little_endian_gguf_2_or_3_names_itself_and_why(published, tmp_path, change, reason) -> None:
+    path = tmp_path / "foreign.gguf"
+    path.write_bytes(change(published["gguf"].read_bytes()))
+    with pytest.raises(
+        MappingError, match=rf"{re.escape(str(path))}: not a readable GGUF file \(.*{re.escape(reason)}"
+    ):
+        read_gguf(path)

@@ -1,9 +1,18 @@
-"""A Llama-architecture GGUF file (llama.cpp's format) read with the `gguf` package: its metadata as Llama config
-keys, its tensors dequantised to float32 under Llama's Hugging Face names, and its own vocabulary and merges."""
+"""A Llama-architecture GGUF file (llama.cpp's format): its metadata as Llama config keys, its tensors dequantised
+to float32 under Llama's Hugging Face names, and its own vocabulary and merges.
+
+We parse the GGUF container ourselves (`read_container`: a few whole-array reads over the mapped file) because the
+`gguf` package's GGUFReader builds a numpy view per element of every metadata array in its constructor (SmolLM2's
+49,152 tokens, ~48k merges and token types: over a million views, 3 s of a cold start); the `gguf` package does the
+dequantising (`gguf.quants.dequantize`), on the very arrays GGUFReader would hand it."""
 
 from __future__ import annotations
 
+import math
+import mmap
+import os
 import re
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +53,12 @@ CONFIG_KEYS = {
 }
 CONTROL = 3  # llama.cpp's token type of a control token (<|endoftext|>, <|im_start|>, …)
 
+# GGUF metadata value types (gguf.GGUFValueType) → struct/numpy codes, little-endian; 8 and 9 are string and array.
+SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+STRING, ARRAY, UINT32 = 8, 9, 4
+# Tensor types read as numbers (as GGUFReader reads them); every other type is blocks of bytes to dequantise.
+PLAIN = {"F32": "f4", "F16": "f2", "F64": "f8", "I8": "i1", "I16": "i2", "I32": "i4", "I64": "i8"}
+
 
 @dataclass(frozen=True)
 class GGUFModel:
@@ -55,13 +70,155 @@ class GGUFModel:
     tokenizer: PretrainedTokenizer
 
 
-def _value(reader: Any, key: str, source: str, default: Any = ...) -> Any:
-    field = reader.fields.get(key)
-    if field is None:
+@dataclass(frozen=True)
+class GGUFTensor:
+    """One tensor as the file stores it: `shape` in numpy's order (the file lists dims innermost first) and `data`
+    a read-only view of its bytes shaped as GGUFReader shapes it: numbers for F32/F16/…, else one row of bytes per
+    row of quantised blocks, which is what `gguf.quants.dequantize` takes."""
+
+    name: str
+    tensor_type: Any  # gguf.GGMLQuantizationType
+    shape: tuple[int, ...]
+    data: np.ndarray
+
+
+@dataclass(frozen=True)
+class GGUFContainer:
+    """Every metadata key with its value (what GGUFReader's `field.contents()` gives) and every tensor, in order."""
+
+    fields: dict[str, Any]
+    tensors: list[GGUFTensor]
+
+
+class _UnreadableError(ValueError):
+    """The bytes are not a GGUF file we can read; read_container names the file."""
+
+
+class _Cursor:
+    """Little-endian reads from `buf` onwards from `pos`; every read first checks that its bytes are there."""
+
+    def __init__(self, buf: mmap.mmap) -> None:
+        self.buf, self.size, self.pos, self.section = buf, len(buf), 0, "header"
+
+    def ended(self) -> _UnreadableError:
+        return _UnreadableError(f"it ends at byte {self.size}, inside its {self.section}")
+
+    def take(self, n: int) -> int:
+        """Skip `n` bytes and return where they start."""
+        start = self.pos
+        if start + n > self.size:
+            raise self.ended()
+        self.pos = start + n
+        return start
+
+    def scalar(self, code: str) -> Any:
+        fmt = struct.Struct("<" + code)
+        return fmt.unpack_from(self.buf, self.take(fmt.size))[0]
+
+    def array(self, dtype: str, count: int) -> np.ndarray:
+        little = np.dtype("<" + dtype)
+        return np.frombuffer(self.buf, little, count, self.take(count * little.itemsize))
+
+    def string(self) -> str:
+        n = self.scalar("Q")
+        start = self.take(n)
+        return str(self.buf[start : start + n], "utf-8")
+
+    def strings(self, count: int) -> list[str]:
+        """`count` strings (a vocabulary: tens of thousands), in one tight loop."""
+        buf, size, pos, length = self.buf, self.size, self.pos, struct.Struct("<Q").unpack_from
+        out = []
+        for _ in range(count):
+            if pos + 8 > size:
+                raise self.ended()
+            end = pos + 8 + length(buf, pos)[0]
+            if end > size:
+                raise self.ended()
+            out.append(str(buf[pos + 8 : end], "utf-8"))
+            pos = end
+        self.pos = pos
+        return out
+
+    def value(self, kind: int) -> Any:
+        if kind in SCALARS:
+            return self.scalar(SCALARS[kind])
+        if kind == STRING:
+            return self.string()
+        if kind == ARRAY:
+            item, count = self.scalar("I"), self.scalar("Q")
+            if item == STRING:
+                return self.strings(count)
+            if item in SCALARS:
+                return self.array(SCALARS[item], count).tolist()
+            if item == ARRAY:
+                return [self.value(ARRAY) for _ in range(count)]
+            kind = item
+        raise _UnreadableError(f"unknown value type {kind} at byte {self.pos}")
+
+
+def read_container(path: Path) -> GGUFContainer:
+    """Parse `path` as GGUF (versions 2 and 3, little-endian): header, metadata, tensor infos, then each tensor's
+    bytes in the data section, which starts at the next multiple of `general.alignment` (32 if absent)."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType  # the package itself: ImportError where it is missing
+
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                raise _UnreadableError("the file is empty")
+            c = _Cursor(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        c.take(4)
+        if c.buf[:4] != b"GGUF":
+            raise _UnreadableError(f"it starts with {c.buf[:4]!r}, not GGUF's magic")
+        version = c.scalar("I")
+        if version not in (2, 3):
+            if version & 0xFFFF == 0:  # a small version number written big-endian
+                raise _UnreadableError("it is big-endian; only little-endian GGUF files are read")
+            raise _UnreadableError(f"GGUF version {version}; versions 2 and 3 are read")
+        n_tensors, n_fields = c.scalar("Q"), c.scalar("Q")
+        c.section = "metadata"
+        fields: dict[str, Any] = {}
+        for _ in range(n_fields):
+            key, kind = c.string(), c.scalar("I")
+            if key in fields:
+                raise _UnreadableError(f"the key {key!r} appears twice")
+            if key == "general.alignment" and kind != UINT32:
+                raise _UnreadableError(f"general.alignment has value type {kind}, not uint32")
+            fields[key] = c.value(kind)
+        c.section = "tensor infos"
+        infos = []
+        for _ in range(n_tensors):
+            name, n_dims = c.string(), c.scalar("I")
+            dims = c.array("Q", n_dims).tolist()  # innermost first
+            infos.append((name, tuple(reversed(dims)), GGMLQuantizationType(c.scalar("I")), c.scalar("Q")))
+        alignment = fields.get("general.alignment", 32)
+        if alignment == 0 or alignment & (alignment - 1):
+            raise _UnreadableError(f"general.alignment {alignment} is not a power of two")
+        start = c.pos + -c.pos % alignment
+        c.section = "tensor data"
+        tensors: dict[str, GGUFTensor] = {}
+        for name, shape, ggml_type, offset in infos:
+            if name in tensors:
+                raise _UnreadableError(f"the tensor {name!r} appears twice")
+            dtype, data_shape = PLAIN.get(ggml_type.name), shape
+            if dtype is None:  # blocks of `block` values stored in `size` bytes
+                block, size = GGML_QUANT_SIZES[ggml_type]
+                if not shape or shape[-1] % block:
+                    raise _UnreadableError(f"{name!r}: rows of shape {shape} are not whole {ggml_type.name} blocks")
+                dtype, data_shape = "u1", (*shape[:-1], shape[-1] // block * size)
+            c.pos = start + offset
+            data = c.array(dtype, math.prod(data_shape)).reshape(data_shape)
+            tensors[name] = GGUFTensor(name, ggml_type, shape, data)
+    except (ValueError, KeyError, OSError) as exc:  # ours, bad UTF-8, an unknown tensor type or size, no file
+        raise MappingError(f"{path}: not a readable GGUF file ({exc})") from exc
+    return GGUFContainer(fields, list(tensors.values()))
+
+
+def _value(file: GGUFContainer, key: str, source: str, default: Any = ...) -> Any:
+    if key not in file.fields:
         if default is ...:
             raise MappingError(f"{source}: the GGUF metadata has no {key!r}")
         return default
-    return field.contents()
+    return file.fields[key]
 
 
 def unpermute(weight: np.ndarray, n_heads: int) -> np.ndarray:
@@ -79,60 +236,60 @@ def read_gguf(path: Path) -> GGUFModel:
     The file's pad id may be its end-of-text id (SmolLM2's is): our model masks padding by id, so pad is then the
     first control token that is not unk, bos or eos — text never produces a control token (PretrainedTokenizer).
     """
-    from gguf import GGUFReader
-    from gguf.quants import dequantize
+    from gguf import quants
 
     source = str(path)
-    try:
-        reader = GGUFReader(path)
-    except Exception as exc:  # gguf raises ValueError/struct errors for foreign or truncated files
-        raise MappingError(f"{source}: not a readable GGUF file ({exc})") from exc
-    arch = _value(reader, "general.architecture", source)
+    file = read_container(path)
+    arch = _value(file, "general.architecture", source)
     if arch != "llama":
         raise MappingError(f"{source}: general.architecture is {arch!r}; only 'llama' is supported")
     config: dict[str, Any] = {"hidden_act": "silu"}
     for key, ours in CONFIG_KEYS.items():
-        config[ours] = _value(reader, f"llama.{key}", source, None)
-    tokens = _value(reader, "tokenizer.ggml.tokens", source)
+        config[ours] = _value(file, f"llama.{key}", source, None)
+    tokens = _value(file, "tokenizer.ggml.tokens", source)
     config["vocab_size"] = config["vocab_size"] or len(tokens)
     config["rope_theta"] = config["rope_theta"] or 10000.0
-    rope_dim = _value(reader, "llama.rope.dimension_count", source, None)
+    rope_dim = _value(file, "llama.rope.dimension_count", source, None)
     if rope_dim is not None and rope_dim * config["num_attention_heads"] != config["hidden_size"]:
         raise MappingError(f"{source}: llama.rope.dimension_count {rope_dim} is not the head size: partial RoPE")
     tensors: dict[str, Tensor] = {}
-    for t in reader.tensors:
+    for t in file.tensors:
         name = next((re.sub(p, ours, t.name) for p, ours in GGUF_NAMES if re.fullmatch(p, t.name)), None)
         if name is None:
             raise MappingError(f"{source}: tensor {t.name!r} has no place in a Llama model")
-        weight = np.asarray(dequantize(t.data, t.tensor_type), dtype=np.float32)
-        weight = weight.reshape(tuple(reversed([int(n) for n in t.shape])))  # GGUF lists dims innermost first
+        try:
+            weight = np.asarray(quants.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(t.shape)
+        except NotImplementedError as exc:  # integer tensors, types newer than gguf's dequantisers
+            raise MappingError(
+                f"{source}: tensor {t.name!r} is {t.tensor_type.name}, which gguf cannot dequantise"
+            ) from exc
         if name.endswith("q_proj.weight"):
             weight = unpermute(weight, config["num_attention_heads"])
         elif name.endswith("k_proj.weight"):
             weight = unpermute(weight, config["num_key_value_heads"] or config["num_attention_heads"])
         tensors[name] = torch.tensor(weight)  # a copy: the F32 tensors are read-only views of the mapped file
     config["tie_word_embeddings"] = "lm_head.weight" not in tensors
-    types = _value(reader, "tokenizer.ggml.token_type", source, [])
+    types = _value(file, "tokenizer.ggml.token_type", source, [])
     control = [i for i, kind in enumerate(types) if kind == CONTROL]
     specials = {
-        "unk_id": _value(reader, "tokenizer.ggml.unknown_token_id", source, 0),
-        "bos_id": _value(reader, "tokenizer.ggml.bos_token_id", source),
-        "eos_id": _value(reader, "tokenizer.ggml.eos_token_id", source),
+        "unk_id": _value(file, "tokenizer.ggml.unknown_token_id", source, 0),
+        "bos_id": _value(file, "tokenizer.ggml.bos_token_id", source),
+        "eos_id": _value(file, "tokenizer.ggml.eos_token_id", source),
     }
-    pad = _value(reader, "tokenizer.ggml.padding_token_id", source, None)
+    pad = _value(file, "tokenizer.ggml.padding_token_id", source, None)
     if pad is None or pad in specials.values():
         pad = next((i for i in control if i not in specials.values()), None)
         if pad is None:
             raise MappingError(f"{source}: no control token is free to serve as padding")
     specials["pad_id"] = pad
-    model_type = _value(reader, "tokenizer.ggml.model", source)
+    model_type = _value(file, "tokenizer.ggml.model", source)
     if model_type != "gpt2":
         raise MappingError(f"{source}: tokenizer.ggml.model is {model_type!r}; only byte-level BPE ('gpt2') is read")
-    merges = _value(reader, "tokenizer.ggml.merges", source)
+    merges = _value(file, "tokenizer.ggml.merges", source)
     tokenizer = PretrainedTokenizer.byte_level_bpe(tokens, merges, control, specials, source)
     metadata = {
-        key: _value(reader, key, source, None)
+        key: _value(file, key, source, None)
         for key in ("general.name", "general.license", "general.organization", "general.size_label")
     }
-    metadata["quantisation"] = sorted({t.tensor_type.name for t in reader.tensors})
+    metadata["quantisation"] = sorted({t.tensor_type.name for t in file.tensors})
     return GGUFModel(config, metadata, tensors, tokenizer)
