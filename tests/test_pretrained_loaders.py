@@ -588,3 +588,18 @@ def test_a_file_that_is_not_little_endian_gguf_2_or_3_names_itself_and_why(publi
         MappingError, match=rf"{re.escape(str(path))}: not a readable GGUF file \(.*{re.escape(reason)}"
     ):
         read_gguf(path)
+
+
+def test_read_gguf_keeps_no_view_of_the_mapped_file(published, tmp_path) -> None:
+    """The F32 tensors are read-only views of the mapped file until copied: once read, the file is unmapped."""
+    import gc
+
+    maps = Path("/proc/self/maps")
+    if not maps.exists():
+        pytest.skip("no /proc/self/maps to list this process's mapped files")
+    path = tmp_path / "own.gguf"
+    shutil.copy(published["gguf"], path)
+    tensors = read_gguf(path).tensors
+    gc.collect()
+    assert str(path) not in maps.read_text()
+    assert "model.norm.weight" in tensors  # an F32 tensor, still here
