@@ -146,6 +146,7 @@ TRAINING = {
     "prepare": ("training.data.prepare", "obtain, clean and split a task's data, train its tokenizer"),
     "train": ("training.train", "train a task's model from its prepared data, or an LM on any text (--text FILE)"),
     "evaluate": ("training.evaluate", "compute a checkpoint's card metrics on its test split"),
+    "average": ("training.average", "average a run's last checkpoints into one (the paper's section 6.1)"),
 }
 
 

@@ -132,6 +132,29 @@ def test_a_resumed_run_goes_on_as_if_never_stopped(tmp_path: Path, task: str) ->
         torch.testing.assert_close(b[key], a[key], rtol=1e-5, atol=1e-6, msg=key)
 
 
+def test_the_last_validations_average_into_a_checkpoint_as_in_the_paper(tmp_path: Path) -> None:
+    """A run keeps its last KEEP_EVALS validations' weights; training.average takes their mean, measures it on the
+    validation split and writes a checkpoint that loads, its card saying what was averaged."""
+    from training.average import main as average_main
+    from training.train import EVALS, KEEP_EVALS
+
+    write_task(tmp_path / "data", "translate")
+    spec = replace(tiny_spec("translate"), max_steps=14, eval_every=2)
+    out = train(spec, tmp_path / "data", tmp_path / "run", seed=0, threads=1, command="test")
+    kept = sorted((out / EVALS).glob("*.safetensors"))
+    assert [p.name for p in kept] == [f"step-{s:06d}.safetensors" for s in (6, 8, 10, 12, 14)] and KEEP_EVALS == 5
+    dest = tmp_path / "avg"
+    assert average_main([str(out), "--last", "3", "--out", str(dest), "--data", str(tmp_path / "data")]) == 0
+    ckpt = load_checkpoint(dest)
+    averaged = ckpt.card["training"]["averaged"]
+    assert averaged["steps"] == [10, 12, 14] and torch.isfinite(torch.tensor(averaged["valid_loss"]))
+    last = [load_file(p) for p in kept[-3:]]
+    name = "decoder.layers.0.self_attn.w_q.weight"
+    mean = sum(t[name] for t in last) / 3
+    torch.testing.assert_close(ckpt.model.state_dict()[name], mean.half().float())
+    assert average_main([str(out), "--last", "1", "--out", str(tmp_path / "x"), "--data", str(tmp_path / "data")]) == 2
+
+
 def test_a_run_keeps_float16_snapshots_that_load_like_the_weights(tmp_path: Path) -> None:
     write_task(tmp_path / "data", "translate")
     spec = replace(tiny_spec("translate"), max_steps=10, eval_every=5)

@@ -215,6 +215,22 @@ def load_optimizer(folder: Path, model: nn.Module, optimizer: torch.optim.Optimi
     return f"{path}: float32 weights and Adam's moments restored at step {step}"
 
 
+EVALS = "evals"  # a run's last weights at each validation, float32, for `python -m atlas average`
+KEEP_EVALS = 5  # the paper averages the last 5 checkpoints (section 6.1); older ones are deleted
+
+
+def save_eval_weights(out: Path, model: nn.Module, step: int, valid_loss: float, keep: int = KEEP_EVALS) -> Path:
+    """The weights at a validation step, in `out`/evals/, keeping the last `keep` (training.average reads them)."""
+    folder = out / EVALS
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"step-{step:06d}.safetensors"
+    meta = {**recorded(model.config), "step": str(step), "valid_loss": f"{valid_loss:.4f}"}
+    save_model(model, str(path), metadata=meta)
+    for old in sorted(folder.glob("step-*.safetensors"))[:-keep]:
+        old.unlink()
+    return path
+
+
 def build(spec: TaskSpec, tok: Tokenizer) -> ModelConfig:
     ids = dict(pad_id=tok.pad_id, unk_id=tok.unk_id, bos_id=tok.bos_id, eos_id=tok.eos_id)
     return ModelConfig(vocab_size=tok.vocab_size, **spec.model, **ids)
@@ -313,6 +329,7 @@ def train(
             valid_loss = evaluate_loss(model, valid, kind, tok.pad_id)
             history.append({"step": step, "valid_loss": round(valid_loss, 4), "train_loss": round(loss.item(), 4)})
             tqdm.write(f"step {step}: valid loss {valid_loss:.4f}", file=sys.stderr)
+            save_eval_weights(out, model, step, valid_loss)
             if valid_loss < best:  # saved at once: a run stopped early still leaves its best checkpoint
                 best = valid_loss
                 path = save(model, step, best, history, tokens, time.time() - started)
