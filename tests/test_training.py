@@ -155,6 +155,20 @@ def test_the_last_validations_average_into_a_checkpoint_as_in_the_paper(tmp_path
     assert average_main([str(out), "--last", "1", "--out", str(tmp_path / "x"), "--data", str(tmp_path / "data")]) == 2
 
 
+def test_the_device_is_recorded_and_a_missing_gpu_is_one_line(tmp_path: Path, capsys) -> None:
+    from training.train import main as train_main
+
+    write_task(tmp_path / "data", "reverse")
+    out = train(tiny_spec("reverse"), tmp_path / "data", tmp_path / "a", seed=0, threads=1, command="t", device="auto")
+    expected = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+    assert load_checkpoint(out).card["hyperparameters"]["training"]["device"] == expected
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is here: --device cuda would train")
+    args = ["--task", "reverse", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "b"), "--max-steps", "1"]
+    assert train_main([*args, "--device", "cuda"]) == 2
+    assert "torch sees no GPU" in capsys.readouterr().err
+
+
 def test_a_run_keeps_float16_snapshots_that_load_like_the_weights(tmp_path: Path) -> None:
     write_task(tmp_path / "data", "translate")
     spec = replace(tiny_spec("translate"), max_steps=10, eval_every=5)

@@ -110,12 +110,15 @@ def lm_eval_windows(stream: Tensor, block: int, limit: int = 400) -> list[Tensor
 
 
 def loss_of(model: nn.Module, batch, kind: str, criterion: nn.Module) -> tuple[Tensor, int]:
-    """Mean loss over the non-padding target tokens of a batch, and their number."""
+    """Mean loss over the non-padding target tokens of a batch, and their number; the batch goes to the model's
+    device (batches are built on the CPU)."""
+    device = next(model.parameters()).device
     if kind == "encoder-decoder":
-        src, tgt = batch
+        src, tgt = (t.to(device, non_blocking=True) for t in batch)
         logits, _ = model(src, tgt[:, :-1], record=False)
         gold = tgt[:, 1:]
     else:
+        batch = batch.to(device, non_blocking=True)
         logits, _ = model(batch[:, :-1], record=False)
         gold = batch[:, 1:]
     loss = criterion(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1))
@@ -155,7 +158,7 @@ def save_snapshot(out: Path, model: nn.Module, step: int, valid_loss: float) -> 
     folder.mkdir(parents=True, exist_ok=True)
     name = f"step-{step:06d}.safetensors"
     meta = {**recorded(model.config), "step": str(step), "valid_loss": f"{valid_loss:.4f}"}
-    save_model(copy.deepcopy(model).half(), str(folder / name), metadata=meta)
+    save_model(copy.deepcopy(model).cpu().half(), str(folder / name), metadata=meta)
     index_path = folder / SNAPSHOT_INDEX
     index = json.loads(index_path.read_text(encoding="utf-8")) if index_path.is_file() else {}
     entries = [e for e in index.get("snapshots", []) if e["step"] != step]
@@ -178,10 +181,10 @@ def save_optimizer(folder: Path, model: nn.Module, optimizer: torch.optim.Optimi
     The checkpoint beside it holds float16 weights (half the bytes in the repository); resuming from those
     alone would round every weight by about a tenth of one late step's update.
     """
-    tensors = {f"weights.{k}": v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    tensors = {f"weights.{k}": v.detach().cpu().clone().contiguous() for k, v in model.state_dict().items()}
     for index, state in optimizer.state_dict()["state"].items():
         for key, value in state.items():
-            tensors[f"adam.{index}.{key}"] = torch.as_tensor(value).detach().clone().contiguous()
+            tensors[f"adam.{index}.{key}"] = torch.as_tensor(value).detach().cpu().clone().contiguous()
     save_file(tensors, str(folder / OPTIMIZER), metadata={"step": str(step)})
 
 
@@ -225,7 +228,7 @@ def save_eval_weights(out: Path, model: nn.Module, step: int, valid_loss: float,
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"step-{step:06d}.safetensors"
     meta = {**recorded(model.config), "step": str(step), "valid_loss": f"{valid_loss:.4f}"}
-    save_model(model, str(path), metadata=meta)
+    save_model(copy.deepcopy(model).cpu() if on_gpu(model) else model, str(path), metadata=meta)
     for old in sorted(folder.glob("step-*.safetensors"))[:-keep]:
         old.unlink()
     return path
@@ -236,8 +239,28 @@ def build(spec: TaskSpec, tok: Tokenizer) -> ModelConfig:
     return ModelConfig(vocab_size=tok.vocab_size, **spec.model, **ids)
 
 
+def on_gpu(model: nn.Module) -> bool:
+    return next(model.parameters()).device.type != "cpu"
+
+
+def pick_device(name: str) -> torch.device:
+    """`auto`: the GPU when torch sees one, else the CPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise FileNotFoundError("--device cuda: torch sees no GPU here (torch.cuda.is_available() is False)")
+    return torch.device(name)
+
+
 def train(
-    spec: TaskSpec, data_root: Path, out: Path, seed: int, threads: int, command: str, resume: Path | None = None
+    spec: TaskSpec,
+    data_root: Path,
+    out: Path,
+    seed: int,
+    threads: int,
+    command: str,
+    resume: Path | None = None,
+    device: str = "cpu",
 ) -> Path:
     """Train `spec` on the prepared data; `resume` continues a checkpoint's run where its card says it stopped.
 
@@ -253,6 +276,7 @@ def train(
         raise FileNotFoundError(f"{folder}: no prepared data; run `python -m training.data prepare {spec.name}` first")
     tok = Tokenizer.from_file(folder / "tokenizer.model")
     config = build(spec, tok)
+    where = pick_device(device)
     model = build_model(config).train()
     start, earlier, resumed_from = 0, [], None
     if resume is not None:
@@ -264,6 +288,7 @@ def train(
         start = previous.card["training"].get("steps_done") or max(h["step"] for h in earlier)
         resumed_from = previous.card["hyperparameters"]["training"]
         command = f"{previous.card['command']} && {command}"
+    model.to(where)  # after the resumed weights are in: the optimizer below is built on the moved parameters
     kind = config.kind
     if kind == "encoder-decoder":
         train_pairs = encode_pairs(tok, folder, "train", spec.max_train_len)
@@ -293,7 +318,13 @@ def train(
 
     def save(model: nn.Module, step: int, best: float, history: list, tokens: int, elapsed: float) -> Path:
         run = {
-            "setup": {"seed": seed, "threads": threads, "parameters": n_params, "resumed_from": resumed_from},
+            "setup": {
+                "seed": seed,
+                "threads": threads,
+                "device": torch.cuda.get_device_name(where) if where.type == "cuda" else "cpu",
+                "parameters": n_params,
+                "resumed_from": resumed_from,
+            },
             "steps_done": step,
             "best_step": step,
             "finished": False,
@@ -305,7 +336,10 @@ def train(
             **size,
         }
         model.eval()
-        saved = save_checkpoint(out, model, tokenizer_bytes, build_card(spec, config, sources, run, command), half=True)
+        card = build_card(spec, config, sources, run, command)
+        saved = save_checkpoint(
+            out, copy.deepcopy(model).cpu() if on_gpu(model) else model, tokenizer_bytes, card, half=True
+        )
         save_optimizer(saved, model, optimizer, step)
         model.train()
         return saved
@@ -319,7 +353,8 @@ def train(
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = learning_rate(step, config.d_model, spec.warmup, spec.lr_factor)
-        loss, n = loss_of(model, next(batches), kind, criterion)
+        with torch.autocast(where.type, dtype=torch.bfloat16, enabled=where.type == "cuda"):  # H100: bf16 matmuls
+            loss, n = loss_of(model, next(batches), kind, criterion)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -419,6 +454,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-steps", type=int, help="override the task's number of steps (e.g. for a smoke run)")
     parser.add_argument("--resume", type=Path, help="continue this checkpoint's run for --max-steps more steps")
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="cpu",
+        help="where to train (default cpu; auto: the GPU when torch sees one, with bfloat16 autocast there)",
+    )
     args = parser.parse_args(argv)
     if args.max_steps is not None and args.max_steps < 1:
         parser.error("--max-steps must be at least 1")
@@ -436,7 +477,9 @@ def main(argv: list[str] | None = None) -> int:
             if args.max_steps:
                 spec = replace(spec, max_steps=args.max_steps, eval_every=min(spec.eval_every, args.max_steps))
             out = Path(args.out or Path("checkpoints") / spec.checkpoint)
-            path = train(spec, Path(args.data or "data"), out, args.seed, args.threads, command, args.resume)
+            path = train(
+                spec, Path(args.data or "data"), out, args.seed, args.threads, command, args.resume, args.device
+            )
     except (FileNotFoundError, TextError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
