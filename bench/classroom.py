@@ -436,7 +436,7 @@ def measure(ckpt_dir: Path, sessions: int, k: int, threads: int) -> list[str]:
         common.ms(max(times)),
         f"{len(times) / wall:.2f}/s",
         common.ms(statistics.median(seq_times)),
-        f"{start_rss / mb:.0f} / {rss.peak / mb:.0f} / {end_rss / mb:.0f} MiB",
+        f"{start_rss / mb:.0f} / {max(rss.peak, start_rss, end_rss) / mb:.0f} / {end_rss / mb:.0f} MiB",
         f"{mismatches}/{len(texts)}",
         f"`{load_before.split('load average:')[-1].strip()}` → `{load_after.split('load average:')[-1].strip()}`",
     ]

@@ -473,12 +473,13 @@ async def soak(ckpt: Checkpoint, ckpt_dir: Path, args, result: Result) -> None:
         await session.close()
     finally:
         stop_server(proc)
+    peak = max(rss.peak, start, end)  # a reading between two samples may be the highest
     span = f"{min(t for _, t in texts)}–{max(t for _, t in texts)}"
     cells = [f"{common.ms(common.percentile(v, 50))} / {common.ms(max(v))}" for v in times.values()]
     result.rows["soak"].append(
         [name, f"{len(texts)} × (Explore + {' + '.join(visit)})", span, *cells,
-         f"{start / MB:.0f} / {rss.peak / MB:.0f} / {end / MB:.0f} MiB", "peak ≤ 1.5 GB",
-         met(rss.peak, TARGET_RSS_BYTES)]
+         f"{start / MB:.0f} / {peak / MB:.0f} / {end / MB:.0f} MiB", "peak ≤ 1.5 GB",
+         met(peak, TARGET_RSS_BYTES)]
     )  # fmt: skip
 
 

@@ -55,7 +55,7 @@ def test_a_student_walks_every_step_of_the_lesson(server, browser, size: str) ->
         page.goto(f"{server}/lesson?model=lm-english&lesson=embeddings")
         for index, slug in enumerate(SLUGS):
             heading(page, index).wait_for()
-            page.get_by_text(f"Step {index + 1} of 12").wait_for()
+            page.get_by_text(f"Step {index + 1} of 12: {STEPS[index].title}", exact=True).wait_for()
             if slug in SWITCH:
                 switch = page.get_by_role("button", name=f"Switch to {SWITCH[slug]}")
                 switch.wait_for()
