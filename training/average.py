@@ -20,9 +20,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from inference.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from inference.tokenizer import Tokenizer
 from training.tasks import data_dir
-from training.train import EVALS, encode_pairs, encode_stream, evaluate_loss, fixed_batches, lm_eval_windows, read_lines
+from training.train import EVALS, evaluate_loss, validation_batches
 
 
 def eval_files(run: Path, last: int) -> list[tuple[int, float, Path]]:
@@ -47,18 +46,6 @@ def average_weights(paths: list[Path]) -> dict[str, torch.Tensor]:
     return {name: (value / len(paths)).float() for name, value in total.items()}
 
 
-def valid_batches(task: str, kind: str, tok: Tokenizer, data_root: Path, card: dict) -> list:
-    """The validation batches training.train measured the run on."""
-    folder = data_dir(task, data_root)
-    training = card["hyperparameters"]["training"]
-    if kind == "encoder-decoder":
-        pairs = encode_pairs(tok, folder, "valid", card["hyperparameters"]["model"]["max_len"])
-        return fixed_batches(pairs, training["batch_tokens"], tok.pad_id)
-    stream, _ = encode_stream(tok, read_lines(folder / "valid.txt"))
-    windows = [w.unsqueeze(0) for w in lm_eval_windows(stream, training["block_size"])]
-    return [torch.cat(windows[i : i + 16]) for i in range(0, len(windows), 16)]
-
-
 def average(run: Path, last: int, out: Path, data_root: Path) -> dict:
     """Average `run`'s last `last` validation weights into `out`; what was averaged and its validation loss."""
     files = eval_files(run, last)
@@ -72,10 +59,12 @@ def average(run: Path, last: int, out: Path, data_root: Path) -> dict:
     with torch.no_grad():
         for name, param in params.items():
             param.copy_(mean[name])
-    task = ckpt.card["hyperparameters"]["training"]["name"]
-    tok = ckpt.tokenizer
-    batches = valid_batches(task, ckpt.config.kind, tok, data_root, ckpt.card)
-    loss = evaluate_loss(ckpt.model, batches, ckpt.config.kind, tok.pad_id)
+    training, tok, kind = ckpt.card["hyperparameters"]["training"], ckpt.tokenizer, ckpt.config.kind
+    folder = data_dir(training["name"], data_root)
+    batches = validation_batches(
+        tok, folder, kind, ckpt.config.max_len, training["batch_tokens"], training["block_size"]
+    )
+    loss = evaluate_loss(ckpt.model, batches, kind, tok.pad_id)
     averaged = {
         "steps": [step for step, _, _ in files],
         "valid_losses": [round(v, 4) for _, v, _ in files],

@@ -109,6 +109,18 @@ def lm_eval_windows(stream: Tensor, block: int, limit: int = 400) -> list[Tensor
     return [stream[i : i + step] for i in range(0, min(len(stream) - step, limit * step), step)]
 
 
+def validation_batches(
+    tok: Tokenizer, folder: Path, kind: str, max_len: int, batch_tokens: int, block_size: int
+) -> list:
+    """The fixed batches of a task's valid split, which every validation (and training.average) measures: pairs
+    sorted by length (encoder-decoder), or windows of `block_size` + 1 tokens, 16 to a batch (language model)."""
+    if kind == "encoder-decoder":
+        return fixed_batches(encode_pairs(tok, folder, "valid", max_len), batch_tokens, tok.pad_id)
+    stream, _ = encode_stream(tok, read_lines(folder / "valid.txt"))
+    windows = [w.unsqueeze(0) for w in lm_eval_windows(stream, block_size)]
+    return [torch.cat(windows[i : i + 16]) for i in range(0, len(windows), 16)]
+
+
 def loss_of(model: nn.Module, batch, kind: str, criterion: nn.Module) -> tuple[Tensor, int]:
     """Mean loss over the non-padding target tokens of a batch, and their number; the batch goes to the model's
     device (batches are built on the CPU)."""
@@ -228,7 +240,7 @@ def save_eval_weights(out: Path, model: nn.Module, step: int, valid_loss: float,
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"step-{step:06d}.safetensors"
     meta = {**recorded(model.config), "step": str(step), "valid_loss": f"{valid_loss:.4f}"}
-    save_model(copy.deepcopy(model).cpu() if on_gpu(model) else model, str(path), metadata=meta)
+    save_model(on_cpu(model), str(path), metadata=meta)
     for old in sorted(folder.glob("step-*.safetensors"))[:-keep]:
         old.unlink()
     return path
@@ -239,8 +251,9 @@ def build(spec: TaskSpec, tok: Tokenizer) -> ModelConfig:
     return ModelConfig(vocab_size=tok.vocab_size, **spec.model, **ids)
 
 
-def on_gpu(model: nn.Module) -> bool:
-    return next(model.parameters()).device.type != "cpu"
+def on_cpu(model: nn.Module) -> nn.Module:
+    """`model` itself on the CPU, else a CPU copy to save from (the training model stays on its GPU)."""
+    return model if next(model.parameters()).device.type == "cpu" else copy.deepcopy(model).cpu()
 
 
 def pick_device(name: str) -> torch.device:
@@ -292,17 +305,15 @@ def train(
     kind = config.kind
     if kind == "encoder-decoder":
         train_pairs = encode_pairs(tok, folder, "train", spec.max_train_len)
-        valid_pairs = encode_pairs(tok, folder, "valid", config.max_len)
         batches = pair_batches(train_pairs, spec.batch_tokens, rng, tok.pad_id)
-        valid = fixed_batches(valid_pairs, spec.batch_tokens, tok.pad_id)
-        size = {"train_pairs": len(train_pairs), "valid_pairs": len(valid_pairs)}
     else:
         stream, starts = encode_stream(tok, read_lines(folder / "train.txt"))
-        valid_stream, _ = encode_stream(tok, read_lines(folder / "valid.txt"))
         per_batch = max(1, spec.batch_tokens // spec.block_size)
         batches = lm_batches(stream, starts, spec.block_size, per_batch, rng)
-        valid = [w.unsqueeze(0) for w in lm_eval_windows(valid_stream, spec.block_size)]
-        valid = [torch.cat(valid[i : i + 16]) for i in range(0, len(valid), 16)]
+    valid = validation_batches(tok, folder, kind, config.max_len, spec.batch_tokens, spec.block_size)
+    if kind == "encoder-decoder":
+        size = {"train_pairs": len(train_pairs), "valid_pairs": sum(src.shape[0] for src, _ in valid)}
+    else:
         size = {"train_tokens": len(stream), "valid_tokens": sum(v.numel() for v in valid)}
     n_params = sum(p.numel() for p in model.parameters())
     print(f"{spec.name}: {n_params:,} parameters, {json.dumps(size)}", file=sys.stderr)
@@ -337,9 +348,7 @@ def train(
         }
         model.eval()
         card = build_card(spec, config, sources, run, command)
-        saved = save_checkpoint(
-            out, copy.deepcopy(model).cpu() if on_gpu(model) else model, tokenizer_bytes, card, half=True
-        )
+        saved = save_checkpoint(out, on_cpu(model), tokenizer_bytes, card, half=True)
         save_optimizer(saved, model, optimizer, step)
         model.train()
         return saved

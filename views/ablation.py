@@ -30,6 +30,15 @@ def top_table(predictions) -> pd.DataFrame:
     )
 
 
+def side_by_side(effect, switched_off: int, column_config: dict) -> None:
+    """The intact model's top tokens beside the ablated model's."""
+    left, right = st.columns(2)
+    left.caption("Intact model")
+    left.dataframe(top_table(effect.before_top), hide_index=True, column_config=column_config)
+    right.caption(f"{switched_off} head(s) switched off")
+    right.dataframe(top_table(effect.after_top), hide_index=True, column_config=column_config)
+
+
 def body() -> None:
     st.title("Head ablation")
     st.caption(
@@ -60,18 +69,10 @@ def body() -> None:
         st.caption("The KL divergence is the mean over every position of the input.")
         st.markdown(f"**What the output at position 1 ({analysis.prediction_pieces[0]}) scores highest**")
         st.caption(ctx.ckpt.card.get("predictions", ""))
-        left, right = st.columns(2)
-        left.caption("Intact model")
-        left.dataframe(top_table(effect.before_top), hide_index=True)
-        right.caption(f"{len(picked)} head(s) switched off")
-        right.dataframe(top_table(effect.after_top), hide_index=True)
+        side_by_side(effect, len(picked), {})
     elif analysis.kind == "decoder-only":
         st.markdown("**Next token after the text**")
-        left, right = st.columns(2)
-        left.caption("Intact model")
-        left.dataframe(top_table(effect.before_top), hide_index=True, column_config={"probability": PROB})
-        right.caption(f"{len(picked)} head(s) switched off")
-        right.dataframe(top_table(effect.after_top), hide_index=True, column_config={"probability": PROB})
+        side_by_side(effect, len(picked), {"probability": PROB})
     else:
         left, right = st.columns(2)
         left.markdown("**Output, intact**")
