@@ -16,7 +16,7 @@ from model.transformer import EncoderDecoder
 from training.data.common import train_tokenizer
 from training.evaluate import TRANSLATE_SAMPLES, evaluate, has_loop, loop_rate, score_translations, unprompted_loop_rate
 from training.tasks import TASKS
-from training.train import OPTIMIZER, learning_rate, snapshot_steps, train
+from training.train import OPTIMIZER, cooled_rate, learning_rate, snapshot_steps, train
 
 PAIRS = [
     ("Where is the station?", "Wo ist der Bahnhof?"),
@@ -99,6 +99,43 @@ def test_learning_rate_warms_up_then_decays_as_in_the_paper() -> None:
     assert rates[0] < rates[1] < rates[2] > rates[3] > rates[4]
     assert rates[2] == pytest.approx(d_model**-0.5 * warmup**-0.5)
     assert rates[3] == pytest.approx(d_model**-0.5 * 8000**-0.5)
+
+
+def test_a_cooldown_takes_the_rate_in_a_line_from_the_papers_down_to_zero() -> None:
+    d_model, warmup, last, cooldown = 256, 200, 7500, 3000
+    paper = [learning_rate(s, d_model, warmup, 0.4) for s in (100, 4500)]
+    assert [cooled_rate(s, last, cooldown, d_model, warmup, 0.4) for s in (100, 4500)] == paper, "before: the paper's"
+    middle = cooled_rate(6000, last, cooldown, d_model, warmup, 0.4)
+    assert middle == pytest.approx(paper[1] * 1501 / 3001)
+    end = cooled_rate(last, last, cooldown, d_model, warmup, 0.4)
+    assert 0 < end < paper[1] / 1000, "the last step moves, but hardly"
+    rates = [cooled_rate(s, last, cooldown, d_model, warmup, 0.4) for s in range(4501, last + 1)]
+    assert all(a > b for a, b in zip(rates, rates[1:], strict=False)), "it falls at every step"
+    assert cooled_rate(6000, last, 0, d_model, warmup, 0.4) == learning_rate(6000, d_model, warmup, 0.4)
+
+
+def test_a_cooled_run_records_its_cooldown_and_moves_less_at_the_end(tmp_path: Path, capsys) -> None:
+    """The card's hyperparameters say how many steps cooled down; with the rate near 0 the last step hardly moves
+    the weights, which a run of the paper's rate does."""
+    from training.train import main as train_main
+
+    write_task(tmp_path / "data", "translate")
+    spec = replace(tiny_spec("translate"), max_steps=4, eval_every=1)
+    plain = train(spec, tmp_path / "data", tmp_path / "plain", seed=0, threads=1, command="t")
+    cooled = train(replace(spec, cooldown=4), tmp_path / "data", tmp_path / "cool", seed=0, threads=1, command="t")
+    assert load_checkpoint(cooled).card["hyperparameters"]["training"]["cooldown"] == 4
+    assert load_checkpoint(plain).card["hyperparameters"]["training"]["cooldown"] == 0
+
+    def last_move(run: Path) -> float:
+        kept = sorted((run / "evals").glob("*.safetensors"))
+        a, b = load_file(kept[-2]), load_file(kept[-1])
+        return sum(float((b[k] - a[k]).abs().sum()) for k in a)
+
+    assert last_move(cooled) < last_move(plain) / 3
+    args = ["--task", "reverse", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "b"), "--max-steps", "2"]
+    with pytest.raises(SystemExit) as stopped:
+        train_main([*args, "--cooldown", "3"])
+    assert stopped.value.code == 2 and "--cooldown 3 is longer than the run (2 steps)" in capsys.readouterr().err
 
 
 def test_missing_data_names_the_prepare_command(tmp_path: Path) -> None:

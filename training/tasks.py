@@ -24,6 +24,7 @@ class TaskSpec:
     eval_every: int
     block_size: int = 0  # language model: tokens per training window
     max_train_len: int = 0  # sequence-to-sequence: drop training pairs longer than this (tokens)
+    cooldown: int = 0  # the run's last `cooldown` steps take the rate linearly from the schedule's down to 0
     notes: dict[str, str] = field(default_factory=dict)
 
 

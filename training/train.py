@@ -2,7 +2,8 @@
 `--task lm --text FILE`: a small language model on any UTF-8 text, into a folder the app lists (train_text).
 
 The paper's recipe (section 5.3): Adam with β=(0.9, 0.98), ε=1e-9, lrate = factor · d_model^-0.5 ·
-min(step^-0.5, step · warmup^-1.5), label smoothing 0.1 for translation. Validation every `eval_every` steps;
+min(step^-0.5, step · warmup^-1.5), label smoothing 0.1 for translation; `--cooldown N` takes the rate of a run's
+last N steps in a straight line down to 0 (not the paper's: see cooled_rate). Validation every `eval_every` steps;
 the best validation loss is what gets saved. Deterministic under `--seed` for a given thread count.
 """
 
@@ -152,6 +153,17 @@ def evaluate_loss(model: nn.Module, batches: list, kind: str, pad_id: int) -> fl
 def learning_rate(step: int, d_model: int, warmup: int, factor: float) -> float:
     step = max(step, 1)
     return factor * d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+def cooled_rate(step: int, last: int, cooldown: int, d_model: int, warmup: int, factor: float) -> float:
+    """The paper's rate, except over the run's last `cooldown` steps (those after ``last - cooldown``): there it
+    falls in a straight line from the paper's rate at ``last - cooldown`` to 0 after the last step (a
+    "cool-down", as in warmup-stable-decay schedules: the inverse square root alone never lets the weights
+    settle, and the validation loss wavers from one evaluation to the next)."""
+    begin = last - cooldown
+    if cooldown <= 0 or step <= begin:
+        return learning_rate(step, d_model, warmup, factor)
+    return learning_rate(begin, d_model, warmup, factor) * (last - step + 1) / (cooldown + 1)
 
 
 SNAPSHOT_FRACTIONS = (0.0, 0.01, 0.03, 0.1, 0.3, 1.0)
@@ -361,7 +373,7 @@ def train(
     bar = tqdm(range(start + 1, last + 1), desc=spec.name, unit="step", mininterval=1, initial=start, total=last)
     for step in bar:
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate(step, config.d_model, spec.warmup, spec.lr_factor)
+            group["lr"] = cooled_rate(step, last, spec.cooldown, config.d_model, spec.warmup, spec.lr_factor)
         with torch.autocast(where.type, dtype=torch.bfloat16, enabled=where.type == "cuda"):  # H100: bf16 matmuls
             loss, n = loss_of(model, next(batches), kind, criterion)
         optimizer.zero_grad(set_to_none=True)
@@ -464,6 +476,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-steps", type=int, help="override the task's number of steps (e.g. for a smoke run)")
     parser.add_argument("--resume", type=Path, help="continue this checkpoint's run for --max-steps more steps")
     parser.add_argument(
+        "--cooldown",
+        type=int,
+        default=0,
+        metavar="N",
+        help="the last N steps of this run take the learning rate linearly down to 0 (default 0: the paper's rate)",
+    )
+    parser.add_argument(
         "--device",
         choices=("auto", "cpu", "cuda"),
         default="cpu",
@@ -472,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.max_steps is not None and args.max_steps < 1:
         parser.error("--max-steps must be at least 1")
+    if args.cooldown < 0:
+        parser.error("--cooldown must be 0 or more")
+    if args.cooldown and args.text is not None:
+        parser.error("--cooldown is for --task runs; --text sizes its own schedule")
     if args.text is not None and (args.task != "lm" or args.data):
         parser.error("--text trains a language model on its own data: give it with --task lm and without --data")
     command = "python -m training.train " + " ".join(
@@ -485,6 +508,9 @@ def main(argv: list[str] | None = None) -> int:
             spec = TASKS[args.task]
             if args.max_steps:
                 spec = replace(spec, max_steps=args.max_steps, eval_every=min(spec.eval_every, args.max_steps))
+            if args.cooldown > spec.max_steps:
+                parser.error(f"--cooldown {args.cooldown} is longer than the run ({spec.max_steps} steps)")
+            spec = replace(spec, cooldown=args.cooldown)
             out = Path(args.out or Path("checkpoints") / spec.checkpoint)
             path = train(
                 spec, Path(args.data or "data"), out, args.seed, args.threads, command, args.resume, args.device
