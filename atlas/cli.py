@@ -147,6 +147,7 @@ TRAINING = {
     "train": ("training.train", "train a task's model from its prepared data, or an LM on any text (--text FILE)"),
     "evaluate": ("training.evaluate", "compute a checkpoint's card metrics on its test split"),
     "average": ("training.average", "average a run's last checkpoints into one (the paper's section 6.1)"),
+    "snapshots": ("training.snapshots", "ship a run's snapshots (4-bit by default) with a checkpoint"),
 }
 
 

@@ -1,6 +1,7 @@
-"""The Training steps page in a real browser on the shipped reversal model, which ships its training snapshots: the
-chosen step's head is drawn with the weights that snapshot computes, and the strip shows one heatmap per snapshot;
-screenshots at 1600 wide and 1024×768 go to screenshots/ (git-ignored)."""
+"""The Training steps page in a real browser on the shipped models that ship their training snapshots (the reversal
+model's in float16, the LM's in 4 bits with the shipped weights as the last step): the chosen step's head is drawn
+with the weights that snapshot computes, and the strip shows one heatmap per snapshot; screenshots at 1600 wide and
+1024×768 go to screenshots/ (git-ignored)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,21 @@ MATRICES_JS = """n => {
 }"""
 
 
+SHOWN = {  # model: (text, attention, layer, the block's name)
+    "reverse": (TEXT, "decoder.cross_attn", 1, "decoder.layers.1.cross_attn"),
+    "lm-english": ("The children walked to school in the rain", "decoder.self_attn", 2, "decoder.layers.2.self_attn"),
+}
+
+
+@pytest.mark.parametrize("model", list(SHOWN))
 @pytest.mark.parametrize("size", [(1600, 1000), (1024, 768)])
-def test_the_reversal_models_cross_attention_at_each_saved_step(server, browser, size: tuple[int, int]) -> None:
-    folder = ROOT / "checkpoints" / "reverse"
+def test_a_head_at_each_saved_step(server, browser, size: tuple[int, int], model: str) -> None:
+    text, attention, layer, block = SHOWN[model]
+    folder = ROOT / "checkpoints" / model
     saved = list_snapshots(folder)
-    assert len(saved) >= 4, "checkpoints/reverse ships its training snapshots"
+    assert len(saved) >= 4, f"checkpoints/{model} ships its training snapshots"
     step = saved[-1].step
-    query = {"model": "reverse", "text": TEXT, "attention": "decoder.cross_attn", "layer": "1", "head": "0"}
+    query = {"model": model, "text": text, "attention": attention, "layer": str(layer), "head": "0"}
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
     page.set_default_timeout(90_000)
@@ -43,9 +52,8 @@ def test_the_reversal_models_cross_attention_at_each_saved_step(server, browser,
         page.get_by_role("heading", name="Training steps").wait_for()
         maps = page.wait_for_function(MATRICES_JS, arg=1 + len(saved)).json_value()
         ckpt = load_checkpoint(folder)
-        target = analyze(ckpt, TEXT).output_text  # every step's decoder reads the shipped model's output
-        expected = [analyze(load_snapshot(ckpt, s.step), TEXT, target).blocks["decoder.layers.1.cross_attn"]
-                    .weights[0] for s in saved]  # fmt: skip
+        target = analyze(ckpt, text).output_text  # every step's decoder reads the shipped model's output
+        expected = [analyze(load_snapshot(ckpt, s.step), text, target).blocks[block].weights[0] for s in saved]
         assert np.allclose(maps[0], expected[-1], atol=1e-3)  # the chosen step's head
         assert len(maps) == 1 + len(saved)
         for drawn, weights in zip(maps[1:], expected, strict=True):  # the strip: every snapshot, earliest first
@@ -54,7 +62,8 @@ def test_the_reversal_models_cross_attention_at_each_saved_step(server, browser,
         assert f"step {step:,}" in titles and "Validation loss" in titles
         assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
         page.wait_for_timeout(500)
-        name = "training.png" if size[0] == 1600 else "training-1024x768.png"
+        name = ("training" if model == "reverse" else f"training-{model}") + ("-1024x768" if size[0] < 1600 else "")
+        name += ".png"
         page.screenshot(path=str(SHOTS / name), full_page=True)
     finally:
         context.close()

@@ -403,6 +403,8 @@ def test_trace_to_an_unwritable_output_path_is_a_one_line_error_and_exit_2(
         ("prepare", "python -m training.data prepare"),
         ("train", "python -m training.train"),
         ("evaluate", "python -m training.evaluate"),
+        ("average", "python -m training.average"),
+        ("snapshots", "python -m training.snapshots"),
     ],
 )
 def test_the_training_commands_hand_over_to_the_training_package(capsys, command: str, usage: str) -> None:

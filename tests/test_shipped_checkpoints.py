@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -20,11 +21,19 @@ METRICS = {
 }
 
 
-def test_the_three_checkpoints_are_shipped_within_50_mb() -> None:
-    """With reverse's training snapshots (11 MB); the whole repository stays within 60 MB."""
+def test_the_three_checkpoints_and_the_whole_repository_stay_within_60_mb() -> None:
+    """With reverse's training snapshots (float16, 11 MB) and lm-english's (4 bits, 13 MB): issue 11's limit is
+    60 MB for every file the repository tracks."""
     assert sorted(p.name for p in ROOT.iterdir() if p.is_dir()) == sorted(SHIPPED)
     size = sum(f.stat().st_size for f in ROOT.rglob("*") if f.is_file())
-    assert size <= 50 * 1024 * 1024, f"checkpoints take {size / 2**20:.1f} MB"
+    assert size <= 56e6, f"checkpoints take {size / 1e6:.1f} MB"
+    repo = ROOT.parent
+    if not (repo / ".git").exists():
+        pytest.skip("not a git checkout: the tracked files cannot be listed")
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=repo, capture_output=True, check=True).stdout.decode()
+    others = [repo / n for n in listed.split("\0") if n and not n.startswith("checkpoints/")]
+    total = size + sum(p.stat().st_size for p in others if p.is_file())  # checkpoints/ as it is on disk
+    assert total <= 60e6, f"the repository's files take {total / 1e6:.1f} MB"
 
 
 @pytest.mark.parametrize("name", SHIPPED)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -261,3 +262,55 @@ def test_a_word_three_times_in_a_row_counts_as_a_loop() -> None:
     assert (
         scores["loop_rate"] == pytest.approx(2 / 3, abs=1e-4) and [x["input"] for x in scores["loops"]] == sources[:2]
     )
+
+
+def test_4_bit_weights_round_trip_within_half_a_step_of_their_groups_scale() -> None:
+    from inference.snapshots import GROUP, dequantize, quantize
+
+    torch.manual_seed(0)
+    tensors = {"w": torch.randn(6, 4 * GROUP), "b": torch.randn(6), "odd": torch.randn(3, GROUP + 1)}
+    packed = quantize(tensors)
+    assert packed["w.int4"].dtype == torch.uint8 and packed["w.int4"].shape == (6, 2 * GROUP)
+    assert packed["w.int4_scale"].shape == (6, 4) and packed["b"].dtype == packed["odd"].dtype == torch.float16
+    back = dequantize(packed)
+    assert back.keys() == tensors.keys()
+    step = packed["w.int4_scale"].float().repeat_interleave(GROUP, dim=1)
+    assert bool(((back["w"] - tensors["w"]).abs() <= step / 2 + 1e-3).all())
+    exact = torch.arange(-7, 8).float().repeat(6, 3)[:, : 2 * GROUP] * 0.5  # numbers already on the grid
+    assert torch.equal(dequantize(quantize({"e": exact}))["e"], exact)
+
+
+def test_a_lineages_snapshots_ship_in_4_bits_with_the_loss_measured_on_them(tmp_path: Path, capsys) -> None:
+    """training.snapshots copies chosen steps from the run folders into the checkpoint, 4-bit, the checkpoint's
+    own weights as the last step; the page's loader reads them back; bad requests are one-line errors."""
+    from inference.snapshots import list_snapshots, load_snapshot
+    from training.snapshots import main as snapshots_main
+
+    write_task(tmp_path / "data", "translate")
+    spec = replace(tiny_spec("translate"), max_steps=10, eval_every=5)
+    spec = replace(spec, model={**spec.model, "d_model": 32, "d_ff": 64})  # rows of 32: one group each
+    run = train(spec, tmp_path / "data", tmp_path / "run", seed=0, threads=1, command="test")
+    shipped = tmp_path / "shipped"
+    shutil.copytree(run, shipped, ignore=shutil.ignore_patterns("snapshots", "evals", OPTIMIZER))
+    args = [str(shipped), "--from", str(tmp_path / "nothing"), str(run), "--data", str(tmp_path / "data")]
+    assert snapshots_main([*args, "--steps", "3", "0"]) == 0
+    listed = list_snapshots(shipped)
+    assert [s.step for s in listed] == [0, 3, 10] and listed[-1].file is None
+    index = json.loads((shipped / "snapshots" / "index.json").read_text(encoding="utf-8"))
+    for entry in index["snapshots"][:2]:
+        kept = run / "snapshots" / entry["file"]
+        assert (shipped / "snapshots" / entry["file"]).stat().st_size < kept.stat().st_size / 2
+        assert entry["valid_loss"] == pytest.approx(entry["valid_loss_float16"], abs=0.05)
+    ckpt = load_checkpoint(shipped)
+    assert load_snapshot(ckpt, 10).model is ckpt.model
+    early = load_snapshot(ckpt, 0).model.state_dict()
+    kept = load_file(run / "snapshots" / "step-000000.safetensors")
+    name = "encoder.layers.0.self_attn.w_q.weight"
+    assert not torch.equal(early[name], kept[name].float()), "4 bits, not the float16 copy"
+    torch.testing.assert_close(early[name], kept[name].float(), atol=0.05, rtol=0)
+    capsys.readouterr()
+    assert snapshots_main([*args, "--steps", "2"]) == 2
+    assert "no snapshot of step 2 in" in capsys.readouterr().err
+    assert snapshots_main([*args, "--steps", "10"]) == 2
+    assert "its own weights are step 10; give --steps before it" in capsys.readouterr().err
+    assert [s.step for s in list_snapshots(shipped)] == [0, 3, 10], "a refused request leaves the last one"

@@ -32,6 +32,9 @@ def with_snapshots(good_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     root = tmp_path_factory.mktemp("snapshots")
     for name in ("translate-tiny", "lm-tiny"):
         shutil.copytree(good_dir / name, root / name)
+    card = json.loads((root / "lm-tiny" / "card.json").read_text(encoding="utf-8"))
+    card["training"] = {"history": [{"step": 50, "valid_loss": 6.5}, {"step": 100, "valid_loss": 5.75}]}
+    (root / "lm-tiny" / "card.json").write_text(json.dumps(card), encoding="utf-8")
     folder = root / "translate-tiny"
     ckpt = load_checkpoint(folder)
     for seed, (step, loss) in enumerate(zip(STEPS, LOSSES, strict=True)):
@@ -147,5 +150,7 @@ def test_a_copied_link_restores_the_step(app) -> None:
 def test_a_model_without_snapshots_says_so_and_offers_one_that_has_them(app) -> None:
     at = ok(app(model="lm-tiny", text=TEXT))
     assert "has no training snapshots" in at.info[0].value
+    line = chart(at, "training_loss")["data"][0]  # the run's curve, from its card
+    assert line["x"] == [50, 100] and line["y"] == [6.5, 5.75]
     at.button(key="training_switch_translate-tiny").click().run()
     assert ok(at).select_slider(key="step").options == ["0", "5", "20"]

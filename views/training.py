@@ -7,11 +7,13 @@ import streamlit as st
 import ui
 from inference import catalog
 from inference.analysis import Analysis
-from inference.snapshots import Snapshot
+from inference.snapshots import Snapshot, stored_as
 from viz.heads import head_heatmap
 from viz.labels import safe_filename
 from viz.tables import top_k_frame
 from viz.training import head_over_steps, loss_curve
+
+CURVE = "Validation loss of the run"
 
 
 def _step_label(snapshot: Snapshot) -> str:
@@ -30,11 +32,17 @@ def _without_snapshots(ctx: ui.Context) -> None:
     text = (
         f"`{ctx.entry.name}` has no training snapshots (a `snapshots/` folder beside its weights). "
         "`python -m atlas train` keeps them for every run: the weights at steps 0, 1 %, 3 %, 10 %, 30 % and 100 % "
-        "of it, in float16. They ship only where the repository's size allows."
+        "of it, in float16. They ship only where the repository's size allows (`python -m atlas snapshots` ships a "
+        "run's in 4 bits)."
     )
     st.info(text)
     for name in having:
         st.button(f"Show {name}, which has them", key=f"training_switch_{name}", on_click=ui.switch_model, args=(name,))
+    history = ctx.ckpt.card.get("training", {}).get("history", [])
+    if history:  # the run's curve still tells how far training got
+        curve = loss_curve([h["step"] for h in history], [h["valid_loss"] for h in history], [], [], None, CURVE)
+        ui.show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name))
+        st.caption("The validation loss at every evaluation of the run that trained it (nats per token).")
 
 
 def _prediction(col, analysis: Analysis, label: str) -> None:
@@ -49,10 +57,7 @@ def _prediction(col, analysis: Analysis, label: str) -> None:
 
 def body() -> None:
     st.title("Training steps")
-    st.caption(
-        "The same text through the model as it was at a few steps of its training run: watch the heads form. "
-        "Each snapshot is the run's weights at that step (float16), with the validation loss measured then."
-    )
+    st.caption("The same text through the model as it was at a few steps of its training run: watch the heads form.")
     chosen = ui.context_and_analysis()
     if chosen is None:
         return
@@ -61,6 +66,10 @@ def body() -> None:
     if not saved:
         _without_snapshots(ctx)
         return
+    st.caption(
+        f"Each snapshot is the run's weights at that step, stored as {stored_as(ctx.path)}. "
+        "Its loss is the validation loss measured on those weights."
+    )
     steps = [s.step for s in saved]
     by_step = {s.step: s for s in saved}
     ui.keep_valid("step", steps, steps[len(steps) // 2])
@@ -90,7 +99,7 @@ def body() -> None:
         steps,
         [s.valid_loss for s in saved],
         step,
-        "Validation loss of the run",
+        CURVE,
     )
     ui.show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name), where=right)
     own = ui.snapshot_analysis(ctx.path, ctx.stamp, step, ctx.text) if target is not None else now

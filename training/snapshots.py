@@ -1,0 +1,115 @@
+"""`python -m training.snapshots CHECKPOINT --from RUN [RUN …] --steps S [S …]`: ship a run's snapshots with a model.
+
+Every run keeps float16 snapshots of its weights along the way (training.train). A shipped model is often the end of
+several resumed runs, and its float16 snapshots may not fit the repository (lm-english's are 11.7 MB each). This
+copies the chosen steps from the run folders into CHECKPOINT/snapshots/, in 4 bits by default (3.3 MB each for
+lm-english; the format is inference.snapshots.QUANTIZED), adds the checkpoint's own weights as the last step (an
+index entry with no file), and measures each one's validation loss on the weights as shipped, beside the loss the
+run measured in float16, so what the page shows is what was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import shutil
+import sys
+from pathlib import Path
+
+from safetensors.torch import load_file, save_file
+
+from inference.checkpoint import CheckpointError, check_recorded, load_checkpoint, read_metadata, recorded
+from inference.snapshots import INDEX, QUANTIZED, SNAPSHOTS, quantize, read_weights
+from training.tasks import data_dir
+from training.train import evaluate_loss, validation_batches
+
+
+def find_step(runs: list[Path], step: int, tokenizer_sha256: str) -> tuple[Path, float]:
+    """The float16 snapshot of `step` in the first of `runs` that kept one, and the loss the run measured then."""
+    for run in runs:
+        index = run / SNAPSHOTS / INDEX
+        if not index.is_file():
+            continue
+        entries = {e["step"]: e for e in json.loads(index.read_text(encoding="utf-8"))["snapshots"]}
+        if step in entries:
+            card = json.loads((run / "card.json").read_text(encoding="utf-8"))
+            if card.get("tokenizer_sha256") != tokenizer_sha256:
+                raise CheckpointError(f"{run}: trained with another tokenizer than the checkpoint's")
+            return run / SNAPSHOTS / entries[step]["file"], float(entries[step]["valid_loss"])
+    raise CheckpointError(f"no snapshot of step {step} in {', '.join(str(r) for r in runs)}")
+
+
+def ship(checkpoint: Path, runs: list[Path], steps: list[int], data_root: Path, bits: int, command: str) -> dict:
+    """Write CHECKPOINT/snapshots/ (replacing what was there) and return its index."""
+    ckpt = load_checkpoint(checkpoint)
+    training = ckpt.card["hyperparameters"]["training"]
+    averaged = ckpt.card["training"].get("averaged")  # training.average: the mean of the steps up to its last
+    last = averaged["steps"][-1] if averaged else ckpt.card["training"]["steps_done"]
+    if any(step >= last for step in steps):
+        raise CheckpointError(f"{checkpoint}: its own weights are step {last:,}; give --steps before it")
+    found = {step: find_step(runs, step, ckpt.card["tokenizer_sha256"]) for step in sorted(set(steps))}
+    for path, _ in found.values():
+        check_recorded(path, ckpt.config)
+    tok, kind = ckpt.tokenizer, ckpt.config.kind
+    folder = data_dir(training["name"], data_root)
+    batches = validation_batches(
+        tok, folder, kind, ckpt.config.max_len, training["batch_tokens"], training["block_size"]
+    )
+    out = checkpoint / SNAPSHOTS
+    staging = checkpoint / f".{SNAPSHOTS}-new"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    entries = []
+    for step, (path, trained_loss) in found.items():
+        name = f"step-{step:06d}.safetensors"
+        if bits == 16:
+            shutil.copyfile(path, staging / name)
+        else:
+            meta = {**read_metadata(path), **recorded(ckpt.config), "step": str(step), "quantized": QUANTIZED}
+            save_file(quantize(load_file(str(path))), str(staging / name), metadata=meta)
+        loss = evaluate_loss(read_weights(staging / name, ckpt.config), batches, kind, tok.pad_id)
+        entries.append({"step": step, "valid_loss": round(loss, 4), "valid_loss_float16": trained_loss, "file": name})
+        print(f"step {step:,}: valid loss {loss:.4f} (float16 in training: {trained_loss:.4f})", file=sys.stderr)
+    loss = evaluate_loss(ckpt.model, batches, kind, tok.pad_id)
+    entries.append({"step": last, "valid_loss": round(loss, 4), "file": None})
+    index = {
+        "dtype": "float16"
+        if bits == 16
+        else "4 bits, in groups of 32 with a float16 scale each (the last step: the shipped weights themselves)",
+        "load_with": "inference.snapshots.load_snapshot(checkpoint, step)",
+        "valid_loss": "measured on the weights as shipped; valid_loss_float16: what the run measured in training",
+        "command": command,
+        "snapshots": entries,
+    }
+    (staging / INDEX).write_text(json.dumps(index, indent=2) + "\n", encoding="utf-8")
+    shutil.rmtree(out, ignore_errors=True)
+    staging.rename(out)
+    return index
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m training.snapshots", description=__doc__)
+    parser.add_argument("checkpoint", type=Path, help="the checkpoint folder the snapshots ship with")
+    parser.add_argument(
+        "--from", dest="runs", type=Path, nargs="+", required=True, help="run folders, searched in order"
+    )
+    parser.add_argument("--steps", type=int, nargs="+", required=True, help="the steps to ship")
+    parser.add_argument("--bits", type=int, choices=(4, 16), default=4, help="4 (default) or 16 (float16, as kept)")
+    parser.add_argument("--data", type=Path, default=Path("data"), help="prepared data root (default: data)")
+    args = parser.parse_args(argv)
+    command = "python -m training.snapshots " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
+    )
+    try:
+        index = ship(args.checkpoint, args.runs, args.steps, args.data, args.bits, command)
+    except (CheckpointError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    size = sum(p.stat().st_size for p in (args.checkpoint / SNAPSHOTS).iterdir())
+    print(f"{args.checkpoint / SNAPSHOTS}: {len(index['snapshots'])} steps, {size / 1e6:.1f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
