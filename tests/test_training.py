@@ -153,6 +153,14 @@ def test_resume_continues_the_schedule_and_the_history(tmp_path: Path) -> None:
     assert card["training"]["steps_done"] == 6 and card["training"]["resumed_at"] == 4
     assert [h["step"] for h in card["training"]["history"]] == [2, 4, 6]
     assert card["command"] == "first && second"
+    for recorded_before, expected in (({"seconds_total": 1000, "seconds": 400}, 1000), ({"seconds": 500}, 500)):
+        first_card = json.loads((first / "card.json").read_text(encoding="utf-8"))
+        first_card["training"] = {k: v for k, v in first_card["training"].items() if not k.startswith("seconds")}
+        first_card["training"].update(recorded_before)  # a long first run; then one from before seconds_total
+        (first / "card.json").write_text(json.dumps(first_card), encoding="utf-8")
+        again = train(spec, tmp_path / "data", tmp_path / f"c{expected}", seed=0, threads=1, command="c", resume=first)
+        done = load_checkpoint(again).card["training"]
+        assert done["seconds_total"] == expected + done["seconds"], "the resumed runs' time carries over"
 
 
 @pytest.mark.parametrize("task", ["translate", "lm"])

@@ -303,7 +303,7 @@ def train(
     config = build(spec, tok)
     where = pick_device(device)
     model = build_model(config).train()
-    start, earlier, resumed_from = 0, [], None
+    start, earlier, resumed_from, seconds_before = 0, [], None, 0
     if resume is not None:
         previous = load_checkpoint(resume)
         if previous.config != config:
@@ -312,6 +312,8 @@ def train(
         earlier = previous.card["training"]["history"]
         start = previous.card["training"].get("steps_done") or max(h["step"] for h in earlier)
         resumed_from = previous.card["hyperparameters"]["training"]
+        done = previous.card["training"]  # the runs it resumed: their total, or its own seconds on an older card
+        seconds_before = done.get("seconds_total", done.get("seconds", 0))
         command = f"{previous.card['command']} && {command}"
     model.to(where)  # after the resumed weights are in: the optimizer below is built on the moved parameters
     kind = config.kind
@@ -355,6 +357,7 @@ def train(
             "best_valid_loss": round(best, 4),
             "history": list(history),
             "seconds": round(elapsed),
+            "seconds_total": round(seconds_before + elapsed),  # with the runs it resumed, as their cards say
             "tokens_per_second": round(tokens / elapsed),
             **size,
         }
@@ -393,11 +396,11 @@ def train(
                 save_snapshot(out, model, step, valid_loss)
         elif step in snapshots:
             save_snapshot(out, model, step, evaluate_loss(model, valid, kind, tok.pad_id))
-    finish_card(path, history, last, tokens, time.time() - started)
+    finish_card(path, history, last, tokens, time.time() - started, seconds_before)
     return path
 
 
-def finish_card(path: Path, history: list, steps: int, tokens: int, elapsed: float) -> None:
+def finish_card(path: Path, history: list, steps: int, tokens: int, elapsed: float, before: float = 0) -> None:
     """The saved weights are the best step's; the card records the whole run once it is over."""
     card_path = path / "card.json"
     card = json.loads(card_path.read_text(encoding="utf-8"))
@@ -409,6 +412,7 @@ def finish_card(path: Path, history: list, steps: int, tokens: int, elapsed: flo
         steps_done=steps,
         finished=True,
         seconds=round(elapsed),
+        seconds_total=round(before + elapsed),
         tokens_per_second=round(tokens / elapsed),
     )
     card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
