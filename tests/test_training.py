@@ -322,3 +322,24 @@ def test_a_lineages_snapshots_ship_in_4_bits_with_the_loss_measured_on_them(tmp_
     assert snapshots_main([*args, "--steps", "10"]) == 2
     assert "its own weights are step 10; give --steps before it" in capsys.readouterr().err
     assert [s.step for s in list_snapshots(shipped)] == [0, 3, 10], "a refused request leaves the last one"
+
+
+def test_a_language_model_is_scored_on_its_validation_lines_to_choose_a_checkpoint(tmp_path: Path, capsys) -> None:
+    """--split valid scores the valid split line by line, as the card's test figures are, without the test split."""
+    from training.evaluate import main as evaluate_main
+
+    folder = write_task(tmp_path / "data", "lm")
+    (folder / "valid.txt").write_text("\n".join(LINES[:2]) + "\n", encoding="utf-8")  # 2 lines; test has 12
+    ckpt = load_checkpoint(train(tiny_spec("lm"), tmp_path / "data", tmp_path / "c", 0, 1, "test"))
+    valid, _ = evaluate(ckpt, tmp_path / "data", split="valid")
+    test, _ = evaluate(ckpt, tmp_path / "data")
+    assert (valid["split"], valid["test_lines"], test["split"], test["test_lines"]) == ("valid", 2, "test", 12)
+    assert valid["command"].endswith("--split valid") and valid["perplexity"] != test["perplexity"]
+    args = [str(ckpt.path), "--data", str(tmp_path / "data"), "--split", "valid"]
+    with pytest.raises(SystemExit) as stopped:
+        evaluate_main([*args, "--write-card"])
+    assert stopped.value.code == 2 and "--write-card stores the test split's figures" in capsys.readouterr().err
+    write_task(tmp_path / "data", "translate")
+    translator = load_checkpoint(train(tiny_spec("translate"), tmp_path / "data", tmp_path / "t", 0, 1, "test"))
+    assert evaluate_main([str(translator.path), "--data", str(tmp_path / "data"), "--split", "valid"]) == 2
+    assert "--split valid is for language models" in capsys.readouterr().err

@@ -8,6 +8,7 @@ lm: perplexity and top-1 next-token accuracy. `--write-card` stores the metrics 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import re
@@ -181,10 +182,11 @@ def translate_samples(ckpt: Checkpoint) -> list[dict[str, Any]]:
     ]
 
 
-def evaluate_lm(ckpt: Checkpoint, folder: Path, limit: int | None) -> tuple[dict, list]:
+def evaluate_lm(ckpt: Checkpoint, folder: Path, limit: int | None, split: str = "test") -> tuple[dict, list]:
     """Samples continue LM_PROMPTS, or the folder's own prompts.txt (training.data.text writes the openings of a
-    few test lines there: a text of the user's need not be English)."""
-    lines = read_lines(folder / "test.txt")[:limit]
+    few test lines there: a text of the user's need not be English). `split` "valid" scores the validation lines
+    the same way, line by line, to choose between checkpoints without looking at the test split."""
+    lines = read_lines(folder / f"{split}.txt")[:limit]
     ppl, acc, count = perplexity(ckpt, lines)
     characters = sum(len(line) + 1 for line in lines if line.strip())  # + 1: the end of each line, scored as eos
     prompts = read_lines(folder / PROMPTS) if (folder / PROMPTS).is_file() else LM_PROMPTS
@@ -204,11 +206,17 @@ def evaluate_lm(ckpt: Checkpoint, folder: Path, limit: int | None) -> tuple[dict
 EVALUATORS = {"reverse": evaluate_reverse, "translate": evaluate_translate, "lm": evaluate_lm}
 
 
-def evaluate(ckpt: Checkpoint, data_root: Path, limit: int | None = None) -> tuple[dict[str, Any], list[dict]]:
+def evaluate(
+    ckpt: Checkpoint, data_root: Path, limit: int | None = None, split: str = "test"
+) -> tuple[dict[str, Any], list[dict]]:
     task = task_of(ckpt)
-    metrics, samples = EVALUATORS[task](ckpt, data_dir(task, data_root), limit)
-    metrics["split"] = "test"
+    if split != "test" and task != "lm":
+        raise ValueError(f"--split {split} is for language models; {task} is scored on its test sets")
+    evaluator = EVALUATORS[task] if split == "test" else functools.partial(evaluate_lm, split=split)
+    metrics, samples = evaluator(ckpt, data_dir(task, data_root), limit)
+    metrics["split"] = split
     metrics["command"] = f"python -m training.evaluate {command_target(ckpt)}" + (f" --limit {limit}" if limit else "")
+    metrics["command"] += f" --split {split}" if split != "test" else ""
     for sample in samples:
         sample["max_tokens"] = SAMPLE_TOKENS if task == "lm" else 80
     return metrics, samples
@@ -224,13 +232,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default="data")
     parser.add_argument("--limit", type=int, help="only the first N test examples (quick check)")
     parser.add_argument("--write-card", action="store_true", help="store metrics and samples in card.json")
+    parser.add_argument(
+        "--split",
+        choices=("test", "valid"),
+        default="test",
+        help="valid: a language model's validation lines, scored as the test split is (to choose a checkpoint)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1: a shared machine)")
     args = parser.parse_args(argv)
+    if args.write_card and args.split != "test":
+        parser.error("--write-card stores the test split's figures; leave out --split valid")
     torch.set_num_threads(args.threads)
     try:
         ckpt = load_checkpoint(resolve(args.checkpoint))
-        metrics, samples = evaluate(ckpt, Path(args.data), args.limit)
-    except (CheckpointError, FileNotFoundError) as exc:
+        metrics, samples = evaluate(ckpt, Path(args.data), args.limit, args.split)
+    except (CheckpointError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"metrics": metrics, "samples": samples}, indent=2, ensure_ascii=False))
