@@ -343,3 +343,17 @@ def test_a_language_model_is_scored_on_its_validation_lines_to_choose_a_checkpoi
     translator = load_checkpoint(train(tiny_spec("translate"), tmp_path / "data", tmp_path / "t", 0, 1, "test"))
     assert evaluate_main([str(translator.path), "--data", str(tmp_path / "data"), "--split", "valid"]) == 2
     assert "--split valid is for language models" in capsys.readouterr().err
+
+
+def test_the_finished_card_names_the_step_whose_weights_were_saved_even_when_rounded_losses_tie(tmp_path) -> None:
+    from training.train import finish_card
+
+    history = [
+        {"step": 5250, "valid_loss": 4.322},
+        {"step": 6000, "valid_loss": 4.33},
+        {"step": 7500, "valid_loss": 4.322},
+    ]
+    (tmp_path / "card.json").write_text(json.dumps({"training": {"best_step": 7500, "resumed_at": 4500}}), "utf-8")
+    finish_card(tmp_path, history, 7500, 1000, 10.0)
+    done = json.loads((tmp_path / "card.json").read_text(encoding="utf-8"))["training"]
+    assert (done["best_step"], done["steps_done"], done["finished"]) == (7500, 7500, True)

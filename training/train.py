@@ -401,14 +401,12 @@ def train(
 
 
 def finish_card(path: Path, history: list, steps: int, tokens: int, elapsed: float, before: float = 0) -> None:
-    """The saved weights are the best step's; the card records the whole run once it is over."""
+    """The saved weights are the best step's; the card records the whole run once it is over. Its best_step stays
+    the one the weights were saved at: the history's losses are rounded, and a tie there must not name another."""
     card_path = path / "card.json"
     card = json.loads(card_path.read_text(encoding="utf-8"))
-    resumed = card["training"].get("resumed_at", 0)
-    best = min((h for h in history if h["step"] > resumed), key=lambda h: h["valid_loss"])
     card["training"].update(
         history=history,
-        best_step=best["step"],
         steps_done=steps,
         finished=True,
         seconds=round(elapsed),
