@@ -83,8 +83,8 @@ def read_weights(path: Path, config: ModelConfig) -> Model:
     try:
         weights = dequantize(load_file(str(path)))
         missing, unexpected = model.load_state_dict(weights, strict=False)
-    except (KeyError, RuntimeError, ValueError) as exc:
-        raise CheckpointError(f"{path}: its 4-bit weights do not fit {config.kind} ({exc})") from exc
+    except Exception as exc:  # safetensors' own errors for a damaged file; KeyError for a scale gone missing
+        raise CheckpointError(f"{path}: its 4-bit weights cannot be read for this {config.kind} ({exc})") from exc
     state = model.state_dict(keep_vars=True)
     loaded = {state[k].data_ptr() for k in weights if k in state}
     untied = [k for k in missing if state[k].data_ptr() not in loaded]  # a tied copy was filled with its twin

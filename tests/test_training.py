@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from inference.analyze import generate_text
-from inference.checkpoint import check_recorded, fill_model, load_checkpoint
+from inference.checkpoint import CheckpointError, check_recorded, fill_model, load_checkpoint, read_metadata
 from model.transformer import EncoderDecoder
 from training.data.common import train_tokenizer
 from training.evaluate import TRANSLATE_SAMPLES, evaluate, has_loop, loop_rate, score_translations, unprompted_loop_rate
@@ -322,6 +322,11 @@ def test_a_lineages_snapshots_ship_in_4_bits_with_the_loss_measured_on_them(tmp_
     assert snapshots_main([*args, "--steps", "10"]) == 2
     assert "its own weights are step 10; give --steps before it" in capsys.readouterr().err
     assert [s.step for s in list_snapshots(shipped)] == [0, 3, 10], "a refused request leaves the last one"
+    damaged = shipped / "snapshots" / "step-000003.safetensors"
+    unscaled = {k: v for k, v in load_file(damaged).items() if not k.endswith(".int4_scale")}
+    save_file(unscaled, damaged, metadata=read_metadata(damaged))  # the scales gone: it cannot be read
+    with pytest.raises(CheckpointError, match="its 4-bit weights cannot be read"):
+        load_snapshot(ckpt, 3)
 
 
 def test_a_language_model_is_scored_on_its_validation_lines_to_choose_a_checkpoint(tmp_path: Path, capsys) -> None:
