@@ -20,8 +20,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from inference.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from training.tasks import data_dir
-from training.train import EVALS, evaluate_loss, validation_batches
+from training.train import EVALS, evaluate_loss, run_validation_batches
 
 
 def eval_files(run: Path, last: int) -> list[tuple[int, float, Path]]:
@@ -59,12 +58,8 @@ def average(run: Path, last: int, out: Path, data_root: Path) -> dict:
     with torch.no_grad():
         for name, param in params.items():
             param.copy_(mean[name])
-    training, tok, kind = ckpt.card["hyperparameters"]["training"], ckpt.tokenizer, ckpt.config.kind
-    folder = data_dir(training["name"], data_root)
-    batches = validation_batches(
-        tok, folder, kind, ckpt.config.max_len, training["batch_tokens"], training["block_size"]
-    )
-    loss = evaluate_loss(ckpt.model, batches, kind, tok.pad_id)
+    batches = run_validation_batches(ckpt, data_root)
+    loss = evaluate_loss(ckpt.model, batches, ckpt.config.kind, ckpt.tokenizer.pad_id)
     averaged = {
         "steps": [step for step, _, _ in files],
         "valid_losses": [round(v, 4) for _, v, _ in files],

@@ -21,8 +21,7 @@ from safetensors.torch import load_file, save_file
 
 from inference.checkpoint import CheckpointError, check_recorded, load_checkpoint, read_metadata, recorded
 from inference.snapshots import INDEX, QUANTIZED, SNAPSHOTS, quantize, read_weights
-from training.tasks import data_dir
-from training.train import evaluate_loss, validation_batches
+from training.train import evaluate_loss, run_validation_batches
 
 
 def find_step(runs: list[Path], step: int, tokenizer_sha256: str) -> tuple[Path, float]:
@@ -43,7 +42,6 @@ def find_step(runs: list[Path], step: int, tokenizer_sha256: str) -> tuple[Path,
 def ship(checkpoint: Path, runs: list[Path], steps: list[int], data_root: Path, bits: int, command: str) -> dict:
     """Write CHECKPOINT/snapshots/ (replacing what was there) and return its index."""
     ckpt = load_checkpoint(checkpoint)
-    training = ckpt.card["hyperparameters"]["training"]
     averaged = ckpt.card["training"].get("averaged")  # training.average: the mean of the steps up to its last
     last = averaged["steps"][-1] if averaged else ckpt.card["training"]["steps_done"]
     if any(step >= last for step in steps):
@@ -52,10 +50,7 @@ def ship(checkpoint: Path, runs: list[Path], steps: list[int], data_root: Path, 
     for path, _ in found.values():
         check_recorded(path, ckpt.config)
     tok, kind = ckpt.tokenizer, ckpt.config.kind
-    folder = data_dir(training["name"], data_root)
-    batches = validation_batches(
-        tok, folder, kind, ckpt.config.max_len, training["batch_tokens"], training["block_size"]
-    )
+    batches = run_validation_batches(ckpt, data_root)
     out = checkpoint / SNAPSHOTS
     staging = checkpoint / f".{SNAPSHOTS}-new"
     shutil.rmtree(staging, ignore_errors=True)

@@ -27,7 +27,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from inference.catalog import checkpoints_dir
-from inference.checkpoint import CARD, CheckpointError, load_checkpoint, recorded, save_checkpoint
+from inference.checkpoint import CARD, Checkpoint, CheckpointError, load_checkpoint, recorded, save_checkpoint
 from inference.decoding import pad_rows
 from inference.snapshots import INDEX as SNAPSHOT_INDEX
 from inference.snapshots import SNAPSHOTS
@@ -120,6 +120,15 @@ def validation_batches(
     stream, _ = encode_stream(tok, read_lines(folder / "valid.txt"))
     windows = [w.unsqueeze(0) for w in lm_eval_windows(stream, block_size)]
     return [torch.cat(windows[i : i + 16]) for i in range(0, len(windows), 16)]
+
+
+def run_validation_batches(ckpt: Checkpoint, data_root: Path) -> list:
+    """The validation batches the run that trained `ckpt` measured it on, from the settings its card records."""
+    training = ckpt.card["hyperparameters"]["training"]
+    folder = data_dir(training["name"], data_root)
+    return validation_batches(
+        ckpt.tokenizer, folder, ckpt.config.kind, ckpt.config.max_len, training["batch_tokens"], training["block_size"]
+    )
 
 
 def loss_of(model: nn.Module, batch, kind: str, criterion: nn.Module) -> tuple[Tensor, int]:

@@ -16,6 +16,12 @@ from viz.training import head_over_steps, loss_curve
 CURVE = "Validation loss of the run"
 
 
+def _run_curve(ctx: ui.Context) -> tuple[list[int], list[float]]:
+    """The steps and validation losses of every evaluation the card's run recorded."""
+    history = ctx.ckpt.card.get("training", {}).get("history", [])
+    return [h["step"] for h in history], [h["valid_loss"] for h in history]
+
+
 def _step_label(snapshot: Snapshot) -> str:
     return f"step {snapshot.step:,} · loss {snapshot.valid_loss:.3f}"
 
@@ -38,9 +44,9 @@ def _without_snapshots(ctx: ui.Context) -> None:
     st.info(text)
     for name in having:
         st.button(f"Show {name}, which has them", key=f"training_switch_{name}", on_click=ui.switch_model, args=(name,))
-    history = ctx.ckpt.card.get("training", {}).get("history", [])
-    if history:  # the run's curve still tells how far training got
-        curve = loss_curve([h["step"] for h in history], [h["valid_loss"] for h in history], [], [], None, CURVE)
+    steps, losses = _run_curve(ctx)
+    if steps:  # the run's curve still tells how far training got
+        curve = loss_curve(steps, losses, [], [], None, CURVE)
         ui.show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name))
         st.caption("The validation loss at every evaluation of the run that trained it (nats per token).")
 
@@ -68,7 +74,7 @@ def body() -> None:
         return
     st.caption(
         f"Each snapshot is the run's weights at that step, stored as {stored_as(ctx.path)}. "
-        "Its loss is the validation loss measured on those weights."
+        "Its loss is the validation loss of that step's weights."
     )
     steps = [s.step for s in saved]
     by_step = {s.step: s for s in saved}
@@ -92,10 +98,8 @@ def body() -> None:
     fig = head_heatmap(weights, block.query_pieces, block.key_pieces, f"{where} at {label}")
     name = safe_filename("training", ctx.entry.name, f"step{step}", attention, f"L{layer + 1}", head_name)
     ui.show_chart(fig, "training_head", name, where=left)
-    history = ctx.ckpt.card.get("training", {}).get("history", [])
     curve = loss_curve(
-        [h["step"] for h in history],
-        [h["valid_loss"] for h in history],
+        *_run_curve(ctx),
         steps,
         [s.valid_loss for s in saved],
         step,
