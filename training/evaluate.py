@@ -2,7 +2,10 @@
 
 reverse: exact match of greedy outputs; translate: corpus BLEU and chrF (sacrebleu) and the loop rate, greedy and
 beam 4, on the everyday test set (test.*) and on Ding's (test-ding.*), plus ten everyday sample sentences;
-lm: perplexity and top-1 next-token accuracy. `--write-card` stores the metrics and samples in card.json.
+lm: perplexity, top-1 next-token accuracy and bits per character over the test documents, and the induction probe
+(inference.induction: the best induction and previous-token heads, the loss on each copy of a repeated run of random
+tokens); induction: the probe, and the loss and accuracy on the second copy of the test split's repeated runs.
+`--write-card` stores the metrics and samples in card.json.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ from tqdm import tqdm
 
 from inference.analyze import generate_text, translate_many
 from inference.checkpoint import CARD, Checkpoint, CheckpointError, is_published, load_checkpoint
+from inference.induction import measure
 from inference.score import perplexity
+from training.data.common import read_lines
 from training.data.text import PROMPTS
 from training.tasks import data_dir
-from training.train import read_lines
 
 LM_PROMPTS = (
     "The cat sat on the",
@@ -194,6 +198,7 @@ def evaluate_lm(ckpt: Checkpoint, folder: Path, limit: int | None, split: str = 
     return {
         "perplexity": round(ppl, 3),
         "top1_accuracy": round(acc, 4),
+        "induction": measure(ckpt.model, ckpt.config.vocab_size, ckpt.config.bos_id).summary(),
         "test_tokens": count,
         # Per character, not per token: comparable across tokenizers (a 49k-piece vocabulary makes fewer, harder
         # tokens than a 4k one, so perplexity and top-1 per token are not).
@@ -203,7 +208,49 @@ def evaluate_lm(ckpt: Checkpoint, folder: Path, limit: int | None, split: str = 
     }, samples
 
 
-EVALUATORS = {"reverse": evaluate_reverse, "translate": evaluate_translate, "lm": evaluate_lm}
+@torch.inference_mode()
+def evaluate_induction(ckpt: Checkpoint, folder: Path, limit: int | None) -> tuple[dict, list]:
+    """The probe, then each test sequence (`<s>` run run): loss and top-1 accuracy over the second run's words but
+    its first (which nothing announces), and over the first run's, which only guessing can predict."""
+    lines = read_lines(folder / "test.txt")[:limit]
+    tok, model = ckpt.tokenizer, ckpt.model
+    totals = {"first": [0.0, 0, 0], "second": [0.0, 0, 0]}  # loss, correct, count
+    for line in lines:
+        ids = torch.tensor([[tok.bos_id, *tok.encode(line)]])
+        half = (ids.shape[1] - 1) // 2
+        logits, _ = model(ids, record=False)
+        logp = torch.log_softmax(logits[0, :-1].float(), dim=-1)  # position i predicts token i + 1
+        for part, targets in (("first", range(2, half + 1)), ("second", range(half + 2, 2 * half + 1))):
+            for t in targets:
+                totals[part][0] -= float(logp[t - 1, ids[0, t]])
+                totals[part][1] += int(logp[t - 1].argmax() == ids[0, t])
+                totals[part][2] += 1
+    metrics: dict[str, Any] = {"induction": measure(model, ckpt.config.vocab_size, ckpt.config.bos_id).summary()}
+    for part, (loss, correct, count) in totals.items():
+        metrics[f"{part}_run_loss"] = round(loss / count, 4)
+        metrics[f"{part}_run_top1_accuracy"] = round(correct / count, 4)
+    metrics["test_sequences"] = len(lines)
+    samples = []
+    for line in lines[:5]:
+        words = line.split()
+        half = len(words) // 2
+        prompt = " ".join(words[: half + 3])
+        samples.append(
+            {
+                "input": prompt,
+                "output": generate_text(ckpt, prompt, half - 3, 1),
+                "expected": " ".join(words[half + 3 :]),
+            }
+        )
+    return metrics, samples
+
+
+EVALUATORS = {
+    "reverse": evaluate_reverse,
+    "translate": evaluate_translate,
+    "lm": evaluate_lm,
+    "induction": evaluate_induction,
+}
 
 
 def evaluate(
@@ -218,7 +265,7 @@ def evaluate(
     metrics["command"] = f"python -m training.evaluate {command_target(ckpt)}" + (f" --limit {limit}" if limit else "")
     metrics["command"] += f" --split {split}" if split != "test" else ""
     for sample in samples:
-        sample["max_tokens"] = SAMPLE_TOKENS if task == "lm" else 80
+        sample.setdefault("max_tokens", SAMPLE_TOKENS if task == "lm" else 80)
     return metrics, samples
 
 

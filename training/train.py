@@ -29,19 +29,19 @@ from tqdm import tqdm
 from inference.catalog import checkpoints_dir
 from inference.checkpoint import CARD, Checkpoint, CheckpointError, load_checkpoint, recorded, save_checkpoint
 from inference.decoding import pad_rows
+from inference.induction import measure
 from inference.snapshots import INDEX as SNAPSHOT_INDEX
 from inference.snapshots import SNAPSHOTS
 from inference.tokenizer import Tokenizer
 from model.config import ModelConfig
 from model.transformer import build_model
+from training.data.common import read_lines
+from training.data.induction import random_run
 from training.data.text import TextError, prepare_text, slug
+from training.evaluate import evaluate
 from training.tasks import TASKS, TEXT_MODEL, TaskSpec, data_dir, text_spec
 
-
-def read_lines(path: Path) -> list[str]:
-    if not path.is_file():
-        raise FileNotFoundError(f"{path}: not found; run `python -m training.data prepare {path.parent.name}` first")
-    return path.read_text(encoding="utf-8").splitlines()
+FIRST_WORD = 4  # ids below are the special pieces (pad, unk, <s>, </s>)
 
 
 def encode_pairs(tok: Tokenizer, folder: Path, split: str, max_len: int) -> list[tuple[list[int], list[int]]]:
@@ -97,12 +97,70 @@ def encode_stream(tok: Tokenizer, lines: list[str]) -> tuple[Tensor, Tensor]:
     return torch.tensor(ids), torch.tensor(starts)
 
 
-def lm_batches(stream: Tensor, starts: Tensor, block: int, batch: int, rng: random.Random) -> Iterator[Tensor]:
-    """Endless (batch, block + 1) windows, each starting at a line's bos as inference does."""
+def lm_batches(
+    stream: Tensor, starts: Tensor, block: int, batch: int, rng: random.Random, spec: TaskSpec | None = None
+) -> Iterator[Tensor]:
+    """Endless (batch, block + 1) windows of the stream. A window begins at a document's `<s>` (as inference
+    does) or, for `spec.anywhere_share` of them, at any token; `spec.repeat_span_share` of the windows repeat a
+    span of their own text later in the window, and `spec.repeat_random_share` are `<s>` and a run of random
+    tokens repeated (see :func:`repeat_span`, :func:`repeated_random`): text that rewards copying from the
+    context, which is how induction heads are made to form (Olsson et al. 2022)."""
+    anywhere = spec.anywhere_share if spec else 0.0
+    span_share = spec.repeat_span_share if spec else 0.0
+    random_share = spec.repeat_random_share if spec else 0.0
     usable = starts[starts + block + 1 <= len(stream)].tolist()
+    last = len(stream) - block - 1
+    vocab = int(stream.max()) + 1
+    bos = int(stream[usable[0]]) if usable else 0
     while True:
-        picks = [usable[rng.randrange(len(usable))] for _ in range(batch)]
-        yield torch.stack([stream[p : p + block + 1] for p in picks])
+        windows = []
+        for _ in range(batch):
+            p = rng.randrange(last + 1) if rng.random() < anywhere else usable[rng.randrange(len(usable))]
+            window = stream[p : p + block + 1]
+            roll = rng.random()
+            if roll < span_share:
+                window = repeat_span(window, rng)
+            elif roll < span_share + random_share:
+                window = repeated_random(block + 1, bos, vocab, rng)
+            windows.append(window)
+        yield torch.stack(windows)
+
+
+def repeat_span(window: Tensor, rng: random.Random, shortest: int = 8) -> Tensor:
+    """The window with a span of its first half copied in again at a later point, the rest pushed on and cut to
+    the same length: "… A … A …", so the tokens of the second A are predictable from the first."""
+    n = len(window)
+    length = rng.randint(shortest, max(shortest, n // 4))
+    first = rng.randrange(0, max(1, n // 2 - length))
+    at = rng.randint(first + length, max(first + length, n - length))
+    return torch.cat([window[:at], window[first : first + length], window[at:]])[:n]
+
+
+def repeated_random(
+    n: int, bos: int, vocab: int, rng: random.Random, shortest: int = 8, first_ordinary: int = 4
+) -> Tensor:
+    """`<s>` and a run of random ordinary tokens, repeated until the window is full (n tokens)."""
+    length = rng.randint(shortest, max(shortest, (n - 1) // 2))
+    run = [rng.randrange(first_ordinary, vocab) for _ in range(length)]
+    ids = [bos] + run * (n // length + 1)
+    return torch.tensor(ids[:n])
+
+
+def induction_batches(vocab_size: int, bos: int, pad: int, batch: int, rng: random.Random) -> Iterator[Tensor]:
+    """Endless batches of the induction task: each row `<s>` and a run of random words twice, padded."""
+    n_words = vocab_size - FIRST_WORD
+    while True:
+        rows = []
+        for _ in range(batch):
+            run = [FIRST_WORD + i for i in random_run(rng, n_words)]
+            rows.append([bos, *run, *run])
+        yield pad_rows(rows, pad)
+
+
+def sequence_batches(tok: Tokenizer, lines: list[str], batch: int = 32) -> list[Tensor]:
+    """Each line as its own row, `<s>` first, no `</s>` (the induction task's sequences), padded, `batch` a batch."""
+    rows = [[tok.bos_id, *tok.encode(line)] for line in lines]
+    return [pad_rows(rows[i : i + batch], tok.pad_id) for i in range(0, len(rows), batch)]
 
 
 def lm_eval_windows(stream: Tensor, block: int, limit: int = 400) -> list[Tensor]:
@@ -117,6 +175,8 @@ def validation_batches(
     sorted by length (encoder-decoder), or windows of `block_size` + 1 tokens, 16 to a batch (language model)."""
     if kind == "encoder-decoder":
         return fixed_batches(encode_pairs(tok, folder, "valid", max_len), batch_tokens, tok.pad_id)
+    if folder.name == "induction":
+        return sequence_batches(tok, read_lines(folder / "valid.txt"))
     stream, _ = encode_stream(tok, read_lines(folder / "valid.txt"))
     windows = [w.unsqueeze(0) for w in lm_eval_windows(stream, block_size)]
     return [torch.cat(windows[i : i + 16]) for i in range(0, len(windows), 16)]
@@ -329,10 +389,14 @@ def train(
     if kind == "encoder-decoder":
         train_pairs = encode_pairs(tok, folder, "train", spec.max_train_len)
         batches = pair_batches(train_pairs, spec.batch_tokens, rng, tok.pad_id)
+    elif spec.name == "induction":
+        stream = torch.zeros(0)  # drawn on the fly: no training file
+        per_batch = max(1, spec.batch_tokens // spec.block_size)
+        batches = induction_batches(config.vocab_size, tok.bos_id, tok.pad_id, per_batch, rng)
     else:
         stream, starts = encode_stream(tok, read_lines(folder / "train.txt"))
         per_batch = max(1, spec.batch_tokens // spec.block_size)
-        batches = lm_batches(stream, starts, spec.block_size, per_batch, rng)
+        batches = lm_batches(stream, starts, spec.block_size, per_batch, rng, spec)
     valid = validation_batches(tok, folder, kind, config.max_len, spec.batch_tokens, spec.block_size)
     if kind == "encoder-decoder":
         size = {"train_pairs": len(train_pairs), "valid_pairs": sum(src.shape[0] for src, _ in valid)}
@@ -380,6 +444,8 @@ def train(
     history = list(earlier)
     last = start + spec.max_steps
     snapshots = set(snapshot_steps(start, spec.max_steps))
+    if spec.snapshot_every:
+        snapshots |= set(range(start, last + 1, spec.snapshot_every))
     if start in snapshots:  # the untrained (or resumed) weights, before the first update
         save_snapshot(out, model, start, evaluate_loss(model, valid, kind, tok.pad_id))
     bar = tqdm(range(start + 1, last + 1), desc=spec.name, unit="step", mininterval=1, initial=start, total=last)
@@ -396,7 +462,8 @@ def train(
         if step % spec.eval_every == 0 or step == last:
             valid_loss = evaluate_loss(model, valid, kind, tok.pad_id)
             history.append({"step": step, "valid_loss": round(valid_loss, 4), "train_loss": round(loss.item(), 4)})
-            tqdm.write(f"step {step}: valid loss {valid_loss:.4f}", file=sys.stderr)
+            history[-1] |= copying(model, config)
+            tqdm.write(f"step {step}: {json.dumps(history[-1])}", file=sys.stderr)
             save_eval_weights(out, model, step, valid_loss)
             if valid_loss < best:  # saved at once: a run stopped early still leaves its best checkpoint
                 best = valid_loss
@@ -407,6 +474,21 @@ def train(
             save_snapshot(out, model, step, evaluate_loss(model, valid, kind, tok.pad_id))
     finish_card(path, history, last, tokens, time.time() - started, seconds_before)
     return path
+
+
+def copying(model: nn.Module, config: ModelConfig) -> dict[str, float]:
+    """A decoder-only model's best induction score and its copy losses on the probe of inference.induction
+    (nothing for other kinds): the history then shows when the model learns to copy from its context."""
+    if config.kind != "decoder-only":
+        return {}
+    model.eval()
+    report = measure(model, config.vocab_size, config.bos_id)
+    model.train()
+    return {
+        "induction": round(report.best(report.induction)[2], 4),
+        "previous_token": round(report.best(report.previous_token)[2], 4),
+        "copy_loss": [round(report.first_copy_loss, 4), round(report.second_copy_loss, 4)],
+    }
 
 
 def finish_card(path: Path, history: list, steps: int, tokens: int, elapsed: float, before: float = 0) -> None:
@@ -452,8 +534,6 @@ def train_text(
     model sized to it (training.tasks.text_spec) and trained by :func:`train`, then scored on the text's own
     test split (training.evaluate) into the card. `out` defaults to lm-<the file's name> in the folder the app
     lists (checkpoints/ beside it, or $ATLAS_CHECKPOINTS)."""
-    from training.evaluate import evaluate  # not at the top: training.evaluate imports this module
-
     out = out or checkpoints_dir() / f"lm-{slug(text.stem)}"
     if out.exists() and not out.is_dir():
         raise TextError(f"{out}: is a file; give --out a folder")

@@ -16,7 +16,7 @@ from typing import Any
 
 import sentencepiece as spm
 
-TASKS = ("reverse", "translate", "lm")
+TASKS = ("reverse", "translate", "lm", "induction")
 SPECIAL_IDS = {"pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3}
 SPECIAL_PIECES = {"pad_piece": "<pad>", "unk_piece": "<unk>", "bos_piece": "<s>", "eos_piece": "</s>"}
 
@@ -47,6 +47,13 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def read_lines(path: Path) -> list[str]:
+    """A prepared split's lines; a missing file says which task to prepare."""
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: not found; run `python -m training.data prepare {path.parent.name}` first")
+    return path.read_text(encoding="utf-8").splitlines()
 
 
 def write_lines(path: Path, lines: Iterable[str]) -> None:

