@@ -50,7 +50,17 @@ PRESETS: dict[str, tuple[str, ...]] = {
         "The capital of France is",
         "She opened the door and saw",
         "The cat sat on the mat. The cat sat on the",
+        "Mr and Mrs Dursley lived at number four, Privet Drive. They were the last people you would expect. "
+        "Mr and Mrs Dursley lived at number four, Privet Drive. They were the last",
         *PAPER_SENTENCES,
+    ),
+    # runs of words from its 2,000-word vocabulary (lower case, no punctuation: "mat." is not a word it knows)
+    "induction": (
+        "the old man went down to the river and the old man went down to the",
+        "one day a young king came to the city and sat by the gate one day a young king came to the city and",
+        "john gave mary a book and then john gave mary a",
+        "red blue green black white red blue green black white red blue",
+        "water fire earth light water fire earth light water fire earth",
     ),
 }
 
@@ -158,7 +168,7 @@ def stamp(path: Path) -> float:
 
 
 def preset_family(name: str, kind: str | None, card: dict[str, Any]) -> str:
-    """'reverse', 'translate' or 'lm': the task our training command recorded on the card; otherwise judged from
+    """'reverse', 'translate', 'lm' or 'induction': the task our training command recorded on the card; otherwise judged from
     the card's task, the directory name and the model kind (a text named "reverse.txt" trains an LM)."""
     trained = (card.get("hyperparameters") or {}).get("training") or {}
     if isinstance(trained, dict) and trained.get("name") in PRESETS:
