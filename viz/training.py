@@ -125,3 +125,44 @@ def head_over_steps(
     layout |= finish_layout(title, height=rows * 260 + 90)
     layout["margin"] = {"l": 10, "r": 10, "t": 70, "b": 10}
     return unvalidated(data, layout)
+
+
+INDUCTION_COLOR = "#D55E00"  # Okabe–Ito vermilion
+
+
+def copying_curve(
+    steps: Sequence[int],
+    induction: Sequence[float],
+    first_copy_loss: Sequence[float],
+    second_copy_loss: Sequence[float],
+    chosen: int | None = None,
+    title: str = "Copying from the context",
+) -> go.Figure:
+    """A run's induction probe at every evaluation (inference.induction): the best head's induction score (left
+    axis, 0–1) and the loss on each copy of a repeated run of random tokens (right axis, nats). A model that has
+    learned to copy has a low loss on the second copy and a head scoring near 1; the change is often sudden, so
+    the steps are on a linear axis. `chosen` draws a vertical line at that step."""
+    if not (len(steps) == len(induction) == len(first_copy_loss) == len(second_copy_loss)):
+        raise ValueError("every step needs its induction score and both copy losses")
+    hover = "step %{x:,}: %{y:.3f}<extra>%{fullData.name}</extra>"
+    data: list[dict[str, Any]] = [
+        {"type": "scatter", "mode": "lines", "name": "best induction score", "x": list(steps), "y": list(induction)}
+        | {"line": {"color": INDUCTION_COLOR, "width": 2}, "hovertemplate": hover},
+        {"type": "scatter", "mode": "lines", "name": "loss, first copy", "x": list(steps), "y": list(first_copy_loss)}
+        | {"line": {"color": LINE, "width": 1.5, "dash": "dot"}, "yaxis": "y2", "hovertemplate": hover},
+        {"type": "scatter", "mode": "lines", "name": "loss, second copy", "x": list(steps)}
+        | {"y": list(second_copy_loss), "line": {"color": LINE, "width": 2}, "yaxis": "y2", "hovertemplate": hover},
+    ]
+    layout: dict[str, Any] = {
+        "xaxis": {"title": {"text": "step"}},
+        "yaxis": {"title": {"text": "induction score"}, "range": [0, 1.02]},
+        "yaxis2": {"title": {"text": "loss (nats)"}, "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        "legend": {"orientation": "h", "y": -0.3},
+        **finish_layout(title, height=320),
+    }
+    if chosen is not None:
+        layout["shapes"] = [
+            {"type": "line", "x0": chosen, "x1": chosen, "yref": "paper", "y0": 0, "y1": 1}
+            | {"line": {"color": HIGHLIGHT, "width": 2, "dash": "dash"}}
+        ]
+    return unvalidated(data, layout)

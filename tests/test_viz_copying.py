@@ -1,0 +1,21 @@
+"""The Training steps page's picture of a run learning to copy: induction score and both copy losses."""
+
+from __future__ import annotations
+
+import pytest
+
+from viz.training import copying_curve
+
+
+def test_the_copying_curve_draws_the_score_and_both_losses_on_their_own_axes() -> None:
+    fig = copying_curve([100, 200, 300], [0.02, 0.4, 0.9], [7.7, 7.8, 7.7], [7.5, 3.0, 0.5], chosen=200)
+    names = [t["name"] for t in fig.data]
+    assert names == ["best induction score", "loss, first copy", "loss, second copy"]
+    assert list(fig.data[0]["y"]) == [0.02, 0.4, 0.9] and fig.data[0]["yaxis"] in (None, "y")
+    assert fig.data[2]["yaxis"] == "y2" and list(fig.data[2]["y"]) == [7.5, 3.0, 0.5]
+    assert fig.layout.shapes[0]["x0"] == 200
+
+
+def test_the_copying_curve_needs_every_value_at_every_step() -> None:
+    with pytest.raises(ValueError, match="every step"):
+        copying_curve([1, 2], [0.1], [7.0, 7.0], [7.0, 7.0])
