@@ -100,8 +100,14 @@ def _reads_as(tokenizer: Tokenizer, ch: str) -> str:
 
 def outside_vocabulary(tokenizer: Tokenizer, text: str) -> dict[str, tuple[str, ...]]:
     """The characters of `text` the tokenizer has no piece for, by how it reads them ("unk", "bytes"), in order
-    of first appearance: Chinese, Arabic or emoji for a model trained on English and German."""
+    of first appearance: Chinese, Arabic or emoji for a model trained on English and German. A tokenizer of whole
+    words (one piece a word, as the induction model's) names the words it reads as `<unk>` instead."""
     found: dict[str, list[str]] = {}
+    if getattr(tokenizer, "whole_words", False):
+        for word in dict.fromkeys(text.split()):
+            if tokenizer.unk_id in tokenizer.encode(word):
+                found.setdefault("unk", []).append(word)
+        return {how: tuple(words) for how, words in found.items()}
     for ch in dict.fromkeys(text):
         if not ch.isspace() and (how := _reads_as(tokenizer, ch)):
             found.setdefault(how, []).append(ch)
@@ -113,6 +119,7 @@ def vocabulary_note(model: str, outside: dict[str, tuple[str, ...]]) -> str | No
     if not outside:
         return None
     chars = [ch for group in outside.values() for ch in group]
+    unit = "word(s)" if any(len(ch) > 1 for ch in chars) else "character(s)"
     named = " ".join(chars[:SHOWN_CHARS]) + (" …" if len(chars) > SHOWN_CHARS else "")
     sees = []
     if "bytes" in outside:
@@ -120,7 +127,7 @@ def vocabulary_note(model: str, outside: dict[str, tuple[str, ...]]) -> str | No
     if "unk" in outside:
         sees.append("the unknown token <unk>")
     return (
-        f"{len(chars)} character(s) are not in {model}'s vocabulary: {named}. The model reads them as "
+        f"{len(chars)} {unit} are not in {model}'s vocabulary: {named}. The model reads them as "
         f"{' and '.join(sees)}, which it met rarely or never in training: its attention and output for them do "
         "not mean much."
     )

@@ -30,6 +30,18 @@ class TokenizerError(ValueError):
     """The tokenizer file is missing, unreadable or lacks the special pieces the model needs."""
 
 
+def _model_type(model_bytes: bytes) -> str:
+    """The sentencepiece model's type as its trainer recorded it (UNIGRAM, BPE, WORD, CHAR), "" if unreadable."""
+    try:
+        from sentencepiece import sentencepiece_model_pb2 as model_pb2  # needs protobuf, which streamlit brings
+
+        proto = model_pb2.ModelProto()
+        proto.ParseFromString(model_bytes)
+        return model_pb2.TrainerSpec.ModelType.Name(proto.trainer_spec.model_type)
+    except Exception:  # noqa: BLE001 - protobuf missing or a model it cannot parse: the type is unknown
+        return ""
+
+
 class Tokenizer:
     """Sentencepiece model with pad/unk/bos/eos ids. Built from the model file's bytes, so its hash is known."""
 
@@ -44,6 +56,7 @@ class Tokenizer:
         for name in ("pad_id", "unk_id", "bos_id", "eos_id"):
             if getattr(self, name) < 0:
                 raise TokenizerError(f"{source}: the tokenizer has no {name.removesuffix('_id')} piece")
+        self.whole_words = _model_type(model_bytes) == "WORD"  # one piece per word: an unknown word is <unk>
 
     @classmethod
     def from_file(cls, path: str | Path) -> Tokenizer:

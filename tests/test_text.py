@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from inference.text import MAX_CHARS, InputError, clean_text
@@ -72,3 +74,15 @@ def test_characters_outside_the_vocabulary_are_named_with_what_the_model_reads_i
     reverse = load_checkpoint(shipped / "reverse").tokenizer  # the alphabet a-p: anything else is <unk>
     assert outside_vocabulary(reverse, "abcxyz") == {"unk": ("x", "y", "z")}
     assert "the unknown token <unk>" in vocabulary_note("reverse", outside_vocabulary(reverse, "abcxyz"))
+
+
+def test_a_whole_word_vocabulary_names_the_words_it_does_not_know() -> None:
+    from inference.checkpoint import load_checkpoint
+    from inference.text import outside_vocabulary, vocabulary_note
+
+    words = load_checkpoint(Path(__file__).resolve().parents[1] / "checkpoints" / "induction").tokenizer
+    assert words.whole_words
+    assert outside_vocabulary(words, "the old man went down to the river") == {}
+    found = outside_vocabulary(words, "The cat sat on the mat. the cat")
+    assert found == {"unk": ("cat", "mat.")}
+    assert "2 word(s) are not in induction's vocabulary: cat mat." in vocabulary_note("induction", found)

@@ -235,13 +235,9 @@ def evaluate_induction(ckpt: Checkpoint, folder: Path, limit: int | None) -> tup
         words = line.split()
         half = len(words) // 2
         prompt = " ".join(words[: half + 3])
-        samples.append(
-            {
-                "input": prompt,
-                "output": generate_text(ckpt, prompt, half - 3, 1),
-                "expected": " ".join(words[half + 3 :]),
-            }
-        )
+        rest = " ".join(words[half + 3 :])
+        output = generate_text(ckpt, prompt, half - 3, 1)
+        samples.append({"input": prompt, "output": output, "expected": rest, "max_tokens": half - 3})
     return metrics, samples
 
 
