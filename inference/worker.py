@@ -2,9 +2,12 @@
 
 A class typing at the same moment sends many texts within milliseconds. Each browser session's script runs in
 its own thread; it submits its request and waits. The worker takes the first waiting request, gathers those
-that arrive within `window` seconds (at most `max_batch`), and runs them as one batch through `analyze_many`:
-one padded greedy decoding and one padded traced forward pass instead of one per session. Padding masks make
-each result equal to analysing that text alone (tests/test_worker.py).
+that arrive within `window` seconds (at most `max_batch`, and at most `max_tokens` padded tokens: every row of a
+batch is as long as its longest, so one pasted page goes alone instead of holding twenty sentences behind it),
+and runs them as one batch through `analyze_many`: one padded greedy decoding and one padded traced forward pass
+instead of one per session. Padding masks make each result equal to analysing that text alone
+(tests/test_worker.py). A batch that fails is run again one request at a time, so each session gets its own
+answer or its own error, never a neighbour's.
 
 The worker also keeps what it computed, within a byte budget, least recently used out first: the pages' copy of
 each analysis (weights and masks, `Analysis.for_pages`) and, in a smaller budget, the full one (raw scores and V
@@ -17,7 +20,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -34,6 +37,8 @@ from inference.text import InputError
 T = TypeVar("T")
 PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or three of 512 tokens on lm-english
 FULL_BYTES = 128 * 2**20  # full analyses (scores and V of every block): the few texts a math page or export reads
+BATCH_TOKENS = 2048  # padded tokens in one batch: rows × the longest row's characters / 4, about its tokens
+STOP = object()  # put on the queue by `stop`: the thread ends
 
 
 class ByteCache:
@@ -85,10 +90,13 @@ class ModelWorker:
         max_batch: int = 16,
         pages_bytes: int = PAGES_BYTES,
         full_bytes: int = FULL_BYTES,
+        max_tokens: int = BATCH_TOKENS,
     ) -> None:
         self.ckpt = ckpt
         self.window = window
         self.max_batch = max_batch
+        self.max_tokens = max_tokens
+        self._held: deque = deque()  # a request that did not fit the last batch: it opens the next one
         self.batches: list[int] = []  # size of each batch run, most recent last (for benchmarks and tests)
         self.pages = ByteCache(pages_bytes)
         self.full = ByteCache(full_bytes)
@@ -154,10 +162,28 @@ class ModelWorker:
         self._queue.put((Job(fn, args), future))
         return future.result()
 
+    def stop(self) -> None:
+        """End the worker's thread once what it is running is done; requests still queued get an error. What it
+        kept is dropped, so an evicted worker frees its results, and its model once nothing else holds it."""
+        self._queue.put((STOP, Future()))
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    @staticmethod
+    def padded_tokens(request: Request) -> int:
+        """About how many tokens a request adds to each row of a batch: its text and what it will write."""
+        return len(request.text) // 4 + 1 + request.continuation + (len(request.target or "") // 4)
+
     def _gather(self) -> tuple[list[tuple[Request, Future]], list[tuple[Job, Future]]]:
-        """The requests waiting within `window` (at most `max_batch`), and any jobs met on the way."""
-        first = self._queue.get()
+        """The requests waiting within `window` (at most `max_batch` and `max_tokens` padded tokens), and any jobs
+        met on the way. A request that would overflow the batch is held for the next one."""
+        first = self._held.popleft() if self._held else self._queue.get()
+        if first[0] is STOP:
+            return [], [first]
         batch, jobs = ([], [first]) if isinstance(first[0], Job) else ([first], [])
+        longest = max((self.padded_tokens(r) for r, _ in batch), default=0)
         deadline = time.monotonic() + self.window
         while batch and len(batch) < self.max_batch:
             left = deadline - time.monotonic()
@@ -165,7 +191,17 @@ class ModelWorker:
                 item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
             except queue.Empty:
                 break
-            (jobs if isinstance(item[0], Job) else batch).append(item)
+            if item[0] is STOP or isinstance(item[0], Job):
+                jobs.append(item)
+                if item[0] is STOP:
+                    break
+                continue
+            row = max(longest, self.padded_tokens(item[0]))
+            if row * (len(batch) + 1) > self.max_tokens:
+                self._held.append(item)
+                break
+            batch.append(item)
+            longest = row
         return batch, jobs
 
     def _run(self) -> None:
@@ -175,20 +211,44 @@ class ModelWorker:
             if batch:
                 self._analyse(batch)
             for job, future in jobs:
+                if job is STOP:
+                    self._shut_down()
+                    return
                 try:
                     future.set_result(job.fn(self.ckpt, *job.args))
                 except Exception as exc:  # the page shows it; the worker goes on
                     future.set_exception(exc)
 
+    def _shut_down(self) -> None:
+        stopped = RuntimeError("the model was unloaded while this request waited; run it again")
+        leftovers = list(self._held)
+        self._held.clear()
+        while True:
+            try:
+                leftovers.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        for item, future in leftovers:
+            if item is not STOP:
+                future.set_exception(stopped)
+        with self._lock:
+            self._pending.clear()
+        self.pages = ByteCache(0)
+        self.full = ByteCache(0)
+
     def _analyse(self, batch: list[tuple[Request, Future]]) -> None:
         self.batches = [*self.batches[-99:], len(batch)]
         try:
             results = analyze_many(self.ckpt, [request for request, _ in batch])
-        except Exception as exc:  # a bug must reach every waiting page as an error, not hang them
-            for request, future in batch:
-                with self._lock:
-                    self._pending.pop(request, None)
-                future.set_exception(exc)
+        except Exception as exc:
+            if len(batch) > 1:  # one request's fault must not become its neighbours' error: each alone
+                for item in batch:
+                    self._analyse([item])
+                return
+            request, future = batch[0]
+            with self._lock:
+                self._pending.pop(request, None)
+            future.set_exception(exc)
             return
         for (request, future), result in zip(batch, results):
             if not isinstance(result, InputError):

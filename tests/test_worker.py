@@ -156,3 +156,60 @@ def test_a_language_model_continuation_is_generated_then_analysed_with_its_text(
     assert worker.analyze(text, continuation=6, sampling=Sampling(1.2, 40, 1)).target_ids == sampled[0].target_ids
     with pytest.raises(InputError, match="continuation"):
         analyze(ckpt, text, continuation=10_000)
+
+
+def _sessions(worker: ModelWorker, texts: list[str]) -> dict[int, Analysis | Exception]:
+    results: dict[int, Analysis | Exception] = {}
+
+    def session(i: int) -> None:
+        try:
+            results[i] = worker.analyze(texts[i], max_tokens=8)
+        except Exception as exc:  # noqa: BLE001 - the test looks at which session got which error
+            results[i] = exc
+
+    threads = [threading.Thread(target=session, args=(i,)) for i in range(len(texts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return results
+
+
+def test_a_failing_request_fails_alone_and_its_neighbours_get_their_answers(ckpt, monkeypatch) -> None:
+    import inference.worker as worker_module
+
+    real = worker_module.analyze_many
+
+    def faulty(model, requests):
+        if any(r.text == "poison" for r in requests):
+            raise RuntimeError("injected fault")
+        return real(model, requests)
+
+    monkeypatch.setattr(worker_module, "analyze_many", faulty)
+    worker = ModelWorker(ckpt, window=0.3)
+    texts = [TEXTS[0], TEXTS[2], "poison", TEXTS[4], TEXTS[1]]
+    results = _sessions(worker, texts)
+    assert max(worker.batches) > 1, "the sessions were batched together before the fault"
+    assert isinstance(results[2], RuntimeError) and "injected" in str(results[2])
+    for i in (0, 1, 3, 4):
+        assert isinstance(results[i], Analysis), results[i]
+        assert_same(results[i], analyze(ckpt, texts[i], max_tokens=8).for_pages())
+
+
+def test_a_long_text_goes_in_a_batch_of_its_own(ckpt) -> None:
+    worker = ModelWorker(ckpt, window=0.3, max_tokens=200)
+    long_text = "The cat sat on the mat and looked at the birds. " * 12  # about 150 tokens by the estimate
+    texts = [TEXTS[0], long_text, TEXTS[1], TEXTS[4], TEXTS[3]]
+    results = _sessions(worker, texts)
+    assert all(isinstance(r, Analysis) for r in results.values())
+    assert max(worker.batches) > 1 and 1 in worker.batches
+    assert ModelWorker.padded_tokens(Request(long_text)) * 2 > 200  # so it could share with nothing
+
+
+def test_a_stopped_worker_ends_its_thread_and_drops_what_it_kept(ckpt) -> None:
+    worker = ModelWorker(ckpt)
+    worker.analyze(TEXTS[0])
+    assert len(worker.pages) == 1
+    worker.stop()
+    worker._thread.join(timeout=10)
+    assert not worker.alive and len(worker.pages) == 0 and len(worker.full) == 0
