@@ -57,20 +57,14 @@ class Generation:
     finished: bool  # True when the model emitted eos before max_tokens
 
 
-TIE = 1e-4  # probabilities closer than this rank as equal, the lower token id first (pages show 3 decimals)
-
-
 def top_k(logits: Tensor, k: int) -> list[list[TopToken]]:
-    """(T, vocab) logits → for each position, the k most probable next tokens, most probable first.
-
-    Probabilities are ranked after rounding to `TIE`: a sentence run in a padded batch and alone differs in the
-    last bits, and without this two tokens of equal probability to any reader could swap places between the two
-    (bench/classroom.py saw the reversal model's `<unk>` and `<pad>`, both 0.00394 under label smoothing, swap)."""
+    """(T, vocab) logits → for each position, the k most probable next tokens, most probable first; tokens of
+    exactly equal probability in order of id. A padded batch and a single run can differ in the last bits, so two
+    nearly equal tokens may trade places between them: comparisons of the two allow for that (tests)."""
     probs = torch.softmax(logits.float(), dim=-1)
-    vocab = probs.shape[-1]
-    rank = torch.round(probs / TIE).long() * vocab + (vocab - 1 - torch.arange(vocab, device=probs.device))
-    indices = rank.topk(min(k, vocab), dim=-1).indices
-    values = probs.gather(-1, indices)
+    k = min(k, probs.shape[-1])
+    values, indices = torch.sort(probs, dim=-1, descending=True, stable=True)
+    values, indices = values[..., :k], indices[..., :k]
     return [[TopToken(int(i), float(p)) for i, p in zip(row_i, row_p)] for row_i, row_p in zip(indices, values)]
 
 
