@@ -24,6 +24,21 @@ class UsageError(ValueError):
     """A command-line argument or input file is wrong."""
 
 
+MAX_BEAM = 16  # beams decode side by side: the paper's 4 is plenty; hundreds take minutes and gigabytes
+MAX_TOP_K = 100
+
+
+def text_or_error(value: str, where: str) -> str | InputError:
+    """`value` if it can be written as UTF-8 (the tokenizers read UTF-8): a lone surrogate ("\\ud800" in JSON)
+    cannot."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = value[exc.start : exc.end].encode("unicode_escape").decode()
+        return InputError(f"{where}: holds {bad}, half of a UTF-16 surrogate pair, which is not text")
+    return value
+
+
 def read_inputs(path: str) -> Iterator[str]:
     """`.jsonl`: one JSON string per line (inputs may hold newlines); otherwise one input per line."""
     file = Path(path)
@@ -39,7 +54,11 @@ def read_inputs(path: str) -> Iterator[str]:
             except json.JSONDecodeError as exc:
                 yield InputError(f"{path}:{number}: not valid JSON ({exc.msg})")  # type: ignore[misc]
                 continue
-            yield value if isinstance(value, str) else InputError(f"{path}:{number}: expected a JSON string")
+            yield (
+                text_or_error(value, f"{path}:{number}")
+                if isinstance(value, str)
+                else InputError(f"{path}:{number}: expected a JSON string")
+            )
         else:
             yield line
 
@@ -102,7 +121,10 @@ def cmd_generate(args: argparse.Namespace, ckpt: Checkpoint) -> int:
 def cmd_score(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     if isinstance(ckpt.model, EncoderDecoder):
         raise UsageError("score is for language models; use `python -m training.evaluate` for translation")
-    lines = [t for t in read_inputs(args.input_file) if isinstance(t, str)]
+    lines = list(read_inputs(args.input_file))
+    bad = next((line for line in lines if isinstance(line, InputError)), None)
+    if bad is not None:
+        raise UsageError(f"{bad}; score reads every line, so fix or remove it")
     if not any(line.strip() for line in lines):
         raise UsageError("the input has no text to score")
     ppl, acc, count = perplexity(ckpt, lines)
@@ -158,10 +180,27 @@ def main(argv: list[str] | None = None) -> int:
         return module.main(argv if argv[0] == "prepare" else argv[1:]) or 0
     args = build_parser().parse_args(argv)
     try:
-        if getattr(args, "top_k", 1) < 1 or getattr(args, "beam", 1) < 1 or getattr(args, "max_tokens", 1) < 0:
-            raise UsageError("--top-k and --beam must be at least 1, --max-tokens at least 0")
+        if not 1 <= getattr(args, "top_k", 1) <= MAX_TOP_K:
+            raise UsageError(f"--top-k must be between 1 and {MAX_TOP_K}")
+        if not 1 <= getattr(args, "beam", 1) <= MAX_BEAM:
+            raise UsageError(f"--beam must be between 1 and {MAX_BEAM} (the paper decodes with 4)")
+        if getattr(args, "max_tokens", 1) < 0:
+            raise UsageError("--max-tokens must be at least 0")
+        if isinstance(getattr(args, "text", None), str):
+            checked = text_or_error(args.text, "TEXT")
+            if isinstance(checked, InputError):
+                raise checked
         ckpt = load_checkpoint(args.checkpoint)
-        return COMMANDS[args.command](args, ckpt)
+        if getattr(args, "max_tokens", 0) > ckpt.config.max_len:
+            raise UsageError(
+                f"--max-tokens {args.max_tokens} is more than {ckpt.name} can hold ({ckpt.config.max_len})"
+            )
+        status = COMMANDS[args.command](args, ckpt)
+        sys.stdout.flush()  # a full disk or a closed pipe shows here, inside the try
+        return status
     except (CheckpointError, InputError, UsageError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # writing the output failed: a full disk, a closed pipe
+        print(f"error: could not write the output: {exc.strerror or exc}", file=sys.stderr)
         return 2

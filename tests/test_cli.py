@@ -412,3 +412,39 @@ def test_the_training_commands_hand_over_to_the_training_package(capsys, command
         main([command, "--help"])
     assert stop.value.code == 0
     assert capsys.readouterr().out.startswith(f"usage: {usage}")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--beam", "1000"), "--beam must be between 1 and 16"),
+        (("--max-tokens", "100000"), "is more than"),
+        (("--top-k", "0"), "--top-k must be between 1 and 100"),
+    ],
+)
+def test_absurd_decoding_settings_are_one_error_line(capsys, ckpts, args, message) -> None:
+    command = "trace" if args[0] == "--top-k" else "generate"
+    code, out, err = cli(capsys, command, ckpts["decoder-only"][0], TEXT, *args)
+    assert code == 2 and out == "" and err.count("\n") == 1 and message in err
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a device that is always full)")
+@pytest.mark.parametrize("to_file", [True, False])
+def test_a_full_disk_is_one_error_line_and_exit_2(tiny_checkpoints, to_file) -> None:
+    args = [sys.executable, "-m", "atlas", "trace", str(tiny_checkpoints["decoder-only"]), TEXT]
+    with open("/dev/full", "w") as full:
+        if to_file:
+            done = subprocess.run([*args, "-o", "/dev/full"], capture_output=True, text=True, env=ENV, cwd=ROOT)
+        else:
+            done = subprocess.run(args, stdout=full, stderr=subprocess.PIPE, text=True, env=ENV, cwd=ROOT)
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr and "No space left on device" in done.stderr
+
+
+def test_a_lone_surrogate_is_a_named_line_not_a_traceback(capsys, ckpts, tmp_path) -> None:
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('"The cat."\n"bad \\ud800 text"\n', encoding="utf-8")
+    code, _, err = cli(capsys, "score", ckpts["decoder-only"][0], "--input-file", inputs)
+    assert code == 2 and "in.jsonl:2: holds \\ud800" in err and err.count("\n") == 1
+    code, out, err = cli(capsys, "generate", ckpts["decoder-only"][0], "--input-file", inputs, "--max-tokens", 2)
+    assert code == 1 and len(out.splitlines()) == 2 and "in.jsonl:2: holds \\ud800" in err
