@@ -182,3 +182,33 @@ def test_every_page_draws_the_text_model(trained, page: str, monkeypatch: pytest
     problems = [e.value for e in at.exception] + [e.value for e in at.error]
     assert not problems, problems
     assert at.selectbox(key="model").value == out.name
+
+
+def test_a_text_over_the_size_cap_is_refused_while_reading_not_after(tmp_path: Path, monkeypatch) -> None:
+    from training.data import text as text_module
+
+    big = tmp_path / "big.txt"
+    big.write_bytes(story(400).encode() * 8)
+    reads = []
+    real_open = Path.open
+
+    def counting_open(self, *args, **kwargs):
+        handle = real_open(self, *args, **kwargs)
+        real_read = handle.read
+        handle.read = lambda n=-1: reads.append(n) or real_read(n)  # type: ignore[method-assign]
+        return handle
+
+    monkeypatch.setattr(Path, "open", counting_open)
+    assert big.stat().st_size > 100_000
+    with pytest.raises(text_module.TextError, match="larger than 0 MB; a run reads at most 6 M tokens"):
+        text_module.read_text(big, max_bytes=100_000)
+    assert reads and all(0 < n <= 2**20 for n in reads), "read a megabyte at a time, never the whole file"
+
+
+def test_a_file_ending_inside_a_character_names_it(tmp_path: Path) -> None:
+    from training.data.text import TextError, read_text
+
+    cut = tmp_path / "cut.txt"
+    cut.write_bytes("Grüße ".encode() * 3000 + "ü".encode()[:1])
+    with pytest.raises(TextError, match="ends inside a multi-byte character"):
+        read_text(cut)

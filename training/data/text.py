@@ -7,6 +7,7 @@ training.evaluate continues for the card's samples instead of its English prompt
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import re
@@ -23,7 +24,9 @@ from tqdm import tqdm
 
 from training.data.common import sha256_file, train_tokenizer, write_lines, write_manifest
 from training.data.lm import LM_HELDOUT_BYTES, LM_VOCAB, clean_lm_lines, count_tokens, overlap_key
+from training.tasks import TEXT_BATCH_TOKENS, TEXT_MAX_STEPS
 
+MAX_TEXT_BYTES = 100_000_000  # a run reads at most about 6 M tokens (TEXT_MAX_STEPS batches), some 25 MB of text
 MIN_TEXT_CHARS = 10_000  # about 1,700 English words: below it the held-out splits leave too little to learn from
 HELDOUT_MIN_CHARS = 1_500  # each of valid and test: several 128-token windows whatever the tokenizer
 MAX_LINE_CHARS = 2_000  # longer lines are broken at a space (sentencepiece skips lines over 16 kB)
@@ -46,27 +49,43 @@ def slug(stem: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", ascii_stem).strip("-")[:60].strip("-") or "text"
 
 
-def read_text(path: Path) -> str:
-    """The file's text; a missing file, a folder, binary or non-UTF-8 bytes or no text at all is a TextError."""
+def read_text(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> str:
+    """The file's text; a missing file, a folder, a file over `max_bytes`, binary or non-UTF-8 bytes or no text at
+    all is a TextError. The file is read a megabyte at a time and checked as it comes, so a huge or binary file
+    is refused without being held in memory."""
     if path.is_dir():
         raise TextError(f"{path}: is a folder; give --text a UTF-8 text file")
     if not path.is_file():
         raise TextError(f"{path}: file not found")
+    decoder = codecs.getincrementaldecoder("utf-8-sig")()
+    parts, offset = [], 0
     try:
-        data = path.read_bytes()
+        with path.open("rb") as file:
+            while chunk := file.read(2**20):
+                if offset + len(chunk) > max_bytes:
+                    raise TextError(
+                        f"{path}: larger than {max_bytes / 1e6:.0f} MB; a run reads at most "
+                        f"{TEXT_MAX_STEPS * TEXT_BATCH_TOKENS / 1e6:.0f} M tokens, so give it the first part "
+                        f"(e.g. head -c {max_bytes // 10**6}M)"
+                    )
+                if b"\x00" in chunk:
+                    raise TextError(
+                        f"{path}: holds NUL bytes, so it is binary (or UTF-16) rather than UTF-8 text; save it as UTF-8"
+                    )
+                try:
+                    parts.append(decoder.decode(chunk))
+                except UnicodeDecodeError as exc:
+                    raise TextError(
+                        f"{path}: not UTF-8 text (byte 0x{chunk[exc.start]:02x} at offset {offset + exc.start:,} is "
+                        "invalid there); save it as UTF-8"
+                    ) from exc
+                offset += len(chunk)
+            parts.append(decoder.decode(b"", final=True))
+    except UnicodeDecodeError as exc:  # the file ends inside a character
+        raise TextError(f"{path}: not UTF-8 text (it ends inside a multi-byte character); save it as UTF-8") from exc
     except OSError as exc:
         raise TextError(f"{path}: cannot read it ({exc.strerror})") from exc
-    if b"\x00" in data:
-        raise TextError(
-            f"{path}: holds NUL bytes, so it is binary (or UTF-16) rather than UTF-8 text; save it as UTF-8"
-        )
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise TextError(
-            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start:,} is invalid there); "
-            "save it as UTF-8"
-        ) from exc
+    text = "".join(parts)
     if not text.strip():
         raise TextError(f"{path}: holds no text (empty or only whitespace)")
     return text
