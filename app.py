@@ -10,24 +10,25 @@ import os
 import streamlit as st
 import torch
 
-import ui
+from ui import cache, errors, sidebar, state, widgets
 
 # One intra-op thread per request: concurrent sessions already use the cores, and torch's default of all
 # cores made one 32-token request 5-30x slower on a busy 2-core machine (bench/trace_speed.py --threads).
 torch.set_num_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
 
 # Projector mode (`projector=1` in the URL) opens with the sidebar collapsed: the whole width for the charts.
-projector_link = ui.flag(st.query_params.get("projector", ""))
+projector_link = state.flag(st.query_params.get(widgets.PROJECTOR, ""))
 st.set_page_config(
     page_title="Attention Atlas", layout="wide", initial_sidebar_state="collapsed" if projector_link else "auto"
 )
 
-ui.freeze_heap_once()
+cache.freeze_heap_once()
 
-ui.keep_state()
-ui.restore_from_url()
-if ui.projector():
-    st.html(ui.PROJECTOR_CSS)
+# Each page declares the widget values it keeps (ui.state); these three calls serve every declared one.
+state.keep_state()
+state.restore_from_url()
+if widgets.projector():
+    st.html(widgets.PROJECTOR_CSS)
 
 # No page icons: a Material icon makes the browser fetch the tab icon from a CDN, and emoji need an emoji font.
 PAGES = [
@@ -46,6 +47,6 @@ PAGES = [
 ]
 page = st.navigation(PAGES)
 st.sidebar.title("Attention Atlas")
-ui.guarded(ui.sidebar)
+errors.guarded(sidebar.sidebar)
 page.run()
-ui.sync_url()
+state.sync_url()

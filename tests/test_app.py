@@ -14,10 +14,12 @@ from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
 import inference.worker as worker_module
-import ui
+from inference import catalog
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
 from inference.decoding import Sampling
+from ui.cache import Context, export_bytes, head_ranking
+from ui.charts import AVERAGE
 from viz.style import PROJECTOR_FONT
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -66,6 +68,11 @@ def errors(at: AppTest) -> str:
     return " ".join(e.value for e in at.error)
 
 
+def context_for(folder: Path, text: str) -> Context:
+    """The Context the sidebar builds for checkpoint folder `folder` and `text`."""
+    return Context(catalog.Entry(folder.name, folder), load_checkpoint(folder), catalog.stamp(folder), text)
+
+
 # Explore ------------------------------------------------------------------------------------------------------------
 
 
@@ -95,7 +102,7 @@ def test_switching_layer_and_head_never_reruns_the_model(app, monkeypatch: pytes
     at.selectbox(key="layer").select(1).run()
     at.selectbox(key="head").select(3).run()
     assert "layer 2, head 4" in chart(ok(at), "head_chart")["layout"]["title"]["text"].replace("<br>", " ")
-    at.selectbox(key="head").select(ui.AVERAGE).run()
+    at.selectbox(key="head").select(AVERAGE).run()
     fig = chart(ok(at), "head_chart")
     assert "average of heads" in fig["layout"]["title"]["text"].replace("<br>", " ")
     np.testing.assert_allclose(z(fig).sum(axis=1), 1.0, atol=1e-5)
@@ -260,18 +267,18 @@ def test_the_url_keeps_and_restores_the_view(app) -> None:
 
 
 def test_exports_are_the_documented_formats(good_dir: Path) -> None:
-    path = str(good_dir / ED)
-    data = json.loads(ui.export_bytes(path, 0.0, "abc", "json"))
+    ctx = context_for(good_dir / ED, "abc")
+    data = json.loads(export_bytes(ctx, "json"))
     assert data["format"] == 2 and len(data["attention"]) == 6
-    arrays = np.load(io.BytesIO(ui.export_bytes(path, 0.0, "abc", "npz")))
+    arrays = np.load(io.BytesIO(export_bytes(ctx, "npz")))
     assert arrays["decoder.layers.1.cross_attn.weights"].ndim == 3
 
 
 def test_an_unexpected_error_is_a_message_not_a_traceback() -> None:
     def script() -> None:
-        import ui
+        from ui import errors
 
-        @ui.safe
+        @errors.safe
         def broken() -> None:
             raise RuntimeError("boom")
 
@@ -388,14 +395,10 @@ def test_ablation_page_switches_heads_off_and_ranks_them(app, good_dir: Path) ->
 
 def test_head_ranking_runs_a_worker_job_per_block_with_progress(good_dir: Path) -> None:
     """The ranking the page shows is head_importance's, built a block at a time between other sessions' work."""
-    import ui
-    from inference import catalog
     from inference.ablation import head_importance
 
-    path = str(good_dir / LM)
-    stamp = catalog.stamp(Path(path))
     calls = []
-    table = ui.head_ranking(path, stamp, "the cat sat", "zero", lambda *a: calls.append(a))
+    table = head_ranking(context_for(good_dir / LM, "the cat sat"), "zero", lambda *a: calls.append(a))
     assert [(done, blocks) for done, blocks, _ in calls] == [(0, 2), (1, 2)]
     assert [block for *_, block in calls] == ["decoder.layers.0.self_attn", "decoder.layers.1.self_attn"]
     expected = head_importance(load_checkpoint(good_dir / LM), "the cat sat")

@@ -14,8 +14,8 @@ import pytest
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
-import ui
 from inference.catalog import PAPER_SENTENCES, PRESETS
+from ui.charts import AVERAGE
 from viz.paper import BUCKET_WIDTH, CROSS_COLUMNS, OUTSIDE, PALETTE, attention_lines, block_lines
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -179,7 +179,7 @@ def test_page_draws_every_head_of_the_layer_then_one_head_and_one_token(paper) -
     at = ok(paper())
     assert at.title[0].value == "Paper view"
     assert at.selectbox(key="head").options[-1] == "all heads"  # overlaid, not averaged
-    at.selectbox(key="head").select(ui.AVERAGE).run()
+    at.selectbox(key="head").select(AVERAGE).run()
     spec = chart(ok(at))
     assert legend(spec) == ["head 1", "head 2", "head 3", "head 4"]
     n = len(spec["layout"]["yaxis"]["ticktext"])

@@ -5,12 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-import ui
 from inference.analysis import Analysis, parse_block_name
+from ui import cache, errors, sidebar, state
 from viz.labels import display_piece
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 MODES = {"zero": "zero (the head's output becomes 0)", "mean": "mean (its output becomes its mean over the positions)"}
+ABLATE_HEADS = state.url_list("ablate_heads", "ablate")  # `block name:head` options
+ABLATE_MODE = state.url_key("ablate_mode")
 
 
 def head_options(analysis: Analysis) -> list[str]:
@@ -46,24 +48,23 @@ def body() -> None:
         "what each head computed; only the chosen heads' outputs are cut before they are concatenated and "
         "projected (W^O)."
     )
-    chosen = ui.context_and_analysis()
-    if chosen is None:
+    ctx = sidebar.chosen()
+    if ctx is None:
         return
-    ctx, analysis = chosen
+    analysis = ctx.analysis
     options = head_options(analysis)
-    kept = [o for o in st.session_state.get("ablate_heads", []) if o in options]
-    st.session_state["ablate_heads"] = kept
+    state.keep_valid(ABLATE_HEADS, options, [])
     cols = st.columns([3, 2])
     picked = cols[0].multiselect(
-        "Heads to switch off", options, key="ablate_heads", format_func=lambda o: head_label(analysis, o)
+        "Heads to switch off", options, key=ABLATE_HEADS, format_func=lambda o: head_label(analysis, o)
     )
-    ui.keep_valid("ablate_mode", list(MODES), "zero")
-    mode = cols[1].radio("Ablation", list(MODES), key="ablate_mode", format_func=MODES.get)
+    state.keep_valid(ABLATE_MODE, list(MODES), "zero")
+    mode = cols[1].radio("Ablation", list(MODES), key=ABLATE_MODE, format_func=MODES.get)
     heads: dict[str, tuple[int, ...]] = {}
     for option in picked:
         name, head = option.rsplit(":", 1)
         heads[name] = (*heads.get(name, ()), int(head))
-    effect = ui.ablation(ctx.path, ctx.stamp, ctx.text, tuple(sorted(heads.items())), mode)
+    effect = cache.ablation(ctx, tuple(sorted(heads.items())), mode)
     st.metric("KL divergence, intact ‖ ablated (nats)", f"{effect.kl:.4f}")
     if analysis.kind == "encoder-only":
         st.caption("The KL divergence is the mean over every position of the input.")
@@ -107,7 +108,7 @@ def body() -> None:
             where = f"{analysis.attention_label(f'{stack}.{type_}')} · layer {layer + 1}"
             bar.progress(done / blocks, text=f"Switching off each head in turn: {where} ({done + 1} of {blocks})")
 
-        table = ui.head_ranking(ctx.path, ctx.stamp, ctx.text, mode, progress)
+        table = cache.head_ranking(ctx, mode, progress)
         bar.empty()
         frame = pd.DataFrame(
             {
@@ -118,4 +119,4 @@ def body() -> None:
         st.dataframe(frame, hide_index=True, key="ablate_ranking")
 
 
-ui.guarded(body)
+errors.guarded(body)

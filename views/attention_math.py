@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui
-from inference.analysis import Analysis
+from ui import errors, sidebar, state
+from ui.cache import Analysed
+from ui.widgets import QUERY, head_picker, show_chart, token_picker
 from viz.labels import indexed_labels, safe_filename
 from viz.steps import (
     FORMULA,
@@ -22,15 +23,14 @@ from viz.steps import (
 
 
 @st.fragment
-@ui.safe
-def steps_view(analysis: Analysis, model: str) -> None:
-    attention, layer, head = ui.head_picker(analysis, with_average=False)
+@errors.safe
+def steps_view(ctx: Analysed) -> None:
+    analysis, model = ctx.analysis, ctx.entry.name
+    attention, layer, head = head_picker(analysis, with_average=False)
     block = analysis.block(attention, layer)
     labels = indexed_labels(block.query_pieces)
-    queries = list(range(len(labels)))
-    ui.follow_text("query", queries, analysis)
-    query = st.selectbox("Query token", queries, key="query", format_func=lambda i: labels[i])
-    ui.sync_url()  # first: the address bar follows the choice before the charts are drawn
+    query = token_picker("Query token", QUERY, labels, analysis)
+    state.sync_url()  # first: the address bar follows the choice before the charts are drawn
     steps = attention_steps(block, head, query)
     st.latex(steps_latex(steps))
     name = safe_filename("steps", model, attention, f"L{layer + 1}", f"H{head + 1}", f"q{query + 1}")  # as labelled
@@ -40,10 +40,10 @@ def steps_view(analysis: Analysis, model: str) -> None:
         first = st.slider("First key shown", 1, n_keys - WINDOW + 1, window.start + 1, key="steps_first_key")
         window = key_window(steps, first - 1)
         overview = weights_overview(steps, window)
-        ui.show_chart(overview, "steps_overview", f"{name}-overview")
+        show_chart(overview, "steps_overview", f"{name}-overview")
         st.caption(window_note(window, n_keys))
-    ui.show_chart(steps_figure(steps, window), "steps_chart", name)
-    ui.show_chart(output_figure(steps), "output_chart", f"{name}-output")
+    show_chart(steps_figure(steps, window), "steps_chart", name)
+    show_chart(output_figure(steps), "output_chart", f"{name}-output")
     with st.expander("The numbers", expanded=len(labels) <= 16):
         st.dataframe(steps_table(steps, window), hide_index=True, key="steps_table")
 
@@ -56,9 +56,9 @@ def body() -> None:
         "3. softmax turns the row into weights that sum to 1, 4. each value vector vⱼ is scaled by its weight, "
         "5. their sum is the head's output for this token."
     )
-    chosen = ui.context_and_analysis(full=True)
-    if chosen is not None:
-        steps_view(chosen[1], chosen[0].entry.name)
+    ctx = sidebar.chosen(full=True)
+    if ctx is not None:
+        steps_view(ctx)
 
 
-ui.guarded(body)
+errors.guarded(body)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui
 from inference.text import InputError
+from ui import cache, charts, errors, sidebar, state
+from ui.widgets import head_picker, show_chart
 from viz.compare import aligned, difference_heatmap
 from viz.labels import safe_filename
 from viz.style import thaw
@@ -16,11 +17,12 @@ PAIRS = {  # the first text of a known minimal pair → its partner
     ),
 }
 DEFAULT_SECOND = "The animal didn't cross the street because it was too wide."
+COMPARE = state.url_key("compare")  # the second text
 
 
 def _use_pair() -> None:
     first = next(iter(PAIRS))
-    st.session_state["text"], st.session_state["compare"] = first, PAIRS[first]
+    st.session_state[sidebar.TEXT], st.session_state[COMPARE] = first, PAIRS[first]
 
 
 def body() -> None:
@@ -29,38 +31,33 @@ def body() -> None:
         "Two texts that differ in a word or two (a minimal pair): the same head of each, and where both have the "
         "same number of tokens, the difference second − first (red: the first attends more, blue: the second)."
     )
-    chosen = ui.context_and_analysis()
-    if chosen is None:
+    first = sidebar.chosen()
+    if first is None:
         return
-    ctx, first = chosen
-    st.session_state.setdefault("compare", PAIRS.get(ctx.text, DEFAULT_SECOND))
+    st.session_state.setdefault(COMPARE, PAIRS.get(first.text, DEFAULT_SECOND))
     cols = st.columns([4, 1])
-    cols[0].text_input("Second text (the first is the sidebar's)", key="compare", max_chars=2000)
+    cols[0].text_input("Second text (the first is the sidebar's)", key=COMPARE, max_chars=2000)
     cols[1].button("Animal / street pair", on_click=_use_pair, key="compare_pair", help="Winograd's minimal pair")
     try:
-        second = ui.run_model(ctx.path, ctx.stamp, st.session_state["compare"])
+        second = cache.analysed(first.with_text(st.session_state[COMPARE]))
     except InputError as exc:
         st.error(f"Second text: {exc}")
         return
-    attention, layer, head = ui.head_picker(first, with_average=True)
-    ui.sync_url()
+    attention, layer, head = head_picker(first.analysis, with_average=True)
+    state.sync_url()
     left, right = st.columns(2)
-    for col, analysis, text, name in (
-        (left, first, ctx.text, "first"),
-        (right, second, st.session_state["compare"], "second"),
-    ):
-        fig = thaw(ui.head_chart(ctx.path, ctx.stamp, text, attention, layer, head))
-        ui.show_chart(fig, f"compare_{name}", safe_filename("compare", name, ctx.entry.name), where=col)
+    for col, ctx, name in ((left, first, "first"), (right, second, "second")):
+        fig = thaw(charts.head_chart(ctx, attention, layer, head))
+        show_chart(fig, f"compare_{name}", safe_filename("compare", name, ctx.entry.name), where=col)
+        analysis = ctx.analysis
         if analysis.output_text is not None:
             col.markdown(f"**Output ({name})**")
             col.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
         else:
             col.markdown(f"**Next token after the {name} text**")
             last = len(analysis.target_pieces) - 1
-            col.dataframe(
-                ui.predictions_table(ctx.path, ctx.stamp, text, last), hide_index=True, key=f"compare_top_{name}"
-            )
-    a, b = first.block(attention, layer), second.block(attention, layer)
+            col.dataframe(charts.predictions_table(ctx, last), hide_index=True, key=f"compare_top_{name}")
+    a, b = first.analysis.block(attention, layer), second.analysis.block(attention, layer)
     if not (aligned(a.query_pieces, b.query_pieces) and aligned(a.key_pieces, b.key_pieces)):
         st.info(
             f"The texts have different token counts ({len(a.query_pieces)} × {len(a.key_pieces)} and "
@@ -68,12 +65,10 @@ def body() -> None:
             "needs the same number of tokens."
         )
         return
-    weights = [ui.head_weights(x, head) for x in (a, b)]
-    title = f"Second − first: {first.attention_label(attention)}, layer {layer + 1}, " + (
-        "average of heads" if head == ui.AVERAGE else f"head {head + 1}"
-    )
+    weights = [charts.head_weights(x, head) for x in (a, b)]
+    title = f"Second − first: {first.analysis.attention_label(attention)}, layer {layer + 1}, {charts.head_name(head)}"
     diff = difference_heatmap(*weights, (a.query_pieces, b.query_pieces), (a.key_pieces, b.key_pieces), title)
-    ui.show_chart(diff, "compare_difference", safe_filename("compare-difference", ctx.entry.name))
+    show_chart(diff, "compare_difference", safe_filename("compare-difference", first.entry.name))
 
 
-ui.guarded(body)
+errors.guarded(body)

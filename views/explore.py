@@ -6,8 +6,9 @@ from functools import partial
 
 import streamlit as st
 
-import ui
-from inference.analysis import Analysis
+from ui import charts, errors, sidebar, state
+from ui.cache import Analysed, export_bytes
+from ui.widgets import HEAD, LAYER, POSITION, head_picker, projector, show_chart, token_picker
 from viz.heads import grid_pick, head_frame, select_head
 from viz.labels import safe_filename
 from viz.style import thaw
@@ -19,59 +20,58 @@ PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1
 def _on_grid_select(n_heads: int) -> None:
     pick = grid_pick(st.session_state["grid"]["selection"], n_heads)
     if pick is not None:
-        st.session_state["layer"], st.session_state["head"] = pick
+        st.session_state[LAYER], st.session_state[HEAD] = pick
 
 
-def predictions(analysis: Analysis, ctx: ui.Context) -> None:
+def predictions(ctx: Analysed) -> None:
     """LM: top-k after the chosen position (default: the last); encoder-decoder: output and top-k per step."""
+    analysis = ctx.analysis
     if analysis.kind == "decoder-only":
         labels = position_labels(analysis)
-        positions = list(range(len(labels)))
-        ui.follow_text("position", positions, analysis)
-        pos = st.selectbox("Next token after", positions, key="position", format_func=lambda i: labels[i])
+        pos = token_picker("Next token after", POSITION, labels, analysis)
         st.caption(f"The model's guesses for the token after {labels[pos]} (position {pos + 1} of {len(labels)}).")
-        table = ui.predictions_table(ctx.path, ctx.stamp, ctx.text, pos)
+        table = charts.predictions_table(ctx, pos)
         st.dataframe(table, hide_index=True, column_config={"probability": PROB}, key="topk")
     elif analysis.kind == "encoder-only":
         st.markdown("**Each position's output, scored against the vocabulary**")
         st.caption(ctx.ckpt.card.get("predictions", "What the model's output at each position scores highest."))
-        st.dataframe(ui.predictions_table(ctx.path, ctx.stamp, ctx.text, None), hide_index=True, key="encoder_topk")
+        st.dataframe(charts.predictions_table(ctx, None), hide_index=True, key="encoder_topk")
     else:
         st.markdown("**Model output**")
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
-        st.dataframe(ui.predictions_table(ctx.path, ctx.stamp, ctx.text, None), hide_index=True, key="steps_topk")
+        st.dataframe(charts.predictions_table(ctx, None), hide_index=True, key="steps_topk")
 
 
 @st.fragment
-@ui.safe
-def heads_view(analysis: Analysis, ctx: ui.Context) -> None:
+@errors.safe
+def heads_view(ctx: Analysed) -> None:
     """Everything that changes with the attention type, layer and head: reruns alone, never the model; the
-    charts come built from ui's figure cache."""
-    model = ctx.entry.name
-    attention, layer, head = ui.head_picker(analysis, with_average=True)
-    ui.sync_url()  # first: the address bar follows the choice before the charts are drawn
+    charts come built from ui.charts' cache."""
+    model, analysis = ctx.entry.name, ctx.analysis
+    attention, layer, head = head_picker(analysis, with_average=True)
+    state.sync_url()  # first: the address bar follows the choice before the charts are drawn
     block = analysis.block(attention, layer)
-    chosen = "avg" if head == ui.AVERAGE else f"H{head + 1}"
+    chosen = "avg" if head == charts.AVERAGE else f"H{head + 1}"
     name = safe_filename("attention", model, attention, f"L{layer + 1}", chosen)  # 1-based, as the labels
     # Projector mode: the heatmap takes the page's width, the predictions go below it.
-    left, right = (st.container(), st.container()) if ui.projector() else st.columns([3, 2])
+    left, right = (st.container(), st.container()) if projector() else st.columns([3, 2])
     with left:
-        fig = thaw(ui.head_chart(ctx.path, ctx.stamp, ctx.text, attention, layer, head))
-        ui.show_chart(fig, "head_chart", name)
+        fig = thaw(charts.head_chart(ctx, attention, layer, head))
+        show_chart(fig, "head_chart", name)
 
         def csv() -> str:  # built on click
-            weights = ui.head_weights(block, head)
+            weights = charts.head_weights(block, head)
             return head_frame(weights, block.query_pieces, block.key_pieces).to_csv()
 
         st.download_button("CSV of this head", csv, f"{name}.csv", "text/csv", key="dl_csv", on_click="ignore")
     with right:
         st.subheader("Predictions")
-        predictions(analysis, ctx)
+        predictions(ctx)
     st.subheader("All heads")
     st.caption("Every head of this attention type: rows are layers, columns heads. Click a tile to open it.")
-    spec = ui.grid_chart(ctx.path, ctx.stamp, ctx.text, attention)
-    grid = thaw(spec) if head == ui.AVERAGE else select_head(spec, (layer, head))
-    ui.show_chart(
+    spec = charts.grid_chart(ctx, attention)
+    grid = thaw(spec) if head == charts.AVERAGE else select_head(spec, (layer, head))
+    show_chart(
         grid,
         "grid",
         safe_filename("heads", model, attention),
@@ -82,19 +82,18 @@ def heads_view(analysis: Analysis, ctx: ui.Context) -> None:
 
 def body() -> None:
     st.title("Explore")
-    chosen = ui.context_and_analysis()
-    if chosen is None:
+    ctx = sidebar.chosen()
+    if ctx is None:
         return
-    ctx, analysis = chosen
-    heads_view(analysis, ctx)
+    heads_view(ctx)
     st.subheader("Export and share")
     st.caption("The address bar keeps the model, text, layer and head: copy it to share this view.")
     cols = st.columns(2)
     for col, fmt, mime in ((cols[0], "json", "application/json"), (cols[1], "npz", "application/octet-stream")):
-        data = partial(ui.export_bytes, ctx.path, ctx.stamp, ctx.text, fmt)
+        data = partial(export_bytes, ctx, fmt)
         file_name = f"{safe_filename('analysis', ctx.entry.name)}.{fmt}"
         label = f"Whole analysis as {fmt.upper()}"
         col.download_button(label, data, file_name, mime, key=f"dl_{fmt}", on_click="ignore")
 
 
-ui.guarded(body)
+errors.guarded(body)

@@ -5,36 +5,48 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui
 from inference.analysis import Analysis
 from inference.decoding import Sampling
 from inference.text import InputError
+from ui import cache, errors, sidebar, state
+from ui.cache import Context
+from ui.widgets import show_chart
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece, safe_filename
 from viz.tables import top_k_frame
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
+MODES = ["greedy", "sampling"]
+GEN_TOKENS = state.url_key("gen_tokens", int)
+GEN_MODE = state.url_key("gen_mode")
+GEN_TEMPERATURE = state.url_key("gen_temperature", float)
+GEN_TOP_K = state.url_key("gen_top_k", int)
+GEN_SEED = state.url_key("gen_seed", int)
+GEN_STEP = state.url_key("gen_step", int, across_pages=False)  # in the URL; dropped when another page shows
+GEN_LAYER = state.session_key("gen_layer")
+GEN_HEAD = state.session_key("gen_head")
 
 
-def continuation(ctx: ui.Context) -> Analysis | None:
+def continuation(ctx: Context) -> Analysis | None:
     """The language model's text and what it wrote after it, with the controls for how it writes."""
     cols = st.columns(5)
     most = min(64, ctx.ckpt.config.max_len // 2)
-    ui.keep_within("gen_tokens", 1, most, 20)
-    ui.keep_valid("gen_mode", ["greedy", "sampling"], "greedy")
-    ui.keep_within("gen_temperature", 0.1, 2.0, 1.0)
-    ui.keep_within("gen_top_k", 0, ctx.ckpt.config.vocab_size, 40)
-    ui.keep_within("gen_seed", 0, 2**31 - 1, 0)
-    tokens = cols[0].number_input("Tokens to write", 1, most, key="gen_tokens")
-    mode = cols[1].radio("Decoding", ["greedy", "sampling"], key="gen_mode", horizontal=True)
+    vocab = ctx.ckpt.config.vocab_size
+    state.keep_valid(GEN_TOKENS, state.Between(1, most), 20)
+    state.keep_valid(GEN_MODE, MODES, "greedy")
+    state.keep_valid(GEN_TEMPERATURE, state.Between(0.1, 2.0), 1.0)
+    state.keep_valid(GEN_TOP_K, state.Between(0, vocab), 40)
+    state.keep_valid(GEN_SEED, state.Between(0, 2**31 - 1), 0)
+    tokens = cols[0].number_input("Tokens to write", 1, most, key=GEN_TOKENS)
+    mode = cols[1].radio("Decoding", MODES, key=GEN_MODE, horizontal=True)
     sampling = None
     if mode == "sampling":
-        temperature = cols[2].slider("Temperature", 0.1, 2.0, step=0.1, key="gen_temperature")
-        top_k = cols[3].number_input("Top-k (0: all)", 0, ctx.ckpt.config.vocab_size, key="gen_top_k")
-        seed = cols[4].number_input("Seed", 0, 2**31 - 1, key="gen_seed")
+        temperature = cols[2].slider("Temperature", 0.1, 2.0, step=0.1, key=GEN_TEMPERATURE)
+        top_k = cols[3].number_input("Top-k (0: all)", 0, vocab, key=GEN_TOP_K)
+        seed = cols[4].number_input("Seed", 0, 2**31 - 1, key=GEN_SEED)
         sampling = Sampling(float(temperature), int(top_k), int(seed))
     try:
-        return ui.run_model(ctx.path, ctx.stamp, ctx.text, continuation=int(tokens), sampling=sampling)
+        return cache.analysis(ctx, continuation=int(tokens), sampling=sampling)
     except InputError as exc:
         st.error(str(exc))
         return None
@@ -42,10 +54,10 @@ def continuation(ctx: ui.Context) -> Analysis | None:
 
 def body() -> None:
     st.title("Generate")
-    chosen = ui.context_and_analysis()
-    if chosen is None:
+    ctx = sidebar.chosen()
+    if ctx is None:
         return
-    ctx, analysis = chosen
+    analysis = ctx.analysis
     cfg = ctx.ckpt.config
     if analysis.kind == "encoder-only":
         st.info(
@@ -81,8 +93,8 @@ def body() -> None:
         return
     step = 1
     if steps > 1:
-        ui.follow_text("gen_step", list(range(1, steps + 1)), analysis)
-        step = st.slider("Decoding step", 1, steps, key="gen_step")
+        state.keep_valid(GEN_STEP, range(1, steps + 1), steps, owner=(analysis.checkpoint, analysis.text))
+        step = st.slider("Decoding step", 1, steps, key=GEN_STEP)
     position = first - 1 + (step - 1)  # the query position whose prediction is this step's token
     wrote = repr(display_piece(pieces[position + 1])) if position + 1 < len(pieces) else "the end of the output"
     st.markdown(f"**Step {step} of {steps}**")
@@ -92,7 +104,7 @@ def body() -> None:
         st.dataframe(top_k_frame(analysis, position), hide_index=True, column_config={"probability": PROB})
         n_layers = len(analysis.layers("decoder.self_attn"))
         held = [kv_cache_numbers(n_layers, cfg.d_model, first + s) for s in range(steps)]
-        ui.show_chart(cache_growth(held, step), "gen_cache", "kv-cache")
+        show_chart(cache_growth(held, step), "gen_cache", "kv-cache")
         note = (
             f"After step {step} the self-attention cache holds a key and a value for {position + 1} positions in each "
             f"of {n_layers} layers: 2 × {n_layers} × {position + 1} × {cfg.d_model} = {held[step - 1]:,} numbers "
@@ -106,19 +118,19 @@ def body() -> None:
     with right:
         cols = st.columns(2)
         layers = analysis.layers("decoder.self_attn")
-        layer = cols[0].selectbox("Layer", layers, key="gen_layer", format_func=lambda i: f"layer {i + 1}")
+        layer = cols[0].selectbox("Layer", layers, key=GEN_LAYER, format_func=lambda i: f"layer {i + 1}")
         block = analysis.block("decoder.self_attn", layer)
-        head = cols[1].selectbox("Head", range(block.n_heads), key="gen_head", format_func=lambda h: f"head {h + 1}")
+        head = cols[1].selectbox("Head", range(block.n_heads), key=GEN_HEAD, format_func=lambda h: f"head {h + 1}")
         name = safe_filename("step", ctx.entry.name, f"L{layer + 1}", f"H{head + 1}", f"s{step}")
         row = block.weights[head, position, : position + 1]
         title = f"Self-attention of step {step}, layer {layer + 1}, head {head + 1}"
         fig = attention_row(row, block.key_pieces[: position + 1], title, own=position)
-        ui.show_chart(fig, "gen_self_row", name)
+        show_chart(fig, "gen_self_row", name)
         if "decoder.cross_attn" in analysis.attentions:
             cross_block = analysis.block("decoder.cross_attn", layer)
             title = f"Cross-attention of step {step}, layer {layer + 1}, head {head + 1}"
             fig = attention_row(cross_block.weights[head, position], cross_block.key_pieces, title)
-            ui.show_chart(fig, "gen_cross_row", f"{name}-cross")
+            show_chart(fig, "gen_cross_row", f"{name}-cross")
 
 
-ui.guarded(body)
+errors.guarded(body)

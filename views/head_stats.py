@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui
+from ui import charts, errors, sidebar, state
+from ui.widgets import ATTENTION, HEAD, LAYER
 from viz.stats import for_display
 
 FMT = st.column_config.NumberColumn
@@ -16,21 +17,21 @@ COLUMNS = {
     "first_token": FMT("first token (sink)", format="%.3f", help="weight on position 0"),
     "diagonal": FMT("diagonal", format="%.3f", help="weight on the query's own position"),
 }
+STATS_PICK = state.session_key("stats_pick")  # the table's row to open on Explore
 
 
 def _on_row() -> None:
     rows = st.session_state["stats_table"]["selection"]["rows"]
     if rows:
-        st.session_state["stats_pick"] = rows[0]
+        st.session_state[STATS_PICK] = rows[0]
 
 
 def body() -> None:
     st.title("Head statistics")
-    chosen = ui.context_and_analysis()
-    if chosen is None:
+    ctx = sidebar.chosen()
+    if ctx is None:
         return
-    ctx = chosen[0]
-    table = ui.head_statistics(ctx.path, ctx.stamp, ctx.text)
+    table = charts.head_statistics(ctx)
     st.caption("Averaged over the query tokens. Click a column header to sort, a row to pick the head.")
     st.dataframe(
         for_display(table),
@@ -43,13 +44,12 @@ def body() -> None:
     )
     rows = list(range(len(table)))
     labels = [f"{r.label}, layer {r.layer + 1}, head {r.head + 1}" for r in table.itertuples()]
-    if st.session_state.get("stats_pick") not in rows:
-        st.session_state["stats_pick"] = 0
-    pick = st.selectbox("Head to open", rows, key="stats_pick", format_func=lambda i: labels[i])
+    state.keep_valid(STATS_PICK, rows, 0)
+    pick = st.selectbox("Head to open", rows, key=STATS_PICK, format_func=lambda i: labels[i])
     if st.button("Open on Explore", key="open_head", type="primary"):
         row = table.iloc[pick]
-        st.session_state.update(attention=row["attention"], layer=int(row["layer"]), head=int(row["head"]))
+        st.session_state.update({ATTENTION: row["attention"], LAYER: int(row["layer"]), HEAD: int(row["head"])})
         st.switch_page("views/explore.py")
 
 
-ui.guarded(body)
+errors.guarded(body)

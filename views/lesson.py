@@ -1,18 +1,16 @@
 """Lesson: the twelve ideas of the Transformer in order, each a short paragraph and a live view of the loaded model.
 
-The step is kept in session state as its slug ("lesson"), which app.py's ui.sync_url writes into the URL, so a
-teacher can link to one step (`?lesson=no-peek-mask`). The paragraphs and the model work live in inference.lesson.
+The step is kept in session state as its slug (`LESSON`, declared in the URL: ui.state), so a teacher can link to
+one step (`?lesson=no-peek-mask`). The paragraphs and the model work live in inference.lesson.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pandas as pd
 import streamlit as st
 
-import ui
 from inference import catalog
 from inference.analysis import Analysis
 from inference.analyze import batch_masks, positions_used
@@ -33,6 +31,9 @@ from inference.lesson import (
     step_index,
     walk,
 )
+from ui import cache, charts, errors, sidebar, state
+from ui.cache import Analysed, Context
+from ui.widgets import projector, show_chart
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece, safe_filename
 from viz.lesson import MOST_COLUMNS, cache_work, cost_figure, masked_head, residual_figure, shift_frame, vectors_heatmap
@@ -46,50 +47,51 @@ SHORT = "Hi!"  # the short sentence padded beside the lesson's
 WRITE = 12  # tokens the language model writes for the key/value cache step
 MAX_OUTPUT = 64  # an encoder-decoder's output, as the analysis decodes it (inference.analyze.Request.max_tokens)
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
+LESSON = state.url_key("lesson")  # the step shown, as its slug
 
 
 @st.cache_resource(max_entries=16, show_spinner="Walking the text through the layers…")
 def _walk(path: str, stamp: float, text: str) -> Walk:
     """The first stack walked sub-layer by sub-layer (inference.lesson.walk), run by the checkpoint's worker."""
-    return ui.model_worker(path, stamp).call(walk, text)
+    return cache.model_worker(path, stamp).call(walk, text)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Timing the decoder with and without its cache…")
 def _cache_timing(path: str, stamp: float, text: str, max_tokens: int) -> CacheTiming:
     """Decoding `text` timed with and without the key/value cache (inference.lesson.cache_timing)."""
-    return ui.model_worker(path, stamp).call(cache_timing, text, max_tokens)
+    return cache.model_worker(path, stamp).call(cache_timing, text, max_tokens)
 
 
 @st.cache_resource(max_entries=4, show_spinner="Timing one attention block at growing lengths…")
 def _cost(path: str, stamp: float) -> Cost:
     """The measured cost of attention (inference.lesson.attention_cost), once per checkpoint."""
-    return ui.model_worker(path, stamp).call(attention_cost)
+    return cache.model_worker(path, stamp).call(attention_cost)
 
 
 def chart(fig, key: str, *parts: object) -> None:
-    """A lesson chart, through ui.show_chart: large type in projector mode, cell numbers only where they fit."""
-    ui.show_chart(fig, f"lesson_{key}", safe_filename("lesson", key, *parts))
+    """A lesson chart, through ui.widgets.show_chart: large type in projector mode, cell numbers only where they fit."""
+    show_chart(fig, f"lesson_{key}", safe_filename("lesson", key, *parts))
 
 
 def side_by_side(n: int, spec: list[int] | None = None) -> list:
     """`n` columns, or `n` containers one below the other in projector mode (each chart the page's width)."""
-    return [st.container() for _ in range(n)] if ui.projector() else st.columns(spec or n)
+    return [st.container() for _ in range(n)] if projector() else st.columns(spec or n)
 
 
 # Navigation --------------------------------------------------------------------------------------------------------
 
 
 def _go(index: int) -> None:
-    st.session_state["lesson"] = SLUGS[index]
+    st.session_state[LESSON] = SLUGS[index]
 
 
 def _jump() -> None:
-    st.session_state["lesson"] = st.session_state["lesson_jump"]
+    st.session_state[LESSON] = st.session_state["lesson_jump"]
 
 
 def current() -> int:
     """The step shown (0-based); a slug that names no step gets a message and step 1."""
-    slug = st.session_state.get("lesson")
+    slug = st.session_state.get(LESSON)
     index = step_index(slug)
     if index is None:
         if slug is not None:
@@ -98,7 +100,7 @@ def current() -> int:
                 f"There is no lesson step “{shown}”: the lesson starts at step 1. The steps: {', '.join(SLUGS)}."
             )
         index = 0
-        st.session_state["lesson"] = SLUGS[0]
+        st.session_state[LESSON] = SLUGS[0]
     return index
 
 
@@ -124,7 +126,7 @@ def fitting_models(step: Step) -> list[str]:
     """The readable checkpoints that can show `step`, translators first (their cross-attention reads best)."""
     root = catalog.checkpoints_dir()
     names = []
-    for entry in ui.checkpoint_entries(str(root), catalog.folder_stamp(root)):
+    for entry in cache.checkpoint_entries(str(root), catalog.folder_stamp(root)):
         try:
             if entry.ok and step.fits(load_config(entry.path)[0]):
                 names.append((catalog.preset_family(entry.name, entry.kind, entry.card) != "translate", entry.name))
@@ -133,7 +135,7 @@ def fitting_models(step: Step) -> list[str]:
     return [name for _, name in sorted(names)]
 
 
-def model_check(step: Step, ctx: ui.Context) -> bool:
+def model_check(step: Step, ctx: Context) -> bool:
     """Say which model the step needs; when the loaded one does not fit, offer one that does. True if it fits."""
     if step.fits(ctx.ckpt.config):
         st.caption(f"Needs {NEEDS[step.needs]}: {ctx.entry.name} is one.")
@@ -147,7 +149,11 @@ def model_check(step: Step, ctx: ui.Context) -> bool:
         )
     for name in names[:2]:
         st.button(
-            f"Switch to {name}", key=f"lesson_switch_{name}", on_click=ui.switch_model, args=(name,), type="primary"
+            f"Switch to {name}",
+            key=f"lesson_switch_{name}",
+            on_click=sidebar.switch_model,
+            args=(name,),
+            type="primary",
         )
     return False
 
@@ -155,7 +161,7 @@ def model_check(step: Step, ctx: ui.Context) -> bool:
 # The twelve views --------------------------------------------------------------------------------------------------
 
 
-def embeddings(ctx: ui.Context, analysis: Analysis) -> None:
+def embeddings(ctx: Context, analysis: Analysis) -> None:
     w = _walk(ctx.path, ctx.stamp, ctx.text)
     cfg = ctx.ckpt.config
     st.caption(
@@ -169,12 +175,12 @@ def embeddings(ctx: ui.Context, analysis: Analysis) -> None:
         chart(vectors_heatmap(w.embedded, w.pieces, "Token embeddings × √d_model"), "embeddings", ctx.entry.name)
 
 
-def positional(ctx: ui.Context, analysis: Analysis) -> None:
+def positional(ctx: Context, analysis: Analysis) -> None:
     cfg = ctx.ckpt.config
     sinusoidal = cfg.positional == "sinusoidal"
     if not sinusoidal:
         st.markdown(f"For contrast, the table {ctx.entry.name} **learned** instead, one trained vector per position:")
-    table = ui.positional_table(ctx.path, ctx.stamp)
+    table = cache.positional_table(ctx.path, ctx.stamp)
     used = positions_used(ctx.ckpt, ctx.text)
     n = min(cfg.max_len, max(64, 2 * (used or 0)))
     chart(encoding_heatmap(table, n, used), "positional", ctx.entry.name)
@@ -185,7 +191,7 @@ def positional(ctx: ui.Context, analysis: Analysis) -> None:
     chart(encoding_curves(table, dims, n, sinusoidal), "positional_curves", ctx.entry.name)
 
 
-def padding(ctx: ui.Context, analysis: Analysis) -> None:
+def padding(ctx: Context, analysis: Analysis) -> None:
     batch = batch_masks(ctx.ckpt, [ctx.text, SHORT])
     st.caption(f"The sentence and “{SHORT}” in one batch, as the model's {batch.stack} reads them.")
     chart(padding_heatmap(batch), "padding", ctx.entry.name)
@@ -200,7 +206,7 @@ def padding(ctx: ui.Context, analysis: Analysis) -> None:
     chart(fig, "padding_mask", ctx.entry.name)
 
 
-def no_peek(ctx: ui.Context, analysis: Analysis) -> None:
+def no_peek(ctx: Context, analysis: Analysis) -> None:
     block = analysis.block("decoder.self_attn", 0)
     fed = "the text" if analysis.kind == "decoder-only" else "<s> and the output it wrote"
     st.caption(f"The decoder's self-attention in layer 1, over {fed}. Rows are queries, columns keys.")
@@ -211,8 +217,8 @@ def no_peek(ctx: ui.Context, analysis: Analysis) -> None:
     chart(fig, "nopeek_head", ctx.entry.name)
 
 
-def scaled_dot(ctx: ui.Context, analysis: Analysis) -> None:
-    full = ui.run_model(ctx.path, ctx.stamp, ctx.text, full=True)
+def scaled_dot(ctx: Context, analysis: Analysis) -> None:
+    full = cache.analysis(ctx, full=True)
     attention = full.attentions[0]
     block = full.block(attention, 0)
     query = len(block.query_pieces) - 1
@@ -225,7 +231,7 @@ def scaled_dot(ctx: ui.Context, analysis: Analysis) -> None:
     st.page_link("views/attention_math.py", label="Any head and query: the Attention math page")
 
 
-def multi_head(ctx: ui.Context, analysis: Analysis) -> None:
+def multi_head(ctx: Analysed, analysis: Analysis) -> None:
     cfg = ctx.ckpt.config
     attention = analysis.attentions[0]
     d_head = cfg.d_model // cfg.n_heads
@@ -234,10 +240,10 @@ def multi_head(ctx: ui.Context, analysis: Analysis) -> None:
         f"{d_head} output numbers per token are concatenated back to {cfg.n_heads} × {d_head} = {cfg.d_model} and "
         "multiplied by W^O. Below, every head of every layer on the sentence: each attends in its own way."
     )
-    chart(thaw(ui.grid_chart(ctx.path, ctx.stamp, ctx.text, attention)), "heads", ctx.entry.name)
+    chart(thaw(charts.grid_chart(ctx, attention)), "heads", ctx.entry.name)
 
 
-def feed_forward(ctx: ui.Context, analysis: Analysis) -> None:
+def feed_forward(ctx: Context, analysis: Analysis) -> None:
     w = _walk(ctx.path, ctx.stamp, ctx.text)
     cfg = ctx.ckpt.config
     attn, ffn = layer_weights(cfg)
@@ -253,7 +259,7 @@ def feed_forward(ctx: ui.Context, analysis: Analysis) -> None:
     chart(fig, "ffn", ctx.entry.name)
 
 
-def residual(ctx: ui.Context, analysis: Analysis) -> None:
+def residual(ctx: Context, analysis: Analysis) -> None:
     w = _walk(ctx.path, ctx.stamp, ctx.text)
     style = (
         "pre-norm: x + Sublayer(LayerNorm(x))" if w.pre_norm else "post-norm, as the paper: LayerNorm(x + Sublayer(x))"
@@ -268,7 +274,7 @@ def residual(ctx: ui.Context, analysis: Analysis) -> None:
     chart(residual_figure(w.norms, w.pre_norm), "residual", ctx.entry.name)
 
 
-def cross(ctx: ui.Context, analysis: Analysis) -> None:
+def cross(ctx: Analysed, analysis: Analysis) -> None:
     last = analysis.layers("decoder.cross_attn")[-1]
     st.markdown("**Output**")
     st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
@@ -276,11 +282,11 @@ def cross(ctx: ui.Context, analysis: Analysis) -> None:
         f"Rows are the decoder's steps: the step that reads a token is writing the next one, and looks for it in the "
         f"source (columns). Layer {last + 1}, the average of its heads."
     )
-    fig = thaw(ui.head_chart(ctx.path, ctx.stamp, ctx.text, "decoder.cross_attn", last, ui.AVERAGE))
+    fig = thaw(charts.head_chart(ctx, "decoder.cross_attn", last, charts.AVERAGE))
     chart(fig, "cross", ctx.entry.name)
 
 
-def next_token(ctx: ui.Context, analysis: Analysis) -> None:
+def next_token(ctx: Context, analysis: Analysis) -> None:
     st.caption(
         "Each position reads its token and is trained to predict the next one: the target column is the input "
         "shifted by one. The model's own first guess at each position, and whether it is the text's next token:"
@@ -290,10 +296,10 @@ def next_token(ctx: ui.Context, analysis: Analysis) -> None:
     st.dataframe(top_k_frame(analysis, -1), hide_index=True, column_config={"probability": PROB}, key="lesson_next")
 
 
-def kv_cache(ctx: ui.Context, analysis: Analysis) -> None:
+def kv_cache(ctx: Context, analysis: Analysis) -> None:
     cfg = ctx.ckpt.config
     if analysis.kind == "decoder-only":
-        analysis = ui.run_model(ctx.path, ctx.stamp, ctx.text, continuation=min(WRITE, cfg.max_len // 2))
+        analysis = cache.analysis(ctx, continuation=min(WRITE, cfg.max_len // 2))
         first = len(analysis.target_pieces) - analysis.generated
         st.code(f"{analysis.text} ⟶ {analysis.continuation or '(nothing)'}", language=None, wrap_lines=True)
     else:
@@ -335,7 +341,7 @@ def kv_cache(ctx: ui.Context, analysis: Analysis) -> None:
     st.caption(f"Measured on the machine running this app ({clock}, the faster of two runs each): the same tokens.")
 
 
-def quadratic(ctx: ui.Context) -> None:
+def quadratic(ctx: Context) -> None:
     cost = _cost(ctx.path, ctx.stamp)
     n = cost.lengths[-1]
     ms = [s * 1000 for s in cost.seconds]
@@ -378,20 +384,20 @@ VIEWS = {
 }
 
 
-def sentence(ctx: ui.Context) -> ui.Context:
+def sentence(ctx: Context) -> Context:
     """The context with the lesson's sentence for this model, or the student's own text from the sidebar."""
     family = catalog.preset_family(ctx.entry.name, ctx.entry.kind, ctx.entry.card)
     ours = SENTENCES[family]
     options = {"lesson": "the lesson's", "yours": "yours (the sidebar's text)"}  # fixed labels: one widget
-    ui.keep_valid("lesson_source", list(options), "lesson")
+    state.keep_valid("lesson_source", list(options), "lesson")
     source = st.radio("Sentence", list(options), key="lesson_source", format_func=options.get, horizontal=True)
     text = ours if source == "lesson" else ctx.text
     st.text(f"The sentence: {text[:300]}{'…' if len(text) > 300 else ''}")  # plain text: never markdown
-    return dataclasses.replace(ctx, text=text)
+    return ctx.with_text(text)
 
 
-@ui.safe
-def show(step: Step, ctx: ui.Context) -> None:
+@errors.safe
+def show(step: Step, ctx: Context) -> None:
     """The step's live view, after checking the model can show it."""
     fits = model_check(step, ctx)
     if not fits and step.needs != SINUSOIDAL:
@@ -399,10 +405,9 @@ def show(step: Step, ctx: ui.Context) -> None:
     if step.slug == "quadratic-cost":  # the one step that reads no sentence
         quadratic(ctx)
         return
-    ctx = sentence(ctx)
-    analysis = ui.analysis_of(ctx)
-    if analysis is not None:
-        VIEWS[step.slug](ctx, analysis)
+    chosen = sidebar.chosen(ctx=sentence(ctx))
+    if chosen is not None:
+        VIEWS[step.slug](chosen, chosen.analysis)
 
 
 def body() -> None:
@@ -413,10 +418,10 @@ def body() -> None:
     navigation(index, "top")
     st.header(f"{index + 1}. {step.title}", anchor=False)
     st.markdown(step.text)
-    ctx = ui.context()
+    ctx = sidebar.context()
     if ctx is not None:
         show(step, ctx)
     navigation(index, "bottom")
 
 
-ui.guarded(body)
+errors.guarded(body)

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui
 from inference.analyze import batch_masks
 from inference.text import InputError
+from ui import errors, sidebar, state
+from ui.widgets import show_chart
 from viz.labels import safe_filename
 from viz.masks import mask_heatmap, padding_heatmap, padding_note, reduced_note
+
+SECOND_TEXT = state.session_key("second_text")  # the sentence padded beside the sidebar's
 
 
 def body() -> None:
     st.title("Masks")
-    chosen = ui.context_and_analysis()
-    if chosen is None:
+    ctx = sidebar.chosen()
+    if ctx is None:
         return
-    ctx, analysis = chosen
+    analysis = ctx.analysis
     st.caption("Yellow ✓: the query may attend to the key. Dark ✗: masked, its score becomes −∞ before softmax.")
     attentions = analysis.attentions
     for tab, attention in zip(st.tabs([analysis.attention_label(g) for g in attentions]), attentions):
@@ -27,12 +30,11 @@ def body() -> None:
         if note := reduced_note(block.mask.shape):
             tab.caption(note)
         key = f"mask_{attention.replace('.', '_')}"
-        ui.show_chart(fig, key, safe_filename("mask", ctx.entry.name, attention), where=tab)
+        show_chart(fig, key, safe_filename("mask", ctx.entry.name, attention), where=tab)
     st.subheader("Padding in a batch")
     st.caption("Sentences of different lengths are padded to one length; the mask keeps attention off the padding.")
-    if "second_text" not in st.session_state:
-        st.session_state["second_text"] = "Hi!"
-    second = st.text_input("Second sentence", key="second_text")
+    st.session_state.setdefault(SECOND_TEXT, "Hi!")
+    second = st.text_input("Second sentence", key=SECOND_TEXT)
     try:
         batch = batch_masks(ctx.ckpt, [ctx.text, second])
     except InputError as exc:
@@ -40,13 +42,13 @@ def body() -> None:
         return
     if note := padding_note(batch):
         st.caption(note)
-    ui.show_chart(padding_heatmap(batch), "mask_padding", "padding-mask")
+    show_chart(padding_heatmap(batch), "mask_padding", "padding-mask")
     kind = "no-peek + padding" if batch.causal else "padding"
     for i, (col, pieces) in enumerate(zip(st.columns(2), batch.pieces)):
         fig = mask_heatmap(batch.attention[i], pieces, pieces, f"Sentence {i + 1}: {batch.stack} {kind} mask")
         if note := reduced_note(batch.attention[i].shape):
             col.caption(note)
-        ui.show_chart(fig, f"mask_batch_{i}", f"batch-mask-{i + 1}", where=col)
+        show_chart(fig, f"mask_batch_{i}", f"batch-mask-{i + 1}", where=col)
 
 
-ui.guarded(body)
+errors.guarded(body)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui
-from inference.analysis import Analysis
+from ui import charts, errors, sidebar, state
+from ui.cache import Analysed
+from ui.widgets import head_picker, show_chart
 from viz.labels import indexed_labels, safe_filename
 from viz.paper import BUCKET_WIDTH, block_lines, lines_above
 
@@ -13,33 +14,34 @@ ALL = -1  # the token picker's "every query token"
 ALL_HEADS = "all heads"  # the head picker's AVERAGE: the Paper view overlays every head, one colour each
 THRESHOLD = 0.1  # the slider's start: a query has at most 10 lines per head
 MIN_THRESHOLD = 0.05  # at most 20 lines per query and head: 40,960 for 8 heads × 256 tokens
+PAPER_QUERY = state.url_key("paper_query", int)  # a query token, or ALL
+PAPER_THRESHOLD = state.url_key("paper_threshold", float)
 
 
 def _pick_query(n_queries: int, labels: list[str]) -> int:
     options = [ALL, *range(n_queries)]
-    if st.session_state.get("paper_query") not in options:
-        st.session_state["paper_query"] = ALL
+    state.keep_valid(PAPER_QUERY, options, ALL)
     return st.selectbox(
-        "Lines of", options, key="paper_query", format_func=lambda i: "every query token" if i == ALL else labels[i]
+        "Lines of", options, key=PAPER_QUERY, format_func=lambda i: "every query token" if i == ALL else labels[i]
     )
 
 
 @st.fragment
-@ui.safe
-def paper_view(analysis: Analysis, model: str) -> None:
+@errors.safe
+def paper_view(ctx: Analysed) -> None:
     """Everything that changes with the attention type, layer, head, token and threshold: reruns alone."""
-    attention, layer, head = ui.head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
-    ui.sync_url()  # first: the address bar follows the choice before the chart is drawn
+    analysis, model = ctx.analysis, ctx.entry.name
+    attention, layer, head = head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
+    state.sync_url()  # first: the address bar follows the choice before the chart is drawn
     block = analysis.block(attention, layer)
     cols = st.columns([3, 2])
     with cols[0]:
         query = _pick_query(len(block.query_pieces), indexed_labels(block.query_pieces))
     with cols[1]:
-        # Seeded in session state, not as the slider's default: ui.keep_state re-assigns it on every page.
-        if not MIN_THRESHOLD <= st.session_state.get("paper_threshold", -1.0) <= 1.0:
-            st.session_state["paper_threshold"] = THRESHOLD
-        threshold = st.slider("Hide weights below", MIN_THRESHOLD, 1.0, step=0.01, key="paper_threshold", format="%.2f")
-    heads = None if head == ui.AVERAGE else [head]
+        # Seeded in session state, not as the slider's default: ui.state.keep_state re-assigns it on every page.
+        state.keep_valid(PAPER_THRESHOLD, state.Between(MIN_THRESHOLD, 1.0), THRESHOLD)
+        threshold = st.slider("Hide weights below", MIN_THRESHOLD, 1.0, step=0.01, key=PAPER_THRESHOLD, format="%.2f")
+    heads = None if head == charts.AVERAGE else [head]
     chosen = None if query == ALL else query
     drawn = len(lines_above(block.weights if heads is None else block.weights[heads], threshold, chosen))
     head_name = f"all {block.n_heads} heads" if heads is None else f"head {head + 1}"
@@ -56,7 +58,7 @@ def paper_view(analysis: Analysis, model: str) -> None:
         "in the legend to hide or show it. A query's weights sum to 1, so it draws at most 1 / threshold lines "
         "per head."
     )
-    ui.show_chart(fig, "paper_chart", name)
+    show_chart(fig, "paper_chart", name)
 
 
 def body() -> None:
@@ -66,9 +68,9 @@ def body() -> None:
         "tokens, a line for each attention weight. Pick “all heads” as the head to overlay every head of the layer, "
         "one colour each."
     )
-    chosen = ui.context_and_analysis()
-    if chosen is not None:
-        paper_view(chosen[1], chosen[0].entry.name)
+    ctx = sidebar.chosen()
+    if ctx is not None:
+        paper_view(ctx)
 
 
-ui.guarded(body)
+errors.guarded(body)

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui
 from inference.analyze import positions_used
+from ui import cache, errors, sidebar, state
+from ui.widgets import show_chart
 from viz.labels import safe_filename
 from viz.positional import METRICS, encoding_curves, encoding_heatmap, similarity, similarity_heatmap
+
+PE_POSITIONS = state.session_key("pe_positions")
+PE_DIMS = state.session_key("pe_dims")
+PE_METRIC = state.session_key("pe_metric")
 
 
 def body() -> None:
     st.title("Positional encoding")
-    ctx = ui.context()
+    ctx = sidebar.context()
     if ctx is None:
         return
     cfg = ctx.ckpt.config
@@ -28,23 +33,23 @@ def body() -> None:
         "head and layer.",
     }
     st.caption(captions.get(cfg.positional, f"{cfg.positional} positions."))
-    table = ui.positional_table(ctx.path, ctx.stamp)
+    table = cache.positional_table(ctx.path, ctx.stamp)
     used = positions_used(ctx.ckpt, ctx.text)
     top = min(cfg.max_len, 128)
-    n = st.slider("Positions shown", 2, cfg.max_len, top, key="pe_positions") if cfg.max_len > 2 else cfg.max_len
+    n = st.slider("Positions shown", 2, cfg.max_len, top, key=PE_POSITIONS) if cfg.max_len > 2 else cfg.max_len
     name = safe_filename("positional", ctx.entry.name)
-    ui.show_chart(encoding_heatmap(table, n, used), "pe_heatmap", name)
+    show_chart(encoding_heatmap(table, n, used), "pe_heatmap", name)
     if used:
         st.caption(f"The dashed line ends the {used} positions the current input uses.")
     d = table.shape[1]  # d_model added to the embeddings; rotary: the cos | sin columns of one head
     default = sorted({0, 1, min(d - 1, d // 4 * 2), min(d - 1, d // 4 * 2 + 1)})
-    dims = st.multiselect("Dimensions", list(range(d)), default=default, key="pe_dims")
+    dims = st.multiselect("Dimensions", list(range(d)), default=default, key=PE_DIMS)
     if dims:
         curves = encoding_curves(table, dims, n, sinusoidal)
-        ui.show_chart(curves, "pe_curves", f"{name}-curves")
-    metric = st.radio("Similarity", METRICS, key="pe_metric", horizontal=True)
+        show_chart(curves, "pe_curves", f"{name}-curves")
+    metric = st.radio("Similarity", METRICS, key=PE_METRIC, horizontal=True)
     sim = similarity_heatmap(similarity(table, n, metric), metric)
-    ui.show_chart(sim, "pe_similarity", f"{name}-similarity")
+    show_chart(sim, "pe_similarity", f"{name}-similarity")
 
 
-ui.guarded(body)
+errors.guarded(body)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui
 from inference.analysis import Analysis
 from inference.rollout import RESIDUAL, analysis_rollout
+from ui import errors, sidebar, state
+from ui.widgets import show_chart
 from viz.labels import safe_filename
 from viz.rollout import rollout_heatmap
 
@@ -26,52 +27,49 @@ ROWS = {
 }
 LM_ROWS = "Row i: where position i's information comes from, among the tokens up to it. Cells above the diagonal "
 LM_ROWS += "are future tokens: masked, exactly 0"
+ROLLOUT_STACK = state.url_key("rollout_stack")
+ROLLOUT_LAYER = state.url_key("rollout_layer", int)  # 0-based: the last layer multiplied in
+ROLLOUT_RESIDUAL = state.session_key("rollout_residual")
+ROLLOUT_HEADS = state.session_key("rollout_heads")  # the heads averaged
 
 
 def _label(analysis: Analysis, attention: str) -> str:
     return analysis.attention_label(attention) if analysis.kind == "decoder-only" else STACK_LABELS[attention]
 
 
-def _keep_valid(key: str, options: list, default) -> None:
-    if st.session_state.get(key) not in options:
-        st.session_state[key] = default
-
-
 def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
     """Stack (a language model has one), residual, through which layer (0-based) and heads, validated against the
     analysis."""
     attentions = analysis.attentions
-    _keep_valid("rollout_stack", attentions, attentions[0])
+    state.keep_valid(ROLLOUT_STACK, attentions, attentions[0])
     attention = attentions[0]
     if len(attentions) > 1:
         attention = st.radio(
-            "Rollout of", attentions, key="rollout_stack", format_func=lambda a: _label(analysis, a), horizontal=True
+            "Rollout of", attentions, key=ROLLOUT_STACK, format_func=lambda a: _label(analysis, a), horizontal=True
         )
     cols = st.columns([2, 3, 3], gap="medium")
     help_ = "Each layer as 0.5·A + 0.5·I: the residual connection keeps half of each position's own state "
     help_ += "(Abnar & Zuidema). Off: the raw product of the attention matrices."
-    residual = cols[0].toggle("Residual", value=True, key="rollout_residual", help=help_)
+    residual = cols[0].toggle("Residual", value=True, key=ROLLOUT_RESIDUAL, help=help_)
     layers = list(range(len(analysis.layers(attention))))
     layer = 0
     if len(layers) > 1:
-        _keep_valid("rollout_layer", layers, layers[-1])
-        layer = cols[1].select_slider("Through layer", layers, key="rollout_layer", format_func=lambda i: f"{i + 1}")
+        state.keep_valid(ROLLOUT_LAYER, layers, layers[-1])
+        layer = cols[1].select_slider("Through layer", layers, key=ROLLOUT_LAYER, format_func=lambda i: f"{i + 1}")
     heads = list(range(analysis.block(attention, 0).n_heads))
-    kept = st.session_state.get("rollout_heads")
-    if not isinstance(kept, list) or any(h not in heads for h in kept):
-        st.session_state["rollout_heads"] = heads
+    state.keep_valid(ROLLOUT_HEADS, heads, heads)
     chosen = cols[2].pills(
-        "Heads averaged", heads, selection_mode="multi", key="rollout_heads", format_func=lambda h: f"{h + 1}"
+        "Heads averaged", heads, selection_mode="multi", key=ROLLOUT_HEADS, format_func=lambda h: f"{h + 1}"
     )
     return attention, residual, layer, list(chosen)
 
 
 def body() -> None:
     st.title("Attention rollout")
-    chosen = ui.context_and_analysis()
-    if chosen is None:
+    ctx = sidebar.chosen()
+    if ctx is None:
         return
-    ctx, analysis = chosen
+    analysis = ctx.analysis
     st.caption(
         "Attention rollout (Abnar & Zuidema, 2020) follows attention through the layers: each layer's attention, "
         "averaged over heads, is multiplied into the layers below it, R = Ā_L ⋯ Ā_1, so that each row sums to 1."
@@ -98,7 +96,7 @@ def body() -> None:
     title = f"Rollout: {_label(analysis, attention)}, {upto}, {heads_name}" + ("" if residual else ", raw")
     fig = rollout_heatmap(result.maps[layer], result.query_pieces, result.key_pieces, title)
     file_name = safe_filename("rollout", ctx.entry.name, attention, f"L{layer}", "res" if residual else "raw")
-    ui.show_chart(fig, "rollout_chart", file_name)
+    show_chart(fig, "rollout_chart", file_name)
 
 
-ui.guarded(body)
+errors.guarded(body)

@@ -4,19 +4,22 @@ from __future__ import annotations
 
 import streamlit as st
 
-import ui
 from inference import catalog
 from inference.analysis import Analysis
 from inference.snapshots import Snapshot, stored_as
+from ui import cache, charts, errors, sidebar, state
+from ui.cache import Context
+from ui.widgets import head_picker, show_chart
 from viz.heads import head_heatmap
 from viz.labels import safe_filename
 from viz.tables import top_k_frame
 from viz.training import head_over_steps, loss_curve
 
 CURVE = "Validation loss of the run"
+STEP = state.url_key("step", int, across_pages=False)  # the snapshot shown; in the URL, dropped on another page
 
 
-def _run_curve(ctx: ui.Context) -> tuple[list[int], list[float]]:
+def _run_curve(ctx: Context) -> tuple[list[int], list[float]]:
     """The steps and validation losses of every evaluation the card's run recorded."""
     history = ctx.ckpt.card.get("training", {}).get("history", [])
     return [h["step"] for h in history], [h["valid_loss"] for h in history]
@@ -26,14 +29,14 @@ def _step_label(snapshot: Snapshot) -> str:
     return f"step {snapshot.step:,} · loss {snapshot.valid_loss:.3f}"
 
 
-def _without_snapshots(ctx: ui.Context) -> None:
+def _without_snapshots(ctx: Context) -> None:
     """Say why there is no slider, and offer the shipped models that have snapshots."""
     root = catalog.checkpoints_dir()
-    entries = ui.checkpoint_entries(str(root), catalog.folder_stamp(root))
+    entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
     having = [
         e.name
         for e in entries
-        if e.ok and e.name != ctx.entry.name and ui.snapshots(str(e.path), catalog.stamp(e.path))
+        if e.ok and e.name != ctx.entry.name and cache.snapshots(str(e.path), catalog.stamp(e.path))
     ]
     text = (
         f"`{ctx.entry.name}` has no training snapshots (a `snapshots/` folder beside its weights). "
@@ -43,11 +46,13 @@ def _without_snapshots(ctx: ui.Context) -> None:
     )
     st.info(text)
     for name in having:
-        st.button(f"Show {name}, which has them", key=f"training_switch_{name}", on_click=ui.switch_model, args=(name,))
+        st.button(
+            f"Show {name}, which has them", key=f"training_switch_{name}", on_click=sidebar.switch_model, args=(name,)
+        )
     steps, losses = _run_curve(ctx)
     if steps:  # the run's curve still tells how far training got
         curve = loss_curve(steps, losses, [], [], None, CURVE)
-        ui.show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name))
+        show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name))
         st.caption("The validation loss at every evaluation of the run that trained it (nats per token).")
 
 
@@ -64,11 +69,11 @@ def _prediction(col, analysis: Analysis, label: str) -> None:
 def body() -> None:
     st.title("Training steps")
     st.caption("The same text through the model as it was at a few steps of its training run: watch the heads form.")
-    chosen = ui.context_and_analysis()
-    if chosen is None:
+    ctx = sidebar.chosen()
+    if ctx is None:
         return
-    ctx, final = chosen
-    saved = ui.snapshots(ctx.path, ctx.stamp)
+    final = ctx.analysis
+    saved = cache.snapshots(ctx.path, ctx.stamp)
     if not saved:
         _without_snapshots(ctx)
         return
@@ -78,26 +83,26 @@ def body() -> None:
     )
     steps = [s.step for s in saved]
     by_step = {s.step: s for s in saved}
-    ui.keep_valid("step", steps, steps[len(steps) // 2])
+    state.keep_valid(STEP, steps, steps[len(steps) // 2])
     step = st.select_slider(
-        "Training step", steps, key="step", format_func=lambda s: f"{s:,}", help="The steps a snapshot was kept at."
+        "Training step", steps, key=STEP, format_func=lambda s: f"{s:,}", help="The steps a snapshot was kept at."
     )
-    attention, layer, head = ui.head_picker(final, with_average=True)
-    ui.sync_url()
+    attention, layer, head = head_picker(final, with_average=True)
+    state.sync_url()
     # Every step's decoder reads the same tokens: the shipped model's output (its untrained snapshots would write
     # outputs of other lengths, and their heads could not be compared).
     target = final.output_text
-    analyses = [ui.snapshot_analysis(ctx.path, ctx.stamp, s.step, ctx.text, target) for s in saved]
+    analyses = [cache.snapshot_analysis(ctx, s.step, target) for s in saved]
     now = analyses[steps.index(step)]
     block = now.block(attention, layer)
-    weights = ui.head_weights(block, head)
-    head_name = "average of heads" if head == ui.AVERAGE else f"head {head + 1}"
+    weights = charts.head_weights(block, head)
+    head_name = charts.head_name(head)
     where = f"{final.attention_label(attention)}, layer {layer + 1}, {head_name}"
     label = _step_label(by_step[step])
     left, right = st.columns([3, 2])
     fig = head_heatmap(weights, block.query_pieces, block.key_pieces, f"{where} at {label}")
     name = safe_filename("training", ctx.entry.name, f"step{step}", attention, f"L{layer + 1}", head_name)
-    ui.show_chart(fig, "training_head", name, where=left)
+    show_chart(fig, "training_head", name, where=left)
     curve = loss_curve(
         *_run_curve(ctx),
         steps,
@@ -105,8 +110,8 @@ def body() -> None:
         step,
         CURVE,
     )
-    ui.show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name), where=right)
-    own = ui.snapshot_analysis(ctx.path, ctx.stamp, step, ctx.text) if target is not None else now
+    show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name), where=right)
+    own = cache.snapshot_analysis(ctx, step) if target is not None else now
     right.caption(
         "The line: the validation loss at every evaluation of the run (nats per token); the dots: the snapshots "
         "(step 0 drawn at 1 on the log axis); the ring: the step shown."
@@ -114,13 +119,13 @@ def body() -> None:
     _prediction(right, own, f"step {step:,}")
     st.subheader("The same head at every snapshot")
     strip = head_over_steps(
-        [ui.head_weights(a.block(attention, layer), head) for a in analyses],
+        [charts.head_weights(a.block(attention, layer), head) for a in analyses],
         [_step_label(s) for s in saved],
         block.query_pieces,
         block.key_pieces,
         where,
     )
-    ui.show_chart(strip, "training_strip", safe_filename("steps", ctx.entry.name, where))
+    show_chart(strip, "training_strip", safe_filename("steps", ctx.entry.name, where))
 
 
-ui.guarded(body)
+errors.guarded(body)

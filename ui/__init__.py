@@ -1,0 +1,11 @@
+"""The Streamlit glue between the pages (views/) and the work they show (inference/, viz/), one module a concern.
+
+- `state`: widget values kept in the URL and across pages; each page declares its own keys.
+- `cache`: the checkpoints, their model workers and the analyses, shared by every session.
+- `charts`: figures and tables built from an analysis, cached.
+- `sidebar`: the model and text pickers, and what a page reads of them.
+- `widgets`: the shared pickers (attention, layer, head, token) and drawing a chart.
+- `errors`: a message in place of a traceback.
+
+Each page imports the modules it uses; nothing is re-exported here.
+"""

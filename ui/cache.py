@@ -1,0 +1,185 @@
+"""The cached model calls, shared by every browser session: a checkpoint loaded once, one model worker per
+checkpoint, the Analysis of a text, training snapshots, ablations and the head ranking.
+
+A call about a text takes a `Context` (the checkpoint and the text) and is cached by its key (path, modification
+time, text): hashing the loaded model or an Analysis on every rerun would cost more than the call (`KEYED`).
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import attrgetter
+from pathlib import Path
+
+import numpy as np
+import streamlit as st
+
+from inference import catalog
+from inference.ablation import Effect, RankingSetup, ablation_effect, most_important_first, rank_block, ranking_setup
+from inference.analysis import Analysis
+from inference.analyze import positional_table as model_positional_table
+from inference.checkpoint import Checkpoint, load_checkpoint
+from inference.decoding import Sampling
+from inference.export import to_json, to_npz_bytes
+from inference.snapshots import Snapshot, list_snapshots, load_snapshot
+from inference.worker import ModelWorker
+
+TOP_K = 5  # the predictions kept per position
+
+
+@dataclass(frozen=True)
+class Context:
+    """The chosen, loaded checkpoint and the text to analyse."""
+
+    entry: catalog.Entry
+    ckpt: Checkpoint
+    stamp: float  # the checkpoint's modification time (catalog.stamp): a rewritten checkpoint is a new key
+    text: str
+
+    @property
+    def path(self) -> str:
+        return str(self.entry.path)
+
+    @property
+    def key(self) -> tuple[str, float, str]:
+        """What names this context in a cache."""
+        return self.path, self.stamp, self.text
+
+    def with_text(self, text: str) -> Context:
+        """The same checkpoint with another text (and no analysis)."""
+        return Context(self.entry, self.ckpt, self.stamp, text)
+
+
+@dataclass(frozen=True)
+class Analysed(Context):
+    """A context with its Analysis, looked up once per rerun: the page hands it to every widget and chart, which
+    read `analysis` instead of looking it up again."""
+
+    analysis: Analysis
+
+
+KEYED = {Context: attrgetter("key"), Analysed: attrgetter("key")}  # st.cache_* hash_funcs: a context by its key
+
+
+@st.cache_resource(max_entries=4, show_spinner="Loading the model…")
+def load_model(path: str, stamp: float) -> Checkpoint:
+    """Load a checkpoint once per (path, modification time); raises CheckpointError."""
+    return load_checkpoint(path)
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def model_worker(path: str, stamp: float) -> ModelWorker:
+    """The one thread that runs this checkpoint's model for every session, batching requests made at once."""
+    return ModelWorker(load_model(path, stamp))
+
+
+def analysis(ctx: Context, full: bool = False, continuation: int = 0, sampling: Sampling | None = None) -> Analysis:
+    """The model's Analysis of `ctx.text` (every head, the predictions); raises InputError.
+
+    The page submits to the checkpoint's worker and waits: sessions typing at once share one batch. The worker
+    keeps results (inference.worker): a rerun gets the same object back, not a copy. `full=True`: with the raw
+    scores and V of every block (the attention-math page, the export); else the pages' lighter copy. A language
+    model first writes `continuation` tokens (greedy, or `sampling`)."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    asked = {"k": TOP_K, "full": full, "continuation": continuation, "sampling": sampling}
+    kept = worker.cached(ctx.text, **asked)
+    if kept is not None:
+        return kept
+    with st.spinner("Running the model…"):
+        return worker.analyze(ctx.text, **asked)
+
+
+def analysed(ctx: Context, full: bool = False) -> Analysed:
+    """`ctx` with its Analysis (see `analysis`); raises InputError."""
+    return Analysed(ctx.entry, ctx.ckpt, ctx.stamp, ctx.text, analysis(ctx, full))
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def checkpoint_entries(root: str, stamp: tuple) -> list[catalog.Entry]:
+    """The checkpoints under `root`, read again only when a folder's stamp changes (catalog.folder_stamp)."""
+    return catalog.list_checkpoints(Path(root))
+
+
+@st.cache_resource(max_entries=4, show_spinner=False)
+def snapshots(path: str, stamp: float) -> list[Snapshot]:
+    """The checkpoint's training snapshots, earliest first ([] when it has none); raises CheckpointError."""
+    return list_snapshots(path)
+
+
+@st.cache_resource(max_entries=16, show_spinner="Loading the weights of that training step…")
+def snapshot_worker(path: str, stamp: float, step: int) -> ModelWorker:
+    """A worker for the checkpoint's model as it was at training step `step`, shared by every session; it keeps
+    fewer results than the shipped model's worker (a snapshot is looked at, not explored)."""
+    return ModelWorker(load_snapshot(load_model(path, stamp), step), pages_bytes=16 * 2**20, full_bytes=0)
+
+
+def snapshot_analysis(ctx: Context, step: int, target: str | None = None) -> Analysis:
+    """The Analysis of `ctx.text` by the model as it was at training step `step`; raises InputError. `target`: an
+    encoder-decoder's output given to its decoder (teacher forcing) instead of the output it writes itself, so
+    that every step's decoder reads the same tokens."""
+    worker = snapshot_worker(ctx.path, ctx.stamp, step)
+    kept = worker.cached(ctx.text, target, k=TOP_K)
+    if kept is not None:
+        return kept
+    with st.spinner(f"Running the model of step {step:,}…"):
+        return worker.analyze(ctx.text, target, k=TOP_K)
+
+
+@st.cache_resource(max_entries=64, show_spinner="Running the model without those heads…", hash_funcs=KEYED)
+def ablation(ctx: Context, heads: tuple[tuple[str, tuple[int, ...]], ...], mode: str) -> Effect:
+    """Predictions with `heads` ((block name, heads) pairs) switched off, beside the intact model's; the
+    worker runs it."""
+    return model_worker(ctx.path, ctx.stamp).call(ablation_effect, ctx.text, dict(heads), mode)
+
+
+@st.cache_resource(max_entries=16, show_spinner=False, hash_funcs=KEYED)
+def _ranking_setup(ctx: Context) -> RankingSetup:
+    return model_worker(ctx.path, ctx.stamp).call(ranking_setup, ctx.text)
+
+
+@st.cache_resource(max_entries=2048, show_spinner=False, hash_funcs=KEYED)
+def _block_ranking(ctx: Context, mode: str, block: str) -> list[tuple[str, int, float]]:
+    return model_worker(ctx.path, ctx.stamp).call(rank_block, _ranking_setup(ctx), block, mode)
+
+
+def head_ranking(
+    ctx: Context, mode: str, progress: Callable[[int, int, str], None] | None = None
+) -> list[tuple[str, int, float]]:
+    """Every head switched off alone, the most important first (inference.ablation.head_importance), one block
+    per job of the model's worker: other sessions' requests run between blocks (SmolLM2's 30 layers × 9 heads are
+    270 passes), and `progress(done, blocks, next block)` is called before each block. Cached per block."""
+    setup = _ranking_setup(ctx)
+    table = []
+    for done, (block, _) in enumerate(setup.blocks):
+        if progress is not None:
+            progress(done, len(setup.blocks), block)
+        table += _block_ranking(ctx, mode, block)
+    return most_important_first(table)
+
+
+@st.cache_data(max_entries=4, show_spinner=False)
+def positional_table(path: str, stamp: float) -> np.ndarray:
+    """The checkpoint's positional table (inference.analyze.positional_table)."""
+    return model_positional_table(load_model(path, stamp))
+
+
+def export_bytes(ctx: Context, fmt: str) -> bytes:
+    """The whole Analysis as JSON or NPZ (inference.export, docs/trace-format.md); run when a download button is
+    clicked."""
+    full = analysis(ctx, full=True)
+    return to_json(full).encode("utf-8") if fmt == "json" else to_npz_bytes(full)
+
+
+_heap_frozen = False
+
+
+def freeze_heap_once() -> None:
+    """On the process's first rerun, move every object alive (torch, pandas, plotly, Streamlit: the imports) out
+    of the garbage collector's reach, so that a full collection walks only what reruns create. A module global:
+    modules outlive reruns."""
+    global _heap_frozen
+    if not _heap_frozen:
+        gc.freeze()
+        _heap_frozen = True

@@ -1,0 +1,73 @@
+"""The pages' figures and tables built from an analysis, cached and shared by every session.
+
+Each takes the page's `Analysed` (ui.cache) and reads its Analysis: none looks the analysis up again. A figure is
+built once per (model, text, view) and frozen: a rerun or a head switch sends a built figure (Streamlit copies it to
+JSON) instead of building Plotly objects again (bench/pages.py); `viz.style.thaw` one before changing it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import streamlit as st
+
+from inference.analysis import Block
+from ui.cache import KEYED, Analysed
+from viz.heads import average_heads, head_heatmap, heads_grid, swap_head
+from viz.stats import head_table
+from viz.style import frozen
+from viz.tables import encoder_frame, generation_frame, top_k_frame
+
+AVERAGE = -1  # the "head" value meaning the average of all heads
+
+
+def head_name(head: int) -> str:
+    """A head as its label says it: "head 3" (1-based), or "average of heads"."""
+    return "average of heads" if head == AVERAGE else f"head {head + 1}"
+
+
+def head_weights(block: Block, head: int) -> np.ndarray:
+    """(Tq, Tk) weights of one head, or the mean of the block's heads for AVERAGE."""
+    return average_heads(block.weights) if head == AVERAGE else block.weights[head]
+
+
+@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=KEYED)
+def _heatmap_template(ctx: Analysed, attention: str, layer: int) -> dict:
+    """A layer's first head, frozen: every head of the layer shares its axes and hover text (viz.heads.swap_head)."""
+    block = ctx.analysis.block(attention, layer)
+    return frozen(head_heatmap(block.weights[0], block.query_pieces, block.key_pieces))
+
+
+def head_chart(ctx: Analysed, attention: str, layer: int, head: int) -> dict:
+    """The one-head heatmap (head AVERAGE: the mean of the layer's heads), frozen."""
+    analysis = ctx.analysis
+    weights = head_weights(analysis.block(attention, layer), head)
+    title = f"{analysis.attention_label(attention)}, layer {layer + 1}, {head_name(head)}"
+    return swap_head(_heatmap_template(ctx, attention, layer), weights, title)
+
+
+@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=KEYED)
+def grid_chart(ctx: Analysed, attention: str) -> dict:
+    """Every head of one attention type, no head outlined (viz.heads.select_head outlines one on a copy),
+    frozen."""
+    analysis = ctx.analysis
+    return frozen(heads_grid(analysis.stacked(attention), f"{analysis.attention_label(attention)}: every head"))
+
+
+@st.cache_resource(max_entries=256, show_spinner=False, hash_funcs=KEYED)
+def predictions_table(ctx: Analysed, position: int | None) -> pa.Table:
+    """The predictions beside the heatmap as an Arrow table (what st.dataframe sends): the language model's top-k
+    after `position`, or an encoder-decoder's steps (position None)."""
+    analysis = ctx.analysis
+    if analysis.kind == "encoder-only":
+        frame = encoder_frame(analysis)
+    else:
+        frame = generation_frame(analysis) if position is None else top_k_frame(analysis, position)
+    return pa.Table.from_pandas(frame, preserve_index=False)
+
+
+@st.cache_data(max_entries=16, show_spinner=False, hash_funcs=KEYED)
+def head_statistics(ctx: Analysed) -> pd.DataFrame:
+    """One row per head: entropy, mean distance and the weight on notable keys (viz.stats.head_table)."""
+    return head_table(ctx.analysis)

@@ -1,0 +1,123 @@
+"""The sidebar, drawn by app.py on every page: the projector toggle, the model and the text; and what a page reads
+of it: the chosen context, and its Analysis looked up once."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from inference import catalog
+from inference.checkpoint import Checkpoint, CheckpointError
+from inference.text import InputError
+from ui import cache, state
+from ui.cache import Analysed, Context
+from ui.widgets import ATTENTION, PROJECTOR
+
+MODEL = state.url_key("model")
+TEXT = state.url_key("text", longest=1000)  # a longer text stays out of the URL: the link stays short
+PRESET = "preset"  # the preset picker: it only fills the text, so nothing keeps it
+CHOSEN = "_context"  # session key: what the sidebar chose, (Context, "") or (None, why there is none)
+
+
+def switch_model(name: str) -> None:
+    """Choose checkpoint `name` as picking it in the sidebar does (a page's "switch to …" button's on_click)."""
+    st.session_state[MODEL] = name
+    _on_model_change()
+
+
+def _on_model_change() -> None:
+    """A preset of the previous model's kind gives way to the first preset of the new one; the attention type
+    goes back to the new model's default (cross-attention for an encoder-decoder)."""
+    st.session_state.pop(ATTENTION, None)
+    all_presets = {p for family in catalog.PRESETS.values() for p in family}
+    if st.session_state.get(TEXT) in all_presets:
+        st.session_state.pop(TEXT)
+    st.session_state.pop(PRESET, None)
+
+
+def _on_preset() -> None:
+    if st.session_state.get(PRESET):
+        st.session_state[TEXT] = st.session_state[PRESET]
+
+
+def sidebar() -> None:
+    """Draw the sidebar and keep what it chose for the page (`context`, `chosen`): the loaded model and the text
+    from its box, or the message saying why there is none."""
+    st.session_state[CHOSEN] = (None, "The model could not be chosen (see the message above).")
+    picked = _model_picker()
+    if isinstance(picked, str):
+        st.session_state[CHOSEN] = (None, picked)
+        return
+    entry, ckpt, stamp = picked
+    presets = catalog.presets(entry.name, entry.kind, entry.card)
+    st.session_state.setdefault(TEXT, presets[0])
+    side = st.sidebar
+    side.selectbox("Preset sentence", presets, index=None, key=PRESET, on_change=_on_preset, placeholder="Pick one…")
+    text = side.text_area("Text", key=TEXT, height=110, help="Ctrl+Enter applies the text.")
+    st.session_state[CHOSEN] = (Context(entry, ckpt, stamp, text), "")
+
+
+def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
+    """The projector toggle, the model picker and the model's card: the loaded model and its stamp, or the message
+    saying why there is none."""
+    root = catalog.checkpoints_dir()
+    entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
+    if not entries:
+        return (
+            f"No checkpoints found in `{root}`. Put a checkpoint directory there (model.safetensors, "
+            f"config.json, tokenizer.model, card.json) or point {catalog.ENV_VAR} at a folder that has some."
+        )
+    by_name = {e.name: e for e in entries}
+    state.keep_valid(MODEL, list(by_name), next((e.name for e in entries if e.ok), entries[0].name))
+    side = st.sidebar
+    side.toggle(
+        "Projector mode",
+        key=PROJECTOR,
+        help="Large type and high contrast for a classroom projector; numbers in cells only where they fit.",
+    )
+    name = side.selectbox(
+        "Model",
+        list(by_name),
+        key=MODEL,
+        on_change=_on_model_change,
+        format_func=lambda n: n if by_name[n].ok else f"{n} (cannot be read)",
+    )
+    entry = by_name[name]
+    if not entry.ok:
+        return f"The checkpoint `{entry.name}` cannot be loaded: {entry.error}"
+    stamp = catalog.stamp(entry.path)
+    try:
+        ckpt = cache.load_model(str(entry.path), stamp)
+    except CheckpointError as exc:
+        return f"The checkpoint `{entry.name}` cannot be loaded: {exc}"
+    task, metrics = catalog.card_summary(entry.card)
+    side.caption(f"{entry.kind} · {ckpt.config.positional} positions · max {ckpt.config.max_len} tokens")
+    side.text(task)
+    if metrics:
+        side.dataframe(pd.DataFrame(metrics, columns=["metric", "value"]), hide_index=True, key="card_metrics")
+    return entry, ckpt, stamp
+
+
+def context() -> Context | None:
+    """The model and text chosen in the sidebar; None after showing why there are none."""
+    ctx, error = st.session_state.get(CHOSEN, (None, "The sidebar has not run yet."))
+    if ctx is None:
+        st.error(error)
+    return ctx
+
+
+def chosen(full: bool = False, ctx: Context | None = None) -> Analysed | None:
+    """The sidebar's model and text (or `ctx`) with their Analysis, its notes shown; None after a message saying
+    why there is none. A page calls it once per rerun and hands the result down. `full`: with the raw scores and V
+    of every block (only the attention-math page needs them)."""
+    ctx = ctx if ctx is not None else context()
+    if ctx is None:
+        return None
+    try:
+        found = cache.analysed(ctx, full)
+    except InputError as exc:
+        st.error(str(exc))
+        return None
+    for note in found.analysis.notes:
+        (st.warning if "cut" in note else st.info)(note)
+    return found

@@ -1,0 +1,175 @@
+"""Widget values that outlive a page: kept in the session while another page shows, and in the URL to share a view.
+
+A page declares its own keys where it defines the widgets (`PAPER_QUERY = state.url_key("paper_query", int)`);
+keys several pages share are declared beside the shared widgets (ui.sidebar, ui.widgets). A declaration is a fact
+of the code, the same for every session, so declarations go into one registry for the process, and app.py keeps
+and writes back every declared key whichever page is shown.
+
+A session reads its URL once, on its first run. A parameter waits until its key is declared (a page declares its
+keys when it runs), and stays in the URL until then, so a link opened on one page keeps another page's choices.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+
+import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+PENDING = "_url_pending"  # session key: the first run's URL parameters that no declared key has taken yet
+FROM_URL = "_from_url"  # session key: the keys whose value came from the URL
+
+
+def flag(value: str) -> bool:
+    """A URL's on/off value: 1, true, yes or on (any case) is on."""
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclass(frozen=True)
+class Kept:
+    """One declared session key: its URL parameter (None: not in the URL), how the URL's text becomes the value,
+    whether the value is a list (comma-joined in the URL), whether it is kept while other pages show, and the
+    longest value the URL holds (a longer one stays out, so a link stays short)."""
+
+    key: str
+    url: str | None
+    parse: Callable[[str], object] = str
+    is_list: bool = False
+    across_pages: bool = True
+    longest: int | None = None
+
+
+_declared: dict[str, Kept] = {}
+_lock = threading.Lock()  # sessions run in threads: one may declare while another reads the registry
+
+
+def declared() -> list[Kept]:
+    """Every key declared so far, in the order declared."""
+    with _lock:
+        return list(_declared.values())
+
+
+def _declare(kept: Kept) -> str:
+    with _lock:
+        known = _declared.setdefault(kept.key, kept)
+    if known != kept:
+        raise ValueError(f"session key {kept.key!r} is declared twice, differently: {known} and {kept}")
+    if get_script_run_ctx(suppress_warning=True) is not None:  # a page running in a session: take the URL's value
+        _claim(kept)
+    return kept.key
+
+
+def url_key(
+    key: str,
+    parse: Callable[[str], object] = str,
+    *,
+    url: str | None = None,
+    across_pages: bool = True,
+    longest: int | None = None,
+) -> str:
+    """Declare widget key `key` kept in the URL as parameter `url` (default: the key), read back with `parse`
+    (a ValueError skips the parameter), and in the session while other pages show unless `across_pages` is False.
+    Returns `key`, for the widget."""
+    return _declare(Kept(key, url or key, parse, across_pages=across_pages, longest=longest))
+
+
+def url_list(key: str, url: str, parse: Callable[[str], object] = str) -> str:
+    """Declare list widget key `key` (a multiselect) kept in the URL as `url`, its items comma-joined, and in the
+    session while other pages show. Returns `key`."""
+    return _declare(Kept(key, url, parse, is_list=True))
+
+
+def session_key(key: str) -> str:
+    """Declare widget key `key` kept in the session while other pages show, not in the URL. Returns `key`."""
+    return _declare(Kept(key, None))
+
+
+def _claim(kept: Kept) -> None:
+    """Give `kept` its value from the session's first URL, once; a key the session already holds keeps its value."""
+    pending = st.session_state.get(PENDING)
+    if not pending or kept.url not in pending:
+        return
+    raw = pending.pop(kept.url)
+    if kept.key in st.session_state or (kept.is_list and not raw):
+        return
+    try:
+        value = [kept.parse(item) for item in raw.split(",")] if kept.is_list else kept.parse(raw)
+    except ValueError:
+        return
+    st.session_state[kept.key] = value
+    st.session_state.setdefault(FROM_URL, set()).add(kept.key)
+
+
+def restore_from_url() -> None:
+    """On a session's first run, read its URL: declared keys take their values now, the others when declared."""
+    if PENDING in st.session_state:
+        return
+    st.session_state[PENDING] = st.query_params.to_dict()
+    for kept in declared():
+        _claim(kept)
+
+
+def keep_state() -> None:
+    """Re-assign every value kept across pages: Streamlit drops a widget's value on a run that does not draw it."""
+    for kept in declared():
+        if kept.across_pages and kept.key in st.session_state:
+            st.session_state[kept.key] = st.session_state[kept.key]
+
+
+def sync_url() -> None:
+    """Write the current view into the URL so that a copied link restores it."""
+    values = dict(st.session_state.get(PENDING, {}))  # parameters no page has declared yet stay in the link
+    for kept in declared():
+        value = st.session_state.get(kept.key)
+        if kept.url is None or value is None or value is False or (kept.is_list and not value):
+            continue
+        text = ",".join(map(str, value)) if kept.is_list else str(value)
+        if kept.longest is None or len(text) <= kept.longest:
+            values[kept.url] = text
+    if st.query_params.to_dict() != values:
+        st.query_params.from_dict(values)
+
+
+@dataclass(frozen=True)
+class Between:
+    """The allowed values of a number widget: from `low` to `high`, both included."""
+
+    low: float
+    high: float
+
+
+def keep_valid(key: str, allowed: Sequence | Between, default: object, *, owner: Hashable = None) -> None:
+    """Before a widget is drawn, make its value (from the URL, another model, another text) one it can show.
+
+    `allowed` is the widget's options or a `Between` range. A value among the options stays; a list value (a
+    multiselect's) keeps its items among them, and becomes `default` only when none is left of a non-empty list;
+    a number outside the range moves to its nearer end; anything else becomes `default`. `owner` is what the value
+    belongs to, such as the model and text a token position was chosen on: when it changes, the value goes back to
+    `default`, never keeping an index that now names another token, unless the value came from the URL (a shared
+    link's position belongs to the link's text)."""
+    value = st.session_state.get(key, default)
+    kept = _within(value, allowed, default)
+    if owner is not None:
+        owner_key = f"_{key}_owner"
+        if st.session_state.get(owner_key) != owner or kept != value:
+            from_url = st.session_state.get(FROM_URL, set())
+            if key not in from_url:
+                kept = default
+            from_url.discard(key)
+            st.session_state[owner_key] = owner
+    st.session_state[key] = kept
+
+
+def _within(value: object, allowed: Sequence | Between, default: object) -> object:
+    if isinstance(allowed, Between):
+        if not isinstance(value, int | float):
+            return default
+        return type(default)(min(max(value, allowed.low), allowed.high))
+    if isinstance(default, list):
+        if not isinstance(value, list):
+            return default
+        inside = [item for item in value if item in allowed]
+        return inside if inside or not value else default
+    return value if value in allowed else default

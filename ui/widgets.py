@@ -1,0 +1,82 @@
+"""The pickers several pages share (attention, layer and head; a token position), projector mode, and drawing a
+chart."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from inference.analysis import Analysis
+from ui import state
+from ui.charts import AVERAGE
+from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector
+
+ATTENTION = state.url_key("attention")
+LAYER = state.url_key("layer", int)  # 0-based
+HEAD = state.url_key("head", int)  # 0-based, or AVERAGE
+QUERY = state.url_key("query", int)  # the attention-math page's query token
+POSITION = state.url_key("position", int)  # the position whose next token a language model predicts
+PROJECTOR = state.url_key("projector", state.flag)  # large type, high contrast, collapsed sidebar (its toggle)
+
+# Projector mode: Streamlit sizes its text in rem, so a larger root font scales the whole page; captions and
+# widget labels, grey by default, become black; the charts get larger type (viz.style.for_projector).
+PROJECTOR_CSS = """<style>
+html { font-size: 22px; }
+[data-testid="stAppViewContainer"] { background: #fff; color: #000; }
+[data-testid="stCaptionContainer"], [data-testid="stWidgetLabel"] p, .stMarkdown p { color: #000 !important; }
+[data-testid="stCaptionContainer"] p { font-size: 0.95rem; }
+[data-testid="stMainBlockContainer"] { padding-left: 2rem; padding-right: 2rem; max-width: 100%; }
+</style>"""
+
+
+def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "average") -> tuple[str, int, int]:
+    """Attention type, layer and head widgets, kept valid for the analysis (the attention type starts on
+    cross-attention, else the first type). `with_average`: the head list ends with AVERAGE, labelled `all_heads`
+    (the Paper view overlays them instead)."""
+    attentions = analysis.attentions
+    default = "decoder.cross_attn" if "decoder.cross_attn" in attentions else attentions[0]
+    state.keep_valid(ATTENTION, attentions, default)
+    cols = st.columns([3, 1, 1])
+    attention = cols[0].radio(
+        "Attention", attentions, key=ATTENTION, format_func=analysis.attention_label, horizontal=True
+    )
+    layers = analysis.layers(attention)
+    state.keep_valid(LAYER, layers, layers[0])
+    layer = cols[1].selectbox("Layer", layers, key=LAYER, format_func=lambda i: f"layer {i + 1}")
+    heads = list(range(analysis.block(attention, layer).n_heads)) + ([AVERAGE] if with_average else [])
+    state.keep_valid(HEAD, heads, 0)
+
+    def head_label(h: int) -> str:
+        if h == AVERAGE:
+            return all_heads
+        if analysis.kv_heads is None:
+            return f"head {h + 1}"
+        return f"head {h + 1} · key/value head {analysis.kv_head(h) + 1}"  # grouped-query: keys shared
+
+    head = cols[2].selectbox("Head", heads, key=HEAD, format_func=head_label)
+    return attention, layer, head
+
+
+def token_picker(label: str, key: str, labels: list[str], analysis: Analysis) -> int:
+    """A token-position selectbox (`QUERY`, `POSITION`) over `labels`, starting on the last token. The position
+    belongs to the model and text it was chosen on: another text starts again on its last token."""
+    options = list(range(len(labels)))
+    state.keep_valid(key, options, options[-1], owner=(analysis.checkpoint, analysis.text))
+    return st.selectbox(label, options, key=key, format_func=lambda i: labels[i])
+
+
+def projector() -> bool:
+    """Whether projector mode is on (the sidebar's toggle, or `projector=1` in the URL)."""
+    return bool(st.session_state.get(PROJECTOR))
+
+
+def show_chart(fig, key: str, file_name: str, where=None, **kwargs):
+    """st.plotly_chart of `fig` (a Figure), in large type in projector mode, its heatmap cell numbers hidden
+    by CSS wherever the chart is too narrow for them (viz.style.cell_numbers_css); returns what
+    st.plotly_chart returns (the selection, with on_select). `where`: a column or tab (default: the page)."""
+    where = where if where is not None else st
+    if projector():
+        fig = for_projector(fig)
+    width = cell_numbers_width(fig)
+    if width:
+        where.html(f"<style>{cell_numbers_css(key, width)}</style>")
+    return where.plotly_chart(fig, key=key, config=chart_config(file_name), **kwargs)
