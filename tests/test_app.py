@@ -266,6 +266,34 @@ def test_the_url_keeps_and_restores_the_view(app) -> None:
     assert "layer 2, head 4" in chart(restored, "head_chart")["layout"]["title"]["text"].replace("<br>", " ")
 
 
+def test_a_link_keeps_another_pages_choice_until_that_page_is_opened(app) -> None:
+    at = ok(app(text="the cat sat on the mat", paper_query="2", rollout_stack="decoder.self_attn"))
+    assert at.query_params["paper_query"] == "2"  # Explore has no such widget: the link keeps it
+    at.switch_page("views/paper.py").run()
+    assert ok(at).selectbox(key="paper_query").value == 2
+    assert at.query_params["paper_query"] == "2"
+
+
+@pytest.mark.parametrize(
+    "page",
+    ["views/explore.py", "views/paper.py", "views/attention_math.py", "views/masks.py", "views/rollout.py"]
+    + ["views/head_stats.py", "views/ablation.py", "views/compare.py", "views/training.py"],
+)
+def test_a_rerun_looks_the_analysis_of_the_text_up_once(app, page: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page gets the Analysis once and hands it to every widget and chart."""
+    text = "the cat sat on the mat"
+    lookups = []
+    real = worker_module.ModelWorker.cached
+    monkeypatch.setattr(
+        worker_module.ModelWorker, "cached", lambda w, t, *a, **k: lookups.append(t) or real(w, t, *a, **k)
+    )
+    at = app(text=text)
+    at.switch_page(page).run()
+    lookups.clear()
+    at.run()
+    assert ok(at).title and lookups.count(text) == 1
+
+
 def test_exports_are_the_documented_formats(good_dir: Path) -> None:
     ctx = context_for(good_dir / ED, "abc")
     data = json.loads(export_bytes(ctx, "json"))
