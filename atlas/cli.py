@@ -29,8 +29,8 @@ MAX_TOP_K = 100
 
 
 def text_or_error(value: str, where: str) -> str | InputError:
-    """`value` if it can be written as UTF-8 (the tokenizers read UTF-8): a lone surrogate ("\\ud800" in JSON)
-    cannot."""
+    """`value` if it can be written as UTF-8, as the tokenizer that scores it must: a lone surrogate ("\\ud800" in
+    JSON) cannot. (trace and generate clean such characters out of a text and say so; score reads text as is.)"""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -39,8 +39,9 @@ def text_or_error(value: str, where: str) -> str | InputError:
     return value
 
 
-def read_inputs(path: str) -> Iterator[str]:
-    """`.jsonl`: one JSON string per line (inputs may hold newlines); otherwise one input per line."""
+def read_inputs(path: str, utf8_only: bool = False) -> Iterator[str]:
+    """`.jsonl`: one JSON string per line (inputs may hold newlines); otherwise one input per line. `utf8_only`: a
+    string that cannot be written as UTF-8 comes as an InputError naming its line (see text_or_error)."""
     file = Path(path)
     if not file.is_file():
         raise UsageError(f"{path}: input file not found")
@@ -54,11 +55,10 @@ def read_inputs(path: str) -> Iterator[str]:
             except json.JSONDecodeError as exc:
                 yield InputError(f"{path}:{number}: not valid JSON ({exc.msg})")  # type: ignore[misc]
                 continue
-            yield (
-                text_or_error(value, f"{path}:{number}")
-                if isinstance(value, str)
-                else InputError(f"{path}:{number}: expected a JSON string")
-            )
+            if not isinstance(value, str):
+                yield InputError(f"{path}:{number}: expected a JSON string")  # type: ignore[misc]
+            else:
+                yield text_or_error(value, f"{path}:{number}") if utf8_only else value  # type: ignore[misc]
         else:
             yield line
 
@@ -121,7 +121,7 @@ def cmd_generate(args: argparse.Namespace, ckpt: Checkpoint) -> int:
 def cmd_score(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     if isinstance(ckpt.model, EncoderDecoder):
         raise UsageError("score is for language models; use `python -m training.evaluate` for translation")
-    lines = list(read_inputs(args.input_file))
+    lines = list(read_inputs(args.input_file, utf8_only=True))
     bad = next((line for line in lines if isinstance(line, InputError)), None)
     if bad is not None:
         raise UsageError(f"{bad}; score reads every line, so fix or remove it")
@@ -186,10 +186,6 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--beam must be between 1 and {MAX_BEAM} (the paper decodes with 4)")
         if getattr(args, "max_tokens", 1) < 0:
             raise UsageError("--max-tokens must be at least 0")
-        if isinstance(getattr(args, "text", None), str):
-            checked = text_or_error(args.text, "TEXT")
-            if isinstance(checked, InputError):
-                raise checked
         ckpt = load_checkpoint(args.checkpoint)
         if getattr(args, "max_tokens", 0) > ckpt.config.max_len:
             raise UsageError(

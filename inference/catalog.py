@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from inference.checkpoint import (
     load_card,
     load_config,
 )
+from inference.jsonfile import JsonFileError, read_json
 
 ENV_VAR = "ATLAS_CHECKPOINTS"
 PRETRAINED_VAR = "ATLAS_PRETRAINED"  # 1: list the installed model packages, 0: do not (default: see pretrained_listed)
@@ -105,7 +105,11 @@ def published_entry(path: Path) -> Entry:
     or its name alone; the weights, and whether they fit, are read on loading."""
     if path.suffix == ".gguf":
         return Entry(path.stem, path, "decoder-only", {"task": "Llama-architecture GGUF file", "source": str(path)})
-    model_type = json.loads((path / CONFIG).read_text(encoding="utf-8")).get("model_type")
+    try:
+        config = read_json(path / CONFIG)
+    except JsonFileError as exc:
+        return Entry(path.name, path, error=str(exc))
+    model_type = config.get("model_type") if isinstance(config, dict) else None
     kind = PUBLISHED_KINDS.get(model_type)
     if kind is None:
         readable = ", ".join(PUBLISHED_KINDS)
@@ -168,8 +172,8 @@ def stamp(path: Path) -> float:
 
 
 def preset_family(name: str, kind: str | None, card: dict[str, Any]) -> str:
-    """'reverse', 'translate', 'lm' or 'induction': the task our training command recorded on the card; otherwise judged from
-    the card's task, the directory name and the model kind (a text named "reverse.txt" trains an LM)."""
+    """'reverse', 'translate', 'lm' or 'induction': the task our training command recorded on the card; otherwise
+    judged from the card's task, the directory name and the model kind (a text named "reverse.txt" trains an LM)."""
     trained = (card.get("hyperparameters") or {}).get("training") or {}
     if isinstance(trained, dict) and trained.get("name") in PRESETS:
         return trained["name"]

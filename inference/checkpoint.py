@@ -12,6 +12,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 
+from inference.jsonfile import JsonFileError, read_json
 from inference.tokenizer import Tokenizer, TokenizerError, TokenizerLike
 from model.config import ConfigError, ModelConfig
 from model.transformer import Model, build_model
@@ -47,9 +48,9 @@ def _read_json(path: Path) -> Any:
     if not path.is_file():
         raise CheckpointError(f"{path}: file not found; a checkpoint needs {WEIGHTS}, {CONFIG}, {TOKENIZER}, {CARD}")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"{path}: not valid JSON ({exc})") from exc
+        return read_json(path)
+    except JsonFileError as exc:
+        raise CheckpointError(str(exc)) from exc
 
 
 def save_checkpoint(
@@ -193,8 +194,8 @@ def is_published(path: Path) -> bool:
     if path.is_file():
         return True
     try:
-        raw = json.loads((path / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raw = read_json(path / CONFIG)
+    except JsonFileError:
         return False
     return isinstance(raw, dict) and "model_type" in raw and "format" not in raw
 
