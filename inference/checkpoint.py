@@ -156,6 +156,26 @@ def check_recorded(path: Path, config: ModelConfig) -> None:
         )
 
 
+WEIGHT_DTYPES = ("F16", "F32", "F64")  # safetensors' names; loading would cast anything else to float silently
+
+
+def check_dtypes(path: Path) -> None:
+    """Every tensor of a weights file is float16, float32 or float64: integers or booleans where weights belong
+    load as numbers without a word and the model writes nonsense ("bbbb…")."""
+    try:
+        with safe_open(str(path), framework="pt") as file:
+            for name in file.keys():  # noqa: SIM118 - safe_open has keys(), not iteration
+                dtype = file.get_slice(name).get_dtype()
+                if dtype not in WEIGHT_DTYPES:
+                    raise CheckpointError(
+                        f"{path}: tensor {name} is stored as {dtype}; weights must be float16, float32 or float64"
+                    )
+    except CheckpointError:
+        raise
+    except Exception as exc:  # safetensors raises its own error types for truncated or foreign files
+        raise CheckpointError(f"{path}: not a readable safetensors file ({exc})") from exc
+
+
 def check_finite(path: Path, model: Model) -> None:
     """NaN or Inf in any weight would turn every output into NaN (and the trace into invalid JSON)."""
     for name, tensor in model.state_dict().items():
@@ -177,6 +197,7 @@ def load_weights(directory: Path, config: ModelConfig) -> Model:
 
 def fill_model(path: Path, config: ModelConfig) -> Model:
     """A model built from `config` with the weights of `path`: every tensor present, fitting and finite."""
+    check_dtypes(path)
     model = build_model(config)
     try:
         missing, unexpected = load_model(model, str(path), strict=False)

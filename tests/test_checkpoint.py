@@ -355,3 +355,15 @@ def test_weights_holding_nan_or_infinity_are_refused_naming_the_tensor(damaged, 
     with pytest.raises(CheckpointError, match=rf"model\.safetensors: tensor {re.escape(tensor)} holds 2 NaN") as info:
         load_checkpoint(path)
     assert "restore the file or retrain" in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.bool, torch.uint8])
+def test_weights_stored_as_integers_or_booleans_are_refused_naming_the_tensor(damaged, dtype) -> None:
+    path = damaged("decoder-only")
+    tensors, metadata = load_file(str(path / WEIGHTS)), header(path)
+    name = sorted(tensors)[0]
+    tensors[name] = tensors[name].to(dtype)
+    save_file(tensors, str(path / WEIGHTS), metadata=metadata)
+    stored = {torch.int32: "I32", torch.bool: "BOOL", torch.uint8: "U8"}[dtype]
+    with pytest.raises(CheckpointError, match=rf"tensor {re.escape(name)} is stored as {stored}; weights must be"):
+        load_checkpoint(path)
