@@ -18,6 +18,7 @@ from inference import catalog
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
 from inference.decoding import Sampling
+from ui import state
 from ui.cache import Context, export_bytes, head_ranking
 from ui.charts import AVERAGE
 from viz.style import PROJECTOR_FONT
@@ -292,6 +293,13 @@ def test_a_rerun_looks_the_analysis_of_the_text_up_once(app, page: str, monkeypa
     lookups.clear()
     at.run()
     assert ok(at).title and lookups.count(text) == 1
+
+
+def test_a_key_declared_twice_differently_is_refused() -> None:
+    assert state.url_key("test_only_number", int) == "test_only_number"
+    state.url_key("test_only_number", int)  # a page declares its keys again on every rerun
+    with pytest.raises(ValueError, match="declared twice"):
+        state.session_key("test_only_number")
 
 
 def test_exports_are_the_documented_formats(good_dir: Path) -> None:
