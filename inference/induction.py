@@ -95,9 +95,15 @@ def copy_losses(logits: Tensor, ids: Tensor, length: int) -> tuple[float, float]
 
 @torch.inference_mode()
 def measure(model: torch.nn.Module, vocab_size: int, bos_id: int, length: int = PROBE_LENGTH) -> InductionReport:
-    """Run a decoder-only model on the probe and score every self-attention head.
+    """Run a decoder-only model on the probe and score every self-attention head. The run is shortened to fit a
+    model that holds fewer than 1 + 2·length positions.
 
     The model is called as every decoder-only model of ours is, `model(ids, record=True)` → (logits, trace)."""
+    max_len = getattr(getattr(model, "config", None), "max_len", None)
+    if max_len is not None:
+        length = min(length, (max_len - 1) // 2)
+    if length < 2:
+        raise ValueError(f"a model of {max_len} positions cannot hold a repeated run")
     ids = repeated_tokens(vocab_size, bos_id, length)
     device = next(model.parameters()).device
     logits, trace = model(ids.to(device), record=True)

@@ -65,3 +65,13 @@ def test_measure_scores_every_self_attention_head_of_a_decoder() -> None:
     assert all(len(row) == 2 and all(0 <= s <= 1 for s in row) for row in report.induction.values())
     summary = report.summary()
     assert summary["best_induction_head"]["layer"] in (1, 2) and summary["first_copy_loss"] > 0
+
+
+def test_the_probe_is_shortened_to_fit_a_model_of_few_positions() -> None:
+    torch.manual_seed(0)
+    config = ModelConfig(
+        kind="decoder-only", vocab_size=40, d_model=16, n_heads=2, n_encoder_layers=0, n_decoder_layers=1,
+        d_ff=32, max_len=21,
+    )  # fmt: skip
+    report = measure(build_model(config).eval(), 40, 2)
+    assert report.length == 10
