@@ -23,6 +23,7 @@ from inference.analyze import positional_table as model_positional_table
 from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.decoding import Sampling
 from inference.export import to_json, to_npz_bytes
+from inference.induction import InductionReport, measure
 from inference.snapshots import Snapshot, list_snapshots, load_snapshot
 from inference.worker import ModelWorker
 
@@ -157,6 +158,19 @@ def head_ranking(
             progress(done, len(setup.blocks), block)
         table += _block_ranking(ctx, mode, block)
     return most_important_first(table)
+
+
+def _probe(ckpt: Checkpoint) -> InductionReport:
+    return measure(ckpt.model, ckpt.config.vocab_size, ckpt.config.bos_id)
+
+
+@st.cache_resource(max_entries=8, show_spinner="Measuring every head on a run of random tokens, repeated…")
+def induction_report(path: str, stamp: float) -> InductionReport | None:
+    """A decoder-only model's induction and previous-token scores per head and its copy losses (inference.induction),
+    measured once per checkpoint by its worker; None for a model without a decoder-only stack."""
+    if load_model(path, stamp).config.kind != "decoder-only":
+        return None
+    return model_worker(path, stamp).call(_probe)
 
 
 @st.cache_data(max_entries=4, show_spinner=False)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import charts, errors, sidebar, state
+from ui import cache, charts, errors, sidebar, state
 from ui.widgets import ATTENTION, HEAD, LAYER
-from viz.stats import for_display
+from viz.stats import for_display, with_probe_scores
 
 FMT = st.column_config.NumberColumn
 COLUMNS = {
@@ -16,6 +16,15 @@ COLUMNS = {
     "previous_token": FMT("previous token", format="%.3f", help="weight on the token just before"),
     "first_token": FMT("first token (sink)", format="%.3f", help="weight on position 0"),
     "diagonal": FMT("diagonal", format="%.3f", help="weight on the query's own position"),
+    "induction": FMT(
+        "induction (probe)",
+        format="%.3f",
+        help="on <s> and a run of random tokens repeated: weight on the token that followed the current token's "
+        "earlier occurrence (1 = a perfect induction head; Olsson et al. 2022)",
+    ),
+    "previous_token_probe": FMT(
+        "previous token (probe)", format="%.3f", help="on the same repeated run: weight on the token just before"
+    ),
 }
 STATS_PICK = state.session_key("stats_pick")  # the table's row to open on Explore
 
@@ -32,7 +41,19 @@ def body() -> None:
     if ctx is None:
         return
     table = charts.head_statistics(ctx)
-    st.caption("Averaged over the query tokens. Click a column header to sort, a row to pick the head.")
+    probe = cache.induction_report(ctx.path, ctx.stamp)
+    caption = "Averaged over the query tokens of your text. Click a column header to sort, a row to pick the head."
+    if probe is not None:
+        table = with_probe_scores(table, probe.induction, probe.previous_token)
+        name, head, score = probe.best(probe.induction)
+        layer = int(name.split(".")[2])
+        caption += (
+            f" The two probe columns are measured once per model on `<s>` and {probe.length} random tokens, "
+            f"repeated: an induction head looks back to the token after the current token's earlier occurrence. "
+            f"Here the best is layer {layer + 1}, head {head + 1} ({score:.2f}); the loss on the second copy is "
+            f"{probe.second_copy_loss:.2f} nats against {probe.first_copy_loss:.2f} on the first."
+        )
+    st.caption(caption)
     st.dataframe(
         for_display(table),
         hide_index=True,

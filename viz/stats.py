@@ -88,3 +88,23 @@ def for_display(table: pd.DataFrame) -> pd.DataFrame:
         .rename(columns={"label": "attention"})
         .assign(layer=table["layer"] + 1, head=table["head"] + 1)
     )
+
+
+PROBE_COLUMNS = ("induction", "previous_token_probe")
+
+
+def with_probe_scores(
+    table: pd.DataFrame, induction: dict[str, list[float]], previous_token: dict[str, list[float]]
+) -> pd.DataFrame:
+    """The head table with each head's induction and previous-token score on the induction probe (a run of random
+    tokens repeated: inference.induction), by block name (`decoder.layers.1.self_attn`); NaN for blocks the probe
+    did not score (cross-attention, an encoder)."""
+    stack_type = table["attention"].str.split(".")
+    names = stack_type.str[0] + ".layers." + table["layer"].astype(str) + "." + stack_type.str[1]
+    out = table.copy()
+    for column, scores in zip(PROBE_COLUMNS, (induction, previous_token), strict=True):
+        out[column] = [
+            scores[name][head] if name in scores and head < len(scores[name]) else np.nan
+            for name, head in zip(names, table["head"], strict=True)
+        ]
+    return out
