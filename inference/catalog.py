@@ -26,6 +26,7 @@ PUBLISHED_KINDS = {"bert": "encoder-only", "gpt2": "decoder-only", "llama": "dec
 # A published folder's tokenizer: tokenizer.json, or a GPT-2's older vocab.json + merges.txt.
 PUBLISHED_TOKENIZERS = ("tokenizer.json", "vocab.json", "merges.txt")
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
+DEFAULT_MODEL = "lm-english"  # what a first visit opens on when it is listed: the model a class comes to see
 
 # The sentences of Figures 3–5 of "Attention Is All You Need" (Vaswani et al., 2017): the Paper view draws them.
 PAPER_SENTENCES = (

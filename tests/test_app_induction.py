@@ -29,3 +29,12 @@ def test_head_statistics_show_the_probe_and_name_the_induction_head(induction_on
     assert table["previous_token_probe"].max() >= 0.3
     captions = " ".join(c.value for c in at.caption)
     assert "the best is layer 2, head 1" in captions
+
+
+def test_a_first_visit_opens_on_lm_english_though_induction_sorts_first(tmp_path, monkeypatch) -> None:
+    for name in ("induction", "lm-english"):
+        shutil.copytree(ROOT / "checkpoints" / name, tmp_path / name)
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert at.selectbox(key="model").value == "lm-english"

@@ -68,7 +68,9 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
             f"config.json, tokenizer.model, card.json) or point {catalog.ENV_VAR} at a folder that has some."
         )
     by_name = {e.name: e for e in entries}
-    state.keep_valid(MODEL, list(by_name), next((e.name for e in entries if e.ok), entries[0].name))
+    usable = [e.name for e in entries if e.ok]
+    first = catalog.DEFAULT_MODEL if catalog.DEFAULT_MODEL in usable else (usable or [entries[0].name])[0]
+    state.keep_valid(MODEL, list(by_name), first)
     side = st.sidebar
     side.toggle(
         "Projector mode",

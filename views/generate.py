@@ -17,6 +17,7 @@ from viz.tables import top_k_frame
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 MODES = ["greedy", "sampling"]
+DEFAULT_TOKENS = 40  # about 30 English words: enough for a continuation to read as text, not a phrase
 GEN_TOKENS = state.url_key("gen_tokens", int)
 GEN_MODE = state.url_key("gen_mode")
 GEN_TEMPERATURE = state.url_key("gen_temperature", float)
@@ -32,7 +33,7 @@ def continuation(ctx: Context) -> Analysis | None:
     cols = st.columns(5)
     most = min(64, ctx.ckpt.config.max_len // 2)
     vocab = ctx.ckpt.config.vocab_size
-    state.keep_valid(GEN_TOKENS, state.Between(1, most), 20)
+    state.keep_valid(GEN_TOKENS, state.Between(1, most), min(DEFAULT_TOKENS, most))
     state.keep_valid(GEN_MODE, MODES, "greedy")
     state.keep_valid(GEN_TEMPERATURE, state.Between(0.1, 2.0), 1.0)
     state.keep_valid(GEN_TOP_K, state.Between(0, vocab), 40)
