@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
+
+
+def decode(values) -> np.ndarray:
+    return decode_typed_array(values) if isinstance(values, dict) else np.asarray(values)
 
 
 @pytest.fixture
@@ -38,3 +45,15 @@ def test_a_first_visit_opens_on_lm_english_though_induction_sorts_first(tmp_path
     at = AppTest.from_file(APP, default_timeout=90).run()
     assert not at.exception, [e.value for e in at.exception]
     assert at.selectbox(key="model").value == "lm-english"
+
+
+def test_training_steps_draw_the_copying_curve_of_the_run(induction_only) -> None:
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    at.switch_page("views/training.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    charts = {el.key: el for el in at.get("plotly_chart")}
+    assert "training_copying" in charts
+    spec = json.loads(charts["training_copying"].proto.spec)
+    score = decode(spec["data"][0]["y"])
+    second = decode(spec["data"][2]["y"])
+    assert score[0] < 0.1 and score[-1] >= 0.8 and second[-1] < second[0] / 4

@@ -13,7 +13,7 @@ from ui.widgets import head_picker, show_chart
 from viz.heads import head_heatmap
 from viz.labels import safe_filename
 from viz.tables import top_k_frame
-from viz.training import head_over_steps, loss_curve
+from viz.training import copying_curve, head_over_steps, loss_curve
 
 CURVE = "Validation loss of the run"
 STEP = state.url_key("step", int, across_pages=False)  # the snapshot shown; in the URL, dropped on another page
@@ -64,6 +64,30 @@ def _prediction(col, analysis: Analysis, label: str) -> None:
     else:
         col.markdown(f"**Next token after the text, at {label}**")
         col.dataframe(top_k_frame(analysis, len(analysis.target_pieces) - 1), hide_index=True, key="training_top")
+
+
+def _copying(ctx: Context, step: int) -> None:
+    """The run's induction probe at every evaluation, when its history recorded one (decoder-only runs): the loss
+    on a repeated run's second copy falling as the best head's induction score rises."""
+    history = [h for h in ctx.ckpt.card.get("training", {}).get("history", []) if "induction" in h]
+    if not history:
+        return
+    st.subheader("Learning to copy from the context")
+    fig = copying_curve(
+        [h["step"] for h in history],
+        [h["induction"] for h in history],
+        [h["copy_loss"][0] for h in history],
+        [h["copy_loss"][1] for h in history],
+        step,
+    )
+    show_chart(fig, "training_copying", safe_filename("copying", ctx.entry.name))
+    st.caption(
+        "Measured at every evaluation of the run on `<s>` and a run of random tokens, repeated once. Orange: the "
+        "best head's induction score (its weight on the token after the current token's earlier occurrence). "
+        "Blue: the loss on the first copy (dotted; nothing can predict it) and on the second (solid; a model that "
+        "copies predicts it). The dashed line is the step shown above: pick a step before and after the drop and "
+        "watch the head's offset diagonal appear (Head statistics names the induction head)."
+    )
 
 
 def body() -> None:
@@ -117,6 +141,7 @@ def body() -> None:
         "(step 0 drawn at 1 on the log axis); the ring: the step shown."
     )
     _prediction(right, own, f"step {step:,}")
+    _copying(ctx, step)
     st.subheader("The same head at every snapshot")
     strip = head_over_steps(
         [charts.head_weights(a.block(attention, layer), head) for a in analyses],
