@@ -10,7 +10,7 @@ import os
 import streamlit as st
 import torch
 
-from ui import cache, errors, sidebar, state, widgets
+from ui import cache, errors, guard, sidebar, state, widgets
 
 # One intra-op thread per request: concurrent sessions already use the cores, and torch's default of all
 # cores made one 32-token request 5-30x slower on a busy 2-core machine (bench/trace_speed.py --threads).
@@ -23,6 +23,7 @@ st.set_page_config(
 )
 
 cache.freeze_heap_once()
+guard.refuse_cache_clears()  # a client's "clear cache" must not empty every session's caches
 
 # Each page declares the widget values it keeps (ui.state); these three calls serve every declared one.
 state.keep_state()

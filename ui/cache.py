@@ -70,9 +70,14 @@ def load_model(path: str, stamp: float) -> Checkpoint:
     return load_checkpoint(path)
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+def _stop(worker: ModelWorker) -> None:
+    worker.stop()
+
+
+@st.cache_resource(max_entries=4, show_spinner=False, on_release=_stop)
 def model_worker(path: str, stamp: float) -> ModelWorker:
-    """The one thread that runs this checkpoint's model for every session, batching requests made at once."""
+    """The one thread that runs this checkpoint's model for every session, batching requests made at once. Owned
+    by the cache: evicted or cleared, it is stopped (its thread ends, what it kept is dropped)."""
     return ModelWorker(load_model(path, stamp))
 
 
@@ -109,7 +114,7 @@ def snapshots(path: str, stamp: float) -> list[Snapshot]:
     return list_snapshots(path)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Loading the weights of that training step…")
+@st.cache_resource(max_entries=16, show_spinner="Loading the weights of that training step…", on_release=_stop)
 def snapshot_worker(path: str, stamp: float, step: int) -> ModelWorker:
     """A worker for the checkpoint's model as it was at training step `step`, shared by every session; it keeps
     fewer results than the shipped model's worker (a snapshot is looked at, not explored)."""

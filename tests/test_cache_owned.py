@@ -1,0 +1,52 @@
+"""Caches own what they hold: a cleared or evicted model worker stops its thread, and a client's clear_cache
+message empties nobody else's caches."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import SimpleNamespace
+
+import streamlit as st
+from streamlit.runtime.app_session import AppSession
+
+from inference import catalog
+from ui import cache, guard
+
+
+def _workers() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("model-worker-")]
+
+
+def _wait_for(predicate, seconds: float = 10.0) -> bool:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_a_cleared_worker_stops_and_clearing_again_and_again_leaves_no_threads(tiny_checkpoints) -> None:
+    path = tiny_checkpoints["decoder-only"]
+    st.cache_resource.clear()
+    assert _wait_for(lambda: not _workers())
+    for _ in range(5):
+        worker = cache.model_worker(str(path), catalog.stamp(path))
+        worker.analyze("The cat sat on the mat.")
+        assert worker.alive
+        st.cache_resource.clear()
+        assert _wait_for(lambda w=worker: not w.alive), "the cleared worker's thread ended"
+    assert _wait_for(lambda: not _workers()), [t.name for t in _workers()]
+
+
+def test_a_clients_clear_cache_message_clears_only_its_own_session_state(tiny_checkpoints) -> None:
+    path = tiny_checkpoints["decoder-only"]
+    worker = cache.model_worker(str(path), catalog.stamp(path))
+    guard.refuse_cache_clears()
+    cleared = []
+    session = SimpleNamespace(_session_state=SimpleNamespace(clear=lambda: cleared.append(True)))
+    AppSession._handle_clear_cache_request(session)
+    assert cleared == [True]
+    assert cache.model_worker(str(path), catalog.stamp(path)) is worker and worker.alive
+    st.cache_resource.clear()
