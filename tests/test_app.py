@@ -471,3 +471,12 @@ def test_characters_outside_the_vocabulary_are_named_in_the_page(app, model: str
     assert f"not in {model}'s vocabulary: 中 文 😀" in notes, notes
     plain = ok(app(model=model, text="the cat sat on the mat"))
     assert "vocabulary" not in " ".join(i.value for i in plain.info)
+
+
+@pytest.mark.parametrize(("temperature", "expected"), [("nan", 1.0), ("inf", 2.0), ("-inf", 0.1), ("NaN", 1.0)])
+def test_nan_and_infinities_in_a_link_are_kept_in_range_like_any_other_value(app, temperature, expected) -> None:
+    at = app(model=LM, text="the cat sat", gen_mode="sampling", gen_temperature=temperature, gen_tokens="inf")
+    at.switch_page("views/generate.py").run()
+    ok(at)
+    assert not at.error, errors(at)
+    assert at.slider(key="gen_temperature").value == expected

@@ -11,6 +11,7 @@ keys when it runs), and stays in the URL until then, so a link opened on one pag
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -145,10 +146,10 @@ def keep_valid(key: str, allowed: Sequence | Between, default: object, *, owner:
 
     `allowed` is the widget's options or a `Between` range. A value among the options stays; a list value (a
     multiselect's) keeps its items among them, and becomes `default` only when none is left of a non-empty list;
-    a number outside the range moves to its nearer end; anything else becomes `default`. `owner` is what the value
-    belongs to, such as the model and text a token position was chosen on: when it changes, the value goes back to
-    `default`, never keeping an index that now names another token, unless the value came from the URL (a shared
-    link's position belongs to the link's text)."""
+    a number outside the range (infinities too) moves to its nearer end; NaN and anything else becomes `default`.
+    `owner` is what the value belongs to, such as the model and text a token position was chosen on: when it
+    changes, the value goes back to `default`, never keeping an index that now names another token, unless the
+    value came from the URL (a shared link's position belongs to the link's text)."""
     value = st.session_state.get(key, default)
     kept = _within(value, allowed, default)
     if owner is not None:
@@ -164,9 +165,9 @@ def keep_valid(key: str, allowed: Sequence | Between, default: object, *, owner:
 
 def _within(value: object, allowed: Sequence | Between, default: object) -> object:
     if isinstance(allowed, Between):
-        if not isinstance(value, int | float):
+        if not isinstance(value, int | float) or math.isnan(value):
             return default
-        return type(default)(min(max(value, allowed.low), allowed.high))
+        return type(default)(min(max(value, allowed.low), allowed.high))  # ±inf: the nearer end
     if isinstance(default, list):
         if not isinstance(value, list):
             return default
