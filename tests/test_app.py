@@ -193,11 +193,13 @@ def test_broken_checkpoints_and_an_empty_folder(app, good_dir: Path, tmp_path: P
     at = ok(app(tmp_path))
     assert at.selectbox(key="model").options == ["a-bad-config (cannot be read)", "b-bad-weights"]
     assert "cannot be loaded" in errors(at) and "model.safetensors" in errors(at)  # the first readable-looking one
+    assert "b-bad-weights/model.safetensors" in errors(at) and str(tmp_path) not in errors(at)  # no server paths
     at.selectbox(key="model").select("a-bad-config").run()
     assert "cannot be loaded" in errors(ok(at)) and "not valid JSON" in errors(at)
+    assert "a-bad-config/config.json" in errors(at) and str(tmp_path) not in errors(at)
     empty = tmp_path / "empty"
     empty.mkdir()
-    assert "No checkpoints found" in errors(ok(app(empty)))
+    assert "No checkpoints found in `empty`" in errors(ok(app(empty))) and str(tmp_path) not in errors(app(empty))
 
 
 # the other pages ----------------------------------------------------------------------------------------------------

@@ -4,16 +4,43 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
+import site
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import ParamSpec
 
 import streamlit as st
 
+from inference import catalog
 from inference.checkpoint import CheckpointError
 from inference.text import InputError
 
 log = logging.getLogger("attention_atlas")
 P = ParamSpec("P")
+
+
+def _server_folders() -> list[tuple[str, str]]:
+    """(absolute folder, what a visitor reads instead), longest first: the checkpoints folder (its models by name),
+    the installed packages, the app's own folder and the home folder."""
+    root = Path(__file__).resolve().parents[1]
+    folders = [(catalog.checkpoints_dir(), ""), (root, ""), (Path.home(), "~/")]
+    folders += [(Path(p), "") for p in [*site.getsitepackages(), site.getusersitepackages(), sys.prefix]]
+    pairs = []
+    for folder, shown in folders:
+        for form in {str(folder), str(Path(folder).resolve())}:
+            if len(form) > 1:
+                pairs.append((form.rstrip(os.sep) + os.sep, shown))
+    return sorted(set(pairs), key=lambda pair: -len(pair[0]))
+
+
+def shown(message: str) -> str:
+    """A message as every visitor may read it: paths relative to the checkpoints folder (or the installed
+    packages', the app's), never the server's absolute paths."""
+    for folder, instead in _server_folders():
+        message = message.replace(folder, instead)
+    return message
 
 
 def safe(func: Callable[P, None]) -> Callable[P, None]:
@@ -27,10 +54,10 @@ def safe(func: Callable[P, None]) -> Callable[P, None]:
         try:
             func(*args, **kwargs)
         except (InputError, CheckpointError) as exc:
-            st.error(str(exc))
+            st.error(shown(str(exc)))
         except Exception as exc:  # the page must never show a traceback; the log keeps it
             log.exception("page failed")
-            st.error(f"Something went wrong while drawing this page: {type(exc).__name__}: {exc}")
+            st.error(shown(f"Something went wrong while drawing this page: {type(exc).__name__}: {exc}"))
 
     return wrapper
 

@@ -9,7 +9,7 @@ import streamlit as st
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError
 from inference.text import InputError
-from ui import cache, state
+from ui import cache, errors, state
 from ui.cache import Analysed, Context
 from ui.widgets import ATTENTION, PROJECTOR
 
@@ -63,9 +63,10 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
     root = catalog.checkpoints_dir()
     entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
     if not entries:
-        return (
-            f"No checkpoints found in `{root}`. Put a checkpoint directory there (model.safetensors, "
-            f"config.json, tokenizer.model, card.json) or point {catalog.ENV_VAR} at a folder that has some."
+        return errors.shown(
+            f"No checkpoints found in `{root.name}` (the folder {catalog.ENV_VAR} names, or checkpoints/ beside the "
+            "app). Put a checkpoint directory there (model.safetensors, config.json, tokenizer.model, card.json) "
+            f"or point {catalog.ENV_VAR} at a folder that has some."
         )
     by_name = {e.name: e for e in entries}
     usable = [e.name for e in entries if e.ok]
@@ -86,12 +87,12 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
     )
     entry = by_name[name]
     if not entry.ok:
-        return f"The checkpoint `{entry.name}` cannot be loaded: {entry.error}"
+        return errors.shown(f"The checkpoint `{entry.name}` cannot be loaded: {entry.error}")
     stamp = catalog.stamp(entry.path)
     try:
         ckpt = cache.load_model(str(entry.path), stamp)
     except CheckpointError as exc:
-        return f"The checkpoint `{entry.name}` cannot be loaded: {exc}"
+        return errors.shown(f"The checkpoint `{entry.name}` cannot be loaded: {exc}")
     task, metrics = catalog.card_summary(entry.card)
     side.caption(f"{entry.kind} · {ckpt.config.positional} positions · max {ckpt.config.max_len} tokens")
     side.text(task)
@@ -118,7 +119,7 @@ def chosen(full: bool = False, ctx: Context | None = None) -> Analysed | None:
     try:
         found = cache.analysed(ctx, full)
     except InputError as exc:
-        st.error(str(exc))
+        st.error(errors.shown(str(exc)))
         return None
     for note in found.analysis.notes:
         (st.warning if "cut" in note else st.info)(note)
