@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from viz.training import copying_curve
@@ -19,3 +20,13 @@ def test_the_copying_curve_draws_the_score_and_both_losses_on_their_own_axes() -
 def test_the_copying_curve_needs_every_value_at_every_step() -> None:
     with pytest.raises(ValueError, match="every step"):
         copying_curve([1, 2], [0.1], [7.0, 7.0], [7.0, 7.0])
+
+
+@pytest.mark.parametrize("snapshots", [1, 5, 6, 7, 12, 13, 18])
+def test_the_strip_of_snapshots_lays_out_any_number_of_them(snapshots: int) -> None:
+    from viz.training import head_over_steps
+
+    weights = [np.eye(3) for _ in range(snapshots)]
+    fig = head_over_steps(weights, [f"step {i}" for i in range(snapshots)], ["a", "b", "c"], ["a", "b", "c"])
+    domains = [fig.layout[f"yaxis{'' if i == 0 else i + 1}"].domain for i in range(snapshots)]
+    assert all(0 <= low < high <= 1 for low, high in domains)

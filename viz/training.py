@@ -103,7 +103,7 @@ def head_over_steps(
             "tickfont": {"size": 9},
         }
         layout[f"yaxis{axis}"] = {
-            "domain": [y1 - height, y1],
+            "domain": [max(0.0, y1 - height), min(1.0, y1)],  # rounding may step a hair outside 0–1
             "anchor": f"x{axis}",
             "autorange": "reversed",
             "tickmode": "array",
