@@ -64,3 +64,17 @@ def test_an_induction_batch_row_is_bos_then_the_same_run_twice() -> None:
         body = [t for t in row[1:] if t != 0]
         half = len(body) // 2
         assert row[0] == BOS and 8 <= half <= 50 and body[:half] == body[half:]
+
+
+def test_documents_are_drawn_by_their_length_not_one_each() -> None:
+    # one long document (400 tokens) after 300 one-sentence documents (5 tokens each): 1,500 tokens
+    ids, starts = [], []
+    for d in range(300):
+        starts.append(len(ids))
+        ids += [BOS, 10 + d % 50, 11, 12, 3]
+    starts.append(len(ids))
+    ids += [BOS] + [20 + i % 30 for i in range(398)] + [3]
+    stream, starts_t = torch.tensor(ids), torch.tensor(starts)
+    batch = next(lm_batches(stream, starts_t, 16, 2000, random.Random(0)))
+    from_long = sum(row[1:17].tolist() == ids[starts[-1] + 1 : starts[-1] + 17] for row in batch)
+    assert 0.15 < from_long / 2000 < 0.35, "the long document's share of windows is about its share of tokens"

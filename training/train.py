@@ -10,6 +10,7 @@ the best validation loss is what gets saved. Deterministic under `--seed` for a 
 from __future__ import annotations
 
 import argparse
+import bisect
 import copy
 import json
 import random
@@ -101,7 +102,9 @@ def lm_batches(
     stream: Tensor, starts: Tensor, block: int, batch: int, rng: random.Random, spec: TaskSpec | None = None
 ) -> Iterator[Tensor]:
     """Endless (batch, block + 1) windows of the stream. A window begins at a document's `<s>` (as inference
-    does) or, for `spec.anywhere_share` of them, at any token; `spec.repeat_span_share` of the windows repeat a
+    does), the document drawn with a probability proportional to its length (a token drawn uniformly, and the
+    start of its document: drawing documents uniformly would fill most windows with the corpus's many one-sentence
+    documents), or, for `spec.anywhere_share` of them, at any token; `spec.repeat_span_share` of the windows repeat a
     span of their own text later in the window, and `spec.repeat_random_share` are `<s>` and a run of random
     tokens repeated (see :func:`repeat_span`, :func:`repeated_random`): text that rewards copying from the
     context, which is how induction heads are made to form (Olsson et al. 2022)."""
@@ -110,12 +113,16 @@ def lm_batches(
     random_share = spec.repeat_random_share if spec else 0.0
     usable = starts[starts + block + 1 <= len(stream)].tolist()
     last = len(stream) - block - 1
+    end = len(stream)  # a token in a document too near the end to fill a window counts for the one before
     vocab = int(stream.max()) + 1
     bos = int(stream[usable[0]]) if usable else 0
     while True:
         windows = []
         for _ in range(batch):
-            p = rng.randrange(last + 1) if rng.random() < anywhere else usable[rng.randrange(len(usable))]
+            if rng.random() < anywhere:
+                p = rng.randrange(last + 1)
+            else:  # the document holding a uniformly drawn token
+                p = usable[bisect.bisect_right(usable, rng.randrange(end)) - 1]
             window = stream[p : p + block + 1]
             roll = rng.random()
             if roll < span_share:
