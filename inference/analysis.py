@@ -106,25 +106,28 @@ class Analysis:
     target_pieces: tuple[str, ...]  # decoder input (for a language model, the text; encoder-only: none)
     target_ids: tuple[int, ...]
     blocks: dict[str, Block]  # module path → block, in the order computed
-    # "encoder"/"decoder" → (T, d_model) rows added to the embeddings; rotary positions (position_encoding
-    # "rotary"): (T, d_head) rows, the cos | sin of each position's angles, which turn queries and keys instead
-    positional: dict[str, np.ndarray]
+    # "encoder"/"decoder" → (T, d_model) rows added to the embeddings; rotary positions (`positional` "rotary"):
+    # (T, d_head) rows, the cos | sin of each position's angles, which turn queries and keys instead
+    positional_encoding: dict[str, np.ndarray]
     # per decoder position its next-token top k; encoder-only: per encoder position, what its output scores
     # highest (a masked-LM head's prediction, or without one the closest token embeddings: the checkpoint's card)
     predictions: tuple[tuple[Prediction, ...], ...]
     output_text: str | None  # encoder-decoder: the decoder's text; language model: None
+    positional: str  # the config's kind: "sinusoidal", "learned" (both added) or "rotary" (turns q and k)
+    kv_heads: int  # key/value heads (the config's count): n_heads, or fewer shared by groups (grouped-query)
     notes: tuple[str, ...] = ()  # truncation, replaced or removed characters, unknown tokens
     unknown_pieces: tuple[str, ...] = field(default_factory=tuple)
     generated: int = 0  # language model: the last `generated` target tokens are its own continuation
     continuation: str | None = None  # language model: the text of that continuation (None: none was asked)
-    position_encoding: str = "sinusoidal"  # "sinusoidal", "learned" (both added) or "rotary" (turns q and k)
-    kv_heads: int | None = None  # grouped-query attention: key/value heads shared by the query heads; None: one each
+
+    @property
+    def n_heads(self) -> int:
+        """Query heads per block: every block of a model has the same, so the first block's count serves."""
+        return next(iter(self.blocks.values())).n_heads if self.blocks else 0
 
     def kv_head(self, head: int) -> int:
-        """The key/value head query head `head` reads: itself, or its group's shared one (grouped-query attention).
-        Every block of a model has the same heads, so the first block's count serves."""
-        n_heads = next(iter(self.blocks.values())).n_heads if self.blocks else 1
-        return head if self.kv_heads is None else head // (n_heads // self.kv_heads)
+        """The key/value head query head `head` reads: itself, or its group's shared one (grouped-query attention)."""
+        return head // (self.n_heads // self.kv_heads)
 
     @property
     def attentions(self) -> list[str]:
@@ -170,7 +173,7 @@ class Analysis:
 
     @property
     def arrays(self) -> list[np.ndarray]:
-        return [a for b in self.blocks.values() for a in b.arrays] + list(self.positional.values())
+        return [a for b in self.blocks.values() for a in b.arrays] + list(self.positional_encoding.values())
 
     @property
     def nbytes(self) -> int:
@@ -184,9 +187,10 @@ class Analysis:
         return (self.source_pieces or ()) if self.kind == "encoder-only" else self.target_pieces
 
     @property
-    def first_positional(self) -> np.ndarray:
+    def first_positional_encoding(self) -> np.ndarray:
         """The positional rows of the model's first stack: the encoder's, or the decoder's for an LM."""
-        return self.positional["encoder"] if "encoder" in self.positional else self.positional["decoder"]
+        rows = self.positional_encoding
+        return rows["encoder"] if "encoder" in rows else rows["decoder"]
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,11 @@ def _blocks(trace: Trace, row: int, source: tuple[str, ...] | None, target: tupl
     return blocks
 
 
+def _positional_encoding(trace: Trace) -> dict[str, torch.Tensor]:
+    """Stack → the positional rows the trace used: the one place that reads the Trace's name for them."""
+    return trace.positional
+
+
 @dataclass(frozen=True)
 class Request:
     """One text to analyse; `target` is the decoder's text for an encoder-decoder (None: its own output).
@@ -145,7 +150,7 @@ def _encode_decode_trace(ckpt: Checkpoint, ready: list[_Prepared], results: list
         source,
         targets,
         decoded.target_valid,
-        {"encoder": first.positional["encoder"], "decoder": decoded.positional["decoder"]},
+        {"encoder": _positional_encoding(first)["encoder"], "decoder": _positional_encoding(decoded)["decoder"]},
         encoder | decoded.attention,
     )
     for row, (slot, p) in enumerate(zip(slots, ready)):
@@ -167,8 +172,9 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
     predictions = tuple(
         tuple(Prediction(tok.pieces([t.id])[0], t.id, t.prob) for t in top) for top in top_k(logits, p.request.k)
     )
-    positional = {
-        name: _np(rows[: len(source if name == "encoder" else target)]) for name, rows in trace.positional.items()
+    positional_encoding = {
+        name: _np(rows[: len(source if name == "encoder" else target)]).astype(np.float32)
+        for name, rows in _positional_encoding(trace).items()
     }
     return Analysis(
         checkpoint=ckpt.name,
@@ -178,11 +184,11 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         target_pieces=target,
         target_ids=tuple(p.target_ids),
         blocks=_blocks(trace, row, source, target),
-        positional={name: rows.astype(np.float32) for name, rows in positional.items()},
+        positional_encoding=positional_encoding,
         predictions=predictions,
-        position_encoding=cfg.positional,
-        kv_heads=cfg.n_kv_heads,
         output_text=tok.decode(p.target_ids) if cfg.is_encoder_decoder else None,
+        positional=cfg.positional,
+        kv_heads=cfg.kv_heads,
         generated=p.generated,
         continuation=tok.decode(p.target_ids[len(p.target_ids) - p.generated :]) if p.request.continuation else None,
         notes=tuple(notes),

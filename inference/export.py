@@ -1,4 +1,4 @@
-"""An Analysis as JSON (format 2, see docs/trace-format.md) or as a NumPy .npz archive."""
+"""An Analysis as JSON (the trace format, docs/trace-format.md) or as a NumPy .npz archive."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 
 from inference.analysis import Analysis, parse_block_name
 
-FORMAT = 2  # 2: an entry's type is the module's name, self_attn or cross_attn (format 1 said self or cross)
+FORMAT = 3  # the trace format's version: docs/trace-format.md says what each version changed
 
 
 def _round(x: float, digits: int = 6) -> float:
@@ -43,17 +43,17 @@ def attention_entries(analysis: Analysis) -> list[dict[str, Any]]:
 
 
 def to_json_object(analysis: Analysis) -> dict[str, Any]:
-    """The documented format-2 object for one analysed input."""
+    """The documented object for one analysed input. Its token lists are named as the Analysis names them: the
+    encoder's input `source_tokens` (encoder-decoder, encoder-only), the decoder's `target_tokens` (encoder-decoder,
+    and a language model's text)."""
     obj: dict[str, Any] = {"format": FORMAT, "checkpoint": analysis.checkpoint, "kind": analysis.kind}
-    if analysis.kind == "encoder-decoder":
-        obj["source_tokens"] = list(analysis.source_pieces or ())
+    if analysis.source_pieces is not None:
+        obj["source_tokens"] = list(analysis.source_pieces)
+    if analysis.kind != "encoder-only":
         obj["target_tokens"] = list(analysis.target_pieces)
-    else:  # the first (only) stack's input: an LM's text, an encoder's [CLS] text [SEP]
-        obj["source_tokens"] = list(analysis.prediction_pieces)
-    obj["position_encoding"] = analysis.position_encoding
-    obj["positional_encoding"] = np.round(analysis.first_positional.astype(np.float64), 6).tolist()
-    heads = next(iter(analysis.blocks.values())).n_heads if analysis.blocks else 0
-    obj["kv_heads"] = None if analysis.kv_heads is None else [analysis.kv_head(h) for h in range(heads)]
+    obj["positional"] = analysis.positional
+    obj["positional_encoding"] = np.round(analysis.first_positional_encoding.astype(np.float64), 6).tolist()
+    obj["kv_head_of_query_head"] = [analysis.kv_head(h) for h in range(analysis.n_heads)]
     obj["attention"] = attention_entries(analysis)
     obj["predictions"] = [
         {"position": i, "top": [{"token": t.piece, "id": t.id, "prob": _round(t.prob)} for t in top]}
@@ -73,7 +73,7 @@ def to_npz_bytes(analysis: Analysis) -> bytes:
         arrays[f"{name}.weights"] = block.weights.astype(np.float32)
         arrays[f"{name}.scores"] = np.where(block.mask[None], block.scores, np.nan).astype(np.float32)
         arrays[f"{name}.mask"] = block.mask
-    arrays["positional_encoding"] = analysis.first_positional.astype(np.float32)
+    arrays["positional_encoding"] = analysis.first_positional_encoding.astype(np.float32)
     meta = {k: v for k, v in to_json_object(analysis).items() if k not in ("attention", "positional_encoding")}
     arrays["meta.json"] = np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)
     buffer = io.BytesIO()

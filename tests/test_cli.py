@@ -19,8 +19,10 @@ from inference.checkpoint import load_checkpoint
 from inference.decoding import generate
 
 ROOT = Path(__file__).resolve().parents[1]
-TOP_KEYS = {"format", "checkpoint", "kind", "source_tokens", "positional_encoding", "attention", "predictions"}
-TOP_KEYS |= {"position_encoding", "kv_heads"}
+TOP_KEYS = {"format", "checkpoint", "kind", "positional", "positional_encoding", "kv_head_of_query_head"}
+TOP_KEYS |= {"attention", "predictions"}
+TOKEN_KEYS = {"encoder-decoder": {"source_tokens", "target_tokens"}, "decoder-only": {"target_tokens"}}
+TOKEN_KEYS["encoder-only"] = {"source_tokens"}
 ENTRY_KEYS = {"name", "stack", "layer", "type", "queries", "keys", "weights", "scores", "mask"}
 TEXT = "The cat sat on the mat."
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}  # tiny models: no spin-waiting threads on a busy machine
@@ -47,20 +49,19 @@ def expected_names(config) -> set[str]:
 
 
 def check_trace_object(obj: dict, ckpt, k: int = 5) -> None:
-    """Everything docs/trace-format (format 2) promises about one object."""
+    """Everything docs/trace-format (format 3) promises about one object of an encoder-decoder or a language model."""
     cfg = ckpt.config
-    is_ed = cfg.is_encoder_decoder
-    assert set(obj) == TOP_KEYS | ({"target_tokens"} if is_ed else set())
-    assert obj["format"] == 2 and obj["checkpoint"] == ckpt.name and obj["kind"] == cfg.kind
-    source = obj["source_tokens"]
-    target = obj["target_tokens"] if is_ed else source
+    assert set(obj) == TOP_KEYS | TOKEN_KEYS[cfg.kind]
+    assert obj["format"] == 3 and obj["checkpoint"] == ckpt.name and obj["kind"] == cfg.kind
+    target = obj["target_tokens"]  # the decoder's input: a language model's text
+    source = obj["source_tokens"] if cfg.is_encoder_decoder else target
     assert all(isinstance(p, str) for p in source + target)
     pe = np.array(obj["positional_encoding"])
-    rotary = obj["position_encoding"] == "rotary"
-    assert obj["position_encoding"] == cfg.positional
+    rotary = obj["positional"] == "rotary"
+    assert obj["positional"] == cfg.positional
     assert pe.shape == (len(source), cfg.d_model // cfg.n_heads if rotary else cfg.d_model)
-    kv = cfg.n_kv_heads or cfg.n_heads
-    assert obj["kv_heads"] == (None if kv == cfg.n_heads else [h // (cfg.n_heads // kv) for h in range(cfg.n_heads)])
+    group = cfg.n_heads // cfg.kv_heads  # query heads per key/value head: 1 for the paper's multi-head attention
+    assert obj["kv_head_of_query_head"] == [h // group for h in range(cfg.n_heads)]
     assert {e["name"] for e in obj["attention"]} == expected_names(cfg)
     for entry in obj["attention"]:
         assert set(entry) == ENTRY_KEYS
@@ -162,7 +163,7 @@ def test_trace_writes_an_npz_with_output_npz(capsys, ckpts, tmp_path) -> None:
     suffixes = ("weights", "scores", "mask")
     assert set(arrays) == {f"{n}.{s}" for n in names for s in suffixes} | {"positional_encoding", "meta.json"}
     meta = json.loads(arrays["meta.json"].tobytes().decode("utf-8"))
-    assert set(meta) == TOP_KEYS - {"attention", "positional_encoding"} | {"target_tokens"}
+    assert set(meta) == TOP_KEYS - {"attention", "positional_encoding"} | TOKEN_KEYS["encoder-decoder"]
     s, t = len(meta["source_tokens"]), len(meta["target_tokens"])
     assert arrays["positional_encoding"].shape == (s, ckpt.config.d_model)
     h = ckpt.config.n_heads
@@ -221,7 +222,7 @@ def test_trace_notes_removed_control_characters_on_stderr(capsys, ckpts) -> None
     code, out, err = cli(capsys, "trace", path, "The\x00 cat\x07 sat.")
     assert code == 0
     plain = json.loads(cli(capsys, "trace", path, "The cat sat.")[1])
-    assert json.loads(out)["source_tokens"] == plain["source_tokens"]
+    assert json.loads(out)["target_tokens"] == plain["target_tokens"]
     assert "note:" in err and "control character" in err
 
 
@@ -337,7 +338,7 @@ def test_python_dash_m_model_trace_runs_as_a_program(tiny_checkpoints) -> None:
     )
     assert result.returncode == 0, result.stderr
     obj = json.loads(result.stdout)
-    assert set(obj) == TOP_KEYS and obj["kind"] == "decoder-only"
+    assert set(obj) == TOP_KEYS | TOKEN_KEYS["decoder-only"] and obj["kind"] == "decoder-only"
     assert all(set(entry) == ENTRY_KEYS for entry in obj["attention"])
 
 

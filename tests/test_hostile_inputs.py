@@ -1,7 +1,7 @@
 """Hostile inputs (tests/hostile_inputs.json, plus lone surrogates made here) through the CLI, analyze() and the app.
 
 (a) `python -m atlas trace CKPT --input-file F.jsonl -o OUT` in-process on tiny checkpoints of both kinds: one
-    output line per input, each a valid format-1 object (rows of weights sum to 1, no NaN) or
+    output line per input, each a valid trace object (docs/trace-format.md) (rows of weights sum to 1, no NaN) or
     {"input": …, "error": …} with a plain message; never a crash.
 (b) analyze() on every input: an Analysis with finite weights, or InputError.
 (c) The Streamlit app (AppTest) on the nastiest dozen: no exception element, no "Something went wrong", and no
@@ -24,13 +24,14 @@ from atlas.cli import main as cli_main
 from inference.analysis import Analysis
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
+from inference.export import FORMAT
 from inference.text import InputError
 from training.tiny import make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("decoder-only", "encoder-decoder")
 NAMES = {"decoder-only": "tiny-lm", "encoder-decoder": "tiny-enc-dec"}
-ROW_TOLERANCE = 1e-3  # weights are rounded to 6 digits in format 1: a row of n may be off by n × 5e-7
+ROW_TOLERANCE = 1e-3  # weights are rounded to 6 digits in the trace file: a row of n may be off by n × 5e-7
 MAX_LEN = 32  # short sequences keep the ~90 inputs × 2 models fast; long inputs are still cut at max_len
 
 
@@ -87,9 +88,9 @@ def _reject_constant(name: str):
     raise ValueError(f"non-finite number {name} in the JSON output")
 
 
-def check_format2(obj: dict) -> None:
-    """A format-2 trace object: weights rows sum to 1 (masked cells 0), shapes match the tokens."""
-    assert obj["format"] == 2, obj.keys()
+def check_trace_object(obj: dict) -> None:
+    """A trace object of the documented format: weights rows sum to 1 (masked cells 0), shapes match the tokens."""
+    assert obj["format"] == FORMAT, obj.keys()
     assert obj["attention"], "no attention blocks"
     for block in obj["attention"]:
         weights = block["weights"]
@@ -130,7 +131,7 @@ def check_cli_output(objs: list[dict], cases: list[tuple[str, str]]) -> None:
             if "error" in obj:
                 check_error_line(obj, text)
             else:
-                check_format2(obj)
+                check_trace_object(obj)
         except (AssertionError, KeyError, TypeError, IndexError) as exc:
             problems[name] = repr(exc)[:300]
     assert not problems, problems
@@ -160,7 +161,7 @@ def test_cli_txt_file_with_invalid_utf8_and_nul_bytes(kind: str, hostile_dir: Pa
         if "error" in obj:
             assert set(obj) == {"input", "error"} and "Traceback" not in obj["error"]
         else:
-            check_format2(obj)
+            check_trace_object(obj)
 
 
 @pytest.mark.parametrize("kind", KINDS)

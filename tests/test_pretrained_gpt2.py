@@ -219,7 +219,7 @@ def test_each_text_of_a_batch_is_analysed_as_alone(published) -> None:
         for name, block in alone.blocks.items():
             torch.testing.assert_close(torch.as_tensor(result.blocks[name].weights), torch.as_tensor(block.weights))
     written = analyze(ckpt, "the cat", continuation=3)
-    assert 0 <= written.generated <= 3 and written.position_encoding == "learned"
+    assert 0 <= written.generated <= 3 and written.positional == "learned"
 
 
 def test_the_catalog_lists_gpt2_folders_as_language_models(published, monkeypatch) -> None:

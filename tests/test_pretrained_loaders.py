@@ -258,9 +258,10 @@ def test_the_encoder_analysis_reads_cls_text_sep_and_writes_nothing(published) -
     assert result.prediction_pieces == result.source_pieces  # one top-k per input token
     assert list(result.blocks) == ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]
     assert result.attention_label("encoder.self_attn") == "Self-attention (bidirectional)"
-    assert result.positional["encoder"].shape == (5, 32) and result.position_encoding == "learned"
-    assert result.first_positional is result.positional["encoder"]  # an encoder-only analysis has no decoder rows
-    assert result.kv_heads is None and result.kv_head(3) == 3  # every head its own keys and values
+    assert result.positional_encoding["encoder"].shape == (5, 32) and result.positional == "learned"
+    rows = result.positional_encoding["encoder"]
+    assert result.first_positional_encoding is rows  # an encoder-only analysis has no decoder rows
+    assert result.kv_heads == result.n_heads and result.kv_head(3) == 3  # every head its own keys and values
     assert positions_used(ckpt, "the cat sat") == 5
     masks = batch_masks(ckpt, ["the cat sat", "a dog"])
     assert not masks.causal and masks.stack == "encoder" and masks.attention[0].all()
@@ -271,11 +272,11 @@ def test_the_encoder_analysis_reads_cls_text_sep_and_writes_nothing(published) -
 def test_the_llama_analysis_shows_rotations_and_continues_the_text(published) -> None:
     ckpt = load_checkpoint(published["gguf"])
     result = analyze(ckpt, "the cat", continuation=3)
-    assert result.position_encoding == "rotary" and result.generated == 3
+    assert result.positional == "rotary" and result.generated == 3
     assert result.prediction_pieces == result.target_pieces and len(result.predictions) == len(result.target_pieces)
-    assert result.positional["decoder"].shape == (len(result.target_pieces), 16)  # (T, d_head)
+    assert result.positional_encoding["decoder"].shape == (len(result.target_pieces), 16)  # (T, d_head)
     assert result.blocks["decoder.layers.1.self_attn"].weights.shape[0] == 4  # every query head
-    assert [result.kv_head(h) for h in range(4)] == [0, 0, 1, 1]  # the key/value head each one reads
+    assert result.kv_heads == 2 and [result.kv_head(h) for h in range(4)] == [0, 0, 1, 1]  # each one's key/value head
 
 
 def test_the_catalog_lists_published_folders_and_files_without_reading_weights(published, monkeypatch) -> None:
@@ -444,20 +445,23 @@ def test_a_published_decoder_is_scored_as_a_language_model_per_character(publish
 
 def test_the_trace_export_of_an_encoder_and_of_a_rotary_grouped_query_decoder(published) -> None:
     """docs/trace-format.md: an encoder's tokens are [CLS] text [SEP] with a prediction at each; a rotary model's
-    positional rows are (T, d_head) angles' cos | sin and kv_heads names each query head's key/value head."""
+    positional rows are (T, d_head) angles' cos | sin and kv_head_of_query_head names each query head's key/value
+    head; a language model's text is its target_tokens."""
     from inference.export import to_json_object
 
     encoder = analyze(load_checkpoint(published["bert"]), "the cat sat")
     obj = to_json_object(encoder)
     assert obj["kind"] == "encoder-only" and "target_tokens" not in obj
     assert obj["source_tokens"] == list(encoder.source_pieces) == ["[CLS]", "the", "cat", "sat", "[SEP]"]
-    assert len(obj["predictions"]) == 5 and obj["position_encoding"] == "learned" and obj["kv_heads"] is None
+    assert len(obj["predictions"]) == 5 and obj["positional"] == "learned"
+    assert obj["kv_head_of_query_head"] == list(range(encoder.n_heads))
     assert np.array(obj["positional_encoding"]).shape == (5, 32)
     assert {e["name"] for e in obj["attention"]} == {"encoder.layers.0.self_attn", "encoder.layers.1.self_attn"}
     decoder = analyze(load_checkpoint(published["gguf"]), "the cat")
     obj = to_json_object(decoder)
-    assert obj["source_tokens"] == list(decoder.target_pieces) and obj["position_encoding"] == "rotary"
-    assert obj["kv_heads"] == [0, 0, 1, 1] and np.array(obj["positional_encoding"]).shape == (
+    assert obj["target_tokens"] == list(decoder.target_pieces) and "source_tokens" not in obj
+    assert obj["positional"] == "rotary"
+    assert obj["kv_head_of_query_head"] == [0, 0, 1, 1] and np.array(obj["positional_encoding"]).shape == (
         len(decoder.target_pieces),
         16,
     )

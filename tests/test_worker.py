@@ -54,8 +54,8 @@ def assert_same(batched: Analysis, alone: Analysis) -> None:
             assert block.values is None and not block.weights.flags.writeable, name
         else:
             np.testing.assert_allclose(block.scores, other.scores, atol=1e-4, err_msg=name)
-    for name, rows in batched.positional.items():
-        np.testing.assert_array_equal(rows, alone.positional[name])
+    for name, rows in batched.positional_encoding.items():
+        np.testing.assert_array_equal(rows, alone.positional_encoding[name])
 
 
 def test_a_padded_batch_of_texts_equals_each_text_alone(ckpt) -> None:

@@ -48,7 +48,7 @@ def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "averag
     def head_label(h: int) -> str:
         if h == AVERAGE:
             return all_heads
-        if analysis.kv_heads is None:
+        if analysis.kv_heads == analysis.n_heads:
             return f"head {h + 1}"
         return f"head {h + 1} · key/value head {analysis.kv_head(h) + 1}"  # grouped-query: keys shared
 
