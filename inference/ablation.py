@@ -54,8 +54,7 @@ def _kl(before: Tensor, after: Tensor) -> Tensor:
 
 
 def _top(ckpt: Checkpoint, logits: Tensor, k: int) -> tuple[Prediction, ...]:
-    pieces = ckpt.tokenizer.pieces
-    return tuple(Prediction(pieces([t.id])[0], t.id, t.prob) for t in top_k(logits[None], k)[0])
+    return tuple(top_k(logits[None], k, ckpt.tokenizer.pieces)[0])
 
 
 def ablations(heads: dict[str, tuple[int, ...]], mode: str) -> dict[str, Ablation]:

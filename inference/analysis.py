@@ -88,7 +88,8 @@ class Block:
 
 @dataclass(frozen=True)
 class Prediction:
-    """One candidate next token."""
+    """One candidate token and its probability, as `inference.decoding.top_k` ranks them: a next-token guess, or
+    what an encoder-only model's output scores highest."""
 
     piece: str
     id: int

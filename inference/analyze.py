@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from inference.analysis import Analysis, BatchMasks, Block, Prediction, query_key_pieces
+from inference.analysis import Analysis, BatchMasks, Block, query_key_pieces
 from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling, generate, greedy_many, pad_rows, top_k
 from inference.text import (
@@ -169,9 +169,7 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         notes.append("Some characters are not in the model's vocabulary and became <unk>.")
     source = tuple(tok.pieces(p.source_ids)) if p.source_ids is not None else None
     target = tuple(tok.pieces(p.target_ids))
-    predictions = tuple(
-        tuple(Prediction(tok.pieces([t.id])[0], t.id, t.prob) for t in top) for top in top_k(logits, p.request.k)
-    )
+    predictions = tuple(tuple(top) for top in top_k(logits, p.request.k, tok.pieces))
     positional_encoding = {
         name: _np(rows[: len(source if name == "encoder" else target)]).astype(np.float32)
         for name, rows in _positional_encoding(trace).items()

@@ -7,22 +7,17 @@ Both give the same tokens (tests/test_inference.py): the cache only saves work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from inference.analysis import Prediction
 from model.trace import Trace
 from model.transformer import NONE, Ablations, DecoderOnlyLM, EncoderDecoder
 
 Model = EncoderDecoder | DecoderOnlyLM
-
-
-@dataclass(frozen=True)
-class TopToken:
-    id: int
-    prob: float
 
 
 @dataclass(frozen=True)
@@ -57,15 +52,17 @@ class Generation:
     finished: bool  # True when the model emitted eos before max_tokens
 
 
-def top_k(logits: Tensor, k: int) -> list[list[TopToken]]:
-    """(T, vocab) logits → for each position, the k most probable next tokens, most probable first; tokens of
-    exactly equal probability in order of id. A padded batch and a single run can differ in the last bits, so two
-    nearly equal tokens may trade places between them: comparisons of the two allow for that (tests)."""
+def top_k(logits: Tensor, k: int, pieces: Callable[[list[int]], list[str]]) -> list[list[Prediction]]:
+    """(T, vocab) logits → for each position, the k most probable next tokens, most probable first, each named by
+    `pieces` (the tokenizer's ids → pieces); tokens of exactly equal probability in order of id. A padded batch and
+    a single run can differ in the last bits, so two nearly equal tokens may trade places between them:
+    comparisons of the two allow for that (tests)."""
     probs = torch.softmax(logits.float(), dim=-1)
     k = min(k, probs.shape[-1])
     values, indices = torch.sort(probs, dim=-1, descending=True, stable=True)
-    values, indices = values[..., :k], indices[..., :k]
-    return [[TopToken(int(i), float(p)) for i, p in zip(row_i, row_p)] for row_i, row_p in zip(indices, values)]
+    ids, probs = indices[..., :k].tolist(), values[..., :k].tolist()
+    names = iter(pieces([i for row in ids for i in row]))
+    return [[Prediction(next(names), i, p) for i, p in zip(row_i, row_p)] for row_i, row_p in zip(ids, probs)]
 
 
 def next_log_probs(

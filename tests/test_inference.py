@@ -7,7 +7,8 @@ import copy
 import pytest
 import torch
 
-from inference.decoding import Sampling, TopToken, generate, top_k
+from inference.analysis import Prediction
+from inference.decoding import Sampling, generate, top_k
 
 BOS, EOS = 2, 3
 
@@ -125,23 +126,29 @@ def test_generate_rejects_a_beam_below_one_and_an_encoder_decoder_without_source
         generate(enc_dec, [BOS], None)
 
 
+def pieces(ids: list[int]) -> list[str]:
+    """A stand-in tokenizer's pieces: token 3 is "t3"."""
+    return [f"t{i}" for i in ids]
+
+
 def test_top_k_returns_the_k_most_probable_tokens_in_order() -> None:
     logits = torch.tensor([[0.0, 3.0, 1.0, 2.0], [5.0, 4.0, -1.0, 0.0]])
-    result = top_k(logits, 3)
+    result = top_k(logits, 3, pieces)
     probs = torch.softmax(logits, dim=-1)
     assert [[t.id for t in row] for row in result] == [[1, 3, 2], [0, 1, 3]]
-    assert all(isinstance(t, TopToken) for row in result for t in row)
+    assert [[t.piece for t in row] for row in result] == [["t1", "t3", "t2"], ["t0", "t1", "t3"]]
+    assert all(isinstance(t, Prediction) for row in result for t in row)
     for row, p in zip(result, probs):
         assert [t.prob for t in row] == pytest.approx(sorted(p.tolist(), reverse=True)[:3])
-    assert len(top_k(logits, 10)[0]) == 4  # k larger than the vocabulary
+    assert len(top_k(logits, 10, pieces)[0]) == 4  # k larger than the vocabulary
 
 
 def test_top_k_is_in_descending_order_and_exact_ties_go_by_token_id() -> None:
-    near = torch.log(torch.tensor([[0.5, 0.008879, 0.00893, 0.2]]))  # a trace export once listed 0.008879 first
-    assert [t.id for t in top_k(near, 4)[0]] == [0, 3, 2, 1]
+    near = torch.log(torch.tensor([[0.5, 0.008879, 0.00893, 0.2]]))  # nearly equal: the larger first all the same
+    assert [t.id for t in top_k(near, 4, pieces)[0]] == [0, 3, 2, 1]
     tied = torch.tensor([[5.0, -1.0, -1.0, -1.0]])  # label smoothing: tokens of exactly equal probability
-    assert [t.id for t in top_k(tied, 4)[0]] == [0, 1, 2, 3]
-    probs = [t.prob for t in top_k(torch.randn(1, 50), 20)[0]]
+    assert [t.id for t in top_k(tied, 4, pieces)[0]] == [0, 1, 2, 3]
+    probs = [t.prob for t in top_k(torch.randn(1, 50), 20, pieces)[0]]
     assert probs == sorted(probs, reverse=True)
 
 
