@@ -25,7 +25,7 @@ import numpy as np
 from inference.analysis import Analysis
 
 RESIDUAL = 0.5  # the paper's weight of the identity (the residual connection) in each layer
-STACKS = ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")
+ATTENTIONS = ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")  # the attentions a rollout follows
 
 
 def head_mean(weights: np.ndarray, heads: Sequence[int] | None = None) -> np.ndarray:
@@ -124,8 +124,8 @@ def analysis_rollout(
     of that stack alone: rollout of its head-averaged blocks), or `decoder.cross_attn` (an encoder-decoder's
     decoder positions × source tokens: `cross_rollout` through the encoder's rollout). `heads`: the heads to
     average in every block used (0-based), None for all. KeyError for an attention the analysis lacks."""
-    if attention not in STACKS:
-        raise ValueError(f"no rollout for {attention!r}; choose one of {', '.join(STACKS)}")
+    if attention not in ATTENTIONS:
+        raise ValueError(f"no rollout for {attention!r}; choose one of {', '.join(ATTENTIONS)}")
     if attention not in analysis.attentions:
         raise KeyError(f"this {analysis.kind} model has no {analysis.attention_label(attention)}")
     r = RESIDUAL if residual else 0.0

@@ -270,7 +270,7 @@ def test_the_url_keeps_and_restores_the_view(app) -> None:
 
 
 def test_a_link_keeps_another_pages_choice_until_that_page_is_opened(app) -> None:
-    at = ok(app(text="the cat sat on the mat", paper_query="2", rollout_stack="decoder.self_attn"))
+    at = ok(app(text="the cat sat on the mat", paper_query="2", rollout_attention="decoder.self_attn"))
     assert at.query_params["paper_query"] == "2"  # Explore has no such widget: the link keeps it
     at.switch_page("views/paper.py").run()
     assert ok(at).selectbox(key="paper_query").value == 2

@@ -7,6 +7,8 @@ and writes back every declared key whichever page is shown.
 
 A session reads its URL once, on its first run. A parameter waits until its key is declared (a page declares its
 keys when it runs), and stays in the URL until then, so a link opened on one page keeps another page's choices.
+A renamed parameter keeps its old name as an alias: a link made before the rename opens the same view, and the URL
+written back uses the new name.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ def flag(value: str) -> bool:
 @dataclass(frozen=True)
 class Kept:
     """One declared session key: its URL parameter (None: not in the URL), how the URL's text becomes the value,
-    whether the value is a list (comma-joined in the URL), whether it is kept while other pages show, and the
-    longest value the URL holds (a longer one stays out, so a link stays short)."""
+    whether the value is a list (comma-joined in the URL), whether it is kept while other pages show, the
+    longest value the URL holds (a longer one stays out, so a link stays short), and the parameter's former names,
+    read when the URL lacks the parameter itself."""
 
     key: str
     url: str | None
@@ -40,6 +43,7 @@ class Kept:
     is_list: bool = False
     across_pages: bool = True
     longest: int | None = None
+    aliases: tuple[str, ...] = ()
 
 
 _declared: dict[str, Kept] = {}
@@ -69,11 +73,12 @@ def url_key(
     url: str | None = None,
     across_pages: bool = True,
     longest: int | None = None,
+    aliases: tuple[str, ...] = (),
 ) -> str:
     """Declare widget key `key` kept in the URL as parameter `url` (default: the key), read back with `parse`
     (a ValueError skips the parameter), and in the session while other pages show unless `across_pages` is False.
-    Returns `key`, for the widget."""
-    return _declare(Kept(key, url or key, parse, across_pages=across_pages, longest=longest))
+    `aliases`: the parameter's former names, read from a link that lacks `url`. Returns `key`, for the widget."""
+    return _declare(Kept(key, url or key, parse, across_pages=across_pages, longest=longest, aliases=aliases))
 
 
 def url_list(key: str, url: str, parse: Callable[[str], object] = str) -> str:
@@ -88,11 +93,16 @@ def session_key(key: str) -> str:
 
 
 def _claim(kept: Kept) -> None:
-    """Give `kept` its value from the session's first URL, once; a key the session already holds keeps its value."""
+    """Give `kept` its value from the session's first URL, once; a key the session already holds keeps its value.
+    The parameter's own name wins over an alias; every name it had leaves the pending parameters, so an old name
+    is never written back."""
     pending = st.session_state.get(PENDING)
-    if not pending or kept.url not in pending:
+    names = [name for name in (kept.url, *kept.aliases) if pending and name in pending]
+    if not names:
         return
-    raw = pending.pop(kept.url)
+    raw = pending[names[0]]
+    for name in names:
+        del pending[name]
     if kept.key in st.session_state or (kept.is_list and not raw):
         return
     try:

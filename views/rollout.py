@@ -11,7 +11,7 @@ from ui.widgets import show_chart
 from viz.labels import safe_filename
 from viz.rollout import rollout_heatmap
 
-STACK_LABELS = {
+ATTENTION_LABELS = {  # what each rollout's rows and columns are
     "encoder.self_attn": "Encoder (source → source)",
     "decoder.self_attn": "Decoder self-attention (output → output)",
     "decoder.cross_attn": "Decoder → source (through the encoder)",
@@ -27,25 +27,25 @@ ROWS = {
 }
 LM_ROWS = "Row i: where position i's information comes from, among the tokens up to it. Cells above the diagonal "
 LM_ROWS += "are future tokens: masked, exactly 0"
-ROLLOUT_STACK = state.url_key("rollout_stack")
+ROLLOUT_ATTENTION = state.url_key("rollout_attention", aliases=("rollout_stack",))
 ROLLOUT_LAYER = state.url_key("rollout_layer", int)  # 0-based: the last layer multiplied in
 ROLLOUT_RESIDUAL = state.session_key("rollout_residual")
 ROLLOUT_HEADS = state.session_key("rollout_heads")  # the heads averaged
 
 
 def _label(analysis: Analysis, attention: str) -> str:
-    return analysis.attention_label(attention) if analysis.kind == "decoder-only" else STACK_LABELS[attention]
+    return analysis.attention_label(attention) if analysis.kind == "decoder-only" else ATTENTION_LABELS[attention]
 
 
 def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
-    """Stack (a language model has one), residual, through which layer (0-based) and heads, validated against the
-    analysis."""
+    """Attention (a language model has one), residual, through which layer (0-based) and heads, validated against
+    the analysis."""
     attentions = analysis.attentions
-    state.keep_valid(ROLLOUT_STACK, attentions, attentions[0])
+    state.keep_valid(ROLLOUT_ATTENTION, attentions, attentions[0])
     attention = attentions[0]
     if len(attentions) > 1:
         attention = st.radio(
-            "Rollout of", attentions, key=ROLLOUT_STACK, format_func=lambda a: _label(analysis, a), horizontal=True
+            "Rollout of", attentions, key=ROLLOUT_ATTENTION, format_func=lambda a: _label(analysis, a), horizontal=True
         )
     cols = st.columns([2, 3, 3], gap="medium")
     help_ = "Each layer as 0.5·A + 0.5·I: the residual connection keeps half of each position's own state "
