@@ -39,7 +39,7 @@ def difference_heatmap(
     if a.shape != b.shape:
         raise ValueError(f"the two inputs' heads have shapes {a.shape} and {b.shape}: their tokens do not align")
     q, k = merged_labels(*queries), merged_labels(*keys)
-    trace = {
+    heatmap = {
         "type": "heatmap",
         "z": (b - a).astype(np.float32),
         "zmin": -1.0,
@@ -54,4 +54,4 @@ def difference_heatmap(
         "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **token_axis(q)},
         **finish_layout(title, height=min(900, max(360, 22 * len(q) + 160))),
     }
-    return unvalidated([trace], layout)
+    return unvalidated([heatmap], layout)

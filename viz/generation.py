@@ -26,7 +26,7 @@ def attention_row(weights: np.ndarray, key_pieces: Sequence[str], title: str, ow
     labels = [escape(label) for label in indexed_labels(key_pieces)]  # Plotly renders tags: escaped
     colours = [HIGHLIGHT if i == own else "#35608d" for i in range(len(labels))]  # cividis's blue
     step = tick_step(len(labels), most=48)
-    trace = {
+    bars = {
         "type": "bar",
         "x": list(range(len(labels))),
         "y": w,
@@ -46,7 +46,7 @@ def attention_row(weights: np.ndarray, key_pieces: Sequence[str], title: str, ow
         "showlegend": False,
         **finish_layout(title, height=300),
     }
-    return unvalidated([trace], layout)
+    return unvalidated([bars], layout)
 
 
 def cache_growth(numbers: Sequence[int], step: int, title: str = "Key/value cache") -> go.Figure:

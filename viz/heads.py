@@ -41,30 +41,31 @@ def head_heatmap(
     """
     z = check_attention(weights, query_pieces, key_pieces)
     q_labels, k_labels = plotly_labels(query_pieces), plotly_labels(key_pieces)
-    analysis: dict[str, Any] = {"z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
-    analysis["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
+    heatmap: dict[str, Any] = {"z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
+    heatmap["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
     if z.size <= HOVER_CELLS:
-        analysis["customdata"] = [[f"{q} → {k}" for k in k_labels] for q in q_labels]
-        analysis["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
+        heatmap["customdata"] = [[f"{q} → {k}" for k in k_labels] for q in q_labels]
+        heatmap["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
     else:
-        analysis["hovertemplate"] = "query %{y} → key %{x}: %{z:.3f}<extra></extra>"
+        heatmap["hovertemplate"] = "query %{y} → key %{x}: %{z:.3f}<extra></extra>"
     if annotate if annotate is not None else max(z.shape) <= ANNOTATE_TOKENS:
-        analysis["texttemplate"] = "%{z:.2f}"
-        analysis["textfont"] = {"size": 11}
+        heatmap["texttemplate"] = "%{z:.2f}"
+        heatmap["textfont"] = {"size": 11}
     layout = {
         "xaxis": {"title": {"text": "key (attended to)"}, "tickangle": -60, **token_axis(k_labels)},
         "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **token_axis(q_labels)},
         **finish_layout(title, height=min(900, max(360, 22 * len(q_labels) + 160))),
     }
-    return unvalidated([{"type": "heatmap", **analysis}], layout)
+    return unvalidated([{"type": "heatmap", **heatmap}], layout)
 
 
 def swap_head(spec: dict[str, Any], weights: np.ndarray, title: str) -> dict[str, Any]:
     """A `frozen` `head_heatmap` of the same tokens with another head's weights and title. Axes, hover text and
     layout are shared with `spec` (not changed): a head switch encodes one matrix instead of building a figure."""
-    trace = spec["data"][0]
+    heatmap = spec["data"][0]
     z = np.ascontiguousarray(weights, dtype=np.float32)
-    shape = tuple(int(n) for n in str(trace["z"].get("shape", "")).split(",")) if isinstance(trace["z"], dict) else ()
+    typed = heatmap["z"] if isinstance(heatmap["z"], dict) else {}  # a typed array: {"dtype", "bdata", "shape"}
+    shape = tuple(int(n) for n in str(typed["shape"]).split(",")) if "shape" in typed else ()
     if z.shape != shape:
         raise ValueError(f"weights of shape {z.shape} do not fit this heatmap of shape {shape}")
     encoded = {
@@ -77,7 +78,7 @@ def swap_head(spec: dict[str, Any], weights: np.ndarray, title: str) -> dict[str
     fresh = finish_layout(title, base)
     layout = {**old, "title": {**old["title"], "text": fresh["title"]["text"]}}
     layout |= {"height": fresh["height"], "margin": {**old["margin"], "t": fresh["margin"]["t"]}}
-    return {**spec, "data": [{**trace, "z": encoded}, *spec["data"][1:]], "layout": layout}
+    return {**spec, "data": [{**heatmap, "z": encoded}, *spec["data"][1:]], "layout": layout}
 
 
 GRID_CELLS = 200_000  # the most weights (uint8 cells) one grid sends: 48 tiles of 64², 270 tiles of 27²
@@ -105,7 +106,7 @@ def heads_grid(
     selected: tuple[int, int] | None = None,
     max_size: int | None = None,
 ) -> go.Figure:
-    """Layer × head grid of small heatmaps from (L, H, Tq, Tk) weights, one heatmap analysis in all.
+    """Layer × head grid of small heatmaps from (L, H, Tq, Tk) weights, one heatmap in all.
 
     Each thumbnail is block-averaged to at most `max_size`² (None: :func:`thumbnail_size`, which keeps a deep
     model's grid, SmolLM2's 30 × 9, as light as a small one's) and quantised to uint8 (0–255 ↔ weight 0–1). An

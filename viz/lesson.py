@@ -44,7 +44,7 @@ def vectors_heatmap(
     bound = float(np.abs(shown).max()) or 1.0
     labels = plotly_labels(pieces[: shown.shape[0]])
     numbers = list(columns[: shown.shape[1]]) if columns is not None else list(range(shown.shape[1]))
-    trace = {
+    heatmap = {
         "type": "heatmap",
         "z": shown,
         "zmin": -bound,
@@ -63,7 +63,7 @@ def vectors_heatmap(
     layout["xaxis"]["showgrid"] = False
     if columns is not None:
         layout["xaxis"]["showticklabels"] = False
-    return unvalidated([trace], layout)
+    return unvalidated([heatmap], layout)
 
 
 def masked_head(

@@ -54,7 +54,7 @@ def mask_heatmap(
     label = plotly_labels if pieces else (lambda names: [escape(n) for n in names])
     q, k = label(query_pieces), label(key_pieces)
     if reduced_note(m.shape):
-        analysis = {
+        heatmap = {
             "z": block_average(m, MAX_CELLS).round(4),
             "x": _centres(m.shape[1]),
             "y": _centres(m.shape[0]),
@@ -65,7 +65,7 @@ def mask_heatmap(
             "hovertemplate": "queries near %{y:.0f} → keys near %{x:.0f}: %{z:.0%} may attend<extra></extra>",
         }
     else:
-        analysis = {
+        heatmap = {
             "z": m.astype(np.uint8),
             "zmin": 0,
             "zmax": 1,
@@ -74,10 +74,10 @@ def mask_heatmap(
             "hovertemplate": "query %{y} → key %{x}: %{z} (1 = may attend)<extra></extra>",
         }
     if max(m.shape) <= TEXT_TOKENS:
-        analysis["text"] = np.where(m, "✓", "✗").tolist()
-        analysis["texttemplate"] = "%{text}"
-        analysis["textfont"] = {"size": 12}
-    fig = go.Figure(go.Heatmap(**analysis))
+        heatmap["text"] = np.where(m, "✓", "✗").tolist()
+        heatmap["texttemplate"] = "%{text}"
+        heatmap["textfont"] = {"size": 12}
+    fig = go.Figure(go.Heatmap(**heatmap))
     for axis, labels in ((fig.update_xaxes, k), (fig.update_yaxes, q)):
         step = tick_step(len(labels))
         idx = list(range(0, len(labels), step))

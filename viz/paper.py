@@ -2,9 +2,9 @@
 
 Queries stand on the left (for cross-attention: the decoder's output), keys on the right (the source); a line
 joins query i to key j with opacity = weight, one colour per head. Plotly gives a scatter line one opacity per
-trace, so each head's segments are grouped into `BUCKETS` opacity buckets of width `BUCKET_WIDTH`: a segment is
+series, so each head's segments are grouped into `BUCKETS` opacity buckets of width `BUCKET_WIDTH`: a segment is
 drawn with its bucket's middle, within `BUCKET_WIDTH / 2` of its weight. A head is one legend group (a full-colour
-legend entry and its bucket traces), so a click on the legend hides or shows the whole head.
+legend entry and its bucket series), so a click on the legend hides or shows the whole head.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def _segments(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """x and y of line segments (0, q) → (1, k) as ONE unbroken path: each segment is walked out and back,
     (OUTSIDE, q) → (0, q) → (1, k) → (0, q), and the walk to the next segment's start runs left of the plot, where
     Plotly clips it. Gaps (NaN) would make Plotly draw one SVG path per segment: thousands of paths took the
-    browser seconds to redraw at 256 tokens; one path per trace draws the same picture."""
+    browser seconds to redraw at 256 tokens; one path per series draws the same picture."""
     x = np.tile(np.array([OUTSIDE, 0.0, 1.0, 0.0], dtype=np.float32), len(q))
     y = np.stack([q, q, k, q], axis=1).astype(np.float32).ravel()
     return x, y
@@ -115,19 +115,19 @@ def attention_lines(
     order = np.argsort(group, kind="stable")
     found, group = found[order], group[order]
     starts = np.flatnonzero(np.diff(group, prepend=-1))
-    traces: list[dict[str, Any]] = []
+    series: list[dict[str, Any]] = []
     for slot, head in enumerate(heads):
         name = f"head {head + 1}"
         colour = PALETTE[head % len(PALETTE)]
         legend = {"legendgroup": name, "name": name, "hoverinfo": "skip"}
-        # The legend entry: full colour whatever the head's weights (an empty trace, drawn nowhere).
-        traces.append({"type": "scatter", "x": [None], "y": [None], "mode": "lines", **legend})
-        traces[-1]["line"] = {"color": colour, "width": 3}
+        # The legend entry: full colour whatever the head's weights (an empty series, drawn nowhere).
+        series.append({"type": "scatter", "x": [None], "y": [None], "mode": "lines", **legend})
+        series[-1]["line"] = {"color": colour, "width": 3}
         for start, stop in zip(starts, [*starts[1:], len(group)]):
             if group[start] // BUCKETS != slot:
                 continue
             x, y = _segments(found[start:stop, 1], found[start:stop, 2])
-            traces.append(
+            series.append(
                 {
                     "type": "scatter",
                     "x": x,
@@ -146,10 +146,10 @@ def attention_lines(
     ends = {"type": "scatter", "mode": "markers", "showlegend": False, "cliponaxis": False}
     ends["marker"] = {"size": 5, "color": "#757575"}
     ends["hovertemplate"] = "%{text}<extra></extra>"
-    traces.append({**ends, "x": np.zeros(n_q, np.float32), "y": np.arange(n_q, dtype=np.float32)})
-    traces[-1]["text"] = [f"query {i + 1}: {label}" for i, label in enumerate(q_labels)]
-    traces.append({**ends, "x": np.ones(n_k, np.float32), "y": np.arange(n_k, dtype=np.float32), "yaxis": "y2"})
-    traces[-1]["text"] = [f"key {j + 1}: {label}" for j, label in enumerate(k_labels)]
+    series.append({**ends, "x": np.zeros(n_q, np.float32), "y": np.arange(n_q, dtype=np.float32)})
+    series[-1]["text"] = [f"query {i + 1}: {label}" for i, label in enumerate(q_labels)]
+    series.append({**ends, "x": np.ones(n_k, np.float32), "y": np.arange(n_k, dtype=np.float32), "yaxis": "y2"})
+    series[-1]["text"] = [f"key {j + 1}: {label}" for j, label in enumerate(k_labels)]
     layout = {
         **finish_layout(title, height),
         "xaxis": {"range": [0.0, 1.0], "visible": False, "fixedrange": True},  # OUTSIDE is clipped
@@ -164,7 +164,7 @@ def attention_lines(
     # The title on the figure's top edge, the legend (up to two rows of heads) between it and the plot.
     layout["title"] = {**layout["title"], "y": 1.0, "yref": "container", "yanchor": "top", "pad": {"t": 10}}
     layout["margin"] = {**layout["margin"], "t": 95}
-    return unvalidated(traces, layout)
+    return unvalidated(series, layout)
 
 
 def block_lines(

@@ -83,10 +83,10 @@ def similarity_heatmap(sim: np.ndarray, metric: str = "cosine") -> go.Figure:
     sim = np.asarray(sim, dtype=np.float32)
     if sim.ndim != 2 or sim.shape[0] != sim.shape[1]:
         raise ValueError(f"expected a square similarity matrix, got shape {sim.shape}")
-    analysis = {"z": sim, "colorscale": COLORSCALE, "colorbar": {"thickness": 12}}
+    heatmap = {"z": sim, "colorscale": COLORSCALE, "colorbar": {"thickness": 12}}
     if metric == "cosine":
-        analysis |= {"zmin": -1.0, "zmax": 1.0, "colorscale": DIVERGING}
-    fig = go.Figure(go.Heatmap(**analysis, hovertemplate="position %{y} · position %{x}: %{z:.3f}<extra></extra>"))
+        heatmap |= {"zmin": -1.0, "zmax": 1.0, "colorscale": DIVERGING}
+    fig = go.Figure(go.Heatmap(**heatmap, hovertemplate="position %{y} · position %{x}: %{z:.3f}<extra></extra>"))
     step = tick_step(sim.shape[0], 16)
     fig.update_xaxes(title_text="position", dtick=step, showgrid=False, constrain="domain")
     fig.update_yaxes(title_text="position", dtick=step, autorange="reversed", showgrid=False, scaleanchor="x")

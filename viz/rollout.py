@@ -35,20 +35,20 @@ def rollout_heatmap(
     Written as Plotly's JSON without validation (viz.style.unvalidated; tests/test_rollout.py validates it)."""
     z = check_attention(rollout, output_pieces, input_pieces)
     rows, cols = plotly_labels(output_pieces), plotly_labels(input_pieces)
-    trace: dict[str, Any] = {"type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
-    trace["colorbar"] = {"title": {"text": "share"}, "thickness": 12}
+    heatmap: dict[str, Any] = {"type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
+    heatmap["colorbar"] = {"title": {"text": "share"}, "thickness": 12}
     if z.size <= HOVER_CELLS:
-        trace["customdata"] = [[f"{q} → {k}" for k in cols] for q in rows]
-        trace["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
+        heatmap["customdata"] = [[f"{q} → {k}" for k in cols] for q in rows]
+        heatmap["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
     else:
-        trace["hovertemplate"] = "output %{y} → input %{x}: %{z:.3f}<extra></extra>"
+        heatmap["hovertemplate"] = "output %{y} → input %{x}: %{z:.3f}<extra></extra>"
     if max(z.shape) <= ANNOTATE_TOKENS:  # masked cells (exactly 0: a causal model's future) stay blank
-        trace["text"] = [["" if v == 0.0 else f"{v:.2f}" for v in row] for row in z.tolist()]
-        trace["texttemplate"] = "%{text}"
-        trace["textfont"] = {"size": 11}
+        heatmap["text"] = [["" if v == 0.0 else f"{v:.2f}" for v in row] for row in z.tolist()]
+        heatmap["texttemplate"] = "%{text}"
+        heatmap["textfont"] = {"size": 11}
     layout = {
         "xaxis": _axis(cols, "input token (drawn from)"),  # Plotly turns the labels only when they overlap
         "yaxis": {"autorange": "reversed", **_axis(rows, "output position")},
         **finish_layout(title, height=min(900, max(360, 22 * len(rows) + 160))),
     }
-    return unvalidated([trace], layout)
+    return unvalidated([heatmap], layout)

@@ -71,12 +71,13 @@ def finish(fig: go.Figure, title: str, height: int) -> go.Figure:
 
 
 def unvalidated(data: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figure:
-    """A Figure of trace and layout dicts written against Plotly's schema, without Plotly's validation: the
-    charts drawn on every rerun are built this way (a validated 8 × 8 grid took 25 ms, this 0.6 ms). Named
-    colour scales are expanded as validation would; tests/test_viz.py checks the JSON equals the validated one."""
-    for trace in data:
-        if isinstance(trace.get("colorscale"), str):
-            trace["colorscale"] = _expanded(trace["colorscale"])
+    """A Figure of series (Plotly's `data`) and layout dicts written against Plotly's schema, without Plotly's
+    validation, which costs many times the building itself: the charts drawn on every rerun are built this way.
+    Named colour scales are expanded as validation would; tests/test_viz.py checks the JSON equals the validated
+    one."""
+    for series in data:
+        if isinstance(series.get("colorscale"), str):
+            series["colorscale"] = _expanded(series["colorscale"])
     return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
@@ -114,11 +115,11 @@ CELL_PAD_PX = 4
 PROJECTOR_FONT = 16  # every chart's text in projector mode (Plotly's default is 12, cell numbers 11)
 
 
-def _number_chars(trace: Any) -> int:
+def _number_chars(heatmap: Any) -> int:
     """How many characters the widest number in a heatmap's cells has: "0.00" for %{z:.2f}, else its text."""
-    template = trace.texttemplate or ""
-    if "%{text}" in template and trace.text is not None:
-        return max((len(str(t)) for row in trace.text for t in row), default=0)
+    template = heatmap.texttemplate or ""
+    if "%{text}" in template and heatmap.text is not None:
+        return max((len(str(t)) for row in heatmap.text for t in row), default=0)
     return 4
 
 
@@ -137,15 +138,15 @@ def cell_numbers_width(fig: go.Figure) -> int:
         ticks = fig.layout[axis].ticktext if axis in fig.layout else None
         labels = max(labels, max((len(str(t)) for t in ticks or ()), default=0))
     chrome = 170 + 7 * min(labels, 24)
-    for trace in fig.data:
-        if trace.type != "heatmap" or not trace.texttemplate:
+    for series in fig.data:
+        if series.type != "heatmap" or not series.texttemplate:
             continue
-        font = (trace.textfont.size if trace.textfont and trace.textfont.size else 12) or 12
-        cell = _number_chars(trace) * DIGIT_EM * font + CELL_PAD_PX
-        axis = "xaxis" + (trace.xaxis or "x")[1:]
+        font = (series.textfont.size if series.textfont and series.textfont.size else 12) or 12
+        cell = _number_chars(series) * DIGIT_EM * font + CELL_PAD_PX
+        axis = "xaxis" + (series.xaxis or "x")[1:]
         domain = fig.layout[axis].domain if axis in fig.layout and fig.layout[axis].domain else (0, 1)
         share = max(domain[1] - domain[0], 0.05)
-        need = max(need, _z_columns(trace.z) * cell / share + chrome)
+        need = max(need, _z_columns(series.z) * cell / share + chrome)
     return int(need)
 
 

@@ -77,17 +77,17 @@ def head_over_steps(
     for i, (z, label) in enumerate(zip(zs, labels, strict=True)):
         r, c = divmod(i, cols)
         axis = "" if i == 0 else str(i + 1)
-        trace: dict[str, Any] = {"type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
-        trace |= {"xaxis": f"x{axis}", "yaxis": f"y{axis}", "showscale": i == 0}
-        trace["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
+        heatmap: dict[str, Any] = {"type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
+        heatmap |= {"xaxis": f"x{axis}", "yaxis": f"y{axis}", "showscale": i == 0}
+        heatmap["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
         if hover is not None:
-            trace |= {
+            heatmap |= {
                 "customdata": hover,
                 "hovertemplate": f"{escape(label)}<br>%{{customdata}}: %{{z:.3f}}<extra></extra>",
             }
         else:
-            trace["hovertemplate"] = f"{escape(label)}<br>query %{{y}} → key %{{x}}: %{{z:.3f}}<extra></extra>"
-        data.append(trace)
+            heatmap["hovertemplate"] = f"{escape(label)}<br>query %{{y}} → key %{{x}}: %{{z:.3f}}<extra></extra>"
+        data.append(heatmap)
         x0 = c * (width + gap)
         y1 = 1 - r * (height + 0.08)
         ticks_q = list(range(0, len(q), tick_step(len(q), 24)))
