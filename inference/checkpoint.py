@@ -15,7 +15,8 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from inference.jsonfile import JsonFileError, read_json
 from inference.tokenizer import Tokenizer, TokenizerError, TokenizerLike
 from model.config import ConfigError, ModelConfig
-from model.transformer import Model, build_model
+from model.factory import build_model
+from model.transformer import Model
 
 WEIGHTS, CONFIG, TOKENIZER, CARD = "model.safetensors", "config.json", "tokenizer.model", "card.json"
 FORMAT = 1
@@ -198,7 +199,7 @@ def load_weights(directory: Path, config: ModelConfig) -> Model:
 def fill_model(path: Path, config: ModelConfig) -> Model:
     """A model built from `config` with the weights of `path`: every tensor present, fitting and finite."""
     check_dtypes(path)
-    model = build_model(config)
+    model = build_model(config, init=False)  # every weight is read from the file: none is drawn
     try:
         missing, unexpected = load_model(model, str(path), strict=False)
     except Exception as exc:  # safetensors raises its own error types for truncated or foreign files

@@ -22,7 +22,8 @@ from safetensors.torch import load_file
 
 from inference.checkpoint import Checkpoint, CheckpointError, check_finite, check_recorded, fill_model, read_metadata
 from model.config import ModelConfig
-from model.transformer import Model, build_model
+from model.factory import build_model
+from model.transformer import Model
 
 SNAPSHOTS, INDEX = "snapshots", "index.json"
 QUANTIZED, GROUP = "int4-groups-of-32", 32  # the header's "quantized" value; numbers per float16 scale
@@ -79,7 +80,7 @@ def read_weights(path: Path, config: ModelConfig) -> Model:
     """The model of a snapshot file, float16 or 4-bit (:data:`QUANTIZED`); CheckpointError names what is wrong."""
     if read_metadata(path).get("quantized") != QUANTIZED:
         return fill_model(path, config)
-    model = build_model(config)
+    model = build_model(config, init=False)  # every weight is read from the file: none is drawn
     try:
         weights = dequantize(load_file(str(path)))
         missing, unexpected = model.load_state_dict(weights, strict=False)

@@ -8,11 +8,14 @@ fused path was asked for, the scores before the mask and the weights after softm
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
+
+Linear = Callable[[int, int], nn.Module]  # (d_in, d_out) → a projection x W + b
 
 
 def padding_mask(ids: Tensor, pad_id: int) -> Tensor:
@@ -39,27 +42,6 @@ def attention_mask(query_valid: Tensor, key_valid: Tensor, causal: bool = False,
     return mask
 
 
-def rotary_table(positions: Tensor, d_head: int, base: float = 10000.0) -> Tensor:
-    """RoPE (Su et al. 2021, "RoFormer", eq. 34): position m turns feature pair i by the angle m·θ_i,
-    θ_i = base^(-2i/d_head). Returns (T, d_head) rows [cos(m·θ) | sin(m·θ)], d_head/2 of each, float32.
-
-    The pairs are (x_i, x_{i + d_head/2}), the layout of Llama's Hugging Face weights (`rotate_half`)."""
-    if d_head % 2:
-        raise ValueError(f"rotary positions need an even d_head, got {d_head}")
-    theta = base ** (-torch.arange(0, d_head, 2, dtype=torch.float64) / d_head)  # (d_head/2,)
-    angle = positions.to(torch.float64).unsqueeze(1) * theta  # (T, d_head/2)
-    return torch.cat([angle.cos(), angle.sin()], dim=-1).float()  # (T, d_head)
-
-
-def rotate(x: Tensor, rows: Tensor) -> Tensor:
-    """Rotate each feature pair (x_i, x_{i+d/2}) of `x` (B, H, T, d_head) by its row of `rows` (T, d_head):
-    the scores q_m·k_n of rotated vectors then depend on the positions only through m - n."""
-    half = x.shape[-1] // 2
-    cos, sin = rows[:, :half], rows[:, half:]  # (T, d_head/2) each
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
-
-
 def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
     """Softmax over the last axis where `mask` is True; masked weights are exactly 0, empty rows all 0.
 
@@ -78,8 +60,8 @@ class AttentionRecord:
     """What one attention block computed for one batch.
 
     mask:    (B, Tq, Tk) booleans applied to every head, True = may attend.
-    keys, values: (B, H, Tk, d_head) the projected K and V each query head read, every key so far (with
-             grouped-query attention the heads of one group read the same key/value head: ModelConfig.kv_head).
+    keys, values: (B, H, Tk, d_head) the projected K and V each query head read, every key so far (a variant
+             may let the heads of a group read the same ones: model.components.grouped_query).
     scores:  (B, H, Tq, Tk) QKᵀ/√d_head *before* the mask; None on the fused path (record=False).
     weights: (B, H, Tq, Tk) softmax of the masked scores, masked cells exactly 0; None on the fused path.
     """
@@ -133,41 +115,34 @@ class MultiHeadedAttention(nn.Module):
     `record=True` computes every step explicitly so that the scores and weights exist to be shown;
     `record=False` calls the fused `scaled_dot_product_attention` kernel (as x-transformers' `flash=True`),
     which gives the same output (tests/test_attention.py) without materialising the weights.
+    `linear(d_in, d_out)` makes each projection (nn.Linear: with biases, as in the paper).
     """
 
-    def __init__(
-        self, n_heads: int, d_model: int, dropout: float = 0.1, n_kv_heads: int | None = None, bias: bool = True
-    ) -> None:
+    def __init__(self, n_heads: int, d_model: int, dropout: float = 0.1, linear: Linear = nn.Linear) -> None:
         super().__init__()
         if d_model % n_heads:
             raise ValueError(f"d_model ({d_model}) must be divisible by n_heads ({n_heads})")
         self.n_heads = n_heads
-        self.n_kv_heads = n_heads if n_kv_heads is None else n_kv_heads
-        if n_heads % self.n_kv_heads:
-            raise ValueError(f"n_heads ({n_heads}) must be a multiple of n_kv_heads ({self.n_kv_heads})")
         self.d_head = d_model // n_heads
-        d_kv = self.n_kv_heads * self.d_head
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_kv, bias=bias)
-        self.w_v = nn.Linear(d_model, d_kv, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.w_q = linear(d_model, d_model)
+        self.w_k = linear(d_model, d_model)
+        self.w_v = linear(d_model, d_model)
+        self.w_o = linear(d_model, d_model)
         self.dropout = nn.Dropout(dropout)
 
     def split_heads(self, x: Tensor) -> Tensor:
         b, t, width = x.shape
-        return x.view(b, t, width // self.d_head, self.d_head).transpose(1, 2)  # (B, H or H_kv, T, d_head)
+        return x.view(b, t, width // self.d_head, self.d_head).transpose(1, 2)  # (B, heads, T, d_head)
 
-    def new_keys_values(self, key_value: Tensor, rotary: Tensor | None) -> tuple[Tensor, Tensor]:
-        """K and V of `key_value` (B, Tk, d_model) for every query head: (B, H, Tk, d_head) each.
+    def queries(self, query: Tensor, start: int) -> Tensor:
+        """Q = query W^Q of `query` (B, Tq, d_model), split into heads: (B, H, Tq, d_head). `start` is the position
+        of the first query: the paper's attention needs none (its positions are added to the embeddings)."""
+        return self.split_heads(self.w_q(query))
 
-        Grouped-query attention projects only n_kv_heads keys and values; query head h reads key/value head
-        h // (n_heads // n_kv_heads), so each is repeated for its group (as Llama's `repeat_kv`).
-        """
-        k, v = self.split_heads(self.w_k(key_value)), self.split_heads(self.w_v(key_value))  # (B, H_kv, Tk, d_head)
-        if rotary is not None:
-            k = rotate(k, rotary)
-        group = self.n_heads // self.n_kv_heads
-        return k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)  # (B, H, Tk, d_head)
+    def new_keys_values(self, key_value: Tensor, start: int) -> tuple[Tensor, Tensor]:
+        """K = key_value W^K and V = key_value W^V of `key_value` (B, Tk, d_model), split into heads:
+        (B, H, Tk, d_head) each. `start` is the position of the first key, as in `queries`."""
+        return self.split_heads(self.w_k(key_value)), self.split_heads(self.w_v(key_value))
 
     def forward(
         self,
@@ -177,26 +152,24 @@ class MultiHeadedAttention(nn.Module):
         past: AttentionRecord | None = None,
         record: bool = True,
         ablate: Ablation | None = None,
-        rotary: Tensor | None = None,
     ) -> tuple[Tensor, AttentionRecord]:
         """Attend from `query` (B, Tq, d_model) to `key_value` (B, Tk, d_model) under `mask` (B, Tq, Tk).
-        `ablate`: heads whose output is switched off (see Ablation). `rotary`: (Tq, d_head) rotation rows of the
-        new positions (rotary_table), applied to queries and new keys of self-attention; None for added positions.
+        `ablate`: heads whose output is switched off (see Ablation).
 
-        With `past` (this block's record from the previous decoding step) its keys and values come first;
-        with `key_value=None` they are used as they are (cross-attention to an encoder memory projected once).
+        With `past` (this block's record from the previous decoding step) its keys and values come first, and
+        the new tokens' positions start after them; with `key_value=None` the past's keys and values are used
+        as they are (cross-attention to an encoder memory projected once).
         """
-        q = self.split_heads(self.w_q(query))  # (B, H, Tq, d_head)
-        if rotary is not None:
-            q = rotate(q, rotary)
+        start = 0 if past is None else past.keys.shape[2]  # the position of the first new token
+        q = self.queries(query, start)  # (B, H, Tq, d_head)
         if key_value is None:
             if past is None:
                 raise ValueError("key_value=None needs the past record's keys and values")
             k, v = past.keys, past.values
         else:
-            k, v = self.new_keys_values(key_value, rotary)  # (B, H, Tk, d_head)
+            k, v = self.new_keys_values(key_value, start)  # (B, H, Tk_new, d_head)
             if past is not None:
-                k, v = torch.cat([past.keys, k], dim=2), torch.cat([past.values, v], dim=2)
+                k, v = torch.cat([past.keys, k], dim=2), torch.cat([past.values, v], dim=2)  # (B, H, Tk, d_head)
         if mask.shape != (q.shape[0], q.shape[2], k.shape[2]):
             raise ValueError(
                 f"mask shape {tuple(mask.shape)} does not match (B, Tq, Tk) = {(q.shape[0], q.shape[2], k.shape[2])}"

@@ -1,23 +1,28 @@
 """The Transformer of "Attention Is All You Need", instrumented: every forward returns `(logits, trace)`.
 
-Read top to bottom: embeddings and positions, the two sub-layers, the encoder and decoder layers, then the
-three models (encoder-decoder, decoder-only, encoder-only). The switches of ModelConfig after the paper's
-hyperparameters (rotary positions, RMSNorm, GELU/SwiGLU, grouped-query attention, no biases, BERT's embedding
-norm and token types) make the same classes a BERT or a Llama; their defaults are the 2017 model. Nothing is
-assigned on `self` in any `forward` and no hooks are used, so one model object can serve many threads at once.
-Incremental decoding passes the previous trace back as `past`: its records hold every key and value so far.
+Read top to bottom: embeddings and positions, the feed-forward network and the residual connection, the parts a
+model is assembled from, the encoder and decoder layers and stacks, the three models (encoder-decoder,
+decoder-only, encoder-only), and how their weights start. Every class here is the paper's; a published model is
+the same skeleton built from other parts (model/components/, chosen from the config by model.factory.build_model,
+which also initialises the weights once every module exists).
+
+Nothing is assigned on `self` in any `forward` and no hooks are used, so one model object can serve many threads
+at once. Incremental decoding passes the previous trace back as `past`: its records hold every key and value so
+far.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal
 
 import torch
-import torch.nn.functional as F  # noqa: N812
 from torch import Tensor, nn
 
-from model.attention import Ablation, AttentionRecord, MultiHeadedAttention, attention_mask, padding_mask, rotary_table
+from model.attention import Ablation, AttentionRecord, Linear, MultiHeadedAttention, attention_mask, padding_mask
 from model.config import ModelConfig
 from model.trace import Trace
 
@@ -43,83 +48,72 @@ def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
 
 
 class Embeddings(nn.Module):
-    """Token embeddings multiplied by √d_model (section 3.4); `scale=False` leaves them as they are (BERT, Llama)."""
+    """Token embeddings multiplied by √d_model (section 3.4)."""
 
-    def __init__(self, vocab_size: int, d_model: int, scale: bool = True) -> None:
+    def __init__(self, vocab_size: int, d_model: int) -> None:
         super().__init__()
         self.lut = nn.Embedding(vocab_size, d_model)
-        self.d_model = d_model
-        self.scale = math.sqrt(d_model) if scale else 1.0
+        self.scale = math.sqrt(d_model)
 
     def forward(self, ids: Tensor) -> Tensor:
         return self.lut(ids) * self.scale  # (B, T, d_model)
 
 
 class PositionalEncoding(nn.Module):
-    """Sinusoidal (section 3.5) or learned absolute positions, added to the embeddings; or rotary positions,
-    which are not added but turn each head's queries and keys (model.attention.rotary_table): then the table's
-    rows are the (cos | sin) of each position's angles, d_head wide. `rows` gives the ones a sequence uses."""
+    """Absolute positions added to the embeddings: the sinusoidal table of section 3.5, or a learned table (which
+    the paper found to work as well). `rows` gives the ones a sequence uses."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, kind: Literal["sinusoidal", "learned"], max_len: int, d_model: int) -> None:
         super().__init__()
-        self.max_len = config.max_len
-        self.learned = config.positional == "learned"
-        self.rotary = config.positional == "rotary"
-        if self.learned:
-            self.table = nn.Parameter(torch.randn(config.max_len, config.d_model) * 0.02)
-        elif self.rotary:  # a buffer, rebuilt from the formula, never saved with the weights
-            table = rotary_table(torch.arange(config.max_len), config.d_head, config.rope_base)
-            self.register_buffer("table", table, persistent=False)
-        else:
-            self.register_buffer("table", sinusoidal_table(config.max_len, config.d_model), persistent=False)
+        if kind not in ("sinusoidal", "learned"):
+            raise ValueError(f"PositionalEncoding adds sinusoidal or learned positions, not {kind!r}")
+        self.max_len = max_len
+        if kind == "learned":
+            self.table = nn.Parameter(torch.empty(max_len, d_model))  # drawn by init_weights
+        else:  # a buffer, rebuilt from the formula, never saved with the weights
+            self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
 
     def rows(self, offset: int, length: int) -> Tensor:
         if offset + length > self.max_len:
             raise ValueError(f"sequence of {offset + length} positions exceeds max_len={self.max_len}")
-        return self.table[offset : offset + length]  # (T, d_model); rotary: (T, d_head)
+        return self.table[offset : offset + length]  # (T, d_model)
 
-
-def make_norm(config: ModelConfig) -> nn.Module:
-    """LayerNorm (Ba et al. 2016), or RMSNorm (Zhang & Sennrich 2019: x / RMS(x) · g, no centring, no bias)."""
-    if config.norm_type == "rms":
-        return nn.RMSNorm(config.d_model, eps=config.norm_eps)
-    return nn.LayerNorm(config.d_model, eps=config.norm_eps)
+    def forward(self, x: Tensor, offset: int = 0) -> tuple[Tensor, Tensor]:
+        """`x` (B, T, d_model) plus the encodings of positions offset … offset + T - 1, and those rows."""
+        rows = self.rows(offset, x.shape[1])
+        return x + rows, rows
 
 
 class FeedForward(nn.Module):
-    """FFN(x) = max(0, x W1 + b1) W2 + b2 (section 3.3); `activation="gelu"` uses GELU instead of max(0, ·)
-    (BERT), `"gelu_tanh"` its tanh approximation (GPT-2); `"swiglu"` is W2 (SiLU(x W1) ⊙ x W3), a gated unit with
-    a third matrix (Shazeer 2020; Llama)."""
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (section 3.3), with dropout on the hidden layer. `linear(d_in, d_out)`
+    makes each projection (nn.Linear, with biases, in the paper)."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, d_model: int, d_ff: int, dropout: float, linear: Linear = nn.Linear) -> None:
         super().__init__()
-        d_model, d_ff, bias = config.d_model, config.d_ff, config.bias
-        self.activation = config.activation
-        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
-        self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
-        self.w_3 = nn.Linear(d_model, d_ff, bias=bias) if self.activation == "swiglu" else None
-        self.dropout = nn.Dropout(config.dropout)
+        self.w_1 = linear(d_model, d_ff)
+        self.w_2 = linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def hidden(self, x: Tensor) -> Tensor:
+        """The hidden layer, max(0, x W1 + b1): (B, T, d_ff)."""
+        return torch.relu(self.w_1(x))
+
+    def output(self, hidden: Tensor) -> Tensor:
+        """The hidden layer projected back: (B, T, d_model)."""
+        return self.w_2(self.dropout(hidden))
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.activation == "swiglu":
-            hidden = F.silu(self.w_1(x)) * self.w_3(x)
-        elif self.activation == "gelu":
-            hidden = F.gelu(self.w_1(x))  # x Φ(x), Φ the normal distribution's CDF (Hendrycks & Gimpel 2016)
-        elif self.activation == "gelu_tanh":
-            hidden = F.gelu(self.w_1(x), approximate="tanh")  # 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³)))
-        else:
-            hidden = torch.relu(self.w_1(x))
-        return self.w_2(self.dropout(hidden))  # (B, T, d_model)
+        return self.output(self.hidden(x))
 
 
 class Residual(nn.Module):
-    """post: LayerNorm(x + Dropout(Sublayer(x))), the paper; pre: x + Dropout(Sublayer(LayerNorm(x)))."""
+    """post: LayerNorm(x + Dropout(Sublayer(x))), the paper (section 5.4); pre: x + Dropout(Sublayer(LayerNorm(x)))."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, norm: nn.Module, dropout: float, pre_norm: bool) -> None:
         super().__init__()
-        self.norm = make_norm(config)
-        self.dropout = nn.Dropout(config.dropout)
-        self.pre_norm = config.norm == "pre"
+        self.norm = norm
+        self.dropout = nn.Dropout(dropout)
+        self.pre_norm = pre_norm
 
     def input(self, x: Tensor) -> Tensor:
         return self.norm(x) if self.pre_norm else x
@@ -129,25 +123,54 @@ class Residual(nn.Module):
         return y if self.pre_norm else self.norm(y)
 
 
-def make_attention(config: ModelConfig) -> MultiHeadedAttention:
-    return MultiHeadedAttention(config.n_heads, config.d_model, config.dropout, config.n_kv_heads, config.bias)
+@dataclass(frozen=True)
+class Parts:
+    """What a model is assembled from: each field makes a fresh module. `paper_parts(config)` gives the paper's;
+    a published model swaps some for its own (model.factory.parts_for)."""
+
+    embeddings: Callable[[], nn.Module]  # ids (B, T) → (B, T, d_model), its table named `lut`
+    positions: Callable[[], nn.Module]  # (x, offset) → (x with its positions, the positional rows used)
+    self_attention: Callable[[], nn.Module]  # as MultiHeadedAttention
+    cross_attention: Callable[[], nn.Module]
+    feed_forward: Callable[[], nn.Module]  # as FeedForward: hidden(x), output(hidden)
+    norm: Callable[[], nn.Module]  # over the last axis, d_model wide
+    linear: Linear  # (d_in, d_out) → a projection outside attention and feed-forward: the generator
+
+
+def paper_parts(config: ModelConfig) -> Parts:
+    """The paper's parts at `config`'s sizes: embeddings · √d_model, added positions, multi-head attention and a
+    ReLU feed-forward network with biases, LayerNorm."""
+    d_model = config.d_model
+    attention = partial(MultiHeadedAttention, config.n_heads, d_model, config.dropout)
+    return Parts(
+        embeddings=partial(Embeddings, config.vocab_size, d_model),
+        positions=partial(PositionalEncoding, config.positional, config.max_len, d_model),
+        self_attention=attention,
+        cross_attention=attention,
+        feed_forward=partial(FeedForward, d_model, config.d_ff, config.dropout),
+        norm=partial(nn.LayerNorm, d_model),
+        linear=nn.Linear,
+    )
+
+
+def residual(config: ModelConfig, parts: Parts) -> Residual:
+    return Residual(parts.norm(), config.dropout, pre_norm=config.norm == "pre")
 
 
 class EncoderLayer(nn.Module):
-    """Self-attention, then the feed-forward network, each inside a residual connection."""
+    """Self-attention, then the feed-forward network, each inside a residual connection (section 3.1)."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, parts: Parts) -> None:
         super().__init__()
-        self.self_attn = make_attention(config)
-        self.feed_forward = FeedForward(config)
-        self.sublayer = nn.ModuleList([Residual(config) for _ in range(2)])
+        self.self_attn = parts.self_attention()
+        self.feed_forward = parts.feed_forward()
+        self.sublayer = nn.ModuleList([residual(config, parts) for _ in range(2)])
 
     def forward(
-        self, x: Tensor, mask: Tensor, record: bool, ablate: Ablation | None = None, rotary: Tensor | None = None
+        self, x: Tensor, mask: Tensor, record: bool, ablate: Ablation | None = None
     ) -> tuple[Tensor, AttentionRecord]:
-        """`rotary`: the rotation rows of the positions (rotary positions only), else None."""
         h = self.sublayer[0].input(x)
-        attn, rec = self.self_attn(h, h, mask, record=record, ablate=ablate, rotary=rotary)
+        attn, rec = self.self_attn(h, h, mask, record=record, ablate=ablate)  # (B, T, d_model)
         x = self.sublayer[0].output(x, attn)
         x = self.sublayer[1].output(x, self.feed_forward(self.sublayer[1].input(x)))
         return x, rec
@@ -156,13 +179,12 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention to the encoder (encoder-decoder only), then feed-forward."""
 
-    def __init__(self, config: ModelConfig, cross: bool) -> None:
+    def __init__(self, config: ModelConfig, parts: Parts, cross: bool) -> None:
         super().__init__()
-        self.self_attn = make_attention(config)
-        self.cross_attn = make_attention(config) if cross else None
-        self.feed_forward = FeedForward(config)
-        n_sub = 3 if cross else 2
-        self.sublayer = nn.ModuleList([Residual(config) for _ in range(n_sub)])
+        self.self_attn = parts.self_attention()
+        self.cross_attn = parts.cross_attention() if cross else None
+        self.feed_forward = parts.feed_forward()
+        self.sublayer = nn.ModuleList([residual(config, parts) for _ in range(3 if cross else 2)])
 
     def forward(
         self,
@@ -173,26 +195,25 @@ class DecoderLayer(nn.Module):
         past: Records,
         record: bool,
         ablate: Ablations = NONE,
-        rotary: Tensor | None = None,
     ) -> tuple[Tensor, Records]:
         """`past` holds this layer's records of the previous step ("self_attn", "cross_attn"), or nothing;
-        `ablate` this layer's ablations, by the same keys; `rotary` the new positions' rotation rows, or None.
+        `ablate` this layer's ablations, by the same keys.
 
         Cross-attention projects the encoder `memory` once; with a past record its keys and values are reused.
         """
         h = self.sublayer[0].input(x)
         self_past, self_cut = past.get("self_attn"), ablate.get("self_attn")
-        attn, self_rec = self.self_attn(h, h, self_mask, past=self_past, record=record, ablate=self_cut, rotary=rotary)
+        attn, self_rec = self.self_attn(h, h, self_mask, past=self_past, record=record, ablate=self_cut)
         x = self.sublayer[0].output(x, attn)
         records = {"self_attn": self_rec}
         if self.cross_attn is not None:
             h = self.sublayer[1].input(x)
             cached = past.get("cross_attn")
             source = memory if cached is None else None
-            attn, records["cross_attn"] = self.cross_attn(
+            cross, records["cross_attn"] = self.cross_attn(
                 h, source, cross_mask, past=cached, record=record, ablate=ablate.get("cross_attn")
             )
-            x = self.sublayer[1].output(x, attn)
+            x = self.sublayer[1].output(x, cross)
         last = self.sublayer[-1]
         x = last.output(x, self.feed_forward(last.input(x)))
         return x, records
@@ -201,28 +222,26 @@ class DecoderLayer(nn.Module):
 class Encoder(nn.Module):
     """N encoder layers (plus a final LayerNorm for pre-norm)."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, parts: Parts) -> None:
         super().__init__()
-        self.layers = nn.ModuleList([EncoderLayer(config) for _ in range(config.n_encoder_layers)])
-        self.norm = make_norm(config) if config.norm == "pre" else nn.Identity()
+        self.layers = nn.ModuleList([EncoderLayer(config, parts) for _ in range(config.n_encoder_layers)])
+        self.norm = parts.norm() if config.norm == "pre" else nn.Identity()
 
-    def forward(
-        self, x: Tensor, mask: Tensor, record: bool, ablate: Ablations = NONE, rotary: Tensor | None = None
-    ) -> tuple[Tensor, Records]:
+    def forward(self, x: Tensor, mask: Tensor, record: bool, ablate: Ablations = NONE) -> tuple[Tensor, Records]:
         records: Records = {}
         for i, layer in enumerate(self.layers):
             name = f"encoder.layers.{i}.self_attn"
-            x, records[name] = layer(x, mask, record, ablate.get(name), rotary)
+            x, records[name] = layer(x, mask, record, ablate.get(name))
         return self.norm(x), records
 
 
 class Decoder(nn.Module):
     """N decoder layers (plus a final LayerNorm for pre-norm) over embedded, position-encoded targets."""
 
-    def __init__(self, config: ModelConfig, cross: bool) -> None:
+    def __init__(self, config: ModelConfig, parts: Parts, cross: bool) -> None:
         super().__init__()
-        self.layers = nn.ModuleList([DecoderLayer(config, cross) for _ in range(config.n_decoder_layers)])
-        self.norm = make_norm(config) if config.norm == "pre" else nn.Identity()
+        self.layers = nn.ModuleList([DecoderLayer(config, parts, cross) for _ in range(config.n_decoder_layers)])
+        self.norm = parts.norm() if config.norm == "pre" else nn.Identity()
 
     def forward(
         self,
@@ -233,64 +252,58 @@ class Decoder(nn.Module):
         past: Records,
         record: bool,
         ablate: Ablations = NONE,
-        rotary: Tensor | None = None,
     ) -> tuple[Tensor, Records]:
         records: Records = {}
         for i, layer in enumerate(self.layers):
             name = f"decoder.layers.{i}"
             mine = {k.removeprefix(f"{name}."): r for k, r in past.items() if k.startswith(f"{name}.")}
             cut = {k.removeprefix(f"{name}."): a for k, a in ablate.items() if k.startswith(f"{name}.")}
-            x, layer_records = layer(x, self_mask, memory, cross_mask, mine, record, cut, rotary)
+            x, layer_records = layer(x, self_mask, memory, cross_mask, mine, record, cut)
             records.update({f"{name}.{k}": r for k, r in layer_records.items()})
         return self.norm(x), records
 
 
-class MaskedLMHead(nn.Module):
-    """BERT's masked-LM head before the (tied) output projection: LayerNorm(GELU(x W + b)) (Devlin et al. 2019)."""
-
-    def __init__(self, config: ModelConfig) -> None:
-        super().__init__()
-        self.dense = nn.Linear(config.d_model, config.d_model, bias=config.bias)
-        self.norm = make_norm(config)
-
-    def forward(self, x: Tensor) -> Tensor:
-        return self.norm(F.gelu(self.dense(x)))  # (B, T, d_model)
-
-
 class TransformerBase(nn.Module):
-    """What the models share: embeddings, positions, the decoder (none when `cross` is None: encoder-only) and
-    the output projection."""
+    """What the three models share: embeddings and positions, the encoder and the decoder their kind has (the
+    decoder with cross-attention in an encoder-decoder), and the output projection (the generator).
 
-    def __init__(self, config: ModelConfig, cross: bool | None) -> None:
+    Built here from `parts` (default: the paper's) with PyTorch's own initial weights; model.factory.build_model
+    builds a model from its config and initialises it once every module exists.
+    """
+
+    def __init__(self, config: ModelConfig, parts: Parts | None = None) -> None:
         super().__init__()
+        parts = parts or paper_parts(config)
         self.config = config
-        self.embed = Embeddings(config.vocab_size, config.d_model, config.embed_scale)
-        self.positions = PositionalEncoding(config)
-        if config.n_token_types:  # BERT's segment embeddings: row 0 (the first sentence) is added to every token
-            self.token_types = nn.Embedding(config.n_token_types, config.d_model)
-        self.embed_norm = make_norm(config) if config.embed_norm else nn.Identity()
+        self.embed = parts.embeddings()
+        self.positions = parts.positions()
         self.dropout = nn.Dropout(config.dropout)
-        self.decoder = None if cross is None else Decoder(config, cross)
-        self.head = MaskedLMHead(config) if config.mlm_head else nn.Identity()
-        self.generator = nn.Linear(config.d_model, config.vocab_size, bias=config.bias)
-        if config.tie_embeddings:
+        self.encoder = Encoder(config, parts) if config.kind != "decoder-only" else None
+        cross = config.is_encoder_decoder
+        self.decoder = Decoder(config, parts, cross) if config.kind != "encoder-only" else None
+        self.generator = parts.linear(config.d_model, config.vocab_size)
+        if config.tie_embeddings:  # section 3.4: one matrix embeds the tokens and scores them
             self.generator.weight = self.embed.lut.weight
-        self.apply(_init_weights)
+
+    def with_positions(self, tokens: Tensor, offset: int) -> tuple[Tensor, Tensor]:
+        """The first layer's input, the token embeddings (B, T, d_model) plus their positions from `offset`, after
+        dropout; and the positional rows used (T, d_model)."""
+        x, rows = self.positions(tokens, offset)
+        return self.dropout(x), rows
 
     def embed_with_positions(self, ids: Tensor, offset: int = 0) -> tuple[Tensor, Tensor]:
-        """Embedding (· √d_model) + PE rows; returns the sum (B, T, d_model) and the rows used (T, d_model).
+        """Embeddings (· √d_model) of `ids` (B, T) with their positions, and the positional rows used."""
+        return self.with_positions(self.embed(ids), offset)
 
-        With rotary positions nothing is added: the rows returned are the (T, d_head) rotations that the
-        attention applies to queries and keys."""
-        pe = self.positions.rows(offset, ids.shape[1])
-        x = self.embed(ids) if self.positions.rotary else self.embed(ids) + pe  # (B, T, d_model)
-        if self.config.n_token_types:
-            x = x + self.token_types.weight[0]
-        return self.dropout(self.embed_norm(x)), pe
+    def logits(self, x: Tensor) -> Tensor:
+        """The output projection of the last stack's output: (B, T, vocab_size) (softmax gives probabilities)."""
+        return self.generator(x)
 
-    def rotary(self, rows: Tensor) -> Tensor | None:
-        """The rows to turn queries and keys by: `rows` for rotary positions, None when positions are added."""
-        return rows if self.positions.rotary else None
+    def encode(self, ids: Tensor, valid: Tensor, record: bool, ablate: Ablations) -> tuple[Tensor, Records, Tensor]:
+        """Encoder over `ids` (B, S), `valid` its real tokens: memory (B, S, d_model), records and PE rows."""
+        x, rows = self.embed_with_positions(ids)
+        memory, records = self.encoder(x, attention_mask(valid, valid), record, ablate)
+        return memory, records, rows
 
     def decode(
         self,
@@ -299,28 +312,27 @@ class TransformerBase(nn.Module):
         memory: Tensor | None,
         source_valid: Tensor | None,
         record: bool,
-        ablate: Ablations = NONE,
+        ablate: Ablations,
     ) -> tuple[Tensor, Tensor, Records, Tensor]:
-        """Decoder over `target_ids` (B, T_new) after past's tokens: logits, target_valid, records, PE rows."""
+        """Decoder over `target_ids` (B, T_new) after past's tokens: logits, target_valid, records and PE rows."""
         offset = past.target_valid.shape[1] if past else 0
         new_valid = padding_mask(target_ids, self.config.pad_id)  # (B, T_new)
         target_valid = torch.cat([past.target_valid, new_valid], dim=1) if past else new_valid  # (B, T_all)
         self_mask = attention_mask(new_valid, target_valid, causal=True, query_offset=offset)  # (B, T_new, T_all)
         cross_mask = None if source_valid is None else attention_mask(new_valid, source_valid)  # (B, T_new, S)
-        x, pe = self.embed_with_positions(target_ids, offset)
+        x, rows = self.embed_with_positions(target_ids, offset)
         past_records = past.attention if past else {}
-        x, records = self.decoder(x, self_mask, memory, cross_mask, past_records, record, ablate, self.rotary(pe))
-        return self.generator(self.head(x)), target_valid, records, pe
+        x, records = self.decoder(x, self_mask, memory, cross_mask, past_records, record, ablate)
+        return self.logits(x), target_valid, records, rows
 
 
 class EncoderDecoder(TransformerBase):
     """The paper's model: the encoder reads the source, the decoder writes the target one token at a time."""
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, parts: Parts | None = None) -> None:
         if not config.is_encoder_decoder:
             raise ValueError("EncoderDecoder needs a config with kind='encoder-decoder'")
-        super().__init__(config, cross=True)
-        self.encoder = Encoder(config)
+        super().__init__(config, parts)
 
     def forward(
         self,
@@ -339,11 +351,7 @@ class EncoderDecoder(TransformerBase):
         source_valid = padding_mask(source_ids, self.config.pad_id)  # (B, S)
         memory, records, positional = None, {}, {}
         if past is None:
-            x, pe = self.embed_with_positions(source_ids)
-            positional["encoder"] = pe
-            memory, records = self.encoder(
-                x, attention_mask(source_valid, source_valid), record, ablate, self.rotary(pe)
-            )
+            memory, records, positional["encoder"] = self.encode(source_ids, source_valid, record, ablate)
         logits, target_valid, dec_records, positional["decoder"] = self.decode(
             target_ids, past, memory, source_valid, record, ablate
         )
@@ -355,60 +363,55 @@ class EncoderDecoder(TransformerBase):
 class DecoderOnlyLM(TransformerBase):
     """A language model: the decoder without cross-attention, predicting each next token."""
 
-    def __init__(self, config: ModelConfig) -> None:
-        if config.is_encoder_decoder:
+    def __init__(self, config: ModelConfig, parts: Parts | None = None) -> None:
+        if config.kind != "decoder-only":
             raise ValueError("DecoderOnlyLM needs a config with kind='decoder-only'")
-        super().__init__(config, cross=False)
+        super().__init__(config, parts)
 
     def forward(
         self, ids: Tensor, past: Trace | None = None, record: bool = True, ablate: Ablations = NONE
     ) -> tuple[Tensor, Trace]:
         """Logits (B, T, vocab) for the token after each position of `ids`, continuing `past` if given;
         `ablate`: heads switched off, by block name (model.attention.Ablation)."""
-        logits, target_valid, records, pe = self.decode(ids, past, None, None, record, ablate)
+        logits, target_valid, records, rows = self.decode(ids, past, None, None, record, ablate)
         offset = past.target_valid.shape[1] if past else 0
-        return logits, Trace(self.config.kind, None, ids, target_valid, {"decoder": pe}, records, offset)
+        return logits, Trace(self.config.kind, None, ids, target_valid, {"decoder": rows}, records, offset)
 
 
 class EncoderOnly(TransformerBase):
-    """The encoder alone, every token seeing every other (BERT): no decoder, nothing to continue.
+    """The encoder alone, every token seeing every other: no decoder, nothing to continue.
 
-    The generator reads the encoder's output at every position: with `mlm_head`, the masked-LM head's logits
-    (what a [MASK] there should be); without it, with tied embeddings, the dot product of each output vector
-    with every token embedding (which tokens the output vector lies closest to, not a prediction).
+    The generator reads the encoder's output at every position: with tied embeddings, the dot product of each
+    output vector with every token embedding (which tokens the output vector lies closest to, not a prediction).
     """
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, config: ModelConfig, parts: Parts | None = None) -> None:
         if config.kind != "encoder-only":
             raise ValueError("EncoderOnly needs a config with kind='encoder-only'")
-        super().__init__(config, cross=None)
-        self.encoder = Encoder(config)
-        self.encoder.apply(_init_weights)
+        super().__init__(config, parts)
 
     def forward(self, ids: Tensor, record: bool = True, ablate: Ablations = NONE) -> tuple[Tensor, Trace]:
         """Logits (B, T, vocab) at every position of `ids` (B, T), and the trace; its source_ids are `ids` and
         it has no decoder tokens. `ablate`: heads switched off, by block name (model.attention.Ablation)."""
         valid = padding_mask(ids, self.config.pad_id)  # (B, T)
-        x, pe = self.embed_with_positions(ids)
-        x, records = self.encoder(x, attention_mask(valid, valid), record, ablate, self.rotary(pe))
-        trace = Trace(self.config.kind, ids, ids[:, :0], valid[:, :0], {"encoder": pe}, records)
-        return self.generator(self.head(x)), trace
+        x, records, rows = self.encode(ids, valid, record, ablate)
+        trace = Trace(self.config.kind, ids, ids[:, :0], valid[:, :0], {"encoder": rows}, records)
+        return self.logits(x), trace
 
 
 Model = EncoderDecoder | DecoderOnlyLM | EncoderOnly
 
 
-def _init_weights(module: nn.Module) -> None:
-    """Xavier-uniform for matrices, as the Annotated Transformer does; small normal for embeddings."""
+def init_weights(module: nn.Module) -> None:
+    """The initial weights, as the Annotated Transformer draws them: Xavier-uniform for every projection's matrix
+    and zero biases; N(0, 1/d_model) for token embeddings (multiplied by √d_model, their rows start near unit
+    length); N(0, 0.02²) for a learned positions table. Norms start as the identity (gain 1, bias 0) when built.
+    Apply it to every module once all exist (model.factory.build_model)."""
     if isinstance(module, nn.Linear):
         nn.init.xavier_uniform_(module.weight)
         if module.bias is not None:
             nn.init.zeros_(module.bias)
     elif isinstance(module, nn.Embedding):
         nn.init.normal_(module.weight, std=module.embedding_dim**-0.5)
-
-
-def build_model(config: ModelConfig) -> Model:
-    """The model class the config names, freshly initialised."""
-    models = {"encoder-decoder": EncoderDecoder, "decoder-only": DecoderOnlyLM, "encoder-only": EncoderOnly}
-    return models[config.kind](config)
+    elif isinstance(module, PositionalEncoding) and isinstance(module.table, nn.Parameter):
+        nn.init.normal_(module.table, std=0.02)

@@ -14,7 +14,8 @@ if str(ROOT) not in sys.path:  # `pytest` run without `python -m` does not put t
     sys.path.insert(0, str(ROOT))
 
 from model.config import ModelConfig  # noqa: E402
-from model.transformer import DecoderOnlyLM, EncoderDecoder, build_model  # noqa: E402
+from model.factory import build_model  # noqa: E402
+from model.transformer import DecoderOnlyLM, EncoderDecoder  # noqa: E402
 from training.tiny import make_tiny_checkpoint, tiny_config  # noqa: E402
 
 # The models are tiny: intra-op threads only add spin-waiting on a busy machine.

@@ -28,7 +28,7 @@ from inference.checkpoint import (
 )
 from inference.tokenizer import Tokenizer
 from model.config import BOUNDS
-from model.transformer import build_model
+from model.factory import build_model
 from training.tiny import make_tiny_checkpoint, tiny_config, tiny_tokenizer_bytes
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -256,7 +256,7 @@ def test_a_card_with_missing_keys_or_another_tokenizer_hash_is_named(damaged) ->
 def test_a_size_above_its_bound_is_named_before_any_weight_is_allocated(damaged, monkeypatch, field, value) -> None:
     path = damaged()
     edit_config(path, **{field: value})
-    monkeypatch.setattr("inference.checkpoint.build_model", lambda config: pytest.fail("a model was built"))
+    monkeypatch.setattr("inference.checkpoint.build_model", lambda *a, **k: pytest.fail("a model was built"))
     with pytest.raises(CheckpointError, match=r"config\.json") as info:
         load_checkpoint(path)
     message = str(info.value)
@@ -267,7 +267,7 @@ def test_a_size_above_its_bound_is_named_before_any_weight_is_allocated(damaged,
 def test_sizes_each_in_bounds_but_too_many_parameters_together_are_named(damaged, monkeypatch) -> None:
     path = damaged()
     edit_config(path, d_model=8192, n_heads=8, d_ff=65536, n_decoder_layers=128, max_len=64)
-    monkeypatch.setattr("inference.checkpoint.build_model", lambda config: pytest.fail("a model was built"))
+    monkeypatch.setattr("inference.checkpoint.build_model", lambda *a, **k: pytest.fail("a model was built"))
     with pytest.raises(CheckpointError, match=r"config\.json.*parameters.*2,000,000,000") as info:
         load_checkpoint(path)
     assert "lower d_model" in str(info.value)

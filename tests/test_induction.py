@@ -6,7 +6,7 @@ import torch
 
 from inference.induction import copy_losses, head_scores, measure, repeated_tokens
 from model.config import ModelConfig
-from model.transformer import build_model
+from model.factory import build_model
 
 L = 5
 

@@ -24,8 +24,8 @@ from inference import catalog  # noqa: E402
 from inference.analyze import Request, analyze, analyze_many  # noqa: E402
 from inference.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from inference.pretrained.mapping import NEVER  # noqa: E402
+from model.components.feed_forward import GELUFeedForward  # noqa: E402
 from model.config import ConfigError, ModelConfig  # noqa: E402
-from model.transformer import FeedForward  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = {"atol": 1e-4, "rtol": 1e-4}
@@ -97,8 +97,8 @@ def prefixed(ckpt, text: str) -> torch.Tensor:
 def test_a_gpt2_folders_logits_and_every_heads_weights_equal_transformers(published) -> None:
     ckpt = load_checkpoint(published["lm"])
     config = ckpt.config
-    assert config.kind == "decoder-only" and config.norm == "pre" and not config.embed_scale
-    assert (config.positional, config.activation, config.tie_embeddings) == ("learned", "gelu_tanh", True)
+    assert config.kind == "decoder-only" and config.norm == "pre" and not config.published.embed_scale
+    assert (config.positional, config.published.activation, config.tie_embeddings) == ("learned", "gelu_tanh", True)
     ids = prefixed(ckpt, "the cat sat on the mat")
     logits, trace = ckpt.model(ids)
     expected = published["reference"](ids, output_attentions=True)
@@ -128,8 +128,7 @@ def test_the_pad_and_unk_gpt2_lacks_are_appended_and_never_predicted(published) 
 @torch.no_grad()
 def test_gelu_tanh_is_gpt2s_gelu_new_not_the_exact_gelu() -> None:
     # a tiny random GPT-2 barely feels the difference (at most 5e-4 per unit, before small weights): checked here
-    fields = {"kind": "decoder-only", "vocab_size": 10, "d_model": 8, "n_heads": 2, "n_encoder_layers": 0, "d_ff": 8}
-    feed_forward = FeedForward(ModelConfig(**fields, activation="gelu_tanh")).eval()
+    feed_forward = GELUFeedForward(8, 8, 0.0, approximate="tanh").eval()
     for linear in (feed_forward.w_1, feed_forward.w_2):  # FFN(x) = act(x)
         linear.weight.copy_(torch.eye(8))
         linear.bias.zero_()

@@ -371,7 +371,7 @@ def test_a_missing_reader_library_is_a_checkpoint_error_saying_what_to_install(p
 @torch.no_grad()
 def test_a_bert_with_its_masked_lm_head_fills_a_typed_mask(published) -> None:
     ckpt = load_checkpoint(published["mlm"])
-    assert ckpt.config.mlm_head and "masked-LM head" in ckpt.card["task"]
+    assert ckpt.config.published.mlm_head and "masked-LM head" in ckpt.card["task"]
     result = analyze(ckpt, "the cat [MASK] on the mat", k=3)
     assert result.source_pieces[3] == "[MASK]"  # typed, it is the mask token, not "[", "mask", "]"
     ids = torch.tensor([[2, *ckpt.tokenizer.encode("the cat [MASK] on the mat"), 3]])

@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from inference.analyze import analyze
 from inference.checkpoint import CheckpointError, load_checkpoint
 from inference.snapshots import list_snapshots, load_snapshot
-from model.transformer import build_model
+from model.factory import build_model
 from training.train import save_snapshot
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

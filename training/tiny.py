@@ -10,7 +10,7 @@ import torch
 
 from inference.checkpoint import save_checkpoint
 from model.config import ModelConfig
-from model.transformer import build_model
+from model.factory import build_model
 
 SENTENCES = [
     "The cat sat on the mat.",

@@ -1,4 +1,5 @@
-"""Published architectures as switches of our ModelConfig, and their tensor names mapped onto our modules.
+"""Published architectures as our ModelConfig with its Published group of switches, and their tensor names mapped
+onto our modules.
 
 Three layouts, all as Hugging Face `transformers` writes them (config.json keys, state-dict names): BERT
 (`BertModel`), GPT-2 (`GPT2LMHeadModel`, `GPT2Model`) and Llama (`LlamaForCausalLM`). The GGUF reader renames
@@ -11,16 +12,15 @@ shape.
 from __future__ import annotations
 
 import re
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from model.config import ConfigError, ModelConfig
-from model.transformer import Model, build_model
+from model.config import ConfigError, ModelConfig, Published
+from model.factory import build_model
+from model.transformer import Model
 
 
 class MappingError(ValueError):
@@ -49,9 +49,10 @@ def _require(config: Mapping[str, Any], key: str, expected: Any, source: str, de
         raise MappingError(f"{source}: {key} is {value!r}; only {expected!r} is supported")
 
 
-def _make(source: str, **fields: Any) -> ModelConfig:
+def _make(source: str, switches: dict[str, Any], **fields: Any) -> ModelConfig:
+    """The ModelConfig of `fields` with the Published group of `switches` (MappingError names what is wrong)."""
     try:
-        return ModelConfig(**fields)
+        return ModelConfig(**fields, published=Published(**switches))
     except ConfigError as exc:
         raise MappingError(f"{source}: {exc}") from exc
 
@@ -71,8 +72,17 @@ def bert_config(
     _require(config, "hidden_act", "gelu", source)
     _require(config, "position_embedding_type", "absolute", source, "absolute")
     d_model, n_heads = _field(config, "hidden_size", source), _field(config, "num_attention_heads", source)
+    switches = {
+        "norm_eps": float(_field(config, "layer_norm_eps", source)),
+        "activation": "gelu",
+        "embed_scale": False,
+        "embed_norm": True,
+        "n_token_types": _field(config, "type_vocab_size", source),
+        "mlm_head": mlm_head,
+    }
     return _make(
         source,
+        switches,
         kind="encoder-only",
         vocab_size=_field(config, "vocab_size", source),
         d_model=d_model,
@@ -84,12 +94,6 @@ def bert_config(
         max_len=min(_count(config, "max_position_embeddings", source), max_len or 2**31),
         positional="learned",
         norm="post",
-        norm_eps=float(_field(config, "layer_norm_eps", source)),
-        activation="gelu",
-        embed_scale=False,
-        embed_norm=True,
-        n_token_types=_field(config, "type_vocab_size", source),
-        mlm_head=mlm_head,
         **specials,
     )
 
@@ -111,26 +115,29 @@ def llama_config(
     head_dim = config.get("head_dim") or d_model // n_heads
     if head_dim * n_heads != d_model:
         raise MappingError(f"{source}: head_dim {head_dim} × {n_heads} heads is not hidden_size {d_model}")
+    switches = {
+        "n_kv_heads": config.get("num_key_value_heads") or n_heads,
+        "rope_base": float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
+        "norm_type": "rms",
+        "norm_eps": float(_field(config, "rms_norm_eps", source)),
+        "activation": "swiglu",
+        "bias": False,
+        "embed_scale": False,
+    }
     return _make(
         source,
+        switches,
         kind="decoder-only",
         vocab_size=_field(config, "vocab_size", source),
         d_model=d_model,
         n_heads=n_heads,
-        n_kv_heads=config.get("num_key_value_heads") or n_heads,
         n_encoder_layers=0,
         n_decoder_layers=_field(config, "num_hidden_layers", source),
         d_ff=_field(config, "intermediate_size", source),
         dropout=0.0,
         max_len=min(_count(config, "max_position_embeddings", source), max_len or 2**31),
         positional="rotary",
-        rope_base=float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
         norm="pre",
-        norm_type="rms",
-        norm_eps=float(_field(config, "rms_norm_eps", source)),
-        activation="swiglu",
-        bias=False,
-        embed_scale=False,
         tie_embeddings=bool(config.get("tie_word_embeddings", False)),
         **specials,
     )
@@ -165,8 +172,14 @@ def gpt2_config(
     _require(config, "scale_attn_by_inverse_layer_idx", False, source, False)
     _require(config, "add_cross_attention", False, source, False)
     d_model = _count(config, "n_embd", source)
+    switches = {
+        "norm_eps": _field(config, "layer_norm_epsilon", source, 1e-5),
+        "activation": GPT2_ACTIVATIONS[activation],
+        "embed_scale": False,
+    }
     return _make(
         source,
+        switches,
         kind="decoder-only",
         vocab_size=_count(config, "vocab_size", source) + extra_rows,
         d_model=d_model,
@@ -178,9 +191,6 @@ def gpt2_config(
         max_len=min(_count(config, "n_positions", source), max_len or 2**31),
         positional="learned",
         norm="pre",
-        norm_eps=_field(config, "layer_norm_epsilon", source, 1e-5),
-        activation=GPT2_ACTIVATIONS[activation],
-        embed_scale=False,
         tie_embeddings=bool(config.get("tie_word_embeddings", True)),
         **specials,
     )
@@ -314,34 +324,13 @@ def rename(
     return out
 
 
-_INIT_FUNCTIONS = ("uniform_", "normal_", "kaiming_uniform_", "kaiming_normal_", "xavier_uniform_", "xavier_normal_")
-_no_init_lock = threading.Lock()
-
-
-@contextmanager
-def random_init_skipped() -> Iterator[None]:
-    """Build a model without drawing its random initial weights: fill_model overwrites every parameter at once, and
-    drawing SmolLM2's 135 M took 1.5 s of its cold start. torch.nn.init's functions are swapped for no-ops while the
-    model is built (one build at a time: the swap is process-wide); buffers (position tables) are computed as ever."""
-    with _no_init_lock:
-        saved = {name: getattr(torch.nn.init, name) for name in _INIT_FUNCTIONS}
-        try:
-            for name in _INIT_FUNCTIONS:
-                setattr(torch.nn.init, name, lambda tensor, *args, **kwargs: tensor)
-            yield
-        finally:
-            for name, function in saved.items():
-                setattr(torch.nn.init, name, function)
-
-
 def fill_model(config: ModelConfig, tensors: Mapping[str, Tensor], source: str) -> Model:
     """Our model built from `config` holding `tensors` (our names), in eval mode, as float32.
 
     Every parameter must be given, of its shape, finite; tied weights are given once. A generator bias with no
     tensor (BERT without a masked-LM head) is zero: the logits are then the output vectors' dot products with the
     token embeddings. MappingError names the first tensor that does not fit."""
-    with random_init_skipped():
-        model = build_model(config)
+    model = build_model(config, init=False)  # every weight is given here: none is drawn
     expected = dict(model.named_parameters())  # tied weights appear once
     if config.tie_embeddings and "generator.weight" in tensors:  # a tied copy saved as well (lm_head.weight)
         tensors = dict(tensors)
