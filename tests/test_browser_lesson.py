@@ -9,7 +9,7 @@ import pytest
 import test_browser
 from test_browser import SHOTS, drawn_without_error
 
-from inference.lesson import SLUGS, STEPS
+from course.lesson import SLUGS, STEPS
 
 pytestmark = pytest.mark.browser
 server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py

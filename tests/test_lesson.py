@@ -1,5 +1,6 @@
 """The Lesson page in AppTest on tiny checkpoints (every step draws real content; previous/next, the step list and
-the URL move through it; a step the model cannot show offers one that can), and inference.lesson's model work."""
+the URL move through it; a step the model cannot show offers one that can), course.lesson's steps and
+inference.lesson's model work."""
 
 from __future__ import annotations
 
@@ -14,9 +15,10 @@ import torch
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
+from course.lesson import SENTENCES, SLUGS, STEPS, TEXTS, step_index
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
-from inference.lesson import SENTENCES, SLUGS, STEPS, attention_cost, cache_timing, cost_lengths, step_index, walk
+from inference.lesson import attention_cost, cache_timing, cost_lengths, walk
 from inference.text import clean_text, encode_first_stack
 from training.tiny import make_tiny_checkpoint
 from viz.labels import display_piece
@@ -220,12 +222,19 @@ def test_the_cost_step_plots_the_measured_quadratic(app) -> None:
     assert {"lesson_time", "lesson_memory"} <= set(charts(at))
 
 
-# inference.lesson and viz.lesson -------------------------------------------------------------------------------
+# course.lesson, inference.lesson and viz.lesson ------------------------------------------------------------------
 
 
 def test_steps_have_unique_slugs_in_curriculum_order() -> None:
     assert len(set(SLUGS)) == 12 and SLUGS[0] == "embeddings" and SLUGS[-1] == "quadratic-cost"
     assert step_index("kv-cache") == 10 and step_index("nope") is None and step_index(3) is None
+
+
+def test_every_course_text_is_a_step_and_every_step_has_a_titled_paragraph() -> None:
+    assert sorted(path.stem for path in TEXTS.glob("*.md")) == sorted(SLUGS)
+    for step in STEPS:
+        assert step.title and not step.title.startswith("#") and len(step.text) > 200, step.slug
+        assert "\n" not in step.text, step.slug  # one paragraph: the file's wrapped lines joined as markdown does
 
 
 @pytest.mark.parametrize("norm", ["post", "pre"])
@@ -304,7 +313,6 @@ def test_the_cache_saves_the_recomputed_positions() -> None:
 def test_the_layer_walk_steps_ask_for_one_of_our_own_models() -> None:
     import dataclasses
 
-    from inference.lesson import STEPS
     from model.config import ModelConfig
 
     ours = ModelConfig(kind="decoder-only", vocab_size=40, positional="learned")  # lm-english's kind

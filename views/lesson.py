@@ -1,7 +1,8 @@
 """Lesson: the twelve ideas of the Transformer in order, each a short paragraph and a live view of the loaded model.
 
 The step is kept in session state as its slug (`LESSON`, declared in the URL: ui.state), so a teacher can link to
-one step (`?lesson=no-peek-mask`). The paragraphs and the model work live in inference.lesson.
+one step (`?lesson=no-peek-mask`). The steps and their paragraphs are course.lesson's (course/steps/*.md), the
+model work inference.lesson's.
 """
 
 from __future__ import annotations
@@ -11,26 +12,12 @@ import math
 import pandas as pd
 import streamlit as st
 
+from course.lesson import NEEDS, SENTENCES, SINUSOIDAL, SLUGS, STEPS, Step, step_index
 from inference import catalog
 from inference.analysis import Analysis
 from inference.analyze import batch_masks, positions_used
 from inference.checkpoint import CheckpointError, load_config
-from inference.lesson import (
-    NEEDS,
-    SENTENCES,
-    SINUSOIDAL,
-    SLUGS,
-    STEPS,
-    CacheTiming,
-    Cost,
-    Step,
-    Walk,
-    attention_cost,
-    cache_timing,
-    layer_weights,
-    step_index,
-    walk,
-)
+from inference.lesson import CacheTiming, Cost, Walk, attention_cost, cache_timing, layer_weights, walk
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, Context
 from ui.widgets import projector, show_chart
