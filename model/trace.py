@@ -1,4 +1,5 @@
-"""The trace a forward pass returns: every attention block's record, keyed by module path, and the positions used."""
+"""The trace a forward pass returns: every attention block's record, keyed by module path, the positions used and,
+on request, the residual stream."""
 
 from __future__ import annotations
 
@@ -22,6 +23,26 @@ class Trace:
     attention:    module path (`encoder.layers.0.self_attn`, `decoder.layers.1.cross_attn`, …) → its record,
                   in the order computed. A decoder pass that continues a `past` trace holds no encoder blocks.
     query_offset: position of the first query among the decoder's keys (non-zero after a `past`).
+    activations:  empty unless the forward was called with `activations=True`; then name → tensor of this pass's
+                  positions (B, T, d_model), named by module path as TransformerLens's `blocks.0.hook_resid_mid`.
+                  For each stack ("encoder", "decoder") and layer i of it, in the order computed:
+                    {stack}.embed                          the token embeddings, before positions are added
+                    {stack}.layers.{i}.resid_pre           the layer's input (layer 0: embeddings + positions)
+                    {stack}.layers.{i}.self_attn.out       the self-attention sub-layer's output, Sublayer(x)
+                    {stack}.layers.{i}.resid_mid           the residual stream after the self-attention sub-layer
+                    decoder.layers.{i}.cross_attn.out      encoder-decoder only: the cross-attention's output
+                    decoder.layers.{i}.resid_mid_cross     encoder-decoder only: the stream after cross-attention
+                    {stack}.layers.{i}.feed_forward.hidden the feed-forward's hidden layer after its activation
+                                                           (B, T, d_ff): feed_forward.w_2 of it is .out
+                    {stack}.layers.{i}.feed_forward.out    the feed-forward sub-layer's output
+                    {stack}.layers.{i}.resid_post          the layer's output: resid_pre of layer i + 1
+                    {stack}.output                         the stack's output (after the final norm of a
+                                                           pre-norm model): what the generator or cross-attention
+                                                           reads
+                  A sub-layer's output is what enters the residual connection: x + out (pre-norm), or
+                  Norm(x + out) (post-norm). A pass that continues a `past` holds the new positions only.
+                  E.g. `_, trace = model(ids, activations=True)`, then
+                  `trace.activations["decoder.layers.0.feed_forward.hidden"][0]`: (T, d_ff) of the first text.
 
     A trace is also the cache of incremental decoding: pass it back as `past` and the next tokens reuse its
     keys and values instead of recomputing them.
@@ -34,6 +55,7 @@ class Trace:
     positional: dict[str, Tensor]
     attention: dict[str, AttentionRecord] = field(default_factory=dict)
     query_offset: int = 0
+    activations: dict[str, Tensor] = field(default_factory=dict)
 
     @property
     def masks(self) -> dict[str, Tensor]:
@@ -55,6 +77,7 @@ class Trace:
             target_ids=self.target_ids.index_select(0, rows),
             target_valid=self.target_valid.index_select(0, rows),
             attention=attention,
+            activations={name: tensor.index_select(0, rows) for name, tensor in self.activations.items()},
         )
 
     def encoder_part(self) -> Trace:
@@ -63,4 +86,6 @@ class Trace:
         token and the encoder does not run again."""
         cross = {name: rec for name, rec in self.attention.items() if name.endswith(".cross_attn")}
         empty = self.target_valid[:, :0]
-        return replace(self, target_ids=self.target_ids[:, :0], target_valid=empty, attention=cross, query_offset=0)
+        return replace(
+            self, target_ids=self.target_ids[:, :0], target_valid=empty, attention=cross, query_offset=0, activations={}
+        )

@@ -27,6 +27,7 @@ from model.config import ModelConfig
 from model.trace import Trace
 
 Records = dict[str, AttentionRecord]
+Activations = dict[str, Tensor]  # name → (B, T, ·): the residual stream and hidden layers (Trace.activations)
 Ablations = Mapping[str, Ablation]  # block name (`decoder.layers.1.cross_attn`) → the heads switched off there
 NONE: Ablations = {}
 
@@ -167,13 +168,19 @@ class EncoderLayer(nn.Module):
         self.sublayer = nn.ModuleList([residual(config, parts) for _ in range(2)])
 
     def forward(
-        self, x: Tensor, mask: Tensor, record: bool, ablate: Ablation | None = None
-    ) -> tuple[Tensor, AttentionRecord]:
+        self, x: Tensor, mask: Tensor, record: bool, ablate: Ablation | None = None, keep: bool = False
+    ) -> tuple[Tensor, AttentionRecord, Activations]:
+        """`keep`: also return the residual stream and each sub-layer's output, by name within the layer
+        (Trace.activations); else {}."""
         h = self.sublayer[0].input(x)
         attn, rec = self.self_attn(h, h, mask, record=record, ablate=ablate)  # (B, T, d_model)
-        x = self.sublayer[0].output(x, attn)
-        x = self.sublayer[1].output(x, self.feed_forward(self.sublayer[1].input(x)))
-        return x, rec
+        mid = self.sublayer[0].output(x, attn)
+        hidden = self.feed_forward.hidden(self.sublayer[1].input(mid))  # (B, T, d_ff)
+        ff = self.feed_forward.output(hidden)  # (B, T, d_model)
+        out = self.sublayer[1].output(mid, ff)
+        kept = {"resid_pre": x, "self_attn.out": attn, "resid_mid": mid}
+        kept |= {"feed_forward.hidden": hidden, "feed_forward.out": ff, "resid_post": out}
+        return out, rec, kept if keep else {}
 
 
 class DecoderLayer(nn.Module):
@@ -195,28 +202,34 @@ class DecoderLayer(nn.Module):
         past: Records,
         record: bool,
         ablate: Ablations = NONE,
-    ) -> tuple[Tensor, Records]:
+        keep: bool = False,
+    ) -> tuple[Tensor, Records, Activations]:
         """`past` holds this layer's records of the previous step ("self_attn", "cross_attn"), or nothing;
-        `ablate` this layer's ablations, by the same keys.
+        `ablate` this layer's ablations, by the same keys; `keep` as in EncoderLayer.
 
         Cross-attention projects the encoder `memory` once; with a past record its keys and values are reused.
         """
         h = self.sublayer[0].input(x)
         self_past, self_cut = past.get("self_attn"), ablate.get("self_attn")
         attn, self_rec = self.self_attn(h, h, self_mask, past=self_past, record=record, ablate=self_cut)
-        x = self.sublayer[0].output(x, attn)
+        mid = self.sublayer[0].output(x, attn)
         records = {"self_attn": self_rec}
+        kept = {"resid_pre": x, "self_attn.out": attn, "resid_mid": mid}
         if self.cross_attn is not None:
-            h = self.sublayer[1].input(x)
+            h = self.sublayer[1].input(mid)
             cached = past.get("cross_attn")
             source = memory if cached is None else None
             cross, records["cross_attn"] = self.cross_attn(
                 h, source, cross_mask, past=cached, record=record, ablate=ablate.get("cross_attn")
             )
-            x = self.sublayer[1].output(x, cross)
+            mid = self.sublayer[1].output(mid, cross)
+            kept |= {"cross_attn.out": cross, "resid_mid_cross": mid}
         last = self.sublayer[-1]
-        x = last.output(x, self.feed_forward(last.input(x)))
-        return x, records
+        hidden = self.feed_forward.hidden(last.input(mid))  # (B, T, d_ff)
+        ff = self.feed_forward.output(hidden)  # (B, T, d_model)
+        out = last.output(mid, ff)
+        kept |= {"feed_forward.hidden": hidden, "feed_forward.out": ff, "resid_post": out}
+        return out, records, kept if keep else {}
 
 
 class Encoder(nn.Module):
@@ -227,12 +240,17 @@ class Encoder(nn.Module):
         self.layers = nn.ModuleList([EncoderLayer(config, parts) for _ in range(config.n_encoder_layers)])
         self.norm = parts.norm() if config.norm == "pre" else nn.Identity()
 
-    def forward(self, x: Tensor, mask: Tensor, record: bool, ablate: Ablations = NONE) -> tuple[Tensor, Records]:
+    def forward(
+        self, x: Tensor, mask: Tensor, record: bool, ablate: Ablations = NONE, keep: bool = False
+    ) -> tuple[Tensor, Records, Activations]:
         records: Records = {}
+        kept: Activations = {}
         for i, layer in enumerate(self.layers):
-            name = f"encoder.layers.{i}.self_attn"
-            x, records[name] = layer(x, mask, record, ablate.get(name))
-        return self.norm(x), records
+            name = f"encoder.layers.{i}"
+            x, records[f"{name}.self_attn"], mine = layer(x, mask, record, ablate.get(f"{name}.self_attn"), keep)
+            kept |= {f"{name}.{k}": t for k, t in mine.items()}
+        x = self.norm(x)
+        return x, records, (kept | {"encoder.output": x}) if keep else kept
 
 
 class Decoder(nn.Module):
@@ -252,15 +270,19 @@ class Decoder(nn.Module):
         past: Records,
         record: bool,
         ablate: Ablations = NONE,
-    ) -> tuple[Tensor, Records]:
+        keep: bool = False,
+    ) -> tuple[Tensor, Records, Activations]:
         records: Records = {}
+        kept: Activations = {}
         for i, layer in enumerate(self.layers):
             name = f"decoder.layers.{i}"
             mine = {k.removeprefix(f"{name}."): r for k, r in past.items() if k.startswith(f"{name}.")}
             cut = {k.removeprefix(f"{name}."): a for k, a in ablate.items() if k.startswith(f"{name}.")}
-            x, layer_records = layer(x, self_mask, memory, cross_mask, mine, record, cut)
+            x, layer_records, layer_kept = layer(x, self_mask, memory, cross_mask, mine, record, cut, keep)
             records.update({f"{name}.{k}": r for k, r in layer_records.items()})
-        return self.norm(x), records
+            kept |= {f"{name}.{k}": t for k, t in layer_kept.items()}
+        x = self.norm(x)
+        return x, records, (kept | {"decoder.output": x}) if keep else kept
 
 
 class TransformerBase(nn.Module):
@@ -299,11 +321,14 @@ class TransformerBase(nn.Module):
         """The output projection of the last stack's output: (B, T, vocab_size) (softmax gives probabilities)."""
         return self.generator(x)
 
-    def encode(self, ids: Tensor, valid: Tensor, record: bool, ablate: Ablations) -> tuple[Tensor, Records, Tensor]:
-        """Encoder over `ids` (B, S), `valid` its real tokens: memory (B, S, d_model), records and PE rows."""
-        x, rows = self.embed_with_positions(ids)
-        memory, records = self.encoder(x, attention_mask(valid, valid), record, ablate)
-        return memory, records, rows
+    def encode(
+        self, ids: Tensor, valid: Tensor, record: bool, ablate: Ablations, keep: bool
+    ) -> tuple[Tensor, Records, Tensor, Activations]:
+        """Encoder over `ids` (B, S), `valid` its real tokens: memory (B, S, d_model), records, PE rows, activations."""
+        tokens = self.embed(ids)  # (B, S, d_model)
+        x, rows = self.with_positions(tokens, 0)
+        memory, records, kept = self.encoder(x, attention_mask(valid, valid), record, ablate, keep)
+        return memory, records, rows, ({"encoder.embed": tokens} | kept) if keep else kept
 
     def decode(
         self,
@@ -313,17 +338,21 @@ class TransformerBase(nn.Module):
         source_valid: Tensor | None,
         record: bool,
         ablate: Ablations,
-    ) -> tuple[Tensor, Tensor, Records, Tensor]:
-        """Decoder over `target_ids` (B, T_new) after past's tokens: logits, target_valid, records and PE rows."""
+        keep: bool,
+    ) -> tuple[Tensor, Tensor, Records, Tensor, Activations]:
+        """Decoder over `target_ids` (B, T_new) after past's tokens: logits, target_valid, records, PE rows and
+        activations."""
         offset = past.target_valid.shape[1] if past else 0
         new_valid = padding_mask(target_ids, self.config.pad_id)  # (B, T_new)
         target_valid = torch.cat([past.target_valid, new_valid], dim=1) if past else new_valid  # (B, T_all)
         self_mask = attention_mask(new_valid, target_valid, causal=True, query_offset=offset)  # (B, T_new, T_all)
         cross_mask = None if source_valid is None else attention_mask(new_valid, source_valid)  # (B, T_new, S)
-        x, rows = self.embed_with_positions(target_ids, offset)
+        tokens = self.embed(target_ids)  # (B, T_new, d_model)
+        x, rows = self.with_positions(tokens, offset)
         past_records = past.attention if past else {}
-        x, records = self.decoder(x, self_mask, memory, cross_mask, past_records, record, ablate)
-        return self.logits(x), target_valid, records, rows
+        x, records, kept = self.decoder(x, self_mask, memory, cross_mask, past_records, record, ablate, keep)
+        kept = ({"decoder.embed": tokens} | kept) if keep else kept
+        return self.logits(x), target_valid, records, rows, kept
 
 
 class EncoderDecoder(TransformerBase):
@@ -341,22 +370,35 @@ class EncoderDecoder(TransformerBase):
         past: Trace | None = None,
         record: bool = True,
         ablate: Ablations = NONE,
+        activations: bool = False,
     ) -> tuple[Tensor, Trace]:
         """Logits (B, T, vocab) for the next token after each target position (teacher forcing), and the trace.
-        `ablate`: heads switched off, by block name (model.attention.Ablation).
+        `ablate`: heads switched off, by block name (model.attention.Ablation). `activations`: also record the
+        residual stream and the feed-forward layers (Trace.activations).
 
         With `past`, the trace of the previous call on the same source, the encoder does not run again:
         the decoder continues after past's target tokens and reuses its keys and values.
         """
         source_valid = padding_mask(source_ids, self.config.pad_id)  # (B, S)
-        memory, records, positional = None, {}, {}
+        memory, records, positional, kept = None, {}, {}, {}
         if past is None:
-            memory, records, positional["encoder"] = self.encode(source_ids, source_valid, record, ablate)
-        logits, target_valid, dec_records, positional["decoder"] = self.decode(
-            target_ids, past, memory, source_valid, record, ablate
+            memory, records, positional["encoder"], kept = self.encode(
+                source_ids, source_valid, record, ablate, activations
+            )
+        logits, target_valid, dec_records, positional["decoder"], dec_kept = self.decode(
+            target_ids, past, memory, source_valid, record, ablate, activations
         )
         offset = past.target_valid.shape[1] if past else 0
-        trace = Trace(self.config.kind, source_ids, target_ids, target_valid, positional, records | dec_records, offset)
+        trace = Trace(
+            self.config.kind,
+            source_ids,
+            target_ids,
+            target_valid,
+            positional,
+            records | dec_records,
+            offset,
+            kept | dec_kept,
+        )
         return logits, trace
 
 
@@ -369,13 +411,19 @@ class DecoderOnlyLM(TransformerBase):
         super().__init__(config, parts)
 
     def forward(
-        self, ids: Tensor, past: Trace | None = None, record: bool = True, ablate: Ablations = NONE
+        self,
+        ids: Tensor,
+        past: Trace | None = None,
+        record: bool = True,
+        ablate: Ablations = NONE,
+        activations: bool = False,
     ) -> tuple[Tensor, Trace]:
         """Logits (B, T, vocab) for the token after each position of `ids`, continuing `past` if given;
-        `ablate`: heads switched off, by block name (model.attention.Ablation)."""
-        logits, target_valid, records, rows = self.decode(ids, past, None, None, record, ablate)
+        `ablate`: heads switched off, by block name (model.attention.Ablation); `activations`: also record the
+        residual stream and the feed-forward layers (Trace.activations)."""
+        logits, target_valid, records, rows, kept = self.decode(ids, past, None, None, record, ablate, activations)
         offset = past.target_valid.shape[1] if past else 0
-        return logits, Trace(self.config.kind, None, ids, target_valid, {"decoder": rows}, records, offset)
+        return logits, Trace(self.config.kind, None, ids, target_valid, {"decoder": rows}, records, offset, kept)
 
 
 class EncoderOnly(TransformerBase):
@@ -390,12 +438,15 @@ class EncoderOnly(TransformerBase):
             raise ValueError("EncoderOnly needs a config with kind='encoder-only'")
         super().__init__(config, parts)
 
-    def forward(self, ids: Tensor, record: bool = True, ablate: Ablations = NONE) -> tuple[Tensor, Trace]:
+    def forward(
+        self, ids: Tensor, record: bool = True, ablate: Ablations = NONE, activations: bool = False
+    ) -> tuple[Tensor, Trace]:
         """Logits (B, T, vocab) at every position of `ids` (B, T), and the trace; its source_ids are `ids` and
-        it has no decoder tokens. `ablate`: heads switched off, by block name (model.attention.Ablation)."""
+        it has no decoder tokens. `ablate`: heads switched off, by block name (model.attention.Ablation);
+        `activations`: also record the residual stream and the feed-forward layers (Trace.activations)."""
         valid = padding_mask(ids, self.config.pad_id)  # (B, T)
-        x, records, rows = self.encode(ids, valid, record, ablate)
-        trace = Trace(self.config.kind, ids, ids[:, :0], valid[:, :0], {"encoder": rows}, records)
+        x, records, rows, kept = self.encode(ids, valid, record, ablate, activations)
+        trace = Trace(self.config.kind, ids, ids[:, :0], valid[:, :0], {"encoder": rows}, records, 0, kept)
         return self.logits(x), trace
 
 

@@ -238,8 +238,8 @@ def test_a_bert_folder_or_zip_loads_as_an_encoder_whose_hidden_states_equal_tran
     ckpt = load_checkpoint(published[source])
     assert ckpt.config.kind == "encoder-only" and ckpt.tokenizer.bos_id == 2 and ckpt.tokenizer.eos_id == 3
     ids = torch.tensor([[2, *ckpt.tokenizer.encode("The cat sat on the mats."), 3]])
-    x, _ = ckpt.model.embed_with_positions(ids)
-    hidden, _ = ckpt.model.encoder(x, torch.ones(1, ids.shape[1], ids.shape[1], dtype=torch.bool), record=False)
+    _, trace = ckpt.model(ids, record=False, activations=True)
+    hidden = trace.activations["encoder.output"]
     torch.testing.assert_close(hidden, published["hf_bert"](ids).last_hidden_state, atol=1e-4, rtol=1e-4)
 
 
