@@ -193,11 +193,12 @@ def load_weights(directory: Path, config: ModelConfig) -> Model:
     if not path.is_file():
         raise CheckpointError(f"{path}: file not found")
     check_recorded(path, config)
-    return fill_model(path, config)
+    return model_from_safetensors(path, config)
 
 
-def fill_model(path: Path, config: ModelConfig) -> Model:
-    """A model built from `config` with the weights of `path`: every tensor present, fitting and finite."""
+def model_from_safetensors(path: Path, config: ModelConfig) -> Model:
+    """A model built from `config` with the weights of the safetensors file `path`: every tensor present, fitting
+    and finite."""
     check_dtypes(path)
     model = build_model(config, init=False)  # every weight is read from the file: none is drawn
     try:
@@ -261,7 +262,7 @@ def record_config(directory: str | Path) -> Path:
     metadata = read_metadata(path)
     if any(key in metadata for key in RECORDED):
         check_recorded(path, config)  # a record that disagrees stays: it is the evidence
-    fill_model(path, config)  # every tensor present, fitting config.json and finite
+    model_from_safetensors(path, config)  # every tensor present, fitting config.json and finite
     tensors = load_file(str(path))
     partial = path.with_name(path.name + ".partial")
     save_file(tensors, str(partial), metadata={**metadata, **recorded(config)})

@@ -20,7 +20,14 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from inference.checkpoint import Checkpoint, CheckpointError, check_finite, check_recorded, fill_model, read_metadata
+from inference.checkpoint import (
+    Checkpoint,
+    CheckpointError,
+    check_finite,
+    check_recorded,
+    model_from_safetensors,
+    read_metadata,
+)
 from model.config import ModelConfig
 from model.factory import build_model
 from model.transformer import Model
@@ -79,7 +86,7 @@ def dequantize(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
 def read_weights(path: Path, config: ModelConfig) -> Model:
     """The model of a snapshot file, float16 or 4-bit (:data:`QUANTIZED`); CheckpointError names what is wrong."""
     if read_metadata(path).get("quantized") != QUANTIZED:
-        return fill_model(path, config)
+        return model_from_safetensors(path, config)
     model = build_model(config, init=False)  # every weight is read from the file: none is drawn
     try:
         weights = dequantize(load_file(str(path)))

@@ -12,7 +12,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from inference.analyze import generate_text
-from inference.checkpoint import CheckpointError, check_recorded, fill_model, load_checkpoint, read_metadata
+from inference.checkpoint import CheckpointError, check_recorded, load_checkpoint, model_from_safetensors, read_metadata
 from model.transformer import EncoderDecoder
 from training.data.common import train_tokenizer
 from training.evaluate import TRANSLATE_SAMPLES, evaluate, has_loop, loop_rate, score_translations, unprompted_loop_rate
@@ -228,7 +228,7 @@ def test_a_run_keeps_float16_snapshots_that_load_like_the_weights(tmp_path: Path
         assert all(t.dtype == torch.float16 for t in load_file(path).values())
         assert torch.isfinite(torch.tensor(entry["valid_loss"]))
         check_recorded(path, ckpt.config)
-        assert isinstance(fill_model(path, ckpt.config), EncoderDecoder)
+        assert isinstance(model_from_safetensors(path, ckpt.config), EncoderDecoder)
     last = load_file(out / "snapshots" / index["snapshots"][-1]["file"])
     assert index["snapshots"][0]["valid_loss"] > index["snapshots"][-1]["valid_loss"], "the run learned"
     assert last.keys() == load_file(out / "model.safetensors").keys()
