@@ -32,7 +32,7 @@ from inference.checkpoint import CONFIG, Checkpoint, load_checkpoint  # noqa: E4
 from inference.text import clean_text  # noqa: E402
 
 DEFAULT_CHECKPOINTS = ROOT / "checkpoints"
-TOP_K = 5  # what the app asks analyze() for (ui.TOP_K)
+TOP_K = 5  # what the app asks analyze() for (ui.cache.TOP_K)
 
 # Plain English prose: distinct inputs are cut from it at different offsets.
 CORPUS = (

@@ -1,5 +1,5 @@
 """Every page of a real `streamlit run app.py`, timed over Streamlit's websocket: cold start, head switches at 128
-tokens, each page at 512 tokens, and a soak of 20 long texts with the server's memory (issue 12).
+tokens, each page at 512 tokens, and a soak of 20 long texts with the server's memory.
 
 Starts the server itself (bench/classroom.py: headless, a free port, no file watcher; stopped at the end) and talks
 to it the way the browser does (`streamlit.proto` BackMsg / ForwardMsg), per model:

@@ -118,7 +118,7 @@ def test_predictions_follow_the_chosen_position(app, good_dir: Path) -> None:
 
 
 def test_a_new_text_never_keeps_a_position_that_names_another_token(app, good_dir: Path) -> None:
-    """Issue 13's bug: after a longer text, "Next token after" kept the old index and showed that token's guess."""
+    """A position chosen on one text must not stay on another: "Next token after" would show another token's guess."""
     at = app()
     at.text_area(key="text").input("The cat sat.").run()
     at.selectbox(key="position").select(1).run()

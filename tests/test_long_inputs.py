@@ -16,7 +16,7 @@ from viz.steps import WINDOW, attention_steps, key_window, steps_figure, steps_t
 
 ROOT = Path(__file__).resolve().parents[1]
 T = 512
-FIGURE_BYTES = 100_000  # one figure's JSON at 512 tokens; the whole 512×512 mask alone was ~360 kB, a page 1.1 MB
+FIGURE_BYTES = 100_000  # one figure's JSON at 512 tokens; every cell of a 512×512 mask would take ~360 kB
 LONG_TEXT = " ".join("the cat sat on the mat and looked at the dog" for _ in range(80))  # > 512 tokens: cut
 
 

@@ -1,9 +1,9 @@
 """Every page of the app on the two published models (when requirements-pretrained.txt is installed; skipped
 otherwise), driven by AppTest: listed beside the shipped checkpoints with ATLAS_PRETRAINED=1, chosen from the URL.
 
-A page that does not know a new kind yet goes in NOT_YET as a strict xfail naming why (none now: Explore shows an
-encoder-only model's per-position scores, the Lesson's layer-walk steps offer one of our own models, the positional
-page draws rotary positions' cos | sin rows).
+A page that does not know a new kind yet goes in NOT_YET as a strict xfail naming why. Every page knows both kinds:
+Explore shows an encoder-only model's per-position scores, the Lesson's layer-walk steps offer one of our own
+models, the positional page draws rotary positions' cos | sin rows.
 """
 
 from __future__ import annotations

@@ -145,7 +145,7 @@ def test_a_30_layer_9_head_grid_keeps_readable_rows_and_a_small_payload() -> Non
     layout = spec["layout"]
     assert (layout["height"] - 60) / layers >= GRID_ROW_PX and layout["xaxis"]["side"] == "top"
     assert len(fig.to_json()) < 400_000
-    small = figure_json(heads_grid(w[:6, :8], "grid"))["layout"]  # our own models' grids are as they were
+    small = figure_json(heads_grid(w[:6, :8], "grid"))["layout"]  # a shallow grid: 90 px rows, labels below
     assert small["height"] == 600 and "side" not in small["xaxis"]
 
 

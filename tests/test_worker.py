@@ -127,7 +127,7 @@ def test_the_worker_cache_stays_within_its_byte_budget(ckpt) -> None:
 
 
 def test_the_encoder_runs_once_per_batch_of_requests(ckpt) -> None:
-    """Decoding its own output and the traced pass share one encoder run (issue 12): not one for each."""
+    """Decoding its own output and the traced pass share one encoder run: not one for each."""
     if not ckpt.config.is_encoder_decoder:
         pytest.skip("a language model has no encoder")
     calls: list[tuple] = []

@@ -14,7 +14,7 @@ from viz.style import finish, tick_step
 
 ALLOWED, BLOCKED = "#fee838", "#00224e"  # the two ends of cividis
 TEXT_TOKENS = 24
-MAX_CELLS = 64  # longer sides drawn as blocks (each cell: share of allowed pairs); 128 painted in 2.6 s at 512
+MAX_CELLS = 64  # longer sides drawn as blocks (each cell: share of allowed pairs): more take seconds to paint
 
 
 def reduced_note(shape: tuple[int, ...]) -> str:

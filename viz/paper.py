@@ -56,7 +56,7 @@ def bucket_opacity(bucket: int) -> float:
 def _segments(q: np.ndarray, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """x and y of line segments (0, q) → (1, k) as ONE unbroken path: each segment is walked out and back,
     (OUTSIDE, q) → (0, q) → (1, k) → (0, q), and the walk to the next segment's start runs left of the plot, where
-    Plotly clips it. Gaps (NaN) would make Plotly draw one SVG path per segment: thousands of paths took the
+    Plotly clips it. Gaps (NaN) would make Plotly draw one SVG path per segment: thousands of paths take the
     browser seconds to redraw at 256 tokens; one path per series draws the same picture."""
     x = np.tile(np.array([OUTSIDE, 0.0, 1.0, 0.0], dtype=np.float32), len(q))
     y = np.stack([q, q, k, q], axis=1).astype(np.float32).ravel()

@@ -19,7 +19,7 @@ WINDOW = 64  # keys drawn in the four stage panels and the table; a person canno
 FORMULA = (
     r"\begin{aligned}&\mathrm{Attention}(Q,K,V)=\mathrm{softmax}\!\left(\frac{QK^{\top}}{\sqrt{d_k}}+M\right)V\\"
     r"&M_{ij}=\begin{cases}0 & \text{may attend}\\-\infty & \text{masked}\end{cases}\end{aligned}"
-    # two lines: on one, the mask's cases were cut off at the right of a 1024-pixel-wide window
+    # two lines: on one, the mask's cases do not fit a 1024-pixel-wide window
 )
 
 

@@ -58,7 +58,7 @@ def finish_layout(title: str, height: int) -> dict[str, Any]:
     return {
         # Hung from the top of the chart, so that its extra lines grow down into the margin, not over the plot.
         "title": {"text": "<br>".join(escape(line) for line in lines), "x": 0.0, "xanchor": "left"}
-        | {"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 20}},  # 10 left the top 6 px outside
+        | {"yref": "container", "y": 1.0, "yanchor": "top", "pad": {"t": 20}},  # less puts the title's top outside
         "height": int(height) + extra,
         "margin": {"l": 10, "r": 10, "t": 40 + extra, "b": 10},
     }
