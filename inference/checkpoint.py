@@ -1,10 +1,12 @@
-"""A checkpoint is a directory: model.safetensors, config.json, tokenizer.model and card.json. No pickle."""
+"""A checkpoint is a directory: model.safetensors, config.json, tokenizer.model and card.json. No pickle.
+
+`load_checkpoint` reads one, or hands a published model's file or folder to inference.pretrained; both give an
+inference.loaded.Checkpoint (also importable from here, as is CheckpointError)."""
 
 from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,9 @@ from safetensors import safe_open
 from safetensors.torch import load_file, load_model, save_file, save_model
 
 from inference.jsonfile import JsonFileError, read_json
-from inference.tokenizer import Tokenizer, TokenizerError, TokenizerLike
+from inference.loaded import Checkpoint, CheckpointError
+from inference.pretrained.packages import load_path
+from inference.tokenizer import Tokenizer, TokenizerError
 from model.config import ConfigError, ModelConfig
 from model.factory import build_model
 from model.transformer import Model
@@ -24,25 +28,6 @@ CARD_KEYS = ("task", "data", "hyperparameters", "metrics", "command", "tokenizer
 # Config values the weights' shapes cannot prove (n_heads splits d_model without changing any tensor), recorded
 # in the safetensors header at save and compared with config.json at load; the others make the message precise.
 RECORDED = ("kind", "d_model", "n_heads", "n_encoder_layers", "n_decoder_layers")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint file is missing or wrong; the message names the file and what to do."""
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """A loaded checkpoint: the model in eval mode, its tokenizer, config and card.
-
-    Our own folders and published models (inference.pretrained: a BERT, a Llama from GGUF) give the same one;
-    `path` is the folder, or the file (a .gguf, a zip) the weights came from."""
-
-    name: str
-    path: Path
-    model: Model
-    tokenizer: TokenizerLike
-    config: ModelConfig
-    card: dict[str, Any]
 
 
 def _read_json(path: Path) -> Any:
@@ -230,8 +215,6 @@ def load_checkpoint(directory: str | Path) -> Checkpoint:
     card.json) is loaded by inference.pretrained onto the same model, with the same checks."""
     directory = Path(directory)
     if is_published(directory):
-        from inference.pretrained.packages import load_path
-
         return load_path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: checkpoint directory not found")

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from safetensors.torch import load as load_safetensors
 
-from inference.checkpoint import Checkpoint, CheckpointError
+from inference.loaded import Checkpoint, CheckpointError
 from inference.pretrained.mapping import (
     BERT_NAMES,
     BERT_UNUSED,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from inference.checkpoint import Checkpoint, CheckpointError
+from inference.loaded import Checkpoint, CheckpointError
 from inference.pretrained.loaders import load_pretrained
 
 # Figures measured on the installed packages by `python -m atlas evaluate NAME --write-card` (the packages' files
