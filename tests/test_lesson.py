@@ -253,7 +253,7 @@ def test_the_walk_through_the_layers_ends_where_the_model_does(tmp_path: Path, k
         else:
             x, _ = model.embed_with_positions(ids)
             valid = ids != ckpt.config.pad_id
-            memory, _ = model.encoder(x, valid[:, :, None] & valid[:, None, :], record=False)
+            memory, _, _ = model.encoder(x, valid[:, :, None] & valid[:, None, :], record=False)
             torch.testing.assert_close(torch.from_numpy(result.output), memory[0], atol=1e-4, rtol=1e-4)
     assert result.hidden.shape == (len(result.pieces), ckpt.config.d_ff) and (result.hidden >= 0).all()
     assert result.norms.shape == (len(stack_layers(ckpt)), 2, 3) and (result.norms > 0).all()
@@ -313,9 +313,10 @@ def test_the_cache_saves_the_recomputed_positions() -> None:
 def test_the_layer_walk_steps_ask_for_one_of_our_own_models() -> None:
     import dataclasses
 
-    from model.config import ModelConfig
+    from model.config import ModelConfig, Published
 
     ours = ModelConfig(kind="decoder-only", vocab_size=40, positional="learned")  # lm-english's kind
-    llama = dataclasses.replace(ours, activation="swiglu", norm_type="rms", positional="rotary", bias=False)
+    switches = Published(activation="swiglu", norm_type="rms", bias=False)
+    llama = dataclasses.replace(ours, positional="rotary", published=switches)
     walking = {s.slug for s in STEPS if s.fits(ours) and not s.fits(llama)}
     assert walking == {"embeddings", "feed-forward", "residual-layernorm"}
