@@ -35,7 +35,7 @@ from inference.snapshots import INDEX as SNAPSHOT_INDEX
 from inference.snapshots import SNAPSHOTS
 from inference.tokenizer import Tokenizer
 from model.config import ModelConfig
-from model.transformer import build_model
+from model.factory import build_model
 from training.data.common import read_lines
 from training.data.induction import random_run
 from training.data.text import TextError, prepare_text, slug
