@@ -44,7 +44,8 @@ class Step:
         if self.needs == SINUSOIDAL:
             return config.positional == "sinusoidal"
         if self.needs == OURS:  # a published BERT or Llama has GELU/SwiGLU, RMSNorm or rotary positions
-            classic = config.activation == "relu" and config.norm_type == "layer" and config.positional != "rotary"
+            switches = config.switches
+            classic = switches.activation == "relu" and switches.norm_type == "layer" and config.positional != "rotary"
             return classic and config.kind in (ENC_DEC, LM)
         return self.needs == ANY or config.kind == self.needs
 
