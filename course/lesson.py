@@ -18,15 +18,11 @@ if TYPE_CHECKING:
 TEXTS = Path(__file__).resolve().parent / "steps"
 
 ANY, ENC_DEC, LM, SINUSOIDAL = "any", "encoder-decoder", "decoder-only", "sinusoidal"
-# The embedding, feed-forward and residual steps walk the layers by hand (inference.lesson.walk) as our 2017 layers
-# compute: ReLU feed-forward, LayerNorm, positions added to the embeddings.
-OURS = "ours"
 NEEDS = {
     ANY: "any model",
     ENC_DEC: "an encoder-decoder (a model with an encoder and cross-attention)",
     LM: "a decoder-only language model",
     SINUSOIDAL: "a model with sinusoidal positions",
-    OURS: "one of our own 2017-style models (ReLU feed-forward, LayerNorm, positions added to the embeddings)",
 }
 
 
@@ -43,10 +39,6 @@ class Step:
         """Whether a model of `config` can show this step."""
         if self.needs == SINUSOIDAL:
             return config.positional == "sinusoidal"
-        if self.needs == OURS:  # a published BERT or Llama has GELU/SwiGLU, RMSNorm or rotary positions
-            switches = config.switches
-            classic = switches.activation == "relu" and switches.norm_type == "layer" and config.positional != "rotary"
-            return classic and config.kind in (ENC_DEC, LM)
         return self.needs == ANY or config.kind == self.needs
 
 
@@ -61,14 +53,14 @@ def read_step(slug: str, needs: str = ANY) -> Step:
 
 
 STEPS: tuple[Step, ...] = (
-    read_step("embeddings", OURS),
+    read_step("embeddings"),
     read_step("positional-encoding", SINUSOIDAL),
     read_step("padding-mask"),
     read_step("no-peek-mask"),
     read_step("scaled-dot-product"),
     read_step("multi-head"),
-    read_step("feed-forward", OURS),
-    read_step("residual-layernorm", OURS),
+    read_step("feed-forward"),
+    read_step("residual-layernorm"),
     read_step("cross-attention", ENC_DEC),
     read_step("next-token", LM),
     read_step("kv-cache"),

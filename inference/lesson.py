@@ -1,5 +1,6 @@
 """The model work only the Lesson needs, computed here and handed on as numpy like `inference.analyze`: the
-vectors on the way through the first stack, the measured cost of attention and of decoding without a cache.
+vectors on the way through the first stack as the forward pass recorded them, the measured cost of attention and
+of decoding without a cache.
 
 The steps themselves and their course text are `course.lesson`'s; the pages draw them (views/lesson.py).
 """
@@ -16,90 +17,88 @@ import torch
 from inference.checkpoint import Checkpoint
 from inference.decoding import generate
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
-from model.attention import attention_mask, padding_mask
-from model.config import ModelConfig
+from model.attention import attention_mask
 
 
 @dataclass(frozen=True)
-class Walk:
-    """The first stack (encoder, or the language model's decoder) walked layer by layer with the model's own
-    modules: what the feed-forward and residual steps show.
+class Stream:
+    """The first stack (encoder, or the language model's decoder) as one forward pass recorded it
+    (Trace.activations): what the embedding, feed-forward and residual steps show, for any model the app lists.
 
     pieces, ids: the tokens.
-    embedded: (T, d_model) token embeddings × √d_model, before the positions are added.
-    hidden:  (T, d_ff) the first layer's feed-forward units after the ReLU.
+    stack:   "encoder" or "decoder", the stack recorded.
+    embedded: (T, d_model) `{stack}.embed`: the token embeddings (× √d_model where the model scales them), before
+             any position is added.
+    hidden:  (T, d_ff) `{stack}.layers.0.feed_forward.hidden`: the first layer's feed-forward units after the
+             activation (ReLU, GELU, or SwiGLU's gated product).
     norms:   (n_layers, 2, 3) mean vector length over the tokens, per layer and sub-layer (attention,
              feed-forward), of: the stream coming in, the sub-layer's output, the stream going out.
-    output:  (T, d_model) what the stack hands on (after its last LayerNorm for pre-norm).
+    output:  (T, d_model) `{stack}.output`: what the stack hands on (after its last norm for pre-norm).
     pre_norm: the model normalises each sub-layer's input (True) or the sum (False, the paper).
+    weights: (self-attention, feed-forward) parameters of one layer, counted on the model's own modules.
     """
 
     pieces: tuple[str, ...]
     ids: tuple[int, ...]
+    stack: str
     embedded: np.ndarray
     hidden: np.ndarray
     norms: np.ndarray
     output: np.ndarray
     pre_norm: bool
+    weights: tuple[int, int]
 
     def active_units(self, most: int) -> np.ndarray:
-        """The indices of the `most` feed-forward units of the first layer with the largest total activation on
-        this text, in unit order: a trained layer leaves most units at 0 for any one sentence."""
-        total = self.hidden.sum(axis=0)
+        """The indices of the `most` feed-forward units of the first layer with the largest total |activation| on
+        this text, in unit order: a trained layer leaves most units near 0 for any one sentence."""
+        total = np.abs(self.hidden).sum(axis=0)
         return np.sort(np.argsort(-total, kind="stable")[:most])
 
     @property
     def zero_share(self) -> float:
-        """The share of the first layer's feed-forward units the ReLU set to exactly 0."""
+        """The share of the first layer's feed-forward units that are exactly 0 (a ReLU's negatives)."""
         return float((self.hidden == 0).mean()) if self.hidden.size else 0.0
 
 
-def layer_weights(config: ModelConfig) -> tuple[int, int]:
-    """Weights (with biases) of one layer's self-attention (W^Q, W^K, W^V, W^O) and of its feed-forward network."""
-    d, d_ff = config.d_model, config.d_ff
-    return 4 * (d * d + d), d * d_ff + d_ff + d_ff * d + d
+def _numpy(x: torch.Tensor) -> np.ndarray:
+    return x[0].float().numpy()  # the one text of the batch
 
 
 def _mean_norm(x: torch.Tensor) -> float:
-    return float(x[0].norm(dim=-1).mean())
+    return float(x[0].float().norm(dim=-1).mean())
 
 
 @torch.inference_mode()
-def walk(ckpt: Checkpoint, text: str) -> Walk:
-    """Run `text` through the first stack one sub-layer at a time (the same steps as EncoderLayer/DecoderLayer,
-    equal to the model's own output: tests/test_lesson.py). Raises InputError for text that cannot be read."""
+def stream(ckpt: Checkpoint, text: str) -> Stream:
+    """Run `text` through the model once with `activations=True` and keep its first stack's record. An
+    encoder-decoder's decoder reads <s> alone: the encoder's record does not depend on it. Raises InputError for
+    text that cannot be read."""
     model, cfg = ckpt.model, ckpt.config
     ids = torch.tensor([encode_first_stack(ckpt, clean_text(text).text, [])])  # (1, T)
-    valid = padding_mask(ids, cfg.pad_id)
-    mask = attention_mask(valid, valid, causal=not cfg.is_encoder_decoder)  # (1, T, T)
-    stack = model.encoder if cfg.is_encoder_decoder else model.decoder
-    embedded = model.embed(ids)  # (1, T, d_model)
-    x, _ = model.embed_with_positions(ids)
-    norms, hidden = [], None
-    for layer in stack.layers:
-        first, last = layer.sublayer[0], layer.sublayer[-1]
-        h = first.input(x)
-        attn, _ = layer.self_attn(h, h, mask, record=False)
-        after = first.output(x, attn)
-        row = [(_mean_norm(x), _mean_norm(attn), _mean_norm(after))]
-        x = after
-        h = last.input(x)
-        units = torch.relu(layer.feed_forward.w_1(h))  # (1, T, d_ff)
-        hidden = units if hidden is None else hidden
-        ff = layer.feed_forward(h)
-        after = last.output(x, ff)
-        row.append((_mean_norm(x), _mean_norm(ff), _mean_norm(after)))
-        x = after
-        norms.append(row)
-    out = stack.norm(x)
-    return Walk(
+    if cfg.is_encoder_decoder:
+        _, trace = model(ids, torch.tensor([[cfg.bos_id]]), record=False, activations=True)
+    else:
+        _, trace = model(ids, record=False, activations=True)
+    stack = "decoder" if cfg.kind == "decoder-only" else "encoder"
+    acts = trace.activations
+    layers = getattr(model, stack).layers
+    norms = []
+    for i in range(len(layers)):
+        at = lambda point: _mean_norm(acts[f"{stack}.layers.{i}.{point}"])  # noqa: E731, B023 - used at once
+        attention = (at("resid_pre"), at("self_attn.out"), at("resid_mid"))
+        norms.append((attention, (at("resid_mid"), at("feed_forward.out"), at("resid_post"))))
+    first = layers[0]
+    weights = tuple(sum(p.numel() for p in m.parameters()) for m in (first.self_attn, first.feed_forward))
+    return Stream(
         pieces=tuple(ckpt.tokenizer.pieces(ids[0].tolist())),
         ids=tuple(ids[0].tolist()),
-        embedded=embedded[0].numpy().astype(np.float32),
-        hidden=hidden[0].numpy().astype(np.float32),
+        stack=stack,
+        embedded=_numpy(acts[f"{stack}.embed"]),
+        hidden=_numpy(acts[f"{stack}.layers.0.feed_forward.hidden"]),
         norms=np.asarray(norms, dtype=np.float32),
-        output=out[0].numpy().astype(np.float32),
+        output=_numpy(acts[f"{stack}.output"]),
         pre_norm=cfg.norm == "pre",
+        weights=weights,
     )
 
 

@@ -17,7 +17,7 @@ from inference import catalog
 from inference.analysis import Analysis
 from inference.analyze import batch_masks, positions_used
 from inference.checkpoint import CheckpointError, load_config
-from inference.lesson import CacheTiming, Cost, Walk, attention_cost, cache_timing, layer_weights, walk
+from inference.lesson import CacheTiming, Cost, Stream, attention_cost, cache_timing, stream
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, Context
 from ui.widgets import projector, show_chart
@@ -37,10 +37,10 @@ PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1
 LESSON = state.url_key("lesson")  # the step shown, as its slug
 
 
-@st.cache_resource(max_entries=16, show_spinner="Walking the text through the layers…")
-def _walk(path: str, stamp: float, text: str) -> Walk:
-    """The first stack walked sub-layer by sub-layer (inference.lesson.walk), run by the checkpoint's worker."""
-    return cache.model_worker(path, stamp).call(walk, text)
+@st.cache_resource(max_entries=16, show_spinner="Recording the text's way through the layers…")
+def _stream(path: str, stamp: float, text: str) -> Stream:
+    """The first stack as one forward pass recorded it (inference.lesson.stream), run by the checkpoint's worker."""
+    return cache.model_worker(path, stamp).call(stream, text)
 
 
 @st.cache_resource(max_entries=16, show_spinner="Timing the decoder with and without its cache…")
@@ -106,6 +106,20 @@ def navigation(index: int, where: str) -> None:
         )
 
 
+# How the loaded model computes -----------------------------------------------------------------------------------
+
+ACTIVATIONS = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU", "swiglu": "SwiGLU"}
+NORMS = {"layer": "LayerNorm", "rms": "RMSNorm"}
+
+
+def activation_name(ctx: Context) -> str:
+    return ACTIVATIONS.get(ctx.ckpt.config.switches.activation, ctx.ckpt.config.switches.activation)
+
+
+def norm_name(ctx: Context) -> str:
+    return NORMS.get(ctx.ckpt.config.switches.norm_type, ctx.ckpt.config.switches.norm_type)
+
+
 # Which model a step needs ------------------------------------------------------------------------------------------
 
 
@@ -149,17 +163,26 @@ def model_check(step: Step, ctx: Context) -> bool:
 
 
 def embeddings(ctx: Context, analysis: Analysis) -> None:
-    w = _walk(ctx.path, ctx.stamp, ctx.text)
+    w = _stream(ctx.path, ctx.stamp, ctx.text)
     cfg = ctx.ckpt.config
+    if cfg.switches.embed_scale:
+        row = f"one token's embedding × √{cfg.d_model} = {math.sqrt(cfg.d_model):.1f}"
+    else:
+        row = "one token's embedding as learned (this model does not multiply it by √d_model)"
+    if cfg.positional == "rotary":
+        then = "no position is ever added: rotary positions turn each query and key inside attention instead"
+    else:
+        then = "before its position is added"
     st.caption(
         f"{ctx.entry.name}: {cfg.vocab_size:,} pieces in the vocabulary, d_model = {cfg.d_model}. Each row below is "
-        f"one token's embedding × √{cfg.d_model} = {math.sqrt(cfg.d_model):.1f}, before its position is added."
+        f"{row}, {then}."
     )
     left, right = side_by_side(2, [1, 3])
     frame = pd.DataFrame({"token": [display_piece(p) for p in w.pieces], "id": list(w.ids)})
     left.dataframe(frame, hide_index=True, key="lesson_ids")
+    title = "Token embeddings × √d_model" if cfg.switches.embed_scale else "Token embeddings"
     with right:
-        chart(vectors_heatmap(w.embedded, w.pieces, "Token embeddings × √d_model"), "embeddings", ctx.entry.name)
+        chart(vectors_heatmap(w.embedded, w.pieces, title), "embeddings", ctx.entry.name)
 
 
 def positional(ctx: Context, analysis: Analysis) -> None:
@@ -231,34 +254,38 @@ def multi_head(ctx: Analysed, analysis: Analysis) -> None:
 
 
 def feed_forward(ctx: Context, analysis: Analysis) -> None:
-    w = _walk(ctx.path, ctx.stamp, ctx.text)
+    w = _stream(ctx.path, ctx.stamp, ctx.text)
     cfg = ctx.ckpt.config
-    attn, ffn = layer_weights(cfg)
+    attn, ffn = w.weights
+    act = activation_name(ctx)
+    if act == "ReLU":
+        zeros = f"In layer 1, {w.zero_share:.0%} of the units are exactly 0 after the ReLU on this sentence."
+    else:  # GELU and SiLU let small negative values through: hardly a unit is exactly 0
+        zeros = f"Its {act} lets small negative values through, so few units are exactly 0; most stay near it."
     st.caption(
-        f"{ctx.entry.name}: {cfg.d_model} → {cfg.d_ff} → {cfg.d_model}. In each layer the feed-forward network has "
-        f"{ffn:,} weights and the self-attention {attn:,}. In layer 1, {w.zero_share:.0%} of the units are exactly "
-        f"0 after the ReLU on this sentence. Below, the {min(MOST_COLUMNS, cfg.d_ff)} units most active on it "
-        "(white: 0)."
+        f"{ctx.entry.name}: {cfg.d_model} → {cfg.d_ff} → {cfg.d_model}, with {act}. In each layer the feed-forward "
+        f"network has {ffn:,} weights and the self-attention {attn:,}. {zeros} Below, the "
+        f"{min(MOST_COLUMNS, cfg.d_ff)} units most active on it (white: 0)."
     )
     units = w.active_units(MOST_COLUMNS)
-    title = "Layer 1 feed-forward units, after the ReLU"
+    title = f"Layer 1 feed-forward units, after the {act}"
     fig = vectors_heatmap(w.hidden[:, units], w.pieces, title, x_title="unit", columns=units.tolist())
     chart(fig, "ffn", ctx.entry.name)
 
 
 def residual(ctx: Context, analysis: Analysis) -> None:
-    w = _walk(ctx.path, ctx.stamp, ctx.text)
-    style = (
-        "pre-norm: x + Sublayer(LayerNorm(x))" if w.pre_norm else "post-norm, as the paper: LayerNorm(x + Sublayer(x))"
-    )
+    w = _stream(ctx.path, ctx.stamp, ctx.text)
+    norm = norm_name(ctx)
+    style = f"pre-norm: x + Sublayer({norm}(x))" if w.pre_norm else f"post-norm, as the paper: {norm}(x + Sublayer(x))"
     d = ctx.ckpt.config.d_model
+    layer = norm == "LayerNorm"
+    unit, learned = ("mean 0 and variance 1", "gain and bias") if layer else ("a mean square of 1", "gain")
     st.caption(
-        f"{ctx.entry.name} is {style}. The mean length of the token vectors at each sub-layer of the "
-        f"{'decoder' if analysis.kind == 'decoder-only' else 'encoder'}: what comes in, what the sub-layer adds, "
-        f"what goes out. Right after a LayerNorm, before its gain and bias, every vector has mean 0 and variance 1 "
-        f"over its {d} numbers, so a length of about √{d} = {math.sqrt(d):.1f}."
+        f"{ctx.entry.name} is {style}. The mean length of the token vectors at each sub-layer of the {w.stack}: "
+        f"what comes in, what the sub-layer adds, what goes out. Right after a {norm}, before its {learned}, "
+        f"every vector has {unit} over its {d} numbers, so a length of about √{d} = {math.sqrt(d):.1f}."
     )
-    chart(residual_figure(w.norms, w.pre_norm), "residual", ctx.entry.name)
+    chart(residual_figure(w.norms, w.pre_norm, norm), "residual", ctx.entry.name)
 
 
 def cross(ctx: Analysed, analysis: Analysis) -> None:

@@ -159,15 +159,15 @@ def cache_work(prompt: int, steps: int, step: int) -> go.Figure:
     return finish(fig, "Positions computed so far", height=320)
 
 
-def residual_figure(norms: np.ndarray, pre_norm: bool) -> go.Figure:
+def residual_figure(norms: np.ndarray, pre_norm: bool, norm: str = "LayerNorm") -> go.Figure:
     """Mean vector length per sub-layer of each layer: the stream coming in, what the sub-layer adds, the stream
-    going out (after the LayerNorm for post-norm)."""
+    going out (after the norm, `norm` by name, for post-norm)."""
     arr = np.asarray(norms, dtype=np.float32)
     if arr.ndim != 3 or arr.shape[1:] != (2, 3):
         raise ValueError(f"expected (layers, 2, 3) norms, got shape {arr.shape}")
     names = [f"L{layer + 1} {part}" for layer in range(arr.shape[0]) for part in ("attention", "feed-forward")]
     flat = arr.reshape(-1, 3)
-    out = "x + Sublayer(LayerNorm(x))" if pre_norm else "LayerNorm(x + Sublayer(x))"
+    out = f"x + Sublayer({norm}(x))" if pre_norm else f"{norm}(x + Sublayer(x))"
     series = (("stream coming in: x", BLUE), ("what the sub-layer adds", HIGHLIGHT), (f"going out: {out}", "#009E73"))
     fig = go.Figure(
         [
