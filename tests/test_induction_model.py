@@ -48,3 +48,7 @@ def test_its_card_records_the_probe_and_the_run_curve(ckpt) -> None:
     assert metrics["induction"]["best_induction_head"]["score"] >= 0.8
     history = ckpt.card["training"]["history"]
     assert all({"induction", "copy_loss"} <= set(h) for h in history)
+
+
+def test_the_last_snapshot_is_the_step_the_shipped_weights_were_saved_at(ckpt) -> None:
+    assert list_snapshots(INDUCTION)[-1].step == ckpt.card["training"]["best_step"] == 5900

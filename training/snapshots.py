@@ -43,7 +43,8 @@ def ship(checkpoint: Path, runs: list[Path], steps: list[int], data_root: Path, 
     """Write CHECKPOINT/snapshots/ (replacing what was there) and return its index."""
     ckpt = load_checkpoint(checkpoint)
     averaged = ckpt.card["training"].get("averaged")  # training.average: the mean of the steps up to its last
-    last = averaged["steps"][-1] if averaged else ckpt.card["training"]["steps_done"]
+    run = ckpt.card["training"]  # the weights are the run's best validation step, which need not be its last
+    last = averaged["steps"][-1] if averaged else run.get("best_step", run["steps_done"])
     if any(step >= last for step in steps):
         raise CheckpointError(f"{checkpoint}: its own weights are step {last:,}; give --steps before it")
     found = {step: find_step(runs, step, ckpt.card["tokenizer_sha256"]) for step in sorted(set(steps))}
