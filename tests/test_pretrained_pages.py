@@ -2,8 +2,8 @@
 otherwise), driven by AppTest: listed beside the shipped checkpoints with ATLAS_PRETRAINED=1, chosen from the URL.
 
 A page that does not know a new kind yet goes in NOT_YET as a strict xfail naming why. Every page knows both kinds:
-Explore shows an encoder-only model's per-position scores, the Lesson's layer-walk steps offer one of our own
-models, the positional page draws rotary positions' cos | sin rows.
+Explore shows an encoder-only model's per-position scores, the Lesson's layer steps draw the recorded activations
+of either, the positional page draws rotary positions' cos | sin rows.
 """
 
 from __future__ import annotations
