@@ -8,8 +8,8 @@ import torch
 
 from inference.analysis import parse_block_name
 from model.config import ConfigError, ModelConfig
-from model.trace import Trace
 from model.factory import build_model
+from model.trace import Trace
 from model.transformer import DecoderOnlyLM, EncoderDecoder, sinusoidal_table
 
 ATOL = 1e-5
