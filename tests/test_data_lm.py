@@ -213,3 +213,10 @@ def test_clean_documents_join_paragraphs_and_drop_repeats_and_slur_paragraphs(tm
     assert kept == [["One paragraph.", "Two."], ["Alone."]]
     assert removed == {"slurword": 1}
     assert lm.clean_documents([["Alone."]], slurs, seen)[0] == []
+
+
+def test_shuffled_sentences_are_grouped_in_order_into_documents() -> None:
+    sentences = [[f"Sentence {i}."] for i in range(35)]
+    documents = lm.group_sentences(sentences, 16)
+    assert [len(d) for d in documents] == [16, 16, 3]
+    assert [s for d in documents for s in d] == [s[0] for s in sentences]

