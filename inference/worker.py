@@ -9,9 +9,10 @@ instead of one per session. Padding masks make each result equal to analysing th
 (tests/test_worker.py). A batch that fails is run again one request at a time, so each session gets its own
 answer or its own error, never a neighbour's.
 
-The worker also keeps what it computed, within a byte budget, least recently used out first: the pages' copy of
-each analysis (weights and masks, `Analysis.for_pages`) and, in a smaller budget, the full one (raw scores and V
-too, for the attention-math page and the export). Cached objects are shared by every session, never copied or
+The worker also keeps what it computed, least recently used out first, within bytes of its own and the server's
+one budget (inference.memory): the pages' copy of each analysis (weights and masks, `Analysis.for_pages`) and, in
+a smaller share, the full one (raw scores and V too, for the attention-math page and the export). Cached objects
+are shared by every session, never copied or
 unpickled per rerun; their arrays are read-only. Two sessions asking for the same text at once wait on one run.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -32,6 +33,7 @@ from inference.analysis import Analysis
 from inference.analyze import Request, analyze_many
 from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling
+from inference.memory import ByteCache
 from inference.text import InputError
 
 T = TypeVar("T")
@@ -39,37 +41,6 @@ PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or 
 FULL_BYTES = 128 * 2**20  # full analyses (scores and V of every block): the few texts a math page or export reads
 BATCH_TOKENS = 2048  # padded tokens in one batch: rows × the longest row's characters / 4, about its tokens
 STOP = object()  # put on the queue by `stop`: the thread ends
-
-
-class ByteCache:
-    """A thread-safe least-recently-used map whose values say their size (`.nbytes`), kept under `max_bytes`."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self.bytes = 0
-        self._items: OrderedDict = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key):
-        with self._lock:
-            value = self._items.get(key)
-            if value is not None:
-                self._items.move_to_end(key)
-            return value
-
-    def put(self, key, value) -> None:
-        with self._lock:
-            if key in self._items:
-                self.bytes -= self._items.pop(key).nbytes
-            if value.nbytes > self.max_bytes:
-                return  # larger than the whole budget: used once, not kept
-            self._items[key] = value
-            self.bytes += value.nbytes
-            while self.bytes > self.max_bytes:
-                self.bytes -= self._items.popitem(last=False)[1].nbytes
-
-    def __len__(self) -> int:
-        return len(self._items)
 
 
 @dataclass(frozen=True)
@@ -233,8 +204,8 @@ class ModelWorker:
                 future.set_exception(stopped)
         with self._lock:
             self._pending.clear()
-        self.pages = ByteCache(0)
-        self.full = ByteCache(0)
+        self.pages.clear()
+        self.full.clear()
 
     def _analyse(self, batch: list[tuple[Request, Future]]) -> None:
         self.batches = [*self.batches[-99:], len(batch)]

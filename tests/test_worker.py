@@ -13,6 +13,7 @@ from inference.analysis import Analysis
 from inference.analyze import Request, analyze, analyze_many, generate_text, translate_many
 from inference.checkpoint import load_checkpoint
 from inference.decoding import Sampling, generate, greedy_many
+from inference.memory import measured_bytes
 from inference.text import InputError
 from inference.worker import ModelWorker
 from training.tiny import make_tiny_checkpoint
@@ -117,7 +118,7 @@ def test_the_worker_keeps_results_and_runs_a_text_asked_at_once_only_once(ckpt) 
 
 
 def test_the_worker_cache_stays_within_its_byte_budget(ckpt) -> None:
-    sizes = [analyze(ckpt, text, max_tokens=12).for_pages().nbytes for text in TEXTS]
+    sizes = [measured_bytes(analyze(ckpt, text, max_tokens=12).for_pages()) for text in TEXTS]
     worker = ModelWorker(ckpt, pages_bytes=sizes[-1] + sizes[-2], full_bytes=0)  # room for the last two
     for text in TEXTS:
         worker.analyze(text, max_tokens=12)

@@ -1,0 +1,248 @@
+"""One byte budget for everything the server keeps between reruns, measured, least recently used out first.
+
+A server keeps the analyses its workers computed, the figures and tables built from them, ablations, head rankings,
+the Lesson's recordings, induction probes and the models of training steps. Each store is a `ByteCache`; every one
+of them belongs to the one `Budget` (`BUDGET`, `ATLAS_MEMORY_MB` megabytes, default 1024), and the loaded models
+are charged to it too (`Budget.charge`: their parameters and buffers, for as long as the model lives). When a put
+takes the total over the budget, the entry used least recently in any store goes first, whichever store holds it;
+an entry larger than what the models leave is used once and not kept.
+
+Sizes are measured, not estimated: `measured_bytes` walks a value (dataclasses, containers, NumPy arrays, torch
+tensors, strings) and adds what each object occupies (`sys.getsizeof`, an array's buffer once however many views
+share it). An array shared by entries of two stores (the pages' copy of an analysis and its full copy) counts in
+both: the budget errs towards keeping less, never more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import sys
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from typing import Any
+
+import numpy as np
+import torch
+
+ENV_VAR = "ATLAS_MEMORY_MB"
+DEFAULT_MB = 1024
+
+
+def measured_bytes(value: Any) -> int:
+    """Bytes `value` occupies with everything it holds: each object once (by identity), an array's or tensor's
+    buffer once (by its base buffer), a model's parameters and buffers. Objects that are not data (modules,
+    functions, classes, locks, threads) count their own size only, except a `torch.nn.Module`'s tensors."""
+    seen: set[int] = set()
+    buffers: set[tuple[int, int]] = set()
+    total = 0
+    stack = [value]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            base = obj
+            while isinstance(base.base, np.ndarray):
+                base = base.base
+            total += sys.getsizeof(obj) - (obj.nbytes if obj.base is None and obj.flags.owndata else 0)
+            key = (id(base), base.nbytes)
+            if key not in buffers:
+                buffers.add(key)
+                total += base.nbytes
+            continue
+        if isinstance(obj, torch.Tensor):
+            storage = obj.untyped_storage()
+            key = (storage.data_ptr(), storage.nbytes())
+            if key not in buffers:
+                buffers.add(key)
+                total += storage.nbytes()
+            total += sys.getsizeof(obj)
+            continue
+        if isinstance(obj, torch.nn.Module):
+            stack.extend(obj.parameters())
+            stack.extend(obj.buffers())
+            total += sys.getsizeof(obj)
+            continue
+        total += sys.getsizeof(obj)
+        if isinstance(obj, (str, bytes, bytearray, int, float, complex, bool, type(None))):
+            continue
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            stack.extend(obj)
+        elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+            stack.extend(getattr(obj, f.name) for f in dataclasses.fields(obj))
+        elif hasattr(obj, "__dict__") and not callable(obj) and type(obj).__module__ not in ("threading", "queue"):
+            stack.extend(vars(obj).values())
+    return total
+
+
+class Budget:
+    """The bytes every registered `ByteCache` holds plus what `charge` adds, kept at or under `max_bytes` by
+    evicting the least recently used entry of any cache. Thread-safe (one lock for every cache)."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.lock = threading.RLock()
+        self.charged = 0  # the models' bytes: counted, never evicted by the budget
+        self._caches: weakref.WeakSet[ByteCache] = weakref.WeakSet()
+        self._ticks = itertools.count()
+
+    def tick(self) -> int:
+        return next(self._ticks)
+
+    def register(self, cache: ByteCache) -> None:
+        with self.lock:
+            self._caches.add(cache)
+
+    @property
+    def kept(self) -> int:
+        """Bytes held by the registered caches."""
+        with self.lock:
+            return sum(c.bytes for c in self._caches)
+
+    @property
+    def total(self) -> int:
+        return self.kept + self.charged
+
+    def charge(self, owner: object, nbytes: int) -> None:
+        """Count `nbytes` (a loaded model) until `owner` is garbage-collected, and make room for them."""
+        with self.lock:
+            self.charged += nbytes
+        weakref.finalize(owner, self._release, nbytes)
+        self.settle()
+
+    def _release(self, nbytes: int) -> None:
+        with self.lock:
+            self.charged -= nbytes
+
+    def room(self) -> int:
+        """The most one entry may take: what the models leave."""
+        return max(0, self.max_bytes - self.charged)
+
+    def settle(self) -> list[Any]:
+        """Evict least-recently-used entries across the caches until the total fits; returns what went, for the
+        caller to release outside the lock (a worker to stop)."""
+        gone = []
+        with self.lock:
+            total = self.total
+            while total > self.max_bytes:
+                oldest = min((c for c in self._caches if c), key=lambda c: c.oldest_tick(), default=None)
+                if oldest is None:
+                    break
+                value, size = oldest.pop_oldest()
+                total -= size
+                gone.append((oldest, value))
+        for cache, value in gone:
+            cache.released(value)
+        return [value for _, value in gone]
+
+
+BUDGET = Budget(int(float(os.environ.get(ENV_VAR, DEFAULT_MB)) * 2**20))
+
+
+class ByteCache:
+    """A thread-safe least-recently-used map under `max_bytes` of its own and the shared `budget`. A value's size
+    is `size(value)` (default `measured_bytes`); `on_evict(value)` is called for a value that leaves (a worker to
+    stop). `get_or_compute` runs a missing value's computation once however many threads ask at once."""
+
+    def __init__(
+        self,
+        max_bytes: int,
+        budget: Budget | None = None,
+        size: Callable[[Any], int] = measured_bytes,
+        on_evict: Callable[[Any], None] | None = None,
+    ) -> None:
+        self.max_bytes = max_bytes
+        self.budget = budget if budget is not None else BUDGET
+        self.size = size
+        self.on_evict = on_evict
+        self.bytes = 0
+        self._items: OrderedDict[Hashable, tuple[Any, int, int]] = OrderedDict()  # key → (value, size, tick)
+        self._running: dict[Hashable, Future] = {}
+        self.budget.register(self)
+
+    def __bool__(self) -> bool:
+        return bool(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: Hashable) -> Any:
+        with self.budget.lock:
+            item = self._items.get(key)
+            if item is None:
+                return None
+            self._items[key] = (item[0], item[1], self.budget.tick())
+            self._items.move_to_end(key)
+            return item[0]
+
+    def put(self, key: Hashable, value: Any) -> None:
+        size = self.size(value)
+        gone = []
+        with self.budget.lock:
+            if key in self._items:
+                old, old_size, _ = self._items.pop(key)
+                self.bytes -= old_size
+                gone.append(old)
+            if size <= min(self.max_bytes, self.budget.room()):
+                self._items[key] = (value, size, self.budget.tick())
+                self.bytes += size
+                while self.bytes > self.max_bytes:
+                    gone.append(self.pop_oldest()[0])
+        for old in gone:
+            if old is not value:
+                self.released(old)
+        self.budget.settle()
+
+    def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """The kept value, or `compute()` run once for every thread asking for `key` meanwhile, then kept."""
+        with self.budget.lock:
+            value = self.get(key)
+            if value is not None:
+                return value
+            future = self._running.get(key)
+            owner = future is None
+            if owner:
+                future = self._running[key] = Future()
+        if not owner:
+            return future.result()
+        try:
+            value = compute()
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        finally:
+            with self.budget.lock:
+                self._running.pop(key, None)
+        self.put(key, value)
+        future.set_result(value)
+        return value
+
+    def clear(self) -> None:
+        with self.budget.lock:
+            values = [v for v, _, _ in self._items.values()]
+            self._items.clear()
+            self.bytes = 0
+        for value in values:
+            self.released(value)
+
+    def oldest_tick(self) -> int:
+        return next(iter(self._items.values()))[2]
+
+    def pop_oldest(self) -> tuple[Any, int]:
+        """Remove the least recently used entry (the caller holds the budget's lock); its value and size."""
+        _, (value, size, _) = self._items.popitem(last=False)
+        self.bytes -= size
+        return value, size
+
+    def released(self, value: Any) -> None:
+        if self.on_evict is not None:
+            self.on_evict(value)
