@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+MISSING = object()  # ByteCache.get's answer for a key it does not hold, where None is a value kept
 ENV_VAR = "ATLAS_MEMORY_MB"
 DEFAULT_MB = 1024
 
@@ -175,11 +176,11 @@ class ByteCache:
     def __len__(self) -> int:
         return len(self._items)
 
-    def get(self, key: Hashable) -> Any:
+    def get(self, key: Hashable, default: Any = None) -> Any:
         with self.budget.lock:
             item = self._items.get(key)
             if item is None:
-                return None
+                return default
             self._items[key] = (item[0], item[1], self.budget.tick())
             self._items.move_to_end(key)
             return item[0]
@@ -205,8 +206,8 @@ class ByteCache:
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """The kept value, or `compute()` run once for every thread asking for `key` meanwhile, then kept."""
         with self.budget.lock:
-            value = self.get(key)
-            if value is not None:
+            value = self.get(key, MISSING)
+            if value is not MISSING:
                 return value
             future = self._running.get(key)
             owner = future is None

@@ -50,3 +50,27 @@ def test_a_clients_clear_cache_message_clears_only_its_own_session_state(tiny_ch
     assert cleared == [True]
     assert cache.model_worker(str(path), catalog.stamp(path)) is worker and worker.alive
     st.cache_resource.clear()
+
+
+def test_a_snapshot_worker_pushed_out_of_its_byte_store_is_stopped() -> None:
+    """Training steps' models count by their measured bytes; the one used least recently goes, and stops."""
+    root = catalog.checkpoints_dir()
+    entry = next(e for e in catalog.list_checkpoints(root) if e.name == "induction")
+    path, stamp = str(entry.path), catalog.stamp(entry.path)
+    steps = [s.step for s in cache.snapshots(path, stamp)][:3]
+    store = cache.snapshot_worker.store
+    store.clear()
+    first = cache.snapshot_worker(path, stamp, steps[0])
+    one = store.bytes
+    assert one >= 4 * sum(p.numel() for p in first.ckpt.model.parameters())  # float32 weights, measured
+    old_max = store.max_bytes
+    store.max_bytes = 2 * one  # room for two
+    try:
+        second = cache.snapshot_worker(path, stamp, steps[1])
+        third = cache.snapshot_worker(path, stamp, steps[2])
+        assert _wait_for(lambda: not first.alive), "the least recently used step's worker stopped"
+        assert second.alive and third.alive and len(store) == 2
+    finally:
+        store.max_bytes = old_max
+        store.clear()
+    assert _wait_for(lambda: not second.alive and not third.alive)

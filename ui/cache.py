@@ -1,5 +1,6 @@
 """The cached model calls, shared by every browser session: a checkpoint loaded once, one model worker per
-checkpoint, the Analysis of a text, training snapshots, ablations and the head ranking.
+checkpoint, the Analysis of a text, training snapshots, ablations and the head ranking. Everything but the loaded
+models and their workers (at most four, charged to it) is kept in the server's one byte budget (ui.kept).
 
 A call about a text takes a `Context` (the checkpoint and the text) and is cached by its key (path, modification
 time, text): hashing the loaded model or an Analysis on every rerun would cost more than the call (`KEYED`).
@@ -24,8 +25,10 @@ from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.decoding import Sampling
 from inference.export import to_json, to_npz_bytes
 from inference.induction import InductionReport, measure
+from inference.memory import BUDGET, measured_bytes
 from inference.snapshots import Snapshot, list_snapshots, load_snapshot
 from inference.worker import ModelWorker
+from ui.kept import kept
 
 TOP_K = 5  # the predictions kept per position
 
@@ -66,8 +69,11 @@ KEYED = {Context: attrgetter("key"), Analysed: attrgetter("key")}  # st.cache_* 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the model…")
 def load_model(path: str, stamp: float) -> Checkpoint:
-    """Load a checkpoint once per (path, modification time); raises CheckpointError."""
-    return load_checkpoint(path)
+    """Load a checkpoint once per (path, modification time), its bytes charged to the server's budget while it is
+    loaded (inference.memory); raises CheckpointError."""
+    ckpt = load_checkpoint(path)
+    BUDGET.charge(ckpt, measured_bytes(ckpt.model))
+    return ckpt
 
 
 def _stop(worker: ModelWorker) -> None:
@@ -108,16 +114,21 @@ def checkpoint_entries(root: str, stamp: tuple) -> list[catalog.Entry]:
     return catalog.list_checkpoints(Path(root))
 
 
-@st.cache_resource(max_entries=4, show_spinner=False)
+@kept()
 def snapshots(path: str, stamp: float) -> list[Snapshot]:
     """The checkpoint's training snapshots, earliest first ([] when it has none); raises CheckpointError."""
     return list_snapshots(path)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Loading the weights of that training step…", on_release=_stop)
+def _worker_bytes(worker: ModelWorker) -> int:
+    return measured_bytes(worker.ckpt.model)  # its results are in stores of their own, counted there
+
+
+@kept("Loading the weights of that training step…", size=_worker_bytes, on_evict=_stop)
 def snapshot_worker(path: str, stamp: float, step: int) -> ModelWorker:
     """A worker for the checkpoint's model as it was at training step `step`, shared by every session; it keeps
-    fewer results than the shipped model's worker (a snapshot is looked at, not explored)."""
+    fewer results than the shipped model's worker (a snapshot is looked at, not explored). Its model's bytes count
+    in the server's budget; evicted, it is stopped."""
     return ModelWorker(load_snapshot(load_model(path, stamp), step), pages_bytes=16 * 2**20, full_bytes=0)
 
 
@@ -133,19 +144,19 @@ def snapshot_analysis(ctx: Context, step: int, target: str | None = None) -> Ana
         return worker.analyze(ctx.text, target, k=TOP_K)
 
 
-@st.cache_resource(max_entries=64, show_spinner="Running the model without those heads…", hash_funcs=KEYED)
+@kept("Running the model without those heads…")
 def ablation(ctx: Context, heads: tuple[tuple[str, tuple[int, ...]], ...], mode: str) -> Effect:
     """Predictions with `heads` ((block name, heads) pairs) switched off, beside the intact model's; the
     worker runs it."""
     return model_worker(ctx.path, ctx.stamp).call(ablation_effect, ctx.text, dict(heads), mode)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False, hash_funcs=KEYED)
+@kept()
 def _ranking_setup(ctx: Context) -> RankingSetup:
     return model_worker(ctx.path, ctx.stamp).call(ranking_setup, ctx.text)
 
 
-@st.cache_resource(max_entries=2048, show_spinner=False, hash_funcs=KEYED)
+@kept()
 def _block_ranking(ctx: Context, mode: str, block: str) -> list[tuple[str, int, float]]:
     return model_worker(ctx.path, ctx.stamp).call(rank_block, _ranking_setup(ctx), block, mode)
 
@@ -169,7 +180,7 @@ def _probe(ckpt: Checkpoint) -> InductionReport:
     return measure(ckpt.model, ckpt.config.vocab_size, ckpt.config.bos_id)
 
 
-@st.cache_resource(max_entries=8, show_spinner="Measuring every head on a run of random tokens, repeated…")
+@kept("Measuring every head on a run of random tokens, repeated…")
 def induction_report(path: str, stamp: float) -> InductionReport | None:
     """A decoder-only model's induction and previous-token scores per head and its copy losses (inference.induction),
     measured once per checkpoint by its worker; None for a model without a decoder-only stack."""
@@ -178,10 +189,12 @@ def induction_report(path: str, stamp: float) -> InductionReport | None:
     return model_worker(path, stamp).call(_probe)
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
+@kept()
 def positional_table(path: str, stamp: float) -> np.ndarray:
-    """The checkpoint's positional table (inference.analyze.positional_table)."""
-    return model_positional_table(load_model(path, stamp))
+    """The checkpoint's positional table (inference.analyze.positional_table), read-only: every session shares it."""
+    table = model_positional_table(load_model(path, stamp))
+    table.flags.writeable = False
+    return table
 
 
 def export_bytes(ctx: Context, fmt: str) -> bytes:

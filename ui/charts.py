@@ -1,8 +1,9 @@
 """The pages' figures and tables built from an analysis, cached and shared by every session.
 
 Each takes the page's `Analysed` (ui.cache) and reads its Analysis: none looks the analysis up again. A figure is
-built once per (model, text, view) and frozen: a rerun or a head switch sends a built figure (Streamlit copies it to
-JSON) instead of building Plotly objects again (bench/pages.py); `viz.style.thaw` one before changing it.
+built once per (model, text, view), kept in the server's byte budget (ui.kept) and frozen: a rerun or a head
+switch sends a built figure (Streamlit copies it to JSON) instead of building Plotly objects again
+(bench/pages.py); `viz.style.thaw` one before changing it.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import streamlit as st
 
 from inference.analysis import Block
-from ui.cache import KEYED, Analysed
+from ui.cache import Analysed
+from ui.kept import kept
 from viz.heads import average_heads, head_heatmap, heads_grid, swap_head
 from viz.stats import head_table
 from viz.style import frozen
@@ -32,7 +33,7 @@ def head_weights(block: Block, head: int) -> np.ndarray:
     return average_heads(block.weights) if head == AVERAGE else block.weights[head]
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=KEYED)
+@kept()
 def _heatmap_template(ctx: Analysed, attention: str, layer: int) -> dict:
     """A layer's first head, frozen: every head of the layer shares its axes and hover text (viz.heads.swap_head)."""
     block = ctx.analysis.block(attention, layer)
@@ -47,7 +48,7 @@ def head_chart(ctx: Analysed, attention: str, layer: int, head: int) -> dict:
     return swap_head(_heatmap_template(ctx, attention, layer), weights, title)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False, hash_funcs=KEYED)
+@kept()
 def grid_chart(ctx: Analysed, attention: str) -> dict:
     """Every head of one attention type, no head outlined (viz.heads.select_head outlines one on a copy),
     frozen."""
@@ -55,7 +56,7 @@ def grid_chart(ctx: Analysed, attention: str) -> dict:
     return frozen(heads_grid(analysis.stacked(attention), f"{analysis.attention_label(attention)}: every head"))
 
 
-@st.cache_resource(max_entries=256, show_spinner=False, hash_funcs=KEYED)
+@kept()
 def predictions_table(ctx: Analysed, position: int | None) -> pa.Table:
     """The predictions beside the heatmap as an Arrow table (what st.dataframe sends): the language model's top-k
     after `position`, or an encoder-decoder's steps (position None)."""
@@ -67,7 +68,7 @@ def predictions_table(ctx: Analysed, position: int | None) -> pa.Table:
     return pa.Table.from_pandas(frame, preserve_index=False)
 
 
-@st.cache_data(max_entries=16, show_spinner=False, hash_funcs=KEYED)
+@kept()
 def head_statistics(ctx: Analysed) -> pd.DataFrame:
     """One row per head: entropy, mean distance and the weight on notable keys (viz.stats.head_table)."""
     return head_table(ctx.analysis)
