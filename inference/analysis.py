@@ -48,6 +48,17 @@ def query_key_pieces(
 
 
 @dataclass(frozen=True)
+class HeadDetail:
+    """One head's raw scores and values in one block: what the attention-math page draws, computed on demand for
+    the head it opens (inference.analyze.head_detail) instead of kept for every head of every block."""
+
+    block: str  # module path of the block
+    head: int  # the query head
+    scores: np.ndarray  # (Tq, Tk) QKᵀ/√d_head before the mask
+    values: np.ndarray  # (Tk, d_head) V as this head reads it (its group's shared one under grouped-query attention)
+
+
+@dataclass(frozen=True)
 class Block:
     """One attention block of one input. Arrays are float32 (H, Tq, Tk) unless said otherwise."""
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from inference.analysis import Analysis, BatchMasks, Block, query_key_pieces
+from inference.analysis import Analysis, BatchMasks, Block, HeadDetail, query_key_pieces
 from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling, generate, greedy_many, pad_rows, top_k
 from inference.text import (
@@ -268,3 +268,13 @@ def positions_used(ckpt: Checkpoint, text: str) -> int | None:
         return len(encode_first_stack(ckpt, clean_text(text).text, []))
     except InputError:
         return None
+
+
+def head_detail(ckpt: Checkpoint, text: str, block: str, head: int, k: int = 5, max_tokens: int = 64) -> HeadDetail:
+    """Head `head` of `block`: its raw scores and values for `text`, from one traced pass run as `analyze` runs it
+    (same `k` and `max_tokens`, so the rows are the pages' analysis's rows); copies, so the rest of the pass is
+    freed. Raises InputError for a text the model cannot take, KeyError for a block it has not."""
+    found = analyze(ckpt, text, k=k, max_tokens=max_tokens).blocks[block]
+    if found.scores is None or found.values is None:
+        raise ValueError(f"{block}: the traced pass recorded no scores or values")
+    return HeadDetail(block, head, found.scores[head].copy(), found.values[head].copy())

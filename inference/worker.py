@@ -11,7 +11,7 @@ answer or its own error, never a neighbour's.
 
 The worker also keeps what it computed, least recently used out first, within bytes of its own and the server's
 one budget (inference.memory): the pages' copy of each analysis (weights and masks, `Analysis.for_pages`) and, in
-a smaller share, the full one (raw scores and V too, for the attention-math page and the export). Cached objects
+a smaller share, the full one (raw scores and V too, for the export), only when it was asked for. Cached objects
 are shared by every session, never copied or
 unpickled per rerun; their arrays are read-only. Two sessions asking for the same text at once wait on one run.
 """
@@ -38,7 +38,7 @@ from inference.text import InputError
 
 T = TypeVar("T")
 PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or three of 512 tokens on lm-english
-FULL_BYTES = 128 * 2**20  # full analyses (scores and V of every block): the few texts a math page or export reads
+FULL_BYTES = 64 * 2**20  # full analyses (scores and V of every block), kept only when asked for (the export)
 BATCH_TOKENS = 2048  # padded tokens in one batch: rows × the longest row's characters / 4, about its tokens
 STOP = object()  # put on the queue by `stop`: the thread ends
 
@@ -72,6 +72,7 @@ class ModelWorker:
         self.pages = ByteCache(pages_bytes)
         self.full = ByteCache(full_bytes)
         self._pending: dict[Request, Future] = {}
+        self._wants_full: set[Request] = set()  # requests someone asked the full copy of: only those keep it
         self._lock = threading.Lock()
         self._queue: queue.Queue[tuple[Request | Job, Future]] = queue.Queue()
         self._thread = threading.Thread(target=self._run, name=f"model-worker-{ckpt.name}", daemon=True)
@@ -123,6 +124,9 @@ class ModelWorker:
         if kept is not None:
             return kept
         request = Request(text, target, k, max_tokens, continuation, sampling)
+        if full:
+            with self._lock:
+                self._wants_full.add(request)
         result = self.submit(request).result()
         return result if full else (self.pages.get(request) or result.for_pages())
 
@@ -204,6 +208,7 @@ class ModelWorker:
                 future.set_exception(stopped)
         with self._lock:
             self._pending.clear()
+            self._wants_full.clear()
         self.pages.clear()
         self.full.clear()
 
@@ -222,9 +227,13 @@ class ModelWorker:
             future.set_exception(exc)
             return
         for (request, future), result in zip(batch, results):
+            with self._lock:
+                wanted_full = request in self._wants_full
+                self._wants_full.discard(request)
             if not isinstance(result, InputError):
                 self.pages.put(request, result.for_pages())
-                self.full.put(request, result)
+                if wanted_full:
+                    self.full.put(request, result)
             with self._lock:
                 self._pending.pop(request, None)
             if isinstance(result, InputError):

@@ -111,8 +111,10 @@ def test_the_worker_keeps_results_and_runs_a_text_asked_at_once_only_once(ckpt) 
     assert worker.batches == [1]  # four sessions, one request run
     assert len(out) == 4 and all(a is out[0] for a in out)  # the pages' copy, shared: not a copy per session
     assert worker.analyze("The same text.") is out[0] and worker.batches == [1]  # later: from the cache
+    assert len(worker.full) == 0  # nobody asked for the full copy (scores and V of every block): not kept
     full = worker.analyze("The same text.", full=True)
-    assert full.full and not out[0].full and worker.batches == [1]
+    assert full.full and not out[0].full and worker.batches == [1, 1]
+    assert worker.analyze("The same text.", full=True) is full and worker.batches == [1, 1]  # asked for: kept
     assert_same(out[0], full)
     assert worker.cached("Another text.") is None  # asking what is kept runs nothing
 

@@ -19,7 +19,8 @@ import streamlit as st
 
 from inference import catalog
 from inference.ablation import Effect, RankingSetup, ablation_effect, most_important_first, rank_block, ranking_setup
-from inference.analysis import Analysis
+from inference.analysis import Analysis, HeadDetail
+from inference.analyze import head_detail as analyze_head_detail
 from inference.analyze import positional_table as model_positional_table
 from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.decoding import Sampling
@@ -195,6 +196,13 @@ def positional_table(path: str, stamp: float) -> np.ndarray:
     table = model_positional_table(load_model(path, stamp))
     table.flags.writeable = False
     return table
+
+
+@kept("Computing that head's scores and values…")
+def head_detail(ctx: Context, block: str, head: int) -> HeadDetail:
+    """One head's raw scores and values for `ctx.text` (inference.analyze.head_detail), run by the worker when the
+    attention-math page opens that head: the pages' analysis keeps no scores or values."""
+    return model_worker(ctx.path, ctx.stamp).call(analyze_head_detail, ctx.text, block, head, TOP_K)
 
 
 def export_bytes(ctx: Context, fmt: str) -> bytes:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import errors, sidebar, state
+from ui import cache, errors, sidebar, state
 from ui.cache import Analysed
 from ui.widgets import QUERY, head_picker, show_chart, token_picker
 from viz.labels import indexed_labels, safe_filename
@@ -31,7 +31,7 @@ def steps_view(ctx: Analysed) -> None:
     labels = indexed_labels(block.query_pieces)
     query = token_picker("Query token", QUERY, labels, analysis)
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
-    steps = attention_steps(block, head, query)
+    steps = attention_steps(block, head, query, cache.head_detail(ctx, block.name, head))
     st.latex(steps_latex(steps))
     name = safe_filename("steps", model, attention, f"L{layer + 1}", f"H{head + 1}", f"q{query + 1}")  # as labelled
     n_keys = len(block.key_pieces)
@@ -56,7 +56,7 @@ def body() -> None:
         "3. softmax turns the row into weights that sum to 1, 4. each value vector vⱼ is scaled by its weight, "
         "5. their sum is the head's output for this token."
     )
-    ctx = sidebar.chosen(full=True)
+    ctx = sidebar.chosen()
     if ctx is not None:
         steps_view(ctx)
 

@@ -1,0 +1,44 @@
+"""The attention-math page's scores and values come from one head computed on demand (inference.analyze.head_detail),
+equal to that head in the full analysis; the pages' analysis keeps no scores or values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from inference.analyze import analyze, head_detail
+from inference.checkpoint import load_checkpoint
+from training.tiny import make_tiny_checkpoint
+from viz.steps import attention_steps
+
+TEXT = "The scores of one head, on demand."
+
+
+@pytest.fixture(scope="module", params=["encoder-decoder", "decoder-only"])
+def ckpt(request, tmp_path_factory):
+    return load_checkpoint(make_tiny_checkpoint(tmp_path_factory.mktemp("detail") / request.param, request.param))
+
+
+def test_one_heads_detail_equals_that_head_of_the_full_analysis(ckpt) -> None:
+    full = analyze(ckpt, TEXT, k=5)
+    for name, block in full.blocks.items():
+        for head in (0, block.n_heads - 1):
+            detail = head_detail(ckpt, TEXT, name, head, k=5)
+            np.testing.assert_array_equal(detail.scores, block.scores[head])
+            np.testing.assert_array_equal(detail.values, block.values[head])
+            assert detail.scores.base is None and detail.values.base is None  # copies: the pass is freed
+
+
+def test_the_steps_from_a_detail_equal_the_steps_from_the_full_block(ckpt) -> None:
+    full = analyze(ckpt, TEXT, k=5)
+    light = full.for_pages()
+    name, block = next(reversed(full.blocks.items()))
+    head, query = block.n_heads - 1, block.weights.shape[1] - 1
+    on_demand = attention_steps(light.blocks[name], head, query, head_detail(ckpt, TEXT, name, head, k=5))
+    whole = attention_steps(block, head, query)
+    for field in ("scores", "masked", "weights", "values", "output"):
+        np.testing.assert_array_equal(getattr(on_demand, field), getattr(whole, field))
+    with pytest.raises(ValueError, match="holds no raw scores"):
+        attention_steps(light.blocks[name], head, query)
+    with pytest.raises(ValueError, match="not"):
+        attention_steps(light.blocks[name], 0, query, head_detail(ckpt, TEXT, name, 1, k=5))
