@@ -52,6 +52,29 @@ class Generation:
     finished: bool  # True when the model emitted eos before max_tokens
 
 
+TIE_ROOM = 16  # candidates beyond k that torch.topk gathers, so ties at the k-th place are ordered by id
+
+
+def _top_stable(probs: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """(T, V) → the k largest of each row, largest first, equal values in order of id: what a stable descending
+    sort of the whole row gives, without sorting the whole vocabulary (49,152 entries in SmolLM2's). topk takes
+    k + TIE_ROOM candidates, which are sorted by id then stably by value; a row whose ties run past the candidates
+    is sorted whole."""
+    room = min(probs.shape[-1], k + TIE_ROOM)
+    cand_values, cand_ids = torch.topk(probs, room, dim=-1)
+    by_id = torch.argsort(cand_ids, dim=-1)
+    cand_values, cand_ids = cand_values.gather(-1, by_id), cand_ids.gather(-1, by_id)
+    order = torch.sort(cand_values, dim=-1, descending=True, stable=True).indices[..., :k]
+    values, ids = cand_values.gather(-1, order), cand_ids.gather(-1, order)
+    if room < probs.shape[-1]:
+        # ties run past the candidates where the smallest candidate equals the k-th value
+        spill = (cand_values.min(dim=-1).values == values[..., -1]).nonzero().flatten().tolist()
+        for row in spill:
+            whole_values, whole_ids = torch.sort(probs[row], descending=True, stable=True)
+            values[row], ids[row] = whole_values[:k], whole_ids[:k]
+    return values, ids
+
+
 def top_k(logits: Tensor, k: int, pieces: Callable[[list[int]], list[str]]) -> list[list[Prediction]]:
     """(T, vocab) logits → for each position, the k most probable next tokens, most probable first, each named by
     `pieces` (the tokenizer's ids → pieces); tokens of exactly equal probability in order of id. A padded batch and
@@ -59,8 +82,8 @@ def top_k(logits: Tensor, k: int, pieces: Callable[[list[int]], list[str]]) -> l
     comparisons of the two allow for that (tests)."""
     probs = torch.softmax(logits.float(), dim=-1)
     k = min(k, probs.shape[-1])
-    values, indices = torch.sort(probs, dim=-1, descending=True, stable=True)
-    ids, probs = indices[..., :k].tolist(), values[..., :k].tolist()
+    values, indices = _top_stable(probs, k)
+    ids, probs = indices.tolist(), values.tolist()
     names = iter(pieces([i for row in ids for i in row]))
     return [[Prediction(next(names), i, p) for i, p in zip(row_i, row_p)] for row_i, row_p in zip(ids, probs)]
 
