@@ -140,7 +140,7 @@ def cmd_info(args: argparse.Namespace, ckpt: Checkpoint) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m atlas", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("trace", help="the whole trace as JSON (format 2, docs/trace-format.md)")
+    p = sub.add_parser("trace", help="the whole trace as JSON (docs/trace-format.md; the file says its format)")
     p.add_argument("checkpoint")
     p.add_argument("text", nargs="?")
     p.add_argument("--target", help="decoder text for an encoder-decoder (default: its own greedy output)")
