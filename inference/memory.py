@@ -2,7 +2,7 @@
 
 A server keeps the analyses its workers computed, the figures and tables built from them, ablations, head rankings,
 the Lesson's recordings, induction probes and the models of training steps. Each store is a `ByteCache`; every one
-of them belongs to the one `Budget` (`BUDGET`, `ATLAS_MEMORY_MB` megabytes, default 1024), and the loaded models
+of them belongs to the one `Budget` (`BUDGET`, `ATLAS_MEMORY_MB` megabytes, default 768), and the loaded models
 are charged to it too (`Budget.charge`: their parameters and buffers, for as long as the model lives). When a put
 takes the total over the budget, the entry used least recently in any store goes first, whichever store holds it;
 an entry larger than what the models leave is used once and not kept.
@@ -31,7 +31,7 @@ import torch
 
 MISSING = object()  # ByteCache.get's answer for a key it does not hold, where None is a value kept
 ENV_VAR = "ATLAS_MEMORY_MB"
-DEFAULT_MB = 1024
+DEFAULT_MB = 768
 
 
 def measured_bytes(value: Any) -> int:
