@@ -85,7 +85,7 @@ def long_texts(model: Listed, count: int, words: int, seed: int) -> tuple[list[s
             sentences.append(next(pool))
         texts.append(" ".join(sentences))
     counts = [len(t.split()) for t in texts]
-    return texts, f"{min(counts)}–{max(counts)} words"
+    return texts, f"{span(counts)} words"
 
 
 # ---------------------------------------------------------------------------------------------------------------
