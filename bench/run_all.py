@@ -16,8 +16,19 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-# classroom and pages: real sessions over the websocket against `streamlit run app.py`; browser: a real browser.
-SCRIPTS = ("trace_speed", "recording_cost", "payload_size", "vs_bertviz", "classroom", "pages", "browser")
+# classroom, pages, class_long and clear_cache: real sessions over the websocket against `streamlit run app.py`;
+# browser: a real browser.
+SCRIPTS = (
+    "trace_speed",
+    "recording_cost",
+    "payload_size",
+    "vs_bertviz",
+    "classroom",
+    "pages",
+    "class_long",
+    "clear_cache",
+    "browser",
+)
 LIMIT_S = 3600
 
 
