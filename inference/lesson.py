@@ -1,6 +1,6 @@
 """The model work only the Lesson needs, computed here and handed on as numpy like `inference.analyze`: the
 vectors on the way through the first stack as the forward pass recorded them, the measured cost of attention and
-of decoding without a cache.
+of decoding without a cache, and what copying on the induction probe (inference.induction) owes to which heads.
 
 The steps themselves and their course text are `course.lesson`'s; the pages draw them (views/lesson.py).
 """
@@ -14,8 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from inference.ablation import ablations
 from inference.checkpoint import Checkpoint
 from inference.decoding import generate
+from inference.induction import InductionReport, copy_losses, head_scores, repeated_tokens
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import attention_mask
 
@@ -212,3 +214,138 @@ def cache_timing(ckpt: Checkpoint, text: str, max_tokens: int) -> CacheTiming:
         out = generate(ckpt.model, prefix, source, max_tokens, cache=cache)
         best[cache] = min(best[cache], now() - start)
     return CacheTiming(clock, len(out.ids), best[True], best[False])
+
+
+# Induction heads ---------------------------------------------------------------------------------------------------
+
+INDUCTION_AT = 0.3  # a head scoring this much on the probe counts as an induction head (an untrained one: ~0.02)
+
+
+@dataclass(frozen=True)
+class Switched:
+    """The probe's second copy predicted with some heads switched off (zero ablation, inference.ablation).
+
+    what:  "intact", "induction" (the best induction head), "previous" (the best previous-token head) or "every"
+           (every head scoring at least INDUCTION_AT).
+    heads: (block name, head) pairs switched off, 0-based; () for the intact model.
+    loss:  mean next-token loss (nats) over the second copy's tokens, as inference.induction.copy_losses.
+    top1:  the share of those tokens the model ranks first.
+    """
+
+    what: str
+    heads: tuple[tuple[str, int], ...]
+    loss: float
+    top1: float
+
+
+@dataclass(frozen=True)
+class Copying:
+    """What the induction step shows of a decoder-only model on the probe of inference.induction (the same ids its
+    scores were measured on): the first repeated run, the best induction head's weights on it, and how well the
+    second copies are predicted with heads switched off.
+
+    pieces:  the first probe's tokens, `<s>` then R then R again (1 + 2·length).
+    block, head, score: the best induction head (0-based head) and its induction score.
+    weights: (T, T) that head's weights on the first probe.
+    first_copy_loss: the intact model's loss on the first copies, which nothing can predict.
+    runs:    the intact model first, then each set of heads switched off.
+    """
+
+    length: int
+    pieces: tuple[str, ...]
+    block: str
+    head: int
+    score: float
+    weights: np.ndarray
+    first_copy_loss: float
+    runs: tuple[Switched, ...]
+
+
+def _second_copy(logits: torch.Tensor, ids: torch.Tensor, length: int) -> tuple[float, float]:
+    """Loss (nats) and top-1 accuracy on the second copy's tokens, the targets copy_losses scores."""
+    _, loss = copy_losses(logits, ids, length)
+    right = logits[:, :-1].argmax(dim=-1) == ids[:, 1:]  # (B, T-1): position i predicts token i + 1
+    return loss, float(right[:, length + 1 : 2 * length].float().mean())
+
+
+@torch.inference_mode()
+def copying(ckpt: Checkpoint, report: InductionReport) -> Copying:
+    """Run the probe `report` was measured on once as it is (recording the weights), then once per set of heads
+    switched off: the best induction head, the best previous-token head (when another), every head scoring
+    INDUCTION_AT or more (when that is more than the best one)."""
+    model, cfg, length = ckpt.model, ckpt.config, report.length
+    ids = repeated_tokens(cfg.vocab_size, cfg.bos_id, length)  # (B, 1 + 2L), the ids `measure` scored
+    block, head, score = report.best(report.induction)
+    logits, trace = model(ids, record=True)
+    first, _ = copy_losses(logits.float(), ids, length)
+    weights = trace.attention[block].weights[0, head].float().numpy().copy()  # (T, T): not a view of every head's
+    every = tuple((name, h) for name, row in report.induction.items() for h, s in enumerate(row) if s >= INDUCTION_AT)
+    previous = report.best(report.previous_token)[:2]
+    sets = [("induction", ((block, head),))] + ([("previous", (previous,))] if previous != (block, head) else [])
+    if len(every) > 1:
+        sets.append(("every", every))
+    runs = [Switched("intact", (), *_second_copy(logits.float(), ids, length))]
+    for what, heads in sets:
+        off: dict[str, tuple[int, ...]] = {}
+        for name, h in heads:
+            off[name] = (*off.get(name, ()), h)
+        cut, _ = model(ids, record=False, ablate=ablations(off, "zero"))
+        runs.append(Switched(what, heads, *_second_copy(cut.float(), ids, length)))
+    pieces = tuple(ckpt.tokenizer.pieces(ids[0].tolist()))
+    return Copying(length, pieces, block, head, score, weights, first, tuple(runs))
+
+
+@torch.inference_mode()
+def head_on_probe(ckpt: Checkpoint, length: int, block: str, head: int) -> tuple[np.ndarray, float]:
+    """One head of `ckpt` (a training snapshot, say) on the probe of `length`: its (T, T) weights on the first
+    probe and its induction score over all of them (inference.induction.head_scores)."""
+    ids = repeated_tokens(ckpt.config.vocab_size, ckpt.config.bos_id, length)
+    _, trace = ckpt.model(ids, record=True)
+    weights = trace.attention[block].weights.float()  # (B, H, T, T)
+    induction, _ = head_scores(weights, length)
+    return weights[0, head].numpy().copy(), induction[head]  # a copy: a view would keep every head's alive
+
+
+@dataclass(frozen=True)
+class Formation:
+    """A training run's induction probe at every evaluation (the card's history), and when the head formed.
+
+    steps, induction, first_copy_loss, second_copy_loss: one entry per evaluation, as viz.training.copying_curve
+             draws them (induction: the best head's score at that evaluation).
+    formed:  the first evaluation at which the score reached half its last value.
+    forming: the first snapshot at or after `formed` (None: no snapshot that late).
+    shown:   the snapshot steps that tell the story: the last one before the score reached a fifth of its last
+             value, `forming`, and the last; fewer where snapshots are missing.
+    """
+
+    steps: tuple[int, ...]
+    induction: tuple[float, ...]
+    first_copy_loss: tuple[float, ...]
+    second_copy_loss: tuple[float, ...]
+    formed: int
+    forming: int | None
+    shown: tuple[int, ...]
+
+
+def formation(history: object, snapshot_steps: list[int]) -> Formation | None:
+    """The run's probe history (a card's training.history: entries with "induction" and "copy_loss", as
+    training.train records them) and the snapshots to show; None when the run never measured the probe or its
+    best head ended below INDUCTION_AT."""
+    entries = history if isinstance(history, list) else []
+    probed = [h for h in entries if isinstance(h, dict) and "induction" in h and "copy_loss" in h]
+    if not probed or probed[-1]["induction"] < INDUCTION_AT:
+        return None
+    steps = tuple(int(h["step"]) for h in probed)
+    scores = tuple(float(h["induction"]) for h in probed)
+    last = scores[-1]
+    formed = next(s for s, v in zip(steps, scores) if v >= last / 2)
+
+    def score_at(step: int) -> float:  # the last evaluation at or before `step` (the first, before any)
+        return next((v for s, v in zip(reversed(steps), reversed(scores)) if s <= step), scores[0])
+
+    snaps = sorted(snapshot_steps)
+    before = [s for s in snaps if s < formed and score_at(s) < last / 5][-1:]
+    forming = next((s for s in snaps if s >= formed), None)
+    shown = tuple(dict.fromkeys([*before, *([forming] if forming is not None else []), *snaps[-1:]]))
+    first, second = zip(*((float(h["copy_loss"][0]), float(h["copy_loss"][1])) for h in probed), strict=True)
+    return Formation(steps, scores, first, second, formed, forming, shown)

@@ -26,6 +26,8 @@ from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.decoding import Sampling
 from inference.export import to_json, to_npz_bytes
 from inference.induction import InductionReport, measure
+from inference.lesson import Copying, head_on_probe
+from inference.lesson import copying as lesson_copying
 from inference.memory import BUDGET, measured_bytes
 from inference.snapshots import Snapshot, list_snapshots, load_snapshot
 from inference.worker import ModelWorker
@@ -188,6 +190,24 @@ def induction_report(path: str, stamp: float) -> InductionReport | None:
     if load_model(path, stamp).config.kind != "decoder-only":
         return None
     return model_worker(path, stamp).call(_probe)
+
+
+@kept("Switching heads off on the repeated run…")
+def copying(path: str, stamp: float) -> Copying:
+    """The Lesson's induction step for a decoder-only checkpoint (inference.lesson.copying): the probe its scores
+    were measured on, the best induction head's weights and the second copy's loss with heads switched off; run
+    once per checkpoint by its worker."""
+    report = induction_report(path, stamp)
+    if report is None:
+        raise ValueError("the induction probe needs a decoder-only model")
+    return model_worker(path, stamp).call(lesson_copying, report)
+
+
+@kept("Running the repeated run through that training step…")
+def snapshot_head(path: str, stamp: float, step: int, length: int, block: str, head: int) -> tuple[np.ndarray, float]:
+    """One head of the model as it was at training step `step` on the induction probe of `length`: its weights on
+    the first probe and its induction score (inference.lesson.head_on_probe), run by that snapshot's worker."""
+    return snapshot_worker(path, stamp, step).call(head_on_probe, length, block, head)
 
 
 @kept()
