@@ -1,9 +1,10 @@
-"""The Lesson's twelve steps: their order, their course text and the model each step's live view needs.
+"""The Lesson's steps: their order, their course text and the model each step's live view needs.
 
 Each step's text is `course/steps/<slug>.md`: a `# Title` line, then the paragraph in markdown, ours, checked
-against the seed documents and "Attention Is All You Need" (Vaswani et al., 2017; sections cited). A paragraph's
-lines are joined with spaces, as markdown reads them, so a file may wrap its lines anywhere. The pages draw the
-steps (views/lesson.py); the model work they show is inference.lesson's.
+against the seed documents and "Attention Is All You Need" (Vaswani et al., 2017; sections cited), the induction
+step against "In-context Learning and Induction Heads" (Olsson et al., 2022). A paragraph's lines are joined with
+spaces, as markdown reads them, so a file may wrap its lines anywhere. The pages draw the steps (views/lesson.py);
+the model work they show is inference.lesson's.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ STEPS: tuple[Step, ...] = (
     read_step("next-token", LM),
     read_step("kv-cache"),
     read_step("quadratic-cost"),
+    read_step("induction-heads", LM),
 )
 SLUGS: tuple[str, ...] = tuple(s.slug for s in STEPS)
 
@@ -73,6 +75,7 @@ SENTENCES = {
     "reverse": "pineapple",  # letters of its alphabet only (a to p, no space): any other character is <unk> to it
     "translate": "The cat sat on the mat.",
     "lm": "Once upon a time, there was a little girl who",  # lm-english writes on after it (the cache step)
+    "induction": "the old man went down to the river and the old man went down to the",  # words it knows, repeated
 }
 
 

@@ -66,7 +66,7 @@ def progress(at: AppTest) -> str:
     return at.get("progress")[0].proto.text
 
 
-FITS = {(LM, "cross-attention"): False, (ED, "next-token"): False}
+FITS = {(LM, "cross-attention"): False, (ED, "next-token"): False, (ED, "induction-heads"): False}
 
 
 @pytest.mark.parametrize("model", [LM, ED])
@@ -75,7 +75,7 @@ def test_every_step_draws_its_live_view_or_offers_a_model_that_can(app, model: s
     at = ok(app(model=model, lesson=slug))
     index = SLUGS.index(slug)
     assert heading(at) == f"{index + 1}. {STEPS[index].title}"
-    assert progress(at).startswith(f"Step {index + 1} of 12")
+    assert progress(at).startswith(f"Step {index + 1} of {len(STEPS)}")
     assert at.markdown[0].value == STEPS[index].text  # the paragraph
     drawn = len(charts(at)) + len(at.dataframe)
     if FITS.get((model, slug), True):
@@ -226,7 +226,7 @@ def test_the_cost_step_plots_the_measured_quadratic(app) -> None:
 
 
 def test_steps_have_unique_slugs_in_curriculum_order() -> None:
-    assert len(set(SLUGS)) == 12 and SLUGS[0] == "embeddings" and SLUGS[-1] == "quadratic-cost"
+    assert len(set(SLUGS)) == 13 and SLUGS[0] == "embeddings" and SLUGS[-1] == "induction-heads"
     assert step_index("kv-cache") == 10 and step_index("nope") is None and step_index(3) is None
 
 
@@ -336,7 +336,7 @@ def test_the_cache_saves_the_recomputed_positions() -> None:
         cache_work(5, 4, 0)
 
 
-def test_only_the_cross_attention_next_token_and_positional_steps_ask_for_a_kind_of_model() -> None:
+def test_only_the_cross_attention_next_token_induction_and_positional_steps_ask_for_a_kind_of_model() -> None:
     import dataclasses
 
     from model.config import ModelConfig, Published
@@ -347,5 +347,5 @@ def test_only_the_cross_attention_next_token_and_positional_steps_ask_for_a_kind
     bert = ModelConfig(kind="encoder-only", vocab_size=40, positional="learned", published=Published(activation="gelu"))
     for config in (ours, llama, bert):
         refused = {s.slug for s in STEPS if not s.fits(config)}
-        assert refused <= {"positional-encoding", "no-peek-mask", "cross-attention", "next-token"}, refused
+        assert refused <= {"positional-encoding", "no-peek-mask", "cross-attention", "next-token", "induction-heads"}
     assert {"embeddings", "feed-forward", "residual-layernorm"} <= {s.slug for s in STEPS if s.fits(bert)}

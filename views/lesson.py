@@ -1,4 +1,4 @@
-"""Lesson: the twelve ideas of the Transformer in order, each a short paragraph and a live view of the loaded model.
+"""Lesson: the ideas of the Transformer in order, each a short paragraph and a live view of the loaded model.
 
 The step is kept in session state as its slug (`LESSON`, declared in the URL: ui.state), so a teacher can link to
 one step (`?lesson=no-peek-mask`). The steps and their paragraphs are course.lesson's (course/steps/*.md), the
@@ -8,20 +8,33 @@ model work inference.lesson's.
 from __future__ import annotations
 
 import math
+from urllib.parse import urlencode
 
 import pandas as pd
 import streamlit as st
 
 from course.lesson import NEEDS, SENTENCES, SINUSOIDAL, SLUGS, STEPS, Step, step_index
 from inference import catalog
-from inference.analysis import Analysis
+from inference.analysis import Analysis, parse_block_name
 from inference.analyze import batch_masks, positions_used
 from inference.checkpoint import CheckpointError, load_config
-from inference.lesson import CacheTiming, Cost, Stream, attention_cost, cache_timing, stream
+from inference.induction import PROBE_BATCH
+from inference.lesson import (
+    INDUCTION_AT,
+    CacheTiming,
+    Copying,
+    Cost,
+    Stream,
+    attention_cost,
+    cache_timing,
+    formation,
+    stream,
+)
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, Context
 from ui.widgets import projector, show_chart
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
+from viz.heads import head_heatmap
 from viz.labels import display_piece, safe_filename
 from viz.lesson import MOST_COLUMNS, cache_work, cost_figure, masked_head, residual_figure, shift_frame, vectors_heatmap
 from viz.masks import mask_heatmap, padding_heatmap, reduced_note
@@ -29,12 +42,14 @@ from viz.positional import encoding_curves, encoding_heatmap
 from viz.steps import FORMULA, attention_steps, key_window, output_figure, steps_figure, steps_latex
 from viz.style import thaw
 from viz.tables import top_k_frame
+from viz.training import copying_curve, head_over_steps
 
 SHORT = "Hi!"  # the short sentence padded beside the lesson's
 WRITE = 12  # tokens the language model writes for the key/value cache step
 MAX_OUTPUT = 64  # an encoder-decoder's output, as the analysis decodes it (inference.analyze.Request.max_tokens)
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 LESSON = state.url_key("lesson")  # the step shown, as its slug
+TRAINING_STEP = "step"  # the URL parameter of views/training.py's snapshot slider
 
 
 @st.cache_resource(max_entries=16, show_spinner="Recording the text's way through the layers…")
@@ -159,7 +174,7 @@ def model_check(step: Step, ctx: Context) -> bool:
     return False
 
 
-# The twelve views --------------------------------------------------------------------------------------------------
+# The views -------------------------------------------------------------------------------------------------------
 
 
 def embeddings(ctx: Context, analysis: Analysis) -> None:
@@ -383,6 +398,145 @@ def quadratic(ctx: Context) -> None:
     st.dataframe(table, hide_index=True, key="lesson_cost")
 
 
+def layer_of(block: str) -> int:
+    """The layer of block `decoder.layers.1.self_attn` as a person counts it: 2."""
+    return parse_block_name(block)[1] + 1
+
+
+def head_label(block: str, head: int) -> str:
+    """`layer 2, head 1` for block `decoder.layers.1.self_attn` and head 0."""
+    return f"layer {layer_of(block)}, head {head + 1}"
+
+
+def heads_label(heads: tuple[tuple[str, int], ...]) -> str:
+    """`layer 2, heads 1, 2, 4; layer 3, head 1` for (block name, head) pairs, in the order given; – for none."""
+    layers: dict[str, list[str]] = {}
+    for block, head in heads:
+        layers.setdefault(block, []).append(str(head + 1))
+    parts = [f"layer {layer_of(b)}, head{'s' * (len(hs) > 1)} {', '.join(hs)}" for b, hs in layers.items()]
+    return "; ".join(parts) or "–"
+
+
+def copying_models(but: str) -> list[str]:
+    """The listed checkpoints other than `but` whose card records an induction head scoring INDUCTION_AT or more
+    (training.evaluate writes it: metrics.induction.best_induction_head)."""
+
+    def score(card: object) -> float:
+        try:
+            return float(card["metrics"]["induction"]["best_induction_head"]["score"])  # type: ignore[index]
+        except (KeyError, TypeError, ValueError):
+            return 0.0
+
+    root = catalog.checkpoints_dir()
+    entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
+    return [e.name for e in entries if e.ok and e.name != but and score(e.card) >= INDUCTION_AT]
+
+
+SWITCHED = {
+    "intact": "nothing (the intact model)",
+    "induction": "the best induction head",
+    "previous": "the best previous-token head",
+    "every": f"every head scoring {INDUCTION_AT} or more",
+}
+
+
+def induction(ctx: Context) -> None:
+    seen = cache.copying(ctx.path, ctx.stamp)
+    name, n = ctx.entry.name, seen.length
+    best = head_label(seen.block, seen.head)
+    st.markdown(f"**The repeated run**: `<s>`, {n} random tokens, then the same {n} again")
+    run = [display_piece(p) for p in seen.pieces]
+    st.code(f"{run[0]}\n{' '.join(run[1 : n + 1])}\n{' '.join(run[n + 1 :])}", language=None, wrap_lines=True)
+    st.markdown(f"**The best induction head of {name}: {best}** (induction score {seen.score:.2f})")
+    if seen.score < INDUCTION_AT:
+        st.info(
+            f"No head of {name} scores {INDUCTION_AT} or more: it has not learned to copy from its context, and its "
+            f"best head draws no offset diagonal."
+        )
+        for other in copying_models(name)[:2]:
+            st.button(
+                f"Switch to {other}, which has one",
+                key=f"lesson_switch_{other}",
+                on_click=sidebar.switch_model,
+                args=(other,),
+                type="primary",
+            )
+    title = f"Decoder {best}"  # the markdown above says what it reads
+    chart(head_heatmap(seen.weights, seen.pieces, seen.pieces, title), "induction_head", name)
+    st.caption(
+        f"Found by the scores: of every self-attention head, the one with the most weight, from a token of the "
+        f"second copy, on the token after that token's first occurrence, {n - 1} places back (averaged over "
+        f"{PROBE_BATCH} such runs; Head statistics lists every head's score). An induction head draws that as a "
+        f"bright diagonal {n - 1} places left of the main one, from row {n + 2} on."
+    )
+    intact = seen.runs[0]
+    st.markdown("**Switching heads off**: how well the model predicts the second copy without them")
+    table = pd.DataFrame(
+        {
+            "switched off": [SWITCHED[r.what] for r in seen.runs],
+            "heads": [heads_label(r.heads) for r in seen.runs],
+            "loss, second copy (nats)": [r.loss for r in seen.runs],
+            "top-1, second copy": [r.top1 for r in seen.runs],
+        }
+    )
+    top1 = st.column_config.ProgressColumn("top-1, second copy", min_value=0.0, max_value=1.0, format="percent")
+    loss = st.column_config.NumberColumn("loss, second copy (nats)", format="%.2f")
+    config = {"top-1, second copy": top1, "loss, second copy (nats)": loss}
+    st.dataframe(table, hide_index=True, column_config=config, key="lesson_induction_off")
+    off = {r.what: r for r in seen.runs}
+    said = f"Without {best} the second copy costs {off['induction'].loss:.2f} nats instead of {intact.loss:.2f}"
+    if "every" in off:
+        every = off["every"]
+        said += f"; without all {len(every.heads)} heads that score {INDUCTION_AT} or more, {every.loss:.2f}"
+    st.caption(
+        f"Switched off, a head's output becomes 0 before W^O. The loss is the mean over the second copies' tokens "
+        f"(nats); the first copies, which nothing can predict, cost {seen.first_copy_loss:.2f}: a second copy that "
+        f"costs as much is no longer copied. {said}."
+    )
+    st.page_link("views/ablation.py", label="Any heads, on your own text: the Head ablation page")
+    _formation(ctx, seen)
+
+
+def _formation(ctx: Context, seen: Copying) -> None:
+    """The run that trained the model: the probe at every evaluation, and the best head at a few snapshots."""
+    name = ctx.entry.name
+    st.markdown("**How it formed in training**")
+    saved = cache.snapshots(ctx.path, ctx.stamp)
+    training = ctx.ckpt.card.get("training")
+    formed = formation(training.get("history") if isinstance(training, dict) else None, [s.step for s in saved])
+    if formed is None:
+        st.info(
+            f"The run that trained {name} did not record an induction head on the probe at its evaluations "
+            f"(`python -m atlas train` records it for a decoder-only run: the induction checkpoint has it)."
+        )
+        if saved:
+            st.page_link("views/training.py", label=f"{name}'s training snapshots: the Training steps page")
+        return
+    fig = copying_curve(formed.steps, formed.induction, formed.first_copy_loss, formed.second_copy_loss, formed.formed)
+    chart(fig, "induction_curve", name)
+    st.caption(
+        f"At every evaluation of the run, on the same kind of repeated run: the best head's induction score (orange) "
+        f"and the loss on the first copy (dotted) and the second (solid). The score reached half its last value at "
+        f"step {formed.formed:,} (the dashed line), as the second copy's loss fell."
+    )
+    if formed.shown:
+        weights, labels = [], []
+        for step in formed.shown:
+            w, score = cache.snapshot_head(ctx.path, ctx.stamp, step, seen.length, seen.block, seen.head)
+            weights.append(w)
+            labels.append(f"step {step:,} · score {score:.2f}")
+        title = f"{head_label(seen.block, seen.head).capitalize()} in training"
+        fig = head_over_steps(weights, labels, seen.pieces, seen.pieces, title, columns=3)
+        chart(fig, "induction_steps", name)
+        st.caption(
+            f"The same head on the same repeated run at {len(formed.shown)} of the run's snapshots (the last before "
+            "the score rose, the first after it reached half its last value, the last), each with the head's own "
+            "induction score at that step."
+        )
+    link = {sidebar.MODEL: name} | ({TRAINING_STEP: formed.forming} if formed.forming is not None else {})
+    st.markdown(f"[Every snapshot of the run, on your own text: the Training steps page](training?{urlencode(link)})")
+
+
 VIEWS = {
     "embeddings": embeddings,
     "positional-encoding": positional,
@@ -396,6 +550,9 @@ VIEWS = {
     "next-token": next_token,
     "kv-cache": kv_cache,
 }
+
+
+WITHOUT_SENTENCE = {"quadratic-cost": quadratic, "induction-heads": induction}  # steps that read no sentence
 
 
 def sentence(ctx: Context) -> Context:
@@ -416,8 +573,8 @@ def show(step: Step, ctx: Context) -> None:
     fits = model_check(step, ctx)
     if not fits and step.needs != SINUSOIDAL:
         return
-    if step.slug == "quadratic-cost":  # the one step that reads no sentence
-        quadratic(ctx)
+    if step.slug in WITHOUT_SENTENCE:
+        WITHOUT_SENTENCE[step.slug](ctx)
         return
     chosen = sidebar.chosen(ctx=sentence(ctx))
     if chosen is not None:
