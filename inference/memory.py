@@ -15,6 +15,8 @@ both: the budget errs towards keeping less, never more.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
 import itertools
 import os
@@ -32,6 +34,27 @@ import torch
 MISSING = object()  # ByteCache.get's answer for a key it does not hold, where None is a value kept
 ENV_VAR = "ATLAS_MEMORY_MB"
 DEFAULT_MB = 768
+
+
+def _libc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):  # not glibc (musl, macOS): nothing to give back this way
+        return None
+
+
+_TRIM = _libc_trim()
+
+
+def give_back() -> bool:
+    """Return the heap's freed memory to the system (glibc's `malloc_trim`): glibc keeps what a traced pass freed
+    for reuse, so without it the server's RSS stays at its largest pass however little it keeps. Cheap (well
+    under a millisecond); the worker calls it after each batch. False where there is no glibc."""
+    if _TRIM is None:
+        return False
+    _TRIM(0)
+    return True
 
 
 def measured_bytes(value: Any) -> int:

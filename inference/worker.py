@@ -33,7 +33,7 @@ from inference.analysis import Analysis
 from inference.analyze import Request, analyze_many
 from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling
-from inference.memory import ByteCache
+from inference.memory import ByteCache, give_back
 from inference.text import InputError
 
 T = TypeVar("T")
@@ -188,11 +188,13 @@ class ModelWorker:
             for job, future in jobs:
                 if job is STOP:
                     self._shut_down()
+                    give_back()
                     return
                 try:
                     future.set_result(job.fn(self.ckpt, *job.args))
                 except Exception as exc:  # the page shows it; the worker goes on
                     future.set_exception(exc)
+            give_back()  # what the pass freed goes back to the system, not kept at the largest pass's size
 
     def _shut_down(self) -> None:
         stopped = RuntimeError("the model was unloaded while this request waited; run it again")

@@ -356,6 +356,6 @@ def fill_model(config: ModelConfig, tensors: Mapping[str, Tensor], source: str) 
                 raise MappingError(f"{source}: tensor {name!r} is missing")
             if not torch.isfinite(value).all():
                 raise MappingError(f"{source}: tensor {name!r} holds NaN or infinite values")
-            param.copy_(value)
+            param.data = value.contiguous()  # the given tensor becomes the weight: no second copy of the model
             param.requires_grad_(False)
     return model.eval()
