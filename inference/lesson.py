@@ -312,32 +312,35 @@ class Formation:
 
     steps, induction, first_copy_loss, second_copy_loss: one entry per evaluation, as viz.training.copying_curve
              draws them (induction: the best head's score at that evaluation).
-    formed:  the first evaluation at which the score reached half its last value.
-    forming: the first snapshot at or after `formed` (None: no snapshot that late).
+    formed:  the first evaluation at which the score reached half its last value; None when the last value is
+             below INDUCTION_AT (no induction head formed in the run).
+    forming: the first snapshot at or after `formed` (None: no snapshot that late, or none formed).
     shown:   the snapshot steps that tell the story: the last one before the score reached a fifth of its last
-             value, `forming`, and the last; fewer where snapshots are missing.
+             value, `forming`, and the last; fewer where snapshots are missing, none when no head formed.
     """
 
     steps: tuple[int, ...]
     induction: tuple[float, ...]
     first_copy_loss: tuple[float, ...]
     second_copy_loss: tuple[float, ...]
-    formed: int
+    formed: int | None
     forming: int | None
     shown: tuple[int, ...]
 
 
 def formation(history: object, snapshot_steps: list[int]) -> Formation | None:
     """The run's probe history (a card's training.history: entries with "induction" and "copy_loss", as
-    training.train records them) and the snapshots to show; None when the run never measured the probe or its
-    best head ended below INDUCTION_AT."""
+    training.train records them) and the snapshots to show; None when the run never measured the probe."""
     entries = history if isinstance(history, list) else []
     probed = [h for h in entries if isinstance(h, dict) and "induction" in h and "copy_loss" in h]
-    if not probed or probed[-1]["induction"] < INDUCTION_AT:
+    if not probed:
         return None
     steps = tuple(int(h["step"]) for h in probed)
     scores = tuple(float(h["induction"]) for h in probed)
+    first, second = zip(*((float(h["copy_loss"][0]), float(h["copy_loss"][1])) for h in probed), strict=True)
     last = scores[-1]
+    if last < INDUCTION_AT:
+        return Formation(steps, scores, first, second, None, None, ())
     formed = next(s for s, v in zip(steps, scores) if v >= last / 2)
 
     def score_at(step: int) -> float:  # the last evaluation at or before `step` (the first, before any)
@@ -347,5 +350,4 @@ def formation(history: object, snapshot_steps: list[int]) -> Formation | None:
     before = [s for s in snaps if s < formed and score_at(s) < last / 5][-1:]
     forming = next((s for s in snaps if s >= formed), None)
     shown = tuple(dict.fromkeys([*before, *([forming] if forming is not None else []), *snaps[-1:]]))
-    first, second = zip(*((float(h["copy_loss"][0]), float(h["copy_loss"][1])) for h in probed), strict=True)
     return Formation(steps, scores, first, second, formed, forming, shown)

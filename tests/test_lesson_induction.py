@@ -135,7 +135,7 @@ def test_an_untrained_language_model_finds_its_best_head_and_says_it_does_not_co
     assert score < INDUCTION_AT
     assert f"The best induction head of lm-tiny: {name}**" in best_line(at)
     assert "No head of lm-tiny scores" in at.info[0].value
-    assert "did not record an induction head" in at.info[1].value
+    assert "records no induction probe" in at.info[1].value
     table = switched_off(at)  # no head scores INDUCTION_AT: no row switches every such head off
     assert table["switched off"].tolist() == [
         "nothing (the intact model)",
@@ -145,6 +145,18 @@ def test_an_untrained_language_model_finds_its_best_head_and_says_it_does_not_co
     assert "lesson_induction_head" in charts(at) and "lesson_induction_curve" not in charts(at)
     at.button(key="lesson_switch_induction").click().run()  # "Switch to induction, which has one"
     assert at.selectbox(key="model").value == "induction" and "lesson_induction_curve" in charts(ok(at))
+
+
+def test_a_run_that_measured_the_probe_but_grew_no_head_draws_its_curve(app, checkpoints: Path) -> None:
+    card_path = checkpoints / "lm-tiny" / "card.json"
+    card = json.loads(card_path.read_text(encoding="utf-8"))
+    history = [{"step": s, "valid_loss": 3.0, "induction": 0.02, "copy_loss": [3.5, 3.4]} for s in (10, 20)]
+    card["training"] = {**card.get("training", {}), "history": history}
+    card_path.write_text(json.dumps(card), encoding="utf-8")
+    at = app("lm-tiny")
+    assert "lesson_induction_curve" in charts(at) and "lesson_induction_steps" not in charts(at)
+    said = f"No head reached {INDUCTION_AT} in this run: no induction head formed."
+    assert any(c.value.endswith(said) for c in at.caption)
 
 
 def test_an_encoder_decoder_is_told_the_step_needs_a_decoder_only_model(app) -> None:
@@ -202,5 +214,5 @@ def test_the_formation_is_found_where_the_score_passes_half_its_last_value() -> 
     assert (formed.formed, formed.forming, formed.shown) == (1100, 1100, (800, 1100, 5900))
     assert len(formed.steps) == len(formed.induction) == len(formed.second_copy_loss) == 60
     assert formation(card["training"]["history"], []).shown == () and formation([{"step": 1}], [0]) is None
-    low = [{"step": 1, "induction": 0.1, "copy_loss": [7.0, 7.0]}]
-    assert formation(low, [0, 1]) is None  # no head ever scored INDUCTION_AT
+    low = formation([{"step": 1, "induction": 0.1, "copy_loss": [7.0, 7.0]}], [0, 1])
+    assert (low.steps, low.formed, low.forming, low.shown) == ((1,), None, None, ())  # no head reached INDUCTION_AT

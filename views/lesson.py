@@ -506,18 +506,24 @@ def _formation(ctx: Context, seen: Copying) -> None:
     formed = formation(training.get("history") if isinstance(training, dict) else None, [s.step for s in saved])
     if formed is None:
         st.info(
-            f"The run that trained {name} did not record an induction head on the probe at its evaluations "
-            f"(`python -m atlas train` records it for a decoder-only run: the induction checkpoint has it)."
+            f"The card of {name} records no induction probe at the evaluations of the run that trained it "
+            "(`python -m atlas train` records one for a decoder-only model)."
         )
         if saved:
             st.page_link("views/training.py", label=f"{name}'s training snapshots: the Training steps page")
         return
     fig = copying_curve(formed.steps, formed.induction, formed.first_copy_loss, formed.second_copy_loss, formed.formed)
     chart(fig, "induction_curve", name)
+    if formed.formed is None:
+        when = f"No head reached {INDUCTION_AT} in this run: no induction head formed."
+    else:
+        when = (
+            f"The score reached half its last value at step {formed.formed:,} (the dashed line), as the second "
+            "copy's loss fell."
+        )
     st.caption(
-        f"At every evaluation of the run, on the same kind of repeated run: the best head's induction score (orange) "
-        f"and the loss on the first copy (dotted) and the second (solid). The score reached half its last value at "
-        f"step {formed.formed:,} (the dashed line), as the second copy's loss fell."
+        "At every evaluation of the run, on the same kind of repeated run: the best head's induction score (orange) "
+        f"and the loss on the first copy (dotted) and the second (solid). {when}"
     )
     if formed.shown:
         weights, labels = [], []
@@ -533,8 +539,10 @@ def _formation(ctx: Context, seen: Copying) -> None:
             "the score rose, the first after it reached half its last value, the last), each with the head's own "
             "induction score at that step."
         )
-    link = {sidebar.MODEL: name} | ({TRAINING_STEP: formed.forming} if formed.forming is not None else {})
-    st.markdown(f"[Every snapshot of the run, on your own text: the Training steps page](training?{urlencode(link)})")
+    if saved:
+        link = {sidebar.MODEL: name} | ({TRAINING_STEP: formed.forming} if formed.forming is not None else {})
+        label = "Every snapshot of the run, on your own text: the Training steps page"
+        st.markdown(f"[{label}](training?{urlencode(link)})")
 
 
 VIEWS = {
