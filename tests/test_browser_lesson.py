@@ -1,8 +1,9 @@
 """The Lesson in a real browser (`streamlit run app.py` on the shipped checkpoints, headless chromium): a student
-walks all twelve steps with the Next button, switching the model where a step needs another kind; every step draws
-without an error and puts its slug in the address bar. The embedding, feed-forward and residual steps draw the two
-published models too (SmolLM2, MiniLM, with ATLAS_PRETRAINED=1; skipped unless installed). Screenshots of every step
-at 1024×768 and 1600 wide go to screenshots/lesson-*.png (git-ignored)."""
+walks every step with the Next button, switching the model where a step needs another kind; every step draws
+without an error and puts its slug in the address bar. The induction step draws the induction model's head and
+links to the snapshot where it forms. The embedding, feed-forward and residual steps draw the two published models
+too (SmolLM2, MiniLM, with ATLAS_PRETRAINED=1; skipped unless installed). Screenshots of every step at 1024×768 and
+1600 wide go to screenshots/lesson-*.png (git-ignored)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def test_a_student_walks_every_step_of_the_lesson(server, browser, size: str) ->
         page.goto(f"{server}/lesson?model=lm-english&lesson=embeddings")
         for index, slug in enumerate(SLUGS):
             heading(page, index).wait_for()
-            page.get_by_text(f"Step {index + 1} of 12: {STEPS[index].title}", exact=True).wait_for()
+            page.get_by_text(f"Step {index + 1} of {len(STEPS)}: {STEPS[index].title}", exact=True).wait_for()
             if slug in SWITCH:
                 switch = page.get_by_role("button", name=f"Switch to {SWITCH[slug]}")
                 switch.wait_for()
@@ -78,6 +79,33 @@ def test_a_student_walks_every_step_of_the_lesson(server, browser, size: str) ->
                 page.get_by_role("button", name="Next →").first.click()
         assert page.get_by_role("button", name="Next →").first.is_disabled()
         assert "model=lm-english" in page.url
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_the_induction_step_draws_the_head_and_links_to_where_it_forms(server, browser, size: str) -> None:
+    width, height = SIZES[size]
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{server}/lesson?model=induction&lesson=induction-heads")
+        heading(page, SLUGS.index("induction-heads")).wait_for()
+        page.get_by_text("The best induction head of induction: layer 2, head 1").wait_for()
+        page.locator(".stPlotlyChart", has_text="in training").first.wait_for()  # the last chart: the snapshots
+        page.wait_for_function("() => !document.querySelector('[data-stale=\"true\"]')")
+        drawn_without_error(page)
+        assert page.locator(".stPlotlyChart").count() == 3  # the head, the copying curve, the head in training
+        shoot(page, f"lesson-induction-{size}.png", width, height)
+        link = page.get_by_role("link", name="Every snapshot of the run, on your own text: the Training steps page")
+        href = link.get_attribute("href")
+        assert href.endswith("step=1100"), href  # the first snapshot after the score passed half its last value
+        page.goto(f"{server}/{href.lstrip('/')}")
+        page.get_by_role("heading", name="Learning to copy from the context").wait_for()
+        slider = page.locator("[data-testid='stSlider']", has_text="Training step")
+        assert slider.get_by_role("slider").get_attribute("aria-valuetext") == "1,100"
+        drawn_without_error(page)
     finally:
         context.close()
 
