@@ -32,6 +32,7 @@ from inference.lesson import (
 )
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, Context
+from ui.kept import kept
 from ui.widgets import projector, show_chart
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.heads import head_heatmap
@@ -52,19 +53,19 @@ LESSON = state.url_key("lesson")  # the step shown, as its slug
 TRAINING_STEP = "step"  # the URL parameter of views/training.py's snapshot slider
 
 
-@st.cache_resource(max_entries=16, show_spinner="Recording the text's way through the layers…")
+@kept("Recording the text's way through the layers…")
 def _stream(path: str, stamp: float, text: str) -> Stream:
     """The first stack as one forward pass recorded it (inference.lesson.stream), run by the checkpoint's worker."""
     return cache.model_worker(path, stamp).call(stream, text)
 
 
-@st.cache_resource(max_entries=16, show_spinner="Timing the decoder with and without its cache…")
+@kept("Timing the decoder with and without its cache…")
 def _cache_timing(path: str, stamp: float, text: str, max_tokens: int) -> CacheTiming:
     """Decoding `text` timed with and without the key/value cache (inference.lesson.cache_timing)."""
     return cache.model_worker(path, stamp).call(cache_timing, text, max_tokens)
 
 
-@st.cache_resource(max_entries=4, show_spinner="Timing one attention block at growing lengths…")
+@kept("Timing one attention block at growing lengths…")
 def _cost(path: str, stamp: float) -> Cost:
     """The measured cost of attention (inference.lesson.attention_cost), once per checkpoint."""
     return cache.model_worker(path, stamp).call(attention_cost)
