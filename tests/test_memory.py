@@ -113,4 +113,3 @@ def test_a_failed_computation_raises_for_every_waiter_and_is_not_kept() -> None:
     with pytest.raises(ValueError):
         cache.get_or_compute("k", lambda: (_ for _ in ()).throw(ValueError("no")))
     assert cache.get("k") is None and cache.get_or_compute("k", lambda: "later") == "later"
-
