@@ -2,7 +2,8 @@
 
 A class typing at the same moment sends many texts within milliseconds. Each browser session's script runs in
 its own thread; it submits its request and waits. The worker takes the first waiting request, gathers those
-that arrive within `window` seconds (at most `max_batch`, and at most `max_tokens` padded tokens: every row of a
+that arrive within `window` seconds (at most `max_batch`, at most `max_trace_bytes` of trace, and at most
+`max_tokens` padded tokens: every row of a
 batch is as long as its longest, so one pasted page goes alone instead of holding twenty sentences behind it),
 and runs them as one batch through `analyze_many`: one padded greedy decoding and one padded traced forward pass
 instead of one per session. Padding masks make each result equal to analysing that text alone
@@ -40,6 +41,11 @@ T = TypeVar("T")
 PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or three of 512 tokens on lm-english
 FULL_BYTES = 64 * 2**20  # full analyses (scores and V of every block), kept only when asked for (the export)
 BATCH_TOKENS = 2048  # padded tokens in one batch: rows × the longest row's characters / 4, about its tokens
+# A traced pass holds, per row, every head's scores and weights of every attention block (tensors, then arrays):
+# rows × blocks × heads × T² cells of 4 bytes, about four copies. Bounded, so that sessions sending long texts to
+# a deep model at once are run a few at a time instead of all in one pass whose trace outgrows the machine.
+BATCH_TRACE_BYTES = 384 * 2**20
+TRACE_COPIES = 4
 STOP = object()  # put on the queue by `stop`: the thread ends
 
 
@@ -62,11 +68,16 @@ class ModelWorker:
         pages_bytes: int = PAGES_BYTES,
         full_bytes: int = FULL_BYTES,
         max_tokens: int = BATCH_TOKENS,
+        max_trace_bytes: int = BATCH_TRACE_BYTES,
     ) -> None:
         self.ckpt = ckpt
         self.window = window
         self.max_batch = max_batch
         self.max_tokens = max_tokens
+        self.max_trace_bytes = max_trace_bytes
+        config = ckpt.config
+        blocks = config.n_encoder_layers + config.n_decoder_layers * (2 if config.kind == "encoder-decoder" else 1)
+        self._cell_bytes = blocks * config.n_heads * 4 * TRACE_COPIES  # per row, per T² of the padded length
         self._held: deque = deque()  # a request that did not fit the last batch: it opens the next one
         self.batches: list[int] = []  # size of each batch run, most recent last (for benchmarks and tests)
         self.pages = ByteCache(pages_bytes)
@@ -151,6 +162,11 @@ class ModelWorker:
         """About how many tokens a request adds to each row of a batch: its text and what it will write."""
         return len(request.text) // 4 + 1 + request.continuation + (len(request.target or "") // 4)
 
+    def trace_bytes(self, row: int, rows: int) -> int:
+        """About the bytes a traced pass of `rows` rows padded to `row` tokens (at most max_len) holds."""
+        length = min(row, self.ckpt.config.max_len)
+        return rows * length * length * self._cell_bytes
+
     def _gather(self) -> tuple[list[tuple[Request, Future]], list[tuple[Job, Future]]]:
         """The requests waiting within `window` (at most `max_batch` and `max_tokens` padded tokens), and any jobs
         met on the way. A request that would overflow the batch is held for the next one."""
@@ -172,7 +188,7 @@ class ModelWorker:
                     break
                 continue
             row = max(longest, self.padded_tokens(item[0]))
-            if row * (len(batch) + 1) > self.max_tokens:
+            if row * (len(batch) + 1) > self.max_tokens or self.trace_bytes(row, len(batch) + 1) > self.max_trace_bytes:
                 self._held.append(item)
                 break
             batch.append(item)

@@ -223,6 +223,19 @@ def test_a_long_text_goes_in_a_batch_of_its_own(ckpt) -> None:
     assert ModelWorker.padded_tokens(Request(long_text)) * 2 > 200  # so it could share with nothing
 
 
+def test_a_batch_holds_no_more_trace_than_its_bound(ckpt) -> None:
+    """Texts sent at once, each alone within the trace bound but no two together, run one per batch."""
+    one = ModelWorker(ckpt).trace_bytes(ModelWorker.padded_tokens(Request(TEXTS[2])), 1)
+    worker = ModelWorker(ckpt, window=0.3, max_trace_bytes=one * 3 // 2)
+    same_length = [TEXTS[2][:-1] + end for end in ".!?;"]
+    results = _sessions(worker, same_length)
+    assert all(isinstance(r, Analysis) for r in results.values())
+    assert worker.batches and max(worker.batches) == 1 and len(worker.batches) == len(results)
+    roomy = ModelWorker(ckpt, window=0.3)  # the default bound: the same texts share a batch
+    _sessions(roomy, [text + " " for text in same_length])
+    assert max(roomy.batches) > 1
+
+
 def test_a_stopped_worker_ends_its_thread_and_drops_what_it_kept(ckpt) -> None:
     worker = ModelWorker(ckpt)
     worker.analyze(TEXTS[0])
