@@ -74,3 +74,22 @@ def test_a_snapshot_worker_pushed_out_of_its_byte_store_is_stopped() -> None:
         store.max_bytes = old_max
         store.clear()
     assert _wait_for(lambda: not second.alive and not third.alive)
+
+
+def test_a_fragment_holds_its_analysis_weakly(monkeypatch) -> None:
+    """A fragment's arguments stay in the session: they must not keep an analysis the budget has let go."""
+    import gc
+
+    class Analysis:  # stands in for inference.analysis.Analysis (any object a weak reference can point to)
+        pass
+
+    analysis = Analysis()
+    kept = cache.held(cache.Analysed("entry", "ckpt", 1.0, "text", analysis))
+    same = kept.analysed().analysis is analysis  # alive: no second lookup
+    assert same
+    looked_up = []
+    monkeypatch.setattr(cache, "analysed", lambda c: looked_up.append(c) or "looked up again")
+    del analysis
+    gc.collect()
+    again = kept.analysed()
+    assert again == "looked up again" and looked_up == [kept.context]

@@ -9,6 +9,7 @@ time, text): hashing the loaded model or an Analysis on every rerun would cost m
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
@@ -65,6 +66,27 @@ class Analysed(Context):
     read `analysis` instead of looking it up again."""
 
     analysis: Analysis
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a fragment is given: the context and a weak reference to its Analysis. Streamlit keeps a fragment's
+    arguments in the session until the page runs again, so an Analysed there would pin its analysis (70 MB for
+    SmolLM2 at 255 tokens) in every session, out of the byte budget's reach. `analysed()` gives the analysis while
+    anything (the cache) still holds it, and looks it up again once the budget let it go."""
+
+    context: Context
+    ref: weakref.ref
+
+    def analysed(self) -> Analysed:
+        kept = self.ref()
+        ctx = self.context
+        return analysed(ctx) if kept is None else Analysed(ctx.entry, ctx.ckpt, ctx.stamp, ctx.text, kept)
+
+
+def held(ctx: Analysed) -> Held:
+    """`ctx` for a fragment (see Held)."""
+    return Held(Context(ctx.entry, ctx.ckpt, ctx.stamp, ctx.text), weakref.ref(ctx.analysis))
 
 
 KEYED = {Context: attrgetter("key"), Analysed: attrgetter("key")}  # st.cache_* hash_funcs: a context by its key

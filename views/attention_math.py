@@ -5,7 +5,6 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import cache, errors, sidebar, state
-from ui.cache import Analysed
 from ui.widgets import QUERY, head_picker, show_chart, token_picker
 from viz.labels import indexed_labels, safe_filename
 from viz.steps import (
@@ -24,7 +23,8 @@ from viz.steps import (
 
 @st.fragment
 @errors.safe
-def steps_view(ctx: Analysed) -> None:
+def steps_view(kept: cache.Held) -> None:
+    ctx = kept.analysed()  # the fragment holds its analysis weakly (cache.Held)
     analysis, model = ctx.analysis, ctx.entry.name
     attention, layer, head = head_picker(analysis, with_average=False)
     block = analysis.block(attention, layer)
@@ -58,7 +58,7 @@ def body() -> None:
     )
     ctx = sidebar.chosen()
     if ctx is not None:
-        steps_view(ctx)
+        steps_view(cache.held(ctx))
 
 
 errors.guarded(body)

@@ -6,7 +6,7 @@ from functools import partial
 
 import streamlit as st
 
-from ui import charts, errors, sidebar, state
+from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, export_bytes
 from ui.widgets import HEAD, LAYER, POSITION, head_picker, projector, show_chart, token_picker
 from viz.heads import grid_pick, head_frame, select_head
@@ -44,9 +44,10 @@ def predictions(ctx: Analysed) -> None:
 
 @st.fragment
 @errors.safe
-def heads_view(ctx: Analysed) -> None:
-    """Everything that changes with the attention type, layer and head: reruns alone, never the model; the
-    charts come built from ui.charts' cache."""
+def heads_view(kept: cache.Held) -> None:
+    """Everything that changes with the attention type, layer and head: reruns alone, and runs the model only
+    when the byte budget let the text's analysis go; the charts come built from ui.charts' cache."""
+    ctx = kept.analysed()  # the fragment holds its analysis weakly (cache.Held)
     model, analysis = ctx.entry.name, ctx.analysis
     attention, layer, head = head_picker(analysis, with_average=True)
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
@@ -85,7 +86,7 @@ def body() -> None:
     ctx = sidebar.chosen()
     if ctx is None:
         return
-    heads_view(ctx)
+    heads_view(cache.held(ctx))
     st.subheader("Export and share")
     st.caption("The address bar keeps the model, text, layer and head: copy it to share this view.")
     cols = st.columns(2)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import charts, errors, sidebar, state
-from ui.cache import Analysed
+from ui import cache, charts, errors, sidebar, state
 from ui.widgets import head_picker, show_chart
 from viz.labels import indexed_labels, safe_filename
 from viz.paper import BUCKET_WIDTH, block_lines, lines_above
@@ -28,8 +27,9 @@ def _pick_query(n_queries: int, labels: list[str]) -> int:
 
 @st.fragment
 @errors.safe
-def paper_view(ctx: Analysed) -> None:
+def paper_view(kept: cache.Held) -> None:
     """Everything that changes with the attention type, layer, head, token and threshold: reruns alone."""
+    ctx = kept.analysed()  # the fragment holds its analysis weakly (cache.Held)
     analysis, model = ctx.analysis, ctx.entry.name
     attention, layer, head = head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
     state.sync_url()  # first: the address bar follows the choice before the chart is drawn
@@ -70,7 +70,7 @@ def body() -> None:
     )
     ctx = sidebar.chosen()
     if ctx is not None:
-        paper_view(ctx)
+        paper_view(cache.held(ctx))
 
 
 errors.guarded(body)
