@@ -93,3 +93,30 @@ def test_a_fragment_holds_its_analysis_weakly(monkeypatch) -> None:
     gc.collect()
     again = kept.analysed()
     assert again == "looked up again" and looked_up == [kept.context]
+
+
+def test_a_sessions_widgets_keep_no_analysis_alive(monkeypatch) -> None:
+    """Streamlit keeps each widget's format_func in the session: a method or closure of the analysis there pins
+    it in every session, past the byte budget. Once the caches let the analyses go, none is left alive."""
+    import gc
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    from inference.analysis import Analysis
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root / "checkpoints"))
+    monkeypatch.setenv("ATLAS_PRETRAINED", "0")
+    at = AppTest.from_file(str(root / "app.py"), default_timeout=120)
+    at.query_params.update({"model": "translate-en-de", "text": "The cat sat on the mat."})
+    at.run()
+    for page in ("views/ablation.py", "views/rollout.py", "views/paper.py", "views/attention_math.py"):
+        at.switch_page(page).run()
+        assert not at.exception, page
+    entry = next(e for e in catalog.list_checkpoints(root / "checkpoints") if e.name == "translate-en-de")
+    worker = cache.model_worker(str(entry.path), catalog.stamp(entry.path))
+    worker.pages.clear()
+    worker.full.clear()
+    gc.collect()
+    assert [a.text for a in gc.get_objects() if isinstance(a, Analysis)] == []

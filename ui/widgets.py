@@ -36,9 +36,10 @@ def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "averag
     default = "decoder.cross_attn" if "decoder.cross_attn" in attentions else attentions[0]
     state.keep_valid(ATTENTION, attentions, default)
     cols = st.columns([3, 1, 1])
-    attention = cols[0].radio(
-        "Attention", attentions, key=ATTENTION, format_func=analysis.attention_label, horizontal=True
-    )
+    # A widget's format_func stays in the session's widget state: labels, never a method of the analysis,
+    # which would pin that analysis in every session past the byte budget (tests/test_cache_owned.py).
+    attention_labels = {a: analysis.attention_label(a) for a in attentions}
+    attention = cols[0].radio("Attention", attentions, key=ATTENTION, format_func=attention_labels.get, horizontal=True)
     layers = analysis.layers(attention)
     state.keep_valid(LAYER, layers, layers[0])
     layer = cols[1].selectbox("Layer", layers, key=LAYER, format_func=lambda i: f"layer {i + 1}")
@@ -52,7 +53,8 @@ def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "averag
             return f"head {h + 1}"
         return f"head {h + 1} · key/value head {analysis.kv_head(h) + 1}"  # grouped-query: keys shared
 
-    head = cols[2].selectbox("Head", heads, key=HEAD, format_func=head_label)
+    head_labels = {h: head_label(h) for h in heads}  # labels, not the closure over the analysis (see above)
+    head = cols[2].selectbox("Head", heads, key=HEAD, format_func=head_labels.get)
     return attention, layer, head
 
 

@@ -55,9 +55,8 @@ def body() -> None:
     options = head_options(analysis)
     state.keep_valid(ABLATE_HEADS, options, [])
     cols = st.columns([3, 2])
-    picked = cols[0].multiselect(
-        "Heads to switch off", options, key=ABLATE_HEADS, format_func=lambda o: head_label(analysis, o)
-    )
+    labels = {o: head_label(analysis, o) for o in options}  # not a closure over the analysis (ui.widgets)
+    picked = cols[0].multiselect("Heads to switch off", options, key=ABLATE_HEADS, format_func=labels.get)
     state.keep_valid(ABLATE_MODE, list(MODES), "zero")
     mode = cols[1].radio("Ablation", list(MODES), key=ABLATE_MODE, format_func=MODES.get)
     heads: dict[str, tuple[int, ...]] = {}

@@ -91,7 +91,7 @@ def body() -> None:
     st.caption("The address bar keeps the model, text, layer and head: copy it to share this view.")
     cols = st.columns(2)
     for col, fmt, mime in ((cols[0], "json", "application/json"), (cols[1], "npz", "application/octet-stream")):
-        data = partial(export_bytes, ctx, fmt)
+        data = partial(export_bytes, ctx.with_text(ctx.text), fmt)  # the context only: the session keeps this
         file_name = f"{safe_filename('analysis', ctx.entry.name)}.{fmt}"
         label = f"Whole analysis as {fmt.upper()}"
         col.download_button(label, data, file_name, mime, key=f"dl_{fmt}", on_click="ignore")

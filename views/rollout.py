@@ -44,9 +44,8 @@ def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
     state.keep_valid(ROLLOUT_ATTENTION, attentions, attentions[0])
     attention = attentions[0]
     if len(attentions) > 1:
-        attention = st.radio(
-            "Rollout of", attentions, key=ROLLOUT_ATTENTION, format_func=lambda a: _label(analysis, a), horizontal=True
-        )
+        labels = {a: _label(analysis, a) for a in attentions}  # not a closure over the analysis (ui.widgets)
+        attention = st.radio("Rollout of", attentions, key=ROLLOUT_ATTENTION, format_func=labels.get, horizontal=True)
     cols = st.columns([2, 3, 3], gap="medium")
     help_ = "Each layer as 0.5·A + 0.5·I: the residual connection keeps half of each position's own state "
     help_ += "(Abnar & Zuidema). Off: the raw product of the attention matrices."
