@@ -3,7 +3,8 @@ checkpoint, the Analysis of a text, training snapshots, ablations and the head r
 models and their workers (at most four, charged to it) is kept in the server's one byte budget (ui.kept).
 
 A call about a text takes a `Context` (the checkpoint and the text) and is cached by its key (path, modification
-time, text): hashing the loaded model or an Analysis on every rerun would cost more than the call (`KEYED`).
+time, text; ui.kept reads it): hashing the loaded model or an Analysis on every rerun would cost more than the
+call.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ import gc
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
@@ -86,10 +86,7 @@ class Held:
 
 def held(ctx: Analysed) -> Held:
     """`ctx` for a fragment (see Held)."""
-    return Held(Context(ctx.entry, ctx.ckpt, ctx.stamp, ctx.text), weakref.ref(ctx.analysis))
-
-
-KEYED = {Context: attrgetter("key"), Analysed: attrgetter("key")}  # st.cache_* hash_funcs: a context by its key
+    return Held(ctx.with_text(ctx.text), weakref.ref(ctx.analysis))
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the model…")
