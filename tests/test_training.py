@@ -163,6 +163,21 @@ def test_resume_continues_the_schedule_and_the_history(tmp_path: Path) -> None:
         assert done["seconds_total"] == expected + done["seconds"], "the resumed runs' time carries over"
 
 
+def test_resume_refuses_data_cut_by_another_tokenizer_and_allows_other_dropout(tmp_path: Path) -> None:
+    """Token ids mean nothing under another tokenizer's pieces; dropout belongs to the run, so a finished model
+    (dropout 0) may go on training with the task's."""
+    write_task(tmp_path / "data", "reverse")
+    first = train(tiny_spec("reverse"), tmp_path / "data", tmp_path / "a", seed=0, threads=1, command="first")
+    spec = replace(tiny_spec("reverse"), max_steps=2)
+    spec = replace(spec, model={**spec.model, "dropout": 0.25})
+    again = train(spec, tmp_path / "data", tmp_path / "b", seed=0, threads=1, command="second", resume=first)
+    assert load_checkpoint(again).config.dropout == 0.25
+    write_task(tmp_path / "other", "translate")
+    shutil.copy(tmp_path / "other" / "translate" / "tokenizer.model", tmp_path / "data" / "reverse" / "tokenizer.model")
+    with pytest.raises(ValueError, match="another tokenizer.*--tokenizer"):
+        train(spec, tmp_path / "data", tmp_path / "c", seed=0, threads=1, command="third", resume=first)
+
+
 @pytest.mark.parametrize("task", ["translate", "lm"])
 def test_a_resumed_run_goes_on_as_if_never_stopped(tmp_path: Path, task: str) -> None:
     """Float32 weights, Adam's moments and the place in the data order come back: 2 + 2 steps equal 4 steps."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import copy
+import hashlib
 import json
 import random
 import shlex
@@ -382,7 +383,13 @@ def train(
     start, earlier, resumed_from, seconds_before = 0, [], None, 0
     if resume is not None:
         previous = load_checkpoint(resume)
-        if previous.config != config:
+        data_sha = hashlib.sha256((folder / "tokenizer.model").read_bytes()).hexdigest()
+        if previous.card.get("tokenizer_sha256") not in (None, data_sha):
+            raise ValueError(
+                f"{resume}: trained with another tokenizer than {folder}'s; prepare the data with its pieces "
+                f"(python -m training.data prepare {spec.name} --tokenizer {resume}/tokenizer.model)"
+            )
+        if replace(previous.config, dropout=config.dropout) != config:  # dropout is the run's, not the model's
             raise ValueError(f"{resume}: its config differs from the task's; cannot resume")
         model.load_state_dict(previous.model.state_dict())
         earlier = previous.card["training"]["history"]

@@ -604,9 +604,10 @@ FETCHERS: tuple[Callable[[Path], Source], ...] = (
 )
 
 
-def prepare_lm(out_dir: Path, seed: int) -> None:
+def prepare_lm(out_dir: Path, seed: int, tokenizer: Path | None = None) -> None:
     """Write the English LM splits (one document per line), tokenizer and manifest. Held-out documents are drawn
-    whole, by a hash of their text, so no chapter is split between training and test."""
+    whole, by a hash of their text, so no chapter is split between training and test. `tokenizer`: use this
+    sentencepiece model instead of training one (a checkpoint's own, so its run can go on with --resume)."""
     fetched: list[Source] = []
     with tempfile.TemporaryDirectory(prefix="atlas-data-") as tmp_name:
         for fetch in FETCHERS:
@@ -637,18 +638,23 @@ def prepare_lm(out_dir: Path, seed: int) -> None:
     for split, items in splits.items():
         write_lines(out_dir / f"{split}.txt", items)
     print(f"[lm] {len(documents)} documents, {total / 1e6:.1f} MB; held-out fraction {frac:.3f}; overlap {overlap}")
-    # sentencepiece skips lines over its max_sentence_length, which a chapter is: it reads the paragraphs instead
-    with tempfile.TemporaryDirectory(prefix="atlas-tok-") as tmp_name:
-        paragraphs = Path(tmp_name) / "paragraphs.txt"
-        write_lines(paragraphs, (p for line in splits["train"] for p in paragraphs_of[line]))
-        model = train_tokenizer(
-            [paragraphs],
-            out_dir / "tokenizer",
-            vocab_size=LM_VOCAB,
-            model_type="unigram",
-            character_coverage=1.0,
-            byte_fallback=True,
-        )
+    if tokenizer is not None:
+        model = out_dir / "tokenizer.model"
+        model.write_bytes(Path(tokenizer).read_bytes())
+        (out_dir / "tokenizer.vocab").unlink(missing_ok=True)  # a vocab file from an earlier prepare would mislead
+    else:
+        # sentencepiece skips lines over its max_sentence_length, which a chapter is: it reads the paragraphs
+        with tempfile.TemporaryDirectory(prefix="atlas-tok-") as tmp_name:
+            paragraphs = Path(tmp_name) / "paragraphs.txt"
+            write_lines(paragraphs, (p for line in splits["train"] for p in paragraphs_of[line]))
+            model = train_tokenizer(
+                [paragraphs],
+                out_dir / "tokenizer",
+                vocab_size=LM_VOCAB,
+                model_type="unigram",
+                character_coverage=1.0,
+                byte_fallback=True,
+            )
     sp = spm.SentencePieceProcessor(model_file=str(model))
     for (_, info), kept in zip(fetched, per_source, strict=True):
         info["tokens"] = count_tokens(sp, kept)

@@ -12,6 +12,7 @@ Builds deterministic train/valid/test splits plus a sentencepiece tokenizer per 
 Usage::
 
     python -m training.data prepare {reverse,translate,lm,all} [--out data/] [--seed 0]
+    python -m training.data prepare lm --tokenizer checkpoints/lm-english/tokenizer.model  # keep a model's pieces
 
 Each task directory gets ``sources.json`` (sources, licenses, split sizes and sha256 sums).
 """
@@ -45,12 +46,22 @@ def main(argv: Sequence[str] | None = None) -> None:
     prep.add_argument("task", choices=[*TASKS, "all"])
     prep.add_argument("--out", type=Path, default=Path("data"))
     prep.add_argument("--seed", type=int, default=0)
+    prep.add_argument(
+        "--tokenizer",
+        type=Path,
+        help="lm only: encode with this sentencepiece model (a checkpoint's tokenizer.model) instead of training one",
+    )
     args = parser.parse_args(argv)
+    if args.tokenizer is not None and (args.task != "lm" or not args.tokenizer.is_file()):
+        parser.error("--tokenizer needs the lm task and an existing tokenizer.model file")
     for task in TASKS if args.task == "all" else (args.task,):
         out_dir = args.out / task
         out_dir.mkdir(parents=True, exist_ok=True)
         print(f"== preparing {task} -> {out_dir}")
-        PREPARERS[task](out_dir, args.seed)
+        if args.tokenizer is not None:
+            prepare_lm(out_dir, args.seed, tokenizer=args.tokenizer)
+        else:
+            PREPARERS[task](out_dir, args.seed)
         manifest = json.loads((out_dir / "sources.json").read_text())
         sizes = {s: sum(f["lines"] for f in v.values()) for s, v in manifest["splits"].items()}
         print(f"   done: {sizes} (lines over files); vocab {manifest['tokenizer']['vocab_size']}")
