@@ -129,10 +129,10 @@ def test_a_new_text_never_keeps_a_position_that_names_another_token(app, good_di
     assert at.selectbox(key="position").value == last
     assert frame(ok(at), "probability")["id"].tolist() == [t.id for t in analysis.predictions[last]]
     assert f"position {last + 1} of {last + 1}" in " ".join(c.value for c in at.caption)
-    restored = ok(app(model=LM, text=longer, position="2"))  # a shared link keeps its position
+    restored = ok(app(model=LM, text=longer, pos="3"))  # a shared link keeps its position (1-based)
     assert restored.selectbox(key="position").value == 2
     assert frame(restored, "probability")["id"].tolist() == [t.id for t in analysis.predictions[2]]
-    assert restored.query_params["position"] == "2"
+    assert restored.query_params["pos"] == "3"
 
 
 def test_file_names_and_step_numbers_count_from_one(app) -> None:
@@ -212,7 +212,7 @@ def test_attention_math_page(app) -> None:
     assert len(at.latex) >= 2 and "softmax" in at.latex[0].value
     assert at.selectbox(key="query").value == len(at.selectbox(key="query").options) - 1  # the last token
     at.selectbox(key="query").select(0).run()
-    assert at.query_params["query"] == "0"
+    assert at.query_params["q"] == "1"  # as labelled: the first token
     steps = chart(ok(at), "steps_chart")
     assert steps["data"][1]["text"][1] == ["−∞"] and steps["data"][1]["text"][0] != ["−∞"]
     np.testing.assert_allclose(z(steps, 2).sum(), 1.0, atol=1e-5)
@@ -262,19 +262,19 @@ def test_the_url_keeps_and_restores_the_view(app) -> None:
     at = app()
     at.selectbox(key="layer").select(1).run()
     at.selectbox(key="head").select(2).run()
-    assert {k: at.query_params[k] for k in ("model", "layer", "head")} == {"model": LM, "layer": "1", "head": "2"}
+    assert {k: at.query_params[k] for k in ("model", "L", "H")} == {"model": LM, "L": "2", "H": "3"}
     assert at.query_params["text"] == at.text_area(key="text").value
-    restored = ok(app(model=ED, text="Where is the station?", attention="encoder.self_attn", layer="1", head="3"))
+    restored = ok(app(model=ED, text="Where is the station?", attention="encoder.self_attn", L="2", H="4"))
     assert restored.selectbox(key="model").value == ED and restored.radio(key="attention").value == "encoder.self_attn"
     assert "layer 2, head 4" in chart(restored, "head_chart")["layout"]["title"]["text"].replace("<br>", " ")
 
 
 def test_a_link_keeps_another_pages_choice_until_that_page_is_opened(app) -> None:
-    at = ok(app(text="the cat sat on the mat", paper_query="2", rollout_attention="decoder.self_attn"))
-    assert at.query_params["paper_query"] == "2"  # Explore has no such widget: the link keeps it
+    at = ok(app(text="the cat sat on the mat", paper_q="3", rollout_L="1"))
+    assert at.query_params["paper_q"] == "3"  # Explore has no such widget: the link keeps it
     at.switch_page("views/paper.py").run()
     assert ok(at).selectbox(key="paper_query").value == 2
-    assert at.query_params["paper_query"] == "2"
+    assert at.query_params["paper_q"] == "3"
 
 
 @pytest.mark.parametrize(
@@ -419,7 +419,7 @@ def test_ablation_page_switches_heads_off_and_ranks_them(app, good_dir: Path) ->
     at.button(key="ablate_rank").click().run()
     ranking = frame(ok(at), "KL (nats)")
     assert len(ranking) == 8 and ranking["KL (nats)"].is_monotonic_decreasing
-    assert at.query_params["ablate"] == "decoder.layers.0.self_attn:1" and at.query_params["ablate_mode"] == "zero"
+    assert at.query_params["ablate_heads"] == "decoder.self_attn-L1-H2" and at.query_params["ablate_mode"] == "zero"
     at.multiselect(key="ablate_heads").select("decoder.layers.1.self_attn:0").run()
     assert frame(ok(at), "KL (nats)").equals(ranking), "the ranking stays for the same text and mode"
     at.radio(key="ablate_mode").set_value("mean").run()
@@ -446,12 +446,14 @@ def test_head_ranking_runs_a_worker_job_per_block_with_progress(good_dir: Path) 
 
 def test_ablated_heads_and_mode_come_back_from_a_copied_link(app) -> None:
     heads = ["decoder.layers.0.self_attn:1", "decoder.layers.1.self_attn:0"]
-    at = app(text="the cat sat on the mat", ablate=",".join(heads), ablate_mode="mean")
+    link = "decoder.self_attn-L1-H2,decoder.self_attn-L2-H1"  # 1-based, as the options are labelled
+    at = app(text="the cat sat on the mat", ablate_heads=link, ablate_mode="mean")
     at.switch_page("views/ablation.py").run()
     assert at.multiselect(key="ablate_heads").value == heads
     assert at.radio(key="ablate_mode").value == "mean"
     assert float(ok(at).metric[0].value) > 0  # the restored heads are switched off, not only listed
-    stale = app(text="the cat sat on the mat", ablate="decoder.layers.9.self_attn:0")
+    assert at.query_params["ablate_heads"] == link
+    stale = app(text="the cat sat on the mat", ablate_heads="decoder.self_attn-L10-H1")
     stale.switch_page("views/ablation.py").run()
     assert ok(stale).multiselect(key="ablate_heads").value == []  # a head this model lacks is dropped
 

@@ -198,7 +198,7 @@ def test_rollout_page_draws_every_attention_of_an_encoder_decoder(app) -> None:
     at.switch_page(ROLLOUT_PAGE).run()
     ok(at)
     assert at.title[0].value == "Attention rollout"
-    attentions = at.radio(key="rollout_attention")
+    attentions = at.radio(key="attention")
     assert attentions.options == [
         "Encoder (source → source)",
         "Decoder self-attention (output → output)",
@@ -206,7 +206,7 @@ def test_rollout_page_draws_every_attention_of_an_encoder_decoder(app) -> None:
     ]
     shapes = {}
     for attention in ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"):
-        at.radio(key="rollout_attention").set_value(attention).run()
+        at.radio(key="attention").set_value(attention).run()
         fig = chart(ok(at), "rollout_chart")
         maps = z(fig)
         shapes[attention] = maps.shape
@@ -221,7 +221,7 @@ def test_rollout_page_on_a_language_model_follows_residual_layer_and_heads(app, 
     at = app()
     at.switch_page(ROLLOUT_PAGE).run()
     ok(at)
-    assert "rollout_attention" not in [r.key for r in at.radio]  # one attention: nothing to choose
+    assert "attention" not in [r.key for r in at.radio]  # one attention: nothing to choose
     analysis = analyze(load_checkpoint(good_dir / LM), at.text_area(key="text").value)
     full = z(chart(at, "rollout_chart"))
     np.testing.assert_allclose(full, analysis_rollout(analysis, "decoder.self_attn").maps[-1], atol=1e-6)
@@ -243,8 +243,8 @@ def test_rollout_page_on_a_language_model_follows_residual_layer_and_heads(app, 
 def test_a_link_that_names_the_attention_by_its_former_parameter_opens_the_same_view(app) -> None:
     at = app(model=ED, rollout_stack="decoder.cross_attn")
     at.switch_page(ROLLOUT_PAGE).run()
-    assert ok(at).radio(key="rollout_attention").value == "decoder.cross_attn"
-    assert at.query_params["rollout_attention"] == "decoder.cross_attn" and "rollout_stack" not in at.query_params
+    assert ok(at).radio(key="attention").value == "decoder.cross_attn"
+    assert at.query_params["attention"] == "decoder.cross_attn" and "rollout_stack" not in at.query_params
 
 
 def test_rollout_page_with_empty_text_gives_a_message(app) -> None:

@@ -8,7 +8,8 @@ and writes back every declared key whichever page is shown.
 A session reads its URL once, on its first run. A parameter waits until its key is declared (a page declares its
 keys when it runs), and stays in the URL until then, so a link opened on one page keeps another page's choices.
 A renamed parameter keeps its old name as an alias: a link made before the rename opens the same view, and the URL
-written back uses the new name.
+written back uses the new name. Numbers a person reads count from 1, so the URL does too: an index kept in the URL
+(`url_index`) is written as index + 1; its old 0-based name, if it had one, is an alias read as it was.
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ def flag(value: str) -> bool:
 class Kept:
     """One declared session key: its URL parameter (None: not in the URL), how the URL's text becomes the value,
     whether the value is a list (comma-joined in the URL), whether it is kept while other pages show, the
-    longest value the URL holds (a longer one stays out, so a link stays short), and the parameter's former names,
-    read when the URL lacks the parameter itself."""
+    longest value the URL holds (a longer one stays out, so a link stays short), the parameter's former names,
+    read when the URL lacks the parameter itself, with `alias_parse` (None: with `parse`), and how a value (a
+    list's item) is written into the URL."""
 
     key: str
     url: str | None
@@ -44,6 +46,38 @@ class Kept:
     across_pages: bool = True
     longest: int | None = None
     aliases: tuple[str, ...] = ()
+    alias_parse: Callable[[str], object] | None = None
+    write: Callable[[object], str] = str
+
+
+@dataclass(frozen=True)
+class FromOne:
+    """Parse a URL's 1-based number into a 0-based index; `words` are special values written as words (a head
+    picker's "all" for its average). A number below 1 is refused: 0 would read as the index -1."""
+
+    words: tuple[tuple[str, int], ...] = ()
+
+    def __call__(self, text: str) -> int:
+        for word, value in self.words:
+            if text.strip().lower() == word:
+                return value
+        number = int(text)
+        if number < 1:
+            raise ValueError(f"{number} is not a number counted from 1")
+        return number - 1
+
+
+@dataclass(frozen=True)
+class ToOne:
+    """Write a 0-based index as the 1-based number a person reads, or a special value as its word (see FromOne)."""
+
+    words: tuple[tuple[str, int], ...] = ()
+
+    def __call__(self, value: object) -> str:
+        for word, special in self.words:
+            if value == special:
+                return word
+        return str(int(value) + 1)
 
 
 _declared: dict[str, Kept] = {}
@@ -81,10 +115,43 @@ def url_key(
     return _declare(Kept(key, url or key, parse, across_pages=across_pages, longest=longest, aliases=aliases))
 
 
-def url_list(key: str, url: str, parse: Callable[[str], object] = str) -> str:
-    """Declare list widget key `key` (a multiselect) kept in the URL as `url`, its items comma-joined, and in the
-    session while other pages show. Returns `key`."""
-    return _declare(Kept(key, url, parse, is_list=True))
+def url_index(
+    key: str,
+    url: str,
+    *,
+    words: tuple[tuple[str, int], ...] = (),
+    aliases: tuple[str, ...] = (),
+    across_pages: bool = True,
+) -> str:
+    """Declare widget key `key`, a 0-based index (a layer, a head, a token position), kept in the URL as parameter
+    `url` counted from 1, as its label reads; `words`: special values written as words (`("all", -1)`).
+    `aliases`: the parameter's former names, which held the 0-based index itself and are read as they were."""
+    return _declare(
+        Kept(
+            key,
+            url,
+            FromOne(words),
+            across_pages=across_pages,
+            aliases=aliases,
+            alias_parse=int,
+            write=ToOne(words),
+        )
+    )
+
+
+def url_list(
+    key: str,
+    url: str,
+    parse: Callable[[str], object] = str,
+    *,
+    write: Callable[[object], str] = str,
+    aliases: tuple[str, ...] = (),
+    alias_parse: Callable[[str], object] | None = None,
+) -> str:
+    """Declare list widget key `key` (a multiselect) kept in the URL as `url`, its items comma-joined (each read
+    with `parse`, written with `write`), and in the session while other pages show. `aliases`: the parameter's
+    former names, their items read with `alias_parse` (None: with `parse`). Returns `key`."""
+    return _declare(Kept(key, url, parse, is_list=True, aliases=aliases, alias_parse=alias_parse, write=write))
 
 
 def session_key(key: str) -> str:
@@ -101,12 +168,13 @@ def _claim(kept: Kept) -> None:
     if not names:
         return
     raw = pending[names[0]]
+    parse = kept.parse if names[0] == kept.url or kept.alias_parse is None else kept.alias_parse
     for name in names:
         del pending[name]
     if kept.key in st.session_state or (kept.is_list and not raw):
         return
     try:
-        value = [kept.parse(item) for item in raw.split(",")] if kept.is_list else kept.parse(raw)
+        value = [parse(item) for item in raw.split(",")] if kept.is_list else parse(raw)
     except ValueError:
         return
     st.session_state[kept.key] = value
@@ -136,7 +204,7 @@ def sync_url() -> None:
         value = st.session_state.get(kept.key)
         if kept.url is None or value is None or value is False or (kept.is_list and not value):
             continue
-        text = ",".join(map(str, value)) if kept.is_list else str(value)
+        text = ",".join(map(kept.write, value)) if kept.is_list else kept.write(value)
         if kept.longest is None or len(text) <= kept.longest:
             values[kept.url] = text
     if st.query_params.to_dict() != values:

@@ -5,17 +5,40 @@ from __future__ import annotations
 
 import streamlit as st
 
-from inference.analysis import Analysis
+from inference.analysis import Analysis, parse_block_name
 from ui import state
 from ui.charts import AVERAGE
 from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector
 
-ATTENTION = state.url_key("attention")
-LAYER = state.url_key("layer", int)  # 0-based
-HEAD = state.url_key("head", int)  # 0-based, or AVERAGE
-QUERY = state.url_key("query", int)  # the attention-math page's query token
-POSITION = state.url_key("position", int)  # the position whose next token a language model predicts
+# One key per choice, the same on every page that offers it. Indices are 0-based in the session and 1-based in the
+# URL, as the labels read (L=3&H=5 is "layer 3, head 5"). Aliases keep older links opening the same view: the
+# 0-based parameters (layer, head, query, position) and the rollout page's own names for the attention type.
+ATTENTION = state.url_key("attention", aliases=("rollout_attention", "rollout_stack"))
+LAYER = state.url_index("layer", "L", aliases=("layer",))
+HEAD = state.url_index("head", "H", words=(("all", AVERAGE),), aliases=("head",))  # a head, or AVERAGE
+QUERY = state.url_index("query", "q", aliases=("query",))  # the attention-math page's query token
+POSITION = state.url_index("position", "pos", aliases=("position",))  # the token whose next one an LM predicts
 PROJECTOR = state.url_key("projector", state.flag)  # large type, high contrast, collapsed sidebar (its toggle)
+
+
+def head_from_url(text: str) -> str:
+    """A head as a URL names it, 1-based as labelled (`decoder.self_attn-L1-H2`), → the `block name:head` option
+    the ablation page's multiselect holds (`decoder.layers.0.self_attn:1`); ValueError for anything else."""
+    attention, layer, head = text.rsplit("-", 2)
+    stack, _, type_ = attention.partition(".")
+    if layer[:1] != "L" or head[:1] != "H":
+        raise ValueError(f"not a head as a URL names it: {text!r}")
+    name = f"{stack}.layers.{state.FromOne()(layer[1:])}.{type_}"
+    parse_block_name(name)  # the ValueError for an attention that is not one
+    return f"{name}:{state.FromOne()(head[1:])}"
+
+
+def head_to_url(option: str) -> str:
+    """A `block name:head` option → the head as a URL names it (see head_from_url)."""
+    name, head = option.rsplit(":", 1)
+    stack, layer, type_ = parse_block_name(name)
+    return f"{stack}.{type_}-L{layer + 1}-H{int(head) + 1}"
+
 
 # Projector mode: Streamlit sizes its text in rem, so a larger root font scales the whole page; captions and
 # widget labels, grey by default, become black; the charts get larger type (viz.style.for_projector).

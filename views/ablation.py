@@ -7,11 +7,15 @@ import streamlit as st
 
 from inference.analysis import Analysis, parse_block_name
 from ui import cache, errors, sidebar, state
+from ui.widgets import head_from_url, head_to_url
 from viz.labels import display_piece
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 MODES = {"zero": "zero (the head's output becomes 0)", "mean": "mean (its output becomes its mean over the positions)"}
-ABLATE_HEADS = state.url_list("ablate_heads", "ablate")  # `block name:head` options
+# `block name:head` options, 0-based; in the URL 1-based as labelled (decoder.self_attn-L1-H2); `ablate`: the options
+ABLATE_HEADS = state.url_list(
+    "ablate_heads", "ablate_heads", head_from_url, write=head_to_url, aliases=("ablate",), alias_parse=str
+)
 ABLATE_MODE = state.url_key("ablate_mode")
 
 

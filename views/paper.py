@@ -13,7 +13,7 @@ ALL = -1  # the token picker's "every query token"
 ALL_HEADS = "all heads"  # the head picker's AVERAGE: the Paper view overlays every head, one colour each
 THRESHOLD = 0.1  # the slider's start: a query has at most 10 lines per head
 MIN_THRESHOLD = 0.05  # at most 20 lines per query and head: 40,960 for 8 heads × 256 tokens
-PAPER_QUERY = state.url_key("paper_query", int)  # a query token, or ALL
+PAPER_QUERY = state.url_index("paper_query", "paper_q", words=(("all", ALL),), aliases=("paper_query",))  # or ALL
 PAPER_THRESHOLD = state.url_key("paper_threshold", float)
 
 

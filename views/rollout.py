@@ -7,7 +7,7 @@ import streamlit as st
 from inference.analysis import Analysis
 from inference.rollout import RESIDUAL, analysis_rollout
 from ui import errors, sidebar, state
-from ui.widgets import show_chart
+from ui.widgets import ATTENTION, show_chart
 from viz.labels import safe_filename
 from viz.rollout import rollout_heatmap
 
@@ -27,8 +27,7 @@ ROWS = {
 }
 LM_ROWS = "Row i: where position i's information comes from, among the tokens up to it. Cells above the diagonal "
 LM_ROWS += "are future tokens: masked, exactly 0"
-ROLLOUT_ATTENTION = state.url_key("rollout_attention", aliases=("rollout_stack",))
-ROLLOUT_LAYER = state.url_key("rollout_layer", int)  # 0-based: the last layer multiplied in
+ROLLOUT_LAYER = state.url_index("rollout_layer", "rollout_L", aliases=("rollout_layer",))  # the last one multiplied
 ROLLOUT_RESIDUAL = state.session_key("rollout_residual")
 ROLLOUT_HEADS = state.session_key("rollout_heads")  # the heads averaged
 
@@ -41,11 +40,11 @@ def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
     """Attention (a language model has one), residual, through which layer (0-based) and heads, validated against
     the analysis."""
     attentions = analysis.attentions
-    state.keep_valid(ROLLOUT_ATTENTION, attentions, attentions[0])
+    state.keep_valid(ATTENTION, attentions, attentions[0])  # the attention type chosen on any page
     attention = attentions[0]
     if len(attentions) > 1:
         labels = {a: _label(analysis, a) for a in attentions}  # not a closure over the analysis (ui.widgets)
-        attention = st.radio("Rollout of", attentions, key=ROLLOUT_ATTENTION, format_func=labels.get, horizontal=True)
+        attention = st.radio("Rollout of", attentions, key=ATTENTION, format_func=labels.get, horizontal=True)
     cols = st.columns([2, 3, 3], gap="medium")
     help_ = "Each layer as 0.5·A + 0.5·I: the residual connection keeps half of each position's own state "
     help_ += "(Abnar & Zuidema). Off: the raw product of the attention matrices."
@@ -94,7 +93,7 @@ def body() -> None:
     heads_name = "all heads" if result.heads is None else "heads " + ", ".join(str(h + 1) for h in result.heads)
     title = f"Rollout: {_label(analysis, attention)}, {upto}, {heads_name}" + ("" if residual else ", raw")
     fig = rollout_heatmap(result.maps[layer], result.query_pieces, result.key_pieces, title)
-    file_name = safe_filename("rollout", ctx.entry.name, attention, f"L{layer}", "res" if residual else "raw")
+    file_name = safe_filename("rollout", ctx.entry.name, attention, f"L{layer + 1}", "res" if residual else "raw")
     show_chart(fig, "rollout_chart", file_name)
 
 

@@ -1,0 +1,95 @@
+"""URL parameters count from 1, as the labels do, and links made with the former 0-based names open the same view
+(ui.state.url_index, its aliases read with alias_parse)."""
+
+from __future__ import annotations
+
+import ast
+
+import pytest
+import test_app
+from streamlit.testing.v1 import AppTest
+from test_app import ED, LM, chart, ok
+
+from ui import state
+from ui.widgets import head_from_url, head_to_url
+
+app = test_app.app  # the fixture: the app on the tiny checkpoints, run once with the given URL parameters
+
+
+def index_script() -> None:
+    """A page with one index kept in the URL as `test_n` (formerly the 0-based `test_index`), -1 written "all"."""
+    import streamlit as st
+
+    from ui import state
+
+    key = state.url_index("test_only_index", "test_n", words=(("all", -1),), aliases=("test_index",))
+    state.restore_from_url()
+    st.text(repr(st.session_state.get(key)))
+    state.sync_url()
+
+
+def opened(**query: str) -> AppTest:
+    at = AppTest.from_function(index_script, default_timeout=30)
+    at.query_params.update(query)
+    return ok(at.run())
+
+
+def value(at: AppTest) -> object:
+    return ast.literal_eval(at.text[0].value)  # the repr the script wrote
+
+
+def test_a_number_in_the_url_is_the_one_a_person_reads() -> None:
+    at = opened(test_n="3")
+    assert value(at) == 2 and at.query_params["test_n"] == "3"
+
+
+def test_an_old_zero_based_parameter_opens_the_same_index_and_leaves_the_link() -> None:
+    at = opened(test_index="2")
+    assert value(at) == 2
+    assert at.query_params["test_n"] == "3" and "test_index" not in at.query_params
+
+
+def test_the_new_name_wins_over_the_old_one() -> None:
+    at = opened(test_n="1", test_index="5")
+    assert value(at) == 0 and "test_index" not in at.query_params
+
+
+@pytest.mark.parametrize(("query", "expected"), [({"test_n": "all"}, -1), ({"test_index": "-1"}, -1)])
+def test_a_special_value_reads_as_its_word_and_as_its_old_number(query: dict[str, str], expected: int) -> None:
+    at = opened(**query)
+    assert value(at) == expected and at.query_params["test_n"] == "all"
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "two", ""])
+def test_a_number_that_does_not_count_from_one_is_skipped(text: str) -> None:
+    assert value(opened(test_n=text)) is None
+
+
+def test_counting_from_one_reads_back_what_it_writes() -> None:
+    parse, write = state.FromOne((("all", -1),)), state.ToOne((("all", -1),))
+    assert [parse(write(i)) for i in (-1, 0, 1, 7)] == [-1, 0, 1, 7]
+    assert write(0) == "1" and parse("ALL") == -1
+
+
+def test_a_head_in_a_link_is_named_as_labelled() -> None:
+    assert head_to_url("decoder.layers.0.self_attn:1") == "decoder.self_attn-L1-H2"
+    assert head_from_url("encoder.self_attn-L2-H3") == "encoder.layers.1.self_attn:2"
+    for bad in ("decoder.self_attn-L0-H1", "decoder.self_attn-1-2", "decoder.attn-L1-H1", "L1-H1"):
+        with pytest.raises(ValueError):
+            head_from_url(bad)
+
+
+def test_an_old_zero_based_link_opens_the_same_head(app) -> None:
+    at = ok(app(model=ED, text="Where is the station?", attention="encoder.self_attn", layer="1", head="2"))
+    assert "layer 2, head 3" in chart(at, "head_chart")["layout"]["title"]["text"].replace("<br>", " ")
+    assert (at.query_params["L"], at.query_params["H"]) == ("2", "3")
+    assert "layer" not in at.query_params and "head" not in at.query_params
+
+
+def test_old_links_to_other_pages_open_the_same_choice(app) -> None:
+    at = ok(app(model=LM, text="the cat sat on the mat", paper_query="2", ablate="decoder.layers.1.self_attn:3"))
+    at.switch_page("views/paper.py").run()
+    assert ok(at).selectbox(key="paper_query").value == 2 and at.query_params["paper_q"] == "3"
+    at.switch_page("views/ablation.py").run()
+    assert ok(at).multiselect(key="ablate_heads").value == ["decoder.layers.1.self_attn:3"]
+    assert at.query_params["ablate_heads"] == "decoder.self_attn-L2-H4" and "ablate" not in at.query_params
