@@ -93,3 +93,10 @@ def test_old_links_to_other_pages_open_the_same_choice(app) -> None:
     at.switch_page("views/ablation.py").run()
     assert ok(at).multiselect(key="ablate_heads").value == ["decoder.layers.1.self_attn:3"]
     assert at.query_params["ablate_heads"] == "decoder.self_attn-L2-H4" and "ablate" not in at.query_params
+
+
+def test_head_statistics_offers_the_head_chosen_on_another_page(app) -> None:
+    at = ok(app(model=LM, text="the cat sat on the mat", L="2", H="3"))
+    at.switch_page("views/head_stats.py").run()
+    pick = ok(at).selectbox(key="stats_pick")
+    assert pick.format_func(pick.value).endswith("layer 2, head 3")

@@ -65,7 +65,9 @@ def body() -> None:
     )
     rows = list(range(len(table)))
     labels = [f"{r.label}, layer {r.layer + 1}, head {r.head + 1}" for r in table.itertuples()]
-    state.keep_valid(STATS_PICK, rows, 0)
+    chosen = (st.session_state.get(ATTENTION), st.session_state.get(LAYER), st.session_state.get(HEAD))
+    here = [i for i, r in enumerate(table.itertuples()) if (r.attention, r.layer, r.head) == chosen]
+    state.keep_valid(STATS_PICK, rows, here[0] if here else 0)  # first offered: the head chosen on another page
     pick = st.selectbox("Head to open", rows, key=STATS_PICK, format_func=lambda i: labels[i])
     if st.button("Open on Explore", key="open_head", type="primary"):
         row = table.iloc[pick]
