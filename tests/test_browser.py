@@ -121,10 +121,21 @@ def heatmap(page):
     return chart
 
 
-def choose(page, label: str, option: str) -> None:
-    """Pick `option` in the Streamlit selectbox labelled `label`."""
-    page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first.click()
-    page.get_by_role("option", name=option, exact=True).click()
+def choose(page, label: str, option: str, tries: int = 4) -> None:
+    """Pick `option` in the Streamlit selectbox labelled `label`. A rerun that redraws the box while its list is
+    open closes the list (a loaded machine makes that likely just after a page loads): open it again."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    box = page.locator('[data-testid="stSelectbox"]').filter(has_text=label).first
+    for attempt in range(tries):
+        box.click()
+        try:
+            page.get_by_role("option", name=option, exact=True).click(timeout=15_000)
+            return
+        except PlaywrightTimeout:
+            if attempt == tries - 1:
+                raise
+            page.keyboard.press("Escape")
 
 
 def test_type_a_sentence_and_see_heatmap_and_predictions(server, page) -> None:
