@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-import rdata
 import sentencepiece as spm
 
 from training.data.common import (
@@ -112,7 +111,12 @@ def apt_deb(package: str, tmp: Path) -> tuple[Path, str, str]:
 
 
 def r_value(data: bytes) -> Any:
-    """One R object from serialized bytes (gzip or raw XDR), as ``rdata`` converts it (vectors → numpy)."""
+    """One R object from serialized bytes (gzip or raw XDR), as ``rdata`` converts it (vectors → numpy). Imported
+    here: only preparing the shipped LM's data reads R files, and `atlas train --text` must run without it."""
+    try:
+        import rdata
+    except ImportError as error:
+        raise SourceError("reading the R data files needs rdata: pip install -r requirements-train.txt") from error
     return rdata.conversion.convert(rdata.parser.parse_data(data, extension=".rds"))
 
 
