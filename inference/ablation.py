@@ -54,7 +54,7 @@ def _kl(before: Tensor, after: Tensor) -> Tensor:
 
 
 def _top(ckpt: Checkpoint, logits: Tensor, k: int) -> tuple[Prediction, ...]:
-    return tuple(top_k(logits[None], k, ckpt.tokenizer.pieces)[0])
+    return tuple(top_k(logits[None], k, ckpt.tokenizer.pieces, ckpt.tokenizer.never_written)[0])
 
 
 def ablations(heads: dict[str, tuple[int, ...]], mode: str) -> dict[str, Ablation]:

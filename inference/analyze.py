@@ -169,7 +169,7 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         notes.append("Some characters are not in the model's vocabulary and became <unk>.")
     source = tuple(tok.pieces(p.source_ids)) if p.source_ids is not None else None
     target = tuple(tok.pieces(p.target_ids))
-    predictions = tuple(tuple(top) for top in top_k(logits, p.request.k, tok.pieces))
+    predictions = tuple(tuple(top) for top in top_k(logits, p.request.k, tok.pieces, tok.never_written))
     positional_encoding = {
         name: _np(rows[: len(source if name == "encoder" else target)]).astype(np.float32)
         for name, rows in _positional_encoding(trace).items()

@@ -75,14 +75,21 @@ def _top_stable(probs: Tensor, k: int) -> tuple[Tensor, Tensor]:
     return values, ids
 
 
-def top_k(logits: Tensor, k: int, pieces: Callable[[list[int]], list[str]]) -> list[list[Prediction]]:
+def top_k(
+    logits: Tensor, k: int, pieces: Callable[[list[int]], list[str]], never: frozenset[int] = frozenset()
+) -> list[list[Prediction]]:
     """(T, vocab) logits → for each position, the k most probable next tokens, most probable first, each named by
-    `pieces` (the tokenizer's ids → pieces); tokens of exactly equal probability in order of id. A padded batch and
-    a single run can differ in the last bits, so two nearly equal tokens may trade places between them:
-    comparisons of the two allow for that (tests)."""
+    `pieces` (the tokenizer's ids → pieces); tokens of exactly equal probability in order of id. `never`: ids
+    left out of the lists (the tokenizer's never_written); the probabilities stay the model's, over its whole
+    vocabulary. A padded batch and a single run can differ in the last bits, so two nearly equal tokens may trade
+    places between them: comparisons of the two allow for that (tests)."""
     probs = torch.softmax(logits.float(), dim=-1)
-    k = min(k, probs.shape[-1])
-    values, indices = _top_stable(probs, k)
+    shown = probs
+    if never:
+        shown = probs.clone()
+        shown[..., sorted(never)] = -1.0  # below every probability: never among the k
+    k = min(k, probs.shape[-1] - len(never))
+    values, indices = _top_stable(shown, k)
     ids, probs = indices.tolist(), values.tolist()
     names = iter(pieces([i for row in ids for i in row]))
     return [[Prediction(next(names), i, p) for i, p in zip(row_i, row_p)] for row_i, row_p in zip(ids, probs)]

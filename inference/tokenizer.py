@@ -18,6 +18,7 @@ class TokenizerLike(Protocol):
     unk_id: int
     bos_id: int
     eos_id: int
+    never_written: frozenset[int]
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -84,6 +85,17 @@ class Tokenizer:
     @property
     def eos_id(self) -> int:
         return self._sp.eos_id()
+
+    @property
+    def never_written(self) -> frozenset[int]:
+        """Special ids a model is never asked to write, so never offered as its predictions: padding and the start
+        of text (given, never a target of the text the app reads), and `<unk>` when the pieces fall back to bytes
+        (every text then encodes without it). The end of text is written: it is never among them."""
+        ids = {self.pad_id, self.bos_id}
+        byte = self._sp.PieceToId("<0x00>")
+        if byte != self.unk_id and self._sp.IsByte(byte):
+            ids.add(self.unk_id)
+        return frozenset(ids - {self.eos_id})
 
     def encode(self, text: str) -> list[int]:
         """Text → ids, without bos/eos (callers add what their model expects)."""

@@ -1,10 +1,19 @@
-"""Top-k without sorting the vocabulary: equal to a stable descending sort of the whole row, ties in order of id."""
+"""Top-k without sorting the vocabulary: equal to a stable descending sort of the whole row, ties in order of id;
+special pieces a model is never asked to write are not offered."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 import torch
 
-from inference.decoding import _top_stable
+from inference.analyze import analyze
+from inference.checkpoint import load_checkpoint
+from inference.decoding import _top_stable, top_k
+from inference.tokenizer import Tokenizer
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def whole_sort(probs: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -28,3 +37,28 @@ def test_a_row_shorter_than_the_candidates_is_sorted_whole() -> None:
     probs = torch.tensor([[0.1, 0.3, 0.3, 0.2, 0.1]])
     values, ids = _top_stable(probs, 5)
     assert ids.tolist() == [[1, 2, 3, 0, 4]] and values.tolist()[0][0] == 0.30000001192092896
+
+
+def test_ids_a_model_never_writes_are_left_out_and_the_probabilities_stay_its_own() -> None:
+    logits = torch.tensor([[5.0, 4.0, 1.0, 3.0, 0.0, 2.0]])
+    shown = top_k(logits, 4, lambda ids: [f"p{i}" for i in ids], never=frozenset({0, 1}))[0]
+    assert [p.id for p in shown] == [3, 5, 2, 4]
+    whole = torch.softmax(logits, dim=-1)[0]
+    assert [p.prob for p in shown] == pytest.approx([float(whole[i]) for i in (3, 5, 2, 4)])
+    assert len(top_k(logits, 10, lambda ids: [""] * len(ids), never=frozenset({0}))[0]) == 5
+
+
+@pytest.mark.parametrize("name", ["translate-en-de", "lm-english"])
+def test_shipped_tokenizers_never_offer_pad_start_or_unk_but_do_offer_the_end(name: str) -> None:
+    tok = Tokenizer.from_file(ROOT / "checkpoints" / name / "tokenizer.model")
+    assert tok.never_written == {tok.pad_id, tok.bos_id, tok.unk_id}  # byte fallback: <unk> is never needed
+    assert tok.eos_id not in tok.never_written
+
+
+def test_the_translator_lists_no_special_piece_among_its_predictions() -> None:
+    ckpt = load_checkpoint(ROOT / "checkpoints" / "translate-en-de")
+    text = "The cat sat on the mat."
+    analysis = analyze(ckpt, text, k=ckpt.tokenizer.vocab_size)  # the whole vocabulary, ranked
+    specials = {"<pad>", "<s>", "<unk>"}
+    assert not any(p.piece in specials for top in analysis.predictions for p in top)
+    assert all(len(top) == ckpt.tokenizer.vocab_size - 3 for top in analysis.predictions)

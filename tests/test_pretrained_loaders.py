@@ -230,6 +230,7 @@ def test_the_gguf_tokenizer_reads_the_files_vocabulary_merges_and_specials(publi
     # pad is eos in the file: a control token no text produces serves instead; typed specials stay text
     assert (tok.unk_id, tok.bos_id, tok.eos_id, tok.pad_id) == (0, 1, 2, 3)
     assert 2 not in tok.encode("<|im_end|>")
+    assert tok.never_written == frozenset()  # its control tokens are text it was trained to write
 
 
 @pytest.mark.parametrize("source", ["bert", "zip"])
@@ -256,6 +257,7 @@ def test_the_encoder_analysis_reads_cls_text_sep_and_writes_nothing(published) -
     assert result.kind == "encoder-only" and result.source_pieces == ("[CLS]", "the", "cat", "sat", "[SEP]")
     assert result.target_pieces == () and len(result.predictions) == 5
     assert result.prediction_pieces == result.source_pieces  # one top-k per input token
+    assert ckpt.tokenizer.pieces(sorted(ckpt.tokenizer.never_written)) == ["[PAD]", "[CLS]"]  # never a target
     assert list(result.blocks) == ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]
     assert result.attention_label("encoder.self_attn") == "Self-attention (bidirectional)"
     assert result.positional_encoding["encoder"].shape == (5, 32) and result.positional == "learned"

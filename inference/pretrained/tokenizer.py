@@ -95,6 +95,14 @@ class PretrainedTokenizer:
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size(with_added_tokens=True)
 
+    @property
+    def never_written(self) -> frozenset[int]:
+        """Special ids never offered as predictions: a padding piece of its own and BERT's [CLS], which no
+        training target ever was. A published model's other control tokens (SmolLM2's <|endoftext|>, which our
+        loader also names its unknown token) are text it was trained to write, so they stay."""
+        never = {"[PAD]", "<pad>", "[CLS]"}
+        return frozenset(i for i in {self.pad_id, self.bos_id} if self._tok.id_to_token(i) in never)
+
     def encode(self, text: str) -> list[int]:
         """Text → ids, without bos/eos (callers add what their model expects); a typed mask piece is the mask."""
         if self.mask_piece is None or self.mask_piece not in text:
