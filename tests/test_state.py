@@ -11,6 +11,7 @@ from streamlit.testing.v1 import AppTest
 from test_app import ED, LM, chart, ok
 
 from ui import state
+from ui.charts import AVERAGE
 from ui.widgets import head_from_url, head_to_url
 
 app = test_app.app  # the fixture: the app on the tiny checkpoints, run once with the given URL parameters
@@ -100,3 +101,16 @@ def test_head_statistics_offers_the_head_chosen_on_another_page(app) -> None:
     at.switch_page("views/head_stats.py").run()
     pick = ok(at).selectbox(key="stats_pick")
     assert pick.format_func(pick.value).endswith("layer 2, head 3")
+
+
+def test_the_average_of_heads_comes_back_after_a_page_without_it(app) -> None:
+    at = ok(app(model=LM, text="the cat sat on the mat"))
+    at.selectbox(key="head").select(AVERAGE).run()
+    at.switch_page("views/attention_math.py").run()
+    assert ok(at).selectbox(key="head").value == 0  # one head: the math of an average is not drawn
+    at.switch_page("views/explore.py").run()
+    assert ok(at).selectbox(key="head").value == AVERAGE and at.query_params["H"] == "all"
+    at.switch_page("views/attention_math.py").run()
+    ok(at).selectbox(key="head").select(2).run()  # a head chosen meanwhile replaces the average
+    at.switch_page("views/explore.py").run()
+    assert ok(at).selectbox(key="head").value == 2 and at.query_params["H"] == "3"

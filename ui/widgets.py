@@ -18,6 +18,7 @@ LAYER = state.url_index("layer", "L", aliases=("layer",))
 HEAD = state.url_index("head", "H", words=(("all", AVERAGE),), aliases=("head",))  # a head, or AVERAGE
 QUERY = state.url_index("query", "q", aliases=("query",))  # the attention-math page's query token
 POSITION = state.url_index("position", "pos", aliases=("position",))  # the token whose next one an LM predicts
+AVERAGE_ASIDE = "_head_average_aside"  # session key: the average was chosen, a page without it shows head 1
 PROJECTOR = state.url_key("projector", state.flag)  # large type, high contrast, collapsed sidebar (its toggle)
 
 
@@ -67,6 +68,7 @@ def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "averag
     state.keep_valid(LAYER, layers, layers[0])
     layer = cols[1].selectbox("Layer", layers, key=LAYER, format_func=lambda i: f"layer {i + 1}")
     heads = list(range(analysis.block(attention, layer).n_heads)) + ([AVERAGE] if with_average else [])
+    _keep_average(with_average)
     state.keep_valid(HEAD, heads, 0)
 
     def head_label(h: int) -> str:
@@ -77,8 +79,22 @@ def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "averag
         return f"head {h + 1} · key/value head {analysis.kv_head(h) + 1}"  # grouped-query: keys shared
 
     head_labels = {h: head_label(h) for h in heads}  # labels, not the closure over the analysis (see above)
-    head = cols[2].selectbox("Head", heads, key=HEAD, format_func=head_labels.get)
+    head = cols[2].selectbox("Head", heads, key=HEAD, format_func=head_labels.get, on_change=head_chosen)
     return attention, layer, head
+
+
+def _keep_average(with_average: bool) -> None:
+    """A page without the average (Attention math) shows head 1 in its place; the next page that has it shows the
+    average again, unless a head was chosen in between (`head_chosen`)."""
+    if not with_average and st.session_state.get(HEAD) == AVERAGE:
+        st.session_state[AVERAGE_ASIDE] = True
+    elif with_average and st.session_state.pop(AVERAGE_ASIDE, False):
+        st.session_state[HEAD] = AVERAGE
+
+
+def head_chosen() -> None:
+    """The person chose a head (in a picker, or by a button that opens one): it replaces an average set aside."""
+    st.session_state.pop(AVERAGE_ASIDE, None)
 
 
 def token_picker(label: str, key: str, labels: list[str], analysis: Analysis) -> int:

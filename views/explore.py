@@ -8,7 +8,7 @@ import streamlit as st
 
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, export_bytes
-from ui.widgets import HEAD, LAYER, POSITION, head_picker, projector, show_chart, token_picker
+from ui.widgets import HEAD, LAYER, POSITION, head_chosen, head_picker, projector, show_chart, token_picker
 from viz.heads import grid_pick, head_frame, select_head
 from viz.labels import safe_filename
 from viz.style import thaw
@@ -21,6 +21,7 @@ def _on_grid_select(n_heads: int) -> None:
     pick = grid_pick(st.session_state["grid"]["selection"], n_heads)
     if pick is not None:
         st.session_state[LAYER], st.session_state[HEAD] = pick
+        head_chosen()
 
 
 def predictions(ctx: Analysed) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import cache, charts, errors, sidebar, state
-from ui.widgets import ATTENTION, HEAD, LAYER
+from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen
 from viz.stats import for_display, with_probe_scores
 
 FMT = st.column_config.NumberColumn
@@ -72,6 +72,7 @@ def body() -> None:
     if st.button("Open on Explore", key="open_head", type="primary"):
         row = table.iloc[pick]
         st.session_state.update({ATTENTION: row["attention"], LAYER: int(row["layer"]), HEAD: int(row["head"])})
+        head_chosen()
         st.switch_page("views/explore.py")
 
 
