@@ -7,6 +7,7 @@ page goes to screenshots/ (git-ignored).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -168,7 +169,8 @@ def test_switching_head_redraws_and_hover_reads_query_to_key_weight(server, page
     page.mouse.move(box["x"] + box["width"] * 0.1, box["y"] + box["height"] * 0.9)
     hover = page.locator(".hoverlayer .hovertext").first
     hover.wait_for()
-    assert "→" in hover.text_content()
+    # position and piece of both ends, from 1 as the axes count: "8:▁. → 1:<s>: 0.123"
+    assert re.fullmatch(r"\d+:\S+ → 1:\S+: [01]\.\d{3}", hover.text_content().strip()), hover.text_content()
 
 
 def test_translation_model_shows_its_output(server, page) -> None:

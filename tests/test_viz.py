@@ -79,11 +79,12 @@ def test_head_heatmap_sends_float32_typed_array_with_escaped_labels() -> None:
     assert z.dtype == np.float32 and z.shape == (5, 5)
     np.testing.assert_allclose(z.sum(axis=1), 1.0, atol=1e-6)
     assert trace["zmin"] == 0 and trace["zmax"] == 1 and trace["colorscale"][0][1] == "#00224e"  # cividis
-    assert trace["customdata"][1][2] == "&lt;script&gt; → &amp;amp"
+    assert trace["customdata"][1][2] == "2:&lt;script&gt; → 3:&amp;amp"  # hover names position and piece
     assert "%{customdata}: %{z:.3f}" in trace["hovertemplate"]
     assert trace["texttemplate"] == "%{z:.2f}"  # short input: numbers printed in the cells
     layout = figure_json(fig)["layout"]
-    assert layout["xaxis"]["tickvals"] == [0, 1, 2, 3, 4]  # integer axis: the two "▁x" stay apart
+    assert layout["xaxis"]["tickvals"] == [1, 2, 3, 4, 5]  # positions from 1: the two "▁x" stay apart
+    assert trace["x0"] == trace["y0"] == 1  # cell i sits at position i + 1, where its tick is
     assert layout["xaxis"]["ticktext"][3:] == ["▁x", "▁x"]
 
 

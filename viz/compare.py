@@ -8,8 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.arrays import check_attention
-from viz.labels import plotly_labels
-from viz.style import DIVERGING, finish_layout, token_axis, unvalidated
+from viz.labels import numbered, plotly_labels
+from viz.style import AT_FIRST, DIVERGING, finish_layout, token_axis, unvalidated
 
 
 def aligned(first: Sequence[str], second: Sequence[str]) -> bool:
@@ -47,7 +47,9 @@ def difference_heatmap(
         "zmax": 1.0,
         "colorscale": DIVERGING,
         "colorbar": {"title": {"text": "second − first"}, "thickness": 12},
-        "hovertemplate": "query %{y} → key %{x}: %{z:+.3f}<extra></extra>",
+        "customdata": [[f"{a} → {b}" for b in numbered(k)] for a in numbered(q)],
+        "hovertemplate": "%{customdata}: %{z:+.3f}<extra></extra>",
+        **AT_FIRST,
     }
     layout = {
         "xaxis": {"title": {"text": "key (attended to)"}, "tickangle": -60, **token_axis(k)},

@@ -37,6 +37,12 @@ def plotly_labels(pieces: Sequence[str]) -> list[str]:
     return [escape(display_piece(p)) for p in pieces]
 
 
+def numbered(labels: Sequence[str]) -> list[str]:
+    """`3:▁on`: Plotly labels (already escaped) with their position from 1, for hover text that tells two equal
+    pieces apart."""
+    return [f"{i + 1}:{label}" for i, label in enumerate(labels)]
+
+
 def indexed_labels(pieces: Sequence[str]) -> list[str]:
     """`1:<s>`, `2:▁The`, … plain text for select boxes, tables and CSV (not Plotly); positions from 1.
 

@@ -9,17 +9,15 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.arrays import check_attention
-from viz.labels import plotly_labels
-from viz.style import COLORSCALE, finish_layout, tick_step, unvalidated
+from viz.labels import numbered, plotly_labels
+from viz.style import AT_FIRST, COLORSCALE, finish_layout, token_axis, unvalidated
 
 HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pieces (keeps the figure small)
 ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each value in its cell
 
 
 def _axis(labels: list[str], title: str) -> dict[str, Any]:
-    idx = list(range(0, len(labels), tick_step(len(labels))))
-    ticks = {"tickmode": "array", "tickvals": idx, "ticktext": [labels[i] for i in idx]}
-    return {"title": {"text": title}, "showgrid": False, **ticks}
+    return {"title": {"text": title}, **token_axis(labels)}
 
 
 def rollout_heatmap(
@@ -36,9 +34,10 @@ def rollout_heatmap(
     z = check_attention(rollout, output_pieces, input_pieces)
     rows, cols = plotly_labels(output_pieces), plotly_labels(input_pieces)
     heatmap: dict[str, Any] = {"type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
+    heatmap |= AT_FIRST
     heatmap["colorbar"] = {"title": {"text": "share"}, "thickness": 12}
     if z.size <= HOVER_CELLS:
-        heatmap["customdata"] = [[f"{q} → {k}" for k in cols] for q in rows]
+        heatmap["customdata"] = [[f"{q} → {k}" for k in numbered(cols)] for q in numbered(rows)]
         heatmap["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
     else:
         heatmap["hovertemplate"] = "output %{y} → input %{x}: %{z:.3f}<extra></extra>"

@@ -86,10 +86,20 @@ def _expanded(name: str) -> list[list]:
     return [list(pair) for pair in go.Heatmap(colorscale=name).colorscale]
 
 
+FIRST = 1  # everything a person reads counts from 1: a token chart's cell i sits at x (or y) = i + FIRST
+AT_FIRST = {"x0": FIRST, "y0": FIRST}  # a heatmap trace's cells from FIRST, so hover reads the position people see
+
+
 def token_axis(labels: list[str]) -> dict[str, Any]:
-    """An axis of integer token positions labelled with (escaped) pieces, at most 64 labels shown."""
+    """An axis of token positions counted from 1 (traces placed with AT_FIRST) labelled with (escaped) pieces, at
+    most 64 labels shown."""
     idx = list(range(0, len(labels), tick_step(len(labels))))
-    return {"tickmode": "array", "tickvals": idx, "ticktext": [labels[i] for i in idx], "showgrid": False}
+    return {
+        "tickmode": "array",
+        "tickvals": [i + FIRST for i in idx],
+        "ticktext": [labels[i] for i in idx],
+        "showgrid": False,
+    }
 
 
 def tick_step(n: int, most: int = 64) -> int:
