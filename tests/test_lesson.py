@@ -280,7 +280,7 @@ def test_the_pages_feed_forward_units_are_the_recorded_hidden_layer(app, good_di
     hidden = acts["decoder.layers.0.feed_forward.hidden"][0].numpy()
     units = fig["data"][0]["customdata"][0]
     drawn = decode_typed_array(fig["data"][0]["z"])
-    np.testing.assert_allclose(drawn, hidden[:, [u for _, u in units]], atol=1e-5)
+    np.testing.assert_allclose(drawn, hidden[:, [u - 1 for _, u in units]], atol=1e-5)  # hover counts from 1
     at.selectbox(key="lesson_jump").select("embeddings").run()
     embedded = decode_typed_array(charts(ok(at))["lesson_embeddings"]["data"][0]["z"])
     np.testing.assert_allclose(embedded, acts["decoder.embed"][0].numpy()[:, : embedded.shape[1]], atol=1e-5)

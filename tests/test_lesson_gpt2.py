@@ -57,7 +57,7 @@ def test_the_layer_steps_draw_a_gpt2_folder(published, recorded, monkeypatch, sl
         np.testing.assert_allclose(z, recorded["decoder.embed"], atol=1e-5)
         assert fig["layout"]["title"]["text"].startswith("Token embeddings")
     elif slug == "feed-forward":
-        units = [u for _, u in fig["data"][0]["customdata"][0]]
+        units = [u - 1 for _, u in fig["data"][0]["customdata"][0]]  # hover counts units from 1
         z = decode_typed_array(fig["data"][0]["z"])
         np.testing.assert_allclose(z, recorded["decoder.layers.0.feed_forward.hidden"][:, units], atol=1e-5)
         assert "GELU" in fig["layout"]["title"]["text"]

@@ -55,8 +55,9 @@ def test_a_long_mask_is_drawn_as_the_share_of_allowed_pairs_in_each_block() -> N
     expected = mask.reshape(MAX_CELLS, b, MAX_CELLS, b).mean(axis=(1, 3))
     assert cells.shape == (MAX_CELLS, MAX_CELLS)
     np.testing.assert_allclose(cells, expected, atol=1e-4)
-    # cells sit at their blocks' centres, in token positions, so the thinned token ticks line up with them
-    np.testing.assert_allclose(decode_typed_array(fig["data"][0]["x"])[:2], [(b - 1) / 2, b + (b - 1) / 2])
+    # cells sit at their blocks' centres, in token positions from 1, so the thinned token ticks line up with them
+    np.testing.assert_allclose(decode_typed_array(fig["data"][0]["x"])[:2], [1 + (b - 1) / 2, 1 + b + (b - 1) / 2])
+    assert fig["layout"]["xaxis"]["tickvals"][0] == 1
     assert "text" not in fig["data"][0]
     assert len(fig["layout"]["xaxis"]["tickvals"]) <= 64
 

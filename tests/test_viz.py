@@ -254,6 +254,9 @@ def test_attention_steps_follow_the_recorded_head(traces) -> None:
     assert fig["data"][1]["text"][5] == ["−∞"]  # masked cell shown as −∞
     np.testing.assert_allclose(decode_typed_array(fig["data"][2]["z"]).sum(), 1.0, atol=1e-5)
     assert figure_json(output_figure(steps))["data"][0]["z"]
+    # keys and value dimensions are read counted from 1: the first key row at 1, the first dimension at 1
+    assert decode_typed_array(fig["data"][0]["y"])[0] == 1 and fig["data"][3]["x0"] == 1
+    assert figure_json(output_figure(steps))["data"][0]["x0"] == 1
     assert steps_table(steps)["weight"].sum() == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(ValueError, match="outside"):
         attention_steps(block, head=9, query=0)
@@ -271,7 +274,9 @@ def test_positional_views_sinusoidal_and_learned(checkpoints, tmp_path: Path) ->
     heat = figure_json(encoding_heatmap(table, 20, used=7))
     assert decode_typed_array(heat["data"][0]["z"]).shape == (20, table.shape[1])
     curves = figure_json(encoding_curves(table, [0, 1], 20))
-    assert [c["name"].split(" ·")[0] for c in curves["data"]] == ["dim 0", "dim 1"]
+    assert [c["name"].split(" ·")[0] for c in curves["data"]] == ["dim 1", "dim 2"]  # counted from 1
+    assert decode_typed_array(curves["data"][0]["x"])[0] == 1 and heat["data"][0]["y0"] == 1
+    assert heat["layout"]["shapes"][0]["y0"] == 7.5  # the line under position 7, the last the input used
     assert "sin" in curves["data"][0]["name"] and "cos" in curves["data"][1]["name"]
     assert decode_typed_array(figure_json(similarity_heatmap(sim))["data"][0]["z"]).shape == (10, 10)
     with pytest.raises(ValueError, match="outside"):

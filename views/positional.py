@@ -33,6 +33,8 @@ def body() -> None:
         "head and layer.",
     }
     st.caption(captions.get(cfg.positional, f"{cfg.positional} positions."))
+    if cfg.positional == "sinusoidal":
+        st.caption("Positions and dimensions count from 1 here: position 1 is pos = 0 in the formula, dim 1 is 2i = 0.")
     table = cache.positional_table(ctx.path, ctx.stamp)
     used = positions_used(ctx.ckpt, ctx.text)
     top = min(cfg.max_len, 128)
@@ -43,7 +45,7 @@ def body() -> None:
         st.caption(f"The dashed line ends the {used} positions the current input uses.")
     d = table.shape[1]  # d_model added to the embeddings; rotary: the cos | sin columns of one head
     default = sorted({0, 1, min(d - 1, d // 4 * 2), min(d - 1, d // 4 * 2 + 1)})
-    dims = st.multiselect("Dimensions", list(range(d)), default=default, key=PE_DIMS)
+    dims = st.multiselect("Dimensions", list(range(d)), default=default, key=PE_DIMS, format_func=lambda i: f"{i + 1}")
     if dims:
         curves = encoding_curves(table, dims, n, sinusoidal)
         show_chart(curves, "pe_curves", f"{name}-curves")

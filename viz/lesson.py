@@ -12,8 +12,8 @@ import plotly.graph_objects as go
 
 from inference.analysis import Analysis
 from viz.heads import head_heatmap
-from viz.labels import display_piece, plotly_labels
-from viz.style import DIVERGING, HIGHLIGHT, MASKED, finish, finish_layout, token_axis, unvalidated
+from viz.labels import display_piece, numbered, plotly_labels
+from viz.style import AT_FIRST, DIVERGING, FIRST, HIGHLIGHT, MASKED, finish, finish_layout, token_axis, unvalidated
 
 MOST_COLUMNS = 128  # dimensions or units drawn: more are thin slivers nobody can read
 MOST_ROWS = 64  # tokens drawn
@@ -29,8 +29,8 @@ def vectors_heatmap(
     columns: Sequence[int] | None = None,
 ) -> go.Figure:
     """(T, D) vectors, one row per token, on a blue–red scale centred on 0. At most MOST_ROWS tokens and
-    MOST_COLUMNS columns are drawn (the title says which were left out); `columns` numbers the columns drawn (for
-    the hover) when they are not 0, 1, 2, …"""
+    MOST_COLUMNS columns are drawn (the title says which were left out); `columns`: the indices of the columns drawn
+    when they are not 0, 1, 2, … Hover and axes count tokens and columns from 1."""
     arr = np.asarray(rows, dtype=np.float32)
     if arr.ndim != 2 or arr.shape[0] != len(pieces):
         raise ValueError(f"vectors of shape {arr.shape} do not match {len(pieces)} tokens")
@@ -43,7 +43,7 @@ def vectors_heatmap(
         title += f" ({', '.join(cut)})"
     bound = float(np.abs(shown).max()) or 1.0
     labels = plotly_labels(pieces[: shown.shape[0]])
-    numbers = list(columns[: shown.shape[1]]) if columns is not None else list(range(shown.shape[1]))
+    numbers = [c + FIRST for c in (columns[: shown.shape[1]] if columns is not None else range(shown.shape[1]))]
     heatmap = {
         "type": "heatmap",
         "z": shown,
@@ -52,7 +52,8 @@ def vectors_heatmap(
         "colorscale": DIVERGING,
         "reversescale": True,  # red positive, blue negative
         "colorbar": {"thickness": 12},
-        "customdata": [[[label, n] for n in numbers] for label in labels],
+        "customdata": [[[label, n] for n in numbers] for label in numbered(labels)],
+        **AT_FIRST,
         "hovertemplate": f"%{{customdata[0]}}, {x_title} %{{customdata[1]}}: %{{z:.3f}}<extra></extra>",
     }
     layout = {
@@ -83,8 +84,8 @@ def masked_head(
         rows, cols = np.nonzero(~m)
         fig.add_trace(
             go.Scatter(
-                x=cols,
-                y=rows,
+                x=cols + FIRST,  # on head_heatmap's cells, which count from 1
+                y=rows + FIRST,
                 mode="text",
                 text=["✗"] * len(rows),
                 textfont={"color": "white", "size": 12},

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from inference.analysis import BatchMasks
 from viz.arrays import block_average
 from viz.labels import escape, plotly_labels
-from viz.style import finish, tick_step
+from viz.style import AT_FIRST, FIRST, finish, token_axis
 
 ALLOWED, BLOCKED = "#fee838", "#00224e"  # the two ends of cividis
 TEXT_TOKENS = 24
@@ -56,8 +56,8 @@ def mask_heatmap(
     if reduced_note(m.shape):
         heatmap = {
             "z": block_average(m, MAX_CELLS).round(4),
-            "x": _centres(m.shape[1]),
-            "y": _centres(m.shape[0]),
+            "x": _centres(m.shape[1]) + FIRST,
+            "y": _centres(m.shape[0]) + FIRST,
             "zmin": 0,
             "zmax": 1,
             "colorscale": [[0.0, BLOCKED], [1.0, ALLOWED]],
@@ -72,6 +72,7 @@ def mask_heatmap(
             "colorscale": [[0.0, BLOCKED], [0.5, BLOCKED], [0.5, ALLOWED], [1.0, ALLOWED]],
             "colorbar": {"tickvals": [0.25, 0.75], "ticktext": ["blocked (−∞)", "may attend"], "thickness": 12},
             "hovertemplate": "query %{y} → key %{x}: %{z} (1 = may attend)<extra></extra>",
+            **AT_FIRST,
         }
     if max(m.shape) <= TEXT_TOKENS:
         heatmap["text"] = np.where(m, "✓", "✗").tolist()
@@ -79,9 +80,7 @@ def mask_heatmap(
         heatmap["textfont"] = {"size": 12}
     fig = go.Figure(go.Heatmap(**heatmap))
     for axis, labels in ((fig.update_xaxes, k), (fig.update_yaxes, q)):
-        step = tick_step(len(labels))
-        idx = list(range(0, len(labels), step))
-        axis(tickmode="array", tickvals=idx, ticktext=[labels[i] for i in idx], showgrid=False)
+        axis(**token_axis(labels))
     fig.update_xaxes(title_text="key", tickangle=-60)
     fig.update_yaxes(title_text="query", autorange="reversed")
     return finish(fig, title, height=min(700, max(300, 22 * len(q) + 160)))
@@ -90,13 +89,14 @@ def mask_heatmap(
 def padding_heatmap(batch: BatchMasks) -> go.Figure:
     """(sentence × position) padding mask of the batch: which positions hold a real token."""
     rows = [f"sentence {i + 1}" for i in range(len(batch.pieces))]
-    fig = mask_heatmap(batch.padding, rows, [str(i) for i in range(batch.padding.shape[1])], "", pieces=False)
+    positions = [str(i + FIRST) for i in range(batch.padding.shape[1])]
+    fig = mask_heatmap(batch.padding, rows, positions, "", pieces=False)
     fig.update_xaxes(title_text="position", tickangle=0)
     fig.update_yaxes(title_text="")
     if padding_note(batch):
-        hover = "%{y}, positions near %{x:.0f}: %{z:.0%} real tokens<extra></extra>"
+        hover = "sentence %{y:.0f}, positions near %{x:.0f}: %{z:.0%} real tokens<extra></extra>"
         ticks = ["all padding", "all real tokens"]
     else:
-        hover, ticks = "%{y}, position %{x}: %{z}<extra></extra>", ["padding", "real token"]
+        hover, ticks = "sentence %{y}, position %{x}: %{z}<extra></extra>", ["padding", "real token"]
     fig.update_traces(colorbar={"ticktext": ticks}, hovertemplate=hover)
     return finish(fig, "Padding mask of the batch (1 = real token, 0 = padding)", height=160 + 40 * len(rows))

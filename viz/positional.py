@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from viz.style import COLORSCALE, DIVERGING, finish, tick_step
+from viz.style import AT_FIRST, COLORSCALE, DIVERGING, FIRST, finish, tick_step
 
 METRICS = ("cosine", "dot product")
 
@@ -23,9 +23,9 @@ def _rows(table: np.ndarray, n_positions: int | None) -> np.ndarray:
 def dimension_label(dim: int, d_model: int, sinusoidal: bool) -> str:
     """`dim 4 · sin, wavelength 2π·10000^(4/d)` for sinusoidal tables, `dim 4` for learned ones."""
     if not sinusoidal:
-        return f"dim {dim}"
-    wave = 2 * np.pi * 10000 ** ((dim - dim % 2) / d_model)
-    return f"dim {dim} · {'cos' if dim % 2 else 'sin'}, wavelength {wave:,.1f}"
+        return f"dim {dim + FIRST}"
+    wave = 2 * np.pi * 10000 ** ((dim - dim % 2) / d_model)  # the paper's 2i counts from 0
+    return f"dim {dim + FIRST} · {'cos' if dim % 2 else 'sin'}, wavelength {wave:,.1f}"
 
 
 def encoding_heatmap(table: np.ndarray, n_positions: int | None = None, used: int | None = None) -> go.Figure:
@@ -40,10 +40,11 @@ def encoding_heatmap(table: np.ndarray, n_positions: int | None = None, used: in
             colorscale=DIVERGING,
             hovertemplate="position %{y}, dim %{x}: %{z:.3f}<extra></extra>",
             colorbar={"thickness": 12},
+            **AT_FIRST,
         )
     )
     if used is not None and 0 < used <= rows.shape[0]:
-        fig.add_hline(y=used - 0.5, line={"color": "black", "width": 2, "dash": "dash"})
+        fig.add_hline(y=used + FIRST - 0.5, line={"color": "black", "width": 2, "dash": "dash"})
     fig.update_xaxes(title_text="dimension", showgrid=False)
     fig.update_yaxes(title_text="position", autorange="reversed", showgrid=False)
     return finish(fig, "Positional encoding: positions × dimensions", height=min(800, 200 + 3 * rows.shape[0]))
@@ -56,7 +57,7 @@ def encoding_curves(table: np.ndarray, dims: Sequence[int], n_positions: int | N
     bad = [d for d in dims if not 0 <= int(d) < d_model]
     if bad:
         raise ValueError(f"dimensions {bad} are outside 0..{d_model - 1}")
-    x = np.arange(rows.shape[0], dtype=np.int32)
+    x = np.arange(FIRST, rows.shape[0] + FIRST, dtype=np.int32)
     fig = go.Figure()
     for d in dims:
         name = dimension_label(int(d), d_model, sinusoidal)
@@ -86,8 +87,10 @@ def similarity_heatmap(sim: np.ndarray, metric: str = "cosine") -> go.Figure:
     heatmap = {"z": sim, "colorscale": COLORSCALE, "colorbar": {"thickness": 12}}
     if metric == "cosine":
         heatmap |= {"zmin": -1.0, "zmax": 1.0, "colorscale": DIVERGING}
-    fig = go.Figure(go.Heatmap(**heatmap, hovertemplate="position %{y} · position %{x}: %{z:.3f}<extra></extra>"))
+    hover = "position %{y} · position %{x}: %{z:.3f}<extra></extra>"
+    fig = go.Figure(go.Heatmap(**heatmap, **AT_FIRST, hovertemplate=hover))
     step = tick_step(sim.shape[0], 16)
-    fig.update_xaxes(title_text="position", dtick=step, showgrid=False, constrain="domain")
-    fig.update_yaxes(title_text="position", dtick=step, autorange="reversed", showgrid=False, scaleanchor="x")
+    ticks = {"dtick": step, "tick0": FIRST, "showgrid": False}
+    fig.update_xaxes(title_text="position", constrain="domain", **ticks)
+    fig.update_yaxes(title_text="position", autorange="reversed", scaleanchor="x", **ticks)
     return finish(fig, f"Similarity between positions ({metric})", height=560)

@@ -12,7 +12,7 @@ from plotly.subplots import make_subplots
 
 from inference.analysis import Block, HeadDetail
 from viz.labels import display_piece, plotly_labels
-from viz.style import COLORSCALE, DIVERGING, MASKED, finish
+from viz.style import COLORSCALE, DIVERGING, FIRST, MASKED, finish
 
 TEXT_TOKENS = 16
 WINDOW = 64  # keys drawn in the four stage panels and the table; a person cannot read 512 rows of numbers
@@ -114,7 +114,7 @@ def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
         raise ValueError(f"key window {window.start}..{window.stop - 1} is outside 0..{n_keys - 1}")
     sl = slice(window.start, window.stop)
     keys = [f"{i + 1}:{p}" for i, p in zip(window, plotly_labels(steps.key_pieces[sl]))]
-    y = np.arange(window.start, window.stop, dtype=np.int32)
+    y = np.arange(window.start + FIRST, window.stop + FIRST, dtype=np.int32)  # key positions, counted from 1
     show_text = len(keys) <= TEXT_TOKENS
     fig = make_subplots(
         rows=1,
@@ -143,7 +143,7 @@ def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
                 showscale=False,
                 text=text,
                 texttemplate="%{text}" if show_text else None,
-                hovertemplate="key index %{y}: %{text}<extra></extra>",
+                hovertemplate="key %{y}: %{text}<extra></extra>",
             ),
             row=1,
             col=col,
@@ -158,7 +158,8 @@ def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
             zmax=wbound,
             texttemplate="%{z:.2f}" if show_text and steps.d_head <= TEXT_TOKENS else None,
             colorbar={"thickness": 10, "title": {"text": "w·v"}},
-            hovertemplate="key index %{y}, dim %{x}: %{z:.3f}<extra></extra>",
+            hovertemplate="key %{y}, dim %{x}: %{z:.3f}<extra></extra>",
+            x0=FIRST,
         ),
         row=1,
         col=4,
@@ -207,6 +208,7 @@ def output_figure(steps: Steps) -> go.Figure:
             showscale=False,
             texttemplate="%{z:.2f}" if steps.d_head <= 32 else None,
             hovertemplate="dim %{x}: %{z:.4f}<extra></extra>",
+            x0=FIRST,
         )
     )
     fig.update_yaxes(showticklabels=False)
