@@ -1,6 +1,6 @@
 """Widget values that outlive a page: kept in the session while another page shows, and in the URL to share a view.
 
-A page declares its own keys where it defines the widgets (`PAPER_QUERY = state.url_key("paper_query", int)`);
+A page declares its own keys where it defines the widgets (`PAPER_THRESHOLD = state.url_key("paper_threshold", float)`);
 keys several pages share are declared beside the shared widgets (ui.sidebar, ui.widgets). A declaration is a fact
 of the code, the same for every session, so declarations go into one registry for the process, and app.py keeps
 and writes back every declared key whichever page is shown.
