@@ -24,6 +24,8 @@ fi
 [ -x /usr/sbin/haproxy ] || { S=""; [ "$(id -u)" -ne 0 ] && S="sudo"; $S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $S apt-get install -y -qq haproxy >/dev/null; }  # tests/test_replicas.py
 [ -x /usr/bin/strace ] || { S=""; [ "$(id -u)" -ne 0 ] && S="sudo"; $S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $S apt-get install -y -qq strace >/dev/null; }  # tests/test_offline_server.py
 
+.venv/bin/python scripts/fetch_axe.py  # axe-core for tests/test_browser_axe.py, from the npm registry
+
 echo "== ruff"
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .

@@ -1,0 +1,44 @@
+"""Accessibility: axe-core (npm `axe-core`, injected into the page) on every page of the shipped language model
+and translator, in chromium at 1024×768, on each page's defaults; any serious or critical violation fails, named
+with the elements it found. scripts/test.sh fetches axe-core into .venv/axe-core."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import test_browser
+
+pytestmark = pytest.mark.browser
+server = test_browser.server  # the same module-scoped streamlit server on the shipped checkpoints
+browser = test_browser.browser
+AXE = Path(os.environ.get("ATLAS_AXE", test_browser.ROOT / ".venv" / "axe-core" / "axe.min.js"))
+PAGES = ("", "lesson", "generate", "paper", "math", "positional", "masks", "rollout", "heads", "ablation")
+PAGES += ("compare", "training")
+SETTLED = """() => !document.querySelector('[data-testid="stStatusWidget"]')
+    && !document.querySelector('[data-stale="true"]')
+    && document.querySelector('[data-testid="stMainBlockContainer"] h1') !== null"""
+RUN_AXE = """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations
+    .filter(v => v.impact === "serious" || v.impact === "critical")
+    .map(v => `${v.id} (${v.impact}): ${v.help}: ` + v.nodes.slice(0, 3).map(n => n.html.slice(0, 120)).join(" | "))"""
+
+
+@pytest.mark.parametrize("model", ["lm-english", "translate-en-de"])
+@pytest.mark.parametrize("path", PAGES, ids=[p or "explore" for p in PAGES])
+def test_no_serious_accessibility_violation(server, browser, model: str, path: str) -> None:
+    if not AXE.is_file():
+        pytest.fail(f"{AXE} is missing: `bash scripts/test.sh` fetches axe-core from npm")
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{server}/{path}?model={model}")
+        page.wait_for_function(SETTLED)
+        page.wait_for_timeout(1500)  # a rerun the first run started (fragments, charts) settles too
+        page.wait_for_function(SETTLED)
+        page.add_script_tag(path=str(AXE))
+        violations = page.evaluate(RUN_AXE)
+        assert violations == [], "\n".join(violations)
+    finally:
+        context.close()
