@@ -66,6 +66,29 @@ PRESETS: dict[str, tuple[str, ...]] = {
 }
 
 
+# Compare's default second text for each preset: one word changed, the same number of tokens in every shipped
+# model whose presets hold the first (tests/test_catalog_pairs.py), so the difference of their heads is drawn.
+WINOGRAD = (
+    "The animal didn't cross the street because it was too tired.",
+    "The animal didn't cross the street because it was too wide.",
+)
+MINIMAL_PAIRS: dict[str, str] = {
+    "The cat sat on the mat.": "The dog sat on the mat.",
+    "Once upon a time, there was a little girl who": "Once upon a time, there was a little boy who",
+    "The capital of France is": "The capital of England is",
+    "She opened the door and saw": "He opened the door and saw",
+    "The cat sat on the mat. The cat sat on the": "The dog sat on the mat. The dog sat on the",
+    PRESETS["lm"][5]: PRESETS["lm"][5].replace("number four", "number five"),
+    PAPER_SENTENCES[0]: PAPER_SENTENCES[0].replace("American", "European"),
+    PAPER_SENTENCES[1]: PAPER_SENTENCES[1].replace("perfect", "complete"),
+    "Where is the train station?": "Where is the bus station?",
+    "I would like a cup of coffee, please.": "I would like a cup of tea, please.",
+    "We are going to the park tomorrow.": "We are going to the park today.",
+    "My sister reads a book every evening.": "My brother reads a book every evening.",
+    WINOGRAD[0]: WINOGRAD[1],
+}
+
+
 @dataclass(frozen=True)
 class Entry:
     """One directory under the checkpoints folder: loadable-looking or not (then `error` says why)."""

@@ -329,6 +329,18 @@ def test_an_unexpected_error_is_a_message_not_a_traceback() -> None:
 # Compare ------------------------------------------------------------------------------------------------------------
 
 
+def test_compare_opens_on_the_presets_minimal_pair_and_follows_a_new_preset(app) -> None:
+    at = app(text="The cat sat on the mat.")
+    at.switch_page("views/compare.py").run()
+    assert at.text_input(key="compare").value == "The dog sat on the mat."
+    assert "compare_difference" in {el.key for el in ok(at).get("plotly_chart")}
+    at.text_area(key="text").input("She opened the door and saw").run()
+    assert at.text_input(key="compare").value == "He opened the door and saw"  # the default partner follows
+    at.text_input(key="compare").input("She closed the door and saw").run()
+    at.text_area(key="text").input("The cat sat on the mat.").run()
+    assert at.text_input(key="compare").value == "She closed the door and saw"  # a typed one stays
+
+
 def test_compare_shows_both_heads_and_their_difference_where_tokens_align(app, good_dir: Path) -> None:
     at = app(text="the cat sat on the mat")
     at.switch_page("views/compare.py").run()
@@ -341,10 +353,13 @@ def test_compare_shows_both_heads_and_their_difference_where_tokens_align(app, g
     np.testing.assert_allclose(z(b), second.blocks[block].weights[0], atol=1e-6)
     assert len(first.target_pieces) == len(second.target_pieces)  # aligned: the difference is drawn
     np.testing.assert_allclose(z(chart(at, "compare_difference")), z(b) - z(a), atol=1e-6)
-    at.text_input(key="compare").input("a much longer second text than the first one was").run()
-    assert "compare_difference" not in {el.key for el in at.get("plotly_chart")}
-    assert "different token counts" in " ".join(i.value for i in ok(at).info)
-    assert at.query_params["compare"] == "a much longer second text than the first one was"
+    longer = "a much longer second text than the first one was"
+    at.text_input(key="compare").input(longer).run()
+    assert "different token counts" in " ".join(c.value for c in ok(at).caption)
+    n = len(first.target_pieces)  # the aligned part: the first text's positions, matched by position
+    third = analyze(ckpt, longer).blocks[block].weights[0][:n, :n]
+    np.testing.assert_allclose(z(chart(at, "compare_difference")), third - z(a), atol=1e-6)
+    assert at.query_params["compare"] == longer
     at.text_input(key="compare").input("").run()
     assert "Second text" in errors(ok(at))
     at.button(key="compare_pair").click().run()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from inference.catalog import MINIMAL_PAIRS, WINOGRAD
 from inference.text import InputError
 from ui import cache, charts, errors, sidebar, state
 from ui.widgets import head_picker, show_chart
@@ -11,18 +12,27 @@ from viz.compare import aligned, difference_heatmap
 from viz.labels import safe_filename
 from viz.style import thaw
 
-PAIRS = {  # the first text of a known minimal pair → its partner
-    "The animal didn't cross the street because it was too tired.": (
-        "The animal didn't cross the street because it was too wide."
-    ),
-}
-DEFAULT_SECOND = "The animal didn't cross the street because it was too wide."
 COMPARE = state.url_key("compare")  # the second text
+PAIRED_WITH = state.session_key("compare_paired_with")  # the first text the second was last chosen for
+
+
+def partner(first: str) -> str:
+    """The default second text: a preset's minimal pair, else the first text itself (a word to change)."""
+    return MINIMAL_PAIRS.get(first, first)
+
+
+def _follow(first: str) -> None:
+    """The second text follows the first while it is the default partner: a new preset in the sidebar brings its
+    own pair; a second text the person typed stays."""
+    before = st.session_state.get(PAIRED_WITH)
+    if COMPARE not in st.session_state or (before != first and st.session_state[COMPARE] == partner(before or "")):
+        st.session_state[COMPARE] = partner(first)
+    st.session_state[PAIRED_WITH] = first
 
 
 def _use_pair() -> None:
-    first = next(iter(PAIRS))
-    st.session_state[sidebar.TEXT], st.session_state[COMPARE] = first, PAIRS[first]
+    st.session_state[sidebar.TEXT], st.session_state[COMPARE] = WINOGRAD
+    st.session_state[PAIRED_WITH] = WINOGRAD[0]
 
 
 def body() -> None:
@@ -34,12 +44,14 @@ def body() -> None:
     first = sidebar.chosen()
     if first is None:
         return
-    st.session_state.setdefault(COMPARE, PAIRS.get(first.text, DEFAULT_SECOND))
-    cols = st.columns([4, 1])
-    cols[0].text_input("Second text (the first is the sidebar's)", key=COMPARE, max_chars=2000)
-    cols[1].button("Animal / street pair", on_click=_use_pair, key="compare_pair", help="Winograd's minimal pair")
+    _follow(first.text)
+    st.text_input("Second text (the first is the sidebar's)", key=COMPARE, max_chars=2000)
+    st.button("Use Winograd's pair", on_click=_use_pair, key="compare_pair", help=f"{WINOGRAD[0]} / …too wide.")
+    if st.session_state[COMPARE] == first.text:
+        st.caption("Both texts are the same: change a word of the second to see what it changes.")
     try:
-        second = cache.analysed(first.with_text(st.session_state[COMPARE]))
+        same = st.session_state[COMPARE] == first.text  # one analysis serves both
+        second = first if same else cache.analysed(first.with_text(st.session_state[COMPARE]))
     except InputError as exc:
         st.error(f"Second text: {exc}")
         return
@@ -58,16 +70,18 @@ def body() -> None:
             last = len(analysis.target_pieces) - 1
             col.dataframe(charts.predictions_table(ctx, last), hide_index=True, key=f"compare_top_{name}")
     a, b = first.analysis.block(attention, layer), second.analysis.block(attention, layer)
-    if not (aligned(a.query_pieces, b.query_pieces) and aligned(a.key_pieces, b.key_pieces)):
-        st.info(
-            f"The texts have different token counts ({len(a.query_pieces)} × {len(a.key_pieces)} and "
-            f"{len(b.query_pieces)} × {len(b.key_pieces)}): their heads are shown side by side, and a difference "
-            "needs the same number of tokens."
-        )
-        return
-    weights = [charts.head_weights(x, head) for x in (a, b)]
+    nq, nk = min(len(a.query_pieces), len(b.query_pieces)), min(len(a.key_pieces), len(b.key_pieces))
     title = f"Second − first: {first.analysis.attention_label(attention)}, layer {layer + 1}, {charts.head_name(head)}"
-    diff = difference_heatmap(*weights, (a.query_pieces, b.query_pieces), (a.key_pieces, b.key_pieces), title)
+    if not (aligned(a.query_pieces, b.query_pieces) and aligned(a.key_pieces, b.key_pieces)):
+        st.caption(
+            f"The texts have different token counts ({len(a.query_pieces)} × {len(a.key_pieces)} and "
+            f"{len(b.query_pieces)} × {len(b.key_pieces)}): the difference covers the positions both have, queries "
+            f"1–{nq} and keys 1–{nk}, matched by position."
+        )
+        title += f" (queries 1–{nq}, keys 1–{nk})"
+    weights = [charts.head_weights(x, head)[:nq, :nk] for x in (a, b)]
+    queries, keys = (a.query_pieces[:nq], b.query_pieces[:nq]), (a.key_pieces[:nk], b.key_pieces[:nk])
+    diff = difference_heatmap(*weights, queries, keys, title)
     show_chart(diff, "compare_difference", safe_filename("compare-difference", first.entry.name))
 
 
