@@ -1,6 +1,7 @@
 """Accessibility: axe-core (npm `axe-core`, injected into the page) on every page of the shipped language model
-and translator, in chromium at 1024×768, on each page's defaults; any serious or critical violation fails, named
-with the elements it found. scripts/test.sh fetches axe-core into .venv/axe-core."""
+and translator, in chromium at 1024×768, on each page's defaults; any serious or critical violation fails, and
+headings out of order (a moderate one), named with the elements it found. scripts/test.sh fetches axe-core into
+.venv/axe-core."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ SETTLED = """() => !document.querySelector('[data-testid="stStatusWidget"]')
     && !document.querySelector('[data-stale="true"]')
     && document.querySelector('[data-testid="stMainBlockContainer"] h1') !== null"""
 RUN_AXE = """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations
-    .filter(v => v.impact === "serious" || v.impact === "critical")
+    .filter(v => v.impact === "serious" || v.impact === "critical" || v.id === "heading-order")
     .map(v => `${v.id} (${v.impact}): ${v.help}: ` + v.nodes.slice(0, 3).map(n => n.html.slice(0, 120)).join(" | "))"""
 
 

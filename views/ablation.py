@@ -94,7 +94,7 @@ def body() -> None:
         steps["change"] = steps["log p ablated"] - steps["log p intact"]
         st.caption("Each token of the intact output, and how probable the ablated model finds it in the same place.")
         st.dataframe(steps, hide_index=True, key="ablate_steps")
-    st.subheader("Most important heads")
+    st.header("Most important heads")
     st.caption(
         "Each head switched off alone, ranked by how far the predictions move (KL divergence, at the last position "
         "for a language model, averaged over the output's steps for a translator, over every position for an "

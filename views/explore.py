@@ -67,9 +67,9 @@ def heads_view(kept: cache.Held) -> None:
 
         st.download_button("CSV of this head", csv, f"{name}.csv", "text/csv", key="dl_csv", on_click="ignore")
     with right:
-        st.subheader("Predictions")
+        st.header("Predictions")
         predictions(ctx)
-    st.subheader("All heads")
+    st.header("All heads")
     st.caption("Every head of this attention type: rows are layers, columns heads. Click a tile to open it.")
     spec = charts.grid_chart(ctx, attention)
     grid = thaw(spec) if head == charts.AVERAGE else select_head(spec, (layer, head))
@@ -88,7 +88,7 @@ def body() -> None:
     if ctx is None:
         return
     heads_view(cache.held(ctx))
-    st.subheader("Export and share")
+    st.header("Export and share")
     st.caption("The address bar keeps the model, text, layer and head: copy it to share this view.")
     cols = st.columns(2)
     for col, fmt, mime in ((cols[0], "json", "application/json"), (cols[1], "npz", "application/octet-stream")):

@@ -31,7 +31,7 @@ def body() -> None:
             tab.caption(note)
         key = f"mask_{attention.replace('.', '_')}"
         show_chart(fig, key, safe_filename("mask", ctx.entry.name, attention), where=tab)
-    st.subheader("Padding in a batch")
+    st.header("Padding in a batch")
     st.caption("Sentences of different lengths are padded to one length; the mask keeps attention off the padding.")
     st.session_state.setdefault(SECOND_TEXT, "Hi!")
     second = st.text_input("Second sentence", key=SECOND_TEXT)

@@ -72,7 +72,7 @@ def _copying(ctx: Context, step: int) -> None:
     history = [h for h in ctx.ckpt.card.get("training", {}).get("history", []) if "induction" in h]
     if not history:
         return
-    st.subheader("Learning to copy from the context")
+    st.header("Learning to copy from the context")
     fig = copying_curve(
         [h["step"] for h in history],
         [h["induction"] for h in history],
@@ -142,7 +142,7 @@ def body() -> None:
     )
     _prediction(right, own, f"step {step:,}")
     _copying(ctx, step)
-    st.subheader("The same head at every snapshot")
+    st.header("The same head at every snapshot")
     strip = head_over_steps(
         [charts.head_weights(a.block(attention, layer), head) for a in analyses],
         [_step_label(s) for s in saved],
