@@ -58,11 +58,13 @@ def z(fig: dict, trace: int = 0) -> np.ndarray:
 
 
 def frame(at: AppTest, column: str):
-    """The first dataframe shown with a column named `column` (st.dataframe keys are not exposed by AppTest)."""
-    for df in at.dataframe:
+    """The first table shown (st.dataframe, or st.table for a top-k) with a column named `column` (st.dataframe
+    keys are not exposed by AppTest)."""
+    shown = [*at.dataframe, *at.table]
+    for df in shown:
         if column in df.value.columns:
             return df.value
-    raise AssertionError(f"no dataframe with {column!r}: {[list(d.value.columns) for d in at.dataframe]}")
+    raise AssertionError(f"no table with {column!r}: {[list(d.value.columns) for d in shown]}")
 
 
 def errors(at: AppTest) -> str:

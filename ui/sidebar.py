@@ -97,7 +97,11 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
     side.caption(f"{entry.kind} · {ckpt.config.positional} positions · max {ckpt.config.max_len} tokens")
     side.text(task)
     if metrics:
-        side.dataframe(pd.DataFrame(metrics, columns=["metric", "value"]), hide_index=True, key="card_metrics")
+        # An HTML table, not a data grid: its values wrap instead of being cut, a screen reader reads it as a
+        # table, and it adds no Tab stops before the text box.
+        side.table(
+            pd.DataFrame({"value": [v for _, v in metrics]}, index=pd.Index([m for m, _ in metrics], name="metric"))
+        )
     return entry, ckpt, stamp
 
 

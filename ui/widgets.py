@@ -121,3 +121,15 @@ def show_chart(fig, key: str, file_name: str, where=None, **kwargs):
     if width:
         where.html(f"<style>{cell_numbers_css(key, width)}</style>")
     return where.plotly_chart(fig, key=key, config=chart_config(file_name), **kwargs)
+
+
+def small_table(frame: object, where: object = None) -> None:
+    """A few rows (a top-k) as an HTML table: it wraps instead of cutting a column ("probabilit…" at 1024 px), a
+    screen reader reads it as a table, and it takes no Tab stop. A `probability` column is printed to 3 decimals
+    beside a bar of its value; larger tables stay st.dataframe (scrolling, sorting)."""
+    frame = frame.to_pandas() if hasattr(frame, "to_pandas") else frame
+    styled = frame.style.hide(axis="index")
+    if "probability" in frame.columns:
+        bar = {"subset": ["probability"], "vmin": 0.0, "vmax": 1.0, "color": "#f4a6a6", "height": 60, "width": 100}
+        styled = styled.format({"probability": "{:.3f}"}).bar(**bar)
+    (where or st).table(styled)

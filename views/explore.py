@@ -8,7 +8,7 @@ import streamlit as st
 
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, export_bytes
-from ui.widgets import HEAD, LAYER, POSITION, head_chosen, head_picker, projector, show_chart, token_picker
+from ui.widgets import HEAD, LAYER, POSITION, head_chosen, head_picker, projector, show_chart, small_table, token_picker
 from viz.heads import grid_pick, head_frame, select_head
 from viz.labels import safe_filename
 from viz.style import thaw
@@ -32,7 +32,7 @@ def predictions(ctx: Analysed) -> None:
         pos = token_picker("Next token after", POSITION, labels, analysis)
         st.caption(f"The model's guesses for the token after {labels[pos]} (position {pos + 1} of {len(labels)}).")
         table = charts.predictions_table(ctx, pos)
-        st.dataframe(table, hide_index=True, column_config={"probability": PROB}, key="topk")
+        small_table(table)
     elif analysis.kind == "encoder-only":
         st.markdown("**Each position's output, scored against the vocabulary**")
         st.caption(ctx.ckpt.card.get("predictions", "What the model's output at each position scores highest."))
