@@ -6,9 +6,11 @@ import io
 import json
 import shutil
 from collections.abc import Callable
+from html.parser import HTMLParser
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
@@ -58,13 +60,51 @@ def z(fig: dict, trace: int = 0) -> np.ndarray:
 
 
 def frame(at: AppTest, column: str):
-    """The first table shown (st.dataframe, or st.table for a top-k) with a column named `column` (st.dataframe
-    keys are not exposed by AppTest)."""
-    shown = [*at.dataframe, *at.table]
-    for df in shown:
-        if column in df.value.columns:
-            return df.value
-    raise AssertionError(f"no table with {column!r}: {[list(d.value.columns) for d in shown]}")
+    """The first table shown (st.dataframe, or a top-k's HTML table: ui.widgets.small_table) with a column named
+    `column` (st.dataframe keys are not exposed by AppTest)."""
+    shown = [df.value for df in at.dataframe] + [html_table(el.proto.body) for el in at.get("html")]
+    for table in shown:
+        if table is not None and column in table.columns:
+            return table
+    raise AssertionError(f"no table with {column!r}: {[list(t.columns) for t in shown if t is not None]}")
+
+
+def html_table(body: str) -> pd.DataFrame | None:
+    """The cells of the one <table> in an st.html body as text (numbers where they parse), or None."""
+
+    class Cells(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rows: list[list[str]] = []
+            self.cell: list[str] | None = None
+
+        def handle_starttag(self, tag: str, attrs: list) -> None:
+            if tag == "tr":
+                self.rows.append([])
+            elif tag in ("td", "th"):
+                self.cell = []
+
+        def handle_endtag(self, tag: str) -> None:
+            if tag in ("td", "th") and self.cell is not None:
+                self.rows[-1].append("".join(self.cell))
+                self.cell = None
+
+        def handle_data(self, data: str) -> None:
+            if self.cell is not None:
+                self.cell.append(data)
+
+    if "<table" not in body:
+        return None
+    parser = Cells()
+    parser.feed(body)
+    head, *rows = parser.rows
+    frame = pd.DataFrame(rows, columns=head)
+    for column in frame.columns:
+        try:
+            frame[column] = pd.to_numeric(frame[column])
+        except (ValueError, TypeError):
+            pass
+    return frame
 
 
 def errors(at: AppTest) -> str:

@@ -150,7 +150,7 @@ def test_type_a_sentence_and_see_heatmap_and_predictions(server, page) -> None:
     )
     ticks = heatmap(page).locator(".xtick text").all_text_contents()
     assert any("market" in t for t in ticks), ticks
-    predictions = page.locator('[data-testid="stTable"]').filter(has_text="probability")  # an HTML table
+    predictions = page.locator("table.atlas-table").filter(has_text="probability")  # an HTML table
     predictions.first.wait_for()
     assert predictions.first.get_by_role("columnheader", name="probability").count() == 1
     page.screenshot(path=str(SHOTS / "explore.png"), full_page=True)

@@ -11,7 +11,7 @@ from inference.checkpoint import Checkpoint, CheckpointError
 from inference.text import InputError
 from ui import cache, errors, state
 from ui.cache import Analysed, Context
-from ui.widgets import ATTENTION, PROJECTOR
+from ui.widgets import ATTENTION, PROJECTOR, small_table
 
 MODEL = state.url_key("model")
 TEXT = state.url_key("text", longest=1000)  # a longer text stays out of the URL: the link stays short
@@ -99,9 +99,7 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
     if metrics:
         # An HTML table, not a data grid: its values wrap instead of being cut, a screen reader reads it as a
         # table, and it adds no Tab stops before the text box.
-        side.table(
-            pd.DataFrame({"value": [v for _, v in metrics]}, index=pd.Index([m for m, _ in metrics], name="metric"))
-        )
+        small_table(pd.DataFrame(metrics, columns=["metric", "value"]), where=side, row_header="metric")
     return entry, ckpt, stamp
 
 

@@ -3,6 +3,8 @@ chart."""
 
 from __future__ import annotations
 
+import html
+
 import streamlit as st
 
 from inference.analysis import Analysis, parse_block_name
@@ -123,13 +125,32 @@ def show_chart(fig, key: str, file_name: str, where=None, **kwargs):
     return where.plotly_chart(fig, key=key, config=chart_config(file_name), **kwargs)
 
 
-def small_table(frame: object, where: object = None) -> None:
-    """A few rows (a top-k) as an HTML table: it wraps instead of cutting a column ("probabilit…" at 1024 px), a
-    screen reader reads it as a table, and it takes no Tab stop. A `probability` column is printed to 3 decimals
-    beside a bar of its value; larger tables stay st.dataframe (scrolling, sorting)."""
+TABLE_CSS = (
+    "<style>.atlas-table{border-collapse:collapse;width:100%;font-size:0.875rem}"
+    ".atlas-table th,.atlas-table td{border:1px solid #d5d5d8;padding:0.2rem 0.4rem;text-align:left;"
+    "overflow-wrap:break-word}.atlas-table td.num{text-align:right;font-variant-numeric:tabular-nums}"
+    ".atlas-table .bar{background:linear-gradient(90deg,#f4a6a6 var(--p),transparent var(--p))}</style>"
+)
+
+
+def small_table(frame: object, where: object = None, row_header: str | None = None) -> None:
+    """A few rows (a top-k, a card's metrics) as a plain HTML table: cells wrap instead of being cut
+    ("probabilit…" at 1024 px), a screen reader reads a table, and there is no scrolling box or Tab stop.
+    A `probability` column is printed to 3 decimals over a bar of its value; `row_header`: the column whose
+    cells head their rows. Larger tables stay st.dataframe (scrolling, sorting)."""
     frame = frame.to_pandas() if hasattr(frame, "to_pandas") else frame
-    styled = frame.style.hide(axis="index")
-    if "probability" in frame.columns:
-        bar = {"subset": ["probability"], "vmin": 0.0, "vmax": 1.0, "color": "#f4a6a6", "height": 60, "width": 100}
-        styled = styled.format({"probability": "{:.3f}"}).bar(**bar)
-    (where or st).table(styled)
+    head = "".join(f'<th scope="col">{html.escape(str(c))}</th>' for c in frame.columns)
+    rows = []
+    for values in frame.itertuples(index=False):
+        cells = []
+        for column, value in zip(frame.columns, values, strict=True):
+            if column == "probability":
+                cells.append(f'<td class="num bar" style="--p:{100 * float(value):.1f}%">{float(value):.3f}</td>')
+            elif column == row_header:
+                cells.append(f'<th scope="row">{html.escape(str(value))}</th>')
+            else:
+                number = isinstance(value, int | float) and not isinstance(value, bool)
+                cells.append(f"<td{' class=num' if number else ''}>{html.escape(str(value))}</td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    table = f'<table class="atlas-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    (where or st).html(TABLE_CSS + table)
