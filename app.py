@@ -46,8 +46,9 @@ PAGES = [
     st.Page("views/compare.py", title="Compare two inputs", url_path="compare"),
     st.Page("views/training.py", title="Training steps", url_path="training"),
 ]
-page = st.navigation(PAGES)
+page = st.navigation(PAGES, position="hidden")  # linked below the model and text (sidebar.pages_and_projector)
 st.sidebar.title("Attention Atlas")
 errors.guarded(sidebar.sidebar)
+sidebar.pages_and_projector(PAGES)
 page.run()
 state.sync_url()

@@ -20,6 +20,10 @@ PAGES += ("compare", "training")
 SETTLED = """() => !document.querySelector('[data-testid="stStatusWidget"]')
     && !document.querySelector('[data-stale="true"]')
     && document.querySelector('[data-testid="stMainBlockContainer"] h1') !== null"""
+TAB_ORDER = """() => [...document.querySelectorAll(
+    'a[href], button:not([disabled]), input:not([disabled]):not([type=hidden]), textarea, select, [tabindex]')]
+    .filter(e => e.tabIndex >= 0 && e.getClientRects().length > 0)
+    .map(e => e.getAttribute('aria-label') || e.innerText.trim().split('\\n')[0])"""
 RUN_AXE = """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations
     .filter(v => v.impact === "serious" || v.impact === "critical" || v.id === "heading-order")
     .map(v => `${v.id} (${v.impact}): ${v.help}: ` + v.nodes.slice(0, 3).map(n => n.html.slice(0, 120)).join(" | "))"""
@@ -41,5 +45,25 @@ def test_no_serious_accessibility_violation(server, browser, model: str, path: s
         page.add_script_tag(path=str(AXE))
         violations = page.evaluate(RUN_AXE)
         assert violations == [], "\n".join(violations)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("model", ["lm-english", "translate-en-de"])
+def test_the_text_box_is_a_few_tab_stops_from_the_page_start(server, browser, model: str) -> None:
+    """From the page start, Tab reaches the text box after "skip to main content", the model, the preset and the
+    text's help: the page links come after it."""
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{server}/?model={model}")
+        page.wait_for_function(SETTLED)
+        page.wait_for_timeout(1500)
+        page.wait_for_function(SETTLED)
+        page.get_by_role("textbox", name="Text", exact=True).wait_for()
+        # the order Tab walks: focusable, shown elements in document order (no positive tabindex on these pages)
+        stops = page.evaluate(TAB_ORDER)
+        assert "Text" in stops and stops.index("Text") <= 5, stops  # the sixth stop at most (it was the 19th)
     finally:
         context.close()

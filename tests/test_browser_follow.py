@@ -30,7 +30,7 @@ def settle(page, title: str) -> None:
 
 def go(page, title: str) -> None:
     """Open page `title` from the sidebar's navigation, as a person does (the session and its choices stay)."""
-    page.locator('[data-testid="stSidebarNav"] a').filter(has_text=title).first.click()
+    page.locator('[data-testid="stSidebar"]').get_by_role("link", name=title, exact=True).click()
     settle(page, title)
 
 

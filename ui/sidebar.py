@@ -55,11 +55,27 @@ def sidebar() -> None:
     side.selectbox("Preset sentence", presets, index=None, key=PRESET, on_change=_on_preset, placeholder="Pick one…")
     text = side.text_area("Text", key=TEXT, height=110, help="Ctrl+Enter applies the text.")
     st.session_state[CHOSEN] = (Context(entry, ckpt, stamp, text), "")
+    _card(entry, ckpt)
+
+
+def pages_and_projector(pages: list) -> None:
+    """The page links and the projector toggle, below the model and the text: the text box is the fifth Tab stop
+    of every page (after "skip to main content", the model, the preset and the text's help), not the
+    nineteenth behind twelve page links (tests/test_browser_axe.py)."""
+    side = st.sidebar
+    side.markdown("**Pages**")
+    for page in pages:
+        side.page_link(page)
+    side.toggle(
+        "Projector mode",
+        key=PROJECTOR,
+        help="Large type and high contrast for a classroom projector; numbers in cells only where they fit.",
+    )
 
 
 def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
-    """The projector toggle, the model picker and the model's card: the loaded model and its stamp, or the message
-    saying why there is none."""
+    """The model picker and the model's card: the loaded model and its stamp, or the message saying why there is
+    none."""
     root = catalog.checkpoints_dir()
     entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
     if not entries:
@@ -73,11 +89,6 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
     first = catalog.DEFAULT_MODEL if catalog.DEFAULT_MODEL in usable else (usable or [entries[0].name])[0]
     state.keep_valid(MODEL, list(by_name), first)
     side = st.sidebar
-    side.toggle(
-        "Projector mode",
-        key=PROJECTOR,
-        help="Large type and high contrast for a classroom projector; numbers in cells only where they fit.",
-    )
     name = side.selectbox(
         "Model",
         list(by_name),
@@ -93,6 +104,12 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
         ckpt = cache.load_model(str(entry.path), stamp)
     except CheckpointError as exc:
         return errors.shown(f"The checkpoint `{entry.name}` cannot be loaded: {exc}")
+    return entry, ckpt, stamp
+
+
+def _card(entry: catalog.Entry, ckpt: Checkpoint) -> None:
+    """What the model is and how it scored, below the text box so the text stays above the fold at 768 px."""
+    side = st.sidebar
     task, metrics = catalog.card_summary(entry.card)
     side.caption(f"{entry.kind} · {ckpt.config.positional} positions · max {ckpt.config.max_len} tokens")
     side.text(task)
@@ -100,7 +117,6 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
         # An HTML table, not a data grid: its values wrap instead of being cut, a screen reader reads it as a
         # table, and it adds no Tab stops before the text box.
         small_table(pd.DataFrame(metrics, columns=["metric", "value"]), where=side, row_header="metric")
-    return entry, ckpt, stamp
 
 
 def context() -> Context | None:
