@@ -436,6 +436,18 @@ def test_generate_writes_a_continuation_and_steps_through_it(app, good_dir: Path
     assert ok(at).code[0].value == once  # the same seed writes the same text
 
 
+def test_generate_shows_the_layer_and_head_chosen_on_explore(app, good_dir: Path) -> None:
+    at = app(text="the cat sat")
+    at.selectbox(key="layer").set_value(1).run()
+    at.selectbox(key="head").set_value(1).run()
+    at.switch_page("views/generate.py").run()
+    assert (ok(at).selectbox(key="layer").value, at.selectbox(key="head").value) == (1, 1)
+    assert "layer 2,<br>head 2" in chart(at, "gen_self_row")["layout"]["title"]["text"]  # a wrapped title
+    at.selectbox(key="head").set_value(0).run()
+    at.switch_page("views/explore.py").run()
+    assert ok(at).selectbox(key="head").value == 0  # and back: the choice made on Generate
+
+
 def test_generate_steps_through_the_translators_output_with_its_cross_attention(app) -> None:
     at = app(model=ED, text="Where is the station?")
     at.switch_page("views/generate.py").run()

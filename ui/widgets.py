@@ -85,6 +85,19 @@ def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "averag
     return attention, layer, head
 
 
+def layer_and_head(analysis: Analysis, attention: str, cols) -> tuple[int, int]:
+    """Layer and head pickers for a page that fixes the attention type (Generate): the same choice as every other
+    page's (LAYER, HEAD), with no average (one set aside comes back on the next page that has it)."""
+    layers = analysis.layers(attention)
+    state.keep_valid(LAYER, layers, layers[0])
+    layer = cols[0].selectbox("Layer", layers, key=LAYER, format_func=lambda i: f"layer {i + 1}")
+    heads = list(range(analysis.block(attention, layer).n_heads))
+    _keep_average(False)
+    state.keep_valid(HEAD, heads, 0)
+    head = cols[1].selectbox("Head", heads, key=HEAD, format_func=lambda h: f"head {h + 1}", on_change=head_chosen)
+    return layer, head
+
+
 def _keep_average(with_average: bool) -> None:
     """A page without the average (Attention math) shows head 1 in its place; the next page that has it shows the
     average again, unless a head was chosen in between (`head_chosen`)."""

@@ -10,7 +10,7 @@ from inference.decoding import Sampling
 from inference.text import InputError
 from ui import cache, errors, sidebar, state
 from ui.cache import Context
-from ui.widgets import show_chart
+from ui.widgets import layer_and_head, show_chart
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece, safe_filename
 from viz.tables import top_k_frame
@@ -24,8 +24,6 @@ GEN_TEMPERATURE = state.url_key("gen_temperature", float)
 GEN_TOP_K = state.url_key("gen_top_k", int)
 GEN_SEED = state.url_key("gen_seed", int)
 GEN_STEP = state.url_key("gen_step", int, across_pages=False)  # in the URL; dropped when another page shows
-GEN_LAYER = state.session_key("gen_layer")
-GEN_HEAD = state.session_key("gen_head")
 
 
 def continuation(ctx: Context) -> Analysis | None:
@@ -118,10 +116,8 @@ def body() -> None:
         st.caption(note)
     with right:
         cols = st.columns(2)
-        layers = analysis.layers("decoder.self_attn")
-        layer = cols[0].selectbox("Layer", layers, key=GEN_LAYER, format_func=lambda i: f"layer {i + 1}")
+        layer, head = layer_and_head(analysis, "decoder.self_attn", cols)  # the choice every page shares
         block = analysis.block("decoder.self_attn", layer)
-        head = cols[1].selectbox("Head", range(block.n_heads), key=GEN_HEAD, format_func=lambda h: f"head {h + 1}")
         name = safe_filename("step", ctx.entry.name, f"L{layer + 1}", f"H{head + 1}", f"s{step}")
         row = block.weights[head, position, : position + 1]
         title = f"Self-attention of step {step}, layer {layer + 1}, head {head + 1}"
