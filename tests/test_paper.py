@@ -16,7 +16,16 @@ from streamlit.testing.v1 import AppTest
 
 from inference.catalog import PAPER_SENTENCES, PRESETS
 from ui.charts import AVERAGE
-from viz.paper import BUCKET_WIDTH, CROSS_COLUMNS, OUTSIDE, PALETTE, attention_lines, block_lines
+from viz.paper import (
+    BUCKET_WIDTH,
+    CROSS_COLUMNS,
+    OUTSIDE,
+    PALETTE,
+    attention_lines,
+    block_lines,
+    lines_above,
+    opening_threshold,
+)
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 LM, ED = "lm-tiny", "translate-tiny"
@@ -75,6 +84,16 @@ def test_a_segment_for_each_weight_above_the_threshold_with_that_opacity(thresho
     assert len(drawn) == len(expected) and {(head_of(g), q, k) for g, _, q, k in drawn} == expected
     for group, opacity, q, k in drawn:
         assert abs(opacity - w[head_of(group), q, k]) <= BUCKET_WIDTH / 2 + 1e-6
+
+
+def test_a_first_visit_opens_where_lines_are_drawn() -> None:
+    spread = np.full((2, 3, 40), 1 / 40, dtype=np.float32)  # a long text: no weight reaches 0.10
+    spread[1, 2, 5] += 0.063
+    assert opening_threshold(spread, None, 0.1, 0.05) == 0.08
+    assert len(lines_above(spread, opening_threshold(spread, None, 0.1, 0.05))) == 1
+    assert opening_threshold(spread, 0, 0.1, 0.05) == 0.05  # nothing to draw: the slider's lowest
+    spread[0, 0, 0] = 0.5
+    assert opening_threshold(spread, None, 0.1, 0.05) == 0.1
 
 
 def test_one_head_and_one_query_token() -> None:

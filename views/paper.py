@@ -7,7 +7,7 @@ import streamlit as st
 from ui import cache, charts, errors, sidebar, state
 from ui.widgets import head_picker, show_chart
 from viz.labels import indexed_labels, safe_filename
-from viz.paper import BUCKET_WIDTH, block_lines, lines_above
+from viz.paper import BUCKET_WIDTH, block_lines, lines_above, opening_threshold
 
 ALL = -1  # the token picker's "every query token"
 ALL_HEADS = "all heads"  # the head picker's AVERAGE: the Paper view overlays every head, one colour each
@@ -37,13 +37,18 @@ def paper_view(kept: cache.Held) -> None:
     cols = st.columns([3, 2])
     with cols[0]:
         query = _pick_query(len(block.query_pieces), indexed_labels(block.query_pieces))
-    with cols[1]:
-        # Seeded in session state, not as the slider's default: ui.state.keep_state re-assigns it on every page.
-        state.keep_valid(PAPER_THRESHOLD, state.Between(MIN_THRESHOLD, 1.0), THRESHOLD)
-        threshold = st.slider("Hide weights below", MIN_THRESHOLD, 1.0, step=0.01, key=PAPER_THRESHOLD, format="%.2f")
     heads = None if head == charts.AVERAGE else [head]
     chosen = None if query == ALL else query
-    drawn = len(lines_above(block.weights if heads is None else block.weights[heads], threshold, chosen))
+    weights = block.weights if heads is None else block.weights[heads]
+    with cols[1]:
+        # Seeded in session state, not as the slider's default: ui.state.keep_state re-assigns it on every page.
+        state.keep_valid(
+            PAPER_THRESHOLD,
+            state.Between(MIN_THRESHOLD, 1.0),
+            opening_threshold(weights, chosen, THRESHOLD, MIN_THRESHOLD),
+        )
+        threshold = st.slider("Hide weights below", MIN_THRESHOLD, 1.0, step=0.01, key=PAPER_THRESHOLD, format="%.2f")
+    drawn = len(lines_above(weights, threshold, chosen))
     head_name = f"all {block.n_heads} heads" if heads is None else f"head {head + 1}"
     token = "" if chosen is None else f", query {indexed_labels(block.query_pieces)[chosen]}"
     title = f"{analysis.attention_label(attention)}, layer {layer + 1}, {head_name}{token}"

@@ -9,6 +9,7 @@ legend entry and its bucket series), so a click on the legend hides or shows the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -42,6 +43,16 @@ def lines_above(weights: np.ndarray, threshold: float, query: int | None = None)
     if query is not None:
         found[:, 1] = query
     return found
+
+
+def opening_threshold(weights: np.ndarray, query: int | None, usual: float, least: float) -> float:
+    """The threshold a first visit opens on: `usual`, or, where the largest weight of (H, Tq, Tk) `weights` (query
+    `query`'s only, when given) is smaller (a long text spreads its weights thin), that weight rounded down to
+    0.01, not below `least`: the view opens on lines wherever the slider can show any."""
+    largest = float(weights.max() if query is None else weights[:, query].max())
+    if largest >= usual:
+        return usual
+    return max(least, math.floor(largest * 100) / 100)
 
 
 def _bucket(w: np.ndarray) -> np.ndarray:
