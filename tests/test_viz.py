@@ -460,7 +460,7 @@ def test_long_titles_wrap_after_a_comma_and_the_chart_grows_to_hold_them() -> No
 
 
 def test_cell_numbers_need_a_box_wide_enough_for_every_column() -> None:
-    from viz.style import PROJECTOR_FONT, cell_numbers_css, cell_numbers_width, for_projector
+    from viz.style import PROJECTOR_CELL_FONT, PROJECTOR_FONT, cell_numbers_css, cell_numbers_width, for_projector
 
     pieces = [f"t{i}" for i in range(10)]
     small = head_heatmap(np.full((10, 10), 0.1), pieces, pieces, "ten tokens")
@@ -470,5 +470,6 @@ def test_cell_numbers_need_a_box_wide_enough_for_every_column() -> None:
     css = cell_numbers_css("head_chart", 420)
     assert ".st-key-head_chart{container-type:inline-size}" in css and "(max-width:420px)" in css
     big = for_projector(small)
-    assert big.layout.font.size == PROJECTOR_FONT and big.data[0].textfont.size == PROJECTOR_FONT
+    assert big.layout.font.size == PROJECTOR_FONT and big.data[0].textfont.size == PROJECTOR_CELL_FONT
+    assert big.layout.xaxis.tickfont.size == PROJECTOR_FONT == 20  # ticks as large as the page's text
     assert cell_numbers_width(big) > cell_numbers_width(head_heatmap(np.full((10, 10), 0.1), pieces, pieces, "x"))

@@ -122,7 +122,8 @@ def thaw(spec: dict[str, Any]) -> go.Figure:
 # Cell numbers are drawn only where they fit: CSS hides them when the chart's box is narrower than its cells need.
 DIGIT_EM = 0.56  # the width of a digit or point, in em, in Plotly's default font (measured in chromium: Source Sans)
 CELL_PAD_PX = 4
-PROJECTOR_FONT = 16  # every chart's text in projector mode (Plotly's default is 12, cell numbers 11)
+PROJECTOR_FONT = 20  # chart text in projector mode, as large as its body text (22 px, captions 21 px)
+PROJECTOR_CELL_FONT = 16  # numbers inside heatmap cells: larger, and 15 tokens' numbers no longer fit 1024 px
 
 
 def _number_chars(heatmap: Any) -> int:
@@ -170,12 +171,13 @@ def cell_numbers_css(key: str, width: int) -> str:
 
 
 def for_projector(fig: go.Figure) -> go.Figure:
-    """The figure in large type for a projector: every text at least PROJECTOR_FONT px, titles larger, the
-    chart taller to hold them. Changes `fig` (a thawed copy) and returns it."""
+    """The figure in large type for a projector: its text and ticks PROJECTOR_FONT px (cell numbers
+    PROJECTOR_CELL_FONT), titles larger, the chart taller to hold them. Changes `fig` (a thawed copy) and
+    returns it."""
     fig.update_layout(font={"size": PROJECTOR_FONT}, title_font={"size": PROJECTOR_FONT + 4})
-    fig.update_traces(textfont={"size": PROJECTOR_FONT}, selector={"type": "heatmap"})
-    fig.update_xaxes(tickfont={"size": PROJECTOR_FONT - 2})
-    fig.update_yaxes(tickfont={"size": PROJECTOR_FONT - 2})
+    fig.update_traces(textfont={"size": PROJECTOR_CELL_FONT}, selector={"type": "heatmap"})
+    fig.update_xaxes(tickfont={"size": PROJECTOR_FONT})
+    fig.update_yaxes(tickfont={"size": PROJECTOR_FONT})
     lines = (fig.layout.title.text or "").count("<br>") + 1 if fig.layout.title.text else 0
     top = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 40
     room = max(top, 16 + round(lines * 1.35 * (PROJECTOR_FONT + 4)))  # the larger title's lines above the plot
