@@ -332,6 +332,13 @@ def test_a_lineages_snapshots_ship_in_4_bits_with_the_loss_measured_on_them(tmp_
     name = "encoder.layers.0.self_attn.w_q.weight"
     assert not torch.equal(early[name], kept[name].float()), "4 bits, not the float16 copy"
     torch.testing.assert_close(early[name], kept[name].float(), atol=0.05, rtol=0)
+    # a later model of the same line ships the earlier one's 4-bit steps as they are, their run's loss beside them
+    later = tmp_path / "later"
+    shutil.copytree(shipped, later, ignore=shutil.ignore_patterns("snapshots"))
+    assert snapshots_main([str(later), "--from", str(shipped), "--data", str(tmp_path / "data"), "--steps", "0"]) == 0
+    again = json.loads((later / "snapshots" / "index.json").read_text(encoding="utf-8"))["snapshots"][0]
+    assert (later / "snapshots" / again["file"]).read_bytes() == (shipped / "snapshots" / again["file"]).read_bytes()
+    assert again["valid_loss_float16"] == index["snapshots"][0]["valid_loss_float16"]
     capsys.readouterr()
     assert snapshots_main([*args, "--steps", "2"]) == 2
     assert "no snapshot of step 2 in" in capsys.readouterr().err

@@ -25,7 +25,8 @@ from training.train import evaluate_loss, run_validation_batches
 
 
 def find_step(runs: list[Path], step: int, tokenizer_sha256: str) -> tuple[Path, float]:
-    """The float16 snapshot of `step` in the first of `runs` that kept one, and the loss the run measured then."""
+    """The snapshot of `step` in the first of `runs` that kept one (a run's float16 file, or a shipped checkpoint's
+    4-bit one: an earlier model of the same line), and the loss the run measured then."""
     for run in runs:
         index = run / SNAPSHOTS / INDEX
         if not index.is_file():
@@ -35,7 +36,8 @@ def find_step(runs: list[Path], step: int, tokenizer_sha256: str) -> tuple[Path,
             card = json.loads((run / "card.json").read_text(encoding="utf-8"))
             if card.get("tokenizer_sha256") != tokenizer_sha256:
                 raise CheckpointError(f"{run}: trained with another tokenizer than the checkpoint's")
-            return run / SNAPSHOTS / entries[step]["file"], float(entries[step]["valid_loss"])
+            entry = entries[step]  # a shipped folder's 4-bit entry keeps the run's float16 loss beside its own
+            return run / SNAPSHOTS / entry["file"], float(entry.get("valid_loss_float16", entry["valid_loss"]))
     raise CheckpointError(f"no snapshot of step {step} in {', '.join(str(r) for r in runs)}")
 
 
@@ -59,7 +61,7 @@ def ship(checkpoint: Path, runs: list[Path], steps: list[int], data_root: Path, 
     entries = []
     for step, (path, trained_loss) in found.items():
         name = f"step-{step:06d}.safetensors"
-        if bits == 16:
+        if bits == 16 or read_metadata(path).get("quantized") == QUANTIZED:  # a shipped 4-bit step goes as it is
             shutil.copyfile(path, staging / name)
         else:
             meta = {**read_metadata(path), **recorded(ckpt.config), "step": str(step), "quantized": QUANTIZED}
