@@ -71,7 +71,7 @@ FITS = {(LM, "cross-attention"): False, (ED, "next-token"): False, (ED, "inducti
 
 @pytest.mark.parametrize("model", [LM, ED])
 @pytest.mark.parametrize("slug", SLUGS)
-def test_every_step_draws_its_live_view_or_offers_a_model_that_can(app, model: str, slug: str) -> None:
+def test_every_step_draws_its_live_view_on_the_loaded_model_or_one_that_has_it(app, model: str, slug: str) -> None:
     at = ok(app(model=model, lesson=slug))
     index = SLUGS.index(slug)
     assert heading(at) == f"{index + 1}. {STEPS[index].title}"
@@ -81,11 +81,11 @@ def test_every_step_draws_its_live_view_or_offers_a_model_that_can(app, model: s
     if FITS.get((model, slug), True):
         assert drawn >= 1, "no chart or table"
         assert any("Needs" in c.value for c in at.caption)
-    else:
-        assert drawn == 0 and "needs" in at.info[0].value
-        assert [b.label for b in at.button if b.key.startswith("lesson_switch_")] == [
-            f"Switch to {ED if model == LM else LM}"
-        ]
+    else:  # shown on a model that has it, loaded for this step: no dead end, the app keeps its model
+        other = ED if model == LM else LM
+        assert drawn >= 1 and "needs" in at.info[0].value and f"Shown here on {other}" in at.info[0].value
+        assert [b.label for b in at.button if b.key.startswith("lesson_switch_")] == [f"Switch the app to {other}"]
+        assert at.selectbox(key="model").value == model
     assert at.query_params["lesson"] == slug
 
 
@@ -147,15 +147,15 @@ def learned_dir(tmp_path_factory: pytest.TempPathFactory, tiny_checkpoints) -> P
     return root
 
 
-def test_a_learned_table_is_shown_for_contrast_beside_the_offer_of_a_sinusoidal_model(
+def test_the_positions_step_draws_a_sinusoidal_model_loaded_for_it(
     app, learned_dir: Path, good_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     shutil.copytree(good_dir / ED, learned_dir / ED, dirs_exist_ok=True)
     try:
         monkeypatch.setenv("ATLAS_CHECKPOINTS", str(learned_dir))
         at = ok(app(model="lm-learned", lesson="positional-encoding"))
-        assert "sinusoidal positions" in at.info[0].value and "lesson_positional" in charts(at)
-        assert "learned" in at.markdown[1].value
+        assert "sinusoidal positions" in at.info[0].value and f"Shown here on {ED}" in at.info[0].value
+        assert "lesson_positional" in charts(at) and at.selectbox(key="model").value == "lm-learned"
         at.button(key=f"lesson_switch_{ED}").click().run()
         assert at.selectbox(key="model").value == ED and not ok(at).info
     finally:

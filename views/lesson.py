@@ -152,27 +152,45 @@ def fitting_models(step: Step) -> list[str]:
     return [name for _, name in sorted(names)]
 
 
-def model_check(step: Step, ctx: Context) -> bool:
-    """Say which model the step needs; when the loaded one does not fit, offer one that does. True if it fits."""
+def borrowed(step: Step, ctx: Context) -> Context | None:
+    """The step's own model, loaded for this step only (the app's model stays the sidebar's), with the same text;
+    None when no readable checkpoint can show it."""
+    root = catalog.checkpoints_dir()
+    entries = {e.name: e for e in cache.checkpoint_entries(str(root), catalog.folder_stamp(root))}
+    for name in fitting_models(step):
+        stamp = catalog.stamp(entries[name].path)
+        try:
+            return Context(entries[name], cache.load_model(str(entries[name].path), stamp), stamp, ctx.text)
+        except CheckpointError:
+            continue
+    return None
+
+
+def model_check(step: Step, ctx: Context) -> Context | None:
+    """The context the step is shown on: the loaded model where it fits, else a model that does, loaded for this
+    step with a line saying so (and a button to switch the whole app to it); None when no model can show it."""
     if step.fits(ctx.ckpt.config):
         st.caption(f"Needs {NEEDS[step.needs]}: {ctx.entry.name} is one.")
-        return True
+        return ctx
     kind = f"{ctx.entry.kind}, {ctx.ckpt.config.positional} positions"
-    st.info(f"This step needs {NEEDS[step.needs]}; the loaded model, {ctx.entry.name}, is not ({kind}).")
-    names = fitting_models(step)
-    if not names:
+    other = borrowed(step, ctx)
+    if other is None:
+        st.info(f"This step needs {NEEDS[step.needs]}; the loaded model, {ctx.entry.name}, is not ({kind}).")
         st.warning(
             f"No checkpoint in `{catalog.checkpoints_dir()}` is {NEEDS[step.needs]}: add one to see this step live."
         )
-    for name in names[:2]:
-        st.button(
-            f"Switch to {name}",
-            key=f"lesson_switch_{name}",
-            on_click=sidebar.switch_model,
-            args=(name,),
-            type="primary",
-        )
-    return False
+        return None
+    st.info(
+        f"This step needs {NEEDS[step.needs]}; the loaded model, {ctx.entry.name}, is not ({kind}). Shown here on "
+        f"{other.entry.name}, loaded for this step: the other pages keep {ctx.entry.name}."
+    )
+    st.button(
+        f"Switch the app to {other.entry.name}",
+        key=f"lesson_switch_{other.entry.name}",
+        on_click=sidebar.switch_model,
+        args=(other.entry.name,),
+    )
+    return other
 
 
 # The views -------------------------------------------------------------------------------------------------------
@@ -579,9 +597,12 @@ def sentence(ctx: Context) -> Context:
 @errors.safe
 def show(step: Step, ctx: Context) -> None:
     """The step's live view, after checking the model can show it."""
-    fits = model_check(step, ctx)
-    if not fits and step.needs != SINUSOIDAL:
-        return
+    shown = model_check(step, ctx)
+    if shown is None:
+        if step.needs != SINUSOIDAL:  # the positions step still draws the loaded model's own table
+            return
+        shown = ctx
+    ctx = shown
     if step.slug in WITHOUT_SENTENCE:
         WITHOUT_SENTENCE[step.slug](ctx)
         return
