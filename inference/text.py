@@ -49,29 +49,35 @@ def clean_text(text: object) -> CleanText:
     return CleanText(kept, tuple(notes))
 
 
-def _fit(ids: list[int], room: int, what: str, notes: list[str]) -> list[int]:
+def _fit(ids: list[int], room: int, what: str, notes: list[str], max_len: int, besides: str) -> list[int]:
+    """The first `room` ids; the note says why `room` is less than the model's `max_len` positions (`besides`)."""
     if len(ids) > room:
-        notes.append(f"The {what} was cut from {len(ids)} to {room} tokens (the model's max_len).")
+        notes.append(
+            f"The {what} was cut from {len(ids)} to {room} tokens: with {besides} that fills the model's "
+            f"{max_len} positions (its max_len)."
+        )
         return ids[:room]
     return ids
 
 
 def encode_source(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
     """Source side of an encoder-decoder: tokens + eos."""
-    return _fit(ckpt.tokenizer.encode(text), ckpt.config.max_len - 1, "input", notes) + [ckpt.config.eos_id]
+    n = ckpt.config.max_len
+    return _fit(ckpt.tokenizer.encode(text), n - 1, "input", notes, n, "the end-of-text token") + [ckpt.config.eos_id]
 
 
 def encode_prefix(ckpt: Checkpoint, text: str, notes: list[str], reserve: int = 0) -> list[int]:
     """Decoder side: bos + tokens, leaving `reserve` positions free for generation."""
-    room = ckpt.config.max_len - 1 - reserve
-    return [ckpt.config.bos_id] + _fit(ckpt.tokenizer.encode(text), room, "text", notes)
+    n = ckpt.config.max_len
+    besides = "the start token" + (f" and {reserve} positions kept for the tokens to write" if reserve else "")
+    return [ckpt.config.bos_id] + _fit(ckpt.tokenizer.encode(text), n - 1 - reserve, "text", notes, n, besides)
 
 
 def encode_encoder_only(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
     """An encoder-only model's input, as BERT reads a sentence: bos ([CLS]) + tokens + eos ([SEP])."""
-    return [ckpt.config.bos_id, *_fit(ckpt.tokenizer.encode(text), ckpt.config.max_len - 2, "input", notes)] + [
-        ckpt.config.eos_id
-    ]
+    n = ckpt.config.max_len
+    kept = _fit(ckpt.tokenizer.encode(text), n - 2, "input", notes, n, "the two special tokens around it")
+    return [ckpt.config.bos_id, *kept, ckpt.config.eos_id]
 
 
 def encode_first_stack(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:

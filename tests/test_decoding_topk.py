@@ -62,3 +62,15 @@ def test_the_translator_lists_no_special_piece_among_its_predictions() -> None:
     specials = {"<pad>", "<s>", "<unk>"}
     assert not any(p.piece in specials for top in analysis.predictions for p in top)
     assert all(len(top) == ckpt.tokenizer.vocab_size - 3 for top in analysis.predictions)
+
+
+def test_a_cut_note_says_why_the_tokens_kept_are_fewer_than_max_len() -> None:
+    from inference.text import encode_prefix
+
+    ckpt = load_checkpoint(ROOT / "checkpoints" / "lm-english")
+    notes: list[str] = []
+    ids = encode_prefix(ckpt, "the cat sat on the mat " * 100, notes)
+    assert len(ids) == 256 and notes == [
+        f"The text was cut from {len(ckpt.tokenizer.encode('the cat sat on the mat ' * 100))} to 255 tokens: with "
+        "the start token that fills the model's 256 positions (its max_len)."
+    ]

@@ -85,7 +85,11 @@ def body() -> None:
         first = 1  # after bos
     pieces = analysis.target_pieces
     steps = len(pieces) - first  # the steps that wrote a token of the output
-    if analysis.predictions[-1][0].id == cfg.eos_id:  # and the step after the last one, when it wrote the end
+    # and the step after the last one when it wrote the end: not when the language model stopped at the tokens
+    # asked (20 tokens are 20 steps), though its next guess there is the end
+    asked = st.session_state.get(GEN_TOKENS)
+    stopped_at_limit = analysis.kind == "decoder-only" and asked is not None and analysis.generated >= asked
+    if analysis.predictions[-1][0].id == cfg.eos_id and not stopped_at_limit:
         steps += 1
     if steps < 1:
         st.info("The model wrote nothing: there is no decoding step to show.")
