@@ -1,6 +1,6 @@
-"""Nothing cut off at 1024×768: on every page of the shipped language model and translator, in plain and projector
-mode, no element clips its own text (a box narrower or shorter than the text it holds, with its overflow hidden
-or an ellipsis). Data grids scroll and charts wrap their titles (tests/test_browser_projector.py)."""
+"""Nothing cut off at 1024×768: on every page of the shipped language model and translator, in plain and in
+projector mode, no element clips its own text (a box narrower or shorter than the text it holds, with its
+overflow hidden or an ellipsis). Data grids scroll and charts wrap their titles (tests/test_browser_projector.py)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ CLIPPED = """() => {
 
 
 @pytest.mark.parametrize(
-    ("model", "projector"), [("lm-english", False), ("lm-english", True), ("translate-en-de", False)]
+    ("model", "projector"), [(m, p) for m in ("lm-english", "translate-en-de") for p in (False, True)]
 )
 @pytest.mark.parametrize("path", PAGES, ids=[p or "explore" for p in PAGES])
 def test_no_text_is_cut_off_at_1024x768(server, browser, path: str, model: str, projector: bool) -> None:
