@@ -39,11 +39,15 @@ def test_no_serious_accessibility_violation(server, browser, model: str, path: s
     page.set_default_timeout(90_000)
     try:
         page.goto(f"{server}/{path}?model={model}")
-        page.wait_for_function(SETTLED)
-        page.wait_for_timeout(1500)  # a rerun the first run started (fragments, charts) settles too
-        page.wait_for_function(SETTLED)
         page.add_script_tag(path=str(AXE))
-        violations = page.evaluate(RUN_AXE)
+        for _ in range(3):  # a loaded machine can still be rerunning: faded (stale) text fails contrast until it ends
+            page.wait_for_function(SETTLED)
+            page.wait_for_timeout(1500)  # a rerun the first run started (fragments, charts) settles too
+            page.wait_for_function(SETTLED)
+            violations = page.evaluate(RUN_AXE)
+            if not violations:
+                break
+            page.wait_for_timeout(3000)
         assert violations == [], "\n".join(violations)
     finally:
         context.close()
