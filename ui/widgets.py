@@ -66,9 +66,19 @@ def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "averag
     # which would pin that analysis in every session past the byte budget (tests/test_cache_owned.py).
     attention_labels = {a: analysis.attention_label(a) for a in attentions}
     attention = cols[0].radio("Attention", attentions, key=ATTENTION, format_func=attention_labels.get, horizontal=True)
+    layer, head = layer_and_head(analysis, attention, cols[1:], with_average, all_heads)
+    return attention, layer, head
+
+
+def layer_and_head(
+    analysis: Analysis, attention: str, cols, with_average: bool = False, all_heads: str = "average"
+) -> tuple[int, int]:
+    """Layer and head pickers in `cols` (two columns), the choice every page shares (LAYER, HEAD); a page that
+    fixes the attention type (Generate) calls it alone. Without the average, one set aside comes back on the next
+    page that has it."""
     layers = analysis.layers(attention)
     state.keep_valid(LAYER, layers, layers[0])
-    layer = cols[1].selectbox("Layer", layers, key=LAYER, format_func=lambda i: f"layer {i + 1}")
+    layer = cols[0].selectbox("Layer", layers, key=LAYER, format_func=lambda i: f"layer {i + 1}")
     heads = list(range(analysis.block(attention, layer).n_heads)) + ([AVERAGE] if with_average else [])
     _keep_average(with_average)
     state.keep_valid(HEAD, heads, 0)
@@ -80,21 +90,10 @@ def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "averag
             return f"head {h + 1}"
         return f"head {h + 1} · key/value head {analysis.kv_head(h) + 1}"  # grouped-query: keys shared
 
-    head_labels = {h: head_label(h) for h in heads}  # labels, not the closure over the analysis (see above)
-    head = cols[2].selectbox("Head", heads, key=HEAD, format_func=head_labels.get, on_change=head_chosen)
-    return attention, layer, head
-
-
-def layer_and_head(analysis: Analysis, attention: str, cols) -> tuple[int, int]:
-    """Layer and head pickers for a page that fixes the attention type (Generate): the same choice as every other
-    page's (LAYER, HEAD), with no average (one set aside comes back on the next page that has it)."""
-    layers = analysis.layers(attention)
-    state.keep_valid(LAYER, layers, layers[0])
-    layer = cols[0].selectbox("Layer", layers, key=LAYER, format_func=lambda i: f"layer {i + 1}")
-    heads = list(range(analysis.block(attention, layer).n_heads))
-    _keep_average(False)
-    state.keep_valid(HEAD, heads, 0)
-    head = cols[1].selectbox("Head", heads, key=HEAD, format_func=lambda h: f"head {h + 1}", on_change=head_chosen)
+    # A widget's format_func stays in the session's widget state: labels, never a method of the analysis,
+    # which would pin that analysis in every session past the byte budget (tests/test_cache_owned.py).
+    head_labels = {h: head_label(h) for h in heads}
+    head = cols[1].selectbox("Head", heads, key=HEAD, format_func=head_labels.get, on_change=head_chosen)
     return layer, head
 
 

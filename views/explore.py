@@ -14,8 +14,6 @@ from viz.labels import safe_filename
 from viz.style import thaw
 from viz.tables import position_labels
 
-PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
-
 
 def _on_grid_select(n_heads: int) -> None:
     pick = grid_pick(st.session_state["grid"]["selection"], n_heads)
