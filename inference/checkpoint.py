@@ -17,6 +17,7 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from inference.jsonfile import JsonFileError, read_json
 from inference.loaded import Checkpoint, CheckpointError
 from inference.pretrained.packages import load_path
+from inference.quantized import PACKED, QUANTIZED, dequantize, quantize
 from inference.tokenizer import Tokenizer, TokenizerError
 from model.config import ConfigError, ModelConfig
 from model.factory import build_model
@@ -45,10 +46,12 @@ def save_checkpoint(
     tokenizer_bytes: bytes,
     card: dict[str, Any],
     half: bool = False,
+    quantized: bool = False,
 ) -> Path:
     """Write the four files; the tokenizer's sha256 goes into both config.json and the card.
 
-    `half=True` stores the weights as float16 (half the bytes in the repository); loading upcasts to float32.
+    `half=True` stores the weights as float16 (half the bytes in the repository), `quantized=True` in 4 bits
+    (inference.quantized: an eighth); loading turns either back into float32.
     """
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -56,9 +59,17 @@ def save_checkpoint(
     (directory / TOKENIZER).write_bytes(tokenizer_bytes)
     config = {"format": FORMAT, "model": model.config.to_dict(), "tokenizer_sha256": tokenizer.sha256}
     (directory / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    save_model(
-        copy.deepcopy(model).half() if half else model, str(directory / WEIGHTS), metadata=recorded(model.config)
-    )
+    if quantized:  # a tied matrix once: loading fills its twin
+        state, seen = {}, set()
+        for name, tensor in model.state_dict().items():
+            if tensor.data_ptr() not in seen:
+                state[name], _ = tensor, seen.add(tensor.data_ptr())
+        meta = {**recorded(model.config), "quantized": QUANTIZED}
+        save_file(quantize(state), str(directory / WEIGHTS), metadata=meta)
+    else:
+        save_model(
+            copy.deepcopy(model).half() if half else model, str(directory / WEIGHTS), metadata=recorded(model.config)
+        )
     card = {**card, "tokenizer_sha256": tokenizer.sha256}
     (directory / CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return directory
@@ -178,7 +189,33 @@ def load_weights(directory: Path, config: ModelConfig) -> Model:
     if not path.is_file():
         raise CheckpointError(f"{path}: file not found")
     check_recorded(path, config)
-    return model_from_safetensors(path, config)
+    return read_weights(path, config)
+
+
+def read_weights(path: Path, config: ModelConfig) -> Model:
+    """The model of a snapshot file, float16 or 4-bit (:data:`QUANTIZED`); CheckpointError names what is wrong."""
+    if read_metadata(path).get("quantized") != QUANTIZED:
+        return model_from_safetensors(path, config)
+    model = build_model(config, init=False)  # every weight is read from the file: none is drawn
+    try:
+        stored = load_file(str(path))
+        for name, tensor in stored.items():
+            expected = torch.uint8 if name.endswith(PACKED) else torch.float16
+            if tensor.dtype != expected:
+                raise CheckpointError(f"{path}: tensor {name} is stored as {tensor.dtype}; 4-bit files hold {expected}")
+        weights = dequantize(stored)
+        missing, unexpected = model.load_state_dict(weights, strict=False)
+    except CheckpointError:
+        raise
+    except Exception as exc:  # safetensors' own errors for a damaged file; KeyError for a scale gone missing
+        raise CheckpointError(f"{path}: its 4-bit weights cannot be read for this {config.kind} ({exc})") from exc
+    state = model.state_dict(keep_vars=True)
+    loaded = {state[k].data_ptr() for k in weights if k in state}
+    untied = [k for k in missing if state[k].data_ptr() not in loaded]  # a tied copy was filled with its twin
+    if untied or unexpected:
+        raise CheckpointError(f"{path}: tensors missing {sorted(untied)[:5]} / unexpected {sorted(unexpected)[:5]}")
+    check_finite(path, model)
+    return model.eval()
 
 
 def model_from_safetensors(path: Path, config: ModelConfig) -> Model:

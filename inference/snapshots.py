@@ -18,23 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors.torch import load_file
 
-from inference.checkpoint import (
-    Checkpoint,
-    CheckpointError,
-    check_finite,
-    check_recorded,
-    model_from_safetensors,
-    read_metadata,
-)
-from model.config import ModelConfig
-from model.factory import build_model
-from model.transformer import Model
+from inference.checkpoint import Checkpoint, CheckpointError, check_recorded, read_weights
+from inference.quantized import GROUP, QUANTIZED, dequantize, quantize
+
+__all__ = ["GROUP", "QUANTIZED", "dequantize", "quantize", "read_weights"]  # their home is inference.quantized
 
 SNAPSHOTS, INDEX = "snapshots", "index.json"
-QUANTIZED, GROUP = "int4-groups-of-32", 32  # the header's "quantized" value; numbers per float16 scale
-PACKED, SCALE = ".int4", ".int4_scale"  # a quantised matrix W is stored as W.int4 (uint8) and W.int4_scale
 
 
 @dataclass(frozen=True)
@@ -45,61 +35,6 @@ class Snapshot:
     step: int
     valid_loss: float
     file: str | None
-
-
-def quantize(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """4-bit weights: every matrix whose rows split into groups of GROUP, as two numbers −7 … 7 per byte and a
-    float16 scale per group (the group's largest magnitude / 7); everything else float16."""
-    out = {}
-    for name, tensor in tensors.items():
-        tensor = tensor.detach().float().cpu()
-        if tensor.dim() != 2 or tensor.shape[1] % GROUP:
-            out[name] = tensor.half()
-            continue
-        rows, cols = tensor.shape
-        groups = tensor.reshape(rows, cols // GROUP, GROUP)
-        scale = (groups.abs().amax(dim=2, keepdim=True) / 7).half().float()
-        codes = torch.where(scale > 0, groups / scale.clamp_min(1e-30), 0).round().clamp(-7, 7).to(torch.int16) + 8
-        codes = codes.reshape(rows, cols).to(torch.uint8)
-        out[name + PACKED] = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
-        out[name + SCALE] = scale.reshape(rows, cols // GROUP).half()
-    return out
-
-
-def dequantize(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The float32 weights of :func:`quantize`'s output (and of any float tensors beside them)."""
-    out = {}
-    for name, tensor in tensors.items():
-        if name.endswith(SCALE):
-            continue
-        if not name.endswith(PACKED):
-            out[name] = tensor.float()
-            continue
-        base = name.removesuffix(PACKED)
-        scale = tensors[base + SCALE].float()
-        rows, half = tensor.shape
-        codes = torch.stack(((tensor & 0x0F), (tensor >> 4)), dim=2).reshape(rows, 2 * half).float() - 8
-        out[base] = (codes.reshape(rows, -1, GROUP) * scale.unsqueeze(2)).reshape(rows, 2 * half)
-    return out
-
-
-def read_weights(path: Path, config: ModelConfig) -> Model:
-    """The model of a snapshot file, float16 or 4-bit (:data:`QUANTIZED`); CheckpointError names what is wrong."""
-    if read_metadata(path).get("quantized") != QUANTIZED:
-        return model_from_safetensors(path, config)
-    model = build_model(config, init=False)  # every weight is read from the file: none is drawn
-    try:
-        weights = dequantize(load_file(str(path)))
-        missing, unexpected = model.load_state_dict(weights, strict=False)
-    except Exception as exc:  # safetensors' own errors for a damaged file; KeyError for a scale gone missing
-        raise CheckpointError(f"{path}: its 4-bit weights cannot be read for this {config.kind} ({exc})") from exc
-    state = model.state_dict(keep_vars=True)
-    loaded = {state[k].data_ptr() for k in weights if k in state}
-    untied = [k for k in missing if state[k].data_ptr() not in loaded]  # a tied copy was filled with its twin
-    if untied or unexpected:
-        raise CheckpointError(f"{path}: tensors missing {sorted(untied)[:5]} / unexpected {sorted(unexpected)[:5]}")
-    check_finite(path, model)
-    return model.eval()
 
 
 def list_snapshots(directory: str | Path) -> list[Snapshot]:
