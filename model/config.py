@@ -90,7 +90,9 @@ class Published:
     mlm_head=True when its weights carry the masked-LM head. Llama: n_kv_heads < n_heads (grouped-query
     attention: each key/value head serves n_heads // n_kv_heads query heads), norm_type="rms",
     activation="swiglu", bias=False, embed_scale=False and its rope_base. GPT-2: activation="gelu_tanh" (GELU's tanh
-    approximation, as GPT-2 was trained with) and embed_scale=False.
+    approximation, as GPT-2 was trained with) and embed_scale=False. Seed 003's centre-word predictor (a student
+    report's 5-gram model): kind="encoder-only", embed_scale=False, sum_outputs=True and, for its shared layers,
+    shared_layers=True.
     """
 
     n_kv_heads: int | None = None  # None: one key/value head per query head (the paper's multi-head attention)
@@ -103,14 +105,20 @@ class Published:
     n_token_types: int = 0  # BERT's segment embeddings; every token here is of type 0
     rope_base: float = 10000.0  # rotary positions: θ_i = rope_base^(-2i/d_head)
     mlm_head: bool = False  # BERT's masked-LM head: dense + activation + norm before the output projection
+    sum_outputs: bool = False  # the outputs of every position summed into one prediction (seed 003's centre word)
+    shared_layers: bool = False  # one encoder layer's weights applied n_encoder_layers times (seed 003, Appendix B)
 
     def __post_init__(self) -> None:
         _choice("norm_type", self.norm_type, NORM_TYPES)
         _choice("activation", self.activation, ACTIVATIONS)
-        for name in ("bias", "embed_scale", "embed_norm", "mlm_head"):
+        for name in ("bias", "embed_scale", "embed_norm", "mlm_head", "sum_outputs", "shared_layers"):
             _flag(name, getattr(self, name))
         for name in ("norm_eps", "rope_base"):
             _positive_number(name, getattr(self, name))
+        if self.shared_layers and not self.sum_outputs:
+            raise ConfigError("shared_layers belongs to the centre-word predictor: it needs sum_outputs=true")
+        if self.sum_outputs and self.bert_input_or_output:
+            raise ConfigError("sum_outputs replaces the output at each position: it cannot go with BERT's switches")
         if self.n_kv_heads is not None:
             _count("n_kv_heads", self.n_kv_heads, 1, PUBLISHED_BOUNDS["n_kv_heads"])
         _count("n_token_types", self.n_token_types, 0, PUBLISHED_BOUNDS["n_token_types"])
@@ -196,6 +204,8 @@ class ModelConfig:
             raise ConfigError(f"an {self.kind} model needs n_encoder_layers >= 1")
         if self.kind != "encoder-only" and self.n_decoder_layers < 1:
             raise ConfigError(f"a {self.kind} model needs n_decoder_layers >= 1")
+        if self.kind != "encoder-only" and self.switches.sum_outputs:
+            raise ConfigError(f"sum_outputs sums an encoder's outputs: it needs kind='encoder-only', got {self.kind!r}")
         if self.kind != "encoder-only" and self.switches.bert_input_or_output:
             raise ConfigError(
                 "token types, an embedding norm and a masked-LM head are BERT's: they need kind='encoder-only', "
@@ -244,10 +254,9 @@ class ModelConfig:
         has_decoder = self.kind != "encoder-only"
         cross = 2 if self.is_encoder_decoder else 1  # a decoder layer with cross-attention: one more of each
         encoder_layer = attention + feed_forward + 2 * norm
+        encoder_copies = 1 if s.shared_layers else self.n_encoder_layers  # shared: one layer's weights
         decoder_layer = cross * attention + feed_forward + (cross + 1) * norm
-        layers = (
-            has_encoder * self.n_encoder_layers * encoder_layer + has_decoder * self.n_decoder_layers * decoder_layer
-        )
+        layers = has_encoder * encoder_copies * encoder_layer + has_decoder * self.n_decoder_layers * decoder_layer
         final_norms = (has_encoder + has_decoder) * norm if self.norm == "pre" else 0
         positions = self.max_len * d if self.positional == "learned" else 0
         embeddings = v * d + positions + s.n_token_types * d + (norm if s.embed_norm else 0)

@@ -14,6 +14,7 @@ from torch.overrides import TorchFunctionMode
 
 from model.attention import Linear, MultiHeadedAttention
 from model.components.bert import BertEncoder
+from model.components.centre_word import CentreWordPredictor
 from model.components.embeddings import UnscaledEmbeddings
 from model.components.feed_forward import GatedFeedForward, GELUFeedForward
 from model.components.grouped_query import GroupedQueryAttention
@@ -108,7 +109,11 @@ def build_model(config: ModelConfig, init: bool = True) -> Model:
 
     `init=False` leaves the weights unset (whatever memory held) and draws no random number: for a caller that
     fills every parameter (a checkpoint's or a published model's weights)."""
-    model_class = BertEncoder if config.switches.bert_input_or_output else MODELS[config.kind]
+    model_class = MODELS[config.kind]
+    if config.switches.bert_input_or_output:
+        model_class = BertEncoder
+    elif config.switches.sum_outputs:
+        model_class = CentreWordPredictor
     with NoRandomDraws():
         model = model_class(config, parts_for(config))
     if init:
