@@ -16,7 +16,7 @@ from typing import Any
 
 import sentencepiece as spm
 
-TASKS = ("reverse", "translate", "lm", "induction")
+TASKS = ("reverse", "translate", "lm", "induction", "fivegram")
 SPECIAL_IDS = {"pad_id": 0, "unk_id": 1, "bos_id": 2, "eos_id": 3}
 SPECIAL_PIECES = {"pad_piece": "<pad>", "unk_piece": "<unk>", "bos_piece": "<s>", "eos_piece": "</s>"}
 

@@ -8,6 +8,7 @@ Builds deterministic train/valid/test splits plus a sentencepiece tokenizer per 
   (Debian ``r-cran-janeaustenr``, read from R's lazy-load database) and WordNet example sentences
   (Debian ``wordnet-base``).
 * ``induction`` -- runs of random common words, each repeated once (needs ``lm`` prepared first: its words).
+* ``fivegram``  -- the centre word of each 5-gram of the ``lm`` documents (seed 003's task; needs ``lm``).
 
 Usage::
 
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from training.data.common import TASKS
+from training.data.fivegram import prepare_fivegram
 from training.data.induction import prepare_induction
 from training.data.lm import prepare_lm
 from training.data.reverse import prepare_reverse
@@ -35,6 +37,7 @@ PREPARERS = {
     "translate": prepare_translate,
     "lm": prepare_lm,
     "induction": prepare_induction,
+    "fivegram": prepare_fivegram,
 }
 
 
