@@ -97,6 +97,9 @@ class Block:
         return [a for a in (self.scores, self.mask, self.weights, self.values) if a is not None]
 
 
+BLANK_PIECE = "___"  # where a centre-word model's one prediction is made: between the halves of its input
+
+
 @dataclass(frozen=True)
 class Prediction:
     """One candidate token and its probability, as `inference.decoding.top_k` ranks them: a next-token guess, or
@@ -131,6 +134,7 @@ class Analysis:
     unknown_pieces: tuple[str, ...] = field(default_factory=tuple)
     generated: int = 0  # language model: the last `generated` target tokens are its own continuation
     continuation: str | None = None  # language model: the text of that continuation (None: none was asked)
+    blank: bool = False  # a centre-word model (seed 003's): one prediction, the word missing between its halves
 
     @property
     def n_heads(self) -> int:
@@ -195,7 +199,10 @@ class Analysis:
     @property
     def prediction_pieces(self) -> tuple[str, ...]:
         """The tokens `predictions` are made at, one each: the decoder's (next-token guesses), or an encoder-only
-        model's input (what each output vector scores highest: the card's "predictions" says what that is)."""
+        model's input (what each output vector scores highest: the card's "predictions" says what that is); a
+        centre-word model's one guess is at the blank, `___`."""
+        if self.blank:
+            return (BLANK_PIECE,)
         return (self.source_pieces or ()) if self.kind == "encoder-only" else self.target_pieces
 
     @property

@@ -16,6 +16,7 @@ from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling, generate, greedy_many, pad_rows, top_k
 from inference.text import (
     InputError,
+    centre_context,
     clean_text,
     encode_encoder_only,
     encode_first_stack,
@@ -162,7 +163,10 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
     notes = list(p.notes)
     all_ids = p.target_ids + (p.source_ids or [])
     unknown = tuple(sorted({piece for i, piece in zip(all_ids, tok.pieces(all_ids)) if i == cfg.unk_id}))
-    outside = outside_vocabulary(tok, p.text)
+    read = p.text
+    if cfg.switches.sum_outputs:  # a centre-word model reads the words around the blank, lower-cased
+        read = " ".join(centre_context(p.text, cfg.max_len // 2, []))
+    outside = outside_vocabulary(tok, read)
     if outside:  # named, with what the model reads instead (byte pieces or <unk>)
         notes.append(vocabulary_note(ckpt.name, outside))
     elif unknown:
@@ -191,6 +195,7 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         continuation=tok.decode(p.target_ids[len(p.target_ids) - p.generated :]) if p.request.continuation else None,
         notes=tuple(notes),
         unknown_pieces=unknown,
+        blank=cfg.switches.sum_outputs,
     )
 
 

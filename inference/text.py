@@ -73,8 +73,63 @@ def encode_prefix(ckpt: Checkpoint, text: str, notes: list[str], reserve: int = 
     return [ckpt.config.bos_id] + _fit(ckpt.tokenizer.encode(text), n - 1 - reserve, "text", notes, n, besides)
 
 
+WORD = re.compile(r"[a-z]+")
+BLANK = re.compile(r"_+")  # where the missing word goes: "The cat ___ on the mat"
+
+
+def words(text: str) -> list[str]:
+    """The words of `text` as a centre-word model reads them: lower-cased runs of the letters a–z (the fivegram
+    task's words, training.data.fivegram)."""
+    return WORD.findall(text.lower())
+
+
+def centre_context(text: str, side: int, notes: list[str]) -> list[str]:
+    """The `side` words before and the `side` words after the blank (`___`) of `text`; a text of exactly
+    2·side words and no blank has it in the middle. InputError says what to type otherwise."""
+    example = (
+        f"type a sentence with ___ where the missing word goes (“the old man ___ to the river”), or {2 * side} words"
+    )
+    parts = BLANK.split(text)
+    if len(parts) > 2:
+        raise InputError(f"The text has {len(parts) - 1} blanks; this model fills one: {example}.")
+    if len(parts) == 1:
+        found = words(text)
+        if len(found) != 2 * side:
+            raise InputError(f"This model guesses a missing word from the words around it: {example}.")
+        left, right = found[:side], found[side:]
+    else:
+        before, after = words(parts[0]), words(parts[1])
+        if len(before) < side or len(after) < side:
+            raise InputError(
+                f"This model reads {side} words on each side of the blank; the text has {len(before)} before it and "
+                f"{len(after)} after it: {example}."
+            )
+        left, right = before[-side:], after[:side]
+    reads = " ".join([*left, "___", *right])
+    if len(parts) == 2 and (len(before) > side or len(after) > side):
+        notes.append(f"The model reads the {side} words on each side of the blank, “{reads}”: the others are left out.")
+    elif BLANK.sub("___", " ".join(text.split())) != reads:
+        notes.append(f"The model reads lower-case words only: “{reads}”.")
+    return [*left, *right]
+
+
+def encode_centre_word(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
+    """A centre-word model's input (seed 003's): the ids of the words around the blank, one piece per word."""
+    tok = ckpt.tokenizer
+    return [word_id(tok, word) for word in centre_context(text, ckpt.config.max_len // 2, notes)]
+
+
+def word_id(tok: Tokenizer, word: str) -> int:
+    """The id of one word of a whole-word tokenizer: its piece, or `<unk>`."""
+    found = tok.encode(word)
+    return found[0] if len(found) == 1 else tok.unk_id
+
+
 def encode_encoder_only(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
-    """An encoder-only model's input, as BERT reads a sentence: bos ([CLS]) + tokens + eos ([SEP])."""
+    """An encoder-only model's input, as BERT reads a sentence: bos ([CLS]) + tokens + eos ([SEP]); a centre-word
+    model's: the words around the blank (encode_centre_word)."""
+    if ckpt.config.switches.sum_outputs:
+        return encode_centre_word(ckpt, text, notes)
     n = ckpt.config.max_len
     kept = _fit(ckpt.tokenizer.encode(text), n - 2, "input", notes, n, "the two special tokens around it")
     return [ckpt.config.bos_id, *kept, ckpt.config.eos_id]

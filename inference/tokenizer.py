@@ -98,7 +98,11 @@ class Tokenizer:
         return frozenset(ids - {self.eos_id})
 
     def encode(self, text: str) -> list[int]:
-        """Text → ids, without bos/eos (callers add what their model expects)."""
+        """Text → ids, without bos/eos (callers add what their model expects). A whole-word tokenizer encodes each
+        word alone: sentencepiece would read two unknown words side by side as one `<unk>`, and the model would
+        see one position fewer than the text has words."""
+        if self.whole_words:
+            return [i for word in text.split() for i in self._sp.EncodeAsIds(word)]
         return list(self._sp.EncodeAsIds(text))
 
     def pieces(self, ids: list[int]) -> list[str]:

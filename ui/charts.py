@@ -61,7 +61,9 @@ def predictions_table(ctx: Analysed, position: int | None) -> pa.Table:
     """The predictions beside the heatmap as an Arrow table (what st.dataframe sends): the language model's top-k
     after `position`, or an encoder-decoder's steps (position None)."""
     analysis = ctx.analysis
-    if analysis.kind == "encoder-only":
+    if analysis.blank:  # a centre-word model: its one guess, for the blank
+        frame = top_k_frame(analysis, 0)
+    elif analysis.kind == "encoder-only":
         frame = encoder_frame(analysis)
     else:
         frame = generation_frame(analysis) if position is None else top_k_frame(analysis, position)

@@ -69,7 +69,11 @@ def body() -> None:
         heads[name] = (*heads.get(name, ()), int(head))
     effect = cache.ablation(ctx, tuple(sorted(heads.items())), mode)
     st.metric("KL divergence, intact ‖ ablated (nats)", f"{effect.kl:.4f}")
-    if analysis.kind == "encoder-only":
+    if analysis.blank:
+        st.caption("The KL divergence of the model's one guess, the word for the blank.")
+        st.markdown("**The guesses for the blank**")
+        side_by_side(effect, len(picked), {"probability": PROB})
+    elif analysis.kind == "encoder-only":
         st.caption("The KL divergence is the mean over every position of the input.")
         st.markdown(f"**What the output at position 1 ({analysis.prediction_pieces[0]}) scores highest**")
         st.caption(ctx.ckpt.card.get("predictions", ""))
