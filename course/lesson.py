@@ -19,12 +19,16 @@ if TYPE_CHECKING:
 TEXTS = Path(__file__).resolve().parent / "steps"
 
 ANY, ENC_DEC, LM, SINUSOIDAL = "any", "encoder-decoder", "decoder-only", "sinusoidal"
+DECODER, LENGTHS = "decoder", "lengths"
 NEEDS = {
     ANY: "any model",
     ENC_DEC: "an encoder-decoder (a model with an encoder and cross-attention)",
     LM: "a decoder-only language model",
     SINUSOIDAL: "a model with sinusoidal positions",
+    DECODER: "a model with a decoder (a language model or an encoder-decoder)",
+    LENGTHS: "a model that reads texts of any length (a centre-word model reads four words, always)",
 }
+SHORTEST = 8  # LENGTHS: at least this many positions (the cost step times 8 lengths up to max_len)
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,10 @@ class Step:
         """Whether a model of `config` can show this step."""
         if self.needs == SINUSOIDAL:
             return config.positional == "sinusoidal"
+        if self.needs == DECODER:
+            return config.kind != "encoder-only"
+        if self.needs == LENGTHS:
+            return not config.switches.sum_outputs and config.max_len >= SHORTEST
         return self.needs == ANY or config.kind == self.needs
 
 
@@ -56,16 +64,16 @@ def read_step(slug: str, needs: str = ANY) -> Step:
 STEPS: tuple[Step, ...] = (
     read_step("embeddings"),
     read_step("positional-encoding", SINUSOIDAL),
-    read_step("padding-mask"),
-    read_step("no-peek-mask"),
+    read_step("padding-mask", LENGTHS),
+    read_step("no-peek-mask", DECODER),
     read_step("scaled-dot-product"),
     read_step("multi-head"),
     read_step("feed-forward"),
     read_step("residual-layernorm"),
     read_step("cross-attention", ENC_DEC),
     read_step("next-token", LM),
-    read_step("kv-cache"),
-    read_step("quadratic-cost"),
+    read_step("kv-cache", DECODER),
+    read_step("quadratic-cost", LENGTHS),
     read_step("induction-heads", LM),
 )
 SLUGS: tuple[str, ...] = tuple(s.slug for s in STEPS)
@@ -76,6 +84,7 @@ SENTENCES = {
     "translate": "The cat sat on the mat.",
     "lm": "Once upon a time, there was a little girl who",  # lm-english writes on after it (the cache step)
     "induction": "the old man went down to the river and the old man went down to the",  # words it knows, repeated
+    "fivegram": "the old man ___ to the river",  # seed 003's models: the words around a blank, of their vocabulary
 }
 
 

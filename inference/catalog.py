@@ -17,6 +17,7 @@ from inference.checkpoint import (
     load_card,
     load_config,
 )
+from inference.experiment import is_experiment_model
 from inference.jsonfile import JsonFileError, read_json
 
 ENV_VAR = "ATLAS_CHECKPOINTS"
@@ -63,6 +64,15 @@ PRESETS: dict[str, tuple[str, ...]] = {
         "red blue green black white red blue green black white red blue",
         "water fire earth light water fire earth light water fire earth",
     ),
+    # seed 003's centre-word models: a blank between two words on each side, words of their 2,000-word vocabulary
+    "fivegram": (
+        "the old man ___ to the river",
+        "she opened the ___ and saw",
+        "once upon a ___ there was",
+        "i would like a ___ of tea",
+        "she sat by the ___ and read",
+        "in the middle of the ___ there",
+    ),
 }
 
 
@@ -86,6 +96,10 @@ MINIMAL_PAIRS: dict[str, str] = {
     "We are going to the park tomorrow.": "We are going to the park today.",
     "My sister reads a book every evening.": "My brother reads a book every evening.",
     WINOGRAD[0]: WINOGRAD[1],
+    "the old man ___ to the river": "the old woman ___ to the river",
+    "she opened the ___ and saw": "he opened the ___ and saw",
+    "i would like a ___ of tea": "i would like a ___ of water",
+    "she sat by the ___ and read": "he sat by the ___ and read",
 }
 
 
@@ -196,8 +210,11 @@ def stamp(path: Path) -> float:
 
 
 def preset_family(name: str, kind: str | None, card: dict[str, Any]) -> str:
-    """'reverse', 'translate', 'lm' or 'induction': the task our training command recorded on the card; otherwise
-    judged from the card's task, the directory name and the model kind (a text named "reverse.txt" trains an LM)."""
+    """'reverse', 'translate', 'lm', 'induction' or 'fivegram': the task our training command recorded on the card
+    (`experiment` for seed 003's 5-gram models); otherwise judged from the card's task, the directory name and the
+    model kind (a text named "reverse.txt" trains an LM)."""
+    if is_experiment_model(card):
+        return "fivegram"
     trained = (card.get("hyperparameters") or {}).get("training") or {}
     if isinstance(trained, dict) and trained.get("name") in PRESETS:
         return trained["name"]

@@ -161,7 +161,7 @@ def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, rep
     lengths = lengths or cost_lengths(cfg.max_len)
     if len(lengths) < 3 or any(not 1 <= n <= cfg.max_len for n in lengths):
         raise ValueError(f"need at least 3 lengths within 1..{cfg.max_len}, got {lengths}")
-    stack = "encoder" if cfg.is_encoder_decoder else "decoder"
+    stack = "decoder" if cfg.kind == "decoder-only" else "encoder"
     attn = getattr(model, stack).layers[0].self_attn
     generator = torch.Generator().manual_seed(0)
     inputs = []

@@ -336,7 +336,7 @@ def test_the_cache_saves_the_recomputed_positions() -> None:
         cache_work(5, 4, 0)
 
 
-def test_only_the_cross_attention_next_token_induction_and_positional_steps_ask_for_a_kind_of_model() -> None:
+def test_only_the_steps_that_need_a_decoder_a_kind_or_long_inputs_ask_for_another_model() -> None:
     import dataclasses
 
     from model.config import ModelConfig, Published
@@ -347,5 +347,14 @@ def test_only_the_cross_attention_next_token_induction_and_positional_steps_ask_
     bert = ModelConfig(kind="encoder-only", vocab_size=40, positional="learned", published=Published(activation="gelu"))
     for config in (ours, llama, bert):
         refused = {s.slug for s in STEPS if not s.fits(config)}
-        assert refused <= {"positional-encoding", "no-peek-mask", "cross-attention", "next-token", "induction-heads"}
+        assert refused <= {
+            "positional-encoding", "no-peek-mask", "cross-attention", "next-token", "kv-cache", "induction-heads",
+        }  # fmt: skip
     assert {"embeddings", "feed-forward", "residual-layernorm"} <= {s.slug for s in STEPS if s.fits(bert)}
+    # seed 003's centre-word model reads four words, always: no padding, no decoder, no lengths to time
+    centre = dataclasses.replace(bert, max_len=4, published=Published(embed_scale=False, sum_outputs=True))
+    refused = {s.slug for s in STEPS if not s.fits(centre)}
+    assert {"padding-mask", "no-peek-mask", "kv-cache", "quadratic-cost"} <= refused
+    assert {"embeddings", "scaled-dot-product", "multi-head", "feed-forward"} <= {
+        s.slug for s in STEPS if s.fits(centre)
+    }

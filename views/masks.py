@@ -32,6 +32,12 @@ def body() -> None:
         key = f"mask_{attention.replace('.', '_')}"
         show_chart(fig, key, safe_filename("mask", ctx.entry.name, attention), where=tab)
     st.header("Padding in a batch")
+    if ctx.ckpt.config.switches.sum_outputs:
+        st.caption(
+            f"{ctx.entry.name} always reads the same {ctx.ckpt.config.max_len} words, the ones around the blank: a "
+            "batch of its inputs never needs padding, so there is no padding mask to see here."
+        )
+        return
     st.caption("Sentences of different lengths are padded to one length; the mask keeps attention off the padding.")
     st.session_state.setdefault(SECOND_TEXT, "Hi!")
     second = st.text_input("Second sentence", key=SECOND_TEXT)
