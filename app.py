@@ -45,6 +45,7 @@ PAGES = [
     st.Page("views/ablation.py", title="Head ablation", url_path="ablation"),
     st.Page("views/compare.py", title="Compare two inputs", url_path="compare"),
     st.Page("views/training.py", title="Training steps", url_path="training"),
+    st.Page("views/experiment.py", title="Experiment: heads pruned", url_path="experiment"),
 ]
 page = st.navigation(PAGES, position="hidden")  # linked below the model and text (sidebar.pages_and_projector)
 st.sidebar.title("Attention Atlas")
