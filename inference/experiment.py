@@ -94,3 +94,60 @@ PREFIX = "fivegram-"
 def is_experiment_model(card: dict[str, Any]) -> bool:
     """Whether a checkpoint's card is one of this table's models (its card carries an "experiment" section)."""
     return isinstance(card.get("experiment"), dict)
+
+
+def table(cards: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Our table from the cards of its trained models (name → card), in ROWS' order; a row not trained yet is left
+    out. Each: the row's fields, its short label, parameters, training seconds, test accuracy and loss (4-bit
+    weights as shipped), and the report's accuracy and loss for the same architecture (None: it ran none)."""
+    found = []
+    for row in ROWS:
+        card = cards.get(row.name)
+        if card is None or not is_experiment_model(card):
+            continue
+        metrics, experiment = card.get("metrics") or {}, card["experiment"]
+        seed = row.seed_row()
+        found.append(
+            {
+                "name": row.name,
+                "short": row.name.removeprefix(PREFIX),
+                "architecture": row.architecture,
+                "layers": row.layers,
+                "heads": row.heads,
+                "shared_layers": row.shared_layers,
+                "shared_embeddings": row.shared_embeddings,
+                "parameters": int(experiment.get("parameters", 0)),
+                "seconds": float(experiment.get("seconds", 0.0)),
+                "accuracy": float(metrics.get("accuracy", float("nan"))),
+                "loss": float(metrics.get("loss", float("nan"))),
+                "seed_accuracy": seed.accuracy if seed else None,
+                "seed_loss": seed.loss if seed else None,
+            }
+        )
+    return found
+
+
+def seed_table() -> list[dict[str, Any]]:
+    """The report's Table 1 as dicts (heads 1 for its single-head self-attention), in its order."""
+    return [
+        {
+            "architecture": r.architecture,
+            "dim": r.dim,
+            "layers": r.layers,
+            "heads": r.heads or 1,
+            "shared_layers": r.shared_layers,
+            "shared_embeddings": r.shared_embeddings,
+            "parameters": r.parameters,
+            "time": r.time,
+            "accuracy": r.accuracy,
+            "loss": r.loss,
+            "note": r.note,
+        }
+        for r in SEED_TABLE
+    ]
+
+
+def pruning(card: dict[str, Any]) -> dict[str, Any] | None:
+    """A model's pruning record from its card (order, curve, what each was measured on), or None."""
+    found = (card.get("experiment") or {}).get("pruning")
+    return found if isinstance(found, dict) and found.get("curve") else None

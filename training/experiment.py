@@ -34,6 +34,7 @@ from torch import Tensor
 from inference.catalog import checkpoints_dir
 from inference.checkpoint import CARD, load_checkpoint, save_checkpoint
 from inference.experiment import PRUNED, ROWS, Row
+from inference.text import word_id
 from inference.tokenizer import Tokenizer
 from model.attention import Ablation
 from model.config import ModelConfig, Published
@@ -69,13 +70,8 @@ def read_grams(path: Path, tok: Tokenizer) -> np.ndarray:
             words = line.split()
             if len(words) != 2 * CONTEXT + 1:
                 raise ValueError(f"{path}: expected {2 * CONTEXT + 1} words a line, got {line!r}")
-            rows.append([ids[w] if w in ids else ids.setdefault(w, _word_id(tok, w)) for w in words])
+            rows.append([ids[w] if w in ids else ids.setdefault(w, word_id(tok, w)) for w in words])
     return np.asarray(rows, dtype=np.int64).reshape(-1, 2 * CONTEXT + 1)
-
-
-def _word_id(tok: Tokenizer, word: str) -> int:
-    found = tok.encode(word)
-    return found[0] if len(found) == 1 else tok.unk_id
 
 
 def split(grams: np.ndarray | Tensor) -> tuple[Tensor, Tensor]:
@@ -216,6 +212,7 @@ def train_row(row: Row, data: Path, out: Path, settings: Settings, threads: int,
         "training": {"history": history, "seconds": round(seconds, 1), "examples_seen": seen, "finished": True},
         "predictions": "The four outputs summed and scored against every word: the model's guess for the blank.",
         "command": command,
+        "tokenizer_sha256": tok.sha256,
     }
     save_checkpoint(folder, model, tok_bytes, card, quantized=True)
     shipped = load_checkpoint(folder).model  # what the app will load: the 4-bit weights

@@ -9,28 +9,22 @@ centre word is outside it are left out (a model cannot name a word it has no row
 
 The tokenizer does no normalisation of its own (sentencepiece's "identity" rule: its file then holds no
 normalisation table, a tenth of the size): :func:`words` lower-cases a text and keeps its runs of letters before
-any encoding, here and in the app (inference.text), so "The cat sat." reads as "the cat sat".
+any encoding, here and in the app (inference.text.words), so "The cat sat." reads as "the cat sat".
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from inference.text import words
 from training.data.common import SourceError, sha256_file, train_tokenizer, write_lines, write_manifest
 from training.data.induction import common_words
 
 FIVEGRAM_WORDS = 2000
 CONTEXT = 2  # words on each side of the centre word
 SOURCE = Path("data/lm")
-_WORD = re.compile(r"[a-z]+")
-
-
-def words(text: str) -> list[str]:
-    """The words of `text` as the fivegram models read them: lower-cased runs of the letters a–z."""
-    return _WORD.findall(text.lower())
 
 
 def fivegrams(line: str, vocabulary: set[str]) -> Iterator[list[str]]:
