@@ -33,7 +33,7 @@ from torch import Tensor
 
 from inference.catalog import checkpoints_dir
 from inference.checkpoint import CARD, load_checkpoint, save_checkpoint
-from inference.experiment import PRUNED, ROWS, Row
+from inference.experiment import PRUNED, ROWS, Row, table
 from inference.text import word_id
 from inference.tokenizer import Tokenizer
 from model.attention import Ablation
@@ -280,12 +280,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=Settings.steps, help=f"steps per row (default {Settings.steps})")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--force", action="store_true", help="train rows again that are already done")
+    parser.add_argument("--table", action="store_true", help="print the table of the trained rows' cards, train none")
     args = parser.parse_args(argv)
+    out = args.out or checkpoints_dir()
+    if args.table:
+        print(markdown(out))
+        return 0
     if not (args.data / "tokenizer.model").is_file():
         print(f"error: {args.data}: no prepared data; run `python -m training.data prepare fivegram`", file=sys.stderr)
         return 2
     settings = Settings(steps=args.steps, eval_every=min(Settings.eval_every, args.steps))
-    out = args.out or checkpoints_dir()
     given = argv if argv is not None else sys.argv[1:]
     command = "python -m atlas experiment " + " ".join(shlex.quote(a) for a in given)
     rows = [r for r in ROWS if not args.rows or r.name in args.rows]
@@ -296,7 +300,44 @@ def main(argv: list[str] | None = None) -> int:
             continue
         train_row(row, args.data, out, settings, args.threads, command.strip())
     print(f"{len(rows)} rows in {time.perf_counter() - started:.0f} s (load: {os.getloadavg()[0]:.2f})")
+    print(markdown(out))
     return 0
+
+
+def markdown(out: Path) -> str:
+    """The table of the rows trained under `out`, from their cards, as the README shows it."""
+    cards = {}
+    for row in ROWS:
+        try:
+            cards[row.name] = json.loads((out / row.name / CARD).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+    lines = [
+        "| model | layers × heads | parameters | training (s) | accuracy | loss | seed 003 accuracy | seed 003 loss |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in table(cards):
+        shape = f"{r['layers']}{' shared' if r['shared_layers'] else ''} × {r['heads']}"
+        shape += " (in/out embeddings shared)" if r["shared_embeddings"] else ""
+        seed = "—" if r["seed_accuracy"] is None else f"{r['seed_accuracy']:.4f}"
+        seed_loss = "—" if r["seed_loss"] is None else f"{r['seed_loss']:.2f}"
+        lines.append(
+            f"| `{r['name']}` | {shape} | {r['parameters']:,} | {r['seconds']:.0f} | **{r['accuracy']:.4f}** | "
+            f"{r['loss']:.3f} | {seed} | {seed_loss} |"
+        )
+    total = sum(r["seconds"] for r in table(cards))
+    lines.append("")
+    lines.append(f"Training time of the {len(cards)} rows: {total:.0f} s ({total / 60:.1f} minutes) of one thread.")
+    for name in PRUNED:
+        curve = ((cards.get(name) or {}).get("experiment") or {}).get("pruning", {}).get("curve")
+        if curve:
+            full, heads = curve[0]["accuracy"], len(curve) - 1
+            kept = min(heads - p["removed"] for p in curve if p["accuracy"] >= 0.95 * full)
+            lines.append(
+                f"{name}: accuracy {full:.4f} with all {heads} heads, {curve[heads // 2]['accuracy']:.4f} with half "
+                f"removed, {curve[-1]['accuracy']:.4f} with none; 95 % of it kept by its {kept} most important heads."
+            )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

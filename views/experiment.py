@@ -108,6 +108,7 @@ def pruning_section(cards: dict[str, dict]) -> None:
         + (", ".join(_head_name(block, head) for block, head, _ in reversed(order[removed:])) or "none")
         + "."
     )
+    st.markdown(pruning_finding(chosen, curve))
     attention = np.asarray(cards[chosen]["experiment"]["mean_attention"], dtype=np.float32)
     gone = [(int(block.split(".")[2]), int(head)) for block, head, _ in order[:removed]]
     fig = remaining_heads(attention, gone, "What each head attends to, averaged over the test 5-grams (grey: removed)")
@@ -115,6 +116,17 @@ def pruning_section(cards: dict[str, dict]) -> None:
     st.caption(
         "Each tile is one head: rows are the four context words as queries (1–2 before the blank, 3–4 after it), "
         "columns the words they attend to. A head whose tile is one bright column reads one position for every word."
+    )
+
+
+def pruning_finding(name: str, curve: list[dict]) -> str:
+    """How many heads the model needs, read off its curve: the fewest kept that still give 95 % of its accuracy."""
+    total, full = len(curve) - 1, curve[0]["accuracy"]
+    kept = min(total - p["removed"] for p in curve if p["accuracy"] >= 0.95 * full)
+    return (
+        f"{name} keeps 95 % of its accuracy with its {kept} most important head{'s' * (kept != 1)} of {total}; "
+        f"without any head it falls to {curve[-1]['accuracy']:.4f}, what the feed-forward layers and the summed "
+        "embeddings guess alone."
     )
 
 
