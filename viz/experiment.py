@@ -77,7 +77,10 @@ def accuracy_chart(rows: Sequence[Mapping[str, Any]], seed_rows: Sequence[Mappin
     fig.update_xaxes(title_text="layers", tickvals=[1, 2, 3], range=[0.7, 3.3])
     fig.update_yaxes(title_text="test accuracy", tickformat=".3f")
     fig.update_layout(legend={"orientation": "h", "y": -0.25, "x": 0})
-    return finish(fig, "Accuracy against layers and heads", 420)
+    fig = finish(fig, "Accuracy against layers and heads", 420)
+    fig.update_layout(margin={"t": 90})  # the panels' titles below the chart's, not over it
+    fig.update_annotations(yshift=8)
+    return fig
 
 
 def time_chart(rows: Sequence[Mapping[str, Any]]) -> go.Figure:
@@ -135,7 +138,8 @@ def pruning_chart(curves: Mapping[str, Sequence[Mapping[str, Any]]], chosen: str
                 hoverinfo="skip",
             )
         )
-    fig.update_xaxes(title_text="heads removed (least important first)", rangemode="tozero")
+    most = max((p["removed"] for points in curves.values() for p in points), default=1)
+    fig.update_xaxes(title_text="heads removed (least important first)", range=[-0.6, most + 0.6])
     fig.update_yaxes(title_text="test accuracy", tickformat=".3f", rangemode="tozero")
     fig.update_layout(legend={"orientation": "h", "y": -0.25, "x": 0})
     return finish(fig, "Heads pruned: how many does the model need?", 400)
