@@ -22,10 +22,12 @@ def attention_entries(analysis: Analysis) -> list[dict[str, Any]]:
     entries = []
     for name, block in analysis.blocks.items():
         stack, layer, type_ = parse_block_name(name)
-        scores = np.round(block.scores.astype(np.float64), 6).tolist()
-        for head in scores:
-            for row, allowed in zip(head, block.mask):
-                row[:] = [v if ok else None for v, ok in zip(row, allowed)]
+        scores = None  # attention imported from elsewhere (inference.imported) comes without its scores
+        if block.scores is not None:
+            scores = np.round(block.scores.astype(np.float64), 6).tolist()
+            for head in scores:
+                for row, allowed in zip(head, block.mask):
+                    row[:] = [v if ok else None for v, ok in zip(row, allowed)]
         entries.append(
             {
                 "name": name,
@@ -71,7 +73,8 @@ def to_npz_bytes(analysis: Analysis) -> bytes:
     arrays: dict[str, np.ndarray] = {}
     for name, block in analysis.blocks.items():
         arrays[f"{name}.weights"] = block.weights.astype(np.float32)
-        arrays[f"{name}.scores"] = np.where(block.mask[None], block.scores, np.nan).astype(np.float32)
+        if block.scores is not None:
+            arrays[f"{name}.scores"] = np.where(block.mask[None], block.scores, np.nan).astype(np.float32)
         arrays[f"{name}.mask"] = block.mask
     arrays["positional_encoding"] = analysis.first_positional_encoding.astype(np.float32)
     meta = {k: v for k, v in to_json_object(analysis).items() if k not in ("attention", "positional_encoding")}

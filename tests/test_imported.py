@@ -512,3 +512,17 @@ def test_importable_without_torch() -> None:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "encoder-only"
+
+
+def test_imported_attention_exports_without_scores_and_reads_back() -> None:
+    """Attention from elsewhere has no scores: the export writes them as null (JSON) or leaves them out (npz)."""
+    rng = np.random.default_rng(0)
+    tokens = ["a", "b", "c"]
+    raw = rng.random((2, 2, 3, 3)) * np.tril(np.ones((3, 3)))
+    analysis = from_arrays(raw / raw.sum(axis=-1, keepdims=True), tokens)
+    for data, filename in ((to_json(analysis).encode(), "t.json"), (to_npz_bytes(analysis), "t.npz")):
+        back = read_trace(data, filename)
+        assert list(back.blocks) == list(analysis.blocks)
+        for name, block in analysis.blocks.items():
+            assert np.allclose(back.blocks[name].weights, block.weights, atol=1e-6)
+            assert back.blocks[name].scores is None
