@@ -1,0 +1,62 @@
+"""Attention Atlas outside the app: the command line (`python -m atlas`, atlas.cli) and the notebook API
+(atlas.api): `load`, `analyze`, `save`; `from_huggingface`, `from_transformer_lens`, `from_arrays`, `read_trace` and
+their `TraceError`; the app's views as Plotly figures, `head`, `heads`, `paper`, `rollout`, `mask`, and the
+`head_stats` table; `offline()` for figures in a notebook without a network. Layers and heads count from 1, as the
+app's labels do.
+
+`import atlas` itself loads nothing: each name is looked up in atlas.api on first use, so the command line, which
+never draws, starts without plotly and pandas.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run time __getattr__ finds them
+    from atlas.api import (
+        TraceError,
+        analyze,
+        from_arrays,
+        from_huggingface,
+        from_transformer_lens,
+        head,
+        head_stats,
+        heads,
+        load,
+        mask,
+        offline,
+        paper,
+        read_trace,
+        rollout,
+        save,
+    )
+
+__all__ = [
+    "TraceError",
+    "analyze",
+    "from_arrays",
+    "from_huggingface",
+    "from_transformer_lens",
+    "head",
+    "head_stats",
+    "heads",
+    "load",
+    "mask",
+    "offline",
+    "paper",
+    "read_trace",
+    "rollout",
+    "save",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """`atlas.load` and the rest of __all__, from atlas.api, imported on the first such lookup (PEP 562)."""
+    if name in __all__:
+        return getattr(importlib.import_module("atlas.api"), name)
+    raise AttributeError(f"module 'atlas' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

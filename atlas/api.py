@@ -1,0 +1,316 @@
+"""Attention Atlas in a notebook: load a checkpoint, analyse a text, draw the app's views, save a trace.
+
+    import atlas
+    atlas.offline()                                  # figures inline, plotly.js inside the notebook
+    lm = atlas.load("lm-english")                    # a folder of checkpoints/, or any checkpoint path
+    analysis = atlas.analyze(lm, "The cat sat on the mat.")
+    atlas.head(analysis, layer=2, head=3)            # the Explore page's heatmap
+    atlas.save(analysis, "cat.json")                 # the app's "Download JSON", byte for byte
+
+Attention computed elsewhere becomes the same `Analysis` (inference.imported): `from_huggingface` (a model's
+`output_attentions=True`), `from_transformer_lens` (a `run_with_cache` cache), `from_arrays` (weights as arrays),
+`read_trace` (a `.json` or `.npz` this app or `save` wrote). Their problems are `TraceError`s.
+
+Layers, heads and token positions count from 1 here, as every label of the app and its URL do (`?L=2&H=3` is layer
+2, head 3); the Analysis's arrays and the trace files stay 0-based. A number out of range is a ValueError that
+names the valid range.
+
+Each view is built by the `viz` functions the app's pages call, with the pages' titles and opening choices, so a
+figure here equals the page's (tests/test_notebook.py compares `head` and `heads` with ui.charts'). This module
+imports neither streamlit nor the pages; `import atlas` loads it on first use only (atlas/__init__.py), so
+`python -m atlas` does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from numbers import Integral
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from plotly.io.base_renderers import NotebookRenderer
+
+from inference import catalog
+from inference.analysis import Analysis, Block
+from inference.analyze import analyze as _analyze
+from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from inference.decoding import Sampling
+from inference.export import to_json, to_npz_bytes
+from inference.imported import TraceError, from_arrays, from_huggingface, from_transformer_lens, read_trace
+from inference.rollout import analysis_rollout
+from viz.heads import average_heads, head_heatmap, heads_grid
+from viz.labels import indexed_labels
+from viz.masks import mask_heatmap
+from viz.paper import block_lines, opening_threshold
+from viz.rollout import rollout_heatmap
+from viz.stats import for_display, head_table
+
+__all__ = [
+    "TraceError",
+    "analyze",
+    "from_arrays",
+    "from_huggingface",
+    "from_transformer_lens",
+    "head",
+    "head_stats",
+    "heads",
+    "load",
+    "mask",
+    "offline",
+    "paper",
+    "read_trace",
+    "rollout",
+    "save",
+]
+
+AVERAGE = "average"  # head(): the mean of the layer's heads, the Explore page's "average of heads"
+# The Paper view's threshold slider opens here, or lower where no weight reaches it (views/paper.py's THRESHOLD and
+# MIN_THRESHOLD: the page imports streamlit, so they are repeated, not imported).
+PAPER_THRESHOLD = 0.1
+PAPER_MIN_THRESHOLD = 0.05
+# The Attention rollout page's names for an encoder-decoder's rollouts (views/rollout.py's ATTENTION_LABELS).
+ROLLOUT_LABELS = {
+    "encoder.self_attn": "Encoder (source → source)",
+    "decoder.self_attn": "Decoder self-attention (output → output)",
+    "decoder.cross_attn": "Decoder → source (through the encoder)",
+}
+
+
+# --- checkpoints, analyses, traces ---------------------------------------------------------------------------------
+
+
+def load(path_or_name: str | Path) -> Checkpoint:
+    """A checkpoint, loaded and checked (inference.checkpoint.load_checkpoint): a path to a checkpoint folder (or a
+    published model's folder or .gguf file), or the bare name of one in the app's checkpoints folder
+    (`$ATLAS_CHECKPOINTS`, else the repository's `checkpoints/`; inference.catalog.checkpoints_dir) or of an
+    installed model package. An existing path wins over a name. CheckpointError (a ValueError) when neither is
+    found, naming the checkpoints there."""
+    given = Path(path_or_name).expanduser()
+    if given.exists():
+        return load_checkpoint(given)
+    name = str(path_or_name)
+    root = catalog.checkpoints_dir()
+    if given.name == name and name not in ("", ".", ".."):  # a bare name, not a path that does not exist
+        if (root / name).exists():
+            return load_checkpoint(root / name)
+        for entry in catalog.package_entries():
+            if entry.name == name:
+                return load_checkpoint(entry.path)
+    known = ", ".join(e.name for e in catalog.list_checkpoints(root, packages=True) if e.ok) or "none"
+    raise CheckpointError(f"{name}: no such checkpoint path, nor a checkpoint of that name in {root} (there: {known})")
+
+
+def analyze(
+    model: Checkpoint,
+    text: str,
+    *,
+    target: str | None = None,
+    k: int = 5,
+    max_tokens: int = 64,
+    continuation: int = 0,
+    sampling: Sampling | None = None,
+) -> Analysis:
+    """The Analysis of `text` by `model` (inference.analyze.analyze): every head's scores, mask and weights, the
+    positional rows and each position's top `k` predictions, as the app computes them. An encoder-decoder reads
+    `target` as its output so far (without it, its own greedy output); a language model with `continuation` first
+    writes that many tokens (greedy, or `sampling`). InputError (a ValueError) when the text cannot be read."""
+    return _analyze(model, text, target, k, max_tokens, continuation, sampling)
+
+
+def save(analysis: Analysis, path: str | Path) -> Path:
+    """Write `analysis` as the Explore page's download buttons and `python -m atlas trace -o` do
+    (inference.export, docs/trace-format.md): `.json`, the trace format, or `.npz`, NumPy arrays. `read_trace`
+    reads either back, on this machine or another. Returns the path written; ValueError for any other suffix."""
+    path = Path(path).expanduser()
+    suffix = path.suffix.lower()
+    if suffix == ".json":
+        path.write_text(to_json(analysis), encoding="utf-8")
+    elif suffix == ".npz":
+        path.write_bytes(to_npz_bytes(analysis))
+    else:
+        raise ValueError(f"{path}: save writes a .json trace or an .npz archive, not {suffix or 'a file without one'}")
+    return path
+
+
+# --- choosing what to draw: names as the app has them, numbers counted from 1 --------------------------------------
+
+
+def _attention(analysis: Analysis, attention: str | None, default: str | None = None) -> str:
+    """`attention` checked against the analysis; None: `default`, else the first the model has."""
+    present = analysis.attentions
+    if attention is None:
+        return default if default in present else present[0]
+    if attention not in present:
+        choices = ", ".join(f"{a!r} ({analysis.attention_label(a)})" for a in present)
+        raise ValueError(f"this {analysis.kind} model has no {attention!r} attention: choose one of {choices}")
+    return attention
+
+
+def _index(value: object, count: int, what: str, where: str) -> int:
+    """A 1-based `value` (a layer, a head, a position) checked to be 1 to `count`; returned 0-based."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise ValueError(f"{what} must be a whole number from 1 to {count}, not {value!r}")
+    if not 1 <= int(value) <= count:
+        hint = " (they count from 1, as the app's labels do)" if int(value) == 0 else ""
+        raise ValueError(f"{what} {value} is out of range: {where} has {what}s 1 to {count}{hint}")
+    return int(value) - 1
+
+
+def _block(analysis: Analysis, attention: str, layer: int) -> tuple[Block, int]:
+    """The block of 1-based `layer` of `attention`, and the layer 0-based."""
+    layers = analysis.layers(attention)
+    index = _index(layer, len(layers), "layer", analysis.attention_label(attention))
+    return analysis.block(attention, layers[index]), layers[index]
+
+
+def _heads(block: Block, heads: Sequence[int], where: str) -> list[int]:
+    return [_index(h, block.n_heads, "head", where) for h in heads]
+
+
+def _opening_attention(analysis: Analysis) -> str:
+    """Where Explore and the Paper view open: the cross-attention when the model has one, else its first."""
+    return "decoder.cross_attn" if "decoder.cross_attn" in analysis.attentions else analysis.attentions[0]
+
+
+# --- the app's views -----------------------------------------------------------------------------------------------
+
+
+def head(analysis: Analysis, layer: int, head: int | str, attention: str | None = None) -> go.Figure:
+    """The Explore page's heatmap of one head: queries as rows, keys as columns, the weights on a fixed 0–1 scale.
+
+    `layer` and `head` count from 1 (`head="average"`: the mean of the layer's heads); `attention` is
+    "encoder.self_attn", "decoder.self_attn" or "decoder.cross_attn" (None: the cross-attention if the model has
+    one, else its first, as the page opens)."""
+    attention = _attention(analysis, attention, _opening_attention(analysis))
+    block, index = _block(analysis, attention, layer)
+    where = f"layer {index + 1} of {analysis.attention_label(attention)}"
+    if head == AVERAGE:
+        weights, name = average_heads(block.weights), "average of heads"
+    else:
+        h = _index(head, block.n_heads, "head", where)
+        weights, name = block.weights[h], f"head {h + 1}"
+    title = f"{analysis.attention_label(attention)}, layer {index + 1}, {name}"
+    return head_heatmap(weights, block.query_pieces, block.key_pieces, title)
+
+
+def heads(analysis: Analysis, attention: str | None = None) -> go.Figure:
+    """The Explore page's grid of every head of one attention: a row per layer (layer 1 on top), a column per head,
+    each head a thumbnail of its weights. `attention` as in `head`."""
+    attention = _attention(analysis, attention, _opening_attention(analysis))
+    return heads_grid(analysis.stacked(attention), f"{analysis.attention_label(attention)}: every head")
+
+
+def paper(
+    analysis: Analysis,
+    layer: int,
+    head: int | None = None,
+    attention: str | None = None,
+    query: int | None = None,
+    threshold: float | None = None,
+) -> go.Figure:
+    """The Paper view (the picture of Figures 3–5 of "Attention Is All You Need"): a line from each query token on
+    the left to each key token on the right for every weight ≥ `threshold`, its opacity the weight, one colour per
+    head. `layer`, `head` and `query` (a token position) count from 1; `head=None`: every head of the layer;
+    `query=None`: every query token's lines. `threshold` None: where the page's slider opens, 0.1, or the largest
+    weight drawn where that is smaller (not below 0.05). `attention` as in `head`."""
+    attention = _attention(analysis, attention, _opening_attention(analysis))
+    block, index = _block(analysis, attention, layer)
+    where = f"layer {index + 1} of {analysis.attention_label(attention)}"
+    chosen = None if head is None else _heads(block, [head], where)
+    position = None if query is None else _index(query, len(block.query_pieces), "query position", "the text")
+    weights = block.weights if chosen is None else block.weights[chosen]
+    if threshold is None:
+        threshold = opening_threshold(weights, position, PAPER_THRESHOLD, PAPER_MIN_THRESHOLD)
+    name = f"all {block.n_heads} heads" if chosen is None else f"head {chosen[0] + 1}"
+    token = "" if position is None else f", query {indexed_labels(block.query_pieces)[position]}"
+    title = f"{analysis.attention_label(attention)}, layer {index + 1}, {name}{token}"
+    return block_lines(block, chosen, position, threshold, title)
+
+
+def rollout(
+    analysis: Analysis,
+    layer: int | None = None,
+    attention: str | None = None,
+    residual: bool = True,
+    heads: Sequence[int] | None = None,
+) -> go.Figure:
+    """The Attention rollout page (Abnar & Zuidema 2020): each layer's head-averaged attention, with the residual as
+    0.5·A + 0.5·I (`residual=False`: the raw product), multiplied through layers 1 to `layer`; row i is what
+    position i draws from each input token. `layer` counts from 1 (None: the last); `heads` the heads averaged,
+    from 1 (None: all). `attention` as in `head`, but None opens on the model's first attention, as the page does;
+    "decoder.cross_attn" follows an encoder-decoder's output positions back to the source tokens."""
+    attention = _attention(analysis, attention)
+    first = analysis.block(attention, analysis.layers(attention)[0])
+    where = analysis.attention_label(attention)
+    picked = None
+    if heads is not None:
+        if not len(heads):
+            raise ValueError(f"no head to average: give heads 1 to {first.n_heads}, or None for all")
+        picked = _heads(first, heads, where)
+        picked = None if len(set(picked)) == first.n_heads else picked
+    result = analysis_rollout(analysis, attention, residual, picked)
+    index = result.n_layers - 1 if layer is None else _index(layer, result.n_layers, "layer", where)
+    label = analysis.attention_label(attention) if analysis.kind == "decoder-only" else ROLLOUT_LABELS[attention]
+    upto = "layer 1" if index == 0 else f"layers 1–{index + 1}"
+    names = "all heads" if result.heads is None else "heads " + ", ".join(str(h + 1) for h in result.heads)
+    title = f"Rollout: {label}, {upto}, {names}" + ("" if residual else ", raw")
+    return rollout_heatmap(result.maps[index], result.query_pieces, result.key_pieces, title)
+
+
+def mask(analysis: Analysis, attention: str | None = None) -> go.Figure:
+    """The Masks page's mask of the analysed input: which key each query may attend to (the padding and no-peek
+    rules applied; every layer of an attention has the same). `attention` as in `head`, but None opens on the
+    model's first attention, as the page's first tab."""
+    attention = _attention(analysis, attention)
+    block = analysis.block(attention, analysis.layers(attention)[0])
+    title = f"{analysis.attention_label(attention)} mask"
+    return mask_heatmap(block.mask, block.query_pieces, block.key_pieces, title)
+
+
+def head_stats(analysis: Analysis) -> pd.DataFrame:
+    """The Head statistics page's table: one row per head of every block, layers and heads counted from 1, with
+    its entropy (bits), mean distance, and the weight on the previous token, the first token and its own
+    position, averaged over the queries (viz.stats.head_table). The page draws no figure of it. (Its induction
+    probe columns need the checkpoint, not an analysis: they are not here.)"""
+    return for_display(head_table(analysis))
+
+
+# --- figures in a notebook without a network -----------------------------------------------------------------------
+
+
+class EmbeddedNotebookRenderer(NotebookRenderer):
+    """Plotly's "notebook" renderer (`connected=False`: the first figure shown puts plotly.js itself into the
+    notebook, once) whose figures' HTML loads no MathJax from a CDN, as the stock one's does ("cdn")."""
+
+    def to_mimebundle(self, fig_dict: dict) -> dict[str, str]:
+        html = pio.to_html(
+            fig_dict,
+            config=self.config,
+            include_plotlyjs=False,  # activate() embedded the library
+            include_mathjax=False,
+            full_html=False,
+            default_width="100%",
+            default_height=525,
+            validate=False,
+        )
+        return {"text/html": html}
+
+
+EMBEDDED = "atlas_embedded"  # EmbeddedNotebookRenderer's name in plotly.io.renderers
+OFFLINE = f"plotly_mimetype+{EMBEDDED}"
+
+
+def offline() -> None:
+    """Show figures in notebooks with no network: plotly.io.renderers.default becomes `OFFLINE`, both of
+    - "plotly_mimetype": the figure's JSON, which VS Code, JupyterLab and Notebook 7 prefer and draw with a
+      plotly.js of their own (Jupyter's is the extension the plotly package installs);
+    - EmbeddedNotebookRenderer: HTML for the classic Notebook, nbviewer and HTML exports, with plotly.js (4.8 MB)
+      embedded in the notebook by the first figure shown.
+    Nothing is fetched from a CDN. Call it once, in a notebook, before the first figure: a second call changes
+    nothing (the library is embedded once per kernel). It is not done on import: it sets Plotly's default for the
+    whole process, where a plain script wants Plotly's own (a browser tab)."""
+    if pio.renderers.default != OFFLINE:
+        pio.renderers[EMBEDDED] = EmbeddedNotebookRenderer()
+        pio.renderers.default = OFFLINE
