@@ -84,7 +84,7 @@ SENTENCES = {
     "translate": "The cat sat on the mat.",
     "lm": "Once upon a time, there was a little girl who",  # lm-english writes on after it (the cache step)
     "induction": "the old man went down to the river and the old man went down to the",  # words it knows, repeated
-    "fivegram": "the old man ___ to the river",  # seed 003's models: the words around a blank, of their vocabulary
+    "fivegram": "it was the ___ day of the week",  # seed 003's models: the words around a blank, of their vocabulary
 }
 
 

@@ -66,12 +66,12 @@ PRESETS: dict[str, tuple[str, ...]] = {
     ),
     # seed 003's centre-word models: a blank between two words on each side, words of their 2,000-word vocabulary
     "fivegram": (
+        "it was the ___ day of the week",
+        "what do you ___ to do",
+        "he took off his ___ and put it down",
         "the old man ___ to the river",
         "she opened the ___ and saw",
         "once upon a ___ there was",
-        "i would like a ___ of tea",
-        "she sat by the ___ and read",
-        "in the middle of the ___ there",
     ),
 }
 
@@ -96,10 +96,11 @@ MINIMAL_PAIRS: dict[str, str] = {
     "We are going to the park tomorrow.": "We are going to the park today.",
     "My sister reads a book every evening.": "My brother reads a book every evening.",
     WINOGRAD[0]: WINOGRAD[1],
+    "it was the ___ day of the week": "it was the ___ night of the week",
+    "what do you ___ to do": "what do they ___ to do",
+    "he took off his ___ and put it down": "she took off her ___ and put it down",
     "the old man ___ to the river": "the old woman ___ to the river",
     "she opened the ___ and saw": "he opened the ___ and saw",
-    "i would like a ___ of tea": "i would like a ___ of water",
-    "she sat by the ___ and read": "he sat by the ___ and read",
 }
 
 

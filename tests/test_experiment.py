@@ -23,6 +23,7 @@ from inference.tokenizer import Tokenizer
 from model.config import ConfigError, ModelConfig, Published
 from model.factory import build_model
 from viz.labels import display_piece
+from viz.style import MASKED
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -243,7 +244,8 @@ def test_the_experiment_page_shows_the_table_the_charts_and_the_curves(zoo_only:
     at.slider(key="heads_removed").set_value(5).run()
     assert not at.exception
     grid = json.loads(next(el for el in at.get("plotly_chart") if el.key == "remaining_heads").proto.spec)
-    assert len(grid["layout"]["shapes"]) == 5  # the five removed heads, covered
+    covers = [s for s in grid["layout"]["shapes"] if s["type"] == "rect" and s.get("fillcolor") == MASKED]
+    assert len(covers) == 5  # the five removed heads, covered
 
 
 def test_a_model_of_the_table_opens_on_explore_and_guesses_the_blank(zoo_only: Path) -> None:
@@ -252,7 +254,8 @@ def test_a_model_of_the_table_opens_on_explore_and_guesses_the_blank(zoo_only: P
     at.selectbox(key="experiment_model").set_value("fivegram-3L-8H").run()
     at.button(key="experiment_open").click().run()
     assert not at.exception, [e.value for e in at.exception]
-    assert at.selectbox(key="model").value == "fivegram-3L-8H"
+    assert at.selectbox(key="model").value == "fivegram-3L-8H" and at.title[0].value == "Explore"
+    at.switch_page("views/explore.py")  # AppTest runs the page it was given, not the one the app switched to
     at.text_area(key="text").set_value("she opened the ___ and saw").run()
     assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
     top = frame(at, "probability")
