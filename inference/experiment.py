@@ -151,3 +151,12 @@ def pruning(card: dict[str, Any]) -> dict[str, Any] | None:
     """A model's pruning record from its card (order, curve, what each was measured on), or None."""
     found = (card.get("experiment") or {}).get("pruning")
     return found if isinstance(found, dict) and found.get("curve") else None
+
+
+def one_position_share(mean_attention: Any) -> list[list[float]]:
+    """Per head [layer][head]: the largest share of its weight on one key position, averaged over the queries (1:
+    every word reads the same one position, a positional head; 0.25: weight spread evenly over the four words)."""
+    return [
+        [max(sum(q[k] for q in head) / len(head) for k in range(len(head[0]))) for head in layer]
+        for layer in mean_attention
+    ]

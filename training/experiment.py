@@ -33,7 +33,7 @@ from torch import Tensor
 
 from inference.catalog import checkpoints_dir
 from inference.checkpoint import CARD, load_checkpoint, save_checkpoint
-from inference.experiment import PRUNED, ROWS, Row, table
+from inference.experiment import PRUNED, ROWS, Row, one_position_share, table
 from inference.text import word_id
 from inference.tokenizer import Tokenizer
 from model.attention import Ablation
@@ -336,6 +336,15 @@ def markdown(out: Path) -> str:
             lines.append(
                 f"{name}: accuracy {full:.4f} with all {heads} heads, {curve[heads // 2]['accuracy']:.4f} with half "
                 f"removed, {curve[-1]['accuracy']:.4f} with none; 95 % of it kept by its {kept} most important heads."
+            )
+            share = one_position_share(cards[name]["experiment"]["mean_attention"])
+            order = [
+                (int(block.split(".")[2]), head) for block, head, _ in cards[name]["experiment"]["pruning"]["order"]
+            ]
+            named = [f"L{layer + 1} H{head + 1} {share[layer][head]:.2f}" for layer, head in reversed(order)]
+            lines.append(
+                f"  weight on one position, most important heads first: {', '.join(named[:4])}; the least important: "
+                f"{', '.join(named[-4:])}."
             )
     return "\n".join(lines)
 
