@@ -15,7 +15,7 @@ from test_browser_axe import AXE, RUN_AXE, SETTLED
 
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
-from inference.experiment import ROWS, SEED_BEST
+from inference.experiment import PRUNED, ROWS, SEED_BEST
 
 pytestmark = pytest.mark.browser
 server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
@@ -23,13 +23,16 @@ server, browser = test_browser.server, test_browser.browser  # the fixtures of t
 # The traces of the chart whose title starts with `title`, as plotly.js holds them (typed arrays as lists).
 TRACES_JS = """title => {
   const gd = [...document.querySelectorAll('.stPlotlyChart .js-plotly-plot')]
-    .find(g => ((g.layout.title || {}).text || '').startsWith(title) && g.calcdata);
+    .find(g => ((g.layout.title || {}).text || '').replace(/<[^>]+>/g, '').startsWith(title) && g.calcdata);
   return gd ? gd.data.map(t => ({name: t.name, x: Array.from(t.x || []), y: Array.from(t.y || [])})) : null;
 }"""
-FIRST_HEATMAP_JS = """() => {
-  const gd = document.querySelector('.stPlotlyChart .js-plotly-plot');
-  const c = gd && (gd.calcdata || []).find(c => c[0] && c[0].z && c[0].trace.type === 'heatmap');
-  return c ? c[0].z.map(row => Array.from(row)) : null;
+# The one-head chart's matrix: the first painted heatmap of 4 × 4 (the all-heads grid below it is a mosaic).
+HEAD_HEATMAP_JS = """() => {
+  for (const gd of document.querySelectorAll('.stPlotlyChart .js-plotly-plot')) {
+    const c = (gd.calcdata || []).find(c => c[0] && c[0].z && c[0].trace.type === 'heatmap');
+    if (c && c[0].z.length === 4 && c[0].z[0].length === 4) return c[0].z.map(row => Array.from(row));
+  }
+  return null;
 }"""
 
 
@@ -49,11 +52,10 @@ def test_the_experiment_page_shows_the_table_and_the_pruning_curve(server, brows
         best = rows.filter(has_text="fivegram-3L-8H").first.inner_text()
         assert f"{SEED_BEST:.4f}" in best  # the report's figure beside ours
         traces = page.wait_for_function(TRACES_JS, arg="Heads pruned").json_value()
-        chosen = page.locator('[data-testid="stSelectbox"]').filter(has_text="Model").first.inner_text()
-        name = next(r.name for r in ROWS if r.name in chosen)
-        curve = next(t for t in traces if t["name"] == name)
-        accuracy = load_checkpoint(ROOT / "checkpoints" / name).card["metrics"]["accuracy"]
-        assert curve["x"][0] == 0 and curve["y"][0] == pytest.approx(accuracy)
+        for name in PRUNED:  # each model's curve starts at the model's own accuracy, no head removed
+            curve = next(t for t in traces if t["name"] == name)
+            accuracy = load_checkpoint(ROOT / "checkpoints" / name).card["metrics"]["accuracy"]
+            assert curve["x"][0] == 0 and curve["y"][0] == pytest.approx(accuracy)
         assert page.wait_for_function(TRACES_JS, arg="Accuracy against layers").json_value()
         assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
         page.wait_for_timeout(500)
@@ -69,9 +71,9 @@ def test_explore_draws_a_model_of_the_table_on_a_sentence_with_a_blank(server, b
     page = context.new_page()
     page.set_default_timeout(90_000)
     try:
-        query = {"model": model, "text": text, "layer": "3", "head": "2"}
+        query = {"model": model, "text": text, "L": "3", "H": "2"}
         page.goto(f"{server}/?{urlencode(query)}")
-        drawn = page.wait_for_function(FIRST_HEATMAP_JS).json_value()
+        drawn = page.wait_for_function(HEAD_HEATMAP_JS).json_value()
         weights = analyze(load_checkpoint(ROOT / "checkpoints" / model), text).blocks["encoder.layers.2.self_attn"]
         assert np.allclose(drawn, weights.weights[1], atol=1e-3)  # layer 3, head 2 (1-based in the address)
         guesses = page.locator("table.atlas-table").filter(has_text="probability")

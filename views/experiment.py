@@ -96,7 +96,7 @@ def pruning_section(cards: dict[str, dict]) -> None:
     )
     names = list(records)
     state.keep_valid(PRUNED_MODEL, names, names[-1])
-    chosen = st.selectbox("Model", names, key=PRUNED_MODEL)
+    chosen = st.selectbox("Pruned model", names, key=PRUNED_MODEL)
     record = records[chosen]
     order, curve = record["order"], record["curve"]
     state.keep_valid(REMOVED, state.Between(0, len(order)), 0)
