@@ -43,8 +43,8 @@ from inference.rollout import analysis_rollout
 from viz.heads import average_heads, head_heatmap, heads_grid
 from viz.labels import indexed_labels
 from viz.masks import mask_heatmap
-from viz.paper import block_lines, opening_threshold
-from viz.rollout import rollout_heatmap
+from viz.paper import MIN_THRESHOLD, THRESHOLD, block_lines, opening_threshold
+from viz.rollout import ATTENTION_LABELS, rollout_heatmap
 from viz.stats import for_display, head_table
 
 __all__ = [
@@ -66,16 +66,6 @@ __all__ = [
 ]
 
 AVERAGE = "average"  # head(): the mean of the layer's heads, the Explore page's "average of heads"
-# The Paper view's threshold slider opens here, or lower where no weight reaches it (views/paper.py's THRESHOLD and
-# MIN_THRESHOLD: the page imports streamlit, so they are repeated, not imported).
-PAPER_THRESHOLD = 0.1
-PAPER_MIN_THRESHOLD = 0.05
-# The Attention rollout page's names for an encoder-decoder's rollouts (views/rollout.py's ATTENTION_LABELS).
-ROLLOUT_LABELS = {
-    "encoder.self_attn": "Encoder (source → source)",
-    "decoder.self_attn": "Decoder self-attention (output → output)",
-    "decoder.cross_attn": "Decoder → source (through the encoder)",
-}
 
 
 # --- checkpoints, analyses, traces ---------------------------------------------------------------------------------
@@ -222,7 +212,7 @@ def paper(
     position = None if query is None else _index(query, len(block.query_pieces), "query position", "the text")
     weights = block.weights if chosen is None else block.weights[chosen]
     if threshold is None:
-        threshold = opening_threshold(weights, position, PAPER_THRESHOLD, PAPER_MIN_THRESHOLD)
+        threshold = opening_threshold(weights, position, THRESHOLD, MIN_THRESHOLD)
     name = f"all {block.n_heads} heads" if chosen is None else f"head {chosen[0] + 1}"
     token = "" if position is None else f", query {indexed_labels(block.query_pieces)[position]}"
     title = f"{analysis.attention_label(attention)}, layer {index + 1}, {name}{token}"
@@ -252,7 +242,7 @@ def rollout(
         picked = None if len(set(picked)) == first.n_heads else picked
     result = analysis_rollout(analysis, attention, residual, picked)
     index = result.n_layers - 1 if layer is None else _index(layer, result.n_layers, "layer", where)
-    label = analysis.attention_label(attention) if analysis.kind == "decoder-only" else ROLLOUT_LABELS[attention]
+    label = analysis.attention_label(attention) if analysis.kind == "decoder-only" else ATTENTION_LABELS[attention]
     upto = "layer 1" if index == 0 else f"layers 1–{index + 1}"
     names = "all heads" if result.heads is None else "heads " + ", ".join(str(h + 1) for h in result.heads)
     title = f"Rollout: {label}, {upto}, {names}" + ("" if residual else ", raw")

@@ -7,12 +7,10 @@ import streamlit as st
 from ui import cache, charts, errors, sidebar, state
 from ui.widgets import head_picker, show_chart
 from viz.labels import indexed_labels, safe_filename
-from viz.paper import BUCKET_WIDTH, block_lines, lines_above, opening_threshold
+from viz.paper import BUCKET_WIDTH, MIN_THRESHOLD, THRESHOLD, block_lines, lines_above, opening_threshold
 
 ALL = -1  # the token picker's "every query token"
 ALL_HEADS = "all heads"  # the head picker's AVERAGE: the Paper view overlays every head, one colour each
-THRESHOLD = 0.1  # the slider's start: a query has at most 10 lines per head
-MIN_THRESHOLD = 0.05  # at most 20 lines per query and head: 40,960 for 8 heads × 256 tokens
 PAPER_QUERY = state.url_index("paper_query", "paper_q", words=(("all", ALL),), aliases=("paper_query",))  # or ALL
 PAPER_THRESHOLD = state.url_key("paper_threshold", float)
 

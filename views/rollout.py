@@ -9,13 +9,8 @@ from inference.rollout import RESIDUAL, analysis_rollout
 from ui import errors, sidebar, state
 from ui.widgets import ATTENTION, show_chart
 from viz.labels import safe_filename
-from viz.rollout import rollout_heatmap
+from viz.rollout import ATTENTION_LABELS, rollout_heatmap
 
-ATTENTION_LABELS = {  # what each rollout's rows and columns are
-    "encoder.self_attn": "Encoder (source → source)",
-    "decoder.self_attn": "Decoder self-attention (output → output)",
-    "decoder.cross_attn": "Decoder → source (through the encoder)",
-}
 ROWS = {
     "encoder.self_attn": "Row i: where the encoder's output at source token i gets its information from, among the "
     "source tokens",

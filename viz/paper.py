@@ -33,6 +33,10 @@ SELF_COLUMNS = ("query (attending)", "key (attended to)")
 CROSS_COLUMNS = ("decoder output (queries)", "source (keys)")
 
 
+THRESHOLD = 0.1  # the Paper view's threshold opens here: a query has at most 10 lines per head
+MIN_THRESHOLD = 0.05  # and never lower: at most 20 lines per query and head, 40,960 for 8 heads × 256 tokens
+
+
 def lines_above(weights: np.ndarray, threshold: float, query: int | None = None) -> np.ndarray:
     """(head, query, key) index triples, shape (N, 3), of the weights ≥ `threshold` in (H, Tq, Tk) `weights`,
     only query `query`'s when given. Each row sums to 1, so a query has at most 1 / threshold lines per head."""
