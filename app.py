@@ -46,6 +46,7 @@ PAGES = [
     st.Page("views/compare.py", title="Compare two inputs", url_path="compare"),
     st.Page("views/training.py", title="Training steps", url_path="training"),
     st.Page("views/experiment.py", title="Experiment: heads pruned", url_path="experiment"),
+    st.Page("views/trace.py", title="Open a trace file", url_path="trace"),
 ]
 page = st.navigation(PAGES, position="hidden")  # linked below the model and text (sidebar.pages_and_projector)
 st.sidebar.title("Attention Atlas")

@@ -74,7 +74,12 @@ class BenchError(RuntimeError):
 
 # The pages that may rightly draw nothing, each saying why: Training steps on a checkpoint shipped without
 # snapshots; a Lesson step on a model of another kind (SmolLM2 on the 2017 embeddings step), which offers a switch.
-NOTHING_TO_DRAW = {"has no training snapshots": "no snapshots", "This step needs": "the step needs another model"}
+NOTHING_TO_DRAW = {
+    "has no training snapshots": "no snapshots",
+    "This step needs": "the step needs another model",
+    "No model of the table is in": "no 5-gram models in the folder",
+    "No trace opened yet": "no trace file chosen",
+}
 
 
 @dataclass

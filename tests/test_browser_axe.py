@@ -16,7 +16,7 @@ server = test_browser.server  # the same module-scoped streamlit server on the s
 browser = test_browser.browser
 AXE = Path(os.environ.get("ATLAS_AXE", test_browser.ROOT / ".venv" / "axe-core" / "axe.min.js"))
 PAGES = ("", "lesson", "generate", "paper", "math", "positional", "masks", "rollout", "heads", "ablation")
-PAGES += ("compare", "training", "experiment")
+PAGES += ("compare", "training", "experiment", "trace")
 SETTLED = """() => !document.querySelector('[data-testid="stStatusWidget"]')
     && !document.querySelector('[data-stale="true"]')
     && document.querySelector('[data-testid="stMainBlockContainer"] h1') !== null"""

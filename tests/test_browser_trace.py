@@ -1,0 +1,59 @@
+"""A trace exported from Explore, opened on the "Open a trace file" page in a real browser: the same heatmap values
+as the page it came from; a bad file is one message. Screenshot at 1024×768 in screenshots/ (git-ignored)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlencode
+
+import numpy as np
+import pytest
+import test_browser
+from test_browser import ROOT, SHOTS
+
+from inference.analyze import analyze
+from inference.checkpoint import load_checkpoint
+from inference.export import to_json
+
+pytestmark = pytest.mark.browser
+server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
+TEXT = "The children walked to school in the rain."
+# Every painted heatmap of a query × key shape (rows, columns) on the page: the one-head chart's matrix.
+HEATMAP_JS = """([rows, cols]) => {
+  for (const gd of document.querySelectorAll('.stPlotlyChart .js-plotly-plot')) {
+    const c = (gd.calcdata || []).find(c => c[0] && c[0].z && c[0].trace.type === 'heatmap');
+    if (c && c[0].z.length === rows && c[0].z[0].length === cols) return c[0].z.map(row => Array.from(row));
+  }
+  return null;
+}"""
+
+
+def test_an_exported_trace_shows_the_heatmap_it_was_exported_from(server, browser, tmp_path: Path) -> None:
+    analysis = analyze(load_checkpoint(ROOT / "checkpoints" / "lm-english"), TEXT)
+    n = len(analysis.target_pieces)
+    trace = tmp_path / "lm-english.json"
+    trace.write_text(to_json(analysis), encoding="utf-8")  # Explore's "Whole analysis as JSON", byte for byte
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": 3, "kind": "decoder-only"}', encoding="utf-8")
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{server}/?{urlencode({'model': 'lm-english', 'text': TEXT, 'L': '1', 'H': '1'})}")
+        explored = page.wait_for_function(HEATMAP_JS, arg=[n, n]).json_value()
+        page.goto(f"{server}/trace")
+        page.get_by_role("heading", name="Open a trace file").wait_for()
+        page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(trace))
+        # the page opens on layer 1, head 1, as Explore does (AppTest checks the layer and head pickers)
+        opened = page.wait_for_function(HEATMAP_JS, arg=[n, n]).json_value()
+        assert np.allclose(opened, explored, atol=1e-5)  # the same values as the page it was exported from
+        assert np.allclose(opened, analysis.block("decoder.self_attn", 0).weights[0], atol=1e-5)
+        assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
+        page.screenshot(path=str(SHOTS / "trace-1024x768.png"), full_page=True)
+        page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(bad))
+        error = page.locator('[data-testid="stAlertContentError"]')
+        error.first.wait_for()
+        assert error.count() == 1 and "cannot be opened" in error.inner_text() and "not a trace" in error.inner_text()
+        assert page.locator('[data-testid="stException"]').count() == 0
+    finally:
+        context.close()
