@@ -160,3 +160,10 @@ def one_position_share(mean_attention: Any) -> list[list[float]]:
         [max(sum(q[k] for q in head) / len(head) for k in range(len(head[0]))) for head in layer]
         for layer in mean_attention
     ]
+
+
+def heads_needed(curve: list[dict[str, Any]], share: float = 0.95) -> int:
+    """From a pruning curve: the fewest heads kept (the most important ones) that still give `share` of the intact
+    model's accuracy."""
+    total, full = len(curve) - 1, curve[0]["accuracy"]
+    return min(total - p["removed"] for p in curve if p["accuracy"] >= share * full)

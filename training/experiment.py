@@ -33,7 +33,7 @@ from torch import Tensor
 
 from inference.catalog import checkpoints_dir
 from inference.checkpoint import CARD, load_checkpoint, save_checkpoint
-from inference.experiment import PRUNED, ROWS, Row, one_position_share, table
+from inference.experiment import PRUNED, ROWS, Row, heads_needed, one_position_share, pruning, table
 from inference.text import word_id
 from inference.tokenizer import Tokenizer
 from model.attention import Ablation
@@ -316,7 +316,8 @@ def markdown(out: Path) -> str:
         "| model | layers × heads | parameters | training (s) | accuracy | loss | seed 003 accuracy | seed 003 loss |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for r in table(cards):
+    rows = table(cards)
+    for r in rows:
         shape = f"{r['layers']}{' shared' if r['shared_layers'] else ''} × {r['heads']}"
         shape += " (in/out embeddings shared)" if r["shared_embeddings"] else ""
         seed = "—" if r["seed_accuracy"] is None else f"{r['seed_accuracy']:.4f}"
@@ -325,14 +326,15 @@ def markdown(out: Path) -> str:
             f"| `{r['name']}` | {shape} | {r['parameters']:,} | {r['seconds']:.0f} | **{r['accuracy']:.4f}** | "
             f"{r['loss']:.3f} | {seed} | {seed_loss} |"
         )
-    total = sum(r["seconds"] for r in table(cards))
+    total = sum(r["seconds"] for r in rows)
     lines.append("")
     lines.append(f"Training time of the {len(cards)} rows: {total:.0f} s ({total / 60:.1f} minutes) of one thread.")
     for name in PRUNED:
-        curve = ((cards.get(name) or {}).get("experiment") or {}).get("pruning", {}).get("curve")
-        if curve:
+        record = pruning(cards.get(name, {}))
+        if record:
+            curve = record["curve"]
             full, heads = curve[0]["accuracy"], len(curve) - 1
-            kept = min(heads - p["removed"] for p in curve if p["accuracy"] >= 0.95 * full)
+            kept = heads_needed(curve)
             lines.append(
                 f"{name}: accuracy {full:.4f} with all {heads} heads, {curve[heads // 2]['accuracy']:.4f} with half "
                 f"removed, {curve[-1]['accuracy']:.4f} with none; 95 % of it kept by its {kept} most important heads."

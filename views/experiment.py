@@ -125,8 +125,7 @@ def pruning_section(cards: dict[str, dict]) -> None:
 
 def pruning_finding(name: str, curve: list[dict]) -> str:
     """How many heads the model needs, read off its curve: the fewest kept that still give 95 % of its accuracy."""
-    total, full = len(curve) - 1, curve[0]["accuracy"]
-    kept = min(total - p["removed"] for p in curve if p["accuracy"] >= 0.95 * full)
+    total, kept = len(curve) - 1, experiment.heads_needed(curve)
     return (
         f"{name} keeps 95 % of its accuracy with its {kept} most important head{'s' * (kept != 1)} of {total}; "
         f"without any head it falls to {curve[-1]['accuracy']:.4f}, what the feed-forward layers and the summed "
