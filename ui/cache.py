@@ -10,6 +10,7 @@ call.
 from __future__ import annotations
 
 import gc
+import hashlib
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,13 +27,14 @@ from inference.analyze import positional_table as model_positional_table
 from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.decoding import Sampling
 from inference.export import to_json, to_npz_bytes
+from inference.imported import TraceError, read_trace
 from inference.induction import InductionReport, measure
 from inference.lesson import Copying, head_on_probe
 from inference.lesson import copying as lesson_copying
-from inference.memory import BUDGET, measured_bytes
+from inference.memory import BUDGET, MISSING, ByteCache, measured_bytes
 from inference.snapshots import Snapshot, list_snapshots, load_snapshot
 from inference.worker import ModelWorker
-from ui.kept import kept
+from ui.kept import SHARE, kept
 
 TOP_K = 5  # the predictions kept per position
 
@@ -49,6 +51,11 @@ class Context:
     @property
     def path(self) -> str:
         return str(self.entry.path)
+
+    @property
+    def name(self) -> str:
+        """What the pages name it by (charts' file names): the checkpoint's name."""
+        return self.entry.name
 
     @property
     def key(self) -> tuple[str, float, str]:
@@ -69,24 +76,96 @@ class Analysed(Context):
 
 
 @dataclass(frozen=True)
+class Trace:
+    """An opened trace file in place of a model and a text: attention computed elsewhere, drawn by the pages that
+    need only attention (views/trace.py opens one). No weights: nothing can be run on it."""
+
+    name: str  # the file's name, as uploaded
+    digest: str  # sha256 of its bytes: the key of its Analysis in TRACES, shared by sessions opening one file
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """What names this trace in a cache (ui.kept): its bytes, not its name."""
+        return "trace", self.digest
+
+
+@dataclass(frozen=True)
+class TracedAnalysis(Trace):
+    """A trace with its Analysis, as the pages take an `Analysed`."""
+
+    analysis: Analysis
+
+    @property
+    def text(self) -> str:
+        return self.analysis.text
+
+
+class TraceGoneError(LookupError):
+    """The server let an opened trace's Analysis go (the byte budget needed room): it must be opened again."""
+
+
+# Opened traces' Analyses by sha256, in the server's byte budget like everything else kept: a session holds only the
+# name and hash (Trace), so a class opening traces cannot take more than this store's share; the least recently
+# drawn goes first, and its session is told to open it again.
+TRACES = ByteCache(SHARE)
+# The largest trace file an uploader takes: Streamlit refuses a larger one itself (its own message), and
+# .streamlit/config.toml's server.maxUploadSize is the same number for the whole server. A 256-token trace of
+# lm-english is 12.1 MB as .npz, 51.0 MB as JSON (inference.export of analyze(lm-english, a 256-token text)).
+MAX_UPLOAD_MB = 100
+
+
+def open_trace(data: bytes, name: str) -> Trace:
+    """Read a trace file's bytes (inference.imported.read_trace) once per content, keep its Analysis in TRACES and
+    return the Trace naming it; raises TraceError, also for a trace larger than the store may keep."""
+    digest = hashlib.sha256(data).hexdigest()
+    analysis = TRACES.get_or_compute(digest, lambda: read_trace(data, name))
+    if TRACES.get(digest, MISSING) is MISSING:
+        size, room = measured_bytes(analysis), min(TRACES.max_bytes, BUDGET.room())
+        raise TraceError(
+            f"{name}: its attention takes {size / 2**20:,.0f} MB in memory, more than this server keeps for a trace "
+            f"({room / 2**20:,.0f} MB now): export a shorter text, or fewer layers"
+        )
+    return Trace(name, digest)
+
+
+def traced(trace: Trace) -> TracedAnalysis:
+    """`trace` with its Analysis; raises TraceGoneError when the server no longer holds it."""
+    analysis = TRACES.get(trace.digest, MISSING)
+    if analysis is MISSING:
+        raise TraceGoneError(
+            f"The trace file {trace.name} is no longer held by the server: its memory went to newer work. Open it "
+            "again on the page “Open a trace file”."
+        )
+    return TracedAnalysis(trace.name, trace.digest, analysis)
+
+
+@dataclass(frozen=True)
 class Held:
     """What a fragment is given: the context and a weak reference to its Analysis. Streamlit keeps a fragment's
     arguments in the session until the page runs again, so an Analysed there would pin its analysis (70 MB for
     SmolLM2 at 255 tokens) in every session, out of the byte budget's reach. `analysed()` gives the analysis while
     anything (the cache) still holds it, and looks it up again once the budget let it go."""
 
-    context: Context
+    context: Context | Trace
     ref: weakref.ref
 
-    def analysed(self) -> Analysed:
+    def analysed(self) -> Analysed | TracedAnalysis:
         kept = self.ref()
         ctx = self.context
+        if isinstance(ctx, Trace):
+            return traced(ctx) if kept is None else TracedAnalysis(ctx.name, ctx.digest, kept)
         return analysed(ctx) if kept is None else Analysed(ctx.entry, ctx.ckpt, ctx.stamp, ctx.text, kept)
 
 
-def held(ctx: Analysed) -> Held:
+def bare(ctx: Analysed | TracedAnalysis) -> Context | Trace:
+    """`ctx` without its Analysis: what a session may keep (a fragment's or a button's argument) without pinning
+    the analysis out of the byte budget's reach."""
+    return Trace(ctx.name, ctx.digest) if isinstance(ctx, Trace) else ctx.with_text(ctx.text)
+
+
+def held(ctx: Analysed | TracedAnalysis) -> Held:
     """`ctx` for a fragment (see Held)."""
-    return Held(ctx.with_text(ctx.text), weakref.ref(ctx.analysis))
+    return Held(bare(ctx), weakref.ref(ctx.analysis))
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the model…")
@@ -244,10 +323,10 @@ def head_detail(ctx: Context, block: str, head: int) -> HeadDetail:
     return model_worker(ctx.path, ctx.stamp).call(analyze_head_detail, ctx.text, block, head, TOP_K)
 
 
-def export_bytes(ctx: Context, fmt: str) -> bytes:
+def export_bytes(ctx: Context | Trace, fmt: str) -> bytes:
     """The whole Analysis as JSON or NPZ (inference.export, docs/trace-format.md); run when a download button is
-    clicked."""
-    full = analysis(ctx, full=True)
+    clicked. A trace is written as it was read: opened again, it draws the same."""
+    full = traced(ctx).analysis if isinstance(ctx, Trace) else analysis(ctx, full=True)
     return to_json(full).encode("utf-8") if fmt == "json" else to_npz_bytes(full)
 
 

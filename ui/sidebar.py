@@ -10,19 +10,53 @@ from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError
 from inference.text import InputError
 from ui import cache, errors, state
-from ui.cache import Analysed, Context
+from ui.cache import Analysed, Context, Trace, TracedAnalysis, TraceGoneError
 from ui.widgets import ATTENTION, PROJECTOR, small_table
 
 MODEL = state.url_key("model")
 TEXT = state.url_key("text", longest=1000)  # a longer text stays out of the URL: the link stays short
 PRESET = "preset"  # the preset picker: it only fills the text, so nothing keeps it
-CHOSEN = "_context"  # session key: what the sidebar chose, (Context, "") or (None, why there is none)
+CHOSEN = "_context"  # session key: what the sidebar chose, (Context or Trace, "") or (None, why there is none)
+TRACE = "_trace"  # session key: the trace file opened on the page "Open a trace file" (a cache.Trace)
+DRAW_TRACE = state.session_key("draw_trace")  # on: the pages that need only attention draw the trace, not a model
+ATTENTION_PAGES = "Explore, Paper view, Attention rollout, Masks, Head statistics and Compare two inputs"
 
 
 def switch_model(name: str) -> None:
-    """Choose checkpoint `name` as picking it in the sidebar does (a page's "switch to …" button's on_click)."""
+    """Choose checkpoint `name` as picking it in the sidebar does (a page's "switch to …" button's on_click); an
+    open trace file stays open, not drawn."""
     st.session_state[MODEL] = name
+    st.session_state[DRAW_TRACE] = False
     _on_model_change()
+
+
+def open_trace(trace: Trace) -> None:
+    """Make `trace` the session's trace file, drawn from now on (the sidebar's switch turns it off)."""
+    st.session_state[TRACE] = trace
+    st.session_state[DRAW_TRACE] = True
+
+
+def close_trace() -> None:
+    """Forget the session's trace file: the pages draw the model again (the switch goes with the trace; a page
+    may call this after the switch is drawn, when the switch's own key may no longer change)."""
+    st.session_state.pop(TRACE, None)
+
+
+def draw_model() -> None:
+    """Keep the trace file open but draw the model (a model page's button)."""
+    st.session_state[DRAW_TRACE] = False
+
+
+def trace_summary(name: str, analysis) -> list[tuple[str, str]]:
+    """What a trace file holds, as rows of (what, value): its file, where it came from, kind, tokens, heads."""
+    first = next(iter(analysis.blocks.values()))
+    return [
+        ("file", name),
+        ("from", analysis.checkpoint),
+        ("kind", analysis.kind),
+        ("tokens", str(len(first.query_pieces))),
+        ("layers × heads", f"{len(analysis.layers(first.attention))} × {analysis.n_heads}"),
+    ]
 
 
 def _on_model_change() -> None:
@@ -44,6 +78,10 @@ def sidebar() -> None:
     """Draw the sidebar and keep what it chose for the page (`context`, `chosen`): the loaded model and the text
     from its box, or the message saying why there is none."""
     st.session_state[CHOSEN] = (None, "The model could not be chosen (see the message above).")
+    trace = st.session_state.get(TRACE)
+    if trace is not None and _trace_drawn(trace):
+        st.session_state[CHOSEN] = (trace, "")
+        return
     picked = _model_picker()
     if isinstance(picked, str):
         st.session_state[CHOSEN] = (None, picked)
@@ -56,6 +94,29 @@ def sidebar() -> None:
     text = side.text_area("Text", key=TEXT, height=110, help="Ctrl+Enter applies the text.")
     st.session_state[CHOSEN] = (Context(entry, ckpt, stamp, text), "")
     _card(entry, ckpt)
+
+
+def _trace_drawn(trace: Trace) -> bool:
+    """The switch between the opened trace file and a model; when the trace is drawn, what it holds and a button
+    that closes it. False when the model is drawn (or the server let the trace go: said, and closed)."""
+    side = st.sidebar
+    st.session_state.setdefault(DRAW_TRACE, True)
+    side.toggle(
+        "Draw the trace file",
+        key=DRAW_TRACE,
+        help=f"On: {ATTENTION_PAGES} draw the attention in {trace.name}. Off: a model's, on a text of yours.",
+    )
+    if not st.session_state[DRAW_TRACE]:
+        return False
+    try:
+        analysis = cache.traced(trace).analysis
+    except TraceGoneError as exc:
+        close_trace()
+        side.error(errors.shown(str(exc)))
+        return False
+    small_table(pd.DataFrame(trace_summary(trace.name, analysis), columns=["trace", "value"]), side, "trace")
+    side.button("Close the trace file", key="close_trace", on_click=close_trace)
+    return True
 
 
 def pages_and_projector(pages: list) -> None:
@@ -119,18 +180,39 @@ def _card(entry: catalog.Entry, ckpt: Checkpoint) -> None:
         small_table(pd.DataFrame(metrics, columns=["metric", "value"]), where=side, row_header="metric")
 
 
+def _needs_model(trace: Trace) -> None:
+    st.info(
+        f"This page runs the model itself; the trace file {trace.name} holds attention, not weights. "
+        f"{ATTENTION_PAGES} draw the trace."
+    )
+    st.button("Draw a model instead", key="draw_model", on_click=draw_model)
+
+
 def context() -> Context | None:
-    """The model and text chosen in the sidebar; None after showing why there are none."""
+    """The model and text chosen in the sidebar; None after showing why there are none (a page that runs the
+    model, while a trace file is drawn: says so)."""
     ctx, error = st.session_state.get(CHOSEN, (None, "The sidebar has not run yet."))
+    if isinstance(ctx, Trace):
+        _needs_model(ctx)
+        return None
     if ctx is None:
         st.error(error)
     return ctx
 
 
-def chosen(full: bool = False, ctx: Context | None = None) -> Analysed | None:
+def chosen(full: bool = False, ctx: Context | None = None, trace: bool = False) -> Analysed | TracedAnalysis | None:
     """The sidebar's model and text (or `ctx`) with their Analysis, its notes shown; None after a message saying
     why there is none. A page calls it once per rerun and hands the result down. `full`: with the raw scores and V
-    of every block (only the attention-math page needs them)."""
+    of every block (only the attention-math page needs them). `trace`: the page needs only attention, so it
+    draws the sidebar's trace file when one is drawn (a TracedAnalysis); without it, such a page says it needs
+    the model."""
+    if ctx is None and trace and isinstance(picked := st.session_state.get(CHOSEN, (None,))[0], Trace):
+        try:
+            return cache.traced(picked)
+        except TraceGoneError as exc:
+            close_trace()
+            st.error(errors.shown(str(exc)))
+            return None
     ctx = ctx if ctx is not None else context()
     if ctx is None:
         return None

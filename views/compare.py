@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from inference.analysis import Analysis
 from inference.catalog import MINIMAL_PAIRS, WINOGRAD
+from inference.imported import TraceError
 from inference.text import InputError
 from ui import cache, charts, errors, sidebar, state
+from ui.cache import MAX_UPLOAD_MB, Analysed, TracedAnalysis, TraceGoneError
 from ui.widgets import head_picker, show_chart
 from viz.compare import aligned, difference_heatmap
 from viz.labels import safe_filename
@@ -14,6 +17,8 @@ from viz.style import thaw
 
 COMPARE = state.url_key("compare")  # the second text
 PAIRED_WITH = state.session_key("compare_paired_with")  # the first text the second was last chosen for
+SECOND_UPLOAD = "compare_upload"  # the second trace file's uploader (when the sidebar draws a trace file)
+SECOND_TRACE = "_compare_second_trace"  # session: the second trace (a cache.Trace), or why it cannot be opened
 
 
 def partner(first: str) -> str:
@@ -35,15 +40,46 @@ def _use_pair() -> None:
     st.session_state[PAIRED_WITH] = WINOGRAD[0]
 
 
-def body() -> None:
-    st.title("Compare two inputs")
-    st.caption(
-        "Two texts that differ in a word or two (a minimal pair): the same head of each, and where both have the "
-        "same number of tokens, the difference second − first (red: the first attends more, blue: the second)."
+def _on_second_upload() -> None:
+    """A second trace file chosen: read once (cache.open_trace), kept as this session's second trace."""
+    upload = st.session_state.get(SECOND_UPLOAD)
+    st.session_state.pop(SECOND_TRACE, None)
+    if upload is not None:
+        try:
+            st.session_state[SECOND_TRACE] = cache.open_trace(upload.getvalue(), upload.name)
+        except TraceError as exc:
+            st.session_state[SECOND_TRACE] = errors.shown(str(exc))
+
+
+def _second_trace(first: TracedAnalysis) -> TracedAnalysis | None:
+    """The second trace file beside the sidebar's: its uploader, and its Analysis; None after saying why none."""
+    st.file_uploader(
+        f"Second trace file (.json or .npz), beside {first.name}",
+        type=["json", "npz"],
+        key=SECOND_UPLOAD,
+        max_upload_size=MAX_UPLOAD_MB,
+        on_change=_on_second_upload,
     )
-    first = sidebar.chosen()
-    if first is None:
-        return
+    second = st.session_state.get(SECOND_TRACE)
+    if second is None:
+        st.info(
+            "Choose a second trace file to compare with the one the sidebar draws: the same model on a minimal "
+            "pair, or another model on the same text."
+        )
+        return None
+    if isinstance(second, str):
+        st.error(f"The second file cannot be opened: {second}")
+        return None
+    try:
+        return cache.traced(second)
+    except TraceGoneError as exc:
+        st.session_state.pop(SECOND_TRACE, None)
+        st.error(str(exc))
+        return None
+
+
+def _second_text(first: Analysed) -> Analysed | None:
+    """The second text's box, Winograd's pair, and its Analysis by the same model; None after saying why none."""
     _follow(first.text)
     st.text_input("Second text (the first is the sidebar's)", key=COMPARE, max_chars=2000)
     st.button("Use Winograd's pair", on_click=_use_pair, key="compare_pair", help=f"{WINOGRAD[0]} / …too wide.")
@@ -51,24 +87,58 @@ def body() -> None:
         st.caption("Both texts are the same: change a word of the second to see what it changes.")
     try:
         same = st.session_state[COMPARE] == first.text  # one analysis serves both
-        second = first if same else cache.analysed(first.with_text(st.session_state[COMPARE]))
+        return first if same else cache.analysed(first.with_text(st.session_state[COMPARE]))
     except InputError as exc:
         st.error(f"Second text: {exc}")
+        return None
+
+
+def _mismatch(first: Analysis, second: Analysis, attention: str, layer: int) -> str:
+    """Why the second trace has no head to put beside the first's chosen one ("" when it has)."""
+    if attention not in second.attentions:
+        return f"The second trace has no {first.attention_label(attention).lower()} (it is {second.kind})."
+    if layer not in second.layers(attention):
+        return f"The second trace has {len(second.layers(attention))} layers: it has no layer {layer + 1}."
+    theirs, ours = second.block(attention, layer).n_heads, first.block(attention, layer).n_heads
+    if theirs != ours:
+        return f"Layer {layer + 1} has {ours} heads in the first trace and {theirs} in the second: pick traces alike."
+    return ""
+
+
+def _outputs(col, ctx: Analysed | TracedAnalysis, name: str) -> None:
+    """What the model wrote (a translator) or guessed next (a language model), under its heatmap."""
+    analysis = ctx.analysis
+    if analysis.output_text is not None:
+        col.markdown(f"**Output ({name})**")
+        col.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
+    elif analysis.predictions:
+        col.markdown(f"**Next token after the {name} text**")
+        last = len(analysis.target_pieces) - 1
+        col.dataframe(charts.predictions_table(ctx, last), hide_index=True, key=f"compare_top_{name}")
+
+
+def body() -> None:
+    st.title("Compare two inputs")
+    st.caption(
+        "Two texts that differ in a word or two (a minimal pair): the same head of each, and where both have the "
+        "same number of tokens, the difference second − first (red: the first attends more, blue: the second)."
+    )
+    first = sidebar.chosen(trace=True)
+    if first is None:
+        return
+    second = _second_trace(first) if isinstance(first, TracedAnalysis) else _second_text(first)
+    if second is None:
         return
     attention, layer, head = head_picker(first.analysis, with_average=True)
     state.sync_url()
+    if why := _mismatch(first.analysis, second.analysis, attention, layer):
+        st.error(why)
+        return
     left, right = st.columns(2)
     for col, ctx, name in ((left, first, "first"), (right, second, "second")):
         fig = thaw(charts.head_chart(ctx, attention, layer, head))
-        show_chart(fig, f"compare_{name}", safe_filename("compare", name, ctx.entry.name), where=col)
-        analysis = ctx.analysis
-        if analysis.output_text is not None:
-            col.markdown(f"**Output ({name})**")
-            col.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
-        else:
-            col.markdown(f"**Next token after the {name} text**")
-            last = len(analysis.target_pieces) - 1
-            col.dataframe(charts.predictions_table(ctx, last), hide_index=True, key=f"compare_top_{name}")
+        show_chart(fig, f"compare_{name}", safe_filename("compare", name, ctx.name), where=col)
+        _outputs(col, ctx, name)
     a, b = first.analysis.block(attention, layer), second.analysis.block(attention, layer)
     nq, nk = min(len(a.query_pieces), len(b.query_pieces)), min(len(a.key_pieces), len(b.key_pieces))
     title = f"Second − first: {first.analysis.attention_label(attention)}, layer {layer + 1}, {charts.head_name(head)}"
@@ -82,7 +152,7 @@ def body() -> None:
     weights = [charts.head_weights(x, head)[:nq, :nk] for x in (a, b)]
     queries, keys = (a.query_pieces[:nq], b.query_pieces[:nq]), (a.key_pieces[:nk], b.key_pieces[:nk])
     diff = difference_heatmap(*weights, queries, keys, title)
-    show_chart(diff, "compare_difference", safe_filename("compare-difference", first.entry.name))
+    show_chart(diff, "compare_difference", safe_filename("compare-difference", first.name))
 
 
 errors.guarded(body)

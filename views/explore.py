@@ -7,7 +7,7 @@ from functools import partial
 import streamlit as st
 
 from ui import cache, charts, errors, sidebar, state
-from ui.cache import Analysed, export_bytes
+from ui.cache import Analysed, TracedAnalysis, export_bytes
 from ui.widgets import HEAD, LAYER, POSITION, head_chosen, head_picker, projector, show_chart, small_table, token_picker
 from viz.heads import grid_pick, head_frame, select_head
 from viz.labels import display_piece, safe_filename
@@ -22,10 +22,14 @@ def _on_grid_select(n_heads: int) -> None:
         head_chosen()
 
 
-def predictions(ctx: Analysed) -> None:
-    """LM: top-k after the chosen position (default: the last); encoder-decoder: output and top-k per step."""
+def predictions(ctx: Analysed | TracedAnalysis) -> None:
+    """LM: top-k after the chosen position (default: the last); encoder-decoder: output and top-k per step. A
+    trace shows the predictions it holds (attention imported from elsewhere holds none)."""
     analysis = ctx.analysis
-    if analysis.kind == "decoder-only":
+    card = {} if isinstance(ctx, TracedAnalysis) else ctx.ckpt.card
+    if not analysis.predictions:
+        st.caption(f"The trace file {ctx.name} holds attention only, no predictions.")
+    elif analysis.kind == "decoder-only":
         labels = position_labels(analysis)
         pos = token_picker("Next token after", POSITION, labels, analysis)
         st.caption(f"The model's guesses for the token after {labels[pos]} (position {pos + 1} of {len(labels)}).")
@@ -35,11 +39,11 @@ def predictions(ctx: Analysed) -> None:
         st.markdown("**The model's guesses for the blank**")
         half = len(analysis.source_pieces or ()) // 2
         before, after = (display_piece(p) for p in (analysis.source_pieces or ())[half - 1 : half + 1])
-        st.caption(f"The word between “{before}” and “{after}”: {ctx.ckpt.card.get('predictions', '')}")
+        st.caption(f"The word between “{before}” and “{after}”: {card.get('predictions', '')}")
         small_table(charts.predictions_table(ctx, 0))
     elif analysis.kind == "encoder-only":
         st.markdown("**Each position's output, scored against the vocabulary**")
-        st.caption(ctx.ckpt.card.get("predictions", "What the model's output at each position scores highest."))
+        st.caption(card.get("predictions", "What the model's output at each position scores highest."))
         st.dataframe(charts.predictions_table(ctx, None), hide_index=True, key="encoder_topk")
     else:
         st.markdown("**Model output**")
@@ -53,7 +57,7 @@ def heads_view(kept: cache.Held) -> None:
     """Everything that changes with the attention type, layer and head: reruns alone, and runs the model only
     when the byte budget let the text's analysis go; the charts come built from ui.charts' cache."""
     ctx = kept.analysed()  # the fragment holds its analysis weakly (cache.Held)
-    model, analysis = ctx.entry.name, ctx.analysis
+    model, analysis = ctx.name, ctx.analysis
     attention, layer, head = head_picker(analysis, with_average=True)
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
     block = analysis.block(attention, layer)
@@ -88,7 +92,7 @@ def heads_view(kept: cache.Held) -> None:
 
 def body() -> None:
     st.title("Explore")
-    ctx = sidebar.chosen()
+    ctx = sidebar.chosen(trace=True)
     if ctx is None:
         return
     heads_view(cache.held(ctx))
@@ -96,8 +100,8 @@ def body() -> None:
     st.caption("The address bar keeps the model, text, layer and head: copy it to share this view.")
     cols = st.columns(2)
     for col, fmt, mime in ((cols[0], "json", "application/json"), (cols[1], "npz", "application/octet-stream")):
-        data = partial(export_bytes, ctx.with_text(ctx.text), fmt)  # the context only: the session keeps this
-        file_name = f"{safe_filename('analysis', ctx.entry.name)}.{fmt}"
+        data = partial(export_bytes, cache.bare(ctx), fmt)  # the context only: the session keeps this
+        file_name = f"{safe_filename('analysis', ctx.name)}.{fmt}"
         label = f"Whole analysis as {fmt.upper()}"
         col.download_button(label, data, file_name, mime, key=f"dl_{fmt}", on_click="ignore")
 

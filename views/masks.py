@@ -6,7 +6,7 @@ import streamlit as st
 
 from inference.analyze import batch_masks
 from inference.text import InputError
-from ui import errors, sidebar, state
+from ui import cache, errors, sidebar, state
 from ui.widgets import show_chart
 from viz.labels import safe_filename
 from viz.masks import mask_heatmap, padding_heatmap, padding_note, reduced_note
@@ -16,7 +16,7 @@ SECOND_TEXT = state.session_key("second_text")  # the sentence padded beside the
 
 def body() -> None:
     st.title("Masks")
-    ctx = sidebar.chosen()
+    ctx = sidebar.chosen(trace=True)
     if ctx is None:
         return
     analysis = ctx.analysis
@@ -30,8 +30,14 @@ def body() -> None:
         if note := reduced_note(block.mask.shape):
             tab.caption(note)
         key = f"mask_{attention.replace('.', '_')}"
-        show_chart(fig, key, safe_filename("mask", ctx.entry.name, attention), where=tab)
+        show_chart(fig, key, safe_filename("mask", ctx.name, attention), where=tab)
     st.header("Padding in a batch")
+    if isinstance(ctx, cache.Trace):
+        st.caption(
+            f"Padding a second sentence beside yours needs the model's tokenizer; the trace file {ctx.name} holds "
+            "one input's attention. Turn off “Draw the trace file” in the sidebar to pad two sentences."
+        )
+        return
     if ctx.ckpt.config.switches.sum_outputs:
         st.caption(
             f"{ctx.entry.name} always reads the same {ctx.ckpt.config.max_len} words, the ones around the blank: a "

@@ -28,7 +28,7 @@ def _pick_query(n_queries: int, labels: list[str]) -> int:
 def paper_view(kept: cache.Held) -> None:
     """Everything that changes with the attention type, layer, head, token and threshold: reruns alone."""
     ctx = kept.analysed()  # the fragment holds its analysis weakly (cache.Held)
-    analysis, model = ctx.analysis, ctx.entry.name
+    analysis, model = ctx.analysis, ctx.name
     attention, layer, head = head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
     state.sync_url()  # first: the address bar follows the choice before the chart is drawn
     block = analysis.block(attention, layer)
@@ -71,7 +71,7 @@ def body() -> None:
         "tokens, a line for each attention weight. Pick “all heads” as the head to overlay every head of the layer, "
         "one colour each."
     )
-    ctx = sidebar.chosen()
+    ctx = sidebar.chosen(trace=True)
     if ctx is not None:
         paper_view(cache.held(ctx))
 

@@ -59,7 +59,7 @@ def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
 
 def body() -> None:
     st.title("Attention rollout")
-    ctx = sidebar.chosen()
+    ctx = sidebar.chosen(trace=True)
     if ctx is None:
         return
     analysis = ctx.analysis
@@ -88,7 +88,7 @@ def body() -> None:
     heads_name = "all heads" if result.heads is None else "heads " + ", ".join(str(h + 1) for h in result.heads)
     title = f"Rollout: {_label(analysis, attention)}, {upto}, {heads_name}" + ("" if residual else ", raw")
     fig = rollout_heatmap(result.maps[layer], result.query_pieces, result.key_pieces, title)
-    file_name = safe_filename("rollout", ctx.entry.name, attention, f"L{layer + 1}", "res" if residual else "raw")
+    file_name = safe_filename("rollout", ctx.name, attention, f"L{layer + 1}", "res" if residual else "raw")
     show_chart(fig, "rollout_chart", file_name)
 
 

@@ -8,8 +8,9 @@ import streamlit as st
 
 from atlas import api
 from inference.analysis import Analysis
-from inference.imported import TraceError, read_trace
-from ui import errors, state
+from inference.imported import TraceError
+from ui import cache, errors, sidebar, state
+from ui.cache import MAX_UPLOAD_MB, TraceGoneError
 from ui.widgets import show_chart, small_table
 from viz.labels import safe_filename
 
@@ -17,28 +18,33 @@ UPLOAD = "trace_upload"
 TRACE_ATTENTION = state.session_key("trace_attention")
 TRACE_LAYER = state.session_key("trace_layer")
 TRACE_HEAD = state.session_key("trace_head")
-READ = "_trace_read"  # session: (the upload's file id, its Analysis or its TraceError) — one trace per session
-# Streamlit refuses a larger upload itself (its own message); .streamlit/config.toml's server.maxUploadSize is the
-# same number for the whole server. A 256-token trace of lm-english is 12.1 MB as .npz, 51.0 MB as JSON
-# (inference.export of analyze(lm-english, a 256-token text)).
-MAX_UPLOAD_MB = 100
+FAILED = "_trace_failed"  # session: (the upload's file id, why it cannot be opened)
 NEEDS_MODEL = (
     "Generate, Attention math, Positional encoding, Head ablation, Training steps and the Lesson run the model "
-    "itself: a trace holds its attention, not its weights. Pick a model in the sidebar for those."
+    "itself: a trace holds its attention, not its weights. Turn off “Draw the trace file” in the sidebar for those."
+)
+ATTENTION_PAGE_LINKS = (
+    ("views/explore.py", "Explore"),
+    ("views/paper.py", "Paper view"),
+    ("views/rollout.py", "Attention rollout"),
+    ("views/masks.py", "Masks"),
+    ("views/head_stats.py", "Head statistics"),
+    ("views/compare.py", "Compare with a second trace"),
 )
 
 
-def read(upload) -> Analysis | TraceError:
-    """The upload's Analysis, parsed once per file: the session keeps the last one only (a new file replaces it)."""
-    kept = st.session_state.get(READ)
-    if kept is not None and kept[0] == upload.file_id:
-        return kept[1]
+def _on_upload() -> None:
+    """A file chosen: read it once (cache.open_trace) and draw it on every page that needs only attention, before
+    the sidebar runs; the file removed from the box: the trace is closed."""
+    upload = st.session_state.get(UPLOAD)
+    st.session_state.pop(FAILED, None)
+    if upload is None:
+        sidebar.close_trace()
+        return
     try:
-        result: Analysis | TraceError = read_trace(upload.getvalue(), upload.name)
+        sidebar.open_trace(cache.open_trace(upload.getvalue(), upload.name))
     except TraceError as exc:
-        result = exc
-    st.session_state[READ] = (upload.file_id, result)
-    return result
+        st.session_state[FAILED] = (upload.file_id, errors.shown(str(exc)))
 
 
 def views(analysis: Analysis, name: str) -> None:
@@ -70,30 +76,39 @@ def body() -> None:
     st.caption(
         "A trace this app exported (Explore's “Whole analysis as JSON / NPZ”, `python -m atlas trace`), or one "
         "`atlas.save` wrote in a notebook from a Hugging Face model, a TransformerLens cache or plain arrays: "
-        "attention computed anywhere, drawn here. The file is checked as a checkpoint is (shapes against the "
-        "tokens, finite weights, each row summing to 1) and stays in this session only."
+        "attention computed anywhere, drawn here and on the pages below. The file is checked as a checkpoint is "
+        "(shapes against the tokens, finite weights, each row summing to 1) and stays in this session only."
     )
     upload = st.file_uploader(
-        "Trace file (.json or .npz)", type=["json", "npz"], key=UPLOAD, max_upload_size=MAX_UPLOAD_MB
+        "Trace file (.json or .npz)",
+        type=["json", "npz"],
+        key=UPLOAD,
+        max_upload_size=MAX_UPLOAD_MB,
+        on_change=_on_upload,
     )
-    if upload is None:
-        st.session_state.pop(READ, None)  # the file was removed: its analysis goes with it
+    failed = st.session_state.get(FAILED)
+    if upload is not None and failed is not None and failed[0] == upload.file_id:
+        st.error(f"This file cannot be opened: {failed[1]}")
+        return
+    trace = st.session_state.get(sidebar.TRACE)
+    if trace is None:
         st.info("No trace opened yet: choose a .json or .npz file above.")
         return
-    found = read(upload)
-    if isinstance(found, TraceError):
-        st.error(f"This file cannot be opened: {found}")
+    try:
+        analysis = cache.traced(trace).analysis
+    except TraceGoneError as exc:
+        sidebar.close_trace()
+        st.error(str(exc))
         return
-    first = next(iter(found.blocks.values()))
-    rows = [
-        ("file", upload.name),
-        ("from", found.checkpoint),
-        ("kind", found.kind),
-        ("tokens", str(len(first.query_pieces))),
-        ("layers × heads", f"{len(found.layers(first.attention))} × {found.n_heads}"),
-    ]
-    small_table(pd.DataFrame(rows, columns=["trace", "value"]), row_header="trace")
-    views(found, upload.name)
+    small_table(pd.DataFrame(sidebar.trace_summary(trace.name, analysis), columns=["trace", "value"]), None, "trace")
+    if st.session_state.get(sidebar.DRAW_TRACE):
+        st.markdown("**Drawn on these pages too**, as they draw a model's attention:")
+        cols = st.columns(3)
+        for i, (path, label) in enumerate(ATTENTION_PAGE_LINKS):
+            cols[i % 3].page_link(path, label=label)
+    else:
+        st.caption("“Draw the trace file” is off in the sidebar: the other pages draw the model.")
+    views(analysis, trace.name)
     st.caption(NEEDS_MODEL)
 
 

@@ -1,0 +1,181 @@
+"""The app's pages on an opened trace file (AppTest): the pages that need only attention draw the file's attention,
+the same values as the analysis it was exported from; Compare puts two trace files side by side; the pages that run
+the model say so; a trace the server let go, or one too large to keep, is a message, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from plotly_data import decode_typed_array
+from streamlit.testing.v1 import AppTest
+
+from inference.analyze import analyze
+from inference.checkpoint import load_checkpoint
+from inference.export import to_json, to_npz_bytes
+from inference.imported import from_arrays
+from inference.rollout import analysis_rollout
+from ui import cache
+from viz.stats import head_table
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+TEXT = "Where is it?"
+ATTENTION_PAGES = ["explore", "paper", "rollout", "masks", "head_stats", "compare"]
+MODEL_PAGES = ["generate", "attention_math", "positional", "ablation", "training", "lesson"]
+
+
+def chart(at: AppTest, key: str) -> dict:
+    return json.loads(next(el for el in at.get("plotly_chart") if el.key == key).proto.spec)
+
+
+def z(spec: dict) -> np.ndarray:
+    heat = next(t for t in spec["data"] if t["type"] == "heatmap")
+    return decode_typed_array(heat["z"]) if isinstance(heat["z"], dict) else np.asarray(heat["z"], dtype=float)
+
+
+def problems(at: AppTest) -> list[str]:
+    return [e.value for e in [*at.exception, *at.error]]
+
+
+@pytest.fixture
+def exported(good_dir: Path):
+    """lm-tiny's analysis of TEXT and its JSON trace."""
+    analysis = analyze(load_checkpoint(good_dir / "lm-tiny"), TEXT)
+    return analysis, to_json(analysis).encode()
+
+
+@pytest.fixture
+def opened(good_dir: Path, monkeypatch: pytest.MonkeyPatch, exported) -> AppTest:
+    """The app with lm-tiny's trace of TEXT opened on the page "Open a trace file"."""
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("views/trace.py").run()
+    at.get("file_uploader")[0].upload("tiny.json", exported[1]).run()
+    assert not problems(at), problems(at)
+    return at
+
+
+def test_the_sidebar_draws_the_opened_trace_instead_of_a_model(opened: AppTest) -> None:
+    assert opened.toggle(key="draw_trace").value is True
+    assert not [s for s in opened.sidebar.get("selectbox") if s.key == "model"]  # no model picker while drawn
+    assert "tiny.json" in " ".join(h.proto.body for h in opened.sidebar.get("html"))
+    assert "Compare with a second trace" in [link.proto.label for link in opened.get("page_link")]
+
+
+def test_explore_draws_the_traces_heads_and_predictions(opened: AppTest, exported) -> None:
+    analysis = exported[0]
+    opened.switch_page("views/explore.py").run()
+    assert not problems(opened), problems(opened)
+    assert np.allclose(z(chart(opened, "head_chart")), analysis.block("decoder.self_attn", 0).weights[0], atol=1e-6)
+    opened.selectbox(key="layer").set_value(1).run()
+    opened.selectbox(key="head").set_value(2).run()
+    assert np.allclose(z(chart(opened, "head_chart")), analysis.block("decoder.self_attn", 1).weights[2], atol=1e-6)
+    # The trace's own predictions: the model's top guess after the last token, as exported.
+    tables = " ".join(h.proto.body for h in opened.get("html"))
+    assert all(f">{p.prob:.3f}<" in tables for p in analysis.predictions[-1])
+
+
+def test_paper_rollout_masks_and_head_statistics_draw_the_trace(opened: AppTest, exported) -> None:
+    analysis = exported[0]
+    opened.switch_page("views/paper.py").run()
+    assert not problems(opened), problems(opened)
+    assert chart(opened, "paper_chart")["data"]
+    opened.switch_page("views/rollout.py").run()
+    assert not problems(opened), problems(opened)
+    rollout = analysis_rollout(analysis, "decoder.self_attn", True, None)
+    assert np.allclose(z(chart(opened, "rollout_chart")), rollout.maps[-1], atol=1e-5)
+    opened.switch_page("views/masks.py").run()
+    assert not problems(opened), problems(opened)
+    mask = z(chart(opened, "mask_decoder_self_attn"))
+    assert np.array_equal(mask.astype(bool), analysis.block("decoder.self_attn", 0).mask)
+    assert "needs the model's tokenizer" in " ".join(c.value for c in opened.caption)
+    opened.switch_page("views/head_stats.py").run()
+    assert not problems(opened), problems(opened)
+    shown = opened.dataframe[0].value
+    expected = head_table(analysis)
+    assert np.allclose(shown["entropy_bits"].to_numpy(), expected["entropy_bits"].to_numpy(), atol=1e-9)
+    assert "induction" not in shown.columns  # the probe runs the model: a trace has none
+
+
+@pytest.mark.parametrize("page", MODEL_PAGES)
+def test_a_page_that_runs_the_model_says_so_and_offers_the_model(opened: AppTest, page: str) -> None:
+    opened.switch_page(f"views/{page}.py").run()
+    assert not problems(opened), problems(opened)
+    said = " ".join(i.value for i in opened.info)
+    assert "runs the model itself" in said and "tiny.json" in said
+    opened.button(key="draw_model").click().run()
+    assert not opened.exception, [e.value for e in opened.exception]
+    assert opened.toggle(key="draw_trace").value is False
+    assert "runs the model itself" not in " ".join(i.value for i in opened.info)
+    assert [s for s in opened.sidebar.get("selectbox") if s.key == "model"]  # the model picker is back
+
+
+def test_closing_the_trace_gives_the_pages_back_to_the_model(opened: AppTest) -> None:
+    opened.switch_page("views/explore.py").run()
+    opened.sidebar.button(key="close_trace").click().run()
+    assert not problems(opened), problems(opened)
+    assert [s for s in opened.sidebar.get("selectbox") if s.key == "model"]
+    assert not [t for t in opened.get("toggle") if t.key == "draw_trace"]
+    opened.switch_page("views/trace.py").run()
+    assert "No trace opened yet" in " ".join(i.value for i in opened.info)
+
+
+def test_compare_puts_a_second_trace_beside_the_first(opened: AppTest, good_dir: Path, exported) -> None:
+    first = exported[0]
+    second = analyze(load_checkpoint(good_dir / "lm-tiny"), "Where is he?")
+    opened.switch_page("views/compare.py").run()
+    assert not problems(opened), problems(opened)
+    assert "Choose a second trace file" in " ".join(i.value for i in opened.info)
+    opened.get("file_uploader")[0].upload("second.npz", to_npz_bytes(second)).run()
+    assert not problems(opened), problems(opened)
+    a, b = (x.block("decoder.self_attn", 0).weights[0] for x in (first, second))
+    assert np.allclose(z(chart(opened, "compare_first")), a, atol=1e-6)
+    assert np.allclose(z(chart(opened, "compare_second")), b, atol=1e-6)
+    n = min(len(a), len(b))
+    assert np.allclose(z(chart(opened, "compare_difference")), b[:n, :n] - a[:n, :n], atol=1e-5)
+
+
+def test_compare_says_when_the_second_trace_has_no_such_head(opened: AppTest, exported) -> None:
+    first = exported[0]
+    n, heads = len(first.target_pieces), first.n_heads
+    causal = np.tril(np.ones((n, n))) / np.arange(1, n + 1)[:, None]  # every query spread evenly over what it sees
+    one_layer = from_arrays([np.stack([causal] * heads)], first.target_pieces, name="one layer")
+    opened.switch_page("views/compare.py").run()
+    opened.get("file_uploader")[0].upload("one-layer.json", to_json(one_layer).encode()).run()
+    assert not problems(opened), problems(opened)  # layer 1 is in both
+    opened.selectbox(key="layer").set_value(1).run()
+    assert not opened.exception, [e.value for e in opened.exception]
+    assert len(opened.error) == 1 and "has no layer 2" in opened.error[0].value, problems(opened)
+    opened.get("file_uploader")[0].upload("bad.json", b'{"format": 1}').run()
+    assert len(opened.error) == 1 and "second file cannot be opened" in opened.error[0].value, problems(opened)
+
+
+def test_a_trace_the_server_let_go_is_a_message(opened: AppTest) -> None:
+    cache.TRACES.clear()
+    opened.switch_page("views/explore.py").run()
+    assert not opened.exception, [e.value for e in opened.exception]
+    said = " ".join(e.value for e in opened.sidebar.error)
+    assert "no longer held by the server" in said and "Open it again" in said
+    assert [s for s in opened.sidebar.get("selectbox") if s.key == "model"]  # the model is drawn instead
+
+
+def test_a_trace_too_large_to_keep_is_refused_with_its_size(
+    good_dir: Path, monkeypatch: pytest.MonkeyPatch, exported
+) -> None:
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
+    monkeypatch.setattr(cache.TRACES, "max_bytes", 1000)
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("views/trace.py").run()
+    at.get("file_uploader")[0].upload("big.json", exported[1]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert len(at.error) == 1 and "more than this server keeps for a trace" in at.error[0].value
+    assert not [t for t in at.get("toggle") if t.key == "draw_trace"]
+
+
+def test_the_upload_cap_is_the_servers() -> None:
+    config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert config["server"]["maxUploadSize"] == cache.MAX_UPLOAD_MB
