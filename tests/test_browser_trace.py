@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import test_browser
 from test_browser import ROOT, SHOTS
+from test_browser_axe import AXE, RUN_AXE, SETTLED
 
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
@@ -23,6 +24,17 @@ HEATMAP_JS = """([rows, cols]) => {
   for (const gd of document.querySelectorAll('.stPlotlyChart .js-plotly-plot')) {
     const c = (gd.calcdata || []).find(c => c[0] && c[0].z && c[0].trace.type === 'heatmap');
     if (c && c[0].z.length === rows && c[0].z[0].length === cols) return c[0].z.map(row => Array.from(row));
+  }
+  return null;
+}"""
+
+# Compare's difference heatmap, by its title: its matrix.
+DIFFERENCE_JS = """([rows, cols]) => {
+  for (const gd of document.querySelectorAll('.stPlotlyChart .js-plotly-plot')) {
+    const title = ((gd.layout || {}).title || {}).text || '';
+    const c = (gd.calcdata || []).find(c => c[0] && c[0].z && c[0].trace.type === 'heatmap');
+    if (title.includes('Second − first') && c && c[0].z.length === rows && c[0].z[0].length === cols)
+      return c[0].z.map(row => Array.from(row));
   }
   return null;
 }"""
@@ -57,3 +69,55 @@ def test_an_exported_trace_shows_the_heatmap_it_was_exported_from(server, browse
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         context.close()
+
+
+def no_serious_violation(page) -> None:
+    """axe-core on the page as it is (tests/test_browser_axe.py's rule: no serious or critical violation)."""
+    page.add_script_tag(path=str(AXE))
+    page.wait_for_function(SETTLED)
+    page.wait_for_timeout(1500)
+    page.wait_for_function(SETTLED)
+    assert page.evaluate(RUN_AXE) == []
+
+
+def test_explore_and_compare_draw_an_opened_trace(server, browser, tmp_path: Path) -> None:
+    """Opened on its page, a trace is what Explore draws (reached by its link: the same session) and what Compare
+    sets beside a second trace; screenshots of both at 1024×768 and 1600×900, axe-core on both."""
+    model = load_checkpoint(ROOT / "checkpoints" / "lm-english")
+    first, second = analyze(model, TEXT), analyze(model, TEXT.replace("rain", "snow"))
+    n = len(first.target_pieces)
+    paths = []
+    for name, analysis in (("first", first), ("second", second)):
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(to_json(analysis), encoding="utf-8")
+    for width, height in ((1024, 768), (1600, 900)):
+        context = browser.new_context(viewport={"width": width, "height": height})
+        page = context.new_page()
+        page.set_default_timeout(90_000)
+        try:
+            page.goto(f"{server}/trace")
+            page.get_by_role("heading", name="Open a trace file").wait_for()
+            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(paths[0]))
+            page.get_by_role("main").get_by_role("link", name="Explore").click()
+            page.get_by_role("heading", name="Explore").wait_for()
+            drawn = page.wait_for_function(HEATMAP_JS, arg=[n, n]).json_value()
+            assert np.allclose(drawn, first.block("decoder.self_attn", 0).weights[0], atol=1e-5)
+            assert (
+                page.locator('[data-testid="stSidebar"]').get_by_text("first.json").count() >= 1
+            )  # the sidebar says which
+            assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
+            page.screenshot(path=str(SHOTS / f"trace-explore-{width}.png"), full_page=True)
+            no_serious_violation(page)
+            page.locator('[data-testid="stSidebar"]').get_by_role("link", name="Compare two inputs").click()
+            page.get_by_role("heading", name="Compare two inputs").wait_for()
+            page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(paths[1]))
+            page.locator('[data-testid="stPlotlyChart"]').nth(2).wait_for()  # first, second, their difference
+            a, b = (x.block("decoder.self_attn", 0).weights[0] for x in (first, second))
+            m = min(len(a), len(b))
+            diff = page.wait_for_function(DIFFERENCE_JS, arg=[m, m]).json_value()
+            assert np.allclose(diff, b[:m, :m] - a[:m, :m], atol=1e-5)
+            assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
+            page.screenshot(path=str(SHOTS / f"trace-compare-{width}.png"), full_page=True)
+            no_serious_violation(page)
+        finally:
+            context.close()

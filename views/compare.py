@@ -119,11 +119,12 @@ def _outputs(col, ctx: Analysed | TracedAnalysis, name: str) -> None:
 
 def body() -> None:
     st.title("Compare two inputs")
-    st.caption(
-        "Two texts that differ in a word or two (a minimal pair): the same head of each, and where both have the "
-        "same number of tokens, the difference second − first (red: the first attends more, blue: the second)."
-    )
     first = sidebar.chosen(trace=True)
+    inputs = "Two trace files" if isinstance(first, TracedAnalysis) else "Two texts that differ in a word or two"
+    st.caption(
+        f"{inputs} (a minimal pair): the same head of each, and where both have the same number of tokens, the "
+        "difference second − first (red: the first attends more, blue: the second)."
+    )
     if first is None:
         return
     second = _second_trace(first) if isinstance(first, TracedAnalysis) else _second_text(first)
