@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import tomllib
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 from plotly_data import decode_typed_array
+from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 from streamlit.testing.v1 import AppTest
 
 from inference.analyze import analyze
@@ -18,7 +21,7 @@ from inference.checkpoint import load_checkpoint
 from inference.export import to_json, to_npz_bytes
 from inference.imported import from_arrays
 from inference.rollout import analysis_rollout
-from ui import cache
+from ui import cache, widgets
 from viz.stats import head_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -179,3 +182,17 @@ def test_a_trace_too_large_to_keep_is_refused_with_its_size(
 def test_the_upload_cap_is_the_servers() -> None:
     config = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
     assert config["server"]["maxUploadSize"] == cache.MAX_UPLOAD_MB
+
+
+def test_an_opened_file_leaves_the_box_and_streamlits_store(opened: AppTest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The session keeps a trace's name and hash, not its bytes: the box is replaced by an empty one, and the file
+    leaves Streamlit's upload store, which otherwise keeps every upload until the session ends."""
+    box = opened.get("file_uploader")[0]
+    assert box.key != "trace_upload_0" and not box.value  # a new, empty box
+    store = MemoryUploadedFileManager("/upload")
+    store.add_file("session", UploadedFileRec("file", "big.json", "application/json", b"x" * 1000))
+    monkeypatch.setattr(
+        widgets, "get_script_run_ctx", lambda: SimpleNamespace(uploaded_file_mgr=store, session_id="session")
+    )
+    widgets._forget_upload("file")
+    assert store.get_files("session", ["file"]) == [] and store._total_bytes == 0

@@ -4,11 +4,16 @@ chart."""
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 
 import streamlit as st
+from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from inference.analysis import Analysis, parse_block_name
-from ui import state
+from inference.imported import TraceError
+from ui import cache, errors, state
+from ui.cache import MAX_UPLOAD_MB, Trace
 from ui.charts import AVERAGE
 from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector
 
@@ -117,6 +122,39 @@ def token_picker(label: str, key: str, labels: list[str], analysis: Analysis) ->
     options = list(range(len(labels)))
     state.keep_valid(key, options, options[-1], owner=(analysis.checkpoint, analysis.text))
     return st.selectbox(label, options, key=key, format_func=lambda i: labels[i])
+
+
+def trace_uploader(label: str, name: str, opened: Callable[[Trace], None]) -> str | None:
+    """A box for one .json/.npz trace file that hands the file over as soon as it is chosen: read once
+    (cache.open_trace), given to `opened`, and the box replaced by an empty one (a new key), so the session holds
+    the file's bytes only while they are read (Streamlit forgets an upload whose box is gone). Returns why the last
+    file chosen could not be opened, or None."""
+    count, failed = f"_{name}_count", f"_{name}_failed"
+    key = f"{name}_{st.session_state.get(count, 0)}"
+
+    def chosen() -> None:
+        upload = st.session_state.get(key)
+        st.session_state[count] = st.session_state.get(count, 0) + 1
+        st.session_state.pop(failed, None)
+        if upload is None:
+            return
+        try:
+            data = upload.getvalue()
+            _forget_upload(upload.file_id)
+            opened(cache.open_trace(data, upload.name))
+        except TraceError as exc:
+            st.session_state[failed] = errors.shown(str(exc))
+
+    st.file_uploader(label, type=["json", "npz"], key=key, max_upload_size=MAX_UPLOAD_MB, on_change=chosen)
+    return st.session_state.get(failed)
+
+
+def _forget_upload(file_id: str) -> None:
+    """Drop an uploaded file from Streamlit's store once read, as st.chat_input does with its files: the store
+    keeps every upload of a session until the session ends, whatever became of its box."""
+    ctx = get_script_run_ctx()
+    if ctx is not None and isinstance(ctx.uploaded_file_mgr, MemoryUploadedFileManager):
+        ctx.uploaded_file_mgr.remove_file(session_id=ctx.session_id, file_id=file_id)
 
 
 def projector() -> bool:

@@ -6,11 +6,10 @@ import streamlit as st
 
 from inference.analysis import Analysis
 from inference.catalog import MINIMAL_PAIRS, WINOGRAD
-from inference.imported import TraceError
 from inference.text import InputError
 from ui import cache, charts, errors, sidebar, state
-from ui.cache import MAX_UPLOAD_MB, Analysed, TracedAnalysis, TraceGoneError
-from ui.widgets import head_picker, show_chart
+from ui.cache import Analysed, TracedAnalysis, TraceGoneError
+from ui.widgets import head_picker, show_chart, trace_uploader
 from viz.compare import aligned, difference_heatmap
 from viz.labels import safe_filename
 from viz.style import thaw
@@ -18,7 +17,7 @@ from viz.style import thaw
 COMPARE = state.url_key("compare")  # the second text
 PAIRED_WITH = state.session_key("compare_paired_with")  # the first text the second was last chosen for
 SECOND_UPLOAD = "compare_upload"  # the second trace file's uploader (when the sidebar draws a trace file)
-SECOND_TRACE = "_compare_second_trace"  # session: the second trace (a cache.Trace), or why it cannot be opened
+SECOND_TRACE = "_compare_second_trace"  # session: the second trace file (a cache.Trace)
 
 
 def partner(first: str) -> str:
@@ -40,35 +39,22 @@ def _use_pair() -> None:
     st.session_state[PAIRED_WITH] = WINOGRAD[0]
 
 
-def _on_second_upload() -> None:
-    """A second trace file chosen: read once (cache.open_trace), kept as this session's second trace."""
-    upload = st.session_state.get(SECOND_UPLOAD)
-    st.session_state.pop(SECOND_TRACE, None)
-    if upload is not None:
-        try:
-            st.session_state[SECOND_TRACE] = cache.open_trace(upload.getvalue(), upload.name)
-        except TraceError as exc:
-            st.session_state[SECOND_TRACE] = errors.shown(str(exc))
+def _second_opened(trace: cache.Trace) -> None:
+    st.session_state[SECOND_TRACE] = trace
 
 
 def _second_trace(first: TracedAnalysis) -> TracedAnalysis | None:
     """The second trace file beside the sidebar's: its uploader, and its Analysis; None after saying why none."""
-    st.file_uploader(
-        f"Second trace file (.json or .npz), beside {first.name}",
-        type=["json", "npz"],
-        key=SECOND_UPLOAD,
-        max_upload_size=MAX_UPLOAD_MB,
-        on_change=_on_second_upload,
-    )
+    failed = trace_uploader(f"Second trace file (.json or .npz), beside {first.name}", SECOND_UPLOAD, _second_opened)
+    if failed:
+        st.error(f"The second file cannot be opened: {failed}")
+        return None
     second = st.session_state.get(SECOND_TRACE)
     if second is None:
         st.info(
             "Choose a second trace file to compare with the one the sidebar draws: the same model on a minimal "
             "pair, or another model on the same text."
         )
-        return None
-    if isinstance(second, str):
-        st.error(f"The second file cannot be opened: {second}")
         return None
     try:
         return cache.traced(second)

@@ -8,17 +8,15 @@ import streamlit as st
 
 from atlas import api
 from inference.analysis import Analysis
-from inference.imported import TraceError
 from ui import cache, errors, sidebar, state
-from ui.cache import MAX_UPLOAD_MB, TraceGoneError
-from ui.widgets import show_chart, small_table
+from ui.cache import TraceGoneError
+from ui.widgets import show_chart, small_table, trace_uploader
 from viz.labels import safe_filename
 
 UPLOAD = "trace_upload"
 TRACE_ATTENTION = state.session_key("trace_attention")
 TRACE_LAYER = state.session_key("trace_layer")
 TRACE_HEAD = state.session_key("trace_head")
-FAILED = "_trace_failed"  # session: (the upload's file id, why it cannot be opened)
 NEEDS_MODEL = (
     "Generate, Attention math, Positional encoding, Head ablation, Training steps and the Lesson run the model "
     "itself: a trace holds its attention, not its weights. Turn off “Draw the trace file” in the sidebar for those."
@@ -31,20 +29,6 @@ ATTENTION_PAGE_LINKS = (
     ("views/head_stats.py", "Head statistics"),
     ("views/compare.py", "Compare with a second trace"),
 )
-
-
-def _on_upload() -> None:
-    """A file chosen: read it once (cache.open_trace) and draw it on every page that needs only attention, before
-    the sidebar runs; the file removed from the box: the trace is closed."""
-    upload = st.session_state.get(UPLOAD)
-    st.session_state.pop(FAILED, None)
-    if upload is None:
-        sidebar.close_trace()
-        return
-    try:
-        sidebar.open_trace(cache.open_trace(upload.getvalue(), upload.name))
-    except TraceError as exc:
-        st.session_state[FAILED] = (upload.file_id, errors.shown(str(exc)))
 
 
 def views(analysis: Analysis, name: str) -> None:
@@ -77,22 +61,16 @@ def body() -> None:
         "A trace this app exported (Explore's “Whole analysis as JSON / NPZ”, `python -m atlas trace`), or one "
         "`atlas.save` wrote in a notebook from a Hugging Face model, a TransformerLens cache or plain arrays: "
         "attention computed anywhere, drawn here and on the pages below. The file is checked as a checkpoint is "
-        "(shapes against the tokens, finite weights, each row summing to 1) and stays in this session only."
+        "(shapes against the tokens, finite weights, each row summing to 1); the server keeps its attention, not the "
+        "file, and only this session draws it."
     )
-    upload = st.file_uploader(
-        "Trace file (.json or .npz)",
-        type=["json", "npz"],
-        key=UPLOAD,
-        max_upload_size=MAX_UPLOAD_MB,
-        on_change=_on_upload,
-    )
-    failed = st.session_state.get(FAILED)
-    if upload is not None and failed is not None and failed[0] == upload.file_id:
-        st.error(f"This file cannot be opened: {failed[1]}")
-        return
+    failed = trace_uploader("Trace file (.json or .npz)", UPLOAD, sidebar.open_trace)
+    if failed:
+        st.error(f"This file cannot be opened: {failed}")
     trace = st.session_state.get(sidebar.TRACE)
     if trace is None:
-        st.info("No trace opened yet: choose a .json or .npz file above.")
+        if not failed:
+            st.info("No trace opened yet: choose a .json or .npz file above.")
         return
     try:
         analysis = cache.traced(trace).analysis
