@@ -78,6 +78,7 @@ def test_explore_draws_the_traces_heads_and_predictions(opened: AppTest, exporte
     opened.selectbox(key="head").set_value(2).run()
     assert np.allclose(z(chart(opened, "head_chart")), analysis.block("decoder.self_attn", 1).weights[2], atol=1e-6)
     # The trace's own predictions: the model's top guess after the last token, as exported.
+    assert "not the trace file" in " ".join(c.value for c in opened.caption)  # a link would open the model
     tables = " ".join(h.proto.body for h in opened.get("html"))
     assert all(f">{p.prob:.3f}<" in tables for p in analysis.predictions[-1])
 

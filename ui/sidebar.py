@@ -1,5 +1,5 @@
-"""The sidebar, drawn by app.py on every page: the projector toggle, the model and the text; and what a page reads
-of it: the chosen context, and its Analysis looked up once."""
+"""The sidebar, drawn by app.py on every page: the projector toggle, the model and the text, or an opened trace file
+in their place; and what a page reads of it: the chosen context, and its Analysis looked up once."""
 
 from __future__ import annotations
 
@@ -75,8 +75,8 @@ def _on_preset() -> None:
 
 
 def sidebar() -> None:
-    """Draw the sidebar and keep what it chose for the page (`context`, `chosen`): the loaded model and the text
-    from its box, or the message saying why there is none."""
+    """Draw the sidebar and keep what it chose for the page (`context`, `chosen`): the opened trace file while it
+    is drawn, else the loaded model and the text from its box, or the message saying why there is none."""
     st.session_state[CHOSEN] = (None, "The model could not be chosen (see the message above).")
     trace = st.session_state.get(TRACE)
     if trace is not None and _trace_drawn(trace):

@@ -97,7 +97,13 @@ def body() -> None:
         return
     heads_view(cache.held(ctx))
     st.header("Export and share")
-    st.caption("The address bar keeps the model, text, layer and head: copy it to share this view.")
+    if isinstance(ctx, TracedAnalysis):
+        st.caption(
+            "The address bar keeps the layer and head, not the trace file: share the file itself (the buttons write "
+            "it as it was read)."
+        )
+    else:
+        st.caption("The address bar keeps the model, text, layer and head: copy it to share this view.")
     cols = st.columns(2)
     for col, fmt, mime in ((cols[0], "json", "application/json"), (cols[1], "npz", "application/octet-stream")):
         data = partial(export_bytes, cache.bare(ctx), fmt)  # the context only: the session keeps this
