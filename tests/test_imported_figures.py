@@ -1,5 +1,6 @@
-"""A Hugging Face model's attention, imported (inference.imported.from_huggingface), draws the figures the same
-model draws when the app loads it: a tiny random GPT-2 and BERT, built and saved here as the Hugging Face folders
+"""A Hugging Face model's attention, imported (inference.imported.from_huggingface, or from_transformer_lens as a
+TransformerLens cache holds it), draws the figures the same model draws when the app loads it: a tiny random GPT-2
+and BERT, built and saved here as the Hugging Face folders
 the app reads (config.json, model.safetensors, tokenizer.json), loaded by the app's own loader and analysed as the
 app does; the same transformers model then runs on the very ids the app read, and every figure of atlas.api (each
 head's heatmap, the grid of heads, the Paper view, rollout, the mask, the head statistics) is compared: its data
@@ -21,7 +22,7 @@ from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre
 
 import atlas.api as atlas  # noqa: E402
 from inference.analysis import Analysis  # noqa: E402
-from inference.imported import from_huggingface  # noqa: E402
+from inference.imported import from_huggingface, from_transformer_lens  # noqa: E402
 from inference.text import encode_first_stack  # noqa: E402
 from viz.paper import BUCKET_WIDTH, BUCKETS  # noqa: E402
 from viz.style import frozen  # noqa: E402
@@ -87,12 +88,12 @@ def tiny_bert() -> transformers.BertForMaskedLM:
     return transformers.BertForMaskedLM(config).eval()
 
 
-@pytest.fixture(scope="module", params=["gpt2", "bert"])
+@pytest.fixture(scope="module", params=["gpt2", "bert", "transformer_lens"])
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Analysis, Analysis]:
-    """(the app's Analysis, the imported one) of TEXT by one tiny model."""
-    reference, tokenizer = (
-        (tiny_gpt2(), gpt2_tokenizer()) if request.param == "gpt2" else (tiny_bert(), bert_tokenizer())
-    )
+    """(the app's Analysis, the imported one) of TEXT by one tiny model; "transformer_lens": the GPT-2's attention
+    as a TransformerLens cache holds it (`blocks.{l}.attn.hook_pattern`, [batch, heads, queries, keys])."""
+    bert = request.param == "bert"
+    reference, tokenizer = (tiny_bert(), bert_tokenizer()) if bert else (tiny_gpt2(), gpt2_tokenizer())
     folder = tmp_path_factory.mktemp("published") / f"tiny-{request.param}"
     reference.save_pretrained(folder, safe_serialization=True)
     tokenizer.save(str(folder / "tokenizer.json"))
@@ -104,6 +105,9 @@ def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     assert tuple(ckpt.tokenizer.pieces(ids)) == pieces
     with torch.no_grad():
         outputs = reference(torch.tensor([ids]), output_attentions=True)
+    if request.param == "transformer_lens":
+        cache = {f"blocks.{i}.attn.hook_pattern": a.numpy() for i, a in enumerate(outputs.attentions)}
+        return apps, from_transformer_lens(cache, pieces, name="tiny-gpt2")
     return apps, from_huggingface(outputs, pieces, name=f"tiny-{request.param}")
 
 
