@@ -1,11 +1,10 @@
 """A Hugging Face model's attention, imported (inference.imported.from_huggingface, or from_transformer_lens as a
 TransformerLens cache holds it), draws the figures the same model draws when the app loads it: a tiny random GPT-2
-and BERT, built and saved here as the Hugging Face folders
-the app reads (config.json, model.safetensors, tokenizer.json), loaded by the app's own loader and analysed as the
-app does; the same transformers model then runs on the very ids the app read, and every figure of atlas.api (each
-head's heatmap, the grid of heads, the Paper view, rollout, the mask, the head statistics) is compared: its data
-arrays to 1e-5, everything else exactly, but for the titles, which may name where the attention came from. No
-download."""
+and BERT, built and saved here as the Hugging Face folders the app reads (config.json, model.safetensors,
+tokenizer.json), loaded by the app's own loader and analysed as the app does; the same transformers model then runs
+on the very ids the app read, and every figure of atlas.api (each head's heatmap, the grid of heads, the Paper view,
+rollout, the mask, the head statistics) is compared: its data arrays to 1e-5, everything else exactly, but for the
+titles, which may name where the attention came from. No download."""
 
 from __future__ import annotations
 
