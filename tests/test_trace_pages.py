@@ -197,3 +197,48 @@ def test_an_opened_file_leaves_the_box_and_streamlits_store(opened: AppTest, mon
     )
     widgets._forget_upload("file")
     assert store.get_files("session", ["file"]) == [] and store._total_bytes == 0
+
+
+def even(n_queries: int, n_keys: int, heads: int, causal: bool) -> np.ndarray:
+    """Every query's weight spread evenly over the keys it may see: a valid head, `heads` times."""
+    allowed = np.tril(np.ones((n_queries, n_keys))) if causal else np.ones((n_queries, n_keys))
+    return np.stack([allowed / allowed.sum(axis=1, keepdims=True)] * heads)
+
+
+def traces(good_dir: Path) -> dict[str, bytes]:
+    """One trace of each kind the pages meet: the app's exports of a language model and a translator, and
+    attention from elsewhere (no predictions, no scores) of each kind."""
+    words, source = ["the", "cat", "sat"], ["die", "Katze", "saß", "."]
+    out = {
+        "lm.json": to_json(analyze(load_checkpoint(good_dir / "lm-tiny"), TEXT)).encode(),
+        "translator.npz": to_npz_bytes(analyze(load_checkpoint(good_dir / "translate-tiny"), TEXT)),
+        "decoder.json": to_json(from_arrays([even(3, 3, 2, True)] * 2, words)).encode(),
+        "encoder.json": to_json(from_arrays([even(3, 3, 2, False)] * 2, words, kind="encoder-only")).encode(),
+    }
+    seq2seq = from_arrays(
+        [even(3, 3, 2, True)],
+        words,
+        kind="encoder-decoder",
+        source_tokens=source,
+        encoder=[even(4, 4, 2, False)],
+        cross=[even(3, 4, 2, False)],
+    )
+    out["seq2seq.npz"] = to_npz_bytes(seq2seq)
+    return out
+
+
+@pytest.mark.parametrize("name", ["lm.json", "translator.npz", "decoder.json", "encoder.json", "seq2seq.npz"])
+def test_every_attention_page_draws_every_kind_of_trace(good_dir: Path, monkeypatch, name: str) -> None:
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("views/trace.py").run()
+    at.get("file_uploader")[0].upload(name, traces(good_dir)[name]).run()
+    assert not problems(at), problems(at)
+    for page in ATTENTION_PAGES:
+        at.switch_page(f"views/{page}.py").run()
+        assert not problems(at), (page, problems(at))
+        if page != "head_stats":
+            assert at.get("plotly_chart") or page == "compare", page
+    at.switch_page("views/explore.py").run()
+    if name.endswith(("decoder.json", "encoder.json", "seq2seq.npz")):  # attention from elsewhere: no predictions
+        assert "holds attention only, no predictions" in " ".join(c.value for c in at.caption)
