@@ -22,6 +22,7 @@ SCRIPTS = (
     "trace_speed",
     "recording_cost",
     "payload_size",
+    "trace_size",
     "vs_bertviz",
     "classroom",
     "pages",
