@@ -1,5 +1,6 @@
 """A trace exported from Explore, opened on the "Open a trace file" page in a real browser: the same heatmap values
-as the page it came from; a bad file is one message. Screenshot at 1024×768 in screenshots/ (git-ignored)."""
+as the page it came from; a bad file is one message, one over the cap is refused by the browser. Screenshots in
+screenshots/ (git-ignored)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from test_browser_axe import AXE, RUN_AXE, SETTLED
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
 from inference.export import to_json
+from ui import cache
 
 pytestmark = pytest.mark.browser
 server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
@@ -66,6 +68,13 @@ def test_an_exported_trace_shows_the_heatmap_it_was_exported_from(server, browse
         error = page.locator('[data-testid="stAlertContentError"]')
         error.first.wait_for()
         assert error.count() == 1 and "cannot be opened" in error.inner_text() and "not a trace" in error.inner_text()
+        assert page.locator('[data-testid="stException"]').count() == 0
+        # Over the cap: the browser refuses it before sending a byte (Streamlit's own message, server.maxUploadSize).
+        big = tmp_path / "big.json"
+        with big.open("wb") as f:
+            f.truncate((cache.MAX_UPLOAD_MB + 1) * 2**20)
+        page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(big))
+        page.get_by_text(f"{cache.MAX_UPLOAD_MB:.1f}MB or smaller", exact=False).first.wait_for()
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
         context.close()
