@@ -31,9 +31,11 @@ def switch_model(name: str) -> None:
 
 
 def open_trace(trace: Trace) -> None:
-    """Make `trace` the session's trace file, drawn from now on (the sidebar's switch turns it off)."""
+    """Make `trace` the session's trace file, drawn from now on (the sidebar's switch turns it off); like a newly
+    picked model, it opens on its own default attention type."""
     st.session_state[TRACE] = trace
     st.session_state[DRAW_TRACE] = True
+    st.session_state.pop(ATTENTION, None)
 
 
 def close_trace() -> None:

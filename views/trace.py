@@ -8,15 +8,12 @@ import streamlit as st
 
 from atlas import api
 from inference.analysis import Analysis
-from ui import cache, errors, sidebar, state
+from ui import cache, errors, sidebar
 from ui.cache import TraceGoneError
-from ui.widgets import show_chart, small_table, trace_uploader
+from ui.widgets import head_picker, show_chart, small_table, trace_uploader
 from viz.labels import safe_filename
 
 UPLOAD = "trace_upload"
-TRACE_ATTENTION = state.session_key("trace_attention")
-TRACE_LAYER = state.session_key("trace_layer")
-TRACE_HEAD = state.session_key("trace_head")
 NEEDS_MODEL = (
     "Generate, Attention math, Positional encoding, Head ablation, Training steps and the Lesson run the model "
     "itself: a trace holds its attention, not its weights. Turn off “Draw the trace file” in the sidebar for those."
@@ -32,19 +29,9 @@ ATTENTION_PAGE_LINKS = (
 
 
 def views(analysis: Analysis, name: str) -> None:
-    attentions = analysis.attentions
-    opening = "decoder.cross_attn" if "decoder.cross_attn" in attentions else attentions[0]  # as Explore opens
-    state.keep_valid(TRACE_ATTENTION, attentions, opening)
-    attention = st.radio(
-        "Attention", attentions, key=TRACE_ATTENTION, format_func=analysis.attention_label, horizontal=True
-    )
-    layers = [layer + 1 for layer in analysis.layers(attention)]
-    n_heads = analysis.block(attention, layers[0] - 1).n_heads
-    left, right = st.columns(2)
-    state.keep_valid(TRACE_LAYER, layers, layers[0])
-    layer = left.selectbox("Layer", layers, key=TRACE_LAYER, format_func=lambda n: f"layer {n}")
-    state.keep_valid(TRACE_HEAD, list(range(1, n_heads + 1)), 1)
-    head = right.selectbox("Head", list(range(1, n_heads + 1)), key=TRACE_HEAD, format_func=lambda n: f"head {n}")
+    """The file's views on one page, with the attention, layer and head every page shares (ui.widgets)."""
+    attention, layer, head = head_picker(analysis, with_average=False)
+    layer, head = layer + 1, head + 1  # atlas.api counts from 1, as the labels
     base = safe_filename("trace", name, attention, f"L{layer}", f"H{head}")
     tabs = st.tabs(["One head", "All heads", "Paper view", "Rollout", "Mask", "Head statistics"])
     show_chart(api.head(analysis, layer, head, attention), "trace_chart_head", base, where=tabs[0])
