@@ -17,7 +17,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 from plotly_data import decode_typed_array  # noqa: E402
-from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers  # noqa: E402
+from test_pretrained_loaders import bert_tokenizer  # noqa: E402
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
 
 import atlas.api as atlas  # noqa: E402
 from inference.analysis import Analysis  # noqa: E402
@@ -30,7 +31,6 @@ ATOL = 1e-5  # our model and transformers compute the same weights in float32, i
 TEXT = "the cat sat on the mat"
 END = "<|endoftext|>"
 MERGES = [("Ġ", "c"), ("Ġc", "a"), ("Ġca", "t"), ("Ġ", "s"), ("a", "t"), ("Ġs", "at"), ("Ġ", "t"), ("h", "e")]
-WORDS = ["the", "cat", "sat", "on", "mat", "."]
 
 
 def gpt2_tokenizer() -> Tokenizer:
@@ -41,15 +41,6 @@ def gpt2_tokenizer() -> Tokenizer:
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([AddedToken(END, special=True, normalized=False)])
-    return tok
-
-
-def bert_tokenizer() -> Tokenizer:
-    vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS])}
-    tok = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
-    tok.normalizer = normalizers.BertNormalizer(lowercase=True)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.decoder = decoders.WordPiece()
     return tok
 
 
