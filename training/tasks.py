@@ -25,6 +25,7 @@ class TaskSpec:
     block_size: int = 0  # language model: tokens per training window
     max_train_len: int = 0  # sequence-to-sequence: drop training pairs longer than this (tokens)
     cooldown: int = 0  # the run's last `cooldown` steps take the rate linearly from the schedule's down to 0
+    cooldown_share: float = 0.0  # or this share of the run's steps, whichever is longer (a run fitted to --minutes)
     anywhere_share: float = 0.0  # language model: the share of windows that begin at any token, not at a <s>
     repeat_span_share: float = 0.0  # language model: the share of windows that repeat a span of their own text
     repeat_random_share: float = 0.0  # language model: the share of windows of random tokens repeated

@@ -37,6 +37,7 @@ from inference.snapshots import SNAPSHOTS
 from inference.tokenizer import Tokenizer
 from model.config import ModelConfig
 from model.factory import build_model
+from training.clock import TIMED_STEPS, WARM_STEPS, Clock
 from training.data.common import read_lines
 from training.data.induction import random_run
 from training.data.text import TextError, prepare_text, slug
@@ -363,8 +364,10 @@ def train(
     command: str,
     resume: Path | None = None,
     device: str = "cpu",
+    minutes: float | None = None,
 ) -> Path:
-    """Train `spec` on the prepared data; `resume` continues a checkpoint's run where its card says it stopped.
+    """Train `spec` on the prepared data; `resume` continues a checkpoint's run where its card says it stopped;
+    `minutes` fits the run's steps (at most `spec.max_steps`) to a wall-clock budget (training.clock).
 
     Resuming restores the weights, the step of the learning-rate schedule and the place in the data order;
     Adam's moment estimates too when the folder holds the run's ``optimizer.safetensors`` (a run's folder
@@ -457,23 +460,49 @@ def train(
 
     history = list(earlier)
     last = start + spec.max_steps
-    snapshots = set(snapshot_steps(start, spec.max_steps))
-    if spec.snapshot_every:
-        snapshots |= set(range(start, last + 1, spec.snapshot_every))
+    cooldown = spec_cooldown(spec, spec.max_steps)
+    snapshots = planned_snapshots(spec, start, last)
     if start in snapshots:  # the untrained (or resumed) weights, before the first update
         save_snapshot(out, model, start, evaluate_loss(model, valid, kind, tok.pad_id))
-    bar = tqdm(range(start + 1, last + 1), desc=spec.name, unit="step", mininterval=1, initial=start, total=last)
-    for step in bar:
+    clock = Clock(minutes, started) if minutes else None
+    fitted: dict = {}
+    bar = tqdm(desc=spec.name, unit="step", mininterval=1, initial=start, total=last)
+    step = start
+    while step < last:
+        step += 1
         for group in optimizer.param_groups:
-            group["lr"] = cooled_rate(step, last, spec.cooldown, config.d_model, spec.warmup, spec.lr_factor)
+            group["lr"] = cooled_rate(step, last, cooldown, config.d_model, spec.warmup, spec.lr_factor)
         with torch.autocast(where.type, dtype=torch.bfloat16, enabled=where.type == "cuda"):  # H100: bf16 matmuls
             loss, n = loss_of(model, next(batches), kind, criterion)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
         tokens += n
+        bar.update(1)
         bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens / (time.time() - started):.0f}", refresh=False)
-        if step % spec.eval_every == 0 or step == last:
+        if clock is not None and not fitted and step - start == WARM_STEPS:
+            sync(where)
+            clock.timing_from = time.time()
+        elif clock is not None and not fitted and step - start == WARM_STEPS + TIMED_STEPS:
+            sync(where)
+            per_step = (time.time() - clock.timing_from) / TIMED_STEPS
+            begun = time.time()
+            evaluate_loss(model, valid, kind, tok.pad_id), copying(model, config)  # timed, not recorded
+            more = clock.fit(per_step, time.time() - begun, spec.eval_every)
+            last = min(last, step + more)
+            cooldown = spec_cooldown(spec, last - start)
+            snapshots = planned_snapshots(spec, start, last)
+            bar.total = last
+            fitted = {
+                "budget_minutes": minutes,
+                "seconds_per_step": round(per_step, 4),
+                "validation_seconds": round(clock.validation_seconds, 2),
+                "steps_fitted": last - start,
+                "cooldown": cooldown,
+            }
+            tqdm.write(f"{minutes} min: {json.dumps(fitted)}", file=sys.stderr)
+        cut = clock is not None and step < last and clock.must_stop()
+        if step % spec.eval_every == 0 or step == last or cut:
             valid_loss = evaluate_loss(model, valid, kind, tok.pad_id)
             history.append({"step": step, "valid_loss": round(valid_loss, 4), "train_loss": round(loss.item(), 4)})
             history[-1] |= copying(model, config)
@@ -482,12 +511,40 @@ def train(
             if valid_loss < best:  # saved at once: a run stopped early still leaves its best checkpoint
                 best = valid_loss
                 path = save(model, step, best, history, tokens, time.time() - started)
-            if step in snapshots:
+            if step in snapshots or cut:
                 save_snapshot(out, model, step, valid_loss)
         elif step in snapshots:
             save_snapshot(out, model, step, evaluate_loss(model, valid, kind, tok.pad_id))
-    finish_card(path, history, last, tokens, time.time() - started, seconds_before)
+        if cut:
+            tqdm.write(
+                f"stopped by the {minutes}-minute budget at step {step:,} of {last:,}; go on with "
+                f"--resume {path} --max-steps {last - step}",
+                file=sys.stderr,
+            )
+            break
+    bar.close()
+    budget = {"budget": {**fitted, "stopped_at": step, "planned_last_step": last}} if clock else {}
+    finish_card(path, history, step, tokens, time.time() - started, seconds_before, step == last, budget)
     return path
+
+
+def spec_cooldown(spec: TaskSpec, steps: int) -> int:
+    """The run's cool-down in steps: the task's own, or its share of a run of `steps` steps, whichever is longer."""
+    return min(steps, max(spec.cooldown, round(spec.cooldown_share * steps)))
+
+
+def planned_snapshots(spec: TaskSpec, start: int, last: int) -> set[int]:
+    """The steps of a run from `start` to `last` that keep a snapshot (see snapshot_steps, and spec.snapshot_every)."""
+    snapshots = set(snapshot_steps(start, last - start))
+    if spec.snapshot_every:
+        snapshots |= set(range(start, last + 1, spec.snapshot_every))
+    return snapshots
+
+
+def sync(device: torch.device) -> None:
+    """Wait for the GPU's queued work, so that a time read after it is the time the work took."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def copying(model: nn.Module, config: ModelConfig) -> dict[str, float]:
@@ -505,18 +562,30 @@ def copying(model: nn.Module, config: ModelConfig) -> dict[str, float]:
     }
 
 
-def finish_card(path: Path, history: list, steps: int, tokens: int, elapsed: float, before: float = 0) -> None:
-    """The saved weights are the best step's; the card records the whole run once it is over. Its best_step stays
-    the one the weights were saved at: the history's losses are rounded, and a tie there must not name another."""
+def finish_card(
+    path: Path,
+    history: list,
+    steps: int,
+    tokens: int,
+    elapsed: float,
+    before: float = 0,
+    finished: bool = True,
+    extra: dict | None = None,
+) -> None:
+    """The saved weights are the best step's; the card records the whole run once it is over (`finished` False: a
+    wall-clock budget stopped it before its last step). Its best_step stays the one the weights were saved at: the
+    history's losses are rounded, and a tie there must not name another."""
     card_path = path / "card.json"
     card = json.loads(card_path.read_text(encoding="utf-8"))
     card["training"].update(
         history=history,
         steps_done=steps,
-        finished=True,
+        finished=finished,
         seconds=round(elapsed),
         seconds_total=round(before + elapsed),
+        tokens_seen=tokens,
         tokens_per_second=round(tokens / elapsed),
+        **(extra or {}),
     )
     card_path.write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -543,6 +612,7 @@ def train_text(
     command: str,
     max_steps: int | None = None,
     resume: Path | None = None,
+    minutes: float | None = None,
 ) -> Path:
     """A small language model on any UTF-8 text: its data prepared into `out`/data (training.data.text), the
     model sized to it (training.tasks.text_spec) and trained by :func:`train`, then scored on the text's own
@@ -561,7 +631,7 @@ def train_text(
     spec = text_spec(out.name, description, splits["train"]["train.txt"]["tokens"], model)
     if max_steps:
         spec = replace(spec, max_steps=max_steps, eval_every=min(spec.eval_every, max_steps))
-    path = train(spec, data, out, seed, threads, command, resume)
+    path = train(spec, data, out, seed, threads, command, resume, minutes=minutes)
     print(f"evaluating on the test split of {text.name} …", file=sys.stderr)
     metrics, samples = evaluate(load_checkpoint(path), data)
     metrics["command"] += f" --data {data}"  # the text's own test split, not data/lm's
@@ -593,7 +663,15 @@ def main(argv: list[str] | None = None) -> int:
         default="cpu",
         help="where to train (default cpu; auto: the GPU when torch sees one, with bfloat16 autocast there)",
     )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        help="wall-clock budget: the run times its first steps, fits its steps (at most the task's or --max-steps) "
+        "and its schedule to the budget, and stops in time to validate and save (training.clock)",
+    )
     args = parser.parse_args(argv)
+    if args.minutes is not None and not 0 < args.minutes <= 24 * 60:
+        parser.error("--minutes must be more than 0 and at most a day (1440)")
     if args.max_steps is not None and args.max_steps < 1:
         parser.error("--max-steps must be at least 1")
     if args.cooldown < 0:
@@ -608,18 +686,19 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.text is not None:
             out = Path(args.out) if args.out else None
-            path = train_text(args.text, out, args.seed, args.threads, command, args.max_steps, args.resume)
+            path = train_text(
+                args.text, out, args.seed, args.threads, command, args.max_steps, args.resume, args.minutes
+            )
         else:
             spec = TASKS[args.task]
             if args.max_steps:
                 spec = replace(spec, max_steps=args.max_steps, eval_every=min(spec.eval_every, args.max_steps))
             if args.cooldown > spec.max_steps:
                 parser.error(f"--cooldown {args.cooldown} is longer than the run ({spec.max_steps} steps)")
-            spec = replace(spec, cooldown=args.cooldown)
+            spec = replace(spec, cooldown=args.cooldown or spec.cooldown)
             out = Path(args.out or Path("checkpoints") / spec.checkpoint)
-            path = train(
-                spec, Path(args.data or "data"), out, args.seed, args.threads, command, args.resume, args.device
-            )
+            data = Path(args.data or "data")
+            path = train(spec, data, out, args.seed, args.threads, command, args.resume, args.device, args.minutes)
     except (FileNotFoundError, TextError, CheckpointError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

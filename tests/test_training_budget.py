@@ -1,0 +1,118 @@
+"""A run given minutes, not steps (`--minutes`): it times its first steps, fits its schedule to the budget, stops
+in time with every file a resumable run needs, and runs as the GPU machine has it (no app packages)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from inference.checkpoint import load_checkpoint
+from tests.test_training import tiny_spec, write_task
+from training import clock as clock_module
+from training.clock import MARGIN, SAVE_SECONDS, TIMED_STEPS, WARM_STEPS, Clock
+from training.train import OPTIMIZER, train
+
+ROOT = Path(__file__).resolve().parent.parent
+# What the GPU machine lacks (training must not import them): the app's packages and the data preparers'.
+NOT_ON_THE_GPU_MACHINE = ["streamlit", "plotly", "pandas", "rdata", "psutil", "transformers", "tokenizers", "gguf"]
+
+
+def test_the_clock_fits_steps_and_a_validation_share_into_what_is_left() -> None:
+    clock = Clock(minutes=1.0, started=time.time())
+    more = clock.fit(seconds_per_step=0.1, validation_seconds=2.0, eval_every=10)
+    # 60 s, less one validation and the save, at 0.1 s per step plus a tenth of a 2 s validation, with a margin
+    assert abs(more - MARGIN * (60 - 2.0 - SAVE_SECONDS) / 0.3) <= 2
+    assert not clock.must_stop()
+    assert Clock(minutes=0.05, started=time.time() - 10).fit(0.1, 0.5, 10) == 0, "nothing left: no more steps"
+    assert Clock(minutes=0.05, started=time.time() - 10).must_stop()
+
+
+def test_a_budget_fits_the_run_and_leaves_a_finished_resumable_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(clock_module, "SAVE_SECONDS", 0.5)  # a tiny model saves in milliseconds
+    monkeypatch.setattr(clock_module.Clock, "must_stop", lambda self: False)  # the guard has its own test
+    write_task(tmp_path / "data", "lm")
+    spec = replace(tiny_spec("lm"), max_steps=1_000_000, eval_every=50, cooldown_share=0.2)
+    out = train(spec, tmp_path / "data", tmp_path / "run", seed=0, threads=1, command="t", minutes=0.1)
+    card = load_checkpoint(out).card
+    budget = card["training"]["budget"]
+    fitted = budget["steps_fitted"]
+    assert WARM_STEPS + TIMED_STEPS < fitted < 1_000_000, "the schedule was fitted to six seconds"
+    assert budget["budget_minutes"] == 0.1 and budget["cooldown"] == round(0.2 * fitted)
+    assert card["training"]["finished"] and card["training"]["steps_done"] == fitted == budget["stopped_at"]
+    assert card["training"]["tokens_seen"] > 0
+    for name in ("model.safetensors", "config.json", "card.json", "tokenizer.model", OPTIMIZER):
+        assert (out / name).is_file(), name
+    snapshots = json.loads((out / "snapshots" / "index.json").read_text(encoding="utf-8"))["snapshots"]
+    assert snapshots[0]["step"] == 0 and snapshots[-1]["step"] == fitted, "snapshots over the fitted run"
+    assert load_file(out / OPTIMIZER).keys() >= {f"weights.{k}" for k in load_file(out / "model.safetensors")}
+
+    replay = train(replace(spec, max_steps=fitted), tmp_path / "data", tmp_path / "b", seed=0, threads=1, command="r")
+    a, b = load_file(out / "model.safetensors"), load_file(replay / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a), "--max-steps with the fitted count replays the run"
+
+
+def test_a_run_that_would_overrun_its_budget_stops_saved_and_says_how_to_go_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    write_task(tmp_path / "data", "lm")
+    spec = replace(tiny_spec("lm"), max_steps=1_000, eval_every=1_000)
+    monkeypatch.setattr(clock_module.Clock, "must_stop", lambda self: self.validation_seconds > 0)  # once fitted
+    out = train(spec, tmp_path / "data", tmp_path / "run", seed=0, threads=1, command="t", minutes=60)
+    stop = WARM_STEPS + TIMED_STEPS  # the guard asks from the fit on
+    training = load_checkpoint(out).card["training"]
+    assert not training["finished"] and training["steps_done"] == stop == training["best_step"]
+    assert training["budget"]["stopped_at"] == stop < training["budget"]["planned_last_step"] == 1_000
+    assert f"--resume {out} --max-steps {1_000 - stop}" in capsys.readouterr().err
+    assert (out / OPTIMIZER).is_file()
+    again = train(
+        replace(spec, max_steps=2), tmp_path / "data", tmp_path / "b", seed=0, threads=1, command="g", resume=out
+    )
+    assert load_checkpoint(again).card["training"]["steps_done"] == stop + 2
+
+
+def test_the_training_command_runs_without_the_apps_packages(tmp_path: Path) -> None:
+    """As on the GPU machine (torch, numpy, safetensors, sentencepiece, tqdm, sacrebleu): `python -m atlas train
+    --task lm --minutes …` trains from a prepared folder and writes what a resumable run needs."""
+    folder = write_task(tmp_path / "data", "lm")
+    for split in ("train", "valid"):  # windows of the task's own block size
+        (folder / f"{split}.txt").write_text((folder / f"{split}.txt").read_text("utf-8") * 40, "utf-8")
+    script = textwrap.dedent(
+        f"""
+        import importlib.machinery, runpy, sys
+        BLOCKED = {NOT_ON_THE_GPU_MACHINE!r}
+        class Absent:  # found with no origin (what torch's probes skip), and importing it fails
+            def create_module(self, spec):
+                raise ModuleNotFoundError(f"{{spec.name}} is not on the GPU machine")
+            def exec_module(self, module):
+                pass
+        class Blocker:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0].lower() in BLOCKED:
+                    return importlib.machinery.ModuleSpec(name, Absent(), origin=None)
+        sys.meta_path.insert(0, Blocker())
+        sys.argv = ["atlas", "train", "--task", "lm", "--data", {str(tmp_path / "data")!r}, "--max-steps", "2",
+                    "--minutes", "5", "--device", "auto", "--threads", "1", "--out", {str(tmp_path / "out")!r}]
+        runpy.run_module("atlas", run_name="__main__")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = tmp_path / "out"
+    for name in ("model.safetensors", "config.json", "card.json", "tokenizer.model", OPTIMIZER):
+        assert (out / name).is_file(), name
+    training = json.loads((out / "card.json").read_text(encoding="utf-8"))["training"]
+    assert training["steps_done"] == 2 and training["finished"]
+    assert training["budget"] == {"stopped_at": 2, "planned_last_step": 2}, "two steps: too few to fit"

@@ -1,0 +1,50 @@
+"""A run's wall-clock budget (`python -m training.train … --minutes M`).
+
+A run given minutes, not steps, must still end on a finished learning-rate schedule (its cool-down included) and
+leave time to validate and save. So the run times its own steps once, after a few warm-up steps, and times one
+validation; from those it fits how many steps the budget holds, and the schedule is laid over that many. Past the
+fit a guard stops the run early when a slower stretch (another process, a thermal limit) would overrun the budget,
+so the folder always holds a saved, loadable checkpoint when the minutes are up.
+
+The fit is recorded on the card; `--max-steps` with the fitted number replays the same run without a clock.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+WARM_STEPS = 5  # not timed: the first steps compile kernels, fill allocator caches and load the data pipeline
+TIMED_STEPS = 20  # steps timed to fit the run
+SAVE_SECONDS = 5.0  # kept back for the last save (weights, optimizer state, card)
+MARGIN = 0.9  # the share of the spare time fitted with steps: speed drifts, and saves at validations take time too
+
+
+@dataclass
+class Clock:
+    """The budget of one run, started at `started` (time.time())."""
+
+    minutes: float
+    started: float = field(default_factory=time.time)
+    timing_from: float | None = None  # when the timed steps began
+    validation_seconds: float = 0.0  # one validation, measured at the fit
+
+    @property
+    def seconds(self) -> float:
+        return self.minutes * 60
+
+    def left(self, now: float | None = None) -> float:
+        return self.seconds - ((now or time.time()) - self.started)
+
+    def fit(self, seconds_per_step: float, validation_seconds: float, eval_every: int) -> int:
+        """How many more steps the budget holds, each costing `seconds_per_step` plus a share of a validation every
+        `eval_every` steps, keeping back one validation and one save for the end."""
+        self.validation_seconds = validation_seconds
+        spare = self.left() - validation_seconds - SAVE_SECONDS
+        per_step = seconds_per_step + validation_seconds / max(eval_every, 1)
+        return max(0, math.floor(MARGIN * spare / per_step))
+
+    def must_stop(self) -> bool:
+        """True when what is left would not cover one more validation and the save."""
+        return self.left() < 1.5 * self.validation_seconds + SAVE_SECONDS
