@@ -417,6 +417,9 @@ def test_generate_writes_a_continuation_and_steps_through_it(app, good_dir: Path
     at = app(text="the cat sat")
     at.switch_page("views/generate.py").run()
     at.number_input(key="gen_tokens").set_value(5).run()
+    assert ok(at).radio(key="gen_mode").value == "sampling", "the page opens on sampling"
+    at.radio(key="gen_mode").set_value("greedy").run()
+    assert "Holtzman et al. 2020" in " ".join(c.value for c in ok(at).caption), "why greedy text repeats"
     ckpt = load_checkpoint(good_dir / LM)
     written = analyze(ckpt, "the cat sat", continuation=5)
     assert written.continuation in at.code[0].value and written.generated > 1
@@ -466,7 +469,7 @@ def test_a_link_restores_the_generate_choices_and_absurd_values_are_kept_in_rang
     wild = app(model=LM, text="the cat sat", gen_tokens="99999", gen_mode="nonsense", gen_temperature="-3")
     wild.switch_page("views/generate.py").run()
     ok(wild)
-    assert wild.number_input(key="gen_tokens").value == 32 and wild.radio(key="gen_mode").value == "greedy"
+    assert wild.number_input(key="gen_tokens").value == 32 and wild.radio(key="gen_mode").value == "sampling"
 
 
 # Head ablation ------------------------------------------------------------------------------------------------------

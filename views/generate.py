@@ -16,8 +16,21 @@ from viz.labels import display_piece, safe_filename
 from viz.tables import top_k_frame
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
-MODES = ["greedy", "sampling"]
-DEFAULT_TOKENS = 40  # about 30 English words: enough for a continuation to read as text, not a phrase
+MODES = ["sampling", "greedy"]
+DEFAULT_TOKENS = 60  # about 45 English words: enough for a continuation to read as text, not a phrase
+# Sampling as the page opens: a little sharper than the model's own distribution, from its 40 likeliest tokens; both
+# shown beside the text. Seed 0: every visit writes the same text.
+DEFAULT_TEMPERATURE, DEFAULT_TOP_K, DEFAULT_SEED = 0.8, 40, 0
+SAMPLING_NOTE = (
+    "Sampling draws each token from the model's probabilities, divided by the temperature (below 1: sharper) and "
+    "cut to the top-k likeliest; the seed fixes the draws, so the same settings write the same text on every visit."
+)
+GREEDY_NOTE = (
+    "Greedy decoding takes the single likeliest token at every step. Text written so soon repeats itself: once a "
+    "phrase has been written, writing it again is often the likeliest continuation, and greedy never leaves that "
+    "loop (Holtzman et al. 2020, “The Curious Case of Neural Text Degeneration”). Sampling, the page's default, "
+    "writes as people do: not always the likeliest word."
+)
 GEN_TOKENS = state.url_key("gen_tokens", int)
 GEN_MODE = state.url_key("gen_mode")
 GEN_TEMPERATURE = state.url_key("gen_temperature", float)
@@ -32,10 +45,10 @@ def continuation(ctx: Context) -> Analysis | None:
     most = min(64, ctx.ckpt.config.max_len // 2)
     vocab = ctx.ckpt.config.vocab_size
     state.keep_valid(GEN_TOKENS, state.Between(1, most), min(DEFAULT_TOKENS, most))
-    state.keep_valid(GEN_MODE, MODES, "greedy")
-    state.keep_valid(GEN_TEMPERATURE, state.Between(0.1, 2.0), 1.0)
-    state.keep_valid(GEN_TOP_K, state.Between(0, vocab), 40)
-    state.keep_valid(GEN_SEED, state.Between(0, 2**31 - 1), 0)
+    state.keep_valid(GEN_MODE, MODES, MODES[0])
+    state.keep_valid(GEN_TEMPERATURE, state.Between(0.1, 2.0), DEFAULT_TEMPERATURE)
+    state.keep_valid(GEN_TOP_K, state.Between(0, vocab), min(DEFAULT_TOP_K, vocab))
+    state.keep_valid(GEN_SEED, state.Between(0, 2**31 - 1), DEFAULT_SEED)
     tokens = cols[0].number_input("Tokens to write", 1, most, key=GEN_TOKENS)
     mode = cols[1].radio("Decoding", MODES, key=GEN_MODE, horizontal=True)
     sampling = None
@@ -44,6 +57,7 @@ def continuation(ctx: Context) -> Analysis | None:
         top_k = cols[3].number_input("Top-k (0: all)", 0, vocab, key=GEN_TOP_K)
         seed = cols[4].number_input("Seed", 0, 2**31 - 1, key=GEN_SEED)
         sampling = Sampling(float(temperature), int(top_k), int(seed))
+    st.caption(SAMPLING_NOTE if mode == "sampling" else GREEDY_NOTE)
     try:
         return cache.analysis(ctx, continuation=int(tokens), sampling=sampling)
     except InputError as exc:
