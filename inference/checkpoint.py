@@ -17,7 +17,7 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 from inference.jsonfile import JsonFileError, read_json
 from inference.loaded import Checkpoint, CheckpointError
 from inference.pretrained.packages import load_path
-from inference.quantized import PACKED, QUANTIZED, dequantize, quantize
+from inference.quantized import QUANTIZED, QUANTIZED_8, STORED_AS, dequantize, quantize, quantize_8
 from inference.tokenizer import Tokenizer, TokenizerError
 from model.config import ConfigError, ModelConfig
 from model.factory import build_model
@@ -45,31 +45,31 @@ def save_checkpoint(
     model: Model,
     tokenizer_bytes: bytes,
     card: dict[str, Any],
-    half: bool = False,
-    quantized: bool = False,
+    bits: int = 32,
 ) -> Path:
     """Write the four files; the tokenizer's sha256 goes into both config.json and the card.
 
-    `half=True` stores the weights as float16 (half the bytes in the repository), `quantized=True` in 4 bits
-    (inference.quantized: an eighth); loading turns either back into float32.
+    `bits`: 32 stores float32, 16 float16 (half the bytes in the repository), 8 or 4 the matrices in groups with a
+    scale each (inference.quantized: about a quarter or an eighth); loading turns each back into float32.
     """
+    if bits not in (32, 16, 8, 4):
+        raise ValueError(f"bits must be 32, 16, 8 or 4, not {bits}")
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tokenizer = Tokenizer(tokenizer_bytes)
     (directory / TOKENIZER).write_bytes(tokenizer_bytes)
     config = {"format": FORMAT, "model": model.config.to_dict(), "tokenizer_sha256": tokenizer.sha256}
     (directory / CONFIG).write_text(json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    if quantized:  # a tied matrix once: loading fills its twin
+    if bits in (8, 4):  # a tied matrix once: loading fills its twin
         state, seen = {}, set()
         for name, tensor in model.state_dict().items():
             if tensor.data_ptr() not in seen:
                 state[name], _ = tensor, seen.add(tensor.data_ptr())
-        meta = {**recorded(model.config), "quantized": QUANTIZED}
-        save_file(quantize(state), str(directory / WEIGHTS), metadata=meta)
+        meta = {**recorded(model.config), "quantized": QUANTIZED if bits == 4 else QUANTIZED_8}
+        save_file((quantize if bits == 4 else quantize_8)(state), str(directory / WEIGHTS), metadata=meta)
     else:
-        save_model(
-            copy.deepcopy(model).half() if half else model, str(directory / WEIGHTS), metadata=recorded(model.config)
-        )
+        kept = copy.deepcopy(model).half() if bits == 16 else model
+        save_model(kept, str(directory / WEIGHTS), metadata=recorded(model.config))
     card = {**card, "tokenizer_sha256": tokenizer.sha256}
     (directory / CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return directory
@@ -193,22 +193,28 @@ def load_weights(directory: Path, config: ModelConfig) -> Model:
 
 
 def read_weights(path: Path, config: ModelConfig) -> Model:
-    """The model of a snapshot file, float16 or 4-bit (:data:`QUANTIZED`); CheckpointError names what is wrong."""
-    if read_metadata(path).get("quantized") != QUANTIZED:
+    """The model of a weights file, float or quantised (:data:`QUANTIZED`, :data:`QUANTIZED_8`); CheckpointError
+    names what is wrong."""
+    kind = read_metadata(path).get("quantized")
+    if kind not in (QUANTIZED, QUANTIZED_8):
         return model_from_safetensors(path, config)
+    bits = 4 if kind == QUANTIZED else 8
     model = build_model(config, init=False)  # every weight is read from the file: none is drawn
     try:
         stored = load_file(str(path))
         for name, tensor in stored.items():
-            expected = torch.uint8 if name.endswith(PACKED) else torch.float16
+            suffix = "." + name.rsplit(".", 1)[-1]
+            expected = STORED_AS[suffix] if suffix in STORED_AS else torch.float16
             if tensor.dtype != expected:
-                raise CheckpointError(f"{path}: tensor {name} is stored as {tensor.dtype}; 4-bit files hold {expected}")
+                raise CheckpointError(
+                    f"{path}: tensor {name} is stored as {tensor.dtype}; {bits}-bit files hold {expected}"
+                )
         weights = dequantize(stored)
         missing, unexpected = model.load_state_dict(weights, strict=False)
     except CheckpointError:
         raise
     except Exception as exc:  # safetensors' own errors for a damaged file; KeyError for a scale gone missing
-        raise CheckpointError(f"{path}: its 4-bit weights cannot be read for this {config.kind} ({exc})") from exc
+        raise CheckpointError(f"{path}: its {bits}-bit weights cannot be read for this {config.kind} ({exc})") from exc
     state = model.state_dict(keep_vars=True)
     loaded = {state[k].data_ptr() for k in weights if k in state}
     untied = [k for k in missing if state[k].data_ptr() not in loaded]  # a tied copy was filled with its twin

@@ -1,8 +1,10 @@
-"""4-bit weights, as GGUF's Q4_0 stores them: each matrix in groups of GROUP numbers along a row, each group its
-own float16 scale (the group's largest magnitude / 7) and the numbers −7 … 7, two to a byte; vectors stay float16.
-A file in this form says QUANTIZED in its safetensors header ("quantized"); inference.checkpoint.read_weights loads
-one as float32. Training snapshots that would not fit the repository ship so (training.snapshots), and so do the
-small models of seed 003's experiment (training.experiment)."""
+"""4-bit and 8-bit weights, as GGUF's Q4_0 and Q8_0 store them: each matrix in groups of GROUP numbers along a row,
+each group its own float16 scale (the group's largest magnitude / 7, or / 127) and the numbers −7 … 7 two to a byte,
+or −127 … 127 one to a byte; vectors stay float16. A file in this form says QUANTIZED (4 bits) or QUANTIZED_8 in its
+safetensors header ("quantized"); inference.checkpoint.read_weights loads one as float32. Training snapshots that
+would not fit the repository ship in 4 bits (training.snapshots), and so do the small models of seed 003's
+experiment (training.experiment); a model's own weights may ship in 8 bits where that is measured to cost nothing
+a page shows (training.evaluate on both)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import torch
 
 QUANTIZED, GROUP = "int4-groups-of-32", 32  # the header's "quantized" value; numbers per float16 scale
 PACKED, SCALE = ".int4", ".int4_scale"  # a quantised matrix W is stored as W.int4 (uint8) and W.int4_scale
+QUANTIZED_8, INT8, INT8_SCALE = "int8-groups-of-32", ".int8", ".int8_scale"  # W.int8 (int8) and W.int8_scale
+STORED_AS = {PACKED: torch.uint8, INT8: torch.int8}  # the dtype each kind of quantised tensor must have
 
 
 def quantize(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -31,11 +35,35 @@ def quantize(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return out
 
 
-def dequantize(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The float32 weights of :func:`quantize`'s output (and of any float tensors beside them)."""
+def quantize_8(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """8-bit weights: every matrix whose rows split into groups of GROUP, as one number −127 … 127 per byte and a
+    float16 scale per group (the group's largest magnitude / 127); everything else float16."""
     out = {}
     for name, tensor in tensors.items():
-        if name.endswith(SCALE):
+        tensor = tensor.detach().float().cpu()
+        if tensor.dim() != 2 or tensor.shape[1] % GROUP:
+            out[name] = tensor.half()
+            continue
+        rows, cols = tensor.shape
+        groups = tensor.reshape(rows, cols // GROUP, GROUP)
+        scale = (groups.abs().amax(dim=2, keepdim=True) / 127).half().float()
+        codes = torch.where(scale > 0, groups / scale.clamp_min(1e-30), 0).round().clamp(-127, 127)
+        out[name + INT8] = codes.reshape(rows, cols).to(torch.int8).contiguous()
+        out[name + INT8_SCALE] = scale.reshape(rows, cols // GROUP).half()
+    return out
+
+
+def dequantize(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The float32 weights of :func:`quantize`'s or :func:`quantize_8`'s output (and of float tensors beside them)."""
+    out = {}
+    for name, tensor in tensors.items():
+        if name.endswith((SCALE, INT8_SCALE)):
+            continue
+        if name.endswith(INT8):
+            base = name.removesuffix(INT8)
+            rows, cols = tensor.shape
+            scale = tensors[base + INT8_SCALE].float()
+            out[base] = (tensor.float().reshape(rows, -1, GROUP) * scale.unsqueeze(2)).reshape(rows, cols)
             continue
         if not name.endswith(PACKED):
             out[name] = tensor.float()

@@ -294,12 +294,27 @@ def tensor_bytes(path: Path) -> dict[str, bytes]:
         return {key: file.get_tensor(key).numpy().tobytes() for key in file.keys()}
 
 
-@pytest.mark.parametrize("half", [False, True])
-def test_save_checkpoint_records_kind_width_heads_and_layers_in_the_weights_header(tokenizer_bytes, tmp_path, half):
+@pytest.mark.parametrize("bits", [32, 16, 8, 4])
+def test_save_checkpoint_records_kind_width_heads_and_layers_in_the_weights_header(tokenizer_bytes, tmp_path, bits):
     model = build_model(tiny_config("encoder-decoder", Tokenizer(tokenizer_bytes).vocab_size, n_decoder_layers=3))
-    path = save_checkpoint(tmp_path / "ckpt", model, tokenizer_bytes, CARD_CONTENT, half=half)
+    path = save_checkpoint(tmp_path / "ckpt", model, tokenizer_bytes, CARD_CONTENT, bits=bits)
     expected = {"kind": "encoder-decoder", "d_model": "32", "n_heads": "4", "n_encoder_layers": "2"}
     assert header(path).items() >= {**expected, "n_decoder_layers": "3"}.items()
+    loaded = load_checkpoint(path).model.state_dict()
+    for name, weight in model.state_dict().items():  # each weight back within half a step of its width
+        step = weight.abs().max() / {32: 2**23, 16: 2**10, 8: 127, 4: 7}[bits]
+        torch.testing.assert_close(loaded[name], weight, atol=float(step) / 2 + 1e-6, rtol=0, msg=name)
+
+
+def test_8_bit_weights_stored_in_another_dtype_are_named(tokenizer_bytes, tmp_path) -> None:
+    model = build_model(tiny_config("decoder-only", Tokenizer(tokenizer_bytes).vocab_size))
+    path = save_checkpoint(tmp_path / "ckpt", model, tokenizer_bytes, CARD_CONTENT, bits=8)
+    tensors = load_file(str(path / WEIGHTS))
+    name = next(k for k in tensors if k.endswith(".int8"))
+    tensors[name] = tensors[name].to(torch.uint8)
+    save_file(tensors, str(path / WEIGHTS), metadata=header(path))
+    with pytest.raises(CheckpointError, match=f"tensor {name} is stored as torch.uint8; 8-bit files hold torch.int8"):
+        load_checkpoint(path)
 
 
 def test_a_config_json_with_another_head_count_than_the_weights_is_named(damaged) -> None:

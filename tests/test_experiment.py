@@ -114,7 +114,7 @@ def test_a_4_bit_checkpoint_loads_the_weights_it_quantised(tmp_path: Path) -> No
     torch.manual_seed(0)
     model = build_model(centre_config(d_model=32, vocab_size=2004, tie_embeddings=True))
     save_checkpoint(tmp_path / "m", model, TOKENIZER.read_bytes(), {"task": "t", "data": {}, "hyperparameters": {},
-                    "metrics": {}, "command": "c"}, quantized=True)  # fmt: skip
+                    "metrics": {}, "command": "c"}, bits=4)  # fmt: skip
     loaded = load_checkpoint(tmp_path / "m").model
     expected = dequantize(quantize(model.state_dict()))
     for name, tensor in loaded.state_dict().items():

@@ -15,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from inference.checkpoint import load_checkpoint
+from inference.checkpoint import CheckpointError, load_checkpoint
 from tests.test_training import tiny_spec, write_task
 from training import clock as clock_module
 from training.clock import MARGIN, SAVE_SECONDS, TIMED_STEPS, WARM_STEPS, Clock
@@ -116,3 +116,30 @@ def test_the_training_command_runs_without_the_apps_packages(tmp_path: Path) -> 
     training = json.loads((out / "card.json").read_text(encoding="utf-8"))["training"]
     assert training["steps_done"] == 2 and training["finished"]
     assert training["budget"] == {"stopped_at": 2, "planned_last_step": 2}, "two steps: too few to fit"
+
+
+def test_snapshots_around_the_induction_head_catch_it_before_and_after_it_forms(tmp_path: Path, capsys) -> None:
+    from training.snapshots import around_induction
+    from training.snapshots import main as snapshots_main
+
+    rise = [0.02, 0.02, 0.03, 0.02, 0.05, 0.2, 0.45, 0.6, 0.7, 0.72]  # a phase change between steps 50 and 90
+    history = [{"step": 10 * (i + 1), "induction": score} for i, score in enumerate(rise)]
+    assert around_induction(history, before=100, count=2) == [50, 90]
+    assert around_induction(history, before=100, count=3) == [50, 70, 90]
+    assert around_induction(history, before=80, count=2) == [50, 70], "only steps before the shipped weights"
+    with pytest.raises(CheckpointError, match="no induction head formed: the best score went from 0.020 to 0.050"):
+        around_induction(history[:5], before=100)
+
+    write_task(tmp_path / "data", "lm")
+    spec = replace(tiny_spec("lm"), max_steps=10, eval_every=1, snapshot_every=1)
+    run = train(spec, tmp_path / "data", tmp_path / "run", seed=0, threads=1, command="t")
+    card = json.loads((run / "card.json").read_text(encoding="utf-8"))
+    best = card["training"]["best_step"]
+    for entry, score in zip(card["training"]["history"], rise, strict=True):
+        entry["induction"] = score  # the tiny model forms no head: its history is given one
+    (run / "card.json").write_text(json.dumps(card), encoding="utf-8")
+    args = [str(run), "--from", str(run), "--data", str(tmp_path / "data"), "--around-induction", "2"]
+    assert snapshots_main(args) == 0
+    index = json.loads((run / "snapshots" / "index.json").read_text(encoding="utf-8"))
+    assert [e["step"] for e in index["snapshots"]] == [*around_induction(card["training"]["history"], best, 2), best]
+    assert "around the induction head's forming" in capsys.readouterr().err

@@ -71,7 +71,7 @@ def average(run: Path, last: int, out: Path, data_root: Path) -> dict:
     card["command"] = f"{card['command']} && {averaged['command']}"
     card["metrics"] = {"status": "not evaluated yet: run python -m training.evaluate --write-card"}
     card.pop("tokenizer_sha256", None)
-    save_checkpoint(out, ckpt.model.eval(), (run / "tokenizer.model").read_bytes(), card, half=True)
+    save_checkpoint(out, ckpt.model.eval(), (run / "tokenizer.model").read_bytes(), card, bits=16)
     return averaged
 
 

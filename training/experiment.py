@@ -214,7 +214,7 @@ def train_row(row: Row, data: Path, out: Path, settings: Settings, threads: int,
         "command": command,
         "tokenizer_sha256": tok.sha256,
     }
-    save_checkpoint(folder, model, tok_bytes, card, quantized=True)
+    save_checkpoint(folder, model, tok_bytes, card, bits=4)
     shipped = load_checkpoint(folder).model  # what the app will load: the 4-bit weights
     loss4, acc4 = loss_and_accuracy(shipped, grams["test"])
     card["metrics"] = {

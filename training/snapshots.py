@@ -41,6 +41,25 @@ def find_step(runs: list[Path], step: int, tokenizer_sha256: str) -> tuple[Path,
     raise CheckpointError(f"no snapshot of step {step} in {', '.join(str(r) for r in runs)}")
 
 
+def around_induction(history: list[dict], before: int, count: int = 3) -> list[int]:
+    """`count` validation steps before `before` that catch a run's induction head forming: the last one still near
+    the run's starting score, the first one near its highest, and (count > 2) the first to reach evenly spaced
+    levels between. A run whose best score never rose by 0.3 formed no head, and a step list would show nothing."""
+    scored = [(h["step"], h["induction"]) for h in history if "induction" in h and h["step"] < before]
+    if len(scored) < 2:
+        raise CheckpointError("the run's history has too few validations with an induction score")
+    start, peak = scored[0][1], max(score for _, score in scored)
+    if peak - start < 0.3:
+        raise CheckpointError(f"no induction head formed: the best score went from {start:.3f} to {peak:.3f}")
+    levels = [0.1 + 0.8 * i / (count - 1) for i in range(count)]  # 10 % … 90 % of the rise
+    steps = []
+    for i, level in enumerate(levels):
+        threshold = start + level * (peak - start)
+        first = next(k for k, (_, score) in enumerate(scored) if score >= threshold)
+        steps.append(scored[max(first - 1, 0)][0] if i == 0 else scored[first][0])  # the first: the step before
+    return sorted(set(steps))
+
+
 def ship(checkpoint: Path, runs: list[Path], steps: list[int], data_root: Path, bits: int, command: str) -> dict:
     """Write CHECKPOINT/snapshots/ (replacing what was there) and return its index."""
     ckpt = load_checkpoint(checkpoint)
@@ -92,7 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--from", dest="runs", type=Path, nargs="+", required=True, help="run folders, searched in order"
     )
-    parser.add_argument("--steps", type=int, nargs="+", required=True, help="the steps to ship")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--steps", type=int, nargs="+", help="the steps to ship")
+    which.add_argument(
+        "--around-induction",
+        type=int,
+        metavar="N",
+        help="ship N steps around the forming of the run's induction head, read from the checkpoint's history",
+    )
     parser.add_argument("--bits", type=int, choices=(4, 16), default=4, help="4 (default) or 16 (float16, as kept)")
     parser.add_argument("--data", type=Path, default=Path("data"), help="prepared data root (default: data)")
     args = parser.parse_args(argv)
@@ -100,7 +126,14 @@ def main(argv: list[str] | None = None) -> int:
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:])
     )
     try:
-        index = ship(args.checkpoint, args.runs, args.steps, args.data, args.bits, command)
+        steps = args.steps
+        if args.around_induction is not None:
+            if args.around_induction < 2:
+                parser.error("--around-induction needs at least 2 steps: one before the head forms, one after")
+            training = load_checkpoint(args.checkpoint).card["training"]
+            steps = around_induction(training["history"], training["best_step"], args.around_induction)
+            print(f"around the induction head's forming: steps {steps}", file=sys.stderr)
+        index = ship(args.checkpoint, args.runs, steps, args.data, args.bits, command)
     except (CheckpointError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One prepared run for a GPU session: train a task's model from scratch within a wall-clock budget, ship the
+# run's snapshots around its induction head's forming in 4 bits (lm), and pack the folder into $OUT in parts
+# small enough for the device tool to bring back (at most 8 files of at most 16 MiB).
+#
+#   here:     python -m atlas prepare lm --tokenizer checkpoints/lm-english/tokenizer.model   (data/lm, 26 MB)
+#   device:   bash scripts/gpu_train.sh lm 7.5          (the device tool's run, carry ["data/lm"], timeout 590 s)
+#   here:     bash scripts/gpu_unpack.sh FILES_AT runs/gpu-lm
+#             python -m atlas evaluate runs/gpu-lm      (the card's figures; compare with checkpoints/lm-english)
+#
+# The GPU machine has torch, numpy, safetensors, sentencepiece, tqdm and sacrebleu, and no network: the
+# training command imports nothing else (tests/test_training_budget.py checks it). Adam's moments
+# (optimizer.safetensors, six times the float16 weights) stay on the device: a resumed run starts them afresh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+TASK="${1:-lm}"
+MINUTES="${2:-7.5}"
+shift $(($# < 2 ? $# : 2))  # anything after goes to the training command (a smoke run here: --max-steps 2)
+PYTHON="${PYTHON:-python3}"
+RUN="runs/gpu-$TASK"
+OUT="${OUT:-artifacts/gpu-$TASK}"
+mkdir -p "$OUT"
+
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+"$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
+"$PYTHON" -m atlas train --task "$TASK" --device auto --threads 8 --minutes "$MINUTES" --out "$RUN" "$@" 2>&1 \
+  | tr '\r' '\n' | grep -v '^[a-z]*: *[0-9]*%|' | tee "$OUT/train.log"
+
+if [ "$TASK" = lm ]; then
+  # float16 snapshots of every validation are ~25 MB each: ship the ones around the phase change, in 4 bits
+  "$PYTHON" -m training.snapshots "$RUN" --from "$RUN" --around-induction 3 2>&1 | tee -a "$OUT/train.log" \
+    || echo "no snapshots shipped (see above); the weights and card come back all the same" | tee -a "$OUT/train.log"
+fi
+
+# model, config, card, tokenizer and shipped snapshots; not the float32 evals nor the optimizer state
+tar -C "$RUN" -cf - --exclude=evals --exclude=optimizer.safetensors . | split -b 15m -d - "$OUT/run.tar.part-"
+ls -l "$OUT"
