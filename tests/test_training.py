@@ -69,6 +69,8 @@ def tiny_spec(task: str):
         batch_tokens=256,
         warmup=2,
         block_size=16 if task == "lm" else 0,
+        cooldown_share=0.0,  # the paper's schedule: a run of 2 + 2 steps equals one of 4
+        snapshot_every=0,
     )
 
 

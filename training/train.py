@@ -453,7 +453,7 @@ def train(
         }
         model.eval()
         card = build_card(spec, config, sources, run, command)
-        saved = save_checkpoint(out, on_cpu(model), tokenizer_bytes, card, half=True)
+        saved = save_checkpoint(out, on_cpu(model), tokenizer_bytes, card, bits=16)
         save_optimizer(saved, model, optimizer, step)
         model.train()
         return saved
