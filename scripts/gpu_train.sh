@@ -27,12 +27,16 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 "$PYTHON" -m atlas train --task "$TASK" --device auto --threads 8 --minutes "$MINUTES" --out "$RUN" "$@" 2>&1 \
   | tr '\r' '\n' | grep -v '^[a-z]*: *[0-9]*%|' | tee "$OUT/train.log"
 
-if [ "$TASK" = lm ]; then
-  # float16 snapshots of every validation are ~25 MB each: ship the ones around the phase change, in 4 bits
-  "$PYTHON" -m training.snapshots "$RUN" --from "$RUN" --around-induction 3 2>&1 | tee -a "$OUT/train.log" \
-    || echo "no snapshots shipped (see above); the weights and card come back all the same" | tee -a "$OUT/train.log"
+# float16 snapshots of every validation are ~25 MB each: ship three in 4 bits, around the induction head's forming
+# when one formed (lm), else spread over the run; none come back unshipped
+SHIP=(--around-induction 3)
+[ "$TASK" = lm ] || SHIP=(--spread 3)
+if ! "$PYTHON" -m training.snapshots "$RUN" --from "$RUN" "${SHIP[@]}" 2>&1 | tee -a "$OUT/train.log"; then
+  "$PYTHON" -m training.snapshots "$RUN" --from "$RUN" --spread 3 2>&1 | tee -a "$OUT/train.log" || rm -rf "$RUN/snapshots"
 fi
 
 # model, config, card, tokenizer and shipped snapshots; not the float32 evals nor the optimizer state
 tar -C "$RUN" -cf - --exclude=evals --exclude=optimizer.safetensors . | split -b 15m -d - "$OUT/run.tar.part-"
+parts=$(ls "$OUT"/run.tar.part-* | wc -l)
+[ "$parts" -le 7 ] || echo "WARNING: $parts parts; the device tool brings back 8 files (train.log is one)" >&2
 ls -l "$OUT"

@@ -119,7 +119,7 @@ def test_the_training_command_runs_without_the_apps_packages(tmp_path: Path) -> 
 
 
 def test_snapshots_around_the_induction_head_catch_it_before_and_after_it_forms(tmp_path: Path, capsys) -> None:
-    from training.snapshots import around_induction
+    from training.snapshots import around_induction, spread
     from training.snapshots import main as snapshots_main
 
     rise = [0.02, 0.02, 0.03, 0.02, 0.05, 0.2, 0.45, 0.6, 0.7, 0.72]  # a phase change between steps 50 and 90
@@ -129,6 +129,9 @@ def test_snapshots_around_the_induction_head_catch_it_before_and_after_it_forms(
     assert around_induction(history, before=80, count=2) == [50, 70], "only steps before the shipped weights"
     with pytest.raises(CheckpointError, match="no induction head formed: the best score went from 0.020 to 0.050"):
         around_induction(history[:5], before=100)
+    assert spread(history, before=100, count=3) == [10, 50, 90], "no head: evenly over the run instead"
+    with pytest.raises(CheckpointError, match="no validation before its shipped weights"):
+        spread(history, before=10, count=3)
 
     write_task(tmp_path / "data", "lm")
     spec = replace(tiny_spec("lm"), max_steps=10, eval_every=1, snapshot_every=1)

@@ -11,12 +11,14 @@ run measured in float16, so what the page shows is what was measured.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import shlex
 import shutil
 import sys
 from pathlib import Path
 
+import torch
 from safetensors.torch import load_file, save_file
 
 from inference.checkpoint import CheckpointError, check_recorded, load_checkpoint, read_metadata, recorded
@@ -60,6 +62,15 @@ def around_induction(history: list[dict], before: int, count: int = 3) -> list[i
     return sorted(set(steps))
 
 
+def spread(history: list[dict], before: int, count: int) -> list[int]:
+    """`count` validation steps before `before`, evenly spaced over the run's validations (the first included)."""
+    steps = sorted({h["step"] for h in history if h["step"] < before})
+    if not steps:
+        raise CheckpointError("the run's history has no validation before its shipped weights")
+    picks = {steps[round(i * (len(steps) - 1) / max(count - 1, 1))] for i in range(count)}
+    return sorted(picks)
+
+
 def ship(checkpoint: Path, runs: list[Path], steps: list[int], data_root: Path, bits: int, command: str) -> dict:
     """Write CHECKPOINT/snapshots/ (replacing what was there) and return its index."""
     ckpt = load_checkpoint(checkpoint)
@@ -72,6 +83,7 @@ def ship(checkpoint: Path, runs: list[Path], steps: list[int], data_root: Path, 
     for path, _ in found.values():
         check_recorded(path, ckpt.config)
     tok, kind = ckpt.tokenizer, ckpt.config.kind
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # on the GPU machine: seconds, not minutes
     batches = run_validation_batches(ckpt, data_root)
     out = checkpoint / SNAPSHOTS
     staging = checkpoint / f".{SNAPSHOTS}-new"
@@ -85,10 +97,10 @@ def ship(checkpoint: Path, runs: list[Path], steps: list[int], data_root: Path, 
         else:
             meta = {**read_metadata(path), **recorded(ckpt.config), "step": str(step), "quantized": QUANTIZED}
             save_file(quantize(load_file(str(path))), str(staging / name), metadata=meta)
-        loss = evaluate_loss(read_weights(staging / name, ckpt.config), batches, kind, tok.pad_id)
+        loss = evaluate_loss(read_weights(staging / name, ckpt.config).to(device), batches, kind, tok.pad_id)
         entries.append({"step": step, "valid_loss": round(loss, 4), "valid_loss_float16": trained_loss, "file": name})
         print(f"step {step:,}: valid loss {loss:.4f} (float16 in training: {trained_loss:.4f})", file=sys.stderr)
-    loss = evaluate_loss(ckpt.model, batches, kind, tok.pad_id)
+    loss = evaluate_loss(copy.deepcopy(ckpt.model).to(device), batches, kind, tok.pad_id)
     entries.append({"step": last, "valid_loss": round(loss, 4), "file": None})
     index = {
         "dtype": "float16"
@@ -119,6 +131,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="N",
         help="ship N steps around the forming of the run's induction head, read from the checkpoint's history",
     )
+    which.add_argument(
+        "--spread", type=int, metavar="N", help="ship N validation steps evenly spaced over the run before its weights"
+    )
     parser.add_argument("--bits", type=int, choices=(4, 16), default=4, help="4 (default) or 16 (float16, as kept)")
     parser.add_argument("--data", type=Path, default=Path("data"), help="prepared data root (default: data)")
     args = parser.parse_args(argv)
@@ -133,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
             training = load_checkpoint(args.checkpoint).card["training"]
             steps = around_induction(training["history"], training["best_step"], args.around_induction)
             print(f"around the induction head's forming: steps {steps}", file=sys.stderr)
+        elif args.spread is not None:
+            training = load_checkpoint(args.checkpoint).card["training"]
+            steps = spread(training["history"], training["best_step"], max(args.spread, 1))
         index = ship(args.checkpoint, args.runs, steps, args.data, args.bits, command)
     except (CheckpointError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
