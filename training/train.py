@@ -178,25 +178,33 @@ def lm_eval_windows(stream: Tensor, block: int, limit: int = 400) -> list[Tensor
 
 
 def validation_batches(
-    tok: Tokenizer, folder: Path, kind: str, max_len: int, batch_tokens: int, block_size: int
+    tok: Tokenizer, folder: Path, kind: str, max_len: int, batch_tokens: int, block_size: int, split: str = "valid"
 ) -> list:
     """The fixed batches of a task's valid split, which every validation (and training.average) measures: pairs
-    sorted by length (encoder-decoder), or windows of `block_size` + 1 tokens, 16 to a batch (language model)."""
+    sorted by length (encoder-decoder), or windows of `block_size` + 1 tokens, 16 to a batch (language model).
+    `split="test"`: the same batches of the test split (training.quantize measures a change of weights on them)."""
     if kind == "encoder-decoder":
-        return fixed_batches(encode_pairs(tok, folder, "valid", max_len), batch_tokens, tok.pad_id)
+        return fixed_batches(encode_pairs(tok, folder, split, max_len), batch_tokens, tok.pad_id)
     if folder.name == "induction":
-        return sequence_batches(tok, read_lines(folder / "valid.txt"))
-    stream, _ = encode_stream(tok, read_lines(folder / "valid.txt"))
+        return sequence_batches(tok, read_lines(folder / f"{split}.txt"))
+    stream, _ = encode_stream(tok, read_lines(folder / f"{split}.txt"))
     windows = [w.unsqueeze(0) for w in lm_eval_windows(stream, block_size)]
     return [torch.cat(windows[i : i + 16]) for i in range(0, len(windows), 16)]
 
 
-def run_validation_batches(ckpt: Checkpoint, data_root: Path) -> list:
-    """The validation batches the run that trained `ckpt` measured it on, from the settings its card records."""
+def run_validation_batches(ckpt: Checkpoint, data_root: Path, split: str = "valid") -> list:
+    """The validation batches the run that trained `ckpt` measured it on, from the settings its card records (or
+    the same batches of another split)."""
     training = ckpt.card["hyperparameters"]["training"]
     folder = data_dir(training["name"], data_root)
     return validation_batches(
-        ckpt.tokenizer, folder, ckpt.config.kind, ckpt.config.max_len, training["batch_tokens"], training["block_size"]
+        ckpt.tokenizer,
+        folder,
+        ckpt.config.kind,
+        ckpt.config.max_len,
+        training["batch_tokens"],
+        training["block_size"],
+        split,
     )
 
 
