@@ -12,6 +12,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from inference.analyze import generate_text
+from inference.catalog import PRESETS
 from inference.checkpoint import CheckpointError, check_recorded, load_checkpoint, model_from_safetensors, read_metadata
 from model.transformer import EncoderDecoder
 from training.data.common import train_tokenizer
@@ -269,9 +270,13 @@ def test_translate_evaluation_scores_both_test_sets_greedy_and_beam(tmp_path: Pa
             assert {"bleu", "chrf", "loop_rate"} <= set(scores[decoding])
             assert 0 <= scores[decoding]["loop_rate"] <= 1
     assert metrics["bleu"] == metrics["test_sets"]["everyday"]["greedy"]["bleu"], "the headline: everyday, greedy"
-    assert [s["input"] for s in samples] == [en for en, _ in TRANSLATE_SAMPLES] and len(samples) == 10
+    presets = [s["input"] for s in samples if s.get("preset")]
+    assert presets == list(PRESETS["translate"]), "every preset's output is on the card, presets first"
+    assert {s["input"] for s in samples} == set(presets) | {en for en, _ in TRANSLATE_SAMPLES}
     assert all(s["output"] == generate_text(ckpt, s["input"], 80, 1) for s in samples[:2])
-    assert all("output_beam4" in s and s["reference"] for s in samples)
+    assert all("output_beam4" in s for s in samples)
+    assert all(s["reference"] == dict(TRANSLATE_SAMPLES)[s["input"]] for s in samples if "reference" in s)
+    assert sum("reference" in s for s in samples) == len(TRANSLATE_SAMPLES)
 
 
 def test_a_word_three_times_in_a_row_counts_as_a_loop() -> None:

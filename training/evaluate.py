@@ -23,6 +23,7 @@ import torch
 from tqdm import tqdm
 
 from inference.analyze import generate_text, translate_many
+from inference.catalog import PRESETS
 from inference.checkpoint import CARD, Checkpoint, CheckpointError, is_published, load_checkpoint
 from inference.induction import measure
 from inference.score import perplexity
@@ -174,15 +175,20 @@ def evaluate_translate(ckpt: Checkpoint, folder: Path, limit: int | None) -> tup
 
 
 def translate_samples(ckpt: Checkpoint) -> list[dict[str, Any]]:
-    """The ten everyday sentences of TRANSLATE_SAMPLES, greedy (`output`) and beam (`output_beam4`)."""
+    """The app's presets for a translator (`"preset": true`: what a class sees first) and the ten everyday sentences
+    of TRANSLATE_SAMPLES, greedy (`output`) and beam (`output_beam4`), with a reference where there is one."""
+    references = dict(TRANSLATE_SAMPLES)
+    shown = [(en, True) for en in PRESETS["translate"]]
+    shown += [(en, False) for en in references if en not in PRESETS["translate"]]
     return [
         {
             "input": en,
             "output": generate_text(ckpt, en, 80, 1),
             "output_beam4": generate_text(ckpt, en, 80, DECODINGS["beam4"]),
-            "reference": de,
+            **({"reference": references[en]} if en in references else {}),
+            **({"preset": True} if preset else {}),
         }
-        for en, de in TRANSLATE_SAMPLES
+        for en, preset in shown
     ]
 
 
