@@ -185,6 +185,9 @@ def list_checkpoints(root: Path | None = None, packages: bool | None = None) -> 
         except CheckpointError as exc:
             entries.append(Entry(path.name, path, error=str(exc)))
             continue
+        except Exception as exc:  # whatever one folder holds, it never hides the others: one line naming it
+            entries.append(Entry(path.name, path, error=f"{path}: {type(exc).__name__}: {exc}".replace("\n", " ")))
+            continue
         entries.append(Entry(path.name, path, config.kind, card))
     return entries + extra
 

@@ -9,6 +9,9 @@ through `read_json`, which raises JsonFileError naming the file.
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +46,10 @@ def nesting_depth(text: str) -> int:
 
 
 def parse_json(text: str, source: str, max_depth: int = MAX_DEPTH) -> Any:
-    """`text` parsed, once its nesting is known to be at most `max_depth`; else JsonFileError naming `source`."""
+    """`text` parsed, once its nesting is known to be at most `max_depth`; else JsonFileError naming `source`.
+
+    Python's own limits become the same error: an integer of more digits than int() converts (ValueError) and
+    nesting deeper than the stack (RecursionError)."""
     depth = nesting_depth(text)
     if depth > max_depth:
         raise JsonFileError(f"{source}: nested {depth} levels deep, more than the {max_depth} any file here needs")
@@ -51,19 +57,49 @@ def parse_json(text: str, source: str, max_depth: int = MAX_DEPTH) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise JsonFileError(f"{source}: not valid JSON ({exc})") from exc
+    except (ValueError, RecursionError) as exc:
+        digits = re.search(r"has (\d+) digits", str(exc))
+        what = f"an integer of {digits[1]} digits" if digits else f"a value Python will not read ({exc})"
+        raise JsonFileError(f"{source}: holds {what}; no setting here needs one") from exc
 
 
-def read_json(path: Path, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
-    """The JSON value in `path`; a missing, oversized, non-UTF-8, too deep or malformed file is a JsonFileError."""
+def read_regular(path: Path, max_bytes: int) -> bytes:
+    """The bytes of `path`, a regular file of at most `max_bytes`; anything else is a JsonFileError naming it.
+
+    A FIFO, a device (a link to /dev/zero) or a socket would block the reader or never end: the file is opened
+    without blocking, checked to be a regular file by its open descriptor (no race with a swap of the name), and
+    read no further than one byte past the cap."""
     try:
-        size = path.stat().st_size
-        if size > max_bytes:
-            raise JsonFileError(f"{path}: {size / 2**20:.0f} MB, more than the {max_bytes / 2**20:.0f} MB allowed")
-        text = path.read_bytes().decode("utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError as exc:
         raise JsonFileError(f"{path}: file not found") from exc
     except OSError as exc:
         raise JsonFileError(f"{path}: cannot read it ({exc.strerror})") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise JsonFileError(f"{path}: not a regular file (a pipe, a device or a socket); it is not read")
+        if info.st_size > max_bytes:
+            size, cap = info.st_size / 2**20, max_bytes / 2**20
+            raise JsonFileError(f"{path}: {size:.0f} MB, more than the {cap:.0f} MB allowed")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read(max_bytes + 1)
+    except OSError as exc:
+        raise JsonFileError(f"{path}: cannot read it ({exc.strerror})") from exc
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:
+        raise JsonFileError(f"{path}: more than the {max_bytes / 2**20:.0f} MB allowed")
+    return data
+
+
+def read_json(path: Path, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+    """The JSON value in `path`; a missing, special, oversized, non-UTF-8, too deep or malformed file, or one holding
+    a value Python will not convert, is a JsonFileError."""
+    data = read_regular(path, max_bytes)
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise JsonFileError(f"{path}: not UTF-8 text (byte offset {exc.start:,})") from exc
     return parse_json(text, str(path), max_depth)

@@ -8,6 +8,8 @@ from typing import Protocol
 
 import sentencepiece as spm
 
+from inference.jsonfile import JsonFileError, read_regular
+
 
 class TokenizerLike(Protocol):
     """What the model's users need of a tokenizer: ours (sentencepiece) and published models' (pretrained)."""
@@ -25,6 +27,9 @@ class TokenizerLike(Protocol):
     def pieces(self, ids: list[int]) -> list[str]: ...
 
     def decode(self, ids: list[int]) -> str: ...
+
+
+MAX_TOKENIZER_BYTES = 16 * 2**20  # a sentencepiece model of 32,000 pieces takes under 1 MB
 
 
 class TokenizerError(ValueError):
@@ -62,9 +67,11 @@ class Tokenizer:
     @classmethod
     def from_file(cls, path: str | Path) -> Tokenizer:
         path = Path(path)
-        if not path.is_file():
-            raise TokenizerError(f"{path}: tokenizer file not found")
-        return cls(path.read_bytes(), str(path))
+        try:
+            data = read_regular(path, MAX_TOKENIZER_BYTES)
+        except JsonFileError as exc:
+            raise TokenizerError(str(exc).replace("file not found", "tokenizer file not found")) from exc
+        return cls(data, str(path))
 
     @property
     def vocab_size(self) -> int:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from inference.catalog import list_checkpoints
 from inference.jsonfile import JsonFileError, nesting_depth, read_json
+from training.tiny import make_tiny_checkpoint
 
 
 def test_nesting_depth_counts_brackets_outside_strings_only() -> None:
@@ -21,6 +23,7 @@ def test_nesting_depth_counts_brackets_outside_strings_only() -> None:
         (b"[" * 50_000 + b"]" * 50_000, "nested 50000 levels deep"),
         (b'{"a": \xff}', "not UTF-8"),
         (b'{"a": }', "not valid JSON"),
+        (b'{"d_model": ' + b"9" * 5000 + b"}", "holds an integer of 5000 digits; no setting here needs one"),
     ],
 )
 def test_a_bad_json_file_is_a_json_file_error_naming_it(tmp_path: Path, content: bytes, message: str) -> None:
@@ -46,3 +49,34 @@ def test_a_published_folder_with_a_hostile_config_is_listed_with_its_error(tmp_p
     (folder / "tokenizer.json").write_text("{}")
     [entry] = list_checkpoints(tmp_path, packages=False)
     assert not entry.ok and "nested 100000 levels deep" in entry.error
+
+
+@pytest.mark.parametrize("special", ["fifo", "device"])
+def test_a_special_file_named_config_json_is_refused_without_being_read(tmp_path: Path, special: str) -> None:
+    """A FIFO would block the reader (every page) for ever; a link to /dev/zero would be read without end."""
+    path = tmp_path / "config.json"
+    if special == "fifo":
+        os.mkfifo(path)
+    else:
+        path.symlink_to("/dev/zero")
+    with pytest.raises(JsonFileError, match="not a regular file") as caught:
+        read_json(path)
+    assert str(path) in str(caught.value)
+
+
+@pytest.mark.parametrize("damage", ["digits", "fifo", "device", "card-digits"])
+def test_one_broken_checkpoint_is_one_line_naming_its_file_and_hides_no_other(tmp_path: Path, damage: str) -> None:
+    for name in ("a-good", "b-broken", "c-good"):
+        make_tiny_checkpoint(tmp_path / name)
+    broken = tmp_path / "b-broken" / ("card.json" if damage == "card-digits" else "config.json")
+    broken.unlink()
+    if damage in ("digits", "card-digits"):
+        broken.write_text('{"format": 1, "model": {"d_model": ' + "7" * 5000 + "}}")
+    elif damage == "fifo":
+        os.mkfifo(broken)
+    else:
+        broken.symlink_to("/dev/zero")
+    entries = {e.name: e for e in list_checkpoints(tmp_path, packages=False)}
+    assert entries["a-good"].ok and entries["c-good"].ok
+    assert not entries["b-broken"].ok and str(broken) in entries["b-broken"].error
+    assert "\n" not in entries["b-broken"].error
