@@ -15,6 +15,7 @@ from typing import IO, Any
 from inference.analyze import analyze, generate_text
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.export import to_json, to_npz_bytes
+from inference.jsonfile import JsonFileError, parse_json
 from inference.score import perplexity
 from inference.text import InputError
 from model.transformer import EncoderDecoder
@@ -50,10 +51,10 @@ def read_inputs(path: str, utf8_only: bool = False) -> Iterator[str]:
         if file.suffix == ".jsonl":
             if not line.strip():
                 continue
-            try:
-                value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield InputError(f"{path}:{number}: not valid JSON ({exc.msg})")  # type: ignore[misc]
+            try:  # depth and digits checked as for every JSON file read here: one line's error, never a crash
+                value = parse_json(line, f"{path}:{number}")
+            except JsonFileError as exc:
+                yield InputError(str(exc))  # type: ignore[misc]
                 continue
             if not isinstance(value, str):
                 yield InputError(f"{path}:{number}: expected a JSON string")  # type: ignore[misc]

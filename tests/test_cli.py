@@ -447,3 +447,27 @@ def test_score_names_a_line_holding_a_lone_surrogate_instead_of_a_traceback(caps
     inputs.write_text('"The cat."\n"bad \\ud800 text"\n', encoding="utf-8")
     code, _, err = cli(capsys, "score", ckpts["decoder-only"][0], "--input-file", inputs)
     assert code == 2 and "in.jsonl:2: holds \\ud800" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("command", ["trace", "generate", "score"])
+def test_hostile_jsonl_lines_are_one_error_each_and_the_others_run(capsys, ckpts, tmp_path, command) -> None:
+    """100,000 nested "[" raised RecursionError and a 5,000-digit integer ValueError, ending the whole run."""
+    path, _ = ckpts["decoder-only"]
+    inputs = tmp_path / "in.jsonl"
+    inputs.write_text('"The cat"\n' + "[" * 100_000 + "\n" + "9" * 5000 + '\n"A dog"\n', encoding="utf-8")
+    extra = ["-o", tmp_path / "out.jsonl"] if command == "trace" else []
+    extra += ["--max-tokens", "2"] if command == "generate" else []
+    code, out, err = cli(capsys, command, path, "--input-file", inputs, *extra)
+    messages = err if command != "trace" else (tmp_path / "out.jsonl").read_text(encoding="utf-8")
+    assert "in.jsonl:2: nested 100000 levels deep" in messages
+    assert "Traceback" not in err
+    digits_line = 3
+    if command == "score":  # score stops at its first bad line, by design: the digits on their own
+        inputs.write_text('"The cat"\n' + "9" * 5000 + "\n", encoding="utf-8")
+        code, out, err = cli(capsys, command, path, "--input-file", inputs)
+        assert code == 2 and err.count("\n") == 1
+        messages, digits_line = err, 2
+    assert f"in.jsonl:{digits_line}: holds an integer of 5000 digits" in messages
+    if command == "trace":
+        results = [json.loads(line) for line in messages.splitlines()]
+        assert [set(r) == {"input", "error"} for r in results] == [False, True, True, False]
