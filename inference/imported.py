@@ -51,6 +51,9 @@ UNPACKED_PER_FILE_BYTE = 4  # an .npz's arrays may unpack to at most this many t
 
 # Tolerances. Weights: float16 weights are exact to about 1e-3, and JSON traces are rounded to 6 decimals.
 WEIGHT_TOLERANCE = 1e-3  # a weight within [0, 1] and an allowed row's sum within 1, both to this
+# Attention that came in a coarser precision is checked to that precision: a softmax in bfloat16 (8 bits of
+# mantissa, a GPU's usual) gives rows that sum to 1 within a few thousandths, one in float16 within about 1e-3.
+PRECISION_TOLERANCE = {"bfloat16": 1e-2, "float16": 2e-3}
 MASKED_TOLERANCE = 1e-6  # a forbidden cell: a -inf, finfo.min or -1e9 mask gives exactly 0 after the softmax
 
 PATTERN_KEY = re.compile(r"blocks\.(\d+)\.attn\.hook_pattern")  # TransformerLens' name for a layer's weights
@@ -132,8 +135,26 @@ class _Side:
     called: str
 
 
+def precision(*values: Any) -> tuple[str, float]:
+    """The coarsest precision among attention given as arrays (each a per-layer list or one array: a torch tensor's
+    or numpy array's dtype) and the tolerance its weights are checked to."""
+    found = "float32"
+    for value in values:
+        first = value[0] if isinstance(value, (list, tuple)) and value else value
+        name = str(getattr(first, "dtype", "")).removeprefix("torch.")
+        if PRECISION_TOLERANCE.get(name, 0) > PRECISION_TOLERANCE.get(found, 0):
+            found = name
+    return found, PRECISION_TOLERANCE.get(found, WEIGHT_TOLERANCE)
+
+
 def _check_weights(
-    where: str, weights: np.ndarray, mask: np.ndarray, queries: _Side, keys: _Side, why: str = CAUSAL
+    where: str,
+    weights: np.ndarray,
+    mask: np.ndarray,
+    queries: _Side,
+    keys: _Side,
+    why: str = CAUSAL,
+    given: tuple[str, float] = ("float32", WEIGHT_TOLERANCE),
 ) -> np.ndarray:
     """`weights` [heads, queries, keys] checked against the tokens and `mask`; returned as float32 with forbidden
     cells exactly 0 (as the app's own blocks). Rules, in the order checked: 3 axes; 1 to MAX_HEADS heads; one query
@@ -158,7 +179,8 @@ def _check_weights(
             f"{where} holds {int(bad.sum()):,} NaN or infinite weights (the first: head {h + 1}, query {q + 1}, "
             f"key {k + 1})"
         )
-    outside = (weights < -WEIGHT_TOLERANCE) | (weights > 1 + WEIGHT_TOLERANCE)
+    dtype, tolerance = given
+    outside = (weights < -tolerance) | (weights > 1 + tolerance)
     if outside.any():
         h, q, k = _first(outside)
         raise TraceError(
@@ -174,12 +196,13 @@ def _check_weights(
         )
     kept = np.where(mask[None], weights, 0).astype(np.float32)
     sums = kept.sum(axis=-1, dtype=np.float64)
-    off = mask.any(axis=-1)[None] & (np.abs(sums - 1) > WEIGHT_TOLERANCE)
+    off = mask.any(axis=-1)[None] & (np.abs(sums - 1) > tolerance)
     if off.any():
         h, q = _first(off)
         raise TraceError(
             f"{where}, head {h + 1}, query {q + 1} ({queries.pieces[q]!r}): its weights sum to {sums[h, q]:.6g}, "
-            f"not 1 (within {WEIGHT_TOLERANCE:g}); each query's weights over the keys it may attend must sum to 1"
+            f"not 1 (within {tolerance:g}, for attention given in {dtype}); each query's weights over the keys it "
+            "may attend must sum to 1"
         )
     return kept
 
@@ -273,6 +296,7 @@ def from_arrays(
     """
     kind = _check_kind(kind)
     target = _tokens(tokens, "tokens")
+    came_in = precision(attentions, cross, encoder)
     if kind != "encoder-decoder":
         given = [
             k for k, v in (("source_tokens", source_tokens), ("cross", cross), ("encoder", encoder)) if v is not None
@@ -290,7 +314,7 @@ def from_arrays(
         blocks = {}
         for i, layer in enumerate(layers):
             block_name = f"{stack}.layers.{i}.self_attn"
-            weights = _check_weights(_where(kind, block_name), layer, mask, side, side)
+            weights = _check_weights(_where(kind, block_name), layer, mask, side, side, given=came_in)
             blocks[block_name] = Block(block_name, target, target, None, mask, weights, None)
         source = target if kind == "encoder-only" else None
         return _imported(name, kind, source, () if kind == "encoder-only" else target, blocks)
@@ -316,7 +340,7 @@ def from_arrays(
     blocks = {}
     for i, layer in enumerate(encoder_layers):
         block_name = f"encoder.layers.{i}.self_attn"
-        weights = _check_weights(_where(kind, block_name), layer, everywhere, src, src)
+        weights = _check_weights(_where(kind, block_name), layer, everywhere, src, src, given=came_in)
         blocks[block_name] = Block(block_name, source, source, None, everywhere, weights, None)
     for i, (self_layer, cross_layer) in enumerate(zip(decoder_layers, cross_layers)):  # model order: self, cross
         for type_, layer, mask, keys in (
@@ -324,7 +348,7 @@ def from_arrays(
             ("cross_attn", cross_layer, across, src),
         ):
             block_name = f"decoder.layers.{i}.{type_}"
-            weights = _check_weights(_where(kind, block_name), layer, mask, tgt, keys, why=DECODER_CAUSAL)
+            weights = _check_weights(_where(kind, block_name), layer, mask, tgt, keys, DECODER_CAUSAL, came_in)
             blocks[block_name] = Block(block_name, target, keys.pieces, None, mask, weights, None)
     return _imported(name, kind, source, target, blocks)
 
@@ -759,7 +783,8 @@ def _from_trace(meta: dict, entries: list[_Entry], positional_rows: Any) -> Anal
         mask = _mask(entry.mask, where, (len(queries), len(keys)))
         q_side = _Side(queries, "source tokens" if queries is source else "target tokens")
         k_side = _Side(keys, "source tokens" if keys is source else "target tokens")
-        checked = _check_weights(where, weights, mask, q_side, k_side, "the trace's mask forbids")
+        came_in = precision(entry.weights)  # a trace file may keep float16 weights
+        checked = _check_weights(where, weights, mask, q_side, k_side, "the trace's mask forbids", came_in)
         scores = _scores(entry.scores, where, mask, checked.shape)
         blocks[name] = Block(name, queries, keys, scores, mask, checked, None)
         layers.setdefault(f"{stack}.{type_}", []).append(layer)

@@ -384,6 +384,23 @@ def test_rows_must_sum_to_one_and_weights_lie_in_0_1() -> None:
     from_arrays(nearly, TOKENS)
 
 
+def test_bfloat16_attention_is_checked_to_its_own_precision_and_the_message_says_which() -> None:
+    """A GPU's bf16 softmax: rows sum to 1 within a few thousandths, more than float32's tolerance allows."""
+    torch.manual_seed(0)
+    scores = torch.randn(2, 2, 64, 64).masked_fill(~torch.ones(64, 64, dtype=torch.bool).tril(), float("-inf"))
+    bf16 = torch.softmax(scores.bfloat16(), dim=-1)  # computed in bf16, as on the GPU
+    sums = bf16.float().sum(-1)
+    assert float((sums - 1).abs().max()) > imported.WEIGHT_TOLERANCE, "the case the issue met: off by more than 1e-3"
+    tokens = [f"t{i}" for i in range(64)]
+    analysis = from_arrays(list(bf16), tokens)
+    assert analysis.block("decoder.self_attn", 0).weights.dtype == np.float32
+    off = list(bf16.float().numpy())  # the same numbers claimed as float32 are refused, the message saying so
+    expect(r"not 1 \(within 0\.001, for attention given in float32\)", from_arrays, off, tokens)
+    wrong = bf16.clone()
+    wrong[0, 1, 5] *= 0.9
+    expect(r"not 1 \(within 0\.01, for attention given in bfloat16\)", from_arrays, list(wrong), tokens)
+
+
 def test_tokens_kind_and_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     layers = causal_layers()
     expect(r"^tokens must be a list of strings, one per position, not str$", from_arrays, layers, "The cat sat.")
