@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from page_text import shown_text
 from plotly_data import decode_typed_array
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
@@ -109,7 +110,7 @@ def test_paper_rollout_masks_and_head_statistics_draw_the_trace(opened: AppTest,
 def test_a_page_that_runs_the_model_says_so_and_offers_the_model(opened: AppTest, page: str) -> None:
     opened.switch_page(f"views/{page}.py").run()
     assert not problems(opened), problems(opened)
-    said = " ".join(i.value for i in opened.info)
+    said = shown_text(" ".join(i.value for i in opened.info))
     assert "runs the model itself" in said and "tiny.json" in said
     opened.button(key="draw_model").click().run()
     assert not opened.exception, [e.value for e in opened.exception]
@@ -242,3 +243,34 @@ def test_every_attention_page_draws_every_kind_of_trace(good_dir: Path, monkeypa
     at.switch_page("views/explore.py").run()
     if name.endswith(("decoder.json", "encoder.json", "seq2seq.npz")):  # attention from elsewhere: no predictions
         assert "holds attention only, no predictions" in " ".join(c.value for c in at.caption)
+
+
+IMAGE = "![e](http://example.invalid/e.png)"  # a token that, read as Markdown, makes every viewer's browser fetch
+
+
+def test_tokens_and_names_from_a_trace_file_reach_the_page_as_text_not_markdown(
+    good_dir, monkeypatch, exported
+) -> None:
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
+    last = exported[0].target_pieces[-1]  # the token Explore's caption names: its guesses come after it
+    text = exported[1].decode()
+    for form in {json.dumps(last), json.dumps(last, ensure_ascii=False)}:
+        text = text.replace(form, json.dumps(IMAGE))
+    trace = text.encode()
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("views/trace.py").run()
+    at.get("file_uploader")[0].upload("[named](http://example.invalid/).json", trace).run()
+    at.switch_page("views/explore.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    captions = " ".join(c.value for c in at.caption)
+    assert "!\\[e\\](http://example.invalid/e.png)" in captions and IMAGE not in captions, captions
+    at.switch_page("views/generate.py").run()
+    said = " ".join(i.value for i in at.info)
+    assert "\\[named\\](http://example.invalid/).json" in said and "[named](" not in said
+    broken = json.loads(trace)
+    first = broken["attention"][0]
+    first["weights"][0][-1][0] += 0.5  # the row of IMAGE no longer sums to 1: the message quotes the token
+    at.switch_page("views/trace.py").run()
+    at.get("file_uploader")[0].upload("broken.json", json.dumps(broken).encode()).run()
+    message = " ".join(e.value for e in at.error)
+    assert "!\\[e\\](http" in message and IMAGE not in message, message

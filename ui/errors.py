@@ -16,6 +16,7 @@ import streamlit as st
 from inference import catalog
 from inference.checkpoint import CheckpointError
 from inference.text import InputError
+from viz.labels import markdown_literal
 
 log = logging.getLogger("attention_atlas")
 P = ParamSpec("P")
@@ -37,10 +38,11 @@ def _server_folders() -> list[tuple[str, str]]:
 
 def shown(message: str) -> str:
     """A message as every visitor may read it: paths relative to the checkpoints folder (or the installed
-    packages', the app's), never the server's absolute paths."""
+    packages', the app's), never the server's absolute paths; and as plain text, never Markdown (a message quotes
+    tokens and names from files, which a shared trace file chooses)."""
     for folder, instead in _server_folders():
         message = message.replace(folder, instead)
-    return message
+    return markdown_literal(message)
 
 
 def safe(func: Callable[P, None]) -> Callable[P, None]:

@@ -12,6 +12,7 @@ from inference.text import InputError
 from ui import cache, errors, state
 from ui.cache import Analysed, Context, Trace, TracedAnalysis, TraceGoneError
 from ui.widgets import ATTENTION, PROJECTOR, small_table
+from viz.labels import markdown_literal
 
 MODEL = state.url_key("model")
 TEXT = state.url_key("text", longest=1000)  # a longer text stays out of the URL: the link stays short
@@ -143,7 +144,7 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
     entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
     if not entries:
         return errors.shown(
-            f"No checkpoints found in `{root.name}` (the folder {catalog.ENV_VAR} names, or checkpoints/ beside the "
+            f"No checkpoints found in “{root.name}” (the folder {catalog.ENV_VAR} names, or checkpoints/ beside the "
             "app). Put a checkpoint directory there (model.safetensors, config.json, tokenizer.model, card.json) "
             f"or point {catalog.ENV_VAR} at a folder that has some."
         )
@@ -161,12 +162,12 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
     )
     entry = by_name[name]
     if not entry.ok:
-        return errors.shown(f"The checkpoint `{entry.name}` cannot be loaded: {entry.error}")
+        return errors.shown(f"The checkpoint “{entry.name}” cannot be loaded: {entry.error}")
     stamp = catalog.stamp(entry.path)
     try:
         ckpt = cache.load_model(str(entry.path), stamp)
     except CheckpointError as exc:
-        return errors.shown(f"The checkpoint `{entry.name}` cannot be loaded: {exc}")
+        return errors.shown(f"The checkpoint “{entry.name}” cannot be loaded: {exc}")
     return entry, ckpt, stamp
 
 
@@ -184,7 +185,7 @@ def _card(entry: catalog.Entry, ckpt: Checkpoint) -> None:
 
 def _needs_model(trace: Trace) -> None:
     st.info(
-        f"This page runs the model itself; the trace file {trace.name} holds attention, not weights. "
+        f"This page runs the model itself; the trace file {markdown_literal(trace.name)} holds attention, not weights. "
         f"{ATTENTION_PAGES} draw the trace."
     )
     st.button("Draw a model instead", key="draw_model", on_click=draw_model)
@@ -198,7 +199,7 @@ def context() -> Context | None:
         _needs_model(ctx)
         return None
     if ctx is None:
-        st.error(error)
+        st.error(error)  # made by errors.shown where it was found
     return ctx
 
 

@@ -47,7 +47,7 @@ def _second_trace(first: TracedAnalysis) -> TracedAnalysis | None:
     """The second trace file beside the sidebar's: its uploader, and its Analysis; None after saying why none."""
     failed = trace_uploader(f"Second trace file (.json or .npz), beside {first.name}", SECOND_UPLOAD, _second_opened)
     if failed:
-        st.error(f"The second file cannot be opened: {failed}")
+        st.error(f"The second file cannot be opened: {failed}")  # failed: already errors.shown
         return None
     second = st.session_state.get(SECOND_TRACE)
     if second is None:
@@ -60,7 +60,7 @@ def _second_trace(first: TracedAnalysis) -> TracedAnalysis | None:
         return cache.traced(second)
     except TraceGoneError as exc:
         st.session_state.pop(SECOND_TRACE, None)
-        st.error(str(exc))
+        st.error(errors.shown(str(exc)))
         return None
 
 
@@ -75,7 +75,7 @@ def _second_text(first: Analysed) -> Analysed | None:
         same = st.session_state[COMPARE] == first.text  # one analysis serves both
         return first if same else cache.analysed(first.with_text(st.session_state[COMPARE]))
     except InputError as exc:
-        st.error(f"Second text: {exc}")
+        st.error(errors.shown(f"Second text: {exc}"))
         return None
 
 
@@ -119,7 +119,7 @@ def body() -> None:
     attention, layer, head = head_picker(first.analysis, with_average=True)
     state.sync_url()
     if why := _mismatch(first.analysis, second.analysis, attention, layer):
-        st.error(why)
+        st.error(errors.shown(why))
         return
     left, right = st.columns(2)
     for col, ctx, name in ((left, first, "first"), (right, second, "second")):

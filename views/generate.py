@@ -61,7 +61,7 @@ def continuation(ctx: Context) -> Analysis | None:
     try:
         return cache.analysis(ctx, continuation=int(tokens), sampling=sampling)
     except InputError as exc:
-        st.error(str(exc))
+        st.error(errors.shown(str(exc)))
         return None
 
 

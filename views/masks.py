@@ -50,7 +50,7 @@ def body() -> None:
     try:
         batch = batch_masks(ctx.ckpt, [ctx.text, second])
     except InputError as exc:
-        st.error(f"Second sentence: {exc}")
+        st.error(errors.shown(f"Second sentence: {exc}"))
         return
     if note := padding_note(batch):
         st.caption(note)

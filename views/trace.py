@@ -53,7 +53,7 @@ def body() -> None:
     )
     failed = trace_uploader("Trace file (.json or .npz)", UPLOAD, sidebar.open_trace)
     if failed:
-        st.error(f"This file cannot be opened: {failed}")
+        st.error(f"This file cannot be opened: {failed}")  # failed: already errors.shown
     trace = st.session_state.get(sidebar.TRACE)
     if trace is None:
         if not failed:
@@ -63,7 +63,7 @@ def body() -> None:
         analysis = cache.traced(trace).analysis
     except TraceGoneError as exc:
         sidebar.close_trace()
-        st.error(str(exc))
+        st.error(errors.shown(str(exc)))
         return
     small_table(pd.DataFrame(sidebar.trace_summary(trace.name, analysis), columns=["trace", "value"]), None, "trace")
     if st.session_state.get(sidebar.DRAW_TRACE):
