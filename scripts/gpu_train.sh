@@ -4,7 +4,8 @@
 # small enough for the device tool to bring back (at most 8 files of at most 16 MiB).
 #
 #   here:     python -m atlas prepare lm --tokenizer checkpoints/lm-english/tokenizer.model   (data/lm, 26 MB)
-#   device:   bash scripts/gpu_train.sh lm 7.5          (the device tool's run, carry ["data/lm"], timeout 590 s)
+#             tar -C data -cJf data/lm.tar.xz lm                                           (7.4 MB)
+#   device:   bash scripts/gpu_train.sh lm 7.5     (the device tool's run, carry ["data/lm.tar.xz"], timeout 590 s)
 #   here:     bash scripts/gpu_unpack.sh FILES_AT runs/gpu-lm
 #             python -m atlas evaluate runs/gpu-lm      (the card's figures; compare with checkpoints/lm-english)
 #
@@ -22,6 +23,9 @@ RUN="runs/gpu-$TASK"
 OUT="${OUT:-artifacts/gpu-$TASK}"
 mkdir -p "$OUT"
 
+# the prepared data may travel packed (data/TASK.tar.xz, a quarter of its size: the working tree that travels is
+# capped at 64 MiB, checkpoints included): python -m atlas prepare TASK, then tar -C data -cJf data/TASK.tar.xz TASK
+if [ ! -d "data/$TASK" ] && [ -f "data/$TASK.tar.xz" ]; then tar -C data -xJf "data/$TASK.tar.xz"; fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 "$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 "$PYTHON" -m atlas train --task "$TASK" --device auto --threads 8 --minutes "$MINUTES" --out "$RUN" "$@" 2>&1 \
@@ -29,9 +33,11 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 
 # float16 snapshots of every validation are ~25 MB each: ship three in 4 bits, around the induction head's forming
 # when one formed (lm), else spread over the run; none come back unshipped
-SHIP=(--around-induction 3)
-[ "$TASK" = lm ] || SHIP=(--spread 3)
-if ! "$PYTHON" -m training.snapshots "$RUN" --from "$RUN" "${SHIP[@]}" 2>&1 | tee -a "$OUT/train.log"; then
+# when one formed, else spread over the run; none come back unshipped. The translator ships none: its 4-bit steps
+# would take about 8 MB each of the repository's room.
+if [ "$TASK" != lm ]; then
+  rm -rf "$RUN/snapshots"
+elif ! "$PYTHON" -m training.snapshots "$RUN" --from "$RUN" --around-induction 3 2>&1 | tee -a "$OUT/train.log"; then
   "$PYTHON" -m training.snapshots "$RUN" --from "$RUN" --spread 3 2>&1 | tee -a "$OUT/train.log" || rm -rf "$RUN/snapshots"
 fi
 
