@@ -24,8 +24,10 @@ own `.detach().cpu().numpy()`.
 from __future__ import annotations
 
 import io
+import math
 import re
 import zipfile
+import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +50,8 @@ MAX_HEADS = 256
 MAX_TOKENS = 4096
 MAX_FILE_BYTES = 200 * 2**20  # a trace file, checked before it is parsed
 UNPACKED_PER_FILE_BYTE = 4  # an .npz's arrays may unpack to at most this many times MAX_FILE_BYTES
+MAX_META_BYTES = 16 * 2**20  # an .npz trace's meta.json: its tokens and predictions, a few MB at MAX_TOKENS
+MAX_HEADER_BYTES = 10_000  # an .npy header: numpy's own default cap
 
 # Tolerances. Weights: float16 weights are exact to about 1e-3, and JSON traces are rounded to 6 decimals.
 WEIGHT_TOLERANCE = 1e-3  # a weight within [0, 1] and an allowed row's sum within 1, both to this
@@ -499,7 +503,7 @@ class _Entry:
     claims: dict[str, Any] | None = None  # JSON: the entry's own stack, layer and type
 
 
-def read_trace(data: bytes, filename: str) -> Analysis:
+def read_trace(data: bytes, filename: str, max_bytes: int | None = None) -> Analysis:
     """The Analysis in a trace file this app exported: `.json` (inference.export.to_json) or `.npz`
     (inference.export.to_npz_bytes), format 3 only. Its blocks' weights, masks and scores, its tokens, kind,
     positional kind and rows, key/value grouping and predictions are the file's (JSON's are rounded to 6
@@ -507,9 +511,15 @@ def read_trace(data: bytes, filename: str) -> Analysis:
     `text` is the first stack's tokens joined (as imported arrays), `target_ids` empty, `values` None, and an
     encoder-only trace with one prediction for several tokens is a centre-word model's (`blank`).
 
-    The size is checked against MAX_FILE_BYTES before anything is parsed; an .npz is read with allow_pickle=False
-    and its arrays may unpack to at most UNPACKED_PER_FILE_BYTE times that. Every problem is a TraceError naming
-    the file."""
+    The size is checked against MAX_FILE_BYTES before anything is parsed. An .npz is measured before any array is
+    built: from its zip directory and each .npy header, every member must be an array of the dtype its role has
+    (weights and scores floats, masks booleans, meta.json at most MAX_META_BYTES of bytes) that fits the bytes it
+    holds, the whole unpacking to at most UNPACKED_PER_FILE_BYTE times MAX_FILE_BYTES; it is read with
+    allow_pickle=False. `max_bytes`: what the server may keep of it; a trace whose arrays would take more once read
+    (measured from the headers, or for JSON from its size) is refused before it is parsed. Every problem is a
+    TraceError naming the file."""
+    if not isinstance(filename, str):
+        raise TraceError(f"a trace's file name is a string ending .json or .npz, not {type(filename).__name__}")
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TraceError(f"{filename}: a trace is read from bytes, not {type(data).__name__}")
     size = len(data)
@@ -517,9 +527,10 @@ def read_trace(data: bytes, filename: str) -> Analysis:
         raise TraceError(f"{filename}: {_size(size)}, more than the {_size(MAX_FILE_BYTES)} a trace file may be")
     suffix = filename.lower().rpartition(".")[2] if "." in filename else ""
     if suffix == "json":
+        _fits(JSON_PARSED_PER_BYTE * size, max_bytes, filename)
         meta, entries, positional = _read_json(bytes(data), filename)
     elif suffix == "npz":
-        meta, entries, positional = _read_npz(bytes(data), filename)
+        meta, entries, positional = _read_npz(bytes(data), filename, max_bytes)
     else:
         raise TraceError(
             f"{filename}: a trace is a .json or .npz file (as the app's downloads and `python -m atlas trace -o` "
@@ -587,27 +598,99 @@ def _read_json(data: bytes, filename: str) -> tuple[dict, list[_Entry], Any]:
 
 
 NPZ_PARTS = ("weights", "scores", "mask")
+# What a damaged zip or .npy raises while read: a CRC or header fault, a cut member, a corrupt deflate stream.
+ZIP_FAULTS = (ValueError, OSError, EOFError, RuntimeError, zipfile.BadZipFile, zlib.error)
+# A JSON trace's parsed objects (Python lists of floats) per byte of its text, measured on the app's own exports
+# (tests/test_trace_bounds.py): a bound on what parsing one costs, asked before it starts.
+JSON_PARSED_PER_BYTE = 6
 
 
-def _read_npz(data: bytes, filename: str) -> tuple[dict, list[_Entry], Any]:
+def _fits(needed: int, max_bytes: int | None, filename: str) -> None:
+    if max_bytes is not None and needed > max_bytes:
+        raise TraceError(
+            f"{filename}: its attention would take {_size(needed)} in memory once read, more than this server keeps "
+            f"for a trace ({_size(max_bytes)} now): export a shorter text, or fewer layers"
+        )
+
+
+def _role(key: str) -> tuple[str, str]:
+    """What an .npz member holds and the dtype kinds it may have ("f" floats, "b" booleans, "u" bytes)."""
+    if key == "meta.json":
+        return "its JSON object", "u"
+    if key == "positional_encoding":
+        return "positional-encoding rows", "f"
+    part = key.rpartition(".")[2]
+    return {"weights": ("attention weights", "f"), "scores": ("scores", "f"), "mask": ("a mask", "b")}.get(
+        part, ("?", "")
+    )
+
+
+def _npz_members(data: bytes, filename: str) -> dict[str, tuple[np.dtype, tuple[int, ...]]]:
+    """Every member of an .npz, measured without building an array: from the zip's directory and each .npy header,
+    its dtype and shape, checked to be what its role stores and to fit the bytes the member holds (a header may
+    claim (10**10,) in a file of a few bytes)."""
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        infos = archive.infolist()
+    except ZIP_FAULTS as exc:
+        raise TraceError(f"{filename}: not a readable .npz archive ({exc})") from exc
+    if len(infos) > 3 * MAX_LAYERS * 3 + 2:
+        raise TraceError(f"{filename}: {len(infos):,} members, more than a trace of {MAX_LAYERS} layers holds")
+    unpacked = sum(info.file_size for info in infos)
+    limit = UNPACKED_PER_FILE_BYTE * MAX_FILE_BYTES
+    if unpacked > limit:
+        raise TraceError(f"{filename}: its arrays unpack to {_size(unpacked)}, more than the {_size(limit)} allowed")
+    members = {}
+    for info in infos:
+        if not info.filename.endswith(".npy"):
+            raise TraceError(f"{filename}: member {info.filename!r} is not an .npy array; a trace holds arrays only")
+        key = info.filename.removesuffix(".npy")
+        try:
+            with archive.open(info) as member:
+                version = np.lib.format.read_magic(member)
+                read = {(1, 0): np.lib.format.read_array_header_1_0, (2, 0): np.lib.format.read_array_header_2_0}
+                if version not in read:
+                    raise ValueError(f".npy format {version[0]}.{version[1]}; 1.0 and 2.0 are read")
+                shape, _, dtype = read[version](member, max_header_size=MAX_HEADER_BYTES)
+        except (*ZIP_FAULTS, SyntaxError) as exc:
+            raise TraceError(f"{filename}: array {key!r} has no readable .npy header ({exc})") from exc
+        what, kinds = _role(key)
+        if dtype.hasobject or dtype.kind not in kinds or (kinds == "u" and dtype.itemsize != 1):
+            wanted = {"f": "floats", "b": "true/false values", "u": "bytes (uint8)"}.get(kinds, "?")
+            held = "objects, which only a pickle holds (never read here)" if dtype.hasobject else f"{dtype} values"
+            raise TraceError(f"{filename}: array {key!r} holds {held}, where a trace stores {what} as {wanted}")
+        claimed = math.prod(shape) * dtype.itemsize
+        if claimed > info.file_size:
+            raise TraceError(
+                f"{filename}: array {key!r} claims shape {shape} of {dtype} ({_size(claimed)}) but holds "
+                f"{_size(info.file_size)}"
+            )
+        if key == "meta.json" and claimed > MAX_META_BYTES:
+            raise TraceError(
+                f"{filename}: meta.json is {_size(claimed)}, more than the {_size(MAX_META_BYTES)} allowed"
+            )
+        members[key] = (dtype, shape)
+    return members
+
+
+def _read_npz(data: bytes, filename: str, max_bytes: int | None = None) -> tuple[dict, list[_Entry], Any]:
     if not data.startswith((b"PK\x03\x04", b"PK\x05\x06")):
         raise TraceError(f"{filename}: not an .npz archive (a zip of .npy arrays): it does not start as a zip file")
+    members = _npz_members(data, filename)
+    parsed = sum(  # what the Analysis keeps: float32 weights and scores, boolean masks
+        math.prod(shape) * (1 if key.endswith(".mask") else 4) for key, (_, shape) in members.items()
+    )
+    _fits(parsed, max_bytes, filename)
     try:
         archive = np.load(io.BytesIO(data), allow_pickle=False)
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:
+    except ZIP_FAULTS as exc:
         raise TraceError(f"{filename}: not a readable .npz archive ({exc})") from exc
     with archive:
-        unpacked = sum(info.file_size for info in archive.zip.infolist())
-        limit = UNPACKED_PER_FILE_BYTE * MAX_FILE_BYTES
-        if unpacked > limit:
-            raise TraceError(
-                f"{filename}: its arrays unpack to {_size(unpacked)}, more than the {_size(limit)} allowed"
-            )
 
         def read(key: str) -> np.ndarray:
             try:
                 return archive[key]
-            except (ValueError, OSError, EOFError, zipfile.BadZipFile) as exc:  # object arrays refused, damage
+            except ZIP_FAULTS as exc:  # damage the headers could not show
                 raise TraceError(f"{filename}: array {key!r} cannot be read ({exc})") from exc
 
         if "meta.json" not in archive.files:

@@ -458,7 +458,9 @@ def test_not_a_trace(lm_trace: dict) -> None:
 def test_npz_is_read_without_pickle() -> None:
     buffer = io.BytesIO()
     np.savez(buffer, **{"meta.json": np.array([{"format": 3}], dtype=object)})  # an object array is a pickle
-    expect(r"^t\.npz: array 'meta\.json' cannot be read \(.*allow_pickle=False", read_trace, buffer.getvalue(), "t.npz")
+    expect(
+        r"^t\.npz: array 'meta\.json' holds objects, which only a pickle holds", read_trace, buffer.getvalue(), "t.npz"
+    )
 
 
 def test_wrong_format_version(lm_trace: dict, analyses: dict[str, Analysis]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import hashlib
+import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -112,13 +113,20 @@ TRACES = ByteCache(SHARE)
 # .streamlit/config.toml's server.maxUploadSize is the same number for the whole server. A 256-token trace of
 # lm-english is 11.5 MiB as .npz, 48.4 MiB as JSON, and 24.9 MiB parsed (bench/trace_size.py).
 MAX_UPLOAD_MB = 100
+# Trace files are parsed one at a time, server-wide: ten opened at once cost one parse's memory, not ten.
+READING = threading.Lock()
 
 
 def open_trace(data: bytes, name: str) -> Trace:
     """Read a trace file's bytes (inference.imported.read_trace) once per content, keep its Analysis in TRACES and
     return the Trace naming it; raises TraceError, also for a trace larger than the store may keep."""
     digest = hashlib.sha256(data).hexdigest()
-    analysis = TRACES.get_or_compute(digest, lambda: read_trace(data, name))
+
+    def read() -> Analysis:
+        with READING:  # one file parsed at a time, each within what the store may keep: measured before parsing
+            return read_trace(data, name, max_bytes=min(TRACES.max_bytes, BUDGET.room()))
+
+    analysis = TRACES.get_or_compute(digest, read)
     if TRACES.get(digest, MISSING) is MISSING:
         size, room = measured_bytes(analysis), min(TRACES.max_bytes, BUDGET.room())
         raise TraceError(
