@@ -274,3 +274,20 @@ def test_tokens_and_names_from_a_trace_file_reach_the_page_as_text_not_markdown(
     at.get("file_uploader")[0].upload("broken.json", json.dumps(broken).encode()).run()
     message = " ".join(e.value for e in at.error)
     assert "!\\[e\\](http" in message and IMAGE not in message, message
+
+
+def test_a_fault_in_the_upload_callback_is_a_line_on_the_page_without_server_paths(good_dir, monkeypatch) -> None:
+    """The callback runs before the page and outside its guard: any exception, not only TraceError, is caught."""
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
+
+    def broken(data: bytes, name: str):
+        raise ZeroDivisionError(f"division by zero in {ROOT / 'inference' / 'imported.py'}")
+
+    monkeypatch.setattr(cache, "open_trace", broken)
+    at = AppTest.from_file(APP, default_timeout=60).run()
+    at.switch_page("views/trace.py").run()
+    at.get("file_uploader")[0].upload("t.json", b"{}").run()
+    assert not at.exception, [e.value for e in at.exception]
+    message = shown_text(" ".join(e.value for e in at.error))
+    assert "t.json: cannot be opened (ZeroDivisionError: division by zero in inference/imported.py)" in message
+    assert str(ROOT) not in message

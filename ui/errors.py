@@ -46,7 +46,8 @@ def shown(message: str) -> str:
 
 
 def safe(func: Callable[P, None]) -> Callable[P, None]:
-    """Decorate a page body or fragment: any error becomes a short st.error instead of a traceback.
+    """Decorate a page body, a fragment or a widget's callback (which runs before the page, outside its guard):
+    any error becomes a short st.error instead of a traceback.
 
     Streamlit's own control flow (st.rerun, st.switch_page, st.stop) derives from BaseException and passes.
     """

@@ -23,6 +23,7 @@ DRAW_TRACE = state.session_key("draw_trace")  # on: the pages that need only att
 ATTENTION_PAGES = "Explore, Paper view, Attention rollout, Masks, Head statistics and Compare two inputs"
 
 
+@errors.safe  # a callback: runs outside the page's guard
 def switch_model(name: str) -> None:
     """Choose checkpoint `name` as picking it in the sidebar does (a page's "switch to …" button's on_click); an
     open trace file stays open, not drawn."""
@@ -39,12 +40,14 @@ def open_trace(trace: Trace) -> None:
     st.session_state.pop(ATTENTION, None)
 
 
+@errors.safe  # a callback: runs outside the page's guard
 def close_trace() -> None:
     """Forget the session's trace file: the pages draw the model again (the switch goes with the trace; a page
     may call this after the switch is drawn, when the switch's own key may no longer change)."""
     st.session_state.pop(TRACE, None)
 
 
+@errors.safe  # a callback: runs outside the page's guard
 def draw_model() -> None:
     """Keep the trace file open but draw the model (a model page's button)."""
     st.session_state[DRAW_TRACE] = False
@@ -62,6 +65,7 @@ def trace_summary(name: str, analysis) -> list[tuple[str, str]]:
     ]
 
 
+@errors.safe  # a callback: runs outside the page's guard
 def _on_model_change() -> None:
     """A preset of the previous model's kind gives way to the first preset of the new one; the attention type
     goes back to the new model's default (cross-attention for an encoder-decoder)."""
@@ -72,6 +76,7 @@ def _on_model_change() -> None:
     st.session_state.pop(PRESET, None)
 
 
+@errors.safe  # a callback: runs outside the page's guard
 def _on_preset() -> None:
     if st.session_state.get(PRESET):
         st.session_state[TEXT] = st.session_state[PRESET]

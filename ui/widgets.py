@@ -111,6 +111,7 @@ def _keep_average(with_average: bool) -> None:
         st.session_state[HEAD] = AVERAGE
 
 
+@errors.safe  # a callback: runs outside the page's guard
 def head_chosen() -> None:
     """The person chose a head (in a picker, or by a button that opens one): it replaces an average set aside."""
     st.session_state.pop(AVERAGE_ASIDE, None)
@@ -132,6 +133,7 @@ def trace_uploader(label: str, name: str, opened: Callable[[Trace], None]) -> st
     count, failed = f"_{name}_count", f"_{name}_failed"
     key = f"{name}_{st.session_state.get(count, 0)}"
 
+    @errors.safe  # a callback: runs outside the page's guard
     def chosen() -> None:
         upload = st.session_state.get(key)
         st.session_state[count] = st.session_state.get(count, 0) + 1
@@ -144,6 +146,9 @@ def trace_uploader(label: str, name: str, opened: Callable[[Trace], None]) -> st
             opened(cache.open_trace(data, upload.name))
         except TraceError as exc:
             st.session_state[failed] = errors.shown(str(exc))
+        except Exception as exc:  # any other fault in a file is a line on the page, the traceback in the log
+            errors.log.exception("opening a trace file failed")
+            st.session_state[failed] = errors.shown(f"{upload.name}: cannot be opened ({type(exc).__name__}: {exc})")
 
     st.file_uploader(label, type=["json", "npz"], key=key, max_upload_size=MAX_UPLOAD_MB, on_change=chosen)
     return st.session_state.get(failed)

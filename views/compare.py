@@ -34,6 +34,7 @@ def _follow(first: str) -> None:
     st.session_state[PAIRED_WITH] = first
 
 
+@errors.safe  # a callback: runs outside the page's guard
 def _use_pair() -> None:
     st.session_state[sidebar.TEXT], st.session_state[COMPARE] = WINOGRAD
     st.session_state[PAIRED_WITH] = WINOGRAD[0]

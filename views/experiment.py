@@ -33,6 +33,7 @@ DIFFERENCES = (
 )
 
 
+@errors.safe  # a callback: runs outside the page's guard
 def _open(name: str) -> None:
     sidebar.switch_model(name)
     st.session_state[OPENING] = True

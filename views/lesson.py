@@ -84,10 +84,12 @@ def side_by_side(n: int, spec: list[int] | None = None) -> list:
 # Navigation --------------------------------------------------------------------------------------------------------
 
 
+@errors.safe  # a callback: runs outside the page's guard
 def _go(index: int) -> None:
     st.session_state[LESSON] = SLUGS[index]
 
 
+@errors.safe  # a callback: runs outside the page's guard
 def _jump() -> None:
     st.session_state[LESSON] = st.session_state["lesson_jump"]
 

@@ -1,0 +1,32 @@
+"""Every widget callback (on_change=, on_click=) runs under the pages' one guard, errors.safe: a callback runs before
+the page's body and outside its guard, so an unguarded one shows a traceback with server paths."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = [*sorted((ROOT / "views").glob("*.py")), *sorted((ROOT / "ui").glob("*.py")), ROOT / "app.py"]
+
+
+def guarded(func: ast.FunctionDef) -> bool:
+    return any(ast.unparse(d) in ("errors.safe", "safe") for d in func.decorator_list)
+
+
+def test_every_widget_callback_is_guarded() -> None:
+    functions: dict[tuple[str, str], ast.FunctionDef] = {}  # (file, name): a name resolves in its own file first
+    callbacks: list[tuple[str, str]] = []
+    for path in FILES:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef):
+                functions[(path.name, node.name)] = node
+            elif isinstance(node, ast.keyword) and node.arg in ("on_change", "on_click"):
+                if not (isinstance(node.value, ast.Constant) and node.value.value == "ignore"):
+                    target = ast.unparse(node.value)
+                    module, _, name = target.rpartition(".")
+                    callbacks.append((f"{module}.py" if module else path.name, name))
+    assert len(callbacks) >= 12, callbacks
+    missing = [c for c in callbacks if c not in functions]
+    unguarded = [c for c in callbacks if c in functions and not guarded(functions[c])]
+    assert not missing and not unguarded, (missing, unguarded)
