@@ -1,16 +1,27 @@
-"""What a browser may not do to the server: empty every cache with one message.
+"""What a browser may not do to the server: empty every cache with one message, or fill its memory with uploads.
 
 Streamlit answers a client's `clear_cache` message (the "Clear cache" menu item, or any client on the network
 sending it) by clearing `st.cache_data` and `st.cache_resource` for the whole server: every other session's
 analyses and figures, and the model workers. The server of a class keeps those for everyone, so the message
 clears only the sending session's own widget state, as a reload would.
+
+Streamlit keeps every file a client PUTs to its upload endpoint (`/_stcore/upload_file/<session>/<id>`) in memory
+until that session ends, whatever widget asked for it: fifteen requests of 100 MB held 1.5 GB. The app reads an
+upload as soon as it arrives and forgets it (ui.widgets.trace_uploader), so the server holds at most
+UPLOADS_PER_SESSION bytes of one session's uploads and UPLOADS_IN_ALL of everyone's: past either, the oldest held
+files go first (a file still held after newer ones arrived is one no box of the app claimed).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 from streamlit.runtime.app_session import AppSession
+from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.uploaded_file_manager import UploadedFileRec
+
+from ui.cache import MAX_UPLOAD_MB
 
 log = logging.getLogger("attention_atlas")
 
@@ -23,3 +34,54 @@ def _clear_own_state_only(session: AppSession) -> None:
 def refuse_cache_clears() -> None:
     """Make every session's `clear_cache` message clear that session's state only (idempotent)."""
     AppSession._handle_clear_cache_request = _clear_own_state_only  # noqa: SLF001 - no public switch exists
+
+
+UPLOADS_PER_SESSION = 2 * MAX_UPLOAD_MB * 2**20  # Compare's two boxes, each file read as soon as it arrives
+UPLOADS_IN_ALL = 3 * MAX_UPLOAD_MB * 2**20  # every session's together
+_arrivals = itertools.count()
+
+
+def _add_file_bounded(self: MemoryUploadedFileManager, session_id: str, file: UploadedFileRec) -> None:
+    """MemoryUploadedFileManager.add_file, keeping the bounds above by letting the oldest held files go."""
+    with self._lock:  # noqa: SLF001 - the manager's own lock, as its own methods take it
+        arrived = self.__dict__.setdefault("_atlas_arrived", {})
+        storage = self.file_storage[session_id]
+        _drop(self, session_id, file.file_id)  # a file sent again under its id replaces itself
+        _make_room(self, arrived, len(file.data), lambda sid: sid == session_id, UPLOADS_PER_SESSION, session_id)
+        _make_room(self, arrived, len(file.data), lambda sid: True, UPLOADS_IN_ALL, None)
+        storage[file.file_id] = file
+        self._total_bytes += len(file.data)  # noqa: SLF001 - the counts its stats report
+        self._file_count += 1  # noqa: SLF001
+        arrived[(session_id, file.file_id)] = next(_arrivals)
+
+
+def _drop(manager: MemoryUploadedFileManager, session_id: str, file_id: str) -> None:
+    old = manager.file_storage.get(session_id, {}).pop(file_id, None)
+    if old is not None:
+        manager._total_bytes -= len(old.data)  # noqa: SLF001
+        manager._file_count -= 1  # noqa: SLF001
+
+
+def _make_room(manager, arrived: dict, incoming: int, counts, cap: int, session_id: str | None) -> None:
+    """Let the oldest held files of the sessions `counts` accepts go until `incoming` more bytes fit under `cap`."""
+    held = {
+        (sid, fid): len(rec.data)
+        for sid, files in manager.file_storage.items()
+        if counts(sid)
+        for fid, rec in files.items()
+    }
+    for key in [k for k in arrived if k not in held and (session_id is None or k[0] == session_id)]:
+        arrived.pop(key)  # removed by the app or the session's end since
+    total = sum(held.values())
+    for key in sorted(held, key=lambda k: arrived.get(k, -1)):
+        if total + incoming <= cap:
+            break
+        _drop(manager, *key)
+        arrived.pop(key, None)
+        total -= held[key]
+        log.warning("an upload of session %s held %d bytes past the bound; it was let go", key[0][:8], held[key])
+
+
+def bound_uploads() -> None:
+    """Keep Streamlit's held uploads within UPLOADS_PER_SESSION and UPLOADS_IN_ALL (idempotent)."""
+    MemoryUploadedFileManager.add_file = _add_file_bounded
