@@ -77,6 +77,10 @@ def load(path_or_name: str | Path) -> Checkpoint:
     (`$ATLAS_CHECKPOINTS`, else the repository's `checkpoints/`; inference.catalog.checkpoints_dir) or of an
     installed model package. An existing path wins over a name. CheckpointError (a ValueError) when neither is
     found, naming the checkpoints there."""
+    if not isinstance(path_or_name, (str, Path)):
+        raise CheckpointError(
+            f"load takes a checkpoint's folder or name (a str or Path), not {type(path_or_name).__name__}"
+        )
     given = Path(path_or_name).expanduser()
     if given.exists():
         return load_checkpoint(given)
@@ -113,14 +117,21 @@ def save(analysis: Analysis, path: str | Path) -> Path:
     """Write `analysis` as the Explore page's download buttons and `python -m atlas trace -o` do
     (inference.export, docs/trace-format.md): `.json`, the trace format, or `.npz`, NumPy arrays. `read_trace`
     reads either back, on this machine or another. Returns the path written; ValueError for any other suffix."""
+    if not isinstance(analysis, Analysis):
+        raise TypeError(f"save writes an Analysis (atlas.analyze's, or an imported one), not {type(analysis).__name__}")
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"save writes to a path (a str or Path), not {type(path).__name__}")
     path = Path(path).expanduser()
     suffix = path.suffix.lower()
-    if suffix == ".json":
-        path.write_text(to_json(analysis), encoding="utf-8")
-    elif suffix == ".npz":
-        path.write_bytes(to_npz_bytes(analysis))
-    else:
+    if suffix not in (".json", ".npz"):
         raise ValueError(f"{path}: save writes a .json trace or an .npz archive, not {suffix or 'a file without one'}")
+    if not path.parent.is_dir():
+        raise ValueError(f"{path}: its folder {path.parent} does not exist; create it first (Path.mkdir)")
+    data = to_json(analysis).encode() if suffix == ".json" else to_npz_bytes(analysis)
+    try:
+        path.write_bytes(data)
+    except OSError as exc:
+        raise ValueError(f"{path}: cannot write there ({exc.strerror})") from exc
     return path
 
 

@@ -296,6 +296,17 @@ def test_save_refuses_other_suffixes_and_read_trace_names_a_bad_file(lm_analysis
         atlas.read_trace(b"[1, 2]", "cat.json")
 
 
+def test_notebook_arguments_of_the_wrong_kind_are_one_clear_error_each(lm_analysis, tmp_path) -> None:
+    with pytest.raises(CheckpointError, match="load takes a checkpoint's folder or name .*, not NoneType"):
+        atlas.load(None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="its folder .*missing does not exist; create it first"):
+        atlas.save(lm_analysis, tmp_path / "missing" / "cat.json")
+    with pytest.raises(TypeError, match="save writes an Analysis .*, not NoneType"):
+        atlas.save(None, tmp_path / "cat.json")  # type: ignore[arg-type]
+    with pytest.raises(atlas.TraceError, match="file name is a string"):
+        atlas.read_trace(b"{}", None)  # type: ignore[arg-type]
+
+
 def test_load_finds_a_bare_name_in_the_checkpoints_folder(lm_english, tiny_checkpoints, monkeypatch) -> None:
     from inference.catalog import checkpoints_dir
 
