@@ -16,22 +16,32 @@ QUANTIZED_8, INT8, INT8_SCALE = "int8-groups-of-32", ".int8", ".int8_scale"  # W
 STORED_AS = {PACKED: torch.uint8, INT8: torch.int8}  # the dtype each kind of quantised tensor must have
 
 
+def _codes(tensor: torch.Tensor, levels: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """A matrix whose rows split into groups of GROUP as (the numbers −levels … levels, int16; each group's float16
+    scale, its largest magnitude / levels); None for anything else (vectors, odd widths), which stays float16."""
+    if tensor.dim() != 2 or tensor.shape[1] % GROUP:
+        return None
+    rows, cols = tensor.shape
+    groups = tensor.reshape(rows, cols // GROUP, GROUP)
+    scale = (groups.abs().amax(dim=2, keepdim=True) / levels).half().float()
+    codes = torch.where(scale > 0, groups / scale.clamp_min(1e-30), 0).round().clamp(-levels, levels)
+    return codes.reshape(rows, cols).to(torch.int16), scale.reshape(rows, cols // GROUP).half()
+
+
 def quantize(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """4-bit weights: every matrix whose rows split into groups of GROUP, as two numbers −7 … 7 per byte and a
     float16 scale per group (the group's largest magnitude / 7); everything else float16."""
     out = {}
     for name, tensor in tensors.items():
         tensor = tensor.detach().float().cpu()
-        if tensor.dim() != 2 or tensor.shape[1] % GROUP:
+        coded = _codes(tensor, 7)
+        if coded is None:
             out[name] = tensor.half()
             continue
-        rows, cols = tensor.shape
-        groups = tensor.reshape(rows, cols // GROUP, GROUP)
-        scale = (groups.abs().amax(dim=2, keepdim=True) / 7).half().float()
-        codes = torch.where(scale > 0, groups / scale.clamp_min(1e-30), 0).round().clamp(-7, 7).to(torch.int16) + 8
-        codes = codes.reshape(rows, cols).to(torch.uint8)
+        codes, scale = coded
+        codes = (codes + 8).to(torch.uint8)
         out[name + PACKED] = (codes[:, 0::2] | (codes[:, 1::2] << 4)).contiguous()
-        out[name + SCALE] = scale.reshape(rows, cols // GROUP).half()
+        out[name + SCALE] = scale
     return out
 
 
@@ -41,15 +51,13 @@ def quantize_8(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     out = {}
     for name, tensor in tensors.items():
         tensor = tensor.detach().float().cpu()
-        if tensor.dim() != 2 or tensor.shape[1] % GROUP:
+        coded = _codes(tensor, 127)
+        if coded is None:
             out[name] = tensor.half()
             continue
-        rows, cols = tensor.shape
-        groups = tensor.reshape(rows, cols // GROUP, GROUP)
-        scale = (groups.abs().amax(dim=2, keepdim=True) / 127).half().float()
-        codes = torch.where(scale > 0, groups / scale.clamp_min(1e-30), 0).round().clamp(-127, 127)
-        out[name + INT8] = codes.reshape(rows, cols).to(torch.int8).contiguous()
-        out[name + INT8_SCALE] = scale.reshape(rows, cols // GROUP).half()
+        codes, scale = coded
+        out[name + INT8] = codes.to(torch.int8).contiguous()
+        out[name + INT8_SCALE] = scale
     return out
 
 
