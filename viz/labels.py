@@ -34,7 +34,8 @@ def escape(text: str) -> str:
 
 
 _MARKDOWN = set("\\`*_~[]<>$&|")  # links and images ([…](…), <…>), emphasis, code, math, entities, tables
-_LINE_START = re.compile(r"^(\s*|\s*\d+)([#>+-]|(?<=\d)[.)])", re.MULTILINE)  # headings, quotes, lists at a line's start
+# headings, quotes and lists where a line begins ("# h", "> q", "- l", "12. n": the number's delimiter escaped)
+_LINE_START = re.compile(r"^(\s*|\s*\d+)([#>+-]|(?<=\d)[.)])", re.MULTILINE)
 
 
 def markdown_literal(text: str) -> str:
