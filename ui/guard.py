@@ -47,8 +47,8 @@ def _add_file_bounded(self: MemoryUploadedFileManager, session_id: str, file: Up
         arrived = self.__dict__.setdefault("_atlas_arrived", {})
         storage = self.file_storage[session_id]
         _drop(self, session_id, file.file_id)  # a file sent again under its id replaces itself
-        _make_room(self, arrived, len(file.data), lambda sid: sid == session_id, UPLOADS_PER_SESSION, session_id)
-        _make_room(self, arrived, len(file.data), lambda sid: True, UPLOADS_IN_ALL, None)
+        _make_room(self, arrived, len(file.data), UPLOADS_PER_SESSION, session_id)
+        _make_room(self, arrived, len(file.data), UPLOADS_IN_ALL)
         storage[file.file_id] = file
         self._total_bytes += len(file.data)  # noqa: SLF001 - the counts its stats report
         self._file_count += 1  # noqa: SLF001
@@ -62,16 +62,19 @@ def _drop(manager: MemoryUploadedFileManager, session_id: str, file_id: str) -> 
         manager._file_count -= 1  # noqa: SLF001
 
 
-def _make_room(manager, arrived: dict, incoming: int, counts, cap: int, session_id: str | None) -> None:
-    """Let the oldest held files of the sessions `counts` accepts go until `incoming` more bytes fit under `cap`."""
+def _make_room(
+    manager: MemoryUploadedFileManager, arrived: dict, incoming: int, cap: int, session_id: str | None = None
+) -> None:
+    """Let the oldest held files go (of `session_id`, or of every session) until `incoming` more bytes fit under
+    `cap`; `arrived` orders them and forgets files the app or a session's end removed since."""
     held = {
         (sid, fid): len(rec.data)
         for sid, files in manager.file_storage.items()
-        if counts(sid)
+        if session_id is None or sid == session_id
         for fid, rec in files.items()
     }
     for key in [k for k in arrived if k not in held and (session_id is None or k[0] == session_id)]:
-        arrived.pop(key)  # removed by the app or the session's end since
+        arrived.pop(key)
     total = sum(held.values())
     for key in sorted(held, key=lambda k: arrived.get(k, -1)):
         if total + incoming <= cap:
