@@ -21,11 +21,15 @@ from ui import cache
 pytestmark = pytest.mark.browser
 server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
 TEXT = "The children walked to school in the rain."
-# Every painted heatmap of a query × key shape (rows, columns) on the page: the one-head chart's matrix.
-HEATMAP_JS = """([rows, cols]) => {
+# The one-head chart's matrix, once painted: a heatmap of a query × key shape (rows, columns) whose title names one
+# head ("…, layer 1,<br>head 1"). The trace page paints rollout and mask heatmaps of that shape too, in its other
+# tabs, sometimes before the head's: their titles name "all heads" or none.
+HEATMAP_JS = r"""([rows, cols]) => {
   for (const gd of document.querySelectorAll('.stPlotlyChart .js-plotly-plot')) {
+    const title = ((gd.layout || {}).title || {}).text || '';
     const c = (gd.calcdata || []).find(c => c[0] && c[0].z && c[0].trace.type === 'heatmap');
-    if (c && c[0].z.length === rows && c[0].z[0].length === cols) return c[0].z.map(row => Array.from(row));
+    if (/head \d/.test(title) && c && c[0].z.length === rows && c[0].z[0].length === cols)
+      return c[0].z.map(row => Array.from(row));
   }
   return null;
 }"""
