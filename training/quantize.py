@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
 import sys
 from pathlib import Path
 
@@ -55,17 +56,13 @@ def quantize_checkpoint(
         "command": command,
     }
     if abs(after - before) > tolerance:
-        for path in staging.iterdir():
-            path.unlink()
-        staging.rmdir()
+        shutil.rmtree(staging)
         raise CheckpointError(
             f"{checkpoint}: {bits}-bit weights move the test loss from {before:.4f} to {after:.4f} nats, more than "
             f"{tolerance}; the weights are left as they are"
         )
     (staging / WEIGHTS).replace(checkpoint / WEIGHTS)
-    for path in staging.iterdir():
-        path.unlink()
-    staging.rmdir()
+    shutil.rmtree(staging)
     card = json.loads((checkpoint / CARD).read_text(encoding="utf-8"))
     card["weights"] = report
     (checkpoint / CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
