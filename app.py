@@ -1,6 +1,7 @@
 """Attention Atlas: see every attention head of our own small trained Transformer at work.
 
-Run with `streamlit run app.py`. Checkpoints are read from `checkpoints/` (or the folder in $ATLAS_CHECKPOINTS).
+Run with `python -m atlas app` (this script, started warm: ui/serve.py) or `streamlit run app.py`. Checkpoints are
+read from `checkpoints/` (or the folder in $ATLAS_CHECKPOINTS).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""`python -m atlas`: the command line on top of running a checkpoint (trace, generate, score, info) and of
-training one (prepare, train, evaluate, which hand over to the training package's own commands)."""
+"""`python -m atlas`: the command line on top of running a checkpoint (trace, generate, score, info), of serving
+the app (app) and of training one (prepare, train, evaluate, …): those hand over to their package's own commands."""
 
 from __future__ import annotations
 
@@ -159,13 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-file", required=True)
     p = sub.add_parser("info", help="print the model card")
     p.add_argument("checkpoint")
-    for name, (module, text) in TRAINING.items():
-        sub.add_parser(name, help=f"{text} (python -m {module} --help)", add_help=False)
+    for name, (_, text) in HANDED_OVER.items():
+        sub.add_parser(name, help=f"{text} (python -m atlas {name} --help)", add_help=False)
     return parser
 
 
 COMMANDS = {"trace": cmd_trace, "generate": cmd_generate, "score": cmd_score, "info": cmd_info}
-TRAINING = {
+HANDED_OVER = {
+    "app": ("ui.serve", "start the app as a classroom server, its first page run before it answers anyone"),
     "prepare": ("training.data.prepare", "obtain, clean and split a task's data, train its tokenizer"),
     "train": ("training.train", "train a task's model from its prepared data, or an LM on any text (--text FILE)"),
     "evaluate": ("training.evaluate", "compute a checkpoint's card metrics on its test split"),
@@ -178,8 +179,8 @@ TRAINING = {
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv and argv[0] in TRAINING:  # imported only here: running a checkpoint needs no training code
-        module = importlib.import_module(TRAINING[argv[0]][0])
+    if argv and argv[0] in HANDED_OVER:  # imported only here: running a checkpoint needs no training or app code
+        module = importlib.import_module(HANDED_OVER[argv[0]][0])
         return module.main(argv if argv[0] == "prepare" else argv[1:]) or 0
     args = build_parser().parse_args(argv)
     try:

@@ -1,8 +1,8 @@
 """In a real browser: from submitting a sentence to the heatmap painted, at 32 and 256 tokens, per model.
 
-Starts `streamlit run app.py --server.port 8599 --server.headless true` (killed at the end, and on a timeout), opens
-it in Debian's headless chromium through Playwright, picks the model by the URL (`?model=NAME`), types a text of
-exactly N tokens into the sidebar's "Text" box and presses Ctrl+Enter. Measured until:
+Starts the README's `python -m atlas app --server.port 8599 --server.headless true` (killed at the end, and on a
+timeout), opens it in Debian's headless chromium through Playwright, picks the model by the URL (`?model=NAME`),
+types a text of exactly N tokens into the sidebar's "Text" box and presses Ctrl+Enter. Measured until:
   heatmap   the one-head chart has new data with N key columns and its heatmap image is drawn
   + grid    the all-heads grid below it is redrawn too
 Each repeat types a different text (no cache hits). Also: loading the page until the first heatmap is drawn.
@@ -60,7 +60,7 @@ def start_server(root: Path, port: int, checkpoints: Path, threads: int = 0) -> 
     env = {**os.environ, "ATLAS_CHECKPOINTS": str(checkpoints)}
     if threads:  # torch reads it at start-up: the server's intra-op threads, like --threads for the other benches
         env["OMP_NUM_THREADS"] = str(threads)
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.headless", "true"]
+    cmd = [sys.executable, "-m", "atlas", "app", "--server.port", str(port), "--server.headless", "true"]  # README
     cmd += ["--browser.gatherUsageStats", "false"]
     log = open(LOG, "w")  # noqa: SIM115 - the server writes it until it ends
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

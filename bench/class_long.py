@@ -1,5 +1,5 @@
 """A class on long texts: N sessions at once, each typing its own ≈500-word text, then opening Attention math and
-Head ablation, all at the same moment, against a fresh `streamlit run app.py` per model.
+Head ablation, all at the same moment, against a fresh server per model, started as the README starts it.
 
 Starts the server as the README does (bench/classroom.py: headless, a free port, no file watcher; stopped at the
 end), one per model: every checkpoint under checkpoints/ (or --checkpoints), and SmolLM2-135M-Instruct as the app
@@ -169,7 +169,7 @@ def environment(pairs: tuple[tuple[str, str], ...]) -> Iterator[None]:
 
 
 def serve(model: Listed, threads: int):
-    """classroom.serve for a listed model: `streamlit run app.py` with the model's folder as ATLAS_CHECKPOINTS
+    """classroom.serve for a listed model: the README's command with the model's folder as ATLAS_CHECKPOINTS
     (classroom.spawn gives the server the parent of the path it is given) and what else lists it."""
     with environment(model.env):
         return classroom.serve(model.folder / model.name, threads)

@@ -1,4 +1,4 @@
-"""A classroom at once: N real sessions against a running `streamlit run app.py`, each typing K sentences.
+"""A classroom at once: N real sessions against the server the README starts, each typing K sentences.
 
 Starts the server itself (headless, on a free port; stopped at the end) and talks to it the way the browser does:
 a websocket to `/_stcore/stream` speaking Streamlit's own protocol (`streamlit.proto` BackMsg / ForwardMsg).
@@ -19,7 +19,7 @@ neither run reads the other's cache), and for every sentence what the page recei
 output (`st.code`), the tables' Arrow bytes, and a hash of both charts' `data` (the heatmaps' z values).
 
     python bench/classroom.py [--sessions 30] [--sentences 5] [--model reverse|translate-en-de|lm-english|all]
-                              [--checkpoints DIR] [--tiny] [--threads N] [--out FILE.md]
+                              [--checkpoints DIR] [--tiny] [--threads N] [--out FILE.md] [--cold]
 Sentences differ between sessions: everyday English sentences drawn seeded from templates, and for a model of
 the reversal task lower-case strings over a–p (its training alphabet, see its card.json).
 """
@@ -162,6 +162,7 @@ class Page:
     tables: list[bytes] = field(default_factory=list)
     charts: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    spinners: list[str] = field(default_factory=list)  # what the page said it was waiting for ("Loading the model…")
 
     def fingerprint(self) -> tuple:
         """(texts, numbers): every string the page shows (model output, table cells, chart labels) and every
@@ -292,6 +293,8 @@ def collect(page: Page, el) -> None:
         page.tables.append(data if isinstance(data, bytes) else data.data)
     elif what == "plotly_chart":
         page.charts.append(el.plotly_chart.spec)
+    elif what == "spinner":
+        page.spinners.append(el.spinner.text)
     elif what == "exception":
         page.errors.append(f"{el.exception.type}: {el.exception.message}")
     elif what == "alert" and el.alert.format == 1:  # ERROR
@@ -382,20 +385,30 @@ class RssSampler:
         self.thread.join()
 
 
-def serve(ckpt_dir: Path, threads: int) -> tuple[subprocess.Popen, str]:
-    """`streamlit run app.py` on a free port, as the README starts it: the repository's .streamlit/config.toml
-    makes it headless and turns the file watcher off."""
-    proc, port = spawn(ckpt_dir, threads)
+def serve(ckpt_dir: Path, threads: int, cold: bool = False) -> tuple[subprocess.Popen, str]:
+    """The server as the README starts it (`python -m atlas app`: the first page run once before it answers) on a
+    free port; the repository's .streamlit/config.toml makes it headless and turns the file watcher off. `cold`:
+    plain `streamlit run app.py`, nothing run before the first session."""
+    proc, port = spawn(ckpt_dir, threads, cold)
     return proc, wait_healthy(proc, port)
 
 
-def spawn(ckpt_dir: Path, threads: int) -> tuple[subprocess.Popen, int]:
-    """Start the server `serve` starts and return at once: (the process, its port)."""
+def command(port: int, cold: bool = False) -> list[str]:
+    """The README's command on `port` (run in the repository's folder), or with `cold` the bare one."""
+    start = ["streamlit", "run", "app.py"] if cold else ["atlas", "app"]
+    return [sys.executable, "-m", *start, "--server.port", str(port)]
+
+
+def spawn(
+    ckpt_dir: Path, threads: int, cold: bool = False, prefix: tuple[str, ...] = ()
+) -> tuple[subprocess.Popen, int]:
+    """Start the server `serve` starts and return at once: (the process, its port). `prefix`: a command it runs
+    under (strace)."""
     port = free_port()
     env = {**os.environ, "ATLAS_CHECKPOINTS": str(ckpt_dir.parent)}
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
-    cmd = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]  # as the README runs it
+    cmd = [*prefix, *command(port, cold)]
     log = open(LOG, "w")  # noqa: SIM115 - the server writes it until it ends
     proc = subprocess.Popen(cmd, cwd=common.ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return proc, port
@@ -423,13 +436,14 @@ def uptime() -> str:
         return "?"
 
 
-def measure(ckpt_dir: Path, sessions: int, k: int, threads: int) -> list[str]:
-    """One model: the class at once on a fresh server, then the same sentences one by one on another."""
+def measure(ckpt_dir: Path, sessions: int, k: int, threads: int, cold: bool = False) -> list[str]:
+    """One model: the class at once on a fresh server, then the same sentences one by one on another (`cold`:
+    servers started without the warm start)."""
     texts = sentences_for(ckpt_dir, sessions * k + 1, seed=0)
     link = Link(texts.pop())  # the sentence of the teacher's link, typed by nobody
     groups = [texts[i * k : (i + 1) * k] for i in range(sessions)]
     load_before = uptime()
-    proc, url = serve(ckpt_dir, threads)
+    proc, url = serve(ckpt_dir, threads, cold)
     try:
         with RssSampler(proc.pid) as rss:
             start_rss = rss.now()
@@ -438,7 +452,7 @@ def measure(ckpt_dir: Path, sessions: int, k: int, threads: int) -> list[str]:
     finally:
         stop_server(proc)
     load_after = uptime()
-    proc, url = serve(ckpt_dir, threads)
+    proc, url = serve(ckpt_dir, threads, cold)
     try:
         sequential, seq_times, _ = asyncio.run(run_sessions(url, common.model_name(ckpt_dir), [texts]))
     finally:
@@ -477,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="also write the table to this markdown file")
     p.add_argument("--repeats", type=int, help=argparse.SUPPRESS)  # passed on by run_all.py; not used here
     p.add_argument("--quick", action="store_true", help="2 sessions × 1 sentence: a smoke test")
+    p.add_argument("--cold", action="store_true", help="plain `streamlit run app.py`, no warm start: to compare")
     args = p.parse_args(argv)
     if args.quick:
         args.sessions, args.sentences = 2, 1
@@ -485,7 +500,7 @@ def main(argv: list[str] | None = None) -> int:
         dirs = [d for d in dirs if common.model_name(d) == args.model]
         if not dirs:
             p.error(f"no checkpoint named {args.model!r} in {what}")
-    rows = [measure(d, args.sessions, args.sentences, args.threads) for d in dirs]
+    rows = [measure(d, args.sessions, args.sentences, args.threads, args.cold) for d in dirs]
     table = common.Table(
         ["model", "sessions × sentences", "first page p50", "first page p95", "typed p50", "typed p95", "max",
          "throughput", "one at a time (median)",
@@ -494,7 +509,8 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     machine = common.header("", what).splitlines()[2].replace(f"torch {common.torch.__version__} with ", "")
     text = common.emit([
-        "### A classroom at once: real sessions against `streamlit run app.py`",
+        "### A classroom at once: real sessions against "
+        + ("`streamlit run app.py` (no warm start)" if args.cold else "`python -m atlas app` (the README's command)"),
         "",
         machine.split(" intra-op")[0].rsplit(",", 1)[0] + "; the server's torch uses 1 thread (app.py)",
         f"- models: {what}",

@@ -1,5 +1,5 @@
 """A client's `clear_cache`, again and again: the server's memory and threads, and whether other sessions' pages
-stay cached, against a fresh `streamlit run app.py` per model.
+stay cached, against a fresh server per model, started as the README starts it.
 
 Streamlit answers a client's `clear_cache` BackMsg (the "Clear cache" menu item, or any client on the network
 sending it) by emptying `st.cache_data` and `st.cache_resource` for the whole server; the app's ui/guard.py makes

@@ -1,9 +1,9 @@
-"""Every page of a real `streamlit run app.py`, timed over Streamlit's websocket: cold start, head switches at 128
-tokens, each page at 512 tokens, and a soak of 20 long texts with the server's memory.
+"""Every page of the server the README starts (`python -m atlas app`), timed over Streamlit's websocket: cold start,
+head switches at 128 tokens, each page at 512 tokens, and a soak of 20 long texts with the server's memory.
 
 Starts the server itself (bench/classroom.py: headless, a free port, no file watcher; stopped at the end) and talks
 to it the way the browser does (`streamlit.proto` BackMsg / ForwardMsg), per model:
-  1. cold start   from spawning `streamlit run app.py` until /_stcore/health answers, and until the first page
+  1. cold start   from spawning `python -m atlas app` until /_stcore/health answers, and until the first page
                   (opened over the websocket as soon as health answers) finishes with its one-head heatmap;
   2. head switch  Explore with a text of about 128 tokens; the "Head" selectbox set to each head in turn (and
                   "average"). Each switch is what the browser sends for a widget inside `st.fragment`: a
@@ -544,7 +544,7 @@ def main(argv: list[str] | None = None) -> int:
                  "Masks (median / max)", "server RSS start / peak / end", "target", "met?"],
     }  # fmt: skip
     parts = [
-        "### Every page of `streamlit run app.py`, over Streamlit's websocket",
+        "### Every page of `python -m atlas app`, over Streamlit's websocket",
         "",
         machine.split(" intra-op")[0].rsplit(",", 1)[0] + "; the server's torch uses 1 thread (app.py)",
         f"- models: {what}",
@@ -552,8 +552,9 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "#### 1. Cold start",
         "",
-        "From spawning `streamlit run app.py` to /_stcore/health answering, and to the end of the first page's run "
-        "(a websocket session opened at once, `?model=NAME`, the default text) with its one-head heatmap.",
+        "From spawning `python -m atlas app` (it runs the first page once before it listens) to /_stcore/health "
+        "answering, and to the end of the first page's run (a websocket session opened at once, `?model=NAME`, "
+        "the default text) with its one-head heatmap.",
         "",
         common.Table(tables["cold"], result.rows["cold"]).markdown(),
         "#### 2. Head switch",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
-# classroom, pages, class_long and clear_cache: real sessions over the websocket against `streamlit run app.py`;
+# classroom, pages, class_long and clear_cache: real sessions over the websocket against the README's server;
 # browser: a real browser.
 SCRIPTS = (
     "trace_speed",

@@ -1,6 +1,6 @@
 """`python bench/uploads.py`: a hostile client's raw uploads against a real server, and the memory they cost.
 
-A `streamlit run app.py` server started as the README starts it (bench/classroom.serve), one session opened over
+A server started as the README starts it (bench/classroom.serve), one session opened over
 Streamlit's websocket as a browser opens it, then files PUT straight to its upload endpoint
 (`/_stcore/upload_file/<session>/<id>`), as any client on the network can, with matching XSRF cookie and header
 (Streamlit's double-submit check asks for nothing more). No widget of the session ever claims them. Printed: the

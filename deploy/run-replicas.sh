@@ -34,7 +34,7 @@ cp deploy/haproxy.cfg "$LOGDIR/haproxy.cfg"
 for i in $(seq 1 "$N"); do
   port=$((BASE_PORT + i - 1))
   STREAMLIT_SERVER_COOKIE_SECRET="$SECRET" ATLAS_REPLICA="r$i" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}" nice -n "${NICE:-10}" \
-    "$PYTHON" -m streamlit run app.py --server.port "$port" --server.address 127.0.0.1 \
+    "$PYTHON" -m atlas app --server.port "$port" --server.address 127.0.0.1 \
     --server.headless true --browser.gatherUsageStats false \
     >"$LOGDIR/replica-r$i.log" 2>&1 &
   PIDS+=($!)

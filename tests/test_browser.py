@@ -50,9 +50,8 @@ def serve(extra_env: dict[str, str] | None = None, log_name: str = "server.log")
     cmd = [
         sys.executable,
         "-m",
-        "streamlit",
-        "run",
-        str(ROOT / "app.py"),
+        "atlas",
+        "app",  # the README's command: `streamlit run app.py`, its first page run before it listens
         "--server.port",
         str(port),
         "--server.address",

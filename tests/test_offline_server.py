@@ -1,4 +1,4 @@
-"""The server makes no outbound connection: `streamlit run app.py` exactly as the README starts it (the repository's
+"""The server makes no outbound connection: `python -m atlas app` exactly as the README starts it (the repository's
 .streamlit/config.toml), traced with strace while a browser opens the app and a session runs the model."""
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def test_the_server_makes_no_outbound_connection_at_start_or_while_serving(tmp_p
     trace = tmp_path / "connect.log"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     env.pop("ATLAS_CHECKPOINTS", None)
-    streamlit = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)]
+    streamlit = [sys.executable, "-m", "atlas", "app", "--server.port", str(port)]
     cmd = ["strace", "-f", "-e", "trace=connect", "-o", str(trace), *streamlit]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     url = f"http://localhost:{port}"

@@ -1,0 +1,74 @@
+"""`python -m atlas app`: the app served warm.
+
+Before the server answers anyone it runs the app's first page once in this process (Streamlit's own AppTest, on the
+link `?model=NAME` when a model is named): the imports, the checkpoint, its model worker, the first forward pass and
+Plotly's first figure are then paid for at start, not by the class that opens the teacher's link together. The
+command is `streamlit run app.py` with the same arguments, in this process: the warm run goes between Streamlit
+reading its configuration (the repository's file, then the flags) and its server starting, so it runs under the
+server's own settings, and what it keeps lives where every session finds it (cached resources, the model workers,
+module state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+APP = Path(__file__).resolve().parents[1] / "app.py"
+WARM_TIMEOUT_S = 300  # the first page of the largest model on a slow laptop, with room
+
+
+def warm(model: str | None = None, script: Path = APP) -> tuple[float, list[str]]:
+    """Run the app's first page once in this process: (seconds it took, what the page showed as an error or raised)."""
+    from streamlit.testing.v1 import AppTest
+
+    # "missing ScriptRunContext" and "No runtime found" are true of this run, which has no server yet: not shown.
+    names = [name for name in list(logging.root.manager.loggerDict) if name.startswith("streamlit")]
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [one.level for one in loggers]
+    for one in loggers:
+        one.setLevel(logging.ERROR)
+    try:
+        start = time.perf_counter()
+        page = AppTest.from_file(str(script), default_timeout=WARM_TIMEOUT_S)
+        if model:
+            page.query_params["model"] = model
+        page.run()
+        seconds = time.perf_counter() - start
+    finally:
+        for one, level in zip(loggers, levels, strict=True):
+            one.setLevel(level)
+    problems = [str(e.value) for e in page.error] + [str(e.message) for e in page.exception]
+    return seconds, problems
+
+
+def warm_then(run: Callable[..., None], model: str | None) -> Callable[..., None]:
+    """Streamlit's `bootstrap.run`, preceded by the warm run (see the module's docstring)."""
+
+    def run_warm(*args, **kwargs) -> None:
+        print("Attention Atlas: running the first page once before serving…", flush=True)
+        seconds, problems = warm(model)
+        for problem in problems:
+            print(f"  the first page showed: {problem}", flush=True)
+        print(f"  ready in {seconds:.1f} s; starting the server.", flush=True)
+        run(*args, **kwargs)
+
+    return run_warm
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m atlas app",
+        description="Start the app as a classroom server, its first page run once before it answers anyone.",
+        epilog="Any other option goes to `streamlit run` (e.g. --server.port 8601); the repository's "
+        ".streamlit/config.toml sets the rest.",
+    )
+    parser.add_argument("--model", help="the model the class's link opens (default: the one the app opens on)")
+    args, rest = parser.parse_known_args(argv)
+    from streamlit.web import bootstrap, cli
+
+    bootstrap.run = warm_then(bootstrap.run, args.model)  # the CLI looks it up when it calls it
+    return cli.main.main(args=["run", str(APP), *rest], prog_name="streamlit")
