@@ -64,10 +64,16 @@ def ablations(heads: dict[str, tuple[int, ...]], mode: str) -> dict[str, Ablatio
 
 @torch.inference_mode()
 def ablation_effect(
-    ckpt: Checkpoint, text: str, heads: dict[str, tuple[int, ...]], mode: str = "zero", k: int = 5
+    ckpt: Checkpoint,
+    text: str,
+    heads: dict[str, tuple[int, ...]],
+    mode: str = "zero",
+    k: int = 5,
+    output_ids: tuple[int, ...] | None = None,
 ) -> Effect:
     """The predictions for `text` with every head in `heads` ({block name: heads}) switched off, beside the
-    intact model's."""
+    intact model's. `output_ids`: an encoder-decoder's intact greedy output (64 tokens at most, without <s>) as an
+    analysis of `text` decoded it: used as it is, so only the ablated model decodes."""
     cfg, cut = ckpt.config, ablations(heads, mode)
     cleaned = clean_text(text).text
     chosen = tuple((name, a.heads) for name, a in cut.items())
@@ -82,11 +88,11 @@ def ablation_effect(
         kl = float(_kl(before[None], after[None])[0])
         return Effect(chosen, mode, kl, _top(ckpt, before, k), _top(ckpt, after, k))
     source = torch.tensor([encode_source(ckpt, cleaned, [])])
-    out = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64)
+    out_ids = list(output_ids) if output_ids is not None else generate(ckpt.model, [cfg.bos_id], source, 64).ids
     changed = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64, ablate=cut)
-    target = torch.tensor([[cfg.bos_id, *out.ids]])
+    target = torch.tensor([[cfg.bos_id, *out_ids]])
     before, after = _logits(ckpt, source, target, {}), _logits(ckpt, source, target, cut)
-    gold = [*out.ids, cfg.eos_id][: before.shape[0]]
+    gold = [*out_ids, cfg.eos_id][: before.shape[0]]
     lp_before = torch.log_softmax(before, dim=-1)[torch.arange(len(gold)), gold]
     lp_after = torch.log_softmax(after, dim=-1)[torch.arange(len(gold)), gold]
     pieces = ckpt.tokenizer.pieces(gold)
@@ -94,7 +100,7 @@ def ablation_effect(
     kl = float(_kl(before, after).mean())
     decode = ckpt.tokenizer.decode
     return Effect(
-        chosen, mode, kl, _top(ckpt, before[0], k), _top(ckpt, after[0], k), decode(out.ids), decode(changed.ids), steps
+        chosen, mode, kl, _top(ckpt, before[0], k), _top(ckpt, after[0], k), decode(out_ids), decode(changed.ids), steps
     )
 
 

@@ -69,6 +69,8 @@ class Request:
     max_tokens: int = 64
     continuation: int = 0
     sampling: Sampling | None = None
+    target_ids: tuple[int, ...] | None = None  # encoder-decoder: the decoder's ids as an analysis gave them (its
+    # `target_ids`, bos first): used as they are, so a second look at a text decodes nothing again
 
 
 @dataclass
@@ -93,7 +95,17 @@ def _prepare(ckpt: Checkpoint, request: Request) -> _Prepared:
         return _Prepared(request, cleaned.text, notes, None, encode_prefix(ckpt, cleaned.text, notes, reserve))
     source = encode_source(ckpt, cleaned.text, notes)
     target = None if request.target is None else encode_prefix(ckpt, clean_text(request.target).text, notes)
+    if request.target_ids is not None:
+        target = _given_target(ckpt, request.target_ids)
     return _Prepared(request, cleaned.text, notes, source, target)
+
+
+def _given_target(ckpt: Checkpoint, ids: tuple[int, ...]) -> list[int]:
+    """The decoder's ids as given (see Request.target_ids), checked: bos first, within the vocabulary and max_len."""
+    cfg = ckpt.config
+    if not ids or ids[0] != cfg.bos_id or len(ids) > cfg.max_len or not all(0 <= i < cfg.vocab_size for i in ids):
+        raise InputError(f"The decoder's ids must start with <s> and be 1 to {cfg.max_len} ids of the vocabulary.")
+    return list(ids)
 
 
 @torch.inference_mode()
@@ -275,11 +287,24 @@ def positions_used(ckpt: Checkpoint, text: str) -> int | None:
         return None
 
 
-def head_detail(ckpt: Checkpoint, text: str, block: str, head: int, k: int = 5, max_tokens: int = 64) -> HeadDetail:
+def head_detail(
+    ckpt: Checkpoint,
+    text: str,
+    block: str,
+    head: int,
+    k: int = 5,
+    max_tokens: int = 64,
+    target_ids: tuple[int, ...] | None = None,
+) -> HeadDetail:
     """Head `head` of `block`: its raw scores and values for `text`, from one traced pass run as `analyze` runs it
     (same `k` and `max_tokens`, so the rows are the pages' analysis's rows); copies, so the rest of the pass is
-    freed. Raises InputError for a text the model cannot take, KeyError for a block it has not."""
-    found = analyze(ckpt, text, k=k, max_tokens=max_tokens).blocks[block]
+    freed. `target_ids`: an encoder-decoder's output as the pages' analysis decoded it, fed as it is (no second
+    decoding). Raises InputError for a text the model cannot take, KeyError for a block it has not."""
+    request = Request(text, None, k, max_tokens, target_ids=target_ids if ckpt.config.is_encoder_decoder else None)
+    result = analyze_many(ckpt, [request])[0]
+    if isinstance(result, InputError):
+        raise result
+    found = result.blocks[block]
     if found.scores is None or found.values is None:
         raise ValueError(f"{block}: the traced pass recorded no scores or values")
     return HeadDetail(block, head, found.scores[head].copy(), found.values[head].copy())

@@ -103,6 +103,9 @@ def test_effect_and_importance_on_the_shipped_models() -> None:
     ed = load_checkpoint(root / "reverse")
     every_cross_head = {f"decoder.layers.{i}.cross_attn": (0, 1, 2, 3) for i in range(2)}
     effect = ablation_effect(ed, "abcdef", every_cross_head, mode="mean")
+    # the intact output as the pages' analysis decoded it (ui.cache.ablation): the same effect, one decoding fewer
+    given = ablation_effect(ed, "abcdef", every_cross_head, "mean", 5, analyze(ed, "abcdef").target_ids[1:])
+    assert given == effect
     assert effect.before_output == generate_text(ed, "abcdef", 64) == "fedcba"
     assert len(effect.steps) == len("fedcba") + 1 and effect.kl > 0  # every output token and the end
     assert effect.after_output != effect.before_output  # no cross-attention left: the copy breaks

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from inference.analyze import analyze, head_detail
+from inference.text import InputError
 from inference.checkpoint import load_checkpoint
 from training.tiny import make_tiny_checkpoint
 from viz.steps import attention_steps
@@ -42,3 +43,25 @@ def test_the_steps_from_a_detail_equal_the_steps_from_the_full_block(ckpt) -> No
         attention_steps(light.blocks[name], head, query)
     with pytest.raises(ValueError, match="not"):
         attention_steps(light.blocks[name], 0, query, head_detail(ckpt, TEXT, name, 1, k=5))
+
+
+def test_a_translators_detail_from_the_analysiss_own_output_decodes_nothing_and_is_equal(ckpt, monkeypatch) -> None:
+    """The pages pass the analysis's output ids (ui.cache.head_detail): the same rows, no second decoding."""
+    import inference.analyze as analyze_module
+
+    full = analyze(ckpt, TEXT, k=5)
+    name, block = next(reversed(full.blocks.items()))
+    if not ckpt.config.is_encoder_decoder:  # a language model decodes nothing for an analysis anyway
+        return
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("decoded again")
+
+    monkeypatch.setattr(analyze_module, "greedy_many", no_decoding)
+    detail = head_detail(ckpt, TEXT, name, 1, k=5, target_ids=full.target_ids)
+    np.testing.assert_array_equal(detail.scores, block.scores[1])
+    np.testing.assert_array_equal(detail.values, block.values[1])
+    with pytest.raises(InputError, match="must start with <s>"):
+        head_detail(ckpt, TEXT, name, 1, target_ids=full.target_ids[1:])
+    with pytest.raises(InputError):
+        head_detail(ckpt, TEXT, name, 1, target_ids=(ckpt.config.bos_id, ckpt.config.vocab_size))

@@ -38,6 +38,7 @@ from inference.worker import ModelWorker
 from ui.kept import SHARE, kept
 
 TOP_K = 5  # the predictions kept per position
+MAX_TOKENS = 64  # what a translator writes for the pages (the worker's default): its analysis, ablation, one head
 
 
 @dataclass(frozen=True)
@@ -256,8 +257,9 @@ def snapshot_analysis(ctx: Context, step: int, target: str | None = None) -> Ana
 @kept("Running the model without those heads…")
 def ablation(ctx: Context, heads: tuple[tuple[str, tuple[int, ...]], ...], mode: str) -> Effect:
     """Predictions with `heads` ((block name, heads) pairs) switched off, beside the intact model's; the
-    worker runs it."""
-    return model_worker(ctx.path, ctx.stamp).call(ablation_effect, ctx.text, dict(heads), mode)
+    worker runs it. A translator's intact output is the pages' analysis's, decoded once for every page."""
+    output = analysis(ctx).target_ids[1:] if ctx.ckpt.config.is_encoder_decoder else None
+    return model_worker(ctx.path, ctx.stamp).call(ablation_effect, ctx.text, dict(heads), mode, TOP_K, output)
 
 
 @kept()
@@ -327,8 +329,10 @@ def positional_table(path: str, stamp: float) -> np.ndarray:
 @kept("Computing that head's scores and values…")
 def head_detail(ctx: Context, block: str, head: int) -> HeadDetail:
     """One head's raw scores and values for `ctx.text` (inference.analyze.head_detail), run by the worker when the
-    attention-math page opens that head: the pages' analysis keeps no scores or values."""
-    return model_worker(ctx.path, ctx.stamp).call(analyze_head_detail, ctx.text, block, head, TOP_K)
+    attention-math page opens that head: the pages' analysis keeps no scores or values. A translator's output is
+    the one that analysis decoded, fed as it is (nothing is decoded again)."""
+    target = analysis(ctx).target_ids if ctx.ckpt.config.is_encoder_decoder else None
+    return model_worker(ctx.path, ctx.stamp).call(analyze_head_detail, ctx.text, block, head, TOP_K, MAX_TOKENS, target)
 
 
 def export_bytes(ctx: Context | Trace, fmt: str) -> bytes:
