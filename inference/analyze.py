@@ -140,6 +140,32 @@ def analyze_many(ckpt: Checkpoint, requests: Sequence[Request]) -> list[Analysis
     return results  # type: ignore[return-value]
 
 
+@torch.inference_mode()
+def decode_outputs(ckpt: Checkpoint, requests: Sequence[Request]) -> list[tuple[int, ...] | InputError | None]:
+    """Encoder-decoder: the output each request's analysis shows, decoded for all of them in one batch (greedy,
+    with the cache, nothing traced): `(bos, *ids)` to pass as its `Request.target_ids` (the analysis then equals
+    the one that decodes itself); None for a request that gives its target; the InputError of one it cannot take.
+
+    The model worker decodes a class's texts together this way and traces them in smaller batches: a traced pass
+    holds every head's T × T weights per row, the decoding only its keys and values."""
+    cfg = ckpt.config
+    out: list[tuple[int, ...] | InputError | None] = [None] * len(requests)
+    todo: list[tuple[int, _Prepared]] = []
+    for i, request in enumerate(requests):
+        if request.target is not None or request.target_ids is not None:
+            continue
+        try:
+            todo.append((i, _prepare(ckpt, request)))
+        except InputError as exc:
+            out[i] = exc
+    if todo:
+        max_tokens = max(p.request.max_tokens for _, p in todo)
+        outputs = greedy_many(ckpt.model, [p.source_ids for _, p in todo], max_tokens)
+        for (i, p), generated in zip(todo, outputs):
+            out[i] = (cfg.bos_id, *generated.ids[: p.request.max_tokens])
+    return out
+
+
 def _encode_decode_trace(ckpt: Checkpoint, ready: list[_Prepared], results: list, slots: list[int]) -> None:
     """Encoder-decoder: the encoder runs once per request, traced, with the decoder's first step (bos); the rows
     without a given target decode greedily from there, reusing its keys and values; then the decoder runs traced

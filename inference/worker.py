@@ -6,9 +6,11 @@ that arrive within `window` seconds (at most `max_batch`, at most `max_trace_byt
 `max_tokens` padded tokens: every row of a
 batch is as long as its longest, so one pasted page goes alone instead of holding twenty sentences behind it),
 and runs them as one batch through `analyze_many`: one padded greedy decoding and one padded traced forward pass
-instead of one per session. Padding masks make each result equal to analysing that text alone
-(tests/test_worker.py). A batch that fails is run again one request at a time, so each session gets its own
-answer or its own error, never a neighbour's.
+instead of one per session. An encoder-decoder's batch is gathered by its decoding's bound (`max_decode_tokens`),
+decoded at once (`decode_outputs`), then traced in as many passes as the trace bound needs: the decoding's steps
+are what a batch shares best, and a traced pass of long texts is what takes the memory. Padding masks make each
+result equal to analysing that text alone (tests/test_worker.py). A batch that fails is run again one request at a
+time, so each session gets its own answer or its own error, never a neighbour's.
 
 The worker also keeps what it computed, least recently used out first, within bytes of its own and the server's
 one budget (inference.memory): the pages' copy of each analysis (weights and masks, `Analysis.for_pages`) and, in
@@ -25,13 +27,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import torch
 
 from inference.analysis import Analysis
-from inference.analyze import Request, analyze_many
+from inference.analyze import Request, analyze_many, decode_outputs
 from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling
 from inference.memory import ByteCache, give_back
@@ -41,12 +43,14 @@ T = TypeVar("T")
 PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or three of 512 tokens on lm-english
 FULL_BYTES = 64 * 2**20  # full analyses (scores and V of every block), kept only when asked for (the export)
 BATCH_TOKENS = 2048  # padded tokens in one batch: rows × the longest row's characters / 4, about its tokens
+DECODE_TOKENS = 16 * 512  # an encoder-decoder's decoding batch: its keys and values, not its weights, per row
 # A traced pass holds, per row, every head's scores and weights of every attention block (tensors, then arrays):
 # rows × blocks × heads × T² cells of 4 bytes, about four copies. Bounded, so that sessions sending long texts to
 # a deep model at once are run a few at a time instead of all in one pass whose trace outgrows the machine.
 BATCH_TRACE_BYTES = 384 * 2**20
 TRACE_COPIES = 4
 STOP = object()  # put on the queue by `stop`: the thread ends
+Asked = tuple[Request, Future, Request]  # a request (the key sessions wait on), its future, what the model is asked
 
 
 @dataclass(frozen=True)
@@ -69,17 +73,21 @@ class ModelWorker:
         full_bytes: int = FULL_BYTES,
         max_tokens: int = BATCH_TOKENS,
         max_trace_bytes: int = BATCH_TRACE_BYTES,
+        max_decode_tokens: int = DECODE_TOKENS,
     ) -> None:
         self.ckpt = ckpt
         self.window = window
         self.max_batch = max_batch
         self.max_tokens = max_tokens
         self.max_trace_bytes = max_trace_bytes
+        self.max_decode_tokens = max_decode_tokens
+        self._decodes_first = ckpt.config.is_encoder_decoder  # decoded as one batch, traced in bounded ones
         config = ckpt.config
         blocks = config.n_encoder_layers + config.n_decoder_layers * (2 if config.kind == "encoder-decoder" else 1)
         self._cell_bytes = blocks * config.n_heads * 4 * TRACE_COPIES  # per row, per T² of the padded length
         self._held: deque = deque()  # a request that did not fit the last batch: it opens the next one
-        self.batches: list[int] = []  # size of each batch run, most recent last (for benchmarks and tests)
+        self.batches: list[int] = []  # size of each traced batch run, most recent last (for benchmarks and tests)
+        self.decodings: list[int] = []  # an encoder-decoder's: size of each batch decoded before its traced ones
         self.pages = ByteCache(pages_bytes)
         self.full = ByteCache(full_bytes)
         self._pending: dict[Request, Future] = {}
@@ -160,12 +168,35 @@ class ModelWorker:
     @staticmethod
     def padded_tokens(request: Request) -> int:
         """About how many tokens a request adds to each row of a batch: its text and what it will write."""
-        return len(request.text) // 4 + 1 + request.continuation + (len(request.target or "") // 4)
+        target = len(request.target_ids) if request.target_ids is not None else len(request.target or "") // 4
+        return len(request.text) // 4 + 1 + request.continuation + target
 
     def trace_bytes(self, row: int, rows: int) -> int:
         """About the bytes a traced pass of `rows` rows padded to `row` tokens (at most max_len) holds."""
         length = min(row, self.ckpt.config.max_len)
         return rows * length * length * self._cell_bytes
+
+    def _fits(self, row: int, rows: int) -> bool:
+        """Whether `rows` requests padded to `row` tokens may be gathered into one batch."""
+        if self._decodes_first:  # traced afterwards in passes bounded as below (`_traced_passes`)
+            return row * rows <= self.max_decode_tokens
+        return row * rows <= self.max_tokens and self.trace_bytes(row, rows) <= self.max_trace_bytes
+
+    def _traced_passes(self, batch: list[Asked]) -> list[list[Asked]]:
+        """The gathered batch in traced passes within `max_tokens` and `max_trace_bytes`, shortest first (rows of
+        a pass are padded to its longest)."""
+        passes: list[list] = []
+        longest = 0
+        for item in sorted(batch, key=lambda item: self.padded_tokens(item[2])):
+            row = max(longest, self.padded_tokens(item[2]))
+            rows = len(passes[-1]) + 1 if passes else 1
+            if passes and row * rows <= self.max_tokens and self.trace_bytes(row, rows) <= self.max_trace_bytes:
+                passes[-1].append(item)
+                longest = row
+            else:
+                passes.append([item])
+                longest = self.padded_tokens(item[2])
+        return passes
 
     def _gather(self) -> tuple[list[tuple[Request, Future]], list[tuple[Job, Future]]]:
         """The requests waiting within `window` (at most `max_batch` and `max_tokens` padded tokens), and any jobs
@@ -188,7 +219,7 @@ class ModelWorker:
                     break
                 continue
             row = max(longest, self.padded_tokens(item[0]))
-            if row * (len(batch) + 1) > self.max_tokens or self.trace_bytes(row, len(batch) + 1) > self.max_trace_bytes:
+            if not self._fits(row, len(batch) + 1):
                 self._held.append(item)
                 break
             batch.append(item)
@@ -231,30 +262,54 @@ class ModelWorker:
         self.full.clear()
 
     def _analyse(self, batch: list[tuple[Request, Future]]) -> None:
+        asked: list[Asked] = [(request, future, request) for request, future in batch]
+        if self._decodes_first:
+            self.decodings = [*self.decodings[-99:], len(batch)]
+            try:
+                outputs = decode_outputs(self.ckpt, [request for request, _ in batch])
+            except Exception:  # each traced pass then decodes for itself, and a fault stays its own request's
+                outputs = [None] * len(batch)
+            asked = []
+            for (request, future), output in zip(batch, outputs):
+                if isinstance(output, InputError):
+                    self._answer(request, future, output)
+                else:
+                    asked.append((request, future, request if output is None else replace(request, target_ids=output)))
+        for traced in self._traced_passes(asked):
+            self._trace(traced)
+
+    def _trace(self, batch: list[Asked]) -> None:
         self.batches = [*self.batches[-99:], len(batch)]
         try:
-            results = analyze_many(self.ckpt, [request for request, _ in batch])
+            results = analyze_many(self.ckpt, [run for _, _, run in batch])
         except Exception as exc:
             if len(batch) > 1:  # one request's fault must not become its neighbours' error: each alone
                 for item in batch:
-                    self._analyse([item])
+                    self._trace([item])
                 return
-            request, future = batch[0]
-            with self._lock:
-                self._pending.pop(request, None)
-            future.set_exception(exc)
+            request, future, _ = batch[0]
+            self._answer(request, future, exc)
             return
-        for (request, future), result in zip(batch, results):
-            with self._lock:
-                wanted_full = request in self._wants_full
-                self._wants_full.discard(request)
-            if not isinstance(result, InputError):
-                self.pages.put(request, result.for_pages())
-                if wanted_full:
-                    self.full.put(request, result)
-            with self._lock:
-                self._pending.pop(request, None)
-            if isinstance(result, InputError):
-                future.set_exception(result)
+        for (request, future, _), result in zip(batch, results):
+            self._answer(request, future, result)
+
+    def _answer(self, request: Request, future: Future, result: Analysis | Exception) -> None:
+        """Keep `result` (the pages' copy; the full one when it was asked for) and hand it to the waiting sessions:
+        the full one only to those who asked for it, so that it is freed here otherwise (a class's long texts come
+        back faster than busy sessions take them)."""
+        with self._lock:
+            wanted_full = request in self._wants_full
+            self._wants_full.discard(request)
+        if isinstance(result, Analysis):
+            light = result.for_pages()
+            self.pages.put(request, light)
+            if wanted_full:
+                self.full.put(request, result)
             else:
-                future.set_result(result)
+                result = light
+        with self._lock:
+            self._pending.pop(request, None)
+        if isinstance(result, Exception):
+            future.set_exception(result)
+        else:
+            future.set_result(result)

@@ -234,6 +234,10 @@ def test_a_batch_holds_no_more_trace_than_its_bound(ckpt) -> None:
     roomy = ModelWorker(ckpt, window=0.3)  # the default bound: the same texts share a batch
     _sessions(roomy, [text + " " for text in same_length])
     assert max(roomy.batches) > 1
+    if ckpt.config.is_encoder_decoder:  # traced one at a time, the texts were still decoded in one batch
+        assert max(worker.decodings) > 1, worker.decodings
+        for i, text in enumerate(same_length):
+            assert_same(results[i], analyze(ckpt, text, max_tokens=8).for_pages())
 
 
 def test_a_stopped_worker_ends_its_thread_and_drops_what_it_kept(ckpt) -> None:
