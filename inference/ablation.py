@@ -79,19 +79,23 @@ def ablation_effect(
     chosen = tuple((name, a.heads) for name, a in cut.items())
     if cfg.kind == "encoder-only":  # every position's output; the top-k shown are the first position's ([CLS])
         ids = torch.tensor([encode_first_stack(ckpt, cleaned, [])])
-        before, after = _logits(ckpt, None, ids, {}), _logits(ckpt, None, ids, cut)
+        before = _logits(ckpt, None, ids, {})
+        after = _logits(ckpt, None, ids, cut) if cut else before  # nothing switched off: run once
         kl = float(_kl(before, after).mean())
         return Effect(chosen, mode, kl, _top(ckpt, before[0], k), _top(ckpt, after[0], k))
     if not cfg.is_encoder_decoder:
         ids = torch.tensor([encode_prefix(ckpt, cleaned, [])])
-        before, after = _logits(ckpt, None, ids, {})[-1], _logits(ckpt, None, ids, cut)[-1]
+        before = _logits(ckpt, None, ids, {})[-1]
+        after = _logits(ckpt, None, ids, cut)[-1] if cut else before
         kl = float(_kl(before[None], after[None])[0])
         return Effect(chosen, mode, kl, _top(ckpt, before, k), _top(ckpt, after, k))
     source = torch.tensor([encode_source(ckpt, cleaned, [])])
     out_ids = list(output_ids) if output_ids is not None else generate(ckpt.model, [cfg.bos_id], source, 64).ids
-    changed = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64, ablate=cut)
+    # nothing switched off: the ablated model is the intact one, run once (the page opens so)
+    changed_ids = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64, ablate=cut).ids if cut else out_ids
     target = torch.tensor([[cfg.bos_id, *out_ids]])
-    before, after = _logits(ckpt, source, target, {}), _logits(ckpt, source, target, cut)
+    before = _logits(ckpt, source, target, {})
+    after = _logits(ckpt, source, target, cut) if cut else before
     gold = [*out_ids, cfg.eos_id][: before.shape[0]]
     lp_before = torch.log_softmax(before, dim=-1)[torch.arange(len(gold)), gold]
     lp_after = torch.log_softmax(after, dim=-1)[torch.arange(len(gold)), gold]
@@ -100,7 +104,7 @@ def ablation_effect(
     kl = float(_kl(before, after).mean())
     decode = ckpt.tokenizer.decode
     return Effect(
-        chosen, mode, kl, _top(ckpt, before[0], k), _top(ckpt, after[0], k), decode(out_ids), decode(changed.ids), steps
+        chosen, mode, kl, _top(ckpt, before[0], k), _top(ckpt, after[0], k), decode(out_ids), decode(changed_ids), steps
     )
 
 

@@ -115,3 +115,35 @@ def test_effect_and_importance_on_the_shipped_models() -> None:
     with pytest.raises(ZeroDivisionError):
         worker.call(lambda ckpt: 1 / 0)
     assert worker.analyze("abc").output_text == "cba"  # it goes on after a failed job
+
+
+def test_nothing_switched_off_runs_the_intact_model_once(monkeypatch) -> None:
+    """The page opens with no head chosen: the effect is the intact model's, from one pass and no decoding."""
+    from pathlib import Path
+
+    import inference.ablation as ablation_module
+    from inference.analyze import analyze
+    from inference.checkpoint import load_checkpoint
+
+    root = Path(__file__).resolve().parent.parent / "checkpoints"
+    passes = []
+    real = ablation_module._logits
+
+    def counted(*args):
+        passes.append(args[-1])
+        return real(*args)
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("decoded")
+
+    for name, text in (("reverse", "abcdef"), ("lm-english", "The cat sat on the")):
+        ckpt = load_checkpoint(root / name)
+        output = analyze(ckpt, text).target_ids[1:] if ckpt.config.is_encoder_decoder else None
+        passes.clear()
+        with monkeypatch.context() as patched:
+            patched.setattr(ablation_module, "_logits", counted)
+            patched.setattr(ablation_module, "generate", no_decoding)
+            effect = ablation_module.ablation_effect(ckpt, text, {}, "zero", 5, output)
+        assert passes == [{}], name  # one intact pass
+        assert effect.kl == 0.0 and effect.before_top == effect.after_top
+        assert effect.before_output == effect.after_output and all(b == a for _, b, a in effect.steps)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from inference.analyze import analyze, head_detail
-from inference.text import InputError
 from inference.checkpoint import load_checkpoint
+from inference.text import InputError
 from training.tiny import make_tiny_checkpoint
 from viz.steps import attention_steps
 
