@@ -24,7 +24,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
@@ -44,6 +44,7 @@ PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or 
 FULL_BYTES = 64 * 2**20  # full analyses (scores and V of every block), kept only when asked for (the export)
 BATCH_TOKENS = 2048  # padded tokens in one batch: rows × the longest row's characters / 4, about its tokens
 DECODE_TOKENS = 16 * 512  # an encoder-decoder's decoding batch: its keys and values, not its weights, per row
+OUTPUTS_KEPT = 4096  # an encoder-decoder's decoded outputs kept by (text, max_tokens): at most 65 ids each
 # A traced pass holds, per row, every head's scores and weights of every attention block (tensors, then arrays):
 # rows × blocks × heads × T² cells of 4 bytes, about four copies. Bounded, so that sessions sending long texts to
 # a deep model at once are run a few at a time instead of all in one pass whose trace outgrows the machine.
@@ -59,6 +60,11 @@ class Job:
 
     fn: Callable
     args: tuple
+
+
+def _decodes(request: Request) -> bool:
+    """Whether an encoder-decoder's analysis of `request` decodes its own output (no target given)."""
+    return request.target is None and request.target_ids is None
 
 
 class ModelWorker:
@@ -82,6 +88,9 @@ class ModelWorker:
         self.max_trace_bytes = max_trace_bytes
         self.max_decode_tokens = max_decode_tokens
         self._decodes_first = ckpt.config.is_encoder_decoder  # decoded as one batch, traced in bounded ones
+        # (text, max_tokens) → (bos, *ids): what it decoded, so that an analysis the caches let go, an ablation or
+        # one head's detail is not decoded again (a class's long texts outgrow the caches; these ids do not)
+        self._outputs: OrderedDict[tuple[str, int], tuple[int, ...]] = OrderedDict()
         config = ckpt.config
         blocks = config.n_encoder_layers + config.n_decoder_layers * (2 if config.kind == "encoder-decoder" else 1)
         self._cell_bytes = blocks * config.n_heads * 4 * TRACE_COPIES  # per row, per T² of the padded length
@@ -148,6 +157,32 @@ class ModelWorker:
                 self._wants_full.add(request)
         result = self.submit(request).result()
         return result if full else (self.pages.get(request) or result.for_pages())
+
+    def output(self, text: str, max_tokens: int = 64) -> tuple[int, ...]:
+        """An encoder-decoder's greedy output for `text` as its analysis decodes it, `(bos, *ids)`: the one kept,
+        else decoded by the worker (nothing traced). Raises InputError for a text it cannot take."""
+        known = self._known_output(text, max_tokens)
+        if known is not None:
+            return known
+        decoded = self.call(lambda ckpt: decode_outputs(ckpt, [Request(text, max_tokens=max_tokens)])[0])
+        if isinstance(decoded, InputError):
+            raise decoded
+        self._keep_output(text, max_tokens, decoded)
+        return decoded
+
+    def _known_output(self, text: str, max_tokens: int) -> tuple[int, ...] | None:
+        with self._lock:
+            known = self._outputs.get((text, max_tokens))
+            if known is not None:
+                self._outputs.move_to_end((text, max_tokens))
+            return known
+
+    def _keep_output(self, text: str, max_tokens: int, ids: tuple[int, ...]) -> None:
+        with self._lock:
+            self._outputs[(text, max_tokens)] = ids
+            self._outputs.move_to_end((text, max_tokens))
+            while len(self._outputs) > OUTPUTS_KEPT:
+                self._outputs.popitem(last=False)
 
     def call(self, fn: Callable[..., T], *args) -> T:
         """`fn(checkpoint, *args)` run by the worker thread between batches (ablations and other model work that
@@ -264,11 +299,18 @@ class ModelWorker:
     def _analyse(self, batch: list[tuple[Request, Future]]) -> None:
         asked: list[Asked] = [(request, future, request) for request, future in batch]
         if self._decodes_first:
-            self.decodings = [*self.decodings[-99:], len(batch)]
-            try:
-                outputs = decode_outputs(self.ckpt, [request for request, _ in batch])
-            except Exception:  # each traced pass then decodes for itself, and a fault stays its own request's
-                outputs = [None] * len(batch)
+            outputs: list = [self._known_output(r.text, r.max_tokens) if _decodes(r) else None for r, _ in batch]
+            unknown = [i for i, (request, _) in enumerate(batch) if outputs[i] is None and _decodes(request)]
+            if unknown:
+                self.decodings = [*self.decodings[-99:], len(unknown)]
+                try:
+                    decoded = decode_outputs(self.ckpt, [batch[i][0] for i in unknown])
+                except Exception:  # each traced pass then decodes for itself, and a fault stays its own request's
+                    decoded = [None] * len(unknown)
+                for i, ids in zip(unknown, decoded):
+                    outputs[i] = ids
+                    if isinstance(ids, tuple):
+                        self._keep_output(batch[i][0].text, batch[i][0].max_tokens, ids)
             asked = []
             for (request, future), output in zip(batch, outputs):
                 if isinstance(output, InputError):

@@ -247,3 +247,30 @@ def test_a_stopped_worker_ends_its_thread_and_drops_what_it_kept(ckpt) -> None:
     worker.stop()
     worker._thread.join(timeout=10)
     assert not worker.alive and len(worker.pages) == 0 and len(worker.full) == 0
+
+
+def test_a_translators_output_is_decoded_once_for_every_page(ckpt, monkeypatch) -> None:
+    """The output an analysis decoded is kept (ModelWorker.output): the ablation and one head's detail read it, and
+    the analysis itself, once the caches let it go, is traced again without decoding."""
+    if not ckpt.config.is_encoder_decoder:
+        pytest.skip("a language model decodes nothing for its analysis")
+    import inference.worker as worker_module
+
+    worker = ModelWorker(ckpt)
+    first = worker.analyze(TEXTS[0], max_tokens=12)
+    assert worker.decodings == [1]
+    fresh = worker.output(TEXTS[1], max_tokens=12)  # not analysed: decoded alone, nothing traced
+    assert fresh == analyze(ckpt, TEXTS[1], max_tokens=12).target_ids and worker.batches == [1]
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("decoded again")
+
+    monkeypatch.setattr(worker_module, "decode_outputs", no_decoding)
+    assert worker.output(TEXTS[0], max_tokens=12) == first.target_ids
+    worker.pages.clear()
+    again = worker.analyze(TEXTS[0], max_tokens=12)  # let go by the cache: traced again from the kept output
+    assert again is not first and worker.decodings == [1]
+    assert_same(again, first)
+    monkeypatch.undo()
+    with pytest.raises(InputError):
+        worker.output("   ")

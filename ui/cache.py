@@ -257,9 +257,10 @@ def snapshot_analysis(ctx: Context, step: int, target: str | None = None) -> Ana
 @kept("Running the model without those heads…")
 def ablation(ctx: Context, heads: tuple[tuple[str, tuple[int, ...]], ...], mode: str) -> Effect:
     """Predictions with `heads` ((block name, heads) pairs) switched off, beside the intact model's; the
-    worker runs it. A translator's intact output is the pages' analysis's, decoded once for every page."""
-    output = analysis(ctx).target_ids[1:] if ctx.ckpt.config.is_encoder_decoder else None
-    return model_worker(ctx.path, ctx.stamp).call(ablation_effect, ctx.text, dict(heads), mode, TOP_K, output)
+    worker runs it. A translator's intact output is the one its analysis decoded (ModelWorker.output): once."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    output = worker.output(ctx.text, MAX_TOKENS)[1:] if ctx.ckpt.config.is_encoder_decoder else None
+    return worker.call(ablation_effect, ctx.text, dict(heads), mode, TOP_K, output)
 
 
 @kept()
@@ -330,9 +331,10 @@ def positional_table(path: str, stamp: float) -> np.ndarray:
 def head_detail(ctx: Context, block: str, head: int) -> HeadDetail:
     """One head's raw scores and values for `ctx.text` (inference.analyze.head_detail), run by the worker when the
     attention-math page opens that head: the pages' analysis keeps no scores or values. A translator's output is
-    the one that analysis decoded, fed as it is (nothing is decoded again)."""
-    target = analysis(ctx).target_ids if ctx.ckpt.config.is_encoder_decoder else None
-    return model_worker(ctx.path, ctx.stamp).call(analyze_head_detail, ctx.text, block, head, TOP_K, MAX_TOKENS, target)
+    the one its analysis decoded (ModelWorker.output), fed as it is."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    target = worker.output(ctx.text, MAX_TOKENS) if ctx.ckpt.config.is_encoder_decoder else None
+    return worker.call(analyze_head_detail, ctx.text, block, head, TOP_K, MAX_TOKENS, target)
 
 
 def export_bytes(ctx: Context | Trace, fmt: str) -> bytes:
