@@ -17,6 +17,42 @@ def test_nesting_depth_counts_brackets_outside_strings_only() -> None:
     assert nesting_depth('"\\"[" ') == 0
 
 
+def depth_by_hand(text: str) -> int:
+    """The rule, one character at a time: what nesting_depth computes without a Python loop."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+@pytest.mark.parametrize("chunk", [3, 2**20])
+def test_nesting_depth_equals_the_rule_by_hand_on_random_texts(chunk: int, monkeypatch) -> None:
+    import random
+
+    import inference.jsonfile as jsonfile
+
+    monkeypatch.setattr(jsonfile, "_CHUNK", chunk)  # 3: the running depth is carried across the chunks
+    rng = random.Random(0)
+    alphabet = '[[[{{]]}}"\\ ab\nü€'
+    texts = ["", "[", '"', '"[', "\\[", *("".join(rng.choices(alphabet, k=rng.randint(0, 40))) for _ in range(3000))]
+    for text in texts:
+        assert nesting_depth(text) == depth_by_hand(text), repr(text)
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
