@@ -21,6 +21,7 @@ unpickled per rerun; their arrays are read-only. Two sessions asking for the sam
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 import time
@@ -44,6 +45,10 @@ PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or 
 FULL_BYTES = 64 * 2**20  # full analyses (scores and V of every block), kept only when asked for (the export)
 BATCH_TOKENS = 2048  # padded tokens in one batch: rows × the longest row's characters / 4, about its tokens
 DECODE_TOKENS = 16 * 512  # an encoder-decoder's decoding batch: its keys and values, not its weights, per row
+# A pass over at least LONG_TOKENS padded tokens (a long text, or many) runs on LONG_THREADS of torch's threads: its
+# matrix products are large enough to share, where a class's short sentences would only wait on the threads.
+LONG_TOKENS = 256
+LONG_THREADS = min(4, os.cpu_count() or 1)
 OUTPUTS_KEPT = 4096  # an encoder-decoder's decoded outputs kept by (text, max_tokens): at most 65 ids each
 # A traced pass holds, per row, every head's scores and weights of every attention block (tensors, then arrays):
 # rows × blocks × heads × T² cells of 4 bytes, about four copies. Bounded, so that sessions sending long texts to
@@ -56,10 +61,16 @@ Asked = tuple[Request, Future, Request]  # a request (the key sessions wait on),
 
 @dataclass(frozen=True)
 class Job:
-    """Model work other than an analysis, run by the worker: `fn(checkpoint, *args)`."""
+    """Model work other than an analysis, run by the worker: `fn(checkpoint, *args)` over about `tokens` tokens."""
 
     fn: Callable
     args: tuple
+    tokens: int = 0
+
+
+def _use_threads(tokens: int) -> None:
+    """torch's threads for a pass over `tokens` padded tokens (see LONG_TOKENS). Only the workers run the model."""
+    torch.set_num_threads(LONG_THREADS if tokens >= LONG_TOKENS else 1)
 
 
 def _decodes(request: Request) -> bool:
@@ -164,7 +175,8 @@ class ModelWorker:
         known = self._known_output(text, max_tokens)
         if known is not None:
             return known
-        decoded = self.call(lambda ckpt: decode_outputs(ckpt, [Request(text, max_tokens=max_tokens)])[0])
+        request = Request(text, max_tokens=max_tokens)
+        decoded = self.call(lambda ckpt: decode_outputs(ckpt, [request])[0], tokens=self.padded_tokens(request))
         if isinstance(decoded, InputError):
             raise decoded
         self._keep_output(text, max_tokens, decoded)
@@ -184,11 +196,12 @@ class ModelWorker:
             while len(self._outputs) > OUTPUTS_KEPT:
                 self._outputs.popitem(last=False)
 
-    def call(self, fn: Callable[..., T], *args) -> T:
+    def call(self, fn: Callable[..., T], *args, tokens: int = 0) -> T:
         """`fn(checkpoint, *args)` run by the worker thread between batches (ablations and other model work that
-        is not an analysis): the worker stays the only thread that runs the model. Raises what `fn` raises."""
+        is not an analysis): the worker stays the only thread that runs the model. `tokens`: about how many the
+        work reads (ModelWorker.tokens of its text), for the threads it gets. Raises what `fn` raises."""
         future: Future = Future()
-        self._queue.put((Job(fn, args), future))
+        self._queue.put((Job(fn, args, tokens), future))
         return future.result()
 
     def stop(self) -> None:
@@ -201,10 +214,15 @@ class ModelWorker:
         return self._thread.is_alive()
 
     @staticmethod
+    def tokens(text: str) -> int:
+        """About how many tokens `text` is: its characters / 4 (no tokenizer needed)."""
+        return len(text) // 4 + 1
+
+    @staticmethod
     def padded_tokens(request: Request) -> int:
         """About how many tokens a request adds to each row of a batch: its text and what it will write."""
         target = len(request.target_ids) if request.target_ids is not None else len(request.target or "") // 4
-        return len(request.text) // 4 + 1 + request.continuation + target
+        return ModelWorker.tokens(request.text) + request.continuation + target
 
     def trace_bytes(self, row: int, rows: int) -> int:
         """About the bytes a traced pass of `rows` rows padded to `row` tokens (at most max_len) holds."""
@@ -273,6 +291,7 @@ class ModelWorker:
                     give_back()
                     return
                 try:
+                    _use_threads(job.tokens)
                     future.set_result(job.fn(self.ckpt, *job.args))
                 except Exception as exc:  # the page shows it; the worker goes on
                     future.set_exception(exc)
@@ -303,7 +322,9 @@ class ModelWorker:
             unknown = [i for i, (request, _) in enumerate(batch) if outputs[i] is None and _decodes(request)]
             if unknown:
                 self.decodings = [*self.decodings[-99:], len(unknown)]
+                longest = max(self.padded_tokens(batch[i][0]) for i in unknown)
                 try:
+                    _use_threads(longest * len(unknown))
                     decoded = decode_outputs(self.ckpt, [batch[i][0] for i in unknown])
                 except Exception:  # each traced pass then decodes for itself, and a fault stays its own request's
                     decoded = [None] * len(unknown)
@@ -322,6 +343,7 @@ class ModelWorker:
 
     def _trace(self, batch: list[Asked]) -> None:
         self.batches = [*self.batches[-99:], len(batch)]
+        _use_threads(max(self.padded_tokens(run) for _, _, run in batch) * len(batch))
         try:
             results = analyze_many(self.ckpt, [run for _, _, run in batch])
         except Exception as exc:

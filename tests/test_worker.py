@@ -274,3 +274,18 @@ def test_a_translators_output_is_decoded_once_for_every_page(ckpt, monkeypatch) 
     monkeypatch.undo()
     with pytest.raises(InputError):
         worker.output("   ")
+
+
+def test_a_long_pass_gets_more_of_torchs_threads_and_a_short_one_one(ckpt, monkeypatch) -> None:
+    import inference.worker as worker_module
+
+    asked: list[int] = []
+    monkeypatch.setattr(worker_module, "LONG_THREADS", 2)
+    monkeypatch.setattr(worker_module.torch, "set_num_threads", asked.append)
+    worker = ModelWorker(ckpt)
+    worker.analyze(TEXTS[0], max_tokens=8)
+    assert asked[-1] == 1  # a class's sentence
+    worker.analyze("The cat sat on the mat and looked at the birds. " * 30, max_tokens=8)
+    assert asked[-1] == 2  # hundreds of tokens: its products are worth sharing
+    assert worker.call(lambda ckpt: 7, tokens=worker_module.LONG_TOKENS) == 7 and asked[-1] == 2
+    assert worker.call(lambda ckpt: 7) == 7 and asked[-1] == 1

@@ -260,17 +260,19 @@ def ablation(ctx: Context, heads: tuple[tuple[str, tuple[int, ...]], ...], mode:
     worker runs it. A translator's intact output is the one its analysis decoded (ModelWorker.output): once."""
     worker = model_worker(ctx.path, ctx.stamp)
     output = worker.output(ctx.text, MAX_TOKENS)[1:] if ctx.ckpt.config.is_encoder_decoder else None
-    return worker.call(ablation_effect, ctx.text, dict(heads), mode, TOP_K, output)
+    return worker.call(ablation_effect, ctx.text, dict(heads), mode, TOP_K, output, tokens=worker.tokens(ctx.text))
 
 
 @kept()
 def _ranking_setup(ctx: Context) -> RankingSetup:
-    return model_worker(ctx.path, ctx.stamp).call(ranking_setup, ctx.text)
+    worker = model_worker(ctx.path, ctx.stamp)
+    return worker.call(ranking_setup, ctx.text, tokens=worker.tokens(ctx.text))
 
 
 @kept()
 def _block_ranking(ctx: Context, mode: str, block: str) -> list[tuple[str, int, float]]:
-    return model_worker(ctx.path, ctx.stamp).call(rank_block, _ranking_setup(ctx), block, mode)
+    worker = model_worker(ctx.path, ctx.stamp)
+    return worker.call(rank_block, _ranking_setup(ctx), block, mode, tokens=worker.tokens(ctx.text))
 
 
 def head_ranking(
@@ -334,7 +336,9 @@ def head_detail(ctx: Context, block: str, head: int) -> HeadDetail:
     the one its analysis decoded (ModelWorker.output), fed as it is."""
     worker = model_worker(ctx.path, ctx.stamp)
     target = worker.output(ctx.text, MAX_TOKENS) if ctx.ckpt.config.is_encoder_decoder else None
-    return worker.call(analyze_head_detail, ctx.text, block, head, TOP_K, MAX_TOKENS, target)
+    return worker.call(
+        analyze_head_detail, ctx.text, block, head, TOP_K, MAX_TOKENS, target, tokens=worker.tokens(ctx.text)
+    )
 
 
 def export_bytes(ctx: Context | Trace, fmt: str) -> bytes:
