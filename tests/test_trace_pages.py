@@ -291,3 +291,14 @@ def test_a_fault_in_the_upload_callback_is_a_line_on_the_page_without_server_pat
     message = shown_text(" ".join(e.value for e in at.error))
     assert "t.json: cannot be opened (ZeroDivisionError: division by zero in inference/imported.py)" in message
     assert str(ROOT) not in message
+
+
+def test_a_file_the_upload_store_let_go_before_it_was_read_is_a_message() -> None:
+    """Ten students sending 48 MB traces at once pass the server's upload bound (ui.guard): the oldest file is let
+    go, and its box hands over a DeletedFile (no bytes, no name). bench/bombs.py met it as an AttributeError."""
+    from streamlit.runtime.uploaded_file_manager import DeletedFile
+
+    from inference.imported import TraceError
+
+    with pytest.raises(TraceError, match=r"let go before it could be read: the server holds at most 300 MB"):
+        widgets.read_upload(DeletedFile("file"))

@@ -9,12 +9,14 @@ from collections.abc import Callable
 import streamlit as st
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.uploaded_file_manager import DeletedFile
 
 from inference.analysis import Analysis, parse_block_name
 from inference.imported import TraceError
 from ui import cache, errors, state
 from ui.cache import MAX_UPLOAD_MB, Trace
 from ui.charts import AVERAGE
+from ui.guard import UPLOADS_IN_ALL
 from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector
 
 # One key per choice, the same on every page that offers it. Indices are 0-based in the session and 1-based in the
@@ -141,17 +143,33 @@ def trace_uploader(label: str, name: str, opened: Callable[[Trace], None]) -> st
         if upload is None:
             return
         try:
-            data = upload.getvalue()
-            _forget_upload(upload.file_id)
-            opened(cache.open_trace(data, upload.name))
+            opened(read_upload(upload))
         except TraceError as exc:
             st.session_state[failed] = errors.shown(str(exc))
         except Exception as exc:  # any other fault in a file is a line on the page, the traceback in the log
             errors.log.exception("opening a trace file failed")
-            st.session_state[failed] = errors.shown(f"{upload.name}: cannot be opened ({type(exc).__name__}: {exc})")
+            name = getattr(upload, "name", "the file")
+            st.session_state[failed] = errors.shown(f"{name}: cannot be opened ({type(exc).__name__}: {exc})")
 
     st.file_uploader(label, type=["json", "npz"], key=key, max_upload_size=MAX_UPLOAD_MB, on_change=chosen)
     return st.session_state.get(failed)
+
+
+LET_GO = (
+    "The file was let go before it could be read: the server holds at most {in_all} MB of uploads at a time "
+    "(the class's newer files took its room). Choose it again in a moment."
+)
+
+
+def read_upload(upload: object) -> Trace:
+    """A chosen trace file read once (cache.open_trace) and forgotten by Streamlit's store; TraceError when it
+    cannot be opened, or when the store let it go before it was read (ui.guard's bound: Streamlit then gives a
+    DeletedFile, holding no bytes and no name)."""
+    if isinstance(upload, DeletedFile):
+        raise TraceError(LET_GO.format(in_all=UPLOADS_IN_ALL // 2**20))
+    data = upload.getvalue()
+    _forget_upload(upload.file_id)
+    return cache.open_trace(data, upload.name)
 
 
 def _forget_upload(file_id: str) -> None:
