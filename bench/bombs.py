@@ -111,8 +111,8 @@ def upload_at_once(url: str, files: list[Path]) -> list[tuple[str, float]]:
         for page, path in zip(pages, files):
             page.locator('input[type="file"]').first.set_input_files(str(path))
         shown = []
-        for page in pages:  # a summary table names the file; an error says why not
-            done = page.locator('[data-testid="stAlertContentError"], [data-testid="stTable"], table').first
+        for page, path in zip(pages, files):  # the trace's summary names the file in a cell; an error says why not
+            done = page.locator(f'[data-testid="stAlertContentError"], td:text-is("{path.name}")').first
             try:
                 done.wait_for(timeout=PAGE_TIMEOUT_S * 1000)
                 errors = page.locator('[data-testid="stAlertContentError"]')

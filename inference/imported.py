@@ -527,7 +527,7 @@ def read_trace(data: bytes, filename: str, max_bytes: int | None = None) -> Anal
         raise TraceError(f"{filename}: {_size(size)}, more than the {_size(MAX_FILE_BYTES)} a trace file may be")
     suffix = filename.lower().rpartition(".")[2] if "." in filename else ""
     if suffix == "json":
-        _fits(JSON_PARSED_PER_BYTE * size, max_bytes, filename)
+        _fits(JSON_PARSED_PER_BYTE * size, max_bytes, filename, JSON_INSTEAD)
         meta, entries, positional = _read_json(bytes(data), filename)
     elif suffix == "npz":
         meta, entries, positional = _read_npz(bytes(data), filename, max_bytes)
@@ -605,11 +605,19 @@ ZIP_FAULTS = (ValueError, OSError, EOFError, RuntimeError, zipfile.BadZipFile, z
 JSON_PARSED_PER_BYTE = 6
 
 
-def _fits(needed: int, max_bytes: int | None, filename: str) -> None:
+JSON_INSTEAD = (
+    "save it as .npz instead (Explore's “Whole analysis as NPZ”, `python -m atlas trace … -o OUT.npz`, "
+    "`atlas.save(analysis, 'OUT.npz')`): read without parsing, it takes a fraction of that"
+)
+
+
+def _fits(
+    needed: int, max_bytes: int | None, filename: str, instead: str = "export a shorter text, or fewer layers"
+) -> None:
     if max_bytes is not None and needed > max_bytes:
         raise TraceError(
             f"{filename}: its attention would take {_size(needed)} in memory once read, more than this server keeps "
-            f"for a trace ({_size(max_bytes)} now): export a shorter text, or fewer layers"
+            f"for a trace ({_size(max_bytes)} now): {instead}"
         )
 
 

@@ -25,23 +25,24 @@ class JsonFileError(ValueError):
     """A JSON file that cannot be read: missing, too large, too deeply nested, not UTF-8 or not JSON."""
 
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # a JSON string, escapes included
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)  # a JSON string, escapes included
 _STEP = np.zeros(256, dtype=np.int8)  # what each byte does to the depth: [ and { open, ] and } close
 _STEP[[ord("["), ord("{")]] = 1
 _STEP[[ord("]"), ord("}")]] = -1
-_CHUNK = 2**20  # bytes summed at once: the scan's memory stays a few MB, whatever the file's size
+_CHUNK = 2**14  # bytes summed at once: the scan's own arrays stay under 100 KB, whatever the file's size
 
 
 def nesting_depth(text: str) -> int:
     """The deepest nesting of arrays and objects in a JSON text (brackets inside strings, and after a string left
     open, do not count). Read by the regular-expression engine and numpy, not character by character in Python:
     a file of millions of spaces or brackets costs milliseconds."""
-    bare = _STRING.sub("", text)
-    open_quote = bare.find('"')  # a string never closed: what follows it is inside it
-    codes = np.frombuffer(bare[: open_quote if open_quote >= 0 else None].encode("utf-8", "surrogatepass"), np.uint8)
+    bare = _STRING.sub(b"", text.encode("utf-8", "surrogatepass"))  # one copy of the text, as bytes, then less
+    open_quote = bare.find(b'"')  # a string never closed: what follows it is inside it
+    codes = np.frombuffer(bare, np.uint8)[: open_quote if open_quote >= 0 else None]
     depth = deepest = 0
     for start in range(0, codes.size, _CHUNK):
-        running = np.cumsum(_STEP[codes[start : start + _CHUNK]], dtype=np.int64) + depth
+        running = np.cumsum(_STEP[codes[start : start + _CHUNK]], dtype=np.int32)  # files are < 2 GB
+        running += depth
         deepest, depth = max(deepest, int(running.max())), int(running[-1])
     return deepest
 
