@@ -147,3 +147,20 @@ def test_nothing_switched_off_runs_the_intact_model_once(monkeypatch) -> None:
         assert passes == [{}], name  # one intact pass
         assert effect.kl == 0.0 and effect.before_top == effect.after_top
         assert effect.before_output == effect.after_output and all(b == a for _, b, a in effect.steps)
+
+
+def test_a_mean_ablation_averages_over_the_real_queries_only() -> None:
+    """Padding queries (query_valid False) hold whatever the batch gave them: the mean a head is replaced by is
+    taken over the real queries, so a padded row is ablated as the same row alone."""
+    from model.attention import Ablation
+
+    gen = torch.Generator().manual_seed(0)
+    alone = torch.randn(1, 2, 3, 4, generator=gen)
+    padded = torch.cat([alone, torch.full((1, 2, 2, 4), 1000.0)], dim=2)  # two padding queries, far from the rest
+    valid = torch.tensor([[True, True, True, False, False]])
+    cut = Ablation((1,), "mean")
+    got = cut.apply(padded, valid)[:, :, :3]
+    want = cut.apply(alone, torch.ones(1, 3, dtype=torch.bool))
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(want[0, 1], alone[0, 1].mean(dim=0, keepdim=True).expand(3, 4))
+    torch.testing.assert_close(want[0, 0], alone[0, 0])  # the other head untouched

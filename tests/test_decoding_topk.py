@@ -74,3 +74,37 @@ def test_a_cut_note_says_why_the_tokens_kept_are_fewer_than_max_len() -> None:
         f"The text was cut from {len(ckpt.tokenizer.encode('the cat sat on the mat ' * 100))} to 255 tokens: with "
         "the start token that fills the model's 256 positions (its max_len)."
     ]
+
+
+def test_beam_search_keeps_by_summed_log_probability_and_picks_the_finished_one_best_per_token(monkeypatch) -> None:
+    """Scripted log-probabilities (bos 1, eos 2, A 3, C 4): ending at once scores -1.0 in all (-1.0 per token);
+    A A A then eos scores -1.7 in all (-0.425 per token). The search keeps hypotheses by their sums, the finished
+    ones compete per token: the longer output wins, and would lose to the sum."""
+    from types import SimpleNamespace
+
+    import torch
+
+    import inference.decoding as decoding
+
+    bos, eos, a, c = 1, 2, 3, 4
+
+    def row(fed: list[int]) -> list[float]:
+        lp = [-50.0] * 6
+        if c in fed:
+            lp[c], lp[a] = -3.0, -4.0
+        elif fed == [bos]:
+            lp[a], lp[eos] = -0.4, -1.0
+        elif fed.count(a) < 3:
+            lp[a], lp[c] = -0.4, -3.0
+        else:
+            lp[eos], lp[c] = -0.5, -3.0
+        return lp
+
+    def scripted(model, source_ids, fed, past, cache, ablate):
+        return torch.tensor([row(r) for r in fed.tolist()]), None
+
+    monkeypatch.setattr(decoding, "next_log_probs", scripted)
+    model = SimpleNamespace(config=SimpleNamespace(eos_id=eos, max_len=20))
+    out = decoding.generate(model, [bos], None, max_tokens=10, beam=2)
+    assert out.ids == [a, a, a] and out.finished
+    assert decoding.generate(model, [bos], None, max_tokens=10, beam=1).ids == [a, a, a]  # greedy: the same path

@@ -113,3 +113,17 @@ def test_a_failed_computation_raises_for_every_waiter_and_is_not_kept() -> None:
     with pytest.raises(ValueError):
         cache.get_or_compute("k", lambda: (_ for _ in ()).throw(ValueError("no")))
     assert cache.get("k") is None and cache.get_or_compute("k", lambda: "later") == "later"
+
+
+def test_one_large_entry_evicts_as_many_older_ones_as_it_needs_across_the_stores() -> None:
+    """Budget.settle evicts until the total fits, not one entry per put: a 2.5 MB entry into a full 3.5 MB budget
+    of 1 MB entries in two stores lets the two oldest go, and only those."""
+    budget = Budget(3 * MB + MB // 2)
+    size = lambda v: v.nbytes  # noqa: E731
+    first, second = ByteCache(10 * MB, budget, size), ByteCache(10 * MB, budget, size)
+    first.put("a", np.zeros(MB, np.uint8))
+    second.put("b", np.zeros(MB, np.uint8))
+    first.put("c", np.zeros(MB, np.uint8))
+    second.put("big", np.zeros(5 * MB // 2, np.uint8))
+    assert first.get("a") is None and second.get("b") is None and first.get("c") is not None
+    assert second.get("big") is not None and budget.total == 7 * MB // 2 == budget.max_bytes
