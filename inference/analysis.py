@@ -14,6 +14,8 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from model.names import attention_type, block_name, parse_attention_type, parse_block_name
+
 ATTENTION_LABELS = {
     "encoder.self_attn": "Encoder self-attention",
     "decoder.self_attn": "Decoder self-attention (masked)",
@@ -21,16 +23,6 @@ ATTENTION_LABELS = {
 }
 LM_ATTENTION_LABELS = {"decoder.self_attn": "Self-attention (masked)"}
 ENCODER_ONLY_LABELS = {"encoder.self_attn": "Self-attention (bidirectional)"}
-
-
-def parse_block_name(name: str) -> tuple[str, int, str]:
-    """`decoder.layers.1.cross_attn` → ("decoder", 1, "cross_attn"); ValueError for anything else."""
-    parts = name.split(".")
-    if len(parts) != 4 or parts[0] not in ("encoder", "decoder") or parts[1] != "layers" or not parts[2].isdigit():
-        raise ValueError(f"not an attention block name: {name!r}")
-    if parts[3] not in ("self_attn", "cross_attn"):
-        raise ValueError(f"not an attention block name: {name!r}")
-    return parts[0], int(parts[2]), parts[3]
 
 
 def query_key_pieces(
@@ -86,7 +78,7 @@ class Block:
     @property
     def attention(self) -> str:
         """`encoder.self_attn`, `decoder.self_attn` or `decoder.cross_attn`: the block's name without its layer."""
-        return f"{self.stack}.{self.type}"
+        return attention_type(self.name)
 
     @property
     def n_heads(self) -> int:
@@ -159,8 +151,8 @@ class Analysis:
         return [b.layer for b in self.blocks.values() if b.attention == attention]
 
     def block(self, attention: str, layer: int) -> Block:
-        stack, type_ = attention.split(".")
-        name = f"{stack}.layers.{layer}.{type_}"
+        stack, type_ = parse_attention_type(attention)
+        name = block_name(stack, layer, type_)
         if name not in self.blocks:
             raise KeyError(f"no {attention} block in layer {layer}")
         return self.blocks[name]

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from inference.analysis import Analysis, parse_block_name
+from inference.analysis import Analysis
+from model.names import parse_block_name
 
 FORMAT = 3  # the trace format's version: docs/trace-format.md says what each version changed
 

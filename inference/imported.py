@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from inference.analysis import Analysis, Block, Prediction, parse_block_name, query_key_pieces
+from inference.analysis import Analysis, Block, Prediction, query_key_pieces
 from inference.export import FORMAT
 from inference.jsonfile import JsonFileError, parse_json
+from model.names import attention_type, block_name, parse_block_name
 
 KINDS = ("decoder-only", "encoder-only", "encoder-decoder")
 POSITIONAL_KINDS = ("sinusoidal", "learned", "rotary")  # what the app's own models use (model/config.py)
@@ -317,9 +318,9 @@ def from_arrays(
         mask = np.tril(np.ones((n, n), dtype=bool)) if kind == "decoder-only" else np.ones((n, n), dtype=bool)
         blocks = {}
         for i, layer in enumerate(layers):
-            block_name = f"{stack}.layers.{i}.self_attn"
-            weights = _check_weights(_where(kind, block_name), layer, mask, side, side, given=came_in)
-            blocks[block_name] = Block(block_name, target, target, None, mask, weights, None)
+            name = block_name(stack, i, "self_attn")
+            weights = _check_weights(_where(kind, name), layer, mask, side, side, given=came_in)
+            blocks[name] = Block(name, target, target, None, mask, weights, None)
         source = target if kind == "encoder-only" else None
         return _imported(name, kind, source, () if kind == "encoder-only" else target, blocks)
 
@@ -343,17 +344,17 @@ def from_arrays(
     across = np.ones((len(target), len(source)), dtype=bool)
     blocks = {}
     for i, layer in enumerate(encoder_layers):
-        block_name = f"encoder.layers.{i}.self_attn"
-        weights = _check_weights(_where(kind, block_name), layer, everywhere, src, src, given=came_in)
-        blocks[block_name] = Block(block_name, source, source, None, everywhere, weights, None)
+        name = block_name("encoder", i, "self_attn")
+        weights = _check_weights(_where(kind, name), layer, everywhere, src, src, given=came_in)
+        blocks[name] = Block(name, source, source, None, everywhere, weights, None)
     for i, (self_layer, cross_layer) in enumerate(zip(decoder_layers, cross_layers)):  # model order: self, cross
         for type_, layer, mask, keys in (
             ("self_attn", self_layer, causal, tgt),
             ("cross_attn", cross_layer, across, src),
         ):
-            block_name = f"decoder.layers.{i}.{type_}"
-            weights = _check_weights(_where(kind, block_name), layer, mask, tgt, keys, DECODER_CAUSAL, came_in)
-            blocks[block_name] = Block(block_name, target, keys.pieces, None, mask, weights, None)
+            name = block_name("decoder", i, type_)
+            weights = _check_weights(_where(kind, name), layer, mask, tgt, keys, DECODER_CAUSAL, came_in)
+            blocks[name] = Block(name, target, keys.pieces, None, mask, weights, None)
     return _imported(name, kind, source, target, blocks)
 
 
@@ -860,7 +861,7 @@ def _from_trace(meta: dict, entries: list[_Entry], positional_rows: Any) -> Anal
         for key, claim in claims.items():
             if claim != said[key] or isinstance(claim, bool):
                 raise TraceError(f"{name}: its {key} is {claim!r} but its name says {said[key]!r}")
-        if f"{stack}.{type_}" not in allowed:
+        if attention_type(name) not in allowed:
             raise TraceError(f"a {kind} model has no {stack}.{type_} blocks, yet it holds {name}")
         if name in blocks:
             raise TraceError(f"{name} appears twice")
@@ -878,7 +879,7 @@ def _from_trace(meta: dict, entries: list[_Entry], positional_rows: Any) -> Anal
         checked = _check_weights(where, weights, mask, q_side, k_side, "the trace's mask forbids", came_in)
         scores = _scores(entry.scores, where, mask, checked.shape)
         blocks[name] = Block(name, queries, keys, scores, mask, checked, None)
-        layers.setdefault(f"{stack}.{type_}", []).append(layer)
+        layers.setdefault(attention_type(name), []).append(layer)
     for attention, found in layers.items():
         if len(found) > MAX_LAYERS:
             raise TraceError(f"{attention} has {len(found)} layers, more than the {MAX_LAYERS} allowed")

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from model.names import block_layer
+
 PROBE_LENGTH = 50  # TransformerLens's induction-head tutorial repeats 50 random tokens
 PROBE_SEED = 0
 PROBE_BATCH = 4  # the scores average over this many probes, so one unlucky draw does not decide them
@@ -46,7 +48,7 @@ class InductionReport:
         out: dict[str, object] = {"probe": f"<s> + {self.length} random tokens, repeated once"}
         for what, scores in (("induction", self.induction), ("previous_token", self.previous_token)):
             name, head, score = self.best(scores)
-            layer = int(name.split(".")[2])
+            layer = block_layer(name)
             out[f"best_{what}_head"] = {"layer": layer + 1, "head": head + 1, "block": name, "score": round(score, 4)}
         out["first_copy_loss"] = round(self.first_copy_loss, 4)
         out["second_copy_loss"] = round(self.second_copy_loss, 4)

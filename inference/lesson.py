@@ -20,6 +20,7 @@ from inference.decoding import generate
 from inference.induction import InductionReport, copy_losses, head_scores, repeated_tokens
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import attention_mask
+from model.names import block_name, layer_name
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def stream(ckpt: Checkpoint, text: str) -> Stream:
     layers = getattr(model, stack).layers
     norms = []
     for i in range(len(layers)):
-        at = lambda point: _mean_norm(acts[f"{stack}.layers.{i}.{point}"])  # noqa: E731, B023 - used at once
+        at = lambda point: _mean_norm(acts[f"{layer_name(stack, i)}.{point}"])  # noqa: E731, B023 - used at once
         attention = (at("resid_pre"), at("self_attn.out"), at("resid_mid"))
         norms.append((attention, (at("resid_mid"), at("feed_forward.out"), at("resid_post"))))
     first = layers[0]
@@ -96,7 +97,7 @@ def stream(ckpt: Checkpoint, text: str) -> Stream:
         ids=tuple(ids[0].tolist()),
         stack=stack,
         embedded=_numpy(acts[f"{stack}.embed"]),
-        hidden=_numpy(acts[f"{stack}.layers.0.feed_forward.hidden"]),
+        hidden=_numpy(acts[f"{layer_name(stack, 0)}.feed_forward.hidden"]),
         norms=np.asarray(norms, dtype=np.float32),
         output=_numpy(acts[f"{stack}.output"]),
         pre_norm=cfg.norm == "pre",
@@ -182,7 +183,7 @@ def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, rep
     n = np.asarray(lengths, dtype=np.float64)
     time_fit = tuple(float(v) for v in np.polyfit(n, seconds, 2))
     bytes_fit = tuple(float(v) for v in np.polyfit(n, np.asarray(sizes, dtype=np.float64), 2))
-    block = f"{stack}.layers.0.self_attn"
+    block = block_name(stack, 0, "self_attn")
     return Cost(block, clock, repeats, tuple(lengths), tuple(seconds), tuple(sizes), time_fit, bytes_fit)
 
 

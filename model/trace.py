@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from torch import Tensor
 
 from model.attention import AttentionRecord
+from model.names import attention_type
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,7 @@ class Trace:
         every layer of a stack applies the same one."""
         masks: dict[str, Tensor] = {}
         for name, rec in self.attention.items():
-            stack, _, _, type_ = name.split(".")
-            masks.setdefault(f"{stack}.{type_}", rec.mask)
+            masks.setdefault(attention_type(name), rec.mask)
         return masks
 
     def select(self, rows: Tensor) -> Trace:

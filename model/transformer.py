@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from model.attention import Ablation, AttentionRecord, Linear, MultiHeadedAttention, attention_mask, padding_mask
 from model.config import ModelConfig
+from model.names import block_name, layer_name
 from model.trace import Trace
 
 Records = dict[str, AttentionRecord]
@@ -246,8 +247,8 @@ class Encoder(nn.Module):
         records: Records = {}
         kept: Activations = {}
         for i, layer in enumerate(self.layers):
-            name = f"encoder.layers.{i}"
-            x, records[f"{name}.self_attn"], mine = layer(x, mask, record, ablate.get(f"{name}.self_attn"), keep)
+            name, block = layer_name("encoder", i), block_name("encoder", i, "self_attn")
+            x, records[block], mine = layer(x, mask, record, ablate.get(block), keep)
             kept |= {f"{name}.{k}": t for k, t in mine.items()}
         x = self.norm(x)
         return x, records, (kept | {"encoder.output": x}) if keep else kept
@@ -275,7 +276,7 @@ class Decoder(nn.Module):
         records: Records = {}
         kept: Activations = {}
         for i, layer in enumerate(self.layers):
-            name = f"decoder.layers.{i}"
+            name = layer_name("decoder", i)
             mine = {k.removeprefix(f"{name}."): r for k, r in past.items() if k.startswith(f"{name}.")}
             cut = {k.removeprefix(f"{name}."): a for k, a in ablate.items() if k.startswith(f"{name}.")}
             x, layer_records, layer_kept = layer(x, self_mask, memory, cross_mask, mine, record, cut, keep)

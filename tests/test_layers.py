@@ -1,5 +1,6 @@
 """The house's layers, checked on the imports that actually happen: model/ never pulls in streamlit or plotly,
-viz/ never pulls in torch, streamlit or model/, and inference/analysis.py (the record viz reads) stays numpy-only."""
+viz/ never pulls in torch, streamlit or model/ (but model/names.py, plain strings: the names of a model's parts), and
+inference/analysis.py (the record viz reads) stays numpy-only."""
 
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ def top(names: set[str]) -> set[str]:
 def test_viz_imports_neither_torch_nor_streamlit_nor_the_model(package: str) -> None:
     loaded = modules_loaded_by(package_modules(package))
     assert {"plotly", "numpy"} <= top(loaded)  # the check would pass vacuously if nothing were imported
-    assert not top(loaded) & {"torch", "streamlit", "model", "sentencepiece", "safetensors"}
+    assert not top(loaded) & {"torch", "streamlit", "sentencepiece", "safetensors"}
+    assert {n for n in loaded if top({n}) == {"model"}} <= {"model", "model.names"}  # block names, no model code
     assert not {n for n in loaded if n.startswith("inference.") and n != "inference.analysis"}
 
 

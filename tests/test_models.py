@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inference.analysis import parse_block_name
 from model.config import ConfigError, ModelConfig
 from model.factory import build_model
+from model.names import parse_block_name
 from model.trace import Trace
 from model.transformer import DecoderOnlyLM, EncoderDecoder, sinusoidal_table
 

@@ -39,6 +39,7 @@ from inference.tokenizer import Tokenizer
 from model.attention import Ablation
 from model.config import ModelConfig, Published
 from model.factory import build_model
+from model.names import block_layer, block_name
 from model.transformer import NONE, Ablations, Model
 from training.data.fivegram import CONTEXT
 
@@ -134,7 +135,7 @@ def head_ranking(model: Model, grams: np.ndarray, batch: int = 8192) -> list[tup
     model.eval()
     context, _ = split(grams)
     intact = torch.log_softmax(model(context, record=False)[0][:, 0], dim=-1)
-    blocks = [f"encoder.layers.{i}.self_attn" for i in range(model.config.n_encoder_layers)]
+    blocks = [block_name("encoder", i, "self_attn") for i in range(model.config.n_encoder_layers)]
     table = []
     for block in blocks:
         for head in range(model.config.n_heads):
@@ -340,9 +341,7 @@ def markdown(out: Path) -> str:
                 f"removed, {curve[-1]['accuracy']:.4f} with none; 95 % of it kept by its {kept} most important heads."
             )
             share = one_position_share(cards[name]["experiment"]["mean_attention"])
-            order = [
-                (int(block.split(".")[2]), head) for block, head, _ in cards[name]["experiment"]["pruning"]["order"]
-            ]
+            order = [(block_layer(block), head) for block, head, _ in cards[name]["experiment"]["pruning"]["order"]]
             named = [f"L{layer + 1} H{head + 1} {share[layer][head]:.2f}" for layer, head in reversed(order)]
             lines.append(
                 f"  weight on one position, most important heads first: {', '.join(named[:4])}; the least important: "

@@ -11,8 +11,9 @@ from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileMan
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.uploaded_file_manager import DeletedFile
 
-from inference.analysis import Analysis, parse_block_name
+from inference.analysis import Analysis
 from inference.imported import TraceError
+from model.names import attention_type, block_layer, block_name, parse_attention_type
 from ui import cache, errors, state
 from ui.cache import MAX_UPLOAD_MB, Trace
 from ui.charts import AVERAGE
@@ -35,19 +36,17 @@ def head_from_url(text: str) -> str:
     """A head as a URL names it, 1-based as labelled (`decoder.self_attn-L1-H2`), → the `block name:head` option
     the ablation page's multiselect holds (`decoder.layers.0.self_attn:1`); ValueError for anything else."""
     attention, layer, head = text.rsplit("-", 2)
-    stack, _, type_ = attention.partition(".")
     if layer[:1] != "L" or head[:1] != "H":
         raise ValueError(f"not a head as a URL names it: {text!r}")
-    name = f"{stack}.layers.{state.FromOne()(layer[1:])}.{type_}"
-    parse_block_name(name)  # the ValueError for an attention that is not one
+    stack, type_ = parse_attention_type(attention)  # the ValueError for an attention that is not one
+    name = block_name(stack, state.FromOne()(layer[1:]), type_)
     return f"{name}:{state.FromOne()(head[1:])}"
 
 
 def head_to_url(option: str) -> str:
     """A `block name:head` option → the head as a URL names it (see head_from_url)."""
     name, head = option.rsplit(":", 1)
-    stack, layer, type_ = parse_block_name(name)
-    return f"{stack}.{type_}-L{layer + 1}-H{int(head) + 1}"
+    return f"{attention_type(name)}-L{block_layer(name) + 1}-H{int(head) + 1}"
 
 
 # Projector mode: Streamlit sizes its text in rem, so a larger root font scales the whole page; captions and

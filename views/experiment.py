@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from inference import catalog, experiment
+from model.names import block_layer
 from ui import cache, errors, sidebar, state
 from ui.widgets import show_chart, small_table
 from viz.experiment import accuracy_chart, pruning_chart, remaining_heads, time_chart
@@ -115,7 +116,7 @@ def pruning_section(cards: dict[str, dict]) -> None:
     )
     st.markdown(pruning_finding(chosen, curve))
     attention = np.asarray(cards[chosen]["experiment"]["mean_attention"], dtype=np.float32)
-    gone = [(int(block.split(".")[2]), int(head)) for block, head, _ in order[:removed]]
+    gone = [(block_layer(block), int(head)) for block, head, _ in order[:removed]]
     fig = remaining_heads(attention, gone, "What each head attends to, averaged over the test 5-grams (grey: removed)")
     show_chart(fig, "remaining_heads", f"remaining-heads-{chosen}")
     st.caption(
@@ -135,7 +136,7 @@ def pruning_finding(name: str, curve: list[dict]) -> str:
 
 
 def _head_name(block: str, head: int) -> str:
-    return f"L{int(block.split('.')[2]) + 1} H{int(head) + 1}"
+    return f"L{block_layer(block) + 1} H{int(head) + 1}"
 
 
 def findings(rows: list[dict]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
 from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen
 from viz.stats import for_display, with_probe_scores
@@ -46,7 +47,7 @@ def body() -> None:
     if probe is not None:
         table = with_probe_scores(table, probe.induction, probe.previous_token)
         name, head, score = probe.best(probe.induction)
-        layer = int(name.split(".")[2])
+        layer = block_layer(name)
         caption += (
             f" The two probe columns are measured once per model on `<s>` and {probe.length} random tokens, "
             f"repeated: an induction head looks back to the token after the current token's earlier occurrence. "

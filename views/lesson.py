@@ -15,7 +15,7 @@ import streamlit as st
 
 from course.lesson import NEEDS, SENTENCES, SINUSOIDAL, SLUGS, STEPS, Step, step_index
 from inference import catalog
-from inference.analysis import Analysis, parse_block_name
+from inference.analysis import Analysis
 from inference.analyze import batch_masks, positions_used
 from inference.checkpoint import CheckpointError, load_config
 from inference.induction import PROBE_BATCH
@@ -30,6 +30,7 @@ from inference.lesson import (
     formation,
     stream,
 )
+from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, Context
 from ui.kept import kept
@@ -421,7 +422,7 @@ def quadratic(ctx: Context) -> None:
 
 def layer_of(block: str) -> int:
     """The layer of block `decoder.layers.1.self_attn` as a person counts it: 2."""
-    return parse_block_name(block)[1] + 1
+    return block_layer(block) + 1
 
 
 def head_label(block: str, head: int) -> str:

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from inference.analysis import Analysis
+from model.names import block_name, parse_attention_type
 
 COLUMNS = ("entropy_bits", "mean_distance", "previous_token", "first_token", "diagonal")
 
@@ -99,8 +100,10 @@ def with_probe_scores(
     """The head table with each head's induction and previous-token score on the induction probe (a run of random
     tokens repeated: inference.induction), by block name (`decoder.layers.1.self_attn`); NaN for blocks the probe
     did not score (cross-attention, an encoder)."""
-    stack_type = table["attention"].str.split(".")
-    names = stack_type.str[0] + ".layers." + table["layer"].astype(str) + "." + stack_type.str[1]
+    names = [
+        block_name(parse_attention_type(attention)[0], int(layer), parse_attention_type(attention)[1])
+        for attention, layer in zip(table["attention"], table["layer"], strict=True)
+    ]
     out = table.copy()
     for column, scores in zip(PROBE_COLUMNS, (induction, previous_token), strict=True):
         out[column] = [

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 
 from model.attention import padding_mask
 from model.config import ModelConfig
+from model.names import block_name, layer_name
 from model.trace import Trace
 from model.transformer import NONE, Ablations, Activations, Encoder, EncoderLayer, EncoderOnly, Parts, Records
 
@@ -29,10 +30,8 @@ class SharedEncoder(Encoder):
         records: Records = {}
         kept: Activations = {}
         for i in range(self.applications):
-            name = f"encoder.layers.{i}"
-            x, records[f"{name}.self_attn"], mine = self.layers[0](
-                x, mask, record, ablate.get(f"{name}.self_attn"), keep
-            )
+            name, block = layer_name("encoder", i), block_name("encoder", i, "self_attn")
+            x, records[block], mine = self.layers[0](x, mask, record, ablate.get(block), keep)
             kept |= {f"{name}.{k}": t for k, t in mine.items()}
         x = self.norm(x)
         return x, records, (kept | {"encoder.output": x}) if keep else kept

@@ -1,0 +1,51 @@
+"""The names of a model's parts, built and read in one place.
+
+An attention block is `{stack}.layers.{layer}.{type}`: `encoder.layers.0.self_attn`, `decoder.layers.1.cross_attn`
+(layers counted from 0, as the modules are; pages label them from 1). A layer's other recorded points add one more
+part (`decoder.layers.0.resid_post`, model/trace.py). An attention type is `{stack}.{type}` (`decoder.cross_attn`):
+one kind of block in every layer. Nothing else builds or splits these strings.
+"""
+
+from __future__ import annotations
+
+STACKS = ("encoder", "decoder")
+TYPES = ("self_attn", "cross_attn")
+
+
+def layer_name(stack: str, layer: int) -> str:
+    """`decoder`, 1 → `decoder.layers.1`: a layer's module path, the prefix of its blocks and recorded points."""
+    return f"{stack}.layers.{layer}"
+
+
+def block_name(stack: str, layer: int, type_: str) -> str:
+    """`decoder`, 1, `cross_attn` → `decoder.layers.1.cross_attn`."""
+    return f"{layer_name(stack, layer)}.{type_}"
+
+
+def parse_block_name(name: str) -> tuple[str, int, str]:
+    """`decoder.layers.1.cross_attn` → ("decoder", 1, "cross_attn"); ValueError for anything else."""
+    parts = name.split(".")
+    if len(parts) != 4 or parts[0] not in STACKS or parts[1] != "layers" or not parts[2].isdigit():
+        raise ValueError(f"not an attention block name: {name!r}")
+    if parts[3] not in TYPES:
+        raise ValueError(f"not an attention block name: {name!r}")
+    return parts[0], int(parts[2]), parts[3]
+
+
+def block_layer(name: str) -> int:
+    """The layer (from 0) of a block name."""
+    return parse_block_name(name)[1]
+
+
+def attention_type(name: str) -> str:
+    """`decoder.layers.1.cross_attn` → `decoder.cross_attn`: the block's kind, in every layer."""
+    stack, _, type_ = parse_block_name(name)
+    return f"{stack}.{type_}"
+
+
+def parse_attention_type(attention: str) -> tuple[str, str]:
+    """`decoder.cross_attn` → ("decoder", "cross_attn"); ValueError for anything else."""
+    parts = attention.split(".")
+    if len(parts) != 2 or parts[0] not in STACKS or parts[1] not in TYPES:
+        raise ValueError(f"not an attention type: {attention!r}")
+    return parts[0], parts[1]
