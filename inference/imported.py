@@ -318,9 +318,9 @@ def from_arrays(
         mask = np.tril(np.ones((n, n), dtype=bool)) if kind == "decoder-only" else np.ones((n, n), dtype=bool)
         blocks = {}
         for i, layer in enumerate(layers):
-            name = block_name(stack, i, "self_attn")
-            weights = _check_weights(_where(kind, name), layer, mask, side, side, given=came_in)
-            blocks[name] = Block(name, target, target, None, mask, weights, None)
+            block = block_name(stack, i, "self_attn")  # `name` is the model's
+            weights = _check_weights(_where(kind, block), layer, mask, side, side, given=came_in)
+            blocks[block] = Block(block, target, target, None, mask, weights, None)
         source = target if kind == "encoder-only" else None
         return _imported(name, kind, source, () if kind == "encoder-only" else target, blocks)
 
@@ -344,17 +344,17 @@ def from_arrays(
     across = np.ones((len(target), len(source)), dtype=bool)
     blocks = {}
     for i, layer in enumerate(encoder_layers):
-        name = block_name("encoder", i, "self_attn")
-        weights = _check_weights(_where(kind, name), layer, everywhere, src, src, given=came_in)
-        blocks[name] = Block(name, source, source, None, everywhere, weights, None)
+        block = block_name("encoder", i, "self_attn")
+        weights = _check_weights(_where(kind, block), layer, everywhere, src, src, given=came_in)
+        blocks[block] = Block(block, source, source, None, everywhere, weights, None)
     for i, (self_layer, cross_layer) in enumerate(zip(decoder_layers, cross_layers)):  # model order: self, cross
         for type_, layer, mask, keys in (
             ("self_attn", self_layer, causal, tgt),
             ("cross_attn", cross_layer, across, src),
         ):
-            name = block_name("decoder", i, type_)
-            weights = _check_weights(_where(kind, name), layer, mask, tgt, keys, DECODER_CAUSAL, came_in)
-            blocks[name] = Block(name, target, keys.pieces, None, mask, weights, None)
+            block = block_name("decoder", i, type_)
+            weights = _check_weights(_where(kind, block), layer, mask, tgt, keys, DECODER_CAUSAL, came_in)
+            blocks[block] = Block(block, target, keys.pieces, None, mask, weights, None)
     return _imported(name, kind, source, target, blocks)
 
 

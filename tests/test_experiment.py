@@ -154,6 +154,7 @@ def tiny_data(folder: Path) -> Path:
     return folder
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_the_command_trains_evaluates_and_prunes_then_resumes_row_by_row(tmp_path: Path, capsys) -> None:
     from training.experiment import main
 

@@ -140,6 +140,7 @@ def check_cli_output(objs: list[dict], cases: list[tuple[str, str]]) -> None:
 # (a) the CLI ---------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 @pytest.mark.parametrize("kind", KINDS)
 def test_cli_one_line_per_hostile_input(kind: str, hostile_dir: Path, tmp_path: Path, capsys) -> None:
     objs = run_cli(hostile_dir / NAMES[kind], [t for _, t in CASES], tmp_path, capsys)

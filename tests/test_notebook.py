@@ -100,6 +100,7 @@ def executed() -> Any:
 # --- the notebook --------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_no_cell_of_the_notebook_fails(executed) -> None:
     code = [c for c in executed.cells if c.cell_type == "code"]
     assert all(c.execution_count for c in code), "every code cell ran"

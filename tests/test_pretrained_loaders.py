@@ -545,6 +545,7 @@ def test_our_gguf_reader_reads_every_value_type_and_a_custom_alignment_as_gguf_r
     assert [t.tensor_type.name for t in ours.tensors] == ["Q4_1", "F16", "I32", "F32"]
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_our_gguf_reader_reads_smollm2s_file_as_gguf_reader_does() -> None:
     from inference.pretrained.packages import SMOLLM2
 

@@ -65,6 +65,7 @@ def test_the_cards_say_what_the_loaded_models_are(smollm: Checkpoint, minilm: Ch
     assert minilm.card["source"]["licence_declared_by_package"] == "none"
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 @torch.no_grad()
 def test_smollm2_logits_equal_transformers_loading_of_the_same_gguf(smollm: Checkpoint) -> None:
     transformers = pytest.importorskip("transformers")
@@ -114,6 +115,7 @@ def test_minilm_tokenizes_as_its_own_tokenizer_json(minilm: Checkpoint) -> None:
     assert len(result.blocks) == 6 and result.blocks["encoder.layers.5.self_attn"].n_heads == 12
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_every_hostile_input_gives_an_analysis_or_an_input_error(smollm: Checkpoint, minilm: Checkpoint) -> None:
     # the published tokenizers meet the same inputs as ours (tests/hostile_inputs.json): no crash, finite weights
     cases = json.loads((Path(__file__).parent / "hostile_inputs.json").read_text(encoding="utf-8"))
@@ -129,6 +131,7 @@ def test_every_hostile_input_gives_an_analysis_or_an_input_error(smollm: Checkpo
                 assert np.allclose(block.weights.sum(-1)[:, rows], 1, atol=1e-4), (ckpt.name, case["name"])
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_the_gguf_tokenizer_equals_transformers_on_every_hostile_input(smollm: Checkpoint) -> None:
     # built from the file's own vocabulary and merges; transformers builds its own from the same file
     transformers = pytest.importorskip("transformers")

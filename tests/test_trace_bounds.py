@@ -49,6 +49,7 @@ def peak_while(call) -> int:
     return peak
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_integer_weights_are_refused_naming_the_array_before_any_array_is_built(exports) -> None:
     """48 heads x 4,096 tokens of uint8 one-hot rows: 1.2 MB compressed, 0.8 GB unpacked, 3.2 GB as float32."""
     arrays = arrays_of(exports["npz"])

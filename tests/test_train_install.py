@@ -10,6 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -25,6 +27,7 @@ def names(requirements: str) -> set[str]:
     return found
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_train_on_a_text_needs_only_the_runtime_packages(tmp_path: Path) -> None:
     extra = (names("requirements-dev.txt") | names("requirements-pretrained.txt")) - names("requirements.txt")
     assert {"rdata", "sacrebleu", "psutil"} <= extra

@@ -36,6 +36,7 @@ def test_the_clock_fits_steps_and_a_validation_share_into_what_is_left() -> None
     assert Clock(minutes=0.05, started=time.time() - 10).must_stop()
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_a_budget_fits_the_run_and_leaves_a_finished_resumable_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -81,6 +82,7 @@ def test_a_run_that_would_overrun_its_budget_stops_saved_and_says_how_to_go_on(
     assert load_checkpoint(again).card["training"]["steps_done"] == stop + 2
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_the_training_command_runs_without_the_apps_packages(tmp_path: Path) -> None:
     """As on the GPU machine (torch, numpy, safetensors, sentencepiece, tqdm, sacrebleu): `python -m atlas train
     --task lm --minutes …` trains from a prepared folder and writes what a resumable run needs."""
