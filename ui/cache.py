@@ -78,7 +78,7 @@ class Analysed(Context):
 
 
 @dataclass(frozen=True)
-class Trace:
+class TraceFile:
     """An opened trace file in place of a model and a text: attention computed elsewhere, drawn by the pages that
     need only attention (views/trace.py opens one). No weights: nothing can be run on it."""
 
@@ -92,7 +92,7 @@ class Trace:
 
 
 @dataclass(frozen=True)
-class TracedAnalysis(Trace):
+class TracedAnalysis(TraceFile):
     """A trace with its Analysis, as the pages take an `Analysed`."""
 
     analysis: Analysis
@@ -107,7 +107,7 @@ class TraceGoneError(LookupError):
 
 
 # Opened traces' Analyses by sha256, in the server's byte budget like everything else kept: a session holds only the
-# name and hash (Trace), so a class opening traces cannot take more than this store's share; the least recently
+# name and hash (TraceFile), so a class opening traces cannot take more than this store's share; the least recently
 # drawn goes first, and its session is told to open it again.
 TRACES = ByteCache(SHARE)
 # The largest trace file an uploader takes: Streamlit refuses a larger one itself (its own message), and
@@ -118,9 +118,9 @@ MAX_UPLOAD_MB = 100
 READING = threading.Lock()
 
 
-def open_trace(data: bytes, name: str) -> Trace:
+def open_trace(data: bytes, name: str) -> TraceFile:
     """Read a trace file's bytes (inference.imported.read_trace) once per content, keep its Analysis in TRACES and
-    return the Trace naming it; raises TraceError, also for a trace larger than the store may keep."""
+    return the TraceFile naming it; raises TraceError, also for a trace larger than the store may keep."""
     digest = hashlib.sha256(data).hexdigest()
 
     def read() -> Analysis:
@@ -134,10 +134,10 @@ def open_trace(data: bytes, name: str) -> Trace:
             f"{name}: its attention takes {size / 2**20:,.0f} MB in memory, more than this server keeps for a trace "
             f"({room / 2**20:,.0f} MB now): export a shorter text, or fewer layers"
         )
-    return Trace(name, digest)
+    return TraceFile(name, digest)
 
 
-def traced(trace: Trace) -> TracedAnalysis:
+def traced(trace: TraceFile) -> TracedAnalysis:
     """`trace` with its Analysis; raises TraceGoneError when the server no longer holds it."""
     analysis = TRACES.get(trace.digest, MISSING)
     if analysis is MISSING:
@@ -155,21 +155,21 @@ class Held:
     SmolLM2 at 255 tokens) in every session, out of the byte budget's reach. `analysed()` gives the analysis while
     anything (the cache) still holds it, and looks it up again once the budget let it go."""
 
-    context: Context | Trace
+    context: Context | TraceFile
     ref: weakref.ref
 
     def analysed(self) -> Analysed | TracedAnalysis:
         kept = self.ref()
         ctx = self.context
-        if isinstance(ctx, Trace):
+        if isinstance(ctx, TraceFile):
             return traced(ctx) if kept is None else TracedAnalysis(ctx.name, ctx.digest, kept)
         return analysed(ctx) if kept is None else Analysed(ctx.entry, ctx.ckpt, ctx.stamp, ctx.text, kept)
 
 
-def bare(ctx: Analysed | TracedAnalysis) -> Context | Trace:
+def bare(ctx: Analysed | TracedAnalysis) -> Context | TraceFile:
     """`ctx` without its Analysis: what a session may keep (a fragment's or a button's argument) without pinning
     the analysis out of the byte budget's reach."""
-    return Trace(ctx.name, ctx.digest) if isinstance(ctx, Trace) else ctx.with_text(ctx.text)
+    return TraceFile(ctx.name, ctx.digest) if isinstance(ctx, TraceFile) else ctx.with_text(ctx.text)
 
 
 def held(ctx: Analysed | TracedAnalysis) -> Held:
@@ -341,10 +341,10 @@ def head_detail(ctx: Context, block: str, head: int) -> HeadDetail:
     )
 
 
-def export_bytes(ctx: Context | Trace, fmt: str) -> bytes:
+def export_bytes(ctx: Context | TraceFile, fmt: str) -> bytes:
     """The whole Analysis as JSON or NPZ (inference.export, docs/trace-format.md); run when a download button is
     clicked. A trace is written as it was read: opened again, it draws the same."""
-    full = traced(ctx).analysis if isinstance(ctx, Trace) else analysis(ctx, full=True)
+    full = traced(ctx).analysis if isinstance(ctx, TraceFile) else analysis(ctx, full=True)
     return to_json(full).encode("utf-8") if fmt == "json" else to_npz_bytes(full)
 
 

@@ -10,15 +10,15 @@ from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError
 from inference.text import InputError
 from ui import cache, errors, state
-from ui.cache import Analysed, Context, Trace, TracedAnalysis, TraceGoneError
+from ui.cache import Analysed, Context, TracedAnalysis, TraceFile, TraceGoneError
 from ui.widgets import ATTENTION, PROJECTOR, small_table
 from viz.labels import markdown_literal
 
 MODEL = state.url_key("model")
 TEXT = state.url_key("text", longest=1000)  # a longer text stays out of the URL: the link stays short
 PRESET = "preset"  # the preset picker: it only fills the text, so nothing keeps it
-CHOSEN = "_context"  # session key: what the sidebar chose, (Context or Trace, "") or (None, why there is none)
-TRACE = "_trace"  # session key: the trace file opened on the page "Open a trace file" (a cache.Trace)
+CHOSEN = "_context"  # session key: what the sidebar chose, (Context or TraceFile, "") or (None, why there is none)
+TRACE = "_trace"  # session key: the trace file opened on the page "Open a trace file" (a cache.TraceFile)
 DRAW_TRACE = state.session_key("draw_trace")  # on: the pages that need only attention draw the trace, not a model
 ATTENTION_PAGES = "Explore, Paper view, Attention rollout, Masks, Head statistics and Compare two inputs"
 
@@ -32,7 +32,7 @@ def switch_model(name: str) -> None:
     _on_model_change()
 
 
-def open_trace(trace: Trace) -> None:
+def open_trace(trace: TraceFile) -> None:
     """Make `trace` the session's trace file, drawn from now on (the sidebar's switch turns it off); like a newly
     picked model, it opens on its own default attention type."""
     st.session_state[TRACE] = trace
@@ -104,7 +104,7 @@ def sidebar() -> None:
     _card(entry, ckpt)
 
 
-def _trace_drawn(trace: Trace) -> bool:
+def _trace_drawn(trace: TraceFile) -> bool:
     """The switch between the opened trace file and a model; when the trace is drawn, what it holds and a button
     that closes it. False when the model is drawn (or the server let the trace go: said, and closed)."""
     side = st.sidebar
@@ -188,7 +188,7 @@ def _card(entry: catalog.Entry, ckpt: Checkpoint) -> None:
         small_table(pd.DataFrame(metrics, columns=["metric", "value"]), where=side, row_header="metric")
 
 
-def _needs_model(trace: Trace) -> None:
+def _needs_model(trace: TraceFile) -> None:
     st.info(
         f"This page runs the model itself; the trace file {markdown_literal(trace.name)} holds attention, not weights. "
         f"{ATTENTION_PAGES} draw the trace."
@@ -200,7 +200,7 @@ def context() -> Context | None:
     """The model and text chosen in the sidebar; None after showing why there are none (a page that runs the
     model, while a trace file is drawn: says so)."""
     ctx, error = st.session_state.get(CHOSEN, (None, "The sidebar has not run yet."))
-    if isinstance(ctx, Trace):
+    if isinstance(ctx, TraceFile):
         _needs_model(ctx)
         return None
     if ctx is None:
@@ -214,7 +214,7 @@ def chosen(full: bool = False, ctx: Context | None = None, trace: bool = False) 
     of every block (only the attention-math page needs them). `trace`: the page needs only attention, so it
     draws the sidebar's trace file when one is drawn (a TracedAnalysis); without it, such a page says it needs
     the model."""
-    if ctx is None and trace and isinstance(picked := st.session_state.get(CHOSEN, (None,))[0], Trace):
+    if ctx is None and trace and isinstance(picked := st.session_state.get(CHOSEN, (None,))[0], TraceFile):
         try:
             return cache.traced(picked)
         except TraceGoneError as exc:

@@ -17,7 +17,7 @@ from viz.style import thaw
 COMPARE = state.url_key("compare")  # the second text
 PAIRED_WITH = state.session_key("compare_paired_with")  # the first text the second was last chosen for
 SECOND_UPLOAD = "compare_upload"  # the second trace file's uploader (when the sidebar draws a trace file)
-SECOND_TRACE = "_compare_second_trace"  # session: the second trace file (a cache.Trace)
+SECOND_TRACE = "_compare_second_trace"  # session: the second trace file (a cache.TraceFile)
 
 
 def partner(first: str) -> str:
@@ -40,7 +40,7 @@ def _use_pair() -> None:
     st.session_state[PAIRED_WITH] = WINOGRAD[0]
 
 
-def _second_opened(trace: cache.Trace) -> None:
+def _second_opened(trace: cache.TraceFile) -> None:
     st.session_state[SECOND_TRACE] = trace
 
 

@@ -42,7 +42,7 @@ def body() -> None:
     if ctx is None:
         return
     table = charts.head_statistics(ctx)
-    probe = None if isinstance(ctx, cache.Trace) else cache.induction_report(ctx.path, ctx.stamp)
+    probe = None if isinstance(ctx, cache.TraceFile) else cache.induction_report(ctx.path, ctx.stamp)
     caption = "Averaged over the query tokens of your text. Click a column header to sort, a row to pick the head."
     if probe is not None:
         table = with_probe_scores(table, probe.induction, probe.previous_token)

@@ -32,7 +32,7 @@ def body() -> None:
         key = f"mask_{attention.replace('.', '_')}"
         show_chart(fig, key, safe_filename("mask", ctx.name, attention), where=tab)
     st.header("Padding in a batch")
-    if isinstance(ctx, cache.Trace):
+    if isinstance(ctx, cache.TraceFile):
         st.caption(
             f"Padding a second sentence beside yours needs the model's tokenizer; the trace file {ctx.name} holds "
             "one input's attention. Turn off “Draw the trace file” in the sidebar to pad two sentences."
