@@ -13,8 +13,9 @@ import torch
 
 from ui import cache, errors, guard, sidebar, state, widgets
 
-# One intra-op thread per request: concurrent sessions already use the cores, and torch's default of all
-# cores made one 32-token request 5-30x slower on a busy 2-core machine (bench/trace_speed.py --threads).
+# One intra-op thread unless a pass is long: concurrent sessions already use the cores, and a short request waits
+# on threads more than it gains from them (bench/trace_speed.py --threads); the model workers give a pass over
+# hundreds of tokens more (inference/worker.py, LONG_THREADS).
 torch.set_num_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
 
 # Projector mode (`projector=1` in the URL) opens with the sidebar collapsed: the whole width for the charts.

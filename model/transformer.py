@@ -314,10 +314,6 @@ class TransformerBase(nn.Module):
         x, rows = self.positions(tokens, offset)
         return self.dropout(x), rows
 
-    def embed_with_positions(self, ids: Tensor, offset: int = 0) -> tuple[Tensor, Tensor]:
-        """Embeddings (· √d_model) of `ids` (B, T) with their positions, and the positional rows used."""
-        return self.with_positions(self.embed(ids), offset)
-
     def logits(self, x: Tensor) -> Tensor:
         """The output projection of the last stack's output: (B, T, vocab_size) (softmax gives probabilities)."""
         return self.generator(x)

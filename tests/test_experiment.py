@@ -69,7 +69,7 @@ def test_shared_layers_apply_one_layers_weights_twice_and_count_them_once() -> N
     first, second = (trace.attention[f"encoder.layers.{i}.self_attn"].weights for i in (0, 1))
     assert not torch.allclose(first, second)  # the same weights, on the first application's output
     layer, mask = model.encoder.layers[0], trace.attention["encoder.layers.0.self_attn"].mask
-    by_hand = layer(layer(model.embed_with_positions(ids)[0], mask, False)[0], mask, False)[0]
+    by_hand = layer(layer(model.with_positions(model.embed(ids), 0)[0], mask, False)[0], mask, False)[0]
     assert torch.allclose(model(ids)[0][:, 0], model.generator(by_hand.sum(dim=1)), atol=1e-5)
 
 
