@@ -51,7 +51,11 @@ def test_the_server_makes_no_outbound_connection_at_start_or_while_serving(tmp_p
     env.pop("ATLAS_CHECKPOINTS", None)
     streamlit = [sys.executable, "-m", "atlas", "app", "--server.port", str(port)]
     cmd = ["strace", "-f", "-e", "trace=connect", "-o", str(trace), *streamlit]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # its own process group: the server gets the stop signal too (sent to strace alone, strace detaches from the
+    # server and exits, and the server runs on)
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+    )
     url = f"http://localhost:{port}"
     try:
         deadline = time.time() + 90
@@ -73,11 +77,11 @@ def test_the_server_makes_no_outbound_connection_at_start_or_while_serving(tmp_p
             page.wait_for_selector(".js-plotly-plot", timeout=90_000)  # the model ran and a heatmap is drawn
             browser.close()
     finally:
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)
         try:
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
     log = trace.read_text()
     assert re.search(r"\+\+\+ exited with", log), "strace followed the server's processes"
     assert outbound(log) == []
