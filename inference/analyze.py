@@ -245,14 +245,16 @@ def analyze(
     max_tokens: int = 64,
     continuation: int = 0,
     sampling: Sampling | None = None,
+    target_ids: tuple[int, ...] | None = None,
 ) -> Analysis:
     """Clean and tokenize `text`, run the model once with every head recorded, and return the Analysis.
 
-    Encoder-decoder: `target` is the decoder's text; without it the model's own greedy output is used. Language
-    model: with `continuation`, it first writes that many tokens after the text (greedy, or `sampling`).
-    Raises InputError when the text cannot be analysed.
+    Encoder-decoder: `target` is the decoder's text, or `target_ids` its ids as an analysis decoded them (see
+    Request); without either the model's own greedy output is used. Language model: with `continuation`, it first
+    writes that many tokens after the text (greedy, or `sampling`). Raises InputError when the text cannot be
+    analysed.
     """
-    result = analyze_many(ckpt, [Request(text, target, k, max_tokens, continuation, sampling)])[0]
+    result = analyze_many(ckpt, [Request(text, target, k, max_tokens, continuation, sampling, target_ids)])[0]
     if isinstance(result, InputError):
         raise result
     return result
@@ -326,11 +328,8 @@ def head_detail(
     (same `k` and `max_tokens`, so the rows are the pages' analysis's rows); copies, so the rest of the pass is
     freed. `target_ids`: an encoder-decoder's output as the pages' analysis decoded it, fed as it is (no second
     decoding). Raises InputError for a text the model cannot take, KeyError for a block it has not."""
-    request = Request(text, None, k, max_tokens, target_ids=target_ids if ckpt.config.is_encoder_decoder else None)
-    result = analyze_many(ckpt, [request])[0]
-    if isinstance(result, InputError):
-        raise result
-    found = result.blocks[block]
+    given = target_ids if ckpt.config.is_encoder_decoder else None
+    found = analyze(ckpt, text, k=k, max_tokens=max_tokens, target_ids=given).blocks[block]
     if found.scores is None or found.values is None:
         raise ValueError(f"{block}: the traced pass recorded no scores or values")
     return HeadDetail(block, head, found.scores[head].copy(), found.values[head].copy())
