@@ -233,22 +233,21 @@ class ModelWorker:
         """Whether `rows` requests padded to `row` tokens may be gathered into one batch."""
         if self._decodes_first:  # traced afterwards in passes bounded as below (`_traced_passes`)
             return row * rows <= self.max_decode_tokens
+        return self._traceable(row, rows)
+
+    def _traceable(self, row: int, rows: int) -> bool:
+        """Whether `rows` requests padded to `row` tokens may share one traced pass."""
         return row * rows <= self.max_tokens and self.trace_bytes(row, rows) <= self.max_trace_bytes
 
     def _traced_passes(self, batch: list[Asked]) -> list[list[Asked]]:
-        """The gathered batch in traced passes within `max_tokens` and `max_trace_bytes`, shortest first (rows of
-        a pass are padded to its longest)."""
-        passes: list[list] = []
-        longest = 0
+        """The gathered batch in traced passes within `_traceable`, shortest first: each row is the longest of its
+        pass so far."""
+        passes: list[list[Asked]] = []
         for item in sorted(batch, key=lambda item: self.padded_tokens(item[2])):
-            row = max(longest, self.padded_tokens(item[2]))
-            rows = len(passes[-1]) + 1 if passes else 1
-            if passes and row * rows <= self.max_tokens and self.trace_bytes(row, rows) <= self.max_trace_bytes:
+            if passes and self._traceable(self.padded_tokens(item[2]), len(passes[-1]) + 1):
                 passes[-1].append(item)
-                longest = row
             else:
                 passes.append([item])
-                longest = self.padded_tokens(item[2])
         return passes
 
     def _gather(self) -> tuple[list[tuple[Request, Future]], list[tuple[Job, Future]]]:
