@@ -43,13 +43,19 @@ def test_a_shared_buffer_counts_once_and_views_do_not_double_it() -> None:
     assert MB <= measured_bytes([a, a, a[10:], a.reshape(1024, 1024)]) < MB + 4096
 
 
-def test_the_least_recently_used_entry_of_any_store_goes_first() -> None:
+def full_budget_of_two_stores() -> tuple[Budget, ByteCache, ByteCache]:
+    """A 3.5 MB budget shared by two stores, holding 1 MB entries a (first), b (second), c (first), oldest first."""
     budget = Budget(3 * MB + MB // 2)
     size = lambda v: v.nbytes  # noqa: E731
     first, second = ByteCache(10 * MB, budget, size), ByteCache(10 * MB, budget, size)
     first.put("a", np.zeros(MB, np.uint8))
     second.put("b", np.zeros(MB, np.uint8))
     first.put("c", np.zeros(MB, np.uint8))
+    return budget, first, second
+
+
+def test_the_least_recently_used_entry_of_any_store_goes_first() -> None:
+    budget, first, second = full_budget_of_two_stores()
     assert first.get("a") is not None  # "a" is now the most recent; "b" in the other store the oldest
     second.put("d", np.zeros(MB, np.uint8))
     assert second.get("b") is None and first.get("a") is not None and first.get("c") is not None
@@ -118,12 +124,7 @@ def test_a_failed_computation_raises_for_every_waiter_and_is_not_kept() -> None:
 def test_one_large_entry_evicts_as_many_older_ones_as_it_needs_across_the_stores() -> None:
     """Budget.settle evicts until the total fits, not one entry per put: a 2.5 MB entry into a full 3.5 MB budget
     of 1 MB entries in two stores lets the two oldest go, and only those."""
-    budget = Budget(3 * MB + MB // 2)
-    size = lambda v: v.nbytes  # noqa: E731
-    first, second = ByteCache(10 * MB, budget, size), ByteCache(10 * MB, budget, size)
-    first.put("a", np.zeros(MB, np.uint8))
-    second.put("b", np.zeros(MB, np.uint8))
-    first.put("c", np.zeros(MB, np.uint8))
+    budget, first, second = full_budget_of_two_stores()
     second.put("big", np.zeros(5 * MB // 2, np.uint8))
     assert first.get("a") is None and second.get("b") is None and first.get("c") is not None
     assert second.get("big") is not None and budget.total == 7 * MB // 2 == budget.max_bytes
