@@ -19,7 +19,7 @@ TASK="${1:-lm}"
 MINUTES="${2:-7.5}"
 shift $(($# < 2 ? $# : 2))  # anything after goes to the training command (a smoke run here: --max-steps 2)
 PYTHON="${PYTHON:-python3}"
-RUN="runs/gpu-$TASK"
+RUN="${RUN:-runs/gpu-$TASK}"
 OUT="${OUT:-artifacts/gpu-$TASK}"
 mkdir -p "$OUT"
 
@@ -28,8 +28,10 @@ mkdir -p "$OUT"
 if [ ! -d "data/$TASK" ] && [ -f "data/$TASK.tar.xz" ]; then tar -C data -xJf "data/$TASK.tar.xz"; fi
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 "$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
-"$PYTHON" -m atlas train --task "$TASK" --device auto --threads 8 --minutes "$MINUTES" --out "$RUN" "$@" 2>&1 \
-  | tr '\r' '\n' | grep -v '^[a-z]*: *[0-9]*%|' | tee "$OUT/train.log"
+if [ -z "${PACK_ONLY:-}" ]; then  # PACK_ONLY=1: RUN is trained already (scripts/gpu_sweep.sh), ship and pack it
+  "$PYTHON" -m atlas train --task "$TASK" --device auto --threads 8 --minutes "$MINUTES" --out "$RUN" "$@" 2>&1 \
+    | tr '\r' '\n' | grep -v '^[a-z]*: *[0-9]*%|' | tee "$OUT/train.log"
+fi
 
 # float16 snapshots of every validation are ~25 MB each: ship three in 4 bits, around the induction head's forming
 # when one formed (lm), else spread over the run; none come back unshipped

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import copy
+import dataclasses
 import hashlib
 import json
 import random
@@ -648,6 +649,36 @@ def train_text(
     return path
 
 
+def with_settings(spec: TaskSpec, settings: list[str]) -> TaskSpec:
+    """The task with `KEY=VALUE` settings changed (`--set`): a field of the task (`repeat_random_share=0.3`) or of
+    its model (`model.positional="sinusoidal"`), VALUE read as JSON. A key the task lacks, or a value of another
+    type than the task's own (an int where it has a float is a float), is a ValueError naming it."""
+    fields = {f.name for f in dataclasses.fields(TaskSpec)} - {"name", "checkpoint", "description", "model", "notes"}
+    for setting in settings:
+        key, sep, text = setting.partition("=")
+        key = key.strip()
+        if not sep:
+            raise ValueError(f"--set {setting!r}: give KEY=VALUE")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            raise ValueError(f"--set {key}: {text!r} is not a JSON value (a string needs quotes)") from None
+        in_model = key.startswith("model.")
+        name = key.removeprefix("model.")
+        if in_model and name not in spec.model or not in_model and name not in fields:
+            known = sorted(f"model.{k}" for k in spec.model) + sorted(fields)
+            raise ValueError(f"--set {key}: not a setting of task {spec.name!r} (one of {', '.join(known)})")
+        old = spec.model[name] if in_model else getattr(spec, name)
+        if isinstance(old, float) and type(value) is int:
+            value = float(value)
+        if type(value) is not type(old):
+            raise ValueError(
+                f"--set {key}: {value!r} is of type {type(value).__name__}, the task's of {type(old).__name__}"
+            )
+        spec = replace(spec, model={**spec.model, name: value}) if in_model else replace(spec, **{name: value})
+    return spec
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m training.train", description=__doc__)
     parser.add_argument("--task", choices=sorted(TASKS), required=True)
@@ -657,6 +688,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-steps", type=int, help="override the task's number of steps (e.g. for a smoke run)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change one of the task's settings for this run, VALUE as JSON: a task field (repeat_random_share=0.3) "
+        "or a model field (model.positional='\"sinusoidal\"'); the card records the settings run",
+    )
     parser.add_argument("--resume", type=Path, help="continue this checkpoint's run for --max-steps more steps")
     parser.add_argument(
         "--cooldown",
@@ -686,6 +725,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--cooldown must be 0 or more")
     if args.cooldown and args.text is not None:
         parser.error("--cooldown is for --task runs; --text sizes its own schedule")
+    if args.set and args.text is not None:
+        parser.error("--set changes a --task run's settings; --text sizes its own model")
     if args.text is not None and (args.task != "lm" or args.data):
         parser.error("--text trains a language model on its own data: give it with --task lm and without --data")
     command = "python -m training.train " + " ".join(
@@ -698,7 +739,10 @@ def main(argv: list[str] | None = None) -> int:
                 args.text, out, args.seed, args.threads, command, args.max_steps, args.resume, args.minutes
             )
         else:
-            spec = TASKS[args.task]
+            try:
+                spec = with_settings(TASKS[args.task], args.set)
+            except ValueError as exc:
+                parser.error(str(exc))
             if args.max_steps:
                 spec = replace(spec, max_steps=args.max_steps, eval_every=min(spec.eval_every, args.max_steps))
             if args.cooldown > spec.max_steps:
