@@ -10,10 +10,12 @@ from urllib.parse import urlencode
 import numpy as np
 import pytest
 import test_browser
+import torch
 from test_browser import ROOT, SHOTS
 
 from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
+from inference.induction import head_scores
 from inference.snapshots import list_snapshots, load_snapshot
 
 pytestmark = pytest.mark.browser
@@ -41,7 +43,7 @@ def test_a_head_at_each_saved_step(server, browser, size: tuple[int, int], model
     text, attention, layer, block = SHOWN[model]
     folder = ROOT / "checkpoints" / model
     saved = list_snapshots(folder)
-    assert len(saved) >= 4, f"checkpoints/{model} ships its training snapshots"
+    assert len(saved) >= 3, f"checkpoints/{model} ships its training snapshots"
     step = saved[-1].step
     query = {"model": model, "text": text, "attention": attention, "layer": str(layer), "head": "0"}
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
@@ -67,3 +69,40 @@ def test_a_head_at_each_saved_step(server, browser, size: tuple[int, int], model
         page.screenshot(path=str(SHOTS / name), full_page=True)
     finally:
         context.close()
+
+
+# A sentence written twice: in its second copy an induction head attends to the token after the current token's
+# earlier copy (the probe's pattern, on words a class types).
+TWICE = " ".join(["Mr Dursley was the director of a firm called Grunnings, which made drills."] * 2)
+
+
+def test_the_lm_induction_head_forms_between_two_snapshots(server, browser) -> None:
+    """lm-english ships the steps around its induction head's forming: on Training steps the strip draws that head
+    barely copying at the first shipped step and copying at the next. The head is found here from the shipped
+    weights (the best of the layer the probe names), the scores read from the heatmaps the browser drew."""
+    folder = ROOT / "checkpoints" / "lm-english"
+    ckpt = load_checkpoint(folder)
+    best = ckpt.card["metrics"]["induction"]["best_induction_head"]
+    block = best["block"]
+    analysis = analyze(ckpt, TWICE)
+    ids = list(analysis.target_ids)
+    length = (len(ids) - 1) // 2
+    assert ids[1 : 1 + length] == ids[1 + length :], "the sentence's two copies are the same pieces"
+    induction, _ = head_scores(torch.tensor(analysis.blocks[block].weights)[None], length)
+    head = int(np.argmax(induction))
+    saved = list_snapshots(folder)
+    query = {"model": "lm-english", "text": TWICE, "attention": "decoder.self_attn", "layer": str(best["layer"] - 1)}
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{server}/training?{urlencode({**query, 'head': head, 'step': saved[0].step})}")
+        page.get_by_role("heading", name="Training steps").wait_for()
+        maps = page.wait_for_function(MATRICES_JS, arg=1 + len(saved)).json_value()
+        assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
+    finally:
+        page.close()
+    strip = [head_scores(torch.tensor(m)[None, None], length)[0][0] for m in maps[1:]]  # earliest step first
+    assert len(strip) == len(saved) >= 3
+    assert strip[0] < 0.2, f"step {saved[0].step}: the head copies already ({strip[0]:.2f})"
+    assert strip[1] > 0.4, f"step {saved[1].step}: the head has not formed ({strip[1]:.2f})"
+    assert strip[-1] > 0.4
