@@ -144,7 +144,18 @@ def sentences_for(ckpt_dir: Path, count: int, seed: int = 0) -> list[str]:
     card = json.loads((ckpt_dir / "card.json").read_text()) if (ckpt_dir / "card.json").exists() else {}
     data = card.get("data") if isinstance(card, dict) else None
     is_reverse = ckpt_dir.name == "reverse" or (isinstance(data, dict) and data.get("task") == "reverse")
-    return letter_strings(count, seed) if is_reverse else everyday_sentences(count, seed)
+    if is_reverse:
+        return letter_strings(count, seed)
+    sentences = everyday_sentences(count, seed)
+    if common.load_checkpoint(ckpt_dir).config.switches.sum_outputs:
+        # a centre-word model guesses the word of a blank from the words around it: one blank, in the middle
+        blanked = []
+        for sentence in sentences:
+            words = sentence.split()
+            words[len(words) // 2] = "___"
+            blanked.append(" ".join(words))
+        return blanked
+    return sentences
 
 
 # ---------------------------------------------------------------------------------------------------------------
