@@ -40,11 +40,12 @@ from inference.decoding import Sampling
 from inference.export import to_json, to_npz_bytes
 from inference.imported import TraceError, from_arrays, from_huggingface, from_transformer_lens, read_trace
 from inference.rollout import analysis_rollout
-from viz.heads import average_heads, head_heatmap, heads_grid
+from viz.heads import AVERAGE as AVERAGE  # head(): the mean of the layer's heads, Explore's "average of heads"
+from viz.heads import head_view, heads_grid
 from viz.labels import indexed_labels
 from viz.masks import mask_heatmap
 from viz.paper import MIN_THRESHOLD, THRESHOLD, block_lines, opening_threshold
-from viz.rollout import ATTENTION_LABELS, rollout_heatmap
+from viz.rollout import ROLLOUT_LABELS, rollout_heatmap
 from viz.stats import for_display, head_table
 
 __all__ = [
@@ -64,8 +65,6 @@ __all__ = [
     "rollout",
     "save",
 ]
-
-AVERAGE = "average"  # head(): the mean of the layer's heads, the Explore page's "average of heads"
 
 
 # --- checkpoints, analyses, traces ---------------------------------------------------------------------------------
@@ -187,13 +186,8 @@ def head(analysis: Analysis, layer: int, head: int | str, attention: str | None 
     attention = _attention(analysis, attention, _opening_attention(analysis))
     block, index = _block(analysis, attention, layer)
     where = f"layer {index + 1} of {analysis.attention_label(attention)}"
-    if head == AVERAGE:
-        weights, name = average_heads(block.weights), "average of heads"
-    else:
-        h = _index(head, block.n_heads, "head", where)
-        weights, name = block.weights[h], f"head {h + 1}"
-    title = f"{analysis.attention_label(attention)}, layer {index + 1}, {name}"
-    return head_heatmap(weights, block.query_pieces, block.key_pieces, title)
+    h = AVERAGE if head == AVERAGE else _index(head, block.n_heads, "head", where)
+    return head_view(block.weights, block.query_pieces, block.key_pieces, analysis.attention_label(attention), index, h)
 
 
 def heads(analysis: Analysis, attention: str | None = None) -> go.Figure:
@@ -253,7 +247,7 @@ def rollout(
         picked = None if len(set(picked)) == first.n_heads else picked
     result = analysis_rollout(analysis, attention, residual, picked)
     index = result.n_layers - 1 if layer is None else _index(layer, result.n_layers, "layer", where)
-    label = analysis.attention_label(attention) if analysis.kind == "decoder-only" else ATTENTION_LABELS[attention]
+    label = analysis.attention_label(attention) if analysis.kind == "decoder-only" else ROLLOUT_LABELS[attention]
     upto = "layer 1" if index == 0 else f"layers 1–{index + 1}"
     names = "all heads" if result.heads is None else "heads " + ", ".join(str(h + 1) for h in result.heads)
     title = f"Rollout: {label}, {upto}, {names}" + ("" if residual else ", raw")

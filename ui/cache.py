@@ -111,8 +111,8 @@ class TraceGoneError(LookupError):
 # drawn goes first, and its session is told to open it again.
 TRACES = ByteCache(SHARE)
 # The largest trace file an uploader takes: Streamlit refuses a larger one itself (its own message), and
-# .streamlit/config.toml's server.maxUploadSize is the same number for the whole server. A 256-token trace of
-# lm-english is 11.5 MiB as .npz, 48.4 MiB as JSON, and 24.9 MiB parsed (bench/trace_size.py).
+# .streamlit/config.toml's server.maxUploadSize is the same number for the whole server. What a trace takes as .npz,
+# as JSON and parsed, by length and model: python bench/trace_size.py.
 MAX_UPLOAD_MB = 100
 # Trace files are parsed one at a time, server-wide: ten opened at once cost one parse's memory, not ten.
 READING = threading.Lock()

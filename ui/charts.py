@@ -15,22 +15,18 @@ import pyarrow as pa
 from inference.analysis import Block
 from ui.cache import Analysed
 from ui.kept import kept
-from viz.heads import average_heads, head_heatmap, heads_grid, swap_head
+from viz.heads import AVERAGE as AVERAGE  # re-exported: the pages choose heads through this module
+from viz.heads import head_heatmap, head_title, heads_grid, swap_head
+from viz.heads import head_name as head_name  # re-exported, as AVERAGE
+from viz.heads import head_weights as block_head_weights
 from viz.stats import head_table
 from viz.style import frozen
 from viz.tables import encoder_frame, generation_frame, top_k_frame
 
-AVERAGE = -1  # the "head" value meaning the average of all heads
 
-
-def head_name(head: int) -> str:
-    """A head as its label says it: "head 3" (1-based), or "average of heads"."""
-    return "average of heads" if head == AVERAGE else f"head {head + 1}"
-
-
-def head_weights(block: Block, head: int) -> np.ndarray:
+def head_weights(block: Block, head: int | str) -> np.ndarray:
     """(Tq, Tk) weights of one head, or the mean of the block's heads for AVERAGE."""
-    return average_heads(block.weights) if head == AVERAGE else block.weights[head]
+    return block_head_weights(block.weights, head)
 
 
 @kept()
@@ -40,11 +36,12 @@ def _heatmap_template(ctx: Analysed, attention: str, layer: int) -> dict:
     return frozen(head_heatmap(block.weights[0], block.query_pieces, block.key_pieces))
 
 
-def head_chart(ctx: Analysed, attention: str, layer: int, head: int) -> dict:
-    """The one-head heatmap (head AVERAGE: the mean of the layer's heads), frozen."""
+def head_chart(ctx: Analysed, attention: str, layer: int, head: int | str) -> dict:
+    """viz.heads.head_view of one head (AVERAGE: the mean of the layer's heads), frozen: the layer's template with
+    this head's weights and title swapped in, which draws the same figure without building it again."""
     analysis = ctx.analysis
     weights = head_weights(analysis.block(attention, layer), head)
-    title = f"{analysis.attention_label(attention)}, layer {layer + 1}, {head_name(head)}"
+    title = head_title(analysis.attention_label(attention), layer, head)
     return swap_head(_heatmap_template(ctx, attention, layer), weights, title)
 
 

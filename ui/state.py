@@ -55,9 +55,9 @@ class FromOne:
     """Parse a URL's 1-based number into a 0-based index; `words` are special values written as words (a head
     picker's "all" for its average). A number below 1 is refused: 0 would read as the index -1."""
 
-    words: tuple[tuple[str, int], ...] = ()
+    words: tuple[tuple[str, object], ...] = ()
 
-    def __call__(self, text: str) -> int:
+    def __call__(self, text: str) -> object:
         for word, value in self.words:
             if text.strip().lower() == word:
                 return value
@@ -71,7 +71,7 @@ class FromOne:
 class ToOne:
     """Write a 0-based index as the 1-based number a person reads, or a special value as its word (see FromOne)."""
 
-    words: tuple[tuple[str, int], ...] = ()
+    words: tuple[tuple[str, object], ...] = ()
 
     def __call__(self, value: object) -> str:
         for word, special in self.words:
@@ -119,12 +119,12 @@ def url_index(
     key: str,
     url: str,
     *,
-    words: tuple[tuple[str, int], ...] = (),
+    words: tuple[tuple[str, object], ...] = (),
     aliases: tuple[str, ...] = (),
     across_pages: bool = True,
 ) -> str:
     """Declare widget key `key`, a 0-based index (a layer, a head, a token position), kept in the URL as parameter
-    `url` counted from 1, as its label reads; `words`: special values written as words (`("all", -1)`).
+    `url` counted from 1, as its label reads; `words`: special values written as words (`("all", AVERAGE)`).
     `aliases`: the parameter's former names, which held the 0-based index itself and are read as they were."""
     return _declare(
         Kept(

@@ -9,7 +9,7 @@ from inference.rollout import RESIDUAL, analysis_rollout
 from ui import errors, sidebar, state
 from ui.widgets import ATTENTION, show_chart
 from viz.labels import safe_filename
-from viz.rollout import ATTENTION_LABELS, rollout_heatmap
+from viz.rollout import ROLLOUT_LABELS, rollout_heatmap
 
 ROWS = {
     "encoder.self_attn": "Row i: where the encoder's output at source token i gets its information from, among the "
@@ -28,7 +28,7 @@ ROLLOUT_HEADS = state.session_key("rollout_heads")  # the heads averaged
 
 
 def _label(analysis: Analysis, attention: str) -> str:
-    return analysis.attention_label(attention) if analysis.kind == "decoder-only" else ATTENTION_LABELS[attention]
+    return analysis.attention_label(attention) if analysis.kind == "decoder-only" else ROLLOUT_LABELS[attention]
 
 
 def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:

@@ -17,6 +17,35 @@ from viz.style import AT_FIRST, COLORSCALE, HIGHLIGHT, finish_layout, thaw, toke
 
 HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pieces (keeps the figure small)
 ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each weight in its cell
+AVERAGE = "average"  # the head that is the mean of a layer's heads, wherever a head is chosen (pages, atlas.head)
+
+
+def head_name(head: int | str) -> str:
+    """A head as its label reads: "head 3" for index 2, or "average of heads" for AVERAGE."""
+    return "average of heads" if head == AVERAGE else f"head {int(head) + 1}"
+
+
+def head_title(attention_label: str, layer: int, head: int | str) -> str:
+    """The one-head view's title: "Cross-attention (decoder → encoder), layer 2, head 3" (`layer`, `head` 0-based)."""
+    return f"{attention_label}, layer {layer + 1}, {head_name(head)}"
+
+
+def head_weights(weights: np.ndarray, head: int | str) -> np.ndarray:
+    """(Tq, Tk): one head of a block's (H, Tq, Tk) weights, or their mean for AVERAGE."""
+    return average_heads(weights) if head == AVERAGE else np.asarray(weights)[head]
+
+
+def head_view(
+    weights: np.ndarray,
+    query_pieces: Sequence[str],
+    key_pieces: Sequence[str],
+    attention_label: str,
+    layer: int,
+    head: int | str,
+) -> go.Figure:
+    """The one-head view, finished and titled, from a block's (H, Tq, Tk) weights: what Explore draws and
+    `atlas.head` returns (`layer`, `head` 0-based; head AVERAGE: the mean of the layer's heads)."""
+    return head_heatmap(head_weights(weights, head), query_pieces, key_pieces, head_title(attention_label, layer, head))
 
 
 def average_heads(weights: np.ndarray) -> np.ndarray:

@@ -16,7 +16,7 @@ HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pi
 ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each value in its cell
 
 
-ATTENTION_LABELS = {  # what each rollout of an encoder-decoder is: its rows and columns
+ROLLOUT_LABELS = {  # what each rollout of an encoder-decoder is (not one block: a product of them), rows → columns
     "encoder.self_attn": "Encoder (source → source)",
     "decoder.self_attn": "Decoder self-attention (output → output)",
     "decoder.cross_attn": "Decoder → source (through the encoder)",

@@ -267,8 +267,8 @@ def read_gguf(path: Path) -> GGUFModel:
             weight = unpermute(weight, config["num_attention_heads"])
         elif name.endswith("k_proj.weight"):
             weight = unpermute(weight, config["num_key_value_heads"] or config["num_attention_heads"])
-        # No copy of what is ours (dequantised arrays are new; 1.5 s of SmolLM2's load went to copying them); the F32
-        # tensors are read-only views of the mapped file, copied.
+        # No copy of what is ours (dequantised arrays are new; a copy would cost a large model seconds of its load).
+        # The F32 tensors are read-only views of the mapped file, so they are copied.
         tensors[name] = torch.from_numpy(weight if weight.flags.writeable else weight.copy())
     config["tie_word_embeddings"] = "lm_head.weight" not in tensors
     types = _value(file, "tokenizer.ggml.token_type", source, [])
