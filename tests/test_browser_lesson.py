@@ -28,7 +28,9 @@ SCROLL = """e => {
   if (p) p.scrollBy(0, -80);
 }"""
 SIZES = {"1024x768": (1024, 768), "1600": (1600, 1000)}
-SWITCH = {"positional-encoding": "translate-en-de", "cross-attention": "translate-en-de"}  # steps lm-english lacks
+# The steps lm-english lacks, drawn on another model: it has no cross-attention (its positions are the paper's
+# sinusoids, so the positional-encoding step draws lm-english itself).
+SWITCH = {"cross-attention": "translate-en-de"}
 
 
 def shoot(page, name: str, width: int, height: int) -> None:

@@ -87,6 +87,12 @@ def test_an_old_zero_based_link_opens_the_same_head(app) -> None:
     assert "layer" not in at.query_params and "head" not in at.query_params
 
 
+def test_an_old_link_to_the_average_of_heads_opens_it(app) -> None:
+    """The former `head` parameter wrote the average as -1; the head picker's average is a word now."""
+    at = ok(app(model=LM, text="the cat sat on the mat", layer="1", head="-1"))
+    assert at.selectbox(key="head").value == AVERAGE and at.query_params["H"] == "all"
+
+
 def test_old_links_to_other_pages_open_the_same_choice(app) -> None:
     at = ok(app(model=LM, text="the cat sat on the mat", paper_query="2", ablate="decoder.layers.1.self_attn:3"))
     at.switch_page("views/paper.py").run()

@@ -80,6 +80,18 @@ class ToOne:
         return str(int(value) + 1)
 
 
+@dataclass(frozen=True)
+class FromIndex:
+    """Parse a former parameter that held the 0-based index itself; `old`: its special values as it wrote them and
+    what they are now (the head picker wrote -1 for the average of heads)."""
+
+    old: tuple[tuple[int, object], ...] = ()
+
+    def __call__(self, text: str) -> object:
+        number = int(text)
+        return dict(self.old).get(number, number)
+
+
 _declared: dict[str, Kept] = {}
 _lock = threading.Lock()  # sessions run in threads: one may declare while another reads the registry
 
@@ -121,11 +133,13 @@ def url_index(
     *,
     words: tuple[tuple[str, object], ...] = (),
     aliases: tuple[str, ...] = (),
+    alias_words: tuple[tuple[int, object], ...] = (),
     across_pages: bool = True,
 ) -> str:
     """Declare widget key `key`, a 0-based index (a layer, a head, a token position), kept in the URL as parameter
     `url` counted from 1, as its label reads; `words`: special values written as words (`("all", AVERAGE)`).
-    `aliases`: the parameter's former names, which held the 0-based index itself and are read as they were."""
+    `aliases`: the parameter's former names, which held the 0-based index itself and are read as they were, their
+    special values through `alias_words` (see FromIndex)."""
     return _declare(
         Kept(
             key,
@@ -133,7 +147,7 @@ def url_index(
             FromOne(words),
             across_pages=across_pages,
             aliases=aliases,
-            alias_parse=int,
+            alias_parse=FromIndex(alias_words),
             write=ToOne(words),
         )
     )

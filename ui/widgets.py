@@ -25,7 +25,8 @@ from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_pr
 # 0-based parameters (layer, head, query, position) and the rollout page's own names for the attention type.
 ATTENTION = state.url_key("attention", aliases=("rollout_attention", "rollout_stack"))
 LAYER = state.url_index("layer", "L", aliases=("layer",))
-HEAD = state.url_index("head", "H", words=(("all", AVERAGE),), aliases=("head",))  # a head, or AVERAGE
+# a head, or AVERAGE (which links of the former "head" parameter wrote as -1)
+HEAD = state.url_index("head", "H", words=(("all", AVERAGE),), aliases=("head",), alias_words=((-1, AVERAGE),))
 QUERY = state.url_index("query", "q", aliases=("query",))  # the attention-math page's query token
 POSITION = state.url_index("position", "pos", aliases=("position",))  # the token whose next one an LM predicts
 AVERAGE_ASIDE = "_head_average_aside"  # session key: the average was chosen, a page without it shows head 1
