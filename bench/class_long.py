@@ -86,12 +86,7 @@ def long_texts(model: Listed, count: int, words: int, seed: int) -> tuple[list[s
         texts.append(" ".join(sentences))
     counts = [len(t.split()) for t in texts]
     if model.path is not None and common.load_checkpoint(model.path).config.switches.sum_outputs:
-        # a centre-word model guesses the word of a blank from the words around it: one blank, in the middle
-        for i, text in enumerate(texts):
-            words_of = text.split()
-            words_of[len(words_of) // 2] = "___"
-            texts[i] = " ".join(words_of)
-        return texts, f"{span(counts)} words, the middle one a blank ___"
+        return [classroom.with_blank(t) for t in texts], f"{span(counts)} words, the middle one a blank ___"
     return texts, f"{span(counts)} words"
 
 

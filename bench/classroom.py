@@ -148,14 +148,15 @@ def sentences_for(ckpt_dir: Path, count: int, seed: int = 0) -> list[str]:
         return letter_strings(count, seed)
     sentences = everyday_sentences(count, seed)
     if common.load_checkpoint(ckpt_dir).config.switches.sum_outputs:
-        # a centre-word model guesses the word of a blank from the words around it: one blank, in the middle
-        blanked = []
-        for sentence in sentences:
-            words = sentence.split()
-            words[len(words) // 2] = "___"
-            blanked.append(" ".join(words))
-        return blanked
+        return [with_blank(s) for s in sentences]
     return sentences
+
+
+def with_blank(text: str) -> str:
+    """`text` with its middle word a blank `___`: what a centre-word model guesses, from the words around it."""
+    words = text.split()
+    words[len(words) // 2] = "___"
+    return " ".join(words)
 
 
 # ---------------------------------------------------------------------------------------------------------------
