@@ -19,6 +19,9 @@ TASK="${1:-lm}"
 MINUTES="${2:-7.5}"
 shift $(($# < 2 ? $# : 2))  # anything after goes to the training command (a smoke run here: --max-steps 2)
 PYTHON="${PYTHON:-python3}"
+# the command that trains, given the training command's arguments: the translator's run goes through
+# TRAINER="$PYTHON scripts/gpu_attention.py --train --" (times its attention kernels, trains under the fastest)
+read -r -a TRAINER <<< "${TRAINER:-$PYTHON -m atlas train}"
 RUN="${RUN:-runs/gpu-$TASK}"
 OUT="${OUT:-artifacts/gpu-$TASK}"
 mkdir -p "$OUT"
@@ -29,7 +32,7 @@ if [ ! -d "data/$TASK" ] && [ -f "data/$TASK.tar.xz" ]; then tar -C data -xJf "d
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
 "$PYTHON" -c "import torch; print('torch', torch.__version__, 'cuda', torch.cuda.is_available())"
 if [ -z "${PACK_ONLY:-}" ]; then  # PACK_ONLY=1: RUN is trained already (scripts/gpu_sweep.sh), ship and pack it
-  "$PYTHON" -m atlas train --task "$TASK" --device auto --threads 8 --minutes "$MINUTES" --out "$RUN" "$@" 2>&1 \
+  "${TRAINER[@]}" --task "$TASK" --device auto --threads 8 --minutes "$MINUTES" --out "$RUN" "$@" 2>&1 \
     | tr '\r' '\n' | grep -v '^[a-z]*: *[0-9]*%|' | tee "$OUT/train.log"
 fi
 

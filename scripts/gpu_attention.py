@@ -1,0 +1,159 @@
+"""Time the translator's training step under each way of computing its fused attention, on its own batches.
+
+The translator trains at a sixteenth of the language model's speed on the same GPU although its batches hold as
+many tokens. Its batches differ in shape from step to step (pairs sorted into buckets by length: a few hundred rows
+of a few dozen tokens), the language model's never do; the attention kernel was the time in a profile. Every variant
+below computes the same softmax(QKᵀ/√d_k)V under the same mask (tests/test_attention.py holds the fused and
+explicit paths equal), so a run may train under the fastest and its weights load under any.
+
+    python scripts/gpu_attention.py                       # the table (cuda, bfloat16 autocast as training)
+    python scripts/gpu_attention.py --train -- ARGS...    # then python -m training.train ARGS under the fastest
+
+Prints one JSON line a variant (milliseconds a step over the timed steps, or the error it raised) and the
+profiler's top CUDA kernels for the variant the code uses now.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import random
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from inference.tokenizer import Tokenizer  # noqa: E402
+from model.attention import MultiHeadedAttention  # noqa: E402
+from model.factory import build_model  # noqa: E402
+from training.tasks import TASKS, data_dir  # noqa: E402
+from training.train import build, encode_pairs, loss_of, pair_batches  # noqa: E402
+
+CODE = MultiHeadedAttention.fused  # what the repository's model runs now
+
+
+def with_backends(*backends: SDPBackend):
+    def fused(self, q, k, v, mask):
+        with sdpa_kernel(list(backends)):
+            return CODE(self, q, k, v, mask)
+
+    return fused
+
+
+def float_mask(self, q, k, v, mask):
+    """The mask as an additive bias in the queries' dtype (0 where allowed, -inf elsewhere)."""
+    any_allowed = mask.any(dim=-1, keepdim=True)
+    allowed = (mask | ~any_allowed).unsqueeze(1)
+    bias = torch.zeros(allowed.shape, dtype=q.dtype, device=q.device).masked_fill(~allowed, float("-inf"))
+    p = self.dropout.p if self.training else 0.0
+    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=p)
+    return heads.masked_fill(~any_allowed.unsqueeze(1), 0.0)
+
+
+def explicit(self, q, k, v, mask):
+    """The record path's arithmetic, without keeping the weights."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+    any_allowed = mask.any(dim=-1, keepdim=True).unsqueeze(1)
+    weights = torch.softmax(scores.masked_fill(~mask.unsqueeze(1), float("-inf")), dim=-1)
+    weights = weights.masked_fill(~any_allowed, 0.0)
+    return self.dropout(weights) @ v
+
+
+VARIANTS = {
+    "code": CODE,
+    "no-cudnn": with_backends(SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH),
+    "efficient": with_backends(SDPBackend.EFFICIENT_ATTENTION),
+    "math": with_backends(SDPBackend.MATH),
+    "cudnn": with_backends(SDPBackend.CUDNN_ATTENTION),
+    "float-mask": float_mask,
+    "explicit": explicit,
+}
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_variants(device: torch.device, warm: int, timed: int, data: Path) -> dict[str, dict]:
+    spec = TASKS["translate"]
+    folder = data_dir("translate", data)
+    tok = Tokenizer.from_file(folder / "tokenizer.model")
+    torch.manual_seed(0)
+    model = build_model(build(spec, tok)).train().to(device)
+    pairs = encode_pairs(tok, folder, "train", spec.max_train_len)
+    source = pair_batches(pairs, spec.batch_tokens, random.Random(0), tok.pad_id)
+    batches = [next(source) for _ in range(warm + timed)]  # the same batches, shapes varying, for every variant
+    print(json.dumps({"rows": [b[0].shape[0] for b in batches], "widths": [b[1].shape[1] for b in batches]}))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    criterion = nn.CrossEntropyLoss(ignore_index=tok.pad_id, label_smoothing=spec.label_smoothing)
+
+    def step(batch) -> float:
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            loss, _ = loss_of(model, batch, "encoder-decoder", criterion)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    results = {}
+    for name, fused in VARIANTS.items():
+        MultiHeadedAttention.fused = fused
+        try:
+            for batch in batches[:warm]:
+                step(batch)
+            sync(device)
+            begun = time.perf_counter()
+            for batch in batches[warm:]:
+                step(batch)
+            sync(device)
+            results[name] = {"ms_per_step": round(1000 * (time.perf_counter() - begun) / timed, 1)}
+        except Exception as exc:  # a backend that refuses these inputs is a result, not a failure
+            results[name] = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        print(json.dumps({name: results[name]}), flush=True)
+    MultiHeadedAttention.fused = CODE
+    if device.type == "cuda":
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for batch in batches[warm : warm + 3]:
+                step(batch)
+            sync(device)
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12, max_name_column_width=60))
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    rest: list[str] = []
+    if "--" in argv:
+        argv, rest = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--data", type=Path, default=Path("data"))
+    parser.add_argument("--warm", type=int, default=4)
+    parser.add_argument("--timed", type=int, default=12)
+    parser.add_argument("--train", action="store_true", help="then train with the arguments after --")
+    args = parser.parse_args(argv)
+    results = time_variants(torch.device(args.device), args.warm, args.timed, args.data)
+    timed = {k: v["ms_per_step"] for k, v in results.items() if "ms_per_step" in v}
+    fastest = min(timed, key=timed.get)
+    print(json.dumps({"fastest": fastest, "ms_per_step": timed[fastest], "code": timed.get("code")}), flush=True)
+    if not args.train:
+        return 0
+    from training import train
+
+    MultiHeadedAttention.fused = VARIANTS[fastest]
+    print(f"training under {fastest}: python -m training.train {' '.join(rest)}", file=sys.stderr, flush=True)
+    return train.main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
