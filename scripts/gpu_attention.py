@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: N812 (as model/attention.py)
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
