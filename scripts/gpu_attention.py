@@ -1,10 +1,12 @@
 """Time the translator's training step under each way of computing its fused attention, on its own batches.
 
-The translator trains at a sixteenth of the language model's speed on the same GPU although its batches hold as
-many tokens. Its batches differ in shape from step to step (pairs sorted into buckets by length: a few hundred rows
-of a few dozen tokens), the language model's never do; the attention kernel was the time in a profile. Every variant
-below computes the same softmax(QKᵀ/√d_k)V under the same mask (tests/test_attention.py holds the fused and
-explicit paths equal), so a run may train under the fastest and its weights load under any.
+The translator's batches differ in shape from step to step (pairs sorted into buckets by length: a few hundred rows
+of a few dozen tokens), the language model's never do. cuDNN's attention kernel plans every new shape, so the
+training command turns it off on a GPU (training.train.without_cudnn_attention); "code" below is the model's fused
+path with torch's own choice of kernel, cuDNN allowed. Every variant computes the same softmax(QKᵀ/√d_k)V under
+the same mask (tests/test_attention.py holds the fused and explicit paths equal), so a run may train under any and
+its weights load under any. Variants are timed in turn on the same batches: a kernel that plans per shape is slow
+only the first time it meets one, so give --warm no fewer steps than --timed.
 
     python scripts/gpu_attention.py                       # the table (cuda, bfloat16 autocast as training)
     python scripts/gpu_attention.py --train -- ARGS...    # then python -m training.train ARGS under the fastest
@@ -141,11 +143,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", type=int, default=4)
     parser.add_argument("--timed", type=int, default=12)
     parser.add_argument("--train", action="store_true", help="then train with the arguments after --")
+    parser.add_argument("--use", choices=sorted(VARIANTS), help="train under this variant, timing none")
     args = parser.parse_args(argv)
-    results = time_variants(torch.device(args.device), args.warm, args.timed, args.data)
-    timed = {k: v["ms_per_step"] for k, v in results.items() if "ms_per_step" in v}
-    fastest = min(timed, key=timed.get)
-    print(json.dumps({"fastest": fastest, "ms_per_step": timed[fastest], "code": timed.get("code")}), flush=True)
+    if args.use:
+        fastest = args.use
+    else:
+        results = time_variants(torch.device(args.device), args.warm, args.timed, args.data)
+        timed = {k: v["ms_per_step"] for k, v in results.items() if "ms_per_step" in v}
+        fastest = min(timed, key=timed.get)
+        print(json.dumps({"fastest": fastest, "ms_per_step": timed[fastest], "code": timed.get("code")}), flush=True)
     if not args.train:
         return 0
     from training import train

@@ -19,8 +19,8 @@ TASK="${1:-lm}"
 MINUTES="${2:-7.5}"
 shift $(($# < 2 ? $# : 2))  # anything after goes to the training command (a smoke run here: --max-steps 2)
 PYTHON="${PYTHON:-python3}"
-# the command that trains, given the training command's arguments: the translator's run goes through
-# TRAINER="$PYTHON scripts/gpu_attention.py --train --" (times its attention kernels, trains under the fastest)
+# the command that trains, given the training command's arguments; TRAINER="$PYTHON scripts/gpu_attention.py
+# --train --" times the attention kernels on the translator's batches first and trains under the fastest
 read -r -a TRAINER <<< "${TRAINER:-$PYTHON -m atlas train}"
 RUN="${RUN:-runs/gpu-$TASK}"
 OUT="${OUT:-artifacts/gpu-$TASK}"

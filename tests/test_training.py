@@ -234,6 +234,26 @@ def test_the_device_is_recorded_and_a_missing_gpu_is_one_line(tmp_path: Path, ca
     assert "torch sees no GPU" in capsys.readouterr().err
 
 
+def test_a_gpu_run_turns_cudnns_attention_off_and_a_cpu_run_leaves_it(tmp_path: Path, monkeypatch) -> None:
+    """cuDNN plans every new batch shape; the translator's change every step (scripts/gpu_attention.py)."""
+    import training.train as train_module
+
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    try:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        train_module.without_cudnn_attention(torch.device("cpu"))
+        assert torch.backends.cuda.cudnn_sdp_enabled()
+        train_module.without_cudnn_attention(torch.device("cuda"))
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)
+    seen = []
+    monkeypatch.setattr(train_module, "without_cudnn_attention", seen.append)
+    write_task(tmp_path / "data", "reverse")
+    train(replace(tiny_spec("reverse"), max_steps=1), tmp_path / "data", tmp_path / "a", seed=0, threads=1, command="t")
+    assert seen == [torch.device("cpu")], "the run chooses its kernels for the device it trains on"
+
+
 def test_a_run_keeps_float16_snapshots_that_load_like_the_weights(tmp_path: Path) -> None:
     write_task(tmp_path / "data", "translate")
     spec = replace(tiny_spec("translate"), max_steps=10, eval_every=5)

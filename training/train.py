@@ -355,6 +355,15 @@ def on_cpu(model: nn.Module) -> nn.Module:
     return model if next(model.parameters()).device.type == "cpu" else copy.deepcopy(model).cpu()
 
 
+def without_cudnn_attention(where: torch.device) -> None:
+    """On a GPU, train without cuDNN's attention kernel. It builds a plan for every new (rows, queries, keys) shape,
+    and the translator's batches (pairs bucketed by length) take a new shape almost every step, so the planning,
+    not the arithmetic, became the step's time; the flash and memory-efficient kernels that torch picks instead
+    compute the same attention with no plan (scripts/gpu_attention.py times every kernel on those batches)."""
+    if where.type == "cuda":
+        torch.backends.cuda.enable_cudnn_sdp(False)
+
+
 def pick_device(name: str) -> torch.device:
     """`auto`: the GPU when torch sees one, else the CPU."""
     if name == "auto":
@@ -391,6 +400,7 @@ def train(
     tok = Tokenizer.from_file(folder / "tokenizer.model")
     config = build(spec, tok)
     where = pick_device(device)
+    without_cudnn_attention(where)
     model = build_model(config).train()
     start, earlier, resumed_from, seconds_before = 0, [], None, 0
     if resume is not None:
