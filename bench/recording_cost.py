@@ -18,6 +18,7 @@ import common
 import torch
 from torch import Tensor
 
+from model.forward import forward
 from model.trace import Trace
 
 SIZES = (16, 64, 256, 512)
@@ -36,7 +37,8 @@ def trace_bytes(trace: Trace) -> int:
     return total
 
 
-def inputs(ckpt, n: int, seed: int = 0) -> tuple[Tensor, ...]:
+def inputs(ckpt, n: int, seed: int = 0) -> tuple[Tensor, Tensor | None]:
+    """(ids, source_ids) of n random tokens each, as model.forward takes them (a source for a translator only)."""
     gen = torch.Generator().manual_seed(seed)
     first = max(ckpt.config.pad_id, ckpt.config.unk_id, ckpt.config.bos_id, ckpt.config.eos_id) + 1
     ids = torch.randint(first, ckpt.config.vocab_size, (1, n), generator=gen)
@@ -44,18 +46,21 @@ def inputs(ckpt, n: int, seed: int = 0) -> tuple[Tensor, ...]:
     if ckpt.config.is_encoder_decoder:
         src = torch.randint(first, ckpt.config.vocab_size, (1, n), generator=gen)
         src[0, -1] = ckpt.config.eos_id
-        return src, ids
-    return (ids,)
+        return ids, src
+    return ids, None
 
 
 @torch.inference_mode()
 def measure(ckpt, n: int, repeats: int) -> dict[str, float]:
     model = ckpt.model
     args = inputs(ckpt, n)
-    recorded, trace = model(*args, record=True)
-    fused, fused_trace = model(*args, record=False)
+    recorded, trace = forward(model, *args, record=True)
+    fused, fused_trace = forward(model, *args, record=False)
     timings: dict[str, list[float]] = {"record": [], "no_record": []}
-    runs = {"record": lambda: model(*args, record=True), "no_record": lambda: model(*args, record=False)}
+    runs = {
+        "record": lambda: forward(model, *args, record=True),
+        "no_record": lambda: forward(model, *args, record=False),
+    }
     for fn in runs.values():
         fn()  # warm-up
     for _ in range(repeats):  # interleaved, so a load spike on the machine hits both alike

@@ -18,6 +18,7 @@ from inference.checkpoint import Checkpoint
 from inference.decoding import generate, top_k
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import Ablation
+from model.forward import forward
 from model.transformer import Ablations
 
 
@@ -38,13 +39,7 @@ class Effect:
 
 def _logits(ckpt: Checkpoint, source: Tensor | None, target: Tensor, ablate: Ablations) -> Tensor:
     """(T, vocab) logits of one sequence (teacher forcing)."""
-    model = ckpt.model
-    out = (
-        model(source, target, record=False, ablate=ablate)
-        if source is not None
-        else model(target, record=False, ablate=ablate)
-    )
-    return out[0][0].float()
+    return forward(ckpt.model, target, source, record=False, ablate=ablate)[0][0].float()
 
 
 def _kl(before: Tensor, after: Tensor) -> Tensor:
@@ -133,7 +128,7 @@ def ranking_setup(ckpt: Checkpoint, text: str) -> RankingSetup:
         source, target, rows = None, torch.tensor([encode_first_stack(ckpt, cleaned, [])]), slice(None)
     else:
         source, target, rows = None, torch.tensor([encode_prefix(ckpt, cleaned, [])]), slice(-1, None)
-    logits, trace = ckpt.model(source, target) if source is not None else ckpt.model(target)
+    logits, trace = forward(ckpt.model, target, source)
     blocks = tuple((name, rec.keys.shape[1]) for name, rec in trace.attention.items())  # keys: (B, H, Tk, d_head)
     return RankingSetup(source, target, rows, logits[0].float()[rows], blocks)
 

@@ -26,6 +26,7 @@ from inference.text import (
     vocabulary_note,
 )
 from model.attention import attention_mask, padding_mask
+from model.forward import forward
 from model.trace import Trace
 from model.transformer import EncoderDecoder
 
@@ -126,7 +127,7 @@ def analyze_many(ckpt: Checkpoint, requests: Sequence[Request]) -> list[Analysis
     if ready and cfg.is_encoder_decoder:
         _encode_decode_trace(ckpt, [p for _, p in ready], results, [i for i, _ in ready])
     elif ready and cfg.kind == "encoder-only":  # one pass, every token seeing every other; nothing is written
-        logits, trace = ckpt.model(pad_rows([p.source_ids for _, p in ready], cfg.pad_id))
+        logits, trace = forward(ckpt.model, pad_rows([p.source_ids for _, p in ready], cfg.pad_id))
         for row, (i, p) in enumerate(ready):
             results[i] = _analysis(ckpt, p, trace, row, logits[row, : len(p.source_ids)])
     elif ready:
@@ -134,7 +135,7 @@ def analyze_many(ckpt: Checkpoint, requests: Sequence[Request]) -> list[Analysis
             if p.request.continuation:
                 out = generate(ckpt.model, p.target_ids, None, p.request.continuation, sampling=p.request.sampling)
                 p.target_ids, p.generated = p.target_ids + out.ids, len(out.ids)
-        logits, trace = ckpt.model(pad_rows([p.target_ids for _, p in ready], cfg.pad_id))
+        logits, trace = forward(ckpt.model, pad_rows([p.target_ids for _, p in ready], cfg.pad_id))
         for row, (i, p) in enumerate(ready):
             results[i] = _analysis(ckpt, p, trace, row, logits[row, : len(p.target_ids)])
     return results  # type: ignore[return-value]
@@ -172,7 +173,7 @@ def _encode_decode_trace(ckpt: Checkpoint, ready: list[_Prepared], results: list
     over each row's whole target, reusing the encoder's cross-attention keys and values (`Trace.encoder_part`)."""
     cfg = ckpt.config
     source = pad_rows([p.source_ids for p in ready], cfg.pad_id)
-    first_logits, first = ckpt.model(source, torch.full((len(ready), 1), cfg.bos_id))
+    first_logits, first = forward(ckpt.model, torch.full((len(ready), 1), cfg.bos_id), source)
     given = [row for row, p in enumerate(ready) if p.target_ids is not None]
     if len(given) < len(ready):  # the model writes its own output: all such rows in one batch
         max_tokens = max(p.request.max_tokens for p in ready if p.target_ids is None)
@@ -182,7 +183,7 @@ def _encode_decode_trace(ckpt: Checkpoint, ready: list[_Prepared], results: list
             if p.target_ids is None:
                 p.target_ids = [cfg.bos_id] + out.ids[: p.request.max_tokens]
     targets = pad_rows([p.target_ids for p in ready], cfg.pad_id)
-    logits, decoded = ckpt.model(source, targets, past=first.encoder_part())
+    logits, decoded = forward(ckpt.model, targets, source, first.encoder_part())
     encoder = {name: rec for name, rec in first.attention.items() if name.startswith("encoder.")}
     trace = Trace(
         cfg.kind,

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from inference.analysis import Prediction
+from model.forward import forward
 from model.trace import Trace
 from model.transformer import NONE, Ablations, DecoderOnlyLM, EncoderDecoder
 
@@ -110,13 +111,8 @@ def next_log_probs(
     """
     new = fed[:, -1:] if cache and past is not None else fed
     previous = past if cache else None
-    if isinstance(model, EncoderDecoder):
-        if source_ids is None:
-            raise ValueError("an encoder-decoder needs source ids to decode")
-        source = source_ids.expand(fed.shape[0], -1)  # one source row per hypothesis
-        logits, trace = model(source, new, past=previous, record=False, ablate=ablate)
-    else:
-        logits, trace = model(new, past=previous, record=False, ablate=ablate)
+    source = None if source_ids is None else source_ids.expand(fed.shape[0], -1)  # one source row per hypothesis
+    logits, trace = forward(model, new, source, previous, record=False, ablate=ablate)
     return torch.log_softmax(logits[:, -1].float(), dim=-1), (trace if cache else None)
 
 
@@ -224,7 +220,7 @@ def greedy_many(
     max_tokens = max(0, min(max_tokens, cfg.max_len - 1))
     source = pad_rows(sources, cfg.pad_id)
     if start is None:
-        logits, past = model(source, torch.full((len(sources), 1), cfg.bos_id), record=False)
+        logits, past = forward(model, torch.full((len(sources), 1), cfg.bos_id), source, record=False)
     else:
         logits, past = start
     out: list[list[int]] = [[] for _ in sources]
@@ -240,5 +236,5 @@ def greedy_many(
         if all(f or len(o) == max_tokens for f, o in zip(finished, out)):
             break
         step = torch.tensor([[cfg.pad_id if f else o[-1]] for f, o in zip(finished, out)])
-        logits, past = model(source, step, past=past, record=False)
+        logits, past = forward(model, step, source, past, record=False)
     return [Generation(ids, done and i not in skip) for i, (ids, done) in enumerate(zip(out, finished))]

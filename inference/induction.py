@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from model.forward import forward
 from model.names import block_layer
 
 PROBE_LENGTH = 50  # TransformerLens's induction-head tutorial repeats 50 random tokens
@@ -100,7 +101,7 @@ def measure(model: torch.nn.Module, vocab_size: int, bos_id: int, length: int = 
     """Run a decoder-only model on the probe and score every self-attention head. The run is shortened to fit a
     model that holds fewer than 1 + 2·length positions.
 
-    The model is called as every decoder-only model of ours is, `model(ids, record=True)` → (logits, trace)."""
+    The model runs as every model of ours does, through model.forward.forward → (logits, trace)."""
     max_len = getattr(getattr(model, "config", None), "max_len", None)
     if max_len is not None:
         length = min(length, (max_len - 1) // 2)
@@ -108,7 +109,7 @@ def measure(model: torch.nn.Module, vocab_size: int, bos_id: int, length: int = 
         raise ValueError(f"a model of {max_len} positions cannot hold a repeated run")
     ids = repeated_tokens(vocab_size, bos_id, length)
     device = next(model.parameters()).device
-    logits, trace = model(ids.to(device), record=True)
+    logits, trace = forward(model, ids.to(device))
     induction, previous = {}, {}
     for name, record in trace.attention.items():
         if name.endswith(".self_attn") and record.weights is not None:

@@ -20,6 +20,7 @@ from inference.decoding import generate
 from inference.induction import InductionReport, copy_losses, head_scores, repeated_tokens
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import attention_mask
+from model.forward import forward
 from model.names import block_name, layer_name
 
 
@@ -78,10 +79,8 @@ def stream(ckpt: Checkpoint, text: str) -> Stream:
     text that cannot be read."""
     model, cfg = ckpt.model, ckpt.config
     ids = torch.tensor([encode_first_stack(ckpt, clean_text(text).text, [])])  # (1, T)
-    if cfg.is_encoder_decoder:
-        _, trace = model(ids, torch.tensor([[cfg.bos_id]]), record=False, activations=True)
-    else:
-        _, trace = model(ids, record=False, activations=True)
+    source, fed = (ids, torch.tensor([[cfg.bos_id]])) if cfg.is_encoder_decoder else (None, ids)
+    _, trace = forward(model, fed, source, record=False, activations=True)
     stack = "decoder" if cfg.kind == "decoder-only" else "encoder"
     acts = trace.activations
     layers = getattr(model, stack).layers
@@ -277,7 +276,7 @@ def copying(ckpt: Checkpoint, report: InductionReport) -> Copying:
     model, cfg, length = ckpt.model, ckpt.config, report.length
     ids = repeated_tokens(cfg.vocab_size, cfg.bos_id, length)  # (B, 1 + 2L), the ids `measure` scored
     block, head, score = report.best(report.induction)
-    logits, trace = model(ids, record=True)
+    logits, trace = forward(model, ids)
     first, _ = copy_losses(logits.float(), ids, length)
     weights = trace.attention[block].weights[0, head].float().numpy().copy()  # (T, T): not a view of every head's
     every = tuple((name, h) for name, row in report.induction.items() for h, s in enumerate(row) if s >= INDUCTION_AT)
@@ -290,7 +289,7 @@ def copying(ckpt: Checkpoint, report: InductionReport) -> Copying:
         off: dict[str, tuple[int, ...]] = {}
         for name, h in heads:
             off[name] = (*off.get(name, ()), h)
-        cut, _ = model(ids, record=False, ablate=ablations(off, "zero"))
+        cut, _ = forward(model, ids, record=False, ablate=ablations(off, "zero"))
         runs.append(Switched(what, heads, *_second_copy(cut.float(), ids, length)))
     pieces = tuple(ckpt.tokenizer.pieces(ids[0].tolist()))
     return Copying(length, pieces, block, head, score, weights, first, tuple(runs))
@@ -301,7 +300,7 @@ def head_on_probe(ckpt: Checkpoint, length: int, block: str, head: int) -> tuple
     """One head of `ckpt` (a training snapshot, say) on the probe of `length`: its (T, T) weights on the first
     probe and its induction score over all of them (inference.induction.head_scores)."""
     ids = repeated_tokens(ckpt.config.vocab_size, ckpt.config.bos_id, length)
-    _, trace = ckpt.model(ids, record=True)
+    _, trace = forward(ckpt.model, ids)
     weights = trace.attention[block].weights.float()  # (B, H, T, T)
     induction, _ = head_scores(weights, length)
     return weights[0, head].numpy().copy(), induction[head]  # a copy: a view would keep every head's alive

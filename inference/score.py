@@ -7,6 +7,7 @@ import math
 import torch
 
 from inference.checkpoint import Checkpoint
+from model.forward import forward
 
 
 @torch.inference_mode()
@@ -28,7 +29,7 @@ def perplexity(ckpt: Checkpoint, lines: list[str], window: int | None = None) ->
         start = 0
         while scored < len(ids):
             chunk = torch.tensor([ids[start : start + window]])
-            logits, _ = ckpt.model(chunk, record=False)
+            logits, _ = forward(ckpt.model, chunk, record=False)
             first = scored - start  # the chunk's first position whose target is new
             targets = chunk[0, first:]
             logp = torch.log_softmax(logits[0, first - 1 : -1].float(), dim=-1)

@@ -13,19 +13,19 @@ from inference.score import perplexity
 class _Recorder(torch.nn.Module):
     """A stand-in language model: uniform logits, and a log of the windows it was given."""
 
-    def __init__(self, vocab: int) -> None:
+    def __init__(self, vocab: int, config: SimpleNamespace) -> None:
         super().__init__()
-        self.vocab, self.calls = vocab, []
+        self.vocab, self.calls, self.config = vocab, [], config
 
-    def forward(self, ids: torch.Tensor, record: bool = True):
+    def forward(self, ids: torch.Tensor, past=None, record: bool = True, ablate=None, activations: bool = False):
         self.calls.append(ids[0].tolist())
         return torch.zeros(1, ids.shape[1], self.vocab), None
 
 
 def _ckpt(window_len: int, vocab: int = 50):
-    config = SimpleNamespace(max_len=window_len, bos_id=2, eos_id=3)
+    config = SimpleNamespace(max_len=window_len, bos_id=2, eos_id=3, kind="decoder-only")
     tokenizer = SimpleNamespace(encode=lambda line: [4 + int(w) for w in line.split()])
-    return SimpleNamespace(config=config, tokenizer=tokenizer, model=_Recorder(vocab))
+    return SimpleNamespace(config=config, tokenizer=tokenizer, model=_Recorder(vocab, config))
 
 
 def test_a_long_line_is_scored_once_per_token_in_half_overlapping_windows() -> None:

@@ -27,6 +27,7 @@ from inference.catalog import PRESETS
 from inference.checkpoint import CARD, Checkpoint, CheckpointError, is_published, load_checkpoint
 from inference.induction import measure
 from inference.score import perplexity
+from model.forward import forward
 from training.data.common import read_lines
 from training.data.text import PROMPTS
 from training.tasks import data_dir
@@ -224,7 +225,7 @@ def evaluate_induction(ckpt: Checkpoint, folder: Path, limit: int | None) -> tup
     for line in lines:
         ids = torch.tensor([[tok.bos_id, *tok.encode(line)]])
         half = (ids.shape[1] - 1) // 2
-        logits, _ = model(ids, record=False)
+        logits, _ = forward(model, ids, record=False)
         logp = torch.log_softmax(logits[0, :-1].float(), dim=-1)  # position i predicts token i + 1
         for part, targets in (("first", range(2, half + 1)), ("second", range(half + 2, 2 * half + 1))):
             for t in targets:

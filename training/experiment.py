@@ -39,6 +39,7 @@ from inference.tokenizer import Tokenizer
 from model.attention import Ablation
 from model.config import ModelConfig, Published
 from model.factory import build_model
+from model.forward import forward
 from model.names import block_layer, block_name
 from model.transformer import NONE, Ablations, Model
 from training.data.fivegram import CONTEXT
@@ -122,7 +123,7 @@ def loss_and_accuracy(
     total, right = 0.0, 0
     for i in range(0, len(grams), batch):
         context, centre = split(grams[i : i + batch])
-        logits = model(context, record=False, ablate=ablate)[0][:, 0]
+        logits = forward(model, context, record=False, ablate=ablate)[0][:, 0]
         total += float(F.cross_entropy(logits, centre, reduction="sum"))
         right += int((logits.argmax(dim=-1) == centre).sum())
     return total / len(grams), right / len(grams)
@@ -134,12 +135,13 @@ def head_ranking(model: Model, grams: np.ndarray, batch: int = 8192) -> list[tup
     averaged over `grams`, least important first."""
     model.eval()
     context, _ = split(grams)
-    intact = torch.log_softmax(model(context, record=False)[0][:, 0], dim=-1)
+    intact = torch.log_softmax(forward(model, context, record=False)[0][:, 0], dim=-1)
     blocks = [block_name("encoder", i, "self_attn") for i in range(model.config.n_encoder_layers)]
     table = []
     for block in blocks:
         for head in range(model.config.n_heads):
-            cut = torch.log_softmax(model(context, record=False, ablate={block: Ablation((head,))})[0][:, 0], dim=-1)
+            cut_logits = forward(model, context, record=False, ablate={block: Ablation((head,))})[0][:, 0]
+            cut = torch.log_softmax(cut_logits, dim=-1)
             kl = float((intact.exp() * (intact - cut)).sum(dim=-1).mean())
             table.append((block, head, kl))
     return sorted(table, key=lambda row: row[2])
@@ -164,7 +166,7 @@ def mean_attention(model: Model, grams: np.ndarray) -> list:
     """Every head's attention weights averaged over `grams`: [layer][head][query][key], 3 decimals."""
     model.eval()
     context, _ = split(grams)
-    trace = model(context)[1]
+    trace = forward(model, context)[1]
     return [np.round(rec.weights.mean(dim=0).numpy(), 3).tolist() for rec in trace.attention.values()]
 
 
@@ -187,7 +189,7 @@ def train_row(row: Row, data: Path, out: Path, settings: Settings, threads: int,
         context, centre = split(grams["train"][take])
         for group in optimizer.param_groups:
             group["lr"] = rate(step, settings)
-        logits = model(context, record=False)[0][:, 0]
+        logits = forward(model, context, record=False)[0][:, 0]
         loss = F.cross_entropy(logits, centre)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

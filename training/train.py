@@ -38,6 +38,7 @@ from inference.snapshots import SNAPSHOTS
 from inference.tokenizer import Tokenizer
 from model.config import ModelConfig
 from model.factory import build_model
+from model.forward import forward
 from training.clock import TIMED_STEPS, WARM_STEPS, Clock
 from training.data.common import read_lines
 from training.data.induction import random_run
@@ -213,14 +214,11 @@ def loss_of(model: nn.Module, batch, kind: str, criterion: nn.Module) -> tuple[T
     """Mean loss over the non-padding target tokens of a batch, and their number; the batch goes to the model's
     device (batches are built on the CPU)."""
     device = next(model.parameters()).device
-    if kind == "encoder-decoder":
-        src, tgt = (t.to(device, non_blocking=True) for t in batch)
-        logits, _ = model(src, tgt[:, :-1], record=False)
-        gold = tgt[:, 1:]
-    else:
-        batch = batch.to(device, non_blocking=True)
-        logits, _ = model(batch[:, :-1], record=False)
-        gold = batch[:, 1:]
+    source, text = batch if kind == "encoder-decoder" else (None, batch)  # a pair batch: (source, target)
+    source = None if source is None else source.to(device, non_blocking=True)
+    text = text.to(device, non_blocking=True)
+    logits, _ = forward(model, text[:, :-1], source, record=False)
+    gold = text[:, 1:]
     loss = criterion(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1))
     return loss, int((gold != criterion.ignore_index).sum())
 
