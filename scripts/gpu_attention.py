@@ -1,18 +1,21 @@
-"""Time the translator's training step under each way of computing its fused attention, on its own batches.
+"""Check and time the translator's training step under each way of computing its attention, on its own batches.
 
 The translator's batches differ in shape from step to step (pairs sorted into buckets by length: a few hundred rows
-of a few dozen tokens), the language model's never do. cuDNN's attention kernel plans every new shape, so the
-training command turns it off on a GPU (training.train.without_cudnn_attention); "code" below is the model's fused
-path with torch's own choice of kernel, cuDNN allowed. Every variant computes the same softmax(QKᵀ/√d_k)V under
-the same mask (tests/test_attention.py holds the fused and explicit paths equal), so a run may train under any and
-its weights load under any. Variants are timed in turn on the same batches: a kernel that plans per shape is slow
-only the first time it meets one, so give --warm no fewer steps than --timed.
+of a few dozen tokens), the language model's never do, and cuDNN's attention kernel plans every new shape. "code"
+below is the model's fused path with torch's own choice of kernel, cuDNN allowed. Every variant computes the same
+softmax(QKᵀ/√d_k)V under the same mask, and on the CPU the fused and explicit paths agree (tests/test_attention.py);
+on a GPU each kernel is first checked against the explicit arithmetic on a real batch (float32, dropout off). The
+training command computes the heads explicitly on a GPU (training.train.explicit_heads) until a kernel is shown
+equal there. Variants are timed in turn on the same batches: a kernel that plans per shape is slow only the first
+time it meets one, so give --warm no fewer steps than --timed.
 
-    python scripts/gpu_attention.py                       # the table (cuda, bfloat16 autocast as training)
+    python scripts/gpu_attention.py                       # the check and the table (cuda, bfloat16 as training)
     python scripts/gpu_attention.py --train -- ARGS...    # then python -m training.train ARGS under the fastest
+    python scripts/gpu_attention.py --use NAME --train -- ARGS...   # under NAME, checking and timing none
 
-Prints one JSON line a variant (milliseconds a step over the timed steps, or the error it raised) and the
-profiler's top CUDA kernels for the variant the code uses now.
+Prints one JSON line a variant for the check (largest differences from the explicit arithmetic) and for the timing
+(milliseconds a step over the timed steps, or the error it raised), and the profiler's top CUDA kernels for the
+variant the code uses now.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from inference.tokenizer import Tokenizer  # noqa: E402
 from model.attention import MultiHeadedAttention  # noqa: E402
 from model.factory import build_model  # noqa: E402
+from model.forward import forward  # noqa: E402
 from training.tasks import TASKS, data_dir  # noqa: E402
 from training.train import build, encode_pairs, loss_of, pair_batches  # noqa: E402
 
@@ -84,6 +88,38 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def check_variants(model: nn.Module, batch, criterion: nn.Module) -> None:
+    """Each variant against the explicit arithmetic on one real batch, in float32 with dropout off: the largest
+    difference of the logits and of the gradients (relative to the largest gradient), one JSON line each."""
+    model.eval()  # dropout off: the variants draw their dropout masks differently
+
+    def grads_and_logits(fused):
+        MultiHeadedAttention.fused = fused
+        model.zero_grad(set_to_none=True)
+        device = next(model.parameters()).device
+        source, target = (t.to(device) for t in batch)
+        logits, _ = forward(model, target[:, :-1], source, record=False)
+        criterion(logits.reshape(-1, logits.shape[-1]), target[:, 1:].reshape(-1)).backward()
+        grads = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
+        return logits.detach(), grads
+
+    reference_logits, reference_grads = grads_and_logits(explicit)
+    scale = float(reference_grads.abs().max())
+    for name, fused in VARIANTS.items():
+        try:
+            logits, grads = grads_and_logits(fused)
+            diff = {
+                "logits_max_diff": float((logits - reference_logits).abs().max()),
+                "grads_max_diff_relative": float((grads - reference_grads).abs().max()) / scale,
+            }
+        except Exception as exc:
+            diff = {"error": f"{type(exc).__name__}: {str(exc)[:200]}"}
+        print(json.dumps({f"{name} vs explicit (float32)": diff}), flush=True)
+    MultiHeadedAttention.fused = CODE
+    model.zero_grad(set_to_none=True)
+    model.train()
+
+
 def time_variants(device: torch.device, warm: int, timed: int, data: Path) -> dict[str, dict]:
     spec = TASKS["translate"]
     folder = data_dir("translate", data)
@@ -105,6 +141,7 @@ def time_variants(device: torch.device, warm: int, timed: int, data: Path) -> di
         optimizer.step()
         return loss.item()
 
+    check_variants(model, batches[warm], criterion)
     results = {}
     for name, fused in VARIANTS.items():
         MultiHeadedAttention.fused = fused

@@ -234,24 +234,21 @@ def test_the_device_is_recorded_and_a_missing_gpu_is_one_line(tmp_path: Path, ca
     assert "torch sees no GPU" in capsys.readouterr().err
 
 
-def test_a_gpu_run_turns_cudnns_attention_off_and_a_cpu_run_leaves_it(tmp_path: Path, monkeypatch) -> None:
-    """cuDNN plans every new batch shape; the translator's change every step (scripts/gpu_attention.py)."""
+def test_a_gpu_pass_computes_its_heads_step_by_step_and_a_cpu_pass_by_the_fused_kernel(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """cuDNN's fused kernel plans every batch shape; the translator's change every step (scripts/gpu_attention.py)."""
     import training.train as train_module
 
-    before = torch.backends.cuda.cudnn_sdp_enabled()
-    try:
-        torch.backends.cuda.enable_cudnn_sdp(True)
-        train_module.without_cudnn_attention(torch.device("cpu"))
-        assert torch.backends.cuda.cudnn_sdp_enabled()
-        train_module.without_cudnn_attention(torch.device("cuda"))
-        assert not torch.backends.cuda.cudnn_sdp_enabled()
-    finally:
-        torch.backends.cuda.enable_cudnn_sdp(before)
-    seen = []
-    monkeypatch.setattr(train_module, "without_cudnn_attention", seen.append)
+    assert train_module.explicit_heads(torch.device("cuda"))
+    assert not train_module.explicit_heads(torch.device("cpu"))
+    asked = []
+    real = train_module.forward
+    monkeypatch.setattr(train_module, "explicit_heads", lambda device: (asked.append(device.type), True)[1])
+    monkeypatch.setattr(train_module, "forward", lambda *a, **k: (asked.append(k["record"]), real(*a, **k))[1])
     write_task(tmp_path / "data", "reverse")
     train(replace(tiny_spec("reverse"), max_steps=1), tmp_path / "data", tmp_path / "a", seed=0, threads=1, command="t")
-    assert seen == [torch.device("cpu")], "the run chooses its kernels for the device it trains on"
+    assert asked[:2] == ["cpu", True], "each pass asks for the device it runs on and records when told to"
 
 
 def test_a_run_keeps_float16_snapshots_that_load_like_the_weights(tmp_path: Path) -> None:

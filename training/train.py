@@ -210,6 +210,14 @@ def run_validation_batches(ckpt: Checkpoint, data_root: Path, split: str = "vali
     )
 
 
+def explicit_heads(device: torch.device) -> bool:
+    """Whether a training pass on `device` computes its heads step by step (QKᵀ, mask, softmax, V: the path the
+    pages show, record=True) rather than by torch's fused kernel. On a GPU it does: the kernel torch picks there
+    (cuDNN) plans every new batch shape, and the translator's batches change shape every step; the kernels left
+    without cuDNN are not yet checked against the explicit path on such masks (scripts/gpu_attention.py does)."""
+    return device.type == "cuda"
+
+
 def loss_of(model: nn.Module, batch, kind: str, criterion: nn.Module) -> tuple[Tensor, int]:
     """Mean loss over the non-padding target tokens of a batch, and their number; the batch goes to the model's
     device (batches are built on the CPU)."""
@@ -217,7 +225,7 @@ def loss_of(model: nn.Module, batch, kind: str, criterion: nn.Module) -> tuple[T
     source, text = batch if kind == "encoder-decoder" else (None, batch)  # a pair batch: (source, target)
     source = None if source is None else source.to(device, non_blocking=True)
     text = text.to(device, non_blocking=True)
-    logits, _ = forward(model, text[:, :-1], source, record=False)
+    logits, _ = forward(model, text[:, :-1], source, record=explicit_heads(device))
     gold = text[:, 1:]
     loss = criterion(logits.reshape(-1, logits.shape[-1]), gold.reshape(-1))
     return loss, int((gold != criterion.ignore_index).sum())
@@ -353,15 +361,6 @@ def on_cpu(model: nn.Module) -> nn.Module:
     return model if next(model.parameters()).device.type == "cpu" else copy.deepcopy(model).cpu()
 
 
-def without_cudnn_attention(where: torch.device) -> None:
-    """On a GPU, train without cuDNN's attention kernel. It builds a plan for every new (rows, queries, keys) shape,
-    and the translator's batches (pairs bucketed by length) take a new shape almost every step, so the planning,
-    not the arithmetic, became the step's time; the flash and memory-efficient kernels that torch picks instead
-    compute the same attention with no plan (scripts/gpu_attention.py times every kernel on those batches)."""
-    if where.type == "cuda":
-        torch.backends.cuda.enable_cudnn_sdp(False)
-
-
 def pick_device(name: str) -> torch.device:
     """`auto`: the GPU when torch sees one, else the CPU."""
     if name == "auto":
@@ -398,7 +397,6 @@ def train(
     tok = Tokenizer.from_file(folder / "tokenizer.model")
     config = build(spec, tok)
     where = pick_device(device)
-    without_cudnn_attention(where)
     model = build_model(config).train()
     start, earlier, resumed_from, seconds_before = 0, [], None, 0
     if resume is not None:
