@@ -11,7 +11,7 @@ import os
 import streamlit as st
 import torch
 
-from ui import cache, errors, guard, sidebar, state, widgets
+from ui import cache, errors, guard, pages, sidebar, state, widgets
 
 # One intra-op thread unless a pass is long: concurrent sessions already use the cores, and a short request waits
 # on threads more than it gains from them (bench/trace_speed.py --threads); the model workers give a pass over
@@ -36,20 +36,10 @@ if widgets.projector():
 
 # No page icons: a Material icon makes the browser fetch the tab icon from a CDN, and emoji need an emoji font.
 PAGES = [
-    st.Page("views/explore.py", title="Explore", default=True),
-    st.Page("views/lesson.py", title="Lesson", url_path="lesson"),
-    st.Page("views/generate.py", title="Generate", url_path="generate"),
-    st.Page("views/paper.py", title="Paper view", url_path="paper"),
-    st.Page("views/attention_math.py", title="Attention math", url_path="math"),
-    st.Page("views/positional.py", title="Positional encoding", url_path="positional"),
-    st.Page("views/masks.py", title="Masks", url_path="masks"),
-    st.Page("views/rollout.py", title="Attention rollout", url_path="rollout"),
-    st.Page("views/head_stats.py", title="Head statistics", url_path="heads"),
-    st.Page("views/ablation.py", title="Head ablation", url_path="ablation"),
-    st.Page("views/compare.py", title="Compare two inputs", url_path="compare"),
-    st.Page("views/training.py", title="Training steps", url_path="training"),
-    st.Page("views/experiment.py", title="Experiment: heads pruned", url_path="experiment"),
-    st.Page("views/trace.py", title="Open a trace file", url_path="trace"),
+    st.Page(p.script, title=p.title, url_path=p.url_path)
+    if p.url_path
+    else st.Page(p.script, title=p.title, default=True)
+    for p in pages.PAGES
 ]
 page = st.navigation(PAGES, position="hidden")  # linked below the model and text (sidebar.pages_and_projector)
 st.sidebar.title("Attention Atlas")

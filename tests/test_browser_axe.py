@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import test_browser
 
+from ui.pages import PAGES as APP_PAGES
+
 pytestmark = pytest.mark.browser
 server = test_browser.server  # the same module-scoped streamlit server on the shipped checkpoints
 browser = test_browser.browser
 AXE = Path(os.environ.get("ATLAS_AXE", test_browser.ROOT / ".venv" / "axe-core" / "axe.min.js"))
-PAGES = ("", "lesson", "generate", "paper", "math", "positional", "masks", "rollout", "heads", "ablation")
-PAGES += ("compare", "training", "experiment", "trace")
+PAGES = tuple(p.url_path for p in APP_PAGES)  # every page, the app's own list
 SETTLED = """() => !document.querySelector('[data-testid="stStatusWidget"]')
     && !document.querySelector('[data-stale="true"]')
     && document.querySelector('[data-testid="stMainBlockContainer"] h1') !== null"""

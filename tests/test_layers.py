@@ -46,3 +46,12 @@ def test_the_model_imports_neither_streamlit_nor_plotly_nor_the_rest_of_the_hous
 def test_running_a_checkpoint_needs_no_training_code_and_no_app() -> None:
     loaded = modules_loaded_by(package_modules("inference"))
     assert not top(loaded) & {"streamlit", "plotly", "training", "viz", "ui", "atlas"}
+
+
+def test_every_page_file_is_in_the_one_list_of_pages_and_every_listed_one_exists() -> None:
+    from ui.pages import PAGES
+
+    assert sorted(p.script for p in PAGES) == sorted(f"views/{f.name}" for f in (ROOT / "views").glob("*.py"))
+    assert len({p.url_path for p in PAGES}) == len(PAGES) and [p.url_path for p in PAGES].count("") == 1
+    app = (ROOT / "app.py").read_text(encoding="utf-8")
+    assert "for p in pages.PAGES" in app, "app.py builds its navigation from ui/pages.py"
