@@ -205,6 +205,40 @@ class Analysis:
 
 
 @dataclass(frozen=True)
+class DecodingSteps:
+    """The decoding steps an analysis of written text holds, counted from 1 as Generate's slider shows them.
+
+    Step s fed the token at position `first - 1 + (s - 1)` (its query) and wrote the one after it; the step after
+    the last written token counts too when the model chose the end there, and does not when a language model
+    stopped at the number of tokens it was asked for (20 tokens asked are 20 steps, though its next guess is the
+    end)."""
+
+    first: int  # the position of the first written token: 1 after a translator's <s>; after an LM's own text
+    count: int  # the steps to show, 0 when the model wrote nothing
+
+    @classmethod
+    def of(cls, analysis: Analysis, eos_id: int, asked: int | None = None) -> DecodingSteps:
+        """`asked`: the tokens a language model was asked to write (None: not known)."""
+        lm = analysis.kind == "decoder-only"
+        first = len(analysis.target_pieces) - analysis.generated if lm else 1
+        count = len(analysis.target_pieces) - first
+        stopped_at_limit = lm and asked is not None and analysis.generated >= asked
+        if analysis.predictions and analysis.predictions[-1][0].id == eos_id and not stopped_at_limit:
+            count += 1
+        return cls(first, max(0, count))
+
+    def query(self, step: int) -> int:
+        """The position (from 0) whose prediction is step `step`'s token: the token that step fed."""
+        if not 1 <= step <= self.count:
+            raise ValueError(f"step {step} outside 1..{self.count}")
+        return self.first - 1 + (step - 1)
+
+    def keys_held(self, step: int) -> int:
+        """The positions the self-attention cache holds keys and values for after step `step`."""
+        return self.query(step) + 1
+
+
+@dataclass(frozen=True)
 class BatchMasks:
     """Sentences tokenised as the model's first stack reads them, padded to one length, and their masks."""
 

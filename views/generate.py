@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from inference.analysis import Analysis
+from inference.analysis import Analysis, DecodingSteps
 from inference.decoding import Sampling
 from inference.text import InputError
 from ui import cache, errors, sidebar, state
@@ -83,7 +83,7 @@ def body() -> None:
         written = continuation(ctx)
         if written is None:
             return
-        analysis, first = written, len(written.target_pieces) - written.generated
+        analysis = written
         st.markdown("**Text, then what the model wrote**")
         st.code(
             f"{written.text} ⟶ {written.continuation or '(nothing: it ended the text at once)'}",
@@ -96,15 +96,9 @@ def body() -> None:
         st.caption("The decoder writes the output one token at a time, reading the encoder's keys and values.")
         st.markdown("**Output**")
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
-        first = 1  # after bos
     pieces = analysis.target_pieces
-    steps = len(pieces) - first  # the steps that wrote a token of the output
-    # and the step after the last one when it wrote the end: not when the language model stopped at the tokens
-    # asked (20 tokens are 20 steps), though its next guess there is the end
-    asked = st.session_state.get(GEN_TOKENS)
-    stopped_at_limit = analysis.kind == "decoder-only" and asked is not None and analysis.generated >= asked
-    if analysis.predictions[-1][0].id == cfg.eos_id and not stopped_at_limit:
-        steps += 1
+    decoding = DecodingSteps.of(analysis, cfg.eos_id, st.session_state.get(GEN_TOKENS))
+    steps = decoding.count
     if steps < 1:
         st.info("The model wrote nothing: there is no decoding step to show.")
         return
@@ -112,7 +106,7 @@ def body() -> None:
     if steps > 1:
         state.keep_valid(GEN_STEP, range(1, steps + 1), steps, owner=(analysis.checkpoint, analysis.text))
         step = st.slider("Decoding step", 1, steps, key=GEN_STEP)
-    position = first - 1 + (step - 1)  # the query position whose prediction is this step's token
+    position = decoding.query(step)
     wrote = repr(display_piece(pieces[position + 1])) if position + 1 < len(pieces) else "the end of the output"
     st.markdown(f"**Step {step} of {steps}**")
     st.text(f"fed {display_piece(pieces[position])!r} at position {position + 1}, wrote {wrote}")
@@ -120,13 +114,14 @@ def body() -> None:
     with left:
         st.dataframe(top_k_frame(analysis, position), hide_index=True, column_config={"probability": PROB})
         n_layers = len(analysis.layers("decoder.self_attn"))
-        held = [kv_cache_numbers(n_layers, cfg.d_model, first + s) for s in range(steps)]
+        held = [kv_cache_numbers(n_layers, cfg.d_model, decoding.keys_held(s)) for s in range(1, steps + 1)]
         show_chart(cache_growth(held, step), "gen_cache", "kv-cache")
+        keys = decoding.keys_held(step)
         note = (
-            f"After step {step} the self-attention cache holds a key and a value for {position + 1} positions in each "
-            f"of {n_layers} layers: 2 × {n_layers} × {position + 1} × {cfg.d_model} = {held[step - 1]:,} numbers "
+            f"After step {step} the self-attention cache holds a key and a value for {keys} positions in each "
+            f"of {n_layers} layers: 2 × {n_layers} × {keys} × {cfg.d_model} = {held[step - 1]:,} numbers "
             f"({held[step - 1] * 4 / 1024:.1f} KiB). With it, step {step} computes 1 new position; without it, "
-            f"{position + 1}."
+            f"{keys}."
         )
         if analysis.source_pieces is not None:
             cross = kv_cache_numbers(n_layers, cfg.d_model, len(analysis.source_pieces))
