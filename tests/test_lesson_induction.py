@@ -173,7 +173,7 @@ def test_an_encoder_decoder_is_shown_the_step_on_a_decoder_only_model(app) -> No
 
 def test_the_probe_is_run_once_however_often_the_step_is_drawn(app, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    monkeypatch.setattr(cache, "lesson_copying", lambda *args: calls.append(args) or copying(*args))
+    monkeypatch.setattr(cache.lesson, "copying", lambda *args: calls.append(args) or copying(*args))
     at = app("induction")
     at.run()
     at.selectbox(key="lesson_jump").select("embeddings").run()

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from inference import catalog
+from inference import catalog, lesson
 from inference.ablation import Effect, RankingSetup, ablation_effect, most_important_first, rank_block, ranking_setup
 from inference.analysis import Analysis, HeadDetail
 from inference.analyze import head_detail as analyze_head_detail
@@ -30,8 +30,7 @@ from inference.decoding import Sampling
 from inference.export import to_json, to_npz_bytes
 from inference.imported import TraceError, read_trace
 from inference.induction import InductionReport, measure
-from inference.lesson import Copying, head_on_probe
-from inference.lesson import copying as lesson_copying
+from inference.lesson import CacheTiming, Copying, Cost, Stream, head_on_probe
 from inference.memory import BUDGET, MISSING, ByteCache, measured_bytes
 from inference.snapshots import Snapshot, list_snapshots, load_snapshot
 from inference.worker import ModelWorker
@@ -311,7 +310,25 @@ def copying(path: str, stamp: float) -> Copying:
     report = induction_report(path, stamp)
     if report is None:
         raise ValueError("the induction probe needs a decoder-only model")
-    return model_worker(path, stamp).call(lesson_copying, report)
+    return model_worker(path, stamp).call(lesson.copying, report)
+
+
+@kept("Recording the text's way through the layers…")
+def stream(path: str, stamp: float, text: str) -> Stream:
+    """The first stack as one forward pass recorded it (inference.lesson.stream), run by the checkpoint's worker."""
+    return model_worker(path, stamp).call(lesson.stream, text)
+
+
+@kept("Timing the decoder with and without its cache…")
+def cache_timing(path: str, stamp: float, text: str, max_tokens: int) -> CacheTiming:
+    """Decoding `text` timed with and without the key/value cache (inference.lesson.cache_timing)."""
+    return model_worker(path, stamp).call(lesson.cache_timing, text, max_tokens)
+
+
+@kept("Timing one attention block at growing lengths…")
+def attention_cost(path: str, stamp: float) -> Cost:
+    """The measured cost of attention (inference.lesson.attention_cost), once per checkpoint."""
+    return model_worker(path, stamp).call(lesson.attention_cost)
 
 
 @kept("Running the repeated run through that training step…")

@@ -15,25 +15,18 @@ import streamlit as st
 
 from course.lesson import NEEDS, SENTENCES, SINUSOIDAL, SLUGS, STEPS, Step, step_index
 from inference import catalog
-from inference.analysis import Analysis
+from inference.analysis import Analysis, DecodingSteps
 from inference.analyze import batch_masks, positions_used
 from inference.checkpoint import CheckpointError, load_config
 from inference.induction import PROBE_BATCH
 from inference.lesson import (
     INDUCTION_AT,
-    CacheTiming,
     Copying,
-    Cost,
-    Stream,
-    attention_cost,
-    cache_timing,
     formation,
-    stream,
 )
 from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, Context
-from ui.kept import kept
 from ui.widgets import projector, show_chart
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.heads import head_heatmap
@@ -52,24 +45,6 @@ MAX_OUTPUT = 64  # an encoder-decoder's output, as the analysis decodes it (infe
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 LESSON = state.url_key("lesson")  # the step shown, as its slug
 TRAINING_STEP = "step"  # the URL parameter of views/training.py's snapshot slider
-
-
-@kept("Recording the text's way through the layers…")
-def _stream(path: str, stamp: float, text: str) -> Stream:
-    """The first stack as one forward pass recorded it (inference.lesson.stream), run by the checkpoint's worker."""
-    return cache.model_worker(path, stamp).call(stream, text)
-
-
-@kept("Timing the decoder with and without its cache…")
-def _cache_timing(path: str, stamp: float, text: str, max_tokens: int) -> CacheTiming:
-    """Decoding `text` timed with and without the key/value cache (inference.lesson.cache_timing)."""
-    return cache.model_worker(path, stamp).call(cache_timing, text, max_tokens)
-
-
-@kept("Timing one attention block at growing lengths…")
-def _cost(path: str, stamp: float) -> Cost:
-    """The measured cost of attention (inference.lesson.attention_cost), once per checkpoint."""
-    return cache.model_worker(path, stamp).call(attention_cost)
 
 
 def chart(fig, key: str, *parts: object) -> None:
@@ -200,7 +175,7 @@ def model_check(step: Step, ctx: Context) -> Context | None:
 
 
 def embeddings(ctx: Context, analysis: Analysis) -> None:
-    w = _stream(ctx.path, ctx.stamp, ctx.text)
+    w = cache.stream(ctx.path, ctx.stamp, ctx.text)
     cfg = ctx.ckpt.config
     if cfg.switches.embed_scale:
         row = f"one token's embedding × √{cfg.d_model} = {math.sqrt(cfg.d_model):.1f}"
@@ -291,7 +266,7 @@ def multi_head(ctx: Analysed, analysis: Analysis) -> None:
 
 
 def feed_forward(ctx: Context, analysis: Analysis) -> None:
-    w = _stream(ctx.path, ctx.stamp, ctx.text)
+    w = cache.stream(ctx.path, ctx.stamp, ctx.text)
     cfg = ctx.ckpt.config
     attn, ffn = w.weights
     act = activation_name(ctx)
@@ -311,7 +286,7 @@ def feed_forward(ctx: Context, analysis: Analysis) -> None:
 
 
 def residual(ctx: Context, analysis: Analysis) -> None:
-    w = _stream(ctx.path, ctx.stamp, ctx.text)
+    w = cache.stream(ctx.path, ctx.stamp, ctx.text)
     norm = norm_name(ctx)
     style = f"pre-norm: x + Sublayer({norm}(x))" if w.pre_norm else f"post-norm, as the paper: {norm}(x + Sublayer(x))"
     d = ctx.ckpt.config.d_model
@@ -349,23 +324,23 @@ def next_token(ctx: Context, analysis: Analysis) -> None:
 
 def kv_cache(ctx: Context, analysis: Analysis) -> None:
     cfg = ctx.ckpt.config
+    asked = None
     if analysis.kind == "decoder-only":
-        analysis = cache.analysis(ctx, continuation=min(WRITE, cfg.max_len // 2))
-        first = len(analysis.target_pieces) - analysis.generated
+        asked = min(WRITE, cfg.max_len // 2)
+        analysis = cache.analysis(ctx, continuation=asked)
         st.code(f"{analysis.text} ⟶ {analysis.continuation or '(nothing)'}", language=None, wrap_lines=True)
     else:
-        first = 1  # after <s>
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
     pieces = analysis.target_pieces
-    steps = len(pieces) - first  # the steps that wrote a token, and the one that wrote the end when it did
-    steps += analysis.predictions[-1][0].id == cfg.eos_id
+    decoding = DecodingSteps.of(analysis, cfg.eos_id, asked)
+    first, steps = decoding.first, decoding.count
     if steps < 1:
         st.info("The model wrote nothing: there is no decoding step to show. Try a sentence it can go on with.")
         return
     step = st.slider("Decoding step", 1, steps, steps, key="lesson_kv_step") if steps > 1 else 1
-    position = first - 1 + (step - 1)  # the position fed at this step; it writes position + 1
+    position = decoding.query(step)  # the position fed at this step; it writes position + 1
     n_layers = len(analysis.layers("decoder.self_attn"))
-    held = [kv_cache_numbers(n_layers, cfg.d_model, first + s) for s in range(steps)]
+    held = [kv_cache_numbers(n_layers, cfg.d_model, decoding.keys_held(s)) for s in range(1, steps + 1)]
     wrote = repr(display_piece(pieces[position + 1])) if position + 1 < len(pieces) else "the end of the text"
     st.text(f"Step {step} of {steps}: fed {display_piece(pieces[position])!r}, wrote {wrote}")
     st.caption("Its new token's query against every key in the cache (the new token's own in orange):")
@@ -383,7 +358,7 @@ def kv_cache(ctx: Context, analysis: Analysis) -> None:
         f"layers: 2 × {n_layers} × {position + 1} × {cfg.d_model} = {held[step - 1]:,} numbers. With it, step {step} "
         f"ran {first if step == 1 else 1} position(s) through the decoder; without it, {position + 1}."
     )
-    timing = _cache_timing(ctx.path, ctx.stamp, ctx.text, analysis.generated or MAX_OUTPUT)
+    timing = cache.cache_timing(ctx.path, ctx.stamp, ctx.text, analysis.generated or MAX_OUTPUT)
     clock = "CPU time" if timing.clock == "CPU" else "elapsed time"
     cols = st.columns(3)
     cols[0].metric(f"Writing {timing.tokens} tokens with the cache", f"{timing.with_cache * 1000:.1f} ms")
@@ -393,7 +368,7 @@ def kv_cache(ctx: Context, analysis: Analysis) -> None:
 
 
 def quadratic(ctx: Context) -> None:
-    cost = _cost(ctx.path, ctx.stamp)
+    cost = cache.attention_cost(ctx.path, ctx.stamp)
     n = cost.lengths[-1]
     ms = [s * 1000 for s in cost.seconds]
     kib = [b / 1024 for b in cost.bytes]
