@@ -42,10 +42,9 @@ from inference.imported import TraceError, from_arrays, from_huggingface, from_t
 from inference.rollout import analysis_rollout
 from viz.heads import AVERAGE as AVERAGE  # head(): the mean of the layer's heads, Explore's "average of heads"
 from viz.heads import head_view, heads_grid
-from viz.labels import indexed_labels
-from viz.masks import mask_heatmap
-from viz.paper import MIN_THRESHOLD, THRESHOLD, block_lines, opening_threshold
-from viz.rollout import ROLLOUT_LABELS, rollout_heatmap
+from viz.masks import mask_view
+from viz.paper import MIN_THRESHOLD, THRESHOLD, opening_threshold, paper_view
+from viz.rollout import ROLLOUT_LABELS, rollout_view
 from viz.stats import for_display, head_table
 
 __all__ = [
@@ -218,10 +217,8 @@ def paper(
     weights = block.weights if chosen is None else block.weights[chosen]
     if threshold is None:
         threshold = opening_threshold(weights, position, THRESHOLD, MIN_THRESHOLD)
-    name = f"all {block.n_heads} heads" if chosen is None else f"head {chosen[0] + 1}"
-    token = "" if position is None else f", query {indexed_labels(block.query_pieces)[position]}"
-    title = f"{analysis.attention_label(attention)}, layer {index + 1}, {name}{token}"
-    return block_lines(block, chosen, position, threshold, title)
+    one = None if chosen is None else chosen[0]
+    return paper_view(block, analysis.attention_label(attention), index, one, position, threshold)
 
 
 def rollout(
@@ -248,10 +245,7 @@ def rollout(
     result = analysis_rollout(analysis, attention, residual, picked)
     index = result.n_layers - 1 if layer is None else _index(layer, result.n_layers, "layer", where)
     label = analysis.attention_label(attention) if analysis.kind == "decoder-only" else ROLLOUT_LABELS[attention]
-    upto = "layer 1" if index == 0 else f"layers 1–{index + 1}"
-    names = "all heads" if result.heads is None else "heads " + ", ".join(str(h + 1) for h in result.heads)
-    title = f"Rollout: {label}, {upto}, {names}" + ("" if residual else ", raw")
-    return rollout_heatmap(result.maps[index], result.query_pieces, result.key_pieces, title)
+    return rollout_view(result.maps, result.query_pieces, result.key_pieces, label, index, result.heads, residual)
 
 
 def mask(analysis: Analysis, attention: str | None = None) -> go.Figure:
@@ -260,8 +254,7 @@ def mask(analysis: Analysis, attention: str | None = None) -> go.Figure:
     model's first attention, as the page's first tab."""
     attention = _attention(analysis, attention)
     block = analysis.block(attention, analysis.layers(attention)[0])
-    title = f"{analysis.attention_label(attention)} mask"
-    return mask_heatmap(block.mask, block.query_pieces, block.key_pieces, title)
+    return mask_view(block.mask, block.query_pieces, block.key_pieces, analysis.attention_label(attention))
 
 
 def head_stats(analysis: Analysis) -> pd.DataFrame:

@@ -9,7 +9,7 @@ from inference.text import InputError
 from ui import cache, errors, sidebar, state
 from ui.widgets import show_chart
 from viz.labels import safe_filename
-from viz.masks import mask_heatmap, padding_heatmap, padding_note, reduced_note
+from viz.masks import mask_heatmap, mask_view, padding_heatmap, padding_note, reduced_note
 
 SECOND_TEXT = state.session_key("second_text")  # the sentence padded beside the sidebar's
 
@@ -24,9 +24,7 @@ def body() -> None:
     attentions = analysis.attentions
     for tab, attention in zip(st.tabs([analysis.attention_label(g) for g in attentions]), attentions):
         block = analysis.block(attention, analysis.layers(attention)[0])
-        fig = mask_heatmap(
-            block.mask, block.query_pieces, block.key_pieces, f"{analysis.attention_label(attention)} mask"
-        )
+        fig = mask_view(block.mask, block.query_pieces, block.key_pieces, analysis.attention_label(attention))
         if note := reduced_note(block.mask.shape):
             tab.caption(note)
         key = f"mask_{attention.replace('.', '_')}"

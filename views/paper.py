@@ -7,7 +7,7 @@ import streamlit as st
 from ui import cache, charts, errors, sidebar, state
 from ui.widgets import head_picker, show_chart
 from viz.labels import indexed_labels, safe_filename
-from viz.paper import BUCKET_WIDTH, MIN_THRESHOLD, THRESHOLD, block_lines, lines_above, opening_threshold
+from viz.paper import BUCKET_WIDTH, MIN_THRESHOLD, THRESHOLD, lines_above, opening_threshold, paper_view
 
 ALL = -1  # the token picker's "every query token"
 ALL_HEADS = "all heads"  # the head picker's AVERAGE: the Paper view overlays every head, one colour each
@@ -25,7 +25,7 @@ def _pick_query(n_queries: int, labels: list[str]) -> int:
 
 @st.fragment
 @errors.safe
-def paper_view(kept: cache.Held) -> None:
+def lines_of_the_layer(kept: cache.Held) -> None:
     """Everything that changes with the attention type, layer, head, token and threshold: reruns alone."""
     ctx = kept.analysed()  # the fragment holds its analysis weakly (cache.Held)
     analysis, model = ctx.analysis, ctx.name
@@ -47,10 +47,9 @@ def paper_view(kept: cache.Held) -> None:
         )
         threshold = st.slider("Hide weights below", MIN_THRESHOLD, 1.0, step=0.01, key=PAPER_THRESHOLD, format="%.2f")
     drawn = len(lines_above(weights, threshold, chosen))
-    head_name = f"all {block.n_heads} heads" if heads is None else f"head {head + 1}"
-    token = "" if chosen is None else f", query {indexed_labels(block.query_pieces)[chosen]}"
-    title = f"{analysis.attention_label(attention)}, layer {layer + 1}, {head_name}{token}"
-    fig = block_lines(block, heads, chosen, threshold, title)
+    fig = paper_view(
+        block, analysis.attention_label(attention), layer, None if heads is None else head, chosen, threshold
+    )
     parts = ("paper", model, attention, f"L{layer + 1}", "all" if heads is None else f"H{head + 1}")
     name = safe_filename(*parts, "" if chosen is None else f"q{chosen + 1}")
     if drawn == 0:
@@ -73,7 +72,7 @@ def body() -> None:
     )
     ctx = sidebar.chosen(trace=True)
     if ctx is not None:
-        paper_view(cache.held(ctx))
+        lines_of_the_layer(cache.held(ctx))
 
 
 errors.guarded(body)

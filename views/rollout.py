@@ -9,7 +9,7 @@ from inference.rollout import RESIDUAL, analysis_rollout
 from ui import errors, sidebar, state
 from ui.widgets import ATTENTION, show_chart
 from viz.labels import safe_filename
-from viz.rollout import ROLLOUT_LABELS, rollout_heatmap
+from viz.rollout import ROLLOUT_LABELS, rollout_view
 
 ROWS = {
     "encoder.self_attn": "Row i: where the encoder's output at source token i gets its information from, among the "
@@ -85,9 +85,8 @@ def body() -> None:
     if not residual:
         text += " Raw product, without the residual: it often piles everything onto a few tokens."
     st.caption(text)
-    heads_name = "all heads" if result.heads is None else "heads " + ", ".join(str(h + 1) for h in result.heads)
-    title = f"Rollout: {_label(analysis, attention)}, {upto}, {heads_name}" + ("" if residual else ", raw")
-    fig = rollout_heatmap(result.maps[layer], result.query_pieces, result.key_pieces, title)
+    label = _label(analysis, attention)
+    fig = rollout_view(result.maps, result.query_pieces, result.key_pieces, label, layer, result.heads, residual)
     file_name = safe_filename("rollout", ctx.name, attention, f"L{layer + 1}", "res" if residual else "raw")
     show_chart(fig, "rollout_chart", file_name)
 

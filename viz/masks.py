@@ -41,6 +41,14 @@ def _centres(n: int) -> np.ndarray:
     return block_average(np.arange(n, dtype=np.float32)[None, :], MAX_CELLS)[0]
 
 
+def mask_view(
+    mask: np.ndarray, query_pieces: Sequence[str], key_pieces: Sequence[str], attention_label: str
+) -> go.Figure:
+    """An attention's mask, finished and titled ("Encoder self-attention mask"): what the Masks page draws in each
+    tab and `atlas.mask` returns."""
+    return mask_heatmap(mask, query_pieces, key_pieces, f"{attention_label} mask")
+
+
 def mask_heatmap(
     mask: np.ndarray, query_pieces: Sequence[str], key_pieces: Sequence[str], title: str, pieces: bool = True
 ) -> go.Figure:

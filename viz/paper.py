@@ -17,7 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from inference.analysis import Block
-from viz.labels import plotly_labels
+from viz.labels import indexed_labels, plotly_labels
 from viz.style import HIGHLIGHT, finish_layout, tick_step, unvalidated
 
 # Okabe & Ito (2008), colour-blind safe; yellow last, it is the faintest on white.
@@ -198,3 +198,21 @@ def block_lines(
         title=title or block.name,
         columns=columns,
     )
+
+
+def paper_title(attention_label: str, layer: int, n_heads: int, head: int | None, query_label: str | None) -> str:
+    """The Paper view's title: "Encoder self-attention, layer 2, all 8 heads, query 3: ▁cat" (`layer`, `head`
+    0-based; head None: every head; query_label None: every query token's lines)."""
+    name = f"all {n_heads} heads" if head is None else f"head {head + 1}"
+    token = "" if query_label is None else f", query {query_label}"
+    return f"{attention_label}, layer {layer + 1}, {name}{token}"
+
+
+def paper_view(
+    block: Block, attention_label: str, layer: int, head: int | None, query: int | None, threshold: float
+) -> go.Figure:
+    """The Paper view, finished and titled: what the page draws and `atlas.paper` returns (`layer`, `head`, `query`
+    0-based; head None: every head of the layer; query None: every query token's lines)."""
+    query_label = None if query is None else indexed_labels(block.query_pieces)[query]
+    title = paper_title(attention_label, layer, block.n_heads, head, query_label)
+    return block_lines(block, None if head is None else [head], query, threshold, title)

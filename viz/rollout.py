@@ -58,3 +58,25 @@ def rollout_heatmap(
         **finish_layout(title, height=min(900, max(360, 22 * len(rows) + 160))),
     }
     return unvalidated([heatmap], layout)
+
+
+def rollout_title(label: str, layer: int, heads: Sequence[int] | None, residual: bool) -> str:
+    """The rollout's title: "Rollout: Encoder (source → source), layers 1–3, heads 1, 4" (`layer`, `heads`
+    0-based; heads None: all; `residual` False adds ", raw")."""
+    upto = "layer 1" if layer == 0 else f"layers 1–{layer + 1}"
+    names = "all heads" if heads is None else "heads " + ", ".join(str(h + 1) for h in heads)
+    return f"Rollout: {label}, {upto}, {names}" + ("" if residual else ", raw")
+
+
+def rollout_view(
+    maps: np.ndarray,
+    output_pieces: Sequence[str],
+    input_pieces: Sequence[str],
+    label: str,
+    layer: int,
+    heads: Sequence[int] | None,
+    residual: bool,
+) -> go.Figure:
+    """The rollout through `layer` (0-based) of a rollout's (L, outputs, inputs) maps, finished and titled: what the
+    Attention rollout page draws and `atlas.rollout` returns."""
+    return rollout_heatmap(maps[layer], output_pieces, input_pieces, rollout_title(label, layer, heads, residual))
