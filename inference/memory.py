@@ -127,14 +127,14 @@ class Budget:
             self._caches.add(cache)
 
     @property
-    def kept(self) -> int:
+    def held(self) -> int:
         """Bytes held by the registered caches."""
         with self.lock:
             return sum(c.bytes for c in self._caches)
 
     @property
     def total(self) -> int:
-        return self.kept + self.charged
+        return self.held + self.charged
 
     def charge(self, owner: object, nbytes: int) -> None:
         """Count `nbytes` (a loaded model) until `owner` is garbage-collected, and make room for them."""

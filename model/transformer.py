@@ -179,9 +179,9 @@ class EncoderLayer(nn.Module):
         hidden = self.feed_forward.hidden(self.sublayer[1].input(mid))  # (B, T, d_ff)
         ff = self.feed_forward.output(hidden)  # (B, T, d_model)
         out = self.sublayer[1].output(mid, ff)
-        kept = {"resid_pre": x, "self_attn.out": attn, "resid_mid": mid}
-        kept |= {"feed_forward.hidden": hidden, "feed_forward.out": ff, "resid_post": out}
-        return out, rec, kept if keep else {}
+        acts = {"resid_pre": x, "self_attn.out": attn, "resid_mid": mid}
+        acts |= {"feed_forward.hidden": hidden, "feed_forward.out": ff, "resid_post": out}
+        return out, rec, acts if keep else {}
 
 
 class DecoderLayer(nn.Module):
@@ -215,7 +215,7 @@ class DecoderLayer(nn.Module):
         attn, self_rec = self.self_attn(h, h, self_mask, past=self_past, record=record, ablate=self_cut)
         mid = self.sublayer[0].output(x, attn)
         records = {"self_attn": self_rec}
-        kept = {"resid_pre": x, "self_attn.out": attn, "resid_mid": mid}
+        acts = {"resid_pre": x, "self_attn.out": attn, "resid_mid": mid}
         if self.cross_attn is not None:
             h = self.sublayer[1].input(mid)
             cached = past.get("cross_attn")
@@ -224,13 +224,13 @@ class DecoderLayer(nn.Module):
                 h, source, cross_mask, past=cached, record=record, ablate=ablate.get("cross_attn")
             )
             mid = self.sublayer[1].output(mid, cross)
-            kept |= {"cross_attn.out": cross, "resid_mid_cross": mid}
+            acts |= {"cross_attn.out": cross, "resid_mid_cross": mid}
         last = self.sublayer[-1]
         hidden = self.feed_forward.hidden(last.input(mid))  # (B, T, d_ff)
         ff = self.feed_forward.output(hidden)  # (B, T, d_model)
         out = last.output(mid, ff)
-        kept |= {"feed_forward.hidden": hidden, "feed_forward.out": ff, "resid_post": out}
-        return out, records, kept if keep else {}
+        acts |= {"feed_forward.hidden": hidden, "feed_forward.out": ff, "resid_post": out}
+        return out, records, acts if keep else {}
 
 
 class Encoder(nn.Module):
@@ -245,13 +245,13 @@ class Encoder(nn.Module):
         self, x: Tensor, mask: Tensor, record: bool, ablate: Ablations = NONE, keep: bool = False
     ) -> tuple[Tensor, Records, Activations]:
         records: Records = {}
-        kept: Activations = {}
+        acts: Activations = {}
         for i, layer in enumerate(self.layers):
             name, block = layer_name("encoder", i), block_name("encoder", i, "self_attn")
             x, records[block], mine = layer(x, mask, record, ablate.get(block), keep)
-            kept |= {f"{name}.{k}": t for k, t in mine.items()}
+            acts |= {f"{name}.{k}": t for k, t in mine.items()}
         x = self.norm(x)
-        return x, records, (kept | {"encoder.output": x}) if keep else kept
+        return x, records, (acts | {"encoder.output": x}) if keep else acts
 
 
 class Decoder(nn.Module):
@@ -274,16 +274,16 @@ class Decoder(nn.Module):
         keep: bool = False,
     ) -> tuple[Tensor, Records, Activations]:
         records: Records = {}
-        kept: Activations = {}
+        acts: Activations = {}
         for i, layer in enumerate(self.layers):
             name = layer_name("decoder", i)
             mine = {k.removeprefix(f"{name}."): r for k, r in past.items() if k.startswith(f"{name}.")}
             cut = {k.removeprefix(f"{name}."): a for k, a in ablate.items() if k.startswith(f"{name}.")}
-            x, layer_records, layer_kept = layer(x, self_mask, memory, cross_mask, mine, record, cut, keep)
+            x, layer_records, layer_acts = layer(x, self_mask, memory, cross_mask, mine, record, cut, keep)
             records.update({f"{name}.{k}": r for k, r in layer_records.items()})
-            kept |= {f"{name}.{k}": t for k, t in layer_kept.items()}
+            acts |= {f"{name}.{k}": t for k, t in layer_acts.items()}
         x = self.norm(x)
-        return x, records, (kept | {"decoder.output": x}) if keep else kept
+        return x, records, (acts | {"decoder.output": x}) if keep else acts
 
 
 class TransformerBase(nn.Module):
@@ -324,8 +324,8 @@ class TransformerBase(nn.Module):
         """Encoder over `ids` (B, S), `valid` its real tokens: memory (B, S, d_model), records, PE rows, activations."""
         tokens = self.embed(ids)  # (B, S, d_model)
         x, rows = self.with_positions(tokens, 0)
-        memory, records, kept = self.encoder(x, attention_mask(valid, valid), record, ablate, keep)
-        return memory, records, rows, ({"encoder.embed": tokens} | kept) if keep else kept
+        memory, records, acts = self.encoder(x, attention_mask(valid, valid), record, ablate, keep)
+        return memory, records, rows, ({"encoder.embed": tokens} | acts) if keep else acts
 
     def decode(
         self,
@@ -347,9 +347,9 @@ class TransformerBase(nn.Module):
         tokens = self.embed(target_ids)  # (B, T_new, d_model)
         x, rows = self.with_positions(tokens, offset)
         past_records = past.attention if past else {}
-        x, records, kept = self.decoder(x, self_mask, memory, cross_mask, past_records, record, ablate, keep)
-        kept = ({"decoder.embed": tokens} | kept) if keep else kept
-        return self.logits(x), target_valid, records, rows, kept
+        x, records, acts = self.decoder(x, self_mask, memory, cross_mask, past_records, record, ablate, keep)
+        acts = ({"decoder.embed": tokens} | acts) if keep else acts
+        return self.logits(x), target_valid, records, rows, acts
 
 
 class EncoderDecoder(TransformerBase):
@@ -377,12 +377,12 @@ class EncoderDecoder(TransformerBase):
         the decoder continues after past's target tokens and reuses its keys and values.
         """
         source_valid = padding_mask(source_ids, self.config.pad_id)  # (B, S)
-        memory, records, positional, kept = None, {}, {}, {}
+        memory, records, positional, acts = None, {}, {}, {}
         if past is None:
-            memory, records, positional["encoder"], kept = self.encode(
+            memory, records, positional["encoder"], acts = self.encode(
                 source_ids, source_valid, record, ablate, activations
             )
-        logits, target_valid, dec_records, positional["decoder"], dec_kept = self.decode(
+        logits, target_valid, dec_records, positional["decoder"], dec_acts = self.decode(
             target_ids, past, memory, source_valid, record, ablate, activations
         )
         offset = past.target_valid.shape[1] if past else 0
@@ -394,7 +394,7 @@ class EncoderDecoder(TransformerBase):
             positional,
             records | dec_records,
             offset,
-            kept | dec_kept,
+            acts | dec_acts,
         )
         return logits, trace
 
@@ -418,9 +418,9 @@ class DecoderOnlyLM(TransformerBase):
         """Logits (B, T, vocab) for the token after each position of `ids`, continuing `past` if given;
         `ablate`: heads switched off, by block name (model.attention.Ablation); `activations`: also record the
         residual stream and the feed-forward layers (Trace.activations)."""
-        logits, target_valid, records, rows, kept = self.decode(ids, past, None, None, record, ablate, activations)
+        logits, target_valid, records, rows, acts = self.decode(ids, past, None, None, record, ablate, activations)
         offset = past.target_valid.shape[1] if past else 0
-        return logits, Trace(self.config.kind, None, ids, target_valid, {"decoder": rows}, records, offset, kept)
+        return logits, Trace(self.config.kind, None, ids, target_valid, {"decoder": rows}, records, offset, acts)
 
 
 class EncoderOnly(TransformerBase):
@@ -442,8 +442,8 @@ class EncoderOnly(TransformerBase):
         it has no decoder tokens. `ablate`: heads switched off, by block name (model.attention.Ablation);
         `activations`: also record the residual stream and the feed-forward layers (Trace.activations)."""
         valid = padding_mask(ids, self.config.pad_id)  # (B, T)
-        x, records, rows, kept = self.encode(ids, valid, record, ablate, activations)
-        trace = Trace(self.config.kind, ids, ids[:, :0], valid[:, :0], {"encoder": rows}, records, 0, kept)
+        x, records, rows, acts = self.encode(ids, valid, record, ablate, activations)
+        trace = Trace(self.config.kind, ids, ids[:, :0], valid[:, :0], {"encoder": rows}, records, 0, acts)
         return self.logits(x), trace
 
 

@@ -32,7 +32,7 @@ def flag(value: str) -> bool:
 
 
 @dataclass(frozen=True)
-class Kept:
+class Declaration:
     """One declared session key: its URL parameter (None: not in the URL), how the URL's text becomes the value,
     whether the value is a list (comma-joined in the URL), whether it is kept while other pages show, the
     longest value the URL holds (a longer one stays out, so a link stays short), the parameter's former names,
@@ -92,24 +92,24 @@ class FromIndex:
         return dict(self.old).get(number, number)
 
 
-_declared: dict[str, Kept] = {}
+_declared: dict[str, Declaration] = {}
 _lock = threading.Lock()  # sessions run in threads: one may declare while another reads the registry
 
 
-def declared() -> list[Kept]:
+def declared() -> list[Declaration]:
     """Every key declared so far, in the order declared."""
     with _lock:
         return list(_declared.values())
 
 
-def _declare(kept: Kept) -> str:
+def _declare(decl: Declaration) -> str:
     with _lock:
-        known = _declared.setdefault(kept.key, kept)
-    if known != kept:
-        raise ValueError(f"session key {kept.key!r} is declared twice, differently: {known} and {kept}")
+        known = _declared.setdefault(decl.key, decl)
+    if known != decl:
+        raise ValueError(f"session key {decl.key!r} is declared twice, differently: {known} and {decl}")
     if get_script_run_ctx(suppress_warning=True) is not None:  # a page running in a session: take the URL's value
-        _claim(kept)
-    return kept.key
+        _claim(decl)
+    return decl.key
 
 
 def url_key(
@@ -124,7 +124,7 @@ def url_key(
     """Declare widget key `key` kept in the URL as parameter `url` (default: the key), read back with `parse`
     (a ValueError skips the parameter), and in the session while other pages show unless `across_pages` is False.
     `aliases`: the parameter's former names, read from a link that lacks `url`. Returns `key`, for the widget."""
-    return _declare(Kept(key, url or key, parse, across_pages=across_pages, longest=longest, aliases=aliases))
+    return _declare(Declaration(key, url or key, parse, across_pages=across_pages, longest=longest, aliases=aliases))
 
 
 def url_index(
@@ -141,7 +141,7 @@ def url_index(
     `aliases`: the parameter's former names, which held the 0-based index itself and are read as they were, their
     special values through `alias_words` (see FromIndex)."""
     return _declare(
-        Kept(
+        Declaration(
             key,
             url,
             FromOne(words),
@@ -165,34 +165,34 @@ def url_list(
     """Declare list widget key `key` (a multiselect) kept in the URL as `url`, its items comma-joined (each read
     with `parse`, written with `write`), and in the session while other pages show. `aliases`: the parameter's
     former names, their items read with `alias_parse` (None: with `parse`). Returns `key`."""
-    return _declare(Kept(key, url, parse, is_list=True, aliases=aliases, alias_parse=alias_parse, write=write))
+    return _declare(Declaration(key, url, parse, is_list=True, aliases=aliases, alias_parse=alias_parse, write=write))
 
 
 def session_key(key: str) -> str:
     """Declare widget key `key` kept in the session while other pages show, not in the URL. Returns `key`."""
-    return _declare(Kept(key, None))
+    return _declare(Declaration(key, None))
 
 
-def _claim(kept: Kept) -> None:
-    """Give `kept` its value from the session's first URL, once; a key the session already holds keeps its value.
+def _claim(decl: Declaration) -> None:
+    """Give `decl` its value from the session's first URL, once; a key the session already holds keeps its value.
     The parameter's own name wins over an alias; every name it had leaves the pending parameters, so an old name
     is never written back."""
     pending = st.session_state.get(PENDING)
-    names = [name for name in (kept.url, *kept.aliases) if pending and name in pending]
+    names = [name for name in (decl.url, *decl.aliases) if pending and name in pending]
     if not names:
         return
     raw = pending[names[0]]
-    parse = kept.parse if names[0] == kept.url or kept.alias_parse is None else kept.alias_parse
+    parse = decl.parse if names[0] == decl.url or decl.alias_parse is None else decl.alias_parse
     for name in names:
         del pending[name]
-    if kept.key in st.session_state or (kept.is_list and not raw):
+    if decl.key in st.session_state or (decl.is_list and not raw):
         return
     try:
-        value = [parse(item) for item in raw.split(",")] if kept.is_list else parse(raw)
+        value = [parse(item) for item in raw.split(",")] if decl.is_list else parse(raw)
     except ValueError:
         return
-    st.session_state[kept.key] = value
-    st.session_state.setdefault(FROM_URL, set()).add(kept.key)
+    st.session_state[decl.key] = value
+    st.session_state.setdefault(FROM_URL, set()).add(decl.key)
 
 
 def restore_from_url() -> None:
@@ -200,27 +200,27 @@ def restore_from_url() -> None:
     if PENDING in st.session_state:
         return
     st.session_state[PENDING] = st.query_params.to_dict()
-    for kept in declared():
-        _claim(kept)
+    for decl in declared():
+        _claim(decl)
 
 
 def keep_state() -> None:
     """Re-assign every value kept across pages: Streamlit drops a widget's value on a run that does not draw it."""
-    for kept in declared():
-        if kept.across_pages and kept.key in st.session_state:
-            st.session_state[kept.key] = st.session_state[kept.key]
+    for decl in declared():
+        if decl.across_pages and decl.key in st.session_state:
+            st.session_state[decl.key] = st.session_state[decl.key]
 
 
 def sync_url() -> None:
     """Write the current view into the URL so that a copied link restores it."""
     values = dict(st.session_state.get(PENDING, {}))  # parameters no page has declared yet stay in the link
-    for kept in declared():
-        value = st.session_state.get(kept.key)
-        if kept.url is None or value is None or value is False or (kept.is_list and not value):
+    for decl in declared():
+        value = st.session_state.get(decl.key)
+        if decl.url is None or value is None or value is False or (decl.is_list and not value):
             continue
-        text = ",".join(map(kept.write, value)) if kept.is_list else kept.write(value)
-        if kept.longest is None or len(text) <= kept.longest:
-            values[kept.url] = text
+        text = ",".join(map(decl.write, value)) if decl.is_list else decl.write(value)
+        if decl.longest is None or len(text) <= decl.longest:
+            values[decl.url] = text
     if st.query_params.to_dict() != values:
         st.query_params.from_dict(values)
 
@@ -243,16 +243,16 @@ def keep_valid(key: str, allowed: Sequence | Between, default: object, *, owner:
     changes, the value goes back to `default`, never keeping an index that now names another token, unless the
     value came from the URL (a shared link's position belongs to the link's text)."""
     value = st.session_state.get(key, default)
-    kept = _within(value, allowed, default)
+    valid = _within(value, allowed, default)
     if owner is not None:
         owner_key = f"_{key}_owner"
-        if st.session_state.get(owner_key) != owner or kept != value:
+        if st.session_state.get(owner_key) != owner or valid != value:
             from_url = st.session_state.get(FROM_URL, set())
             if key not in from_url:
-                kept = default
+                valid = default
             from_url.discard(key)
             st.session_state[owner_key] = owner
-    st.session_state[key] = kept
+    st.session_state[key] = valid
 
 
 def _within(value: object, allowed: Sequence | Between, default: object) -> object:

@@ -23,8 +23,8 @@ from viz.steps import (
 
 @st.fragment
 @errors.safe
-def steps_view(kept: cache.Held) -> None:
-    ctx = kept.analysed()  # the fragment holds its analysis weakly (cache.Held)
+def steps_view(held: cache.Held) -> None:
+    ctx = held.analysed()  # the fragment holds its analysis weakly (cache.Held)
     analysis, model = ctx.analysis, ctx.entry.name
     attention, layer, head = head_picker(analysis, with_average=False)
     block = analysis.block(attention, layer)

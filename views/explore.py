@@ -54,10 +54,10 @@ def predictions(ctx: Analysed | TracedAnalysis) -> None:
 
 @st.fragment
 @errors.safe
-def heads_view(kept: cache.Held) -> None:
+def heads_view(held: cache.Held) -> None:
     """Everything that changes with the attention type, layer and head: reruns alone, and runs the model only
     when the byte budget let the text's analysis go; the charts come built from ui.charts' cache."""
-    ctx = kept.analysed()  # the fragment holds its analysis weakly (cache.Held)
+    ctx = held.analysed()  # the fragment holds its analysis weakly (cache.Held)
     model, analysis = ctx.name, ctx.analysis
     attention, layer, head = head_picker(analysis, with_average=True)
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn

@@ -25,9 +25,9 @@ def _pick_query(n_queries: int, labels: list[str]) -> int:
 
 @st.fragment
 @errors.safe
-def lines_of_the_layer(kept: cache.Held) -> None:
+def lines_of_the_layer(held: cache.Held) -> None:
     """Everything that changes with the attention type, layer, head, token and threshold: reruns alone."""
-    ctx = kept.analysed()  # the fragment holds its analysis weakly (cache.Held)
+    ctx = held.analysed()  # the fragment holds its analysis weakly (cache.Held)
     analysis, model = ctx.analysis, ctx.name
     attention, layer, head = head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
     state.sync_url()  # first: the address bar follows the choice before the chart is drawn

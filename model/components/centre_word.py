@@ -28,13 +28,13 @@ class SharedEncoder(Encoder):
         self, x: Tensor, mask: Tensor, record: bool, ablate: Ablations = NONE, keep: bool = False
     ) -> tuple[Tensor, Records, Activations]:
         records: Records = {}
-        kept: Activations = {}
+        acts: Activations = {}
         for i in range(self.applications):
             name, block = layer_name("encoder", i), block_name("encoder", i, "self_attn")
             x, records[block], mine = self.layers[0](x, mask, record, ablate.get(block), keep)
-            kept |= {f"{name}.{k}": t for k, t in mine.items()}
+            acts |= {f"{name}.{k}": t for k, t in mine.items()}
         x = self.norm(x)
-        return x, records, (kept | {"encoder.output": x}) if keep else kept
+        return x, records, (acts | {"encoder.output": x}) if keep else acts
 
 
 class CentreWordPredictor(EncoderOnly):
@@ -52,7 +52,7 @@ class CentreWordPredictor(EncoderOnly):
         """Logits (B, 1, vocab) for the centre word between the halves of `ids` (B, T), and the trace (as
         EncoderOnly's); padding, were there any, adds nothing to the sum."""
         valid = padding_mask(ids, self.config.pad_id)  # (B, T)
-        x, records, rows, kept = self.encode(ids, valid, record, ablate, activations)
+        x, records, rows, acts = self.encode(ids, valid, record, ablate, activations)
         summed = (x * valid.unsqueeze(-1)).sum(dim=1, keepdim=True)  # (B, 1, d_model)
-        trace = Trace(self.config.kind, ids, ids[:, :0], valid[:, :0], {"encoder": rows}, records, 0, kept)
+        trace = Trace(self.config.kind, ids, ids[:, :0], valid[:, :0], {"encoder": rows}, records, 0, acts)
         return self.logits(summed), trace
