@@ -36,10 +36,13 @@ from inference import catalog
 from inference.analysis import Analysis, Block
 from inference.analyze import analyze as _analyze
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from inference.circuits import MODES
+from inference.circuits import composition as _composition
 from inference.decoding import Sampling
 from inference.export import to_json, to_npz_bytes
 from inference.imported import TraceError, from_arrays, from_huggingface, from_transformer_lens, read_trace
 from inference.rollout import analysis_rollout
+from viz.circuits import composition_heatmap, composition_table
 from viz.heads import AVERAGE as AVERAGE  # head(): the mean of the layer's heads, Explore's "average of heads"
 from viz.heads import head_view, heads_grid
 from viz.masks import mask_view
@@ -50,6 +53,8 @@ from viz.stats import for_display, head_table
 __all__ = [
     "TraceError",
     "analyze",
+    "composition",
+    "composition_scores",
     "from_arrays",
     "from_huggingface",
     "from_transformer_lens",
@@ -263,6 +268,30 @@ def head_stats(analysis: Analysis) -> pd.DataFrame:
     position, averaged over the queries (viz.stats.head_table). The page draws no figure of it. (Its induction
     probe columns need the checkpoint, not an analysis: they are not here.)"""
     return for_display(head_table(analysis))
+
+
+# --- circuits: what the weights say about heads ------------------------------------------------------------------
+
+
+def composition(model: Checkpoint, mode: str = "K", stack: str | None = None) -> go.Figure:
+    """How the self-attention heads of `model` compose, from its weights alone (inference.circuits: Elhage et al.
+    2021): for `mode` "Q", "K" or "V", how much each later head's queries, keys or values read what each earlier
+    head writes, as ‖W_OV^early · W_QK^late‖ over the product of their norms, between 0 and 1. Rows are the heads
+    that write, columns the heads that read, labelled "L2 H3" (from 1). An induction head K-composes with a
+    previous-token head. `stack`: "encoder" or "decoder" (default: the model's first)."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
+    if not isinstance(model, Checkpoint):
+        raise TypeError(f"composition takes a loaded model (atlas.load), not {type(model).__name__}")
+    return composition_heatmap(_composition(model.model, stack).scores[mode], mode)
+
+
+def composition_scores(model: Checkpoint, stack: str | None = None) -> pd.DataFrame:
+    """`composition`'s scores as a table: one row per pair of heads that can compose (earlier layer and head, later
+    layer and head, from 1) with its Q, K and V scores, the strongest K-composition first."""
+    if not isinstance(model, Checkpoint):
+        raise TypeError(f"composition_scores takes a loaded model (atlas.load), not {type(model).__name__}")
+    return composition_table(_composition(model.model, stack).scores)
 
 
 # --- figures in a notebook without a network -----------------------------------------------------------------------

@@ -1,0 +1,142 @@
+"""How attention heads compose, read from the weights alone (Elhage et al. 2021, "A Mathematical Framework for
+Transformer Circuits", section "Virtual attention heads").
+
+A head h reads the residual stream through its QK matrix W_QK^h = W_Q^h W_K^hᵀ (which tokens it attends to) and
+writes through its OV matrix W_OV^h = W_V^h W_O^h (what it moves), both d_model × d_model, row vectors on the left
+as TransformerLens writes them. A later head composes with an earlier one when it reads what the earlier one wrote:
+
+    Q-composition   ‖W_OV^early · W_QK^late‖_F   / (‖W_OV^early‖_F ‖W_QK^late‖_F)    its queries
+    K-composition   ‖W_OV^early · W_QK^lateᵀ‖_F  / (‖W_OV^early‖_F ‖W_QK^late‖_F)    its keys
+    V-composition   ‖W_OV^early · W_OV^late‖_F   / (‖W_OV^early‖_F ‖W_OV^late‖_F)    its values
+
+each between 0 and 1 (TransformerLens's `utils.composition_scores` on the same matrices). An induction head is a
+K-composition: its keys read what a previous-token head wrote, so it finds the token after an earlier copy.
+
+Computed in factored form (every product through d_head × d_head matrices): ‖A B C D‖²_F with A, C (d_model ×
+d_head) and B, D (d_head × d_model) is the sum of (AᵀA · B C) ⊙ (B C · D Dᵀ). In a pre-norm model each head reads
+the stream through its layer's norm, whose gain is folded into its W_Q, W_K and W_V (as TransformerLens's
+`fold_ln`); the norm's centring and every bias are left out, as there. A post-norm model's heads read the stream
+after the previous layer's norm: no gain is folded. Rotary positions turn queries and keys by position and are
+left out (the scores compare the unturned projections); a grouped-query head uses its group's W_K and W_V.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+
+from model.names import STACKS
+
+MODES = ("Q", "K", "V")
+MODE_NAMES = {"Q": "Q-composition (queries)", "K": "K-composition (keys)", "V": "V-composition (values)"}
+
+
+@dataclass(frozen=True)
+class HeadMatrices:
+    """Every self-attention head of one stack, as (N, …) float64 arrays, N = layers × heads in layer order."""
+
+    w_q: np.ndarray  # (N, d_model, d_head)
+    w_k: np.ndarray  # (N, d_model, d_head)
+    w_v: np.ndarray  # (N, d_model, d_head)
+    w_o: np.ndarray  # (N, d_head, d_model)
+    stack: str
+    n_layers: int
+    n_heads: int
+
+
+@dataclass(frozen=True)
+class Composition:
+    """Composition scores of one stack's self-attention heads.
+
+    scores: mode ("Q", "K", "V") → (L, H, L, H) float64, [earlier layer, earlier head, later layer, later head],
+            counted from 0; NaN unless the later layer comes after the earlier one (a head reads only what earlier
+            layers wrote).
+    """
+
+    stack: str
+    n_layers: int
+    n_heads: int
+    scores: dict[str, np.ndarray]
+
+    def top_sources(self, mode: str, layer: int, head: int, k: int = 3) -> list[tuple[int, int, float]]:
+        """The `k` earlier heads that head (`layer`, `head`) composes with most: (layer, head, score), 0-based."""
+        scores = self.scores[mode][:, :, layer, head]
+        order = np.argsort(np.nan_to_num(-scores, nan=np.inf), axis=None)[:k]
+        return [(int(i // self.n_heads), int(i % self.n_heads), float(scores.flat[i])) for i in order]
+
+
+def _square(x: np.ndarray) -> np.ndarray:
+    """XᵀX of a stack of (…, a, b) matrices: (…, b, b)."""
+    return np.swapaxes(x, -1, -2) @ x
+
+
+def _reading(linear: nn.Linear, heads: int, gain: torch.Tensor) -> torch.Tensor:
+    """A projection that reads the stream (W_Q, W_K or W_V), per head: (heads, d_model, d_head), `gain` folded in
+    (y = x Wᵀ, so the matrix of x ↦ y is Wᵀ)."""
+    d_model = linear.weight.shape[1]
+    w = linear.weight.detach().double().reshape(heads, -1, d_model)
+    return gain[None, :, None] * w.transpose(1, 2)
+
+
+def head_matrices(model: nn.Module, stack: str | None = None) -> HeadMatrices:
+    """The W_Q, W_K, W_V and W_O of every self-attention head of `stack` (default: the model's first: the decoder
+    of a language model, the encoder otherwise), the pre-norm gain folded in."""
+    config = model.config
+    stack = stack or ("decoder" if config.kind == "decoder-only" else "encoder")
+    if stack not in STACKS or getattr(model, stack, None) is None:
+        raise ValueError(f"this {config.kind} model has no {stack} stack")
+    layers = getattr(model, stack).layers
+    n_heads, d_head = config.n_heads, config.d_head
+    centre = config.norm == "pre" and isinstance(layers[0].sublayer[0].norm, nn.LayerNorm)
+    parts: dict[str, list[np.ndarray]] = {"w_q": [], "w_k": [], "w_v": [], "w_o": []}
+    with torch.no_grad():
+        for layer in layers:
+            attn = layer.self_attn
+            norm = layer.sublayer[0]
+            gain = torch.ones(config.d_model, dtype=torch.float64)
+            if norm.pre_norm and getattr(norm.norm, "weight", None) is not None:
+                gain = norm.norm.weight.detach().double()
+            group = n_heads // getattr(attn, "n_kv_heads", n_heads)
+
+            kv_heads = n_heads // group
+            parts["w_q"].append(_reading(attn.w_q, n_heads, gain).numpy())
+            parts["w_k"].append(_reading(attn.w_k, kv_heads, gain).repeat_interleave(group, dim=0).numpy())
+            parts["w_v"].append(_reading(attn.w_v, kv_heads, gain).repeat_interleave(group, dim=0).numpy())
+            w_o = attn.w_o.weight.detach().double()  # (d_model, H·d_head): out = heads W_Oᵀ
+            if centre:  # what a later LayerNorm subtracts (each output's mean over d_model) no head reads
+                w_o = w_o - w_o.mean(dim=0, keepdim=True)
+            parts["w_o"].append(w_o.T.reshape(n_heads, d_head, config.d_model).numpy())
+    arrays = {name: np.concatenate(chunks) for name, chunks in parts.items()}
+    return HeadMatrices(**arrays, stack=stack, n_layers=len(layers), n_heads=n_heads)
+
+
+def composition(model: nn.Module, stack: str | None = None) -> Composition:
+    """Q-, K- and V-composition of every later self-attention head of `stack` with every earlier one."""
+    m = head_matrices(model, stack)
+    n, layers, heads = m.n_layers * m.n_heads, m.n_layers, m.n_heads
+    # the earlier head's OV = A B (A = W_V, B = W_O); the later head's right factor C D per mode
+    right = {
+        "Q": (m.w_q, np.swapaxes(m.w_k, 1, 2)),  # QK = W_Q W_Kᵀ
+        "K": (m.w_k, np.swapaxes(m.w_q, 1, 2)),  # QKᵀ = W_K W_Qᵀ
+        "V": (m.w_v, m.w_o),  # OV = W_V W_O
+    }
+    g_a = _square(m.w_v)  # (N, dh, dh): AᵀA
+    ov_norm = np.sqrt(np.einsum("nij,nji->n", g_a, m.w_o @ np.swapaxes(m.w_o, 1, 2)))  # ‖A B‖_F
+    layer_of = np.repeat(np.arange(layers), heads)
+    scores = {}
+    for mode, (c, d) in right.items():
+        g_d = d @ np.swapaxes(d, 1, 2)  # (N, dh, dh): D Dᵀ
+        right_norm = np.sqrt(np.einsum("nij,nji->n", _square(c), g_d))  # ‖C D‖_F
+        out = np.full((n, n), np.nan)
+        for i in range(n):
+            later = np.nonzero(layer_of > layer_of[i])[0]
+            if not len(later):
+                continue
+            bc = m.w_o[i] @ c[later]  # (n_later, dh, dh): B C
+            product = np.einsum("jab,jab->j", g_a[i] @ bc, bc @ g_d[later])  # ‖A B C D‖²_F
+            out[i, later] = np.sqrt(np.maximum(product, 0.0)) / (ov_norm[i] * right_norm[later])
+        scores[mode] = out.reshape(layers, heads, layers, heads)
+    return Composition(m.stack, layers, heads, scores)
