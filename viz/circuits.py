@@ -19,7 +19,7 @@ MODE_TITLES = {
 
 
 def head_labels(n_layers: int, n_heads: int) -> list[str]:
-    """"L1 H1", "L1 H2", …: every head of a stack in layer order, counted from 1."""
+    """ "L1 H1", "L1 H2", …: every head of a stack in layer order, counted from 1."""
     return [f"L{layer + 1} H{head + 1}" for layer in range(n_layers) for head in range(n_heads)]
 
 
