@@ -38,6 +38,29 @@ def test_head_statistics_show_the_probe_and_name_the_induction_head(induction_on
     assert "the best is layer 2, head 1" in captions
 
 
+def test_head_statistics_draw_how_the_heads_compose_and_name_what_the_induction_head_reads(induction_only) -> None:
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    at.switch_page("views/head_stats.py").run()
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    assert at.radio(key="compose").value == "K"
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert chart["data"][0]["y"][0] == "L1 H1" and chart["layout"]["title"]["text"].startswith("K-composition")
+    captions = " ".join(c.value for c in at.caption)
+    assert "layer 2, head 1, reads most from: layer 1, head 4" in captions
+    at.radio(key="compose").set_value("V").run()
+    chart = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert chart["layout"]["title"]["text"].startswith("V-composition") and at.query_params["compose"] == "V"
+
+
+def test_a_one_layer_model_has_no_pair_of_heads_to_compose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(ROOT / "checkpoints" / "fivegram-1L-8H", tmp_path / "fivegram-1L-8H")
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(tmp_path))
+    at = AppTest.from_file(APP, default_timeout=90).run()
+    at.switch_page("views/head_stats.py").run()
+    assert not at.exception and not at.error
+    assert any("no pair" in i.value for i in at.info) and not at.get("plotly_chart")
+
+
 def test_a_first_visit_opens_on_lm_english_though_induction_sorts_first(tmp_path, monkeypatch) -> None:
     for name in ("induction", "lm-english"):
         shutil.copytree(ROOT / "checkpoints" / name, tmp_path / name)

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from inference import catalog, lesson
+from inference import catalog, circuits, lesson
 from inference.ablation import Effect, RankingSetup, ablation_effect, most_important_first, rank_block, ranking_setup
 from inference.analysis import Analysis, HeadDetail
 from inference.analyze import head_detail as analyze_head_detail
@@ -329,6 +329,17 @@ def cache_timing(path: str, stamp: float, text: str, max_tokens: int) -> CacheTi
 def attention_cost(path: str, stamp: float) -> Cost:
     """The measured cost of attention (inference.lesson.attention_cost), once per checkpoint."""
     return model_worker(path, stamp).call(lesson.attention_cost)
+
+
+def _composition(ckpt: Checkpoint) -> circuits.Composition:
+    return circuits.composition(ckpt.model)
+
+
+@kept("Reading from the weights how the heads compose…")
+def composition(path: str, stamp: float) -> circuits.Composition:
+    """How the checkpoint's first stack's self-attention heads compose (inference.circuits.composition), read from
+    its weights once per checkpoint by its worker."""
+    return model_worker(path, stamp).call(_composition)
 
 
 @kept("Running the repeated run through that training step…")

@@ -13,8 +13,9 @@ import pandas as pd
 import pyarrow as pa
 
 from inference.analysis import Block
-from ui.cache import Analysed
+from ui.cache import Analysed, composition
 from ui.kept import kept
+from viz.circuits import composition_heatmap
 from viz.heads import AVERAGE as AVERAGE  # re-exported: the pages choose heads through this module
 from viz.heads import head_heatmap, head_title, heads_grid, swap_head
 from viz.heads import head_name as head_name  # re-exported, as AVERAGE
@@ -71,3 +72,9 @@ def predictions_table(ctx: Analysed, position: int | None) -> pa.Table:
 def head_statistics(ctx: Analysed) -> pd.DataFrame:
     """One row per head: entropy, mean distance and the weight on notable keys (viz.stats.head_table)."""
     return head_table(ctx.analysis)
+
+
+@kept()
+def composition_chart(path: str, stamp: float, mode: str) -> dict:
+    """viz.circuits.composition_heatmap of one mode of the checkpoint's composition scores, frozen."""
+    return frozen(composition_heatmap(composition(path, stamp).scores[mode], mode))

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import streamlit as st
 
+from inference.circuits import MODE_NAMES, MODES
+from inference.induction import InductionReport
 from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
-from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen
+from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen, show_chart
 from viz.stats import for_display, with_probe_scores
+from viz.style import thaw
 
 FMT = st.column_config.NumberColumn
 COLUMNS = {
@@ -28,6 +31,7 @@ COLUMNS = {
     ),
 }
 STATS_PICK = state.session_key("stats_pick")  # the table's row to open on Explore
+COMPOSE = state.url_key("compose")  # the composition shown: Q, K or V
 
 
 def _on_row() -> None:
@@ -75,6 +79,36 @@ def body() -> None:
         st.session_state.update({ATTENTION: row["attention"], LAYER: int(row["layer"]), HEAD: int(row["head"])})
         head_chosen()
         st.switch_page("views/explore.py")
+    if not isinstance(ctx, cache.TraceFile):
+        composition(ctx, probe)
+
+
+def composition(ctx: cache.Context, probe: InductionReport | None) -> None:
+    """How the heads compose, read from the model's weights (inference.circuits): one mode at a time."""
+    st.header("How heads compose")
+    config = ctx.ckpt.config
+    stack = "decoder" if config.kind == "decoder-only" else "encoder"
+    if (config.n_decoder_layers if stack == "decoder" else config.n_encoder_layers) < 2:
+        st.info(f"{ctx.entry.name} has one layer of attention: heads compose across layers, so there is no pair.")
+        return
+    st.caption(
+        "From the weights alone, not your text (Elhage et al. 2021): how much each later head reads what an earlier "
+        "head writes, ‖W_OV(earlier) · W_QK(later)‖ over the product of their norms, 0 to 1. Q: into its queries, "
+        "K: into its keys, V: into its values. An induction head's keys read what a previous-token head wrote."
+        + ("" if stack == "decoder" else " Here: the encoder's self-attention.")
+    )
+    state.keep_valid(COMPOSE, list(MODES), "K")
+    mode = st.radio("Composition", MODES, key=COMPOSE, horizontal=True, format_func=MODE_NAMES.get)
+    show_chart(thaw(charts.composition_chart(ctx.path, ctx.stamp, mode)), "composition", f"composition-{mode}")
+    if probe is not None and stack == "decoder":
+        name, head, _ = probe.best(probe.induction)
+        layer = block_layer(name)
+        if layer > 0:
+            sources = cache.composition(ctx.path, ctx.stamp).top_sources(mode, layer, head, k=3)
+            listed = ", ".join(f"layer {sl + 1}, head {sh + 1} ({s:.3f})" for sl, sh, s in sources)
+            st.caption(
+                f"The best induction head of the probe, layer {layer + 1}, head {head + 1}, reads most from: {listed}."
+            )
 
 
 errors.guarded(body)
