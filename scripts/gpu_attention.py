@@ -10,7 +10,7 @@ equal there. Variants are timed in turn on the same batches: a kernel that plans
 time it meets one, so give --warm no fewer steps than --timed.
 
     python scripts/gpu_attention.py                       # the check and the table (cuda, bfloat16 as training)
-    python scripts/gpu_attention.py --train -- ARGS...    # then python -m training.train ARGS under the fastest
+    python scripts/gpu_attention.py --train -- ARGS...    # then training.train ARGS, fused, under the fastest
     python scripts/gpu_attention.py --use NAME --train -- ARGS...   # under NAME, checking and timing none
 
 Prints one JSON line a variant for the check (largest differences from the explicit arithmetic) and for the timing
@@ -40,7 +40,7 @@ from model.attention import MultiHeadedAttention  # noqa: E402
 from model.factory import build_model  # noqa: E402
 from model.forward import forward  # noqa: E402
 from training.tasks import TASKS, data_dir  # noqa: E402
-from training.train import build, encode_pairs, loss_of, pair_batches  # noqa: E402
+from training.train import build, encode_pairs, pair_batches  # noqa: E402
 
 CODE = MultiHeadedAttention.fused  # what the repository's model runs now
 
@@ -135,7 +135,9 @@ def time_variants(device: torch.device, warm: int, timed: int, data: Path) -> di
 
     def step(batch) -> float:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            loss, _ = loss_of(model, batch, "encoder-decoder", criterion)
+            source, target = (t.to(device) for t in batch)
+            logits, _ = forward(model, target[:, :-1], source, record=False)  # the fused path: the variant's kernel
+            loss = criterion(logits.reshape(-1, logits.shape[-1]), target[:, 1:].reshape(-1))
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
@@ -194,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     from training import train
 
     MultiHeadedAttention.fused = VARIANTS[fastest]
+    train.explicit_heads = lambda device: False  # the fused path, so that the chosen variant runs
     print(f"training under {fastest}: python -m training.train {' '.join(rest)}", file=sys.stderr, flush=True)
     return train.main(rest)
 
