@@ -52,13 +52,15 @@ def test_head_statistics_draw_how_the_heads_compose_and_name_what_the_induction_
     assert chart["layout"]["title"]["text"].startswith("V-composition") and at.query_params["compose"] == "V"
 
 
-def test_a_one_layer_model_has_no_pair_of_heads_to_compose(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    shutil.copytree(ROOT / "checkpoints" / "fivegram-1L-8H", tmp_path / "fivegram-1L-8H")
+@pytest.mark.parametrize(("name", "said"), [("fivegram-1L-8H", "weights:"), ("fivegram-2Ls-1H", "(run 2 times)")])
+def test_a_model_of_one_layer_of_weights_has_no_pair_of_heads_to_compose(name, said, tmp_path, monkeypatch) -> None:
+    """One layer, or one layer's weights run twice (the shared-layer model of the experiment's table)."""
+    shutil.copytree(ROOT / "checkpoints" / name, tmp_path / name)
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(tmp_path))
     at = AppTest.from_file(APP, default_timeout=90).run()
     at.switch_page("views/head_stats.py").run()
-    assert not at.exception and not at.error
-    assert any("no pair" in i.value for i in at.info) and not at.get("plotly_chart")
+    assert not at.exception and not at.error, [e.value for e in [*at.exception, *at.error]]
+    assert any("no pair" in i.value and said in i.value for i in at.info) and not at.get("plotly_chart")
 
 
 def test_a_first_visit_opens_on_lm_english_though_induction_sorts_first(tmp_path, monkeypatch) -> None:

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
 import pytest
 
+from ui.pages import PAGES as APP_PAGES
+
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 BENCH = Path(__file__).resolve().parent.parent / "bench"
-APP = Path(__file__).resolve().parent.parent / "app.py"
-PAGES = re.findall(r'st\.Page\("[^"]+", title="([^"]+)"', APP.read_text(encoding="utf-8"))  # every page, in order
+PAGES = [p.title for p in APP_PAGES]  # every page, in order: the app's own list
 
 
 def rows(text: str, heading: str) -> list[list[str]]:

@@ -88,8 +88,14 @@ def composition(ctx: cache.Context, probe: InductionReport | None) -> None:
     st.header("How heads compose")
     config = ctx.ckpt.config
     stack = "decoder" if config.kind == "decoder-only" else "encoder"
-    if (config.n_decoder_layers if stack == "decoder" else config.n_encoder_layers) < 2:
-        st.info(f"{ctx.entry.name} has one layer of attention: heads compose across layers, so there is no pair.")
+    composed = cache.composition(ctx.path, ctx.stamp)
+    if composed.n_layers < 2:
+        runs = config.n_decoder_layers if stack == "decoder" else config.n_encoder_layers
+        shared = f" (run {runs} times)" if runs > 1 else ""
+        st.info(
+            f"{ctx.entry.name} has one layer of attention weights{shared}: the scores pair heads of different "
+            "layers' weights, so there is no pair to score."
+        )
         return
     st.caption(
         "From the weights alone, not your text (Elhage et al. 2021): how much each later head reads what an earlier "
@@ -104,7 +110,7 @@ def composition(ctx: cache.Context, probe: InductionReport | None) -> None:
         name, head, _ = probe.best(probe.induction)
         layer = block_layer(name)
         if layer > 0:
-            sources = cache.composition(ctx.path, ctx.stamp).top_sources(mode, layer, head, k=3)
+            sources = composed.top_sources(mode, layer, head, k=3)
             listed = ", ".join(f"layer {sl + 1}, head {sh + 1} ({s:.3f})" for sl, sh, s in sources)
             st.caption(
                 f"The best induction head of the probe, layer {layer + 1}, head {head + 1}, reads most from: {listed}."
