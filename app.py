@@ -35,12 +35,7 @@ if widgets.projector():
     st.html(widgets.PROJECTOR_CSS)
 
 # No page icons: a Material icon makes the browser fetch the tab icon from a CDN, and emoji need an emoji font.
-PAGES = [
-    st.Page(p.script, title=p.title, url_path=p.url_path)
-    if p.url_path
-    else st.Page(p.script, title=p.title, default=True)
-    for p in pages.PAGES
-]
+PAGES = [st.Page(p.script, title=p.title, url_path=p.url_path or None, default=not p.url_path) for p in pages.PAGES]
 page = st.navigation(PAGES, position="hidden")  # linked below the model and text (sidebar.pages_and_projector)
 st.sidebar.title("Attention Atlas")
 errors.guarded(sidebar.sidebar)

@@ -85,7 +85,7 @@ def head_matrices(model: nn.Module, stack: str | None = None) -> HeadMatrices:
     """The W_Q, W_K, W_V and W_O of every self-attention head of `stack` (default: the model's first: the decoder
     of a language model, the encoder otherwise), the pre-norm gain folded in."""
     config = model.config
-    stack = stack or ("decoder" if config.kind == "decoder-only" else "encoder")
+    stack = stack or config.first_stack
     if stack not in STACKS or getattr(model, stack, None) is None:
         raise ValueError(f"this {config.kind} model has no {stack} stack")
     layers = getattr(model, stack).layers
@@ -99,9 +99,8 @@ def head_matrices(model: nn.Module, stack: str | None = None) -> HeadMatrices:
             gain = torch.ones(config.d_model, dtype=torch.float64)
             if norm.pre_norm and getattr(norm.norm, "weight", None) is not None:
                 gain = norm.norm.weight.detach().double()
-            group = n_heads // getattr(attn, "n_kv_heads", n_heads)
-
-            kv_heads = n_heads // group
+            kv_heads = getattr(attn, "n_kv_heads", n_heads)  # grouped-query: a key/value head per group
+            group = n_heads // kv_heads
             parts["w_q"].append(_reading(attn.w_q, n_heads, gain).numpy())
             parts["w_k"].append(_reading(attn.w_k, kv_heads, gain).repeat_interleave(group, dim=0).numpy())
             parts["w_v"].append(_reading(attn.w_v, kv_heads, gain).repeat_interleave(group, dim=0).numpy())

@@ -81,7 +81,7 @@ def stream(ckpt: Checkpoint, text: str) -> Stream:
     ids = torch.tensor([encode_first_stack(ckpt, clean_text(text).text, [])])  # (1, T)
     source, fed = (ids, torch.tensor([[cfg.bos_id]])) if cfg.is_encoder_decoder else (None, ids)
     _, trace = forward(model, fed, source, record=False, activations=True)
-    stack = "decoder" if cfg.kind == "decoder-only" else "encoder"
+    stack = cfg.first_stack
     acts = trace.activations
     layers = getattr(model, stack).layers
     norms = []
@@ -161,7 +161,7 @@ def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, rep
     lengths = lengths or cost_lengths(cfg.max_len)
     if len(lengths) < 3 or any(not 1 <= n <= cfg.max_len for n in lengths):
         raise ValueError(f"need at least 3 lengths within 1..{cfg.max_len}, got {lengths}")
-    stack = "decoder" if cfg.kind == "decoder-only" else "encoder"
+    stack = cfg.first_stack
     attn = getattr(model, stack).layers[0].self_attn
     generator = torch.Generator().manual_seed(0)
     inputs = []

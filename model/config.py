@@ -282,6 +282,11 @@ class ModelConfig:
     def is_encoder_decoder(self) -> bool:
         return self.kind == "encoder-decoder"
 
+    @property
+    def first_stack(self) -> str:
+        """The stack that reads the input: the decoder of a decoder-only model, the encoder otherwise."""
+        return "decoder" if self.kind == "decoder-only" else "encoder"
+
     def to_dict(self) -> dict[str, Any]:
         """The paper's fields, and `published`: None or an object of the switches."""
         return dataclasses.asdict(self)

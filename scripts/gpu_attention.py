@@ -36,7 +36,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from inference.tokenizer import Tokenizer  # noqa: E402
-from model.attention import MultiHeadedAttention  # noqa: E402
+from model.attention import MultiHeadedAttention, masked_softmax  # noqa: E402
 from model.factory import build_model  # noqa: E402
 from model.forward import forward  # noqa: E402
 from training.tasks import TASKS, data_dir  # noqa: E402
@@ -64,12 +64,9 @@ def float_mask(self, q, k, v, mask):
 
 
 def explicit(self, q, k, v, mask):
-    """The record path's arithmetic, without keeping the weights."""
+    """The record path's arithmetic (MultiHeadedAttention.forward with record=True), without keeping the weights."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
-    any_allowed = mask.any(dim=-1, keepdim=True).unsqueeze(1)
-    weights = torch.softmax(scores.masked_fill(~mask.unsqueeze(1), float("-inf")), dim=-1)
-    weights = weights.masked_fill(~any_allowed, 0.0)
-    return self.dropout(weights) @ v
+    return self.dropout(masked_softmax(scores, mask.unsqueeze(1))) @ v
 
 
 VARIANTS = {
@@ -86,6 +83,14 @@ VARIANTS = {
 def sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def pair_loss(model: nn.Module, batch, criterion: nn.Module) -> torch.Tensor:
+    """The training loss of a (source, target) batch on the fused path (record=False), where each variant runs."""
+    device = next(model.parameters()).device
+    source, target = (t.to(device) for t in batch)
+    logits, _ = forward(model, target[:, :-1], source, record=False)
+    return criterion(logits.reshape(-1, logits.shape[-1]), target[:, 1:].reshape(-1))
 
 
 def check_variants(model: nn.Module, batch, criterion: nn.Module) -> None:
@@ -135,9 +140,7 @@ def time_variants(device: torch.device, warm: int, timed: int, data: Path) -> di
 
     def step(batch) -> float:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            source, target = (t.to(device) for t in batch)
-            logits, _ = forward(model, target[:, :-1], source, record=False)  # the fused path: the variant's kernel
-            loss = criterion(logits.reshape(-1, logits.shape[-1]), target[:, 1:].reshape(-1))
+            loss = pair_loss(model, batch, criterion)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()

@@ -87,8 +87,8 @@ def composition(ctx: cache.Context, probe: InductionReport | None) -> None:
     """How the heads compose, read from the model's weights (inference.circuits): one mode at a time."""
     st.header("How heads compose")
     config = ctx.ckpt.config
-    stack = "decoder" if config.kind == "decoder-only" else "encoder"
     composed = cache.composition(ctx.path, ctx.stamp)
+    stack = composed.stack
     if composed.n_layers < 2:
         runs = config.n_decoder_layers if stack == "decoder" else config.n_encoder_layers
         shared = f" (run {runs} times)" if runs > 1 else ""
