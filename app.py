@@ -15,7 +15,7 @@ from ui import cache, errors, guard, pages, sidebar, state, widgets
 
 # One intra-op thread unless a pass is long: concurrent sessions already use the cores, and a short request waits
 # on threads more than it gains from them (bench/trace_speed.py --threads); the model workers give a pass over
-# hundreds of tokens more (inference/worker.py, LONG_THREADS).
+# hundreds of tokens more (analysis/worker.py, LONG_THREADS).
 torch.set_num_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
 
 # Projector mode (`projector=1` in the URL) opens with the sidebar collapsed: the whole width for the charts.

@@ -7,7 +7,7 @@
     atlas.head(analysis, layer=2, head=3)            # the Explore page's heatmap
     atlas.save(analysis, "cat.json")                 # the app's "Download JSON", byte for byte
 
-Attention computed elsewhere becomes the same `Analysis` (inference.imported): `from_huggingface` (a model's
+Attention computed elsewhere becomes the same `Analysis` (analysis.imported): `from_huggingface` (a model's
 `output_attentions=True`), `from_transformer_lens` (a `run_with_cache` cache), `from_arrays` (weights as arrays),
 `read_trace` (a `.json` or `.npz` this app or `save` wrote). Their problems are `TraceError`s.
 
@@ -32,16 +32,16 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.io.base_renderers import NotebookRenderer
 
+from analysis.analyze import analyze as _analyze
+from analysis.circuits import MODES
+from analysis.circuits import composition as _composition
+from analysis.export import to_json, to_npz_bytes
+from analysis.imported import TraceError, from_arrays, from_huggingface, from_transformer_lens, read_trace
+from analysis.record import Analysis, Block
+from analysis.rollout import analysis_rollout
 from inference import catalog
-from inference.analysis import Analysis, Block
-from inference.analyze import analyze as _analyze
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from inference.circuits import MODES
-from inference.circuits import composition as _composition
 from inference.decoding import Sampling
-from inference.export import to_json, to_npz_bytes
-from inference.imported import TraceError, from_arrays, from_huggingface, from_transformer_lens, read_trace
-from inference.rollout import analysis_rollout
 from viz.circuits import composition_heatmap, composition_table
 from viz.heads import AVERAGE as AVERAGE  # head(): the mean of the layer's heads, Explore's "average of heads"
 from viz.heads import head_view, heads_grid
@@ -109,7 +109,7 @@ def analyze(
     continuation: int = 0,
     sampling: Sampling | None = None,
 ) -> Analysis:
-    """The Analysis of `text` by `model` (inference.analyze.analyze): every head's scores, mask and weights, the
+    """The Analysis of `text` by `model` (analysis.analyze.analyze): every head's scores, mask and weights, the
     positional rows and each position's top `k` predictions, as the app computes them. An encoder-decoder reads
     `target` as its output so far (without it, its own greedy output); a language model with `continuation` first
     writes that many tokens (greedy, or `sampling`). InputError (a ValueError) when the text cannot be read."""
@@ -118,7 +118,7 @@ def analyze(
 
 def save(analysis: Analysis, path: str | Path) -> Path:
     """Write `analysis` as the Explore page's download buttons and `python -m atlas trace -o` do
-    (inference.export, docs/trace-format.md): `.json`, the trace format, or `.npz`, NumPy arrays. `read_trace`
+    (analysis.export, docs/trace-format.md): `.json`, the trace format, or `.npz`, NumPy arrays. `read_trace`
     reads either back, on this machine or another. Returns the path written; ValueError for any other suffix."""
     if not isinstance(analysis, Analysis):
         raise TypeError(f"save writes an Analysis (atlas.analyze's, or an imported one), not {type(analysis).__name__}")
@@ -274,7 +274,7 @@ def head_stats(analysis: Analysis) -> pd.DataFrame:
 
 
 def composition(model: Checkpoint, mode: str = "K", stack: str | None = None) -> go.Figure:
-    """How the self-attention heads of `model` compose, from its weights alone (inference.circuits: Elhage et al.
+    """How the self-attention heads of `model` compose, from its weights alone (analysis.circuits: Elhage et al.
     2021): for `mode` "Q", "K" or "V", how much each later head's queries, keys or values read what each earlier
     head writes, as ‖W_OV^early · W_QK^late‖ over the product of their norms, between 0 and 1. Rows are the heads
     that write, columns the heads that read, labelled "L2 H3" (from 1). An induction head K-composes with a

@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from inference.analyze import analyze, generate_text
+from analysis.analyze import analyze, generate_text
+from analysis.export import to_json, to_npz_bytes
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
-from inference.export import to_json, to_npz_bytes
 from inference.jsonfile import JsonFileError, parse_json
 from inference.score import perplexity
 from inference.text import InputError

@@ -31,10 +31,10 @@ import classroom  # noqa: E402 - the bench's own server helpers
 import common  # noqa: E402
 from browser import stop_server  # noqa: E402
 
-from inference.analyze import analyze  # noqa: E402
+from analysis.analyze import analyze  # noqa: E402
+from analysis.export import to_json, to_npz_bytes  # noqa: E402
+from analysis.imported import MAX_META_BYTES  # noqa: E402
 from inference.checkpoint import load_checkpoint  # noqa: E402
-from inference.export import to_json, to_npz_bytes  # noqa: E402
-from inference.imported import MAX_META_BYTES  # noqa: E402
 
 MB = 2**20
 CHECKPOINT = common.ROOT / "checkpoints" / "lm-english"

@@ -27,8 +27,8 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from inference.analysis import Analysis  # noqa: E402
-from inference.analyze import analyze  # noqa: E402
+from analysis.analyze import analyze  # noqa: E402
+from analysis.record import Analysis  # noqa: E402
 from inference.checkpoint import CONFIG, Checkpoint, load_checkpoint  # noqa: E402
 from inference.text import clean_text  # noqa: E402
 

@@ -1,6 +1,6 @@
 """Bytes of a trace file at 32, 128 and 256 tokens, and what an opened one keeps in the server's memory.
 
-"npz" and "json" are Explore's two "Whole analysis" downloads of the text (inference.export: what a person uploads
+"npz" and "json" are Explore's two "Whole analysis" downloads of the text (analysis.export: what a person uploads
 on the page "Open a trace file"); "parsed" is the Analysis `read_trace` makes of the .npz, measured as the byte
 budget measures it (inference.memory.measured_bytes): what the server keeps per opened file, once however many
 sessions open it; "traces kept" is how many such files the trace store (ui.cache.TRACES, its share of the budget)
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import common
 
-from inference.export import to_json, to_npz_bytes
-from inference.imported import read_trace
+from analysis.export import to_json, to_npz_bytes
+from analysis.imported import read_trace
 from inference.memory import measured_bytes
 from ui.kept import SHARE
 

@@ -1,4 +1,4 @@
-"""Teaching content: the words the app teaches with, apart from the code that computes them (inference/) and draws
+"""Teaching content: the words the app teaches with, apart from the code that computes them (analysis/) and draws
 them (viz/, views/).
 
 The Lesson's paragraphs are plain markdown files in `course/steps/`, one per step, so that a teacher can read,

@@ -4,7 +4,7 @@ Each step's text is `course/steps/<slug>.md`: a `# Title` line, then the paragra
 against the seed documents and "Attention Is All You Need" (Vaswani et al., 2017; sections cited), the induction
 step against "In-context Learning and Induction Heads" (Olsson et al., 2022). A paragraph's lines are joined with
 spaces, as markdown reads them, so a file may wrap its lines anywhere. The pages draw the steps (views/lesson.py);
-the model work they show is inference.lesson's.
+the model work they show is analysis.lesson's.
 """
 
 from __future__ import annotations

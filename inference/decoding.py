@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from inference.analysis import Prediction
+from inference.prediction import Prediction
 from model.forward import forward
 from model.trace import Trace
 from model.transformer import NONE, Ablations, DecoderOnlyLM, EncoderDecoder
@@ -213,7 +213,7 @@ def greedy_many(
 
     Row i's tokens equal `generate(model, [bos], sources[i], max_tokens)` (tests/test_worker.py): padding is
     masked, and a finished row is fed padding, which no later query may attend to. `start`: the (logits, trace)
-    of a pass that already fed bos to the padded sources (inference.analyze's traced one: the encoder runs once);
+    of a pass that already fed bos to the padded sources (analysis.analyze's traced one: the encoder runs once);
     rows in `skip` are not decoded (empty, unfinished).
     """
     cfg = model.config

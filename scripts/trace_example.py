@@ -10,9 +10,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from inference.analyze import analyze  # noqa: E402
+from analysis.analyze import analyze  # noqa: E402
+from analysis.export import to_json_object  # noqa: E402
 from inference.checkpoint import load_checkpoint  # noqa: E402
-from inference.export import to_json_object  # noqa: E402
 from training.tiny import make_tiny_checkpoint  # noqa: E402
 
 

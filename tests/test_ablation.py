@@ -84,10 +84,10 @@ def test_effect_and_importance_on_the_shipped_models() -> None:
     import threading
     from pathlib import Path
 
-    from inference.ablation import ablation_effect, head_importance
-    from inference.analyze import analyze, generate_text
+    from analysis.ablation import ablation_effect, head_importance
+    from analysis.analyze import analyze, generate_text
+    from analysis.worker import ModelWorker
     from inference.checkpoint import load_checkpoint
-    from inference.worker import ModelWorker
 
     root = Path(__file__).resolve().parent.parent / "checkpoints"
     lm = load_checkpoint(root / "lm-english")
@@ -121,8 +121,8 @@ def test_nothing_switched_off_runs_the_intact_model_once(monkeypatch) -> None:
     """The page opens with no head chosen: the effect is the intact model's, from one pass and no decoding."""
     from pathlib import Path
 
-    import inference.ablation as ablation_module
-    from inference.analyze import analyze
+    import analysis.ablation as ablation_module
+    from analysis.analyze import analyze
     from inference.checkpoint import load_checkpoint
 
     root = Path(__file__).resolve().parent.parent / "checkpoints"

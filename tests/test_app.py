@@ -16,9 +16,9 @@ from page_text import shown_text
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
-import inference.worker as worker_module
+import analysis.worker as worker_module
+from analysis.analyze import analyze
 from inference import catalog
-from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
 from inference.decoding import Sampling
 from ui import state
@@ -478,7 +478,7 @@ def test_a_link_restores_the_generate_choices_and_absurd_values_are_kept_in_rang
 
 
 def test_ablation_page_switches_heads_off_and_ranks_them(app, good_dir: Path) -> None:
-    from inference.ablation import ablation_effect
+    from analysis.ablation import ablation_effect
 
     at = app(text="the cat sat on the mat")
     at.switch_page("views/ablation.py").run()
@@ -507,7 +507,7 @@ def test_ablation_page_switches_heads_off_and_ranks_them(app, good_dir: Path) ->
 
 def test_head_ranking_runs_a_worker_job_per_block_with_progress(good_dir: Path) -> None:
     """The ranking the page shows is head_importance's, built a block at a time between other sessions' work."""
-    from inference.ablation import head_importance
+    from analysis.ablation import head_importance
 
     calls = []
     table = head_ranking(context_for(good_dir / LM, "the cat sat"), "zero", lambda *a: calls.append(a))

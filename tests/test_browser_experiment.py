@@ -13,7 +13,7 @@ import test_browser
 from test_browser import ROOT, SHOTS
 from test_browser_axe import AXE, RUN_AXE, SETTLED
 
-from inference.analyze import analyze
+from analysis.analyze import analyze
 from inference.checkpoint import load_checkpoint
 from inference.experiment import PRUNED, ROWS, SEED_BEST
 

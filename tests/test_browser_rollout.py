@@ -8,7 +8,7 @@ import pytest
 import test_browser
 from test_browser import ROOT, SHOTS
 
-from inference.analyze import analyze
+from analysis.analyze import analyze
 from inference.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.browser

@@ -13,9 +13,9 @@ import test_browser
 from test_browser import ROOT, SHOTS
 from test_browser_axe import AXE, RUN_AXE, SETTLED
 
-from inference.analyze import analyze
+from analysis.analyze import analyze
+from analysis.export import to_json
 from inference.checkpoint import load_checkpoint
-from inference.export import to_json
 from ui import cache
 
 pytestmark = pytest.mark.browser

@@ -13,9 +13,9 @@ import test_browser
 import torch
 from test_browser import ROOT, SHOTS
 
-from inference.analyze import analyze
+from analysis.analyze import analyze
+from analysis.induction import head_scores
 from inference.checkpoint import load_checkpoint
-from inference.induction import head_scores
 from inference.snapshots import list_snapshots, load_snapshot
 
 pytestmark = pytest.mark.browser

@@ -80,7 +80,7 @@ def test_a_fragment_holds_its_analysis_weakly(monkeypatch) -> None:
     """A fragment's arguments stay in the session: they must not keep an analysis the budget has let go."""
     import gc
 
-    class Analysis:  # stands in for inference.analysis.Analysis (any object a weak reference can point to)
+    class Analysis:  # stands in for analysis.record.Analysis (any object a weak reference can point to)
         pass
 
     analysis = Analysis()
@@ -103,7 +103,7 @@ def test_a_sessions_widgets_keep_no_analysis_alive(monkeypatch) -> None:
 
     from streamlit.testing.v1 import AppTest
 
-    from inference.analysis import Analysis
+    from analysis.record import Analysis
 
     root = Path(__file__).resolve().parents[1]
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root / "checkpoints"))

@@ -1,4 +1,4 @@
-"""inference.circuits: composition scores from the weights, checked against dense products and the model's own
+"""analysis.circuits: composition scores from the weights, checked against dense products and the model's own
 projections, and on the induction model's circuit."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import pytest
 import torch
 
 import atlas
+from analysis.circuits import MODES, composition, head_matrices
+from analysis.induction import measure
 from inference.checkpoint import load_checkpoint
-from inference.circuits import MODES, composition, head_matrices
-from inference.induction import measure
 from model.config import ModelConfig, Published
 from model.factory import build_model
 from model.names import block_layer

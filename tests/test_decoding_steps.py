@@ -1,4 +1,4 @@
-"""inference.analysis.DecodingSteps: Generate's steps counted from an analysis, outside the page."""
+"""analysis.record.DecodingSteps: Generate's steps counted from an analysis, outside the page."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from inference.analysis import DecodingSteps, Prediction
+from analysis.record import DecodingSteps
+from inference.prediction import Prediction
 
 EOS = 3
 

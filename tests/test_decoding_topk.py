@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from inference.analyze import analyze
+from analysis.analyze import analyze
 from inference.checkpoint import load_checkpoint
 from inference.decoding import _top_stable, top_k
 from inference.tokenizer import Tokenizer

@@ -14,7 +14,7 @@ import torch
 from streamlit.testing.v1 import AppTest
 from test_app import frame, html_table
 
-from inference.analyze import analyze
+from analysis.analyze import analyze
 from inference.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 from inference.experiment import PRUNED, ROWS, SEED_BEST, table
 from inference.quantized import dequantize, quantize

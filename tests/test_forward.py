@@ -14,7 +14,7 @@ from model.forward import forward
 
 ROOT = Path(__file__).resolve().parent.parent
 # Where a model is run: every package but model/ (which defines the forwards) and tests/ (which test them).
-RUNNERS = ["app.py", "atlas", "inference", "ui", "views", "viz", "training", "bench", "scripts"]
+RUNNERS = ["app.py", "atlas", "inference", "analysis", "ui", "views", "viz", "training", "bench", "scripts"]
 
 
 def small(kind: str) -> torch.nn.Module:

@@ -1,4 +1,4 @@
-"""The attention-math page's scores and values come from one head computed on demand (inference.analyze.head_detail),
+"""The attention-math page's scores and values come from one head computed on demand (analysis.analyze.head_detail),
 equal to that head in the full analysis; the pages' analysis keeps no scores or values."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from inference.analyze import analyze, head_detail
+from analysis.analyze import analyze, head_detail
 from inference.checkpoint import load_checkpoint
 from inference.text import InputError
 from training.tiny import make_tiny_checkpoint
@@ -47,7 +47,7 @@ def test_the_steps_from_a_detail_equal_the_steps_from_the_full_block(ckpt) -> No
 
 def test_a_translators_detail_from_the_analysiss_own_output_decodes_nothing_and_is_equal(ckpt, monkeypatch) -> None:
     """The pages pass the analysis's output ids (ui.cache.head_detail): the same rows, no second decoding."""
-    import inference.analyze as analyze_module
+    import analysis.analyze as analyze_module
 
     full = analyze(ckpt, TEXT, k=5)
     name, block = next(reversed(full.blocks.items()))

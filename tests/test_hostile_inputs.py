@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.analyze import analyze
+from analysis.export import FORMAT
+from analysis.record import Analysis
 from atlas.cli import main as cli_main
-from inference.analysis import Analysis
-from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
-from inference.export import FORMAT
 from inference.text import InputError
 from training.tiny import make_tiny_checkpoint
 

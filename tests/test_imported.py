@@ -1,4 +1,4 @@
-"""inference.imported: attention computed elsewhere (plain arrays, Hugging Face outputs, a TransformerLens cache, a
+"""analysis.imported: attention computed elsewhere (plain arrays, Hugging Face outputs, a TransformerLens cache, a
 trace file this app exported) becomes an Analysis equal to its source, and every bad input is one TraceError whose
 message names what disagrees. The Hugging Face models are tiny, random and built here: nothing is downloaded."""
 
@@ -14,18 +14,18 @@ import numpy as np
 import pytest
 import torch
 
-from inference import imported
-from inference.analysis import Analysis
-from inference.analyze import analyze
-from inference.checkpoint import load_checkpoint
-from inference.export import FORMAT, to_json, to_json_object, to_npz_bytes
-from inference.imported import (
+from analysis import imported
+from analysis.analyze import analyze
+from analysis.export import FORMAT, to_json, to_json_object, to_npz_bytes
+from analysis.imported import (
     TraceError,
     from_arrays,
     from_huggingface,
     from_transformer_lens,
     read_trace,
 )
+from analysis.record import Analysis
+from inference.checkpoint import load_checkpoint
 from training.tiny import make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,7 +114,7 @@ def bart_outputs():
 
 
 def assert_imported(analysis: Analysis, name: str, n_heads: int) -> None:
-    """What every imported Analysis leaves empty (inference.imported's docstring)."""
+    """What every imported Analysis leaves empty (analysis.imported's docstring)."""
     assert analysis.checkpoint == name
     assert analysis.predictions == () and analysis.target_ids == ()
     assert analysis.kv_heads == analysis.n_heads == n_heads
@@ -521,11 +521,11 @@ def test_a_damaged_trace_names_the_file_block_and_cell(lm_trace: dict) -> None:
 
 
 def test_importable_without_torch() -> None:
-    """Like inference.analysis: the module and its plain-array path need no torch."""
+    """Like analysis.record: the module and its plain-array path need no torch."""
     code = (
         "import sys; sys.modules['torch'] = None\n"
         "import numpy as np\n"
-        "from inference.imported import from_arrays\n"
+        "from analysis.imported import from_arrays\n"
         "print(from_arrays(np.ones((1, 1, 2, 2)) / 2, ['a', 'b'], kind='encoder-only').kind)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)

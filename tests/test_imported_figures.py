@@ -1,4 +1,4 @@
-"""A Hugging Face model's attention, imported (inference.imported.from_huggingface, or from_transformer_lens as a
+"""A Hugging Face model's attention, imported (analysis.imported.from_huggingface, or from_transformer_lens as a
 TransformerLens cache holds it), draws the figures the same model draws when the app loads it: a tiny random GPT-2
 and BERT, built and saved here as the Hugging Face folders the app reads (config.json, model.safetensors,
 tokenizer.json), loaded by the app's own loader and analysed as the app does; the same transformers model then runs
@@ -21,8 +21,8 @@ from test_pretrained_loaders import bert_tokenizer  # noqa: E402
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
 
 import atlas.api as atlas  # noqa: E402
-from inference.analysis import Analysis  # noqa: E402
-from inference.imported import from_huggingface, from_transformer_lens  # noqa: E402
+from analysis.imported import from_huggingface, from_transformer_lens  # noqa: E402
+from analysis.record import Analysis  # noqa: E402
 from inference.text import encode_first_stack  # noqa: E402
 from viz.paper import BUCKET_WIDTH, BUCKETS  # noqa: E402
 from viz.style import frozen  # noqa: E402

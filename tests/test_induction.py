@@ -1,10 +1,10 @@
-"""The induction and previous-token scores and the copy losses of inference.induction."""
+"""The induction and previous-token scores and the copy losses of analysis.induction."""
 
 from __future__ import annotations
 
 import torch
 
-from inference.induction import copy_losses, head_scores, measure, repeated_tokens
+from analysis.induction import copy_losses, head_scores, measure, repeated_tokens
 from model.config import ModelConfig
 from model.factory import build_model
 

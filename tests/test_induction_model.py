@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from analysis.induction import measure
 from inference.checkpoint import load_checkpoint
-from inference.induction import measure
 from inference.snapshots import list_snapshots, load_snapshot
 
 INDUCTION = Path(__file__).resolve().parents[1] / "checkpoints" / "induction"

@@ -7,8 +7,8 @@ import copy
 import pytest
 import torch
 
-from inference.analysis import Prediction
 from inference.decoding import Sampling, generate, top_k
+from inference.prediction import Prediction
 
 BOS, EOS = 2, 3
 

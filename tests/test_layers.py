@@ -1,6 +1,7 @@
 """The house's layers, checked on the imports that actually happen: model/ never pulls in streamlit or plotly,
 viz/ never pulls in torch, streamlit or model/ (but model/names.py, plain strings: the names of a model's parts), and
-inference/analysis.py (the record viz reads) stays numpy-only."""
+analysis/record.py (the record viz reads) stays numpy-only; running a model (inference/) never needs the analyses
+(analysis/) that read what it returns."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ def modules_loaded_by(imports: list[str]) -> set[str]:
 
 
 def package_modules(package: str) -> list[str]:
-    return sorted(f"{package}.{p.stem}" for p in (ROOT / package).glob("*.py") if p.stem != "__init__")
+    dotted = package.replace("/", ".")
+    return sorted(f"{dotted}.{p.stem}" for p in (ROOT / package).glob("*.py") if p.stem != "__init__")
 
 
 def top(names: set[str]) -> set[str]:
@@ -34,17 +36,35 @@ def test_viz_imports_neither_torch_nor_streamlit_nor_the_model(package: str) -> 
     assert {"plotly", "numpy"} <= top(loaded)  # the check would pass vacuously if nothing were imported
     assert not top(loaded) & {"torch", "streamlit", "sentencepiece", "safetensors"}
     assert {n for n in loaded if top({n}) == {"model"}} <= {"model", "model.names"}  # block names, no model code
-    assert not {n for n in loaded if n.startswith("inference.") and n != "inference.analysis"}
+    assert not {n for n in loaded if top({n}) == {"inference"}} - {"inference", "inference.prediction"}
+    assert not {n for n in loaded if top({n}) == {"analysis"}} - {"analysis", "analysis.record"}
 
 
 def test_the_model_imports_neither_streamlit_nor_plotly_nor_the_rest_of_the_house() -> None:
     loaded = modules_loaded_by(package_modules("model"))
     assert "torch" in top(loaded)
-    assert not top(loaded) & {"streamlit", "plotly", "pandas", "inference", "training", "viz", "ui", "atlas"}
+    assert not top(loaded) & {
+        "streamlit",
+        "plotly",
+        "pandas",
+        "inference",
+        "analysis",
+        "training",
+        "viz",
+        "ui",
+        "atlas",
+    }
 
 
-def test_running_a_checkpoint_needs_no_training_code_and_no_app() -> None:
-    loaded = modules_loaded_by(package_modules("inference"))
+def test_running_a_checkpoint_needs_no_analysis_no_training_code_and_no_app() -> None:
+    loaded = modules_loaded_by(package_modules("inference") + package_modules("inference/pretrained"))
+    assert "torch" in top(loaded)
+    assert not top(loaded) & {"analysis", "streamlit", "plotly", "training", "viz", "ui", "atlas"}
+
+
+def test_the_analyses_need_no_training_code_and_no_app() -> None:
+    loaded = modules_loaded_by(package_modules("analysis"))
+    assert {"inference", "model"} <= top(loaded)
     assert not top(loaded) & {"streamlit", "plotly", "training", "viz", "ui", "atlas"}
 
 

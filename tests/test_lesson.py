@@ -1,6 +1,6 @@
 """The Lesson page in AppTest on tiny checkpoints (every step draws real content; previous/next, the step list and
 the URL move through it; a step the model cannot show offers one that can), course.lesson's steps and
-inference.lesson's model work."""
+analysis.lesson's model work."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import torch
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
+from analysis.analyze import analyze
+from analysis.lesson import attention_cost, cache_timing, cost_lengths, stream
 from course.lesson import SENTENCES, SLUGS, STEPS, TEXTS, step_index
-from inference.analyze import analyze
 from inference.checkpoint import load_checkpoint
-from inference.lesson import attention_cost, cache_timing, cost_lengths, stream
 from inference.text import clean_text, encode_first_stack
 from training.tiny import make_tiny_checkpoint
 from viz.labels import display_piece
@@ -222,7 +222,7 @@ def test_the_cost_step_plots_the_measured_quadratic(app) -> None:
     assert {"lesson_time", "lesson_memory"} <= set(charts(at))
 
 
-# course.lesson, inference.lesson and viz.lesson ------------------------------------------------------------------
+# course.lesson, analysis.lesson and viz.lesson ------------------------------------------------------------------
 
 
 def test_steps_have_unique_slugs_in_curriculum_order() -> None:

@@ -1,7 +1,7 @@
 """The Lesson's induction step in AppTest: on the shipped induction model it draws the repeated run, names the
 best induction head the scores find, shows the second copy costing more with heads switched off, and the run that
 trained it; on an untrained language model it says no head copies; an encoder-decoder is told the step needs a
-decoder-only model. And inference.lesson's induction work on its own."""
+decoder-only model. And analysis.lesson's induction work on its own."""
 
 from __future__ import annotations
 
@@ -16,10 +16,10 @@ import torch
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
+from analysis.induction import copy_losses, measure, repeated_tokens
+from analysis.lesson import INDUCTION_AT, copying, formation
 from course.lesson import SENTENCES, SLUGS, STEPS
 from inference.checkpoint import load_checkpoint
-from inference.induction import copy_losses, measure, repeated_tokens
-from inference.lesson import INDUCTION_AT, copying, formation
 from model.attention import Ablation
 from ui import cache
 
@@ -191,7 +191,7 @@ def test_every_step_draws_the_induction_model_on_a_sentence_it_knows(app) -> Non
             assert any(t.value == f"The sentence: {SENTENCES['induction']}" for t in at.text), slug
 
 
-# inference.lesson --------------------------------------------------------------------------------------------------
+# analysis.lesson --------------------------------------------------------------------------------------------------
 
 
 def test_the_switched_off_losses_are_the_ablated_models_own(tiny_checkpoints) -> None:

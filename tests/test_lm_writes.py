@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from inference.analyze import analyze, generate_text
+from analysis.analyze import analyze, generate_text
 from inference.catalog import presets
 from inference.checkpoint import load_checkpoint
 from inference.decoding import Sampling

@@ -10,7 +10,7 @@ import pytest
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
-from inference.analysis import Block
+from analysis.record import Block
 from viz.masks import MAX_CELLS, mask_heatmap, reduced_note
 from viz.steps import WINDOW, attention_steps, key_window, steps_figure, steps_table, weights_overview, window_note
 

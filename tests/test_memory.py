@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from inference.analyze import analyze
+from analysis.analyze import analyze
 from inference.checkpoint import load_checkpoint
 from inference.memory import Budget, ByteCache, measured_bytes
 from training.tiny import make_tiny_checkpoint

@@ -17,7 +17,7 @@ from model.names import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("model", "inference", "ui", "viz", "views", "atlas", "training", "course")
+PACKAGES = ("model", "inference", "analysis", "ui", "viz", "views", "atlas", "training", "course")
 
 
 def test_a_block_name_round_trips_and_names_its_layer_and_kind() -> None:

@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:  # run as a script: `python tests/test_notebook.py
     sys.path.insert(0, str(ROOT))
 
 import atlas  # noqa: E402
-from inference.analysis import Analysis  # noqa: E402
+from analysis.record import Analysis  # noqa: E402
 from inference.checkpoint import CheckpointError  # noqa: E402
 from tests.plotly_data import decode_typed_array  # noqa: E402
 
@@ -223,7 +223,7 @@ def test_head_and_heads_are_the_explore_pages_figures(lm_english, lm_analysis, t
 
 
 def test_the_other_views_draw_the_analysis(lm_analysis, translation) -> None:
-    from inference.rollout import analysis_rollout
+    from analysis.rollout import analysis_rollout
 
     block = lm_analysis.blocks["decoder.layers.2.self_attn"]
     rollout = atlas.rollout(lm_analysis, 3, heads=[1, 2], residual=False)
@@ -271,7 +271,7 @@ def test_the_first_layer_and_head_are_one_and_the_last_are_the_counts(lm_analysi
 
 @pytest.mark.parametrize("suffix", ["json", "npz"])
 def test_a_saved_trace_reads_back_as_the_analysis(lm_analysis, tmp_path, suffix) -> None:
-    from inference.export import to_json, to_npz_bytes
+    from analysis.export import to_json, to_npz_bytes
 
     path = atlas.save(lm_analysis, tmp_path / f"cat.{suffix}")
     data = path.read_bytes()

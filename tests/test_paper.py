@@ -235,7 +235,7 @@ def test_page_escapes_tokens_and_explains_bad_text(paper) -> None:
 
 
 def test_block_lines_names_the_block(good_dir: Path) -> None:
-    from inference.analyze import analyze
+    from analysis.analyze import analyze
     from inference.checkpoint import load_checkpoint
 
     analysis = analyze(load_checkpoint(good_dir / ED), "Where is the station?", max_tokens=4)

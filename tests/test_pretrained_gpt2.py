@@ -20,8 +20,8 @@ from test_pretrained_pages import PAGES  # noqa: E402
 from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
 from transformers.activations import ACT2FN  # noqa: E402
 
+from analysis.analyze import Request, analyze, analyze_many  # noqa: E402
 from inference import catalog  # noqa: E402
-from inference.analyze import Request, analyze, analyze_many  # noqa: E402
 from inference.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from inference.pretrained.mapping import NEVER  # noqa: E402
 from model.components.feed_forward import GELUFeedForward  # noqa: E402

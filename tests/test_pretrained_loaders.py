@@ -19,8 +19,8 @@ transformers = pytest.importorskip("transformers")
 gguf = pytest.importorskip("gguf")
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers  # noqa: E402
 
+from analysis.analyze import analyze, batch_masks, generate_text, positions_used  # noqa: E402
 from inference import catalog  # noqa: E402
-from inference.analyze import analyze, batch_masks, generate_text, positions_used  # noqa: E402
 from inference.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from inference.pretrained.gguf_file import unpermute  # noqa: E402
 from inference.pretrained.loaders import traced_max_len  # noqa: E402
@@ -394,7 +394,7 @@ def test_a_llama_config_listing_several_end_ids_ends_text_at_the_first(published
 
 
 def test_ablating_an_encoders_head_is_measured_over_every_position_of_cls_text_sep(published) -> None:
-    from inference.ablation import ablation_effect, head_importance
+    from analysis.ablation import ablation_effect, head_importance
     from inference.text import encode_first_stack
     from model.attention import Ablation
 
@@ -449,7 +449,7 @@ def test_the_trace_export_of_an_encoder_and_of_a_rotary_grouped_query_decoder(pu
     """docs/trace-format.md: an encoder's tokens are [CLS] text [SEP] with a prediction at each; a rotary model's
     positional rows are (T, d_head) angles' cos | sin and kv_head_of_query_head names each query head's key/value
     head; a language model's text is its target_tokens."""
-    from inference.export import to_json_object
+    from analysis.export import to_json_object
 
     encoder = analyze(load_checkpoint(published["bert"]), "the cat sat")
     obj = to_json_object(encoder)

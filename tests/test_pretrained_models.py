@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from analysis.analyze import analyze
 from inference import catalog
-from inference.analyze import analyze
 from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.pretrained.packages import MINILM, SMOLLM2, Package
 from inference.text import InputError, clean_text

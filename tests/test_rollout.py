@@ -1,4 +1,4 @@
-"""Attention rollout (inference.rollout), its heatmap (viz.rollout) and its page (views/rollout.py)."""
+"""Attention rollout (analysis.rollout), its heatmap (viz.rollout) and its page (views/rollout.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import pytest
 import test_app
 from test_app import ED, LM, chart, errors, ok, z
 
-from inference.analysis import Analysis
-from inference.analyze import analyze
+from analysis.analyze import analyze
+from analysis.record import Analysis
+from analysis.rollout import analysis_rollout, cross_rollout, head_mean, rollout, with_residual
 from inference.checkpoint import load_checkpoint
-from inference.rollout import analysis_rollout, cross_rollout, head_mean, rollout, with_residual
 from viz.rollout import rollout_heatmap
 
 ROLLOUT_PAGE = "views/rollout.py"

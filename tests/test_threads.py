@@ -139,7 +139,7 @@ def test_threads_decoding_with_caches_and_beams_get_exactly_the_sequential_resul
 
 
 def test_threads_on_a_loaded_checkpoint_leave_it_unchanged(tiny_checkpoints) -> None:
-    from inference.analyze import analyze
+    from analysis.analyze import analyze
     from inference.checkpoint import load_checkpoint
 
     ckpt = load_checkpoint(tiny_checkpoints["decoder-only"])

@@ -12,9 +12,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from inference.analyze import analyze
-from inference.export import to_json, to_npz_bytes
-from inference.imported import JSON_PARSED_PER_BYTE, MAX_META_BYTES, TraceError, read_trace
+from analysis.analyze import analyze
+from analysis.export import to_json, to_npz_bytes
+from analysis.imported import JSON_PARSED_PER_BYTE, MAX_META_BYTES, TraceError, read_trace
 from training.tiny import make_tiny_checkpoint
 
 

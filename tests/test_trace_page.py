@@ -11,9 +11,9 @@ import pytest
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
-from inference.analyze import analyze
+from analysis.analyze import analyze
+from analysis.export import to_json, to_json_object, to_npz_bytes
 from inference.checkpoint import load_checkpoint
-from inference.export import to_json, to_json_object, to_npz_bytes
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 

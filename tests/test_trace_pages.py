@@ -17,11 +17,11 @@ from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileMan
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 from streamlit.testing.v1 import AppTest
 
-from inference.analyze import analyze
+from analysis.analyze import analyze
+from analysis.export import to_json, to_npz_bytes
+from analysis.imported import from_arrays
+from analysis.rollout import analysis_rollout
 from inference.checkpoint import load_checkpoint
-from inference.export import to_json, to_npz_bytes
-from inference.imported import from_arrays
-from inference.rollout import analysis_rollout
 from ui import cache, widgets
 from viz.stats import head_table
 
@@ -281,7 +281,7 @@ def test_a_fault_in_the_upload_callback_is_a_line_on_the_page_without_server_pat
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
 
     def broken(data: bytes, name: str):
-        raise ZeroDivisionError(f"division by zero in {ROOT / 'inference' / 'imported.py'}")
+        raise ZeroDivisionError(f"division by zero in {ROOT / 'analysis' / 'imported.py'}")
 
     monkeypatch.setattr(cache, "open_trace", broken)
     at = AppTest.from_file(APP, default_timeout=60).run()
@@ -289,7 +289,7 @@ def test_a_fault_in_the_upload_callback_is_a_line_on_the_page_without_server_pat
     at.get("file_uploader")[0].upload("t.json", b"{}").run()
     assert not at.exception, [e.value for e in at.exception]
     message = shown_text(" ".join(e.value for e in at.error))
-    assert "t.json: cannot be opened (ZeroDivisionError: division by zero in inference/imported.py)" in message
+    assert "t.json: cannot be opened (ZeroDivisionError: division by zero in analysis/imported.py)" in message
     assert str(ROOT) not in message
 
 
@@ -298,7 +298,7 @@ def test_a_file_the_upload_store_let_go_before_it_was_read_is_a_message() -> Non
     go, and its box hands over a DeletedFile (no bytes, no name). bench/bombs.py met it as an AttributeError."""
     from streamlit.runtime.uploaded_file_manager import DeletedFile
 
-    from inference.imported import TraceError
+    from analysis.imported import TraceError
 
     with pytest.raises(TraceError, match=r"let go before it could be read: the server holds at most 300 MB"):
         widgets.read_upload(DeletedFile("file"))

@@ -17,8 +17,8 @@ from safetensors.torch import load_file
 from streamlit.testing.v1 import AppTest
 
 import training.train
+from analysis.analyze import generate_text
 from atlas.cli import main
-from inference.analyze import generate_text
 from inference.catalog import PRESETS, list_checkpoints, preset_family, presets
 from inference.checkpoint import load_checkpoint
 from training.data.common import sha256_file

@@ -11,7 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from inference.analyze import generate_text
+from analysis.analyze import generate_text
 from inference.catalog import PRESETS
 from inference.checkpoint import CheckpointError, check_recorded, load_checkpoint, model_from_safetensors, read_metadata
 from model.transformer import EncoderDecoder

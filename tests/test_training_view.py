@@ -14,7 +14,7 @@ import torch
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
-from inference.analyze import analyze
+from analysis.analyze import analyze
 from inference.checkpoint import CheckpointError, load_checkpoint
 from inference.snapshots import list_snapshots, load_snapshot
 from model.factory import build_model

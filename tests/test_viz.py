@@ -12,9 +12,9 @@ import plotly.graph_objects as go
 import pytest
 from plotly_data import decode_typed_array
 
+from analysis.analyze import analyze, batch_masks, positional_table, positions_used
+from analysis.record import Analysis
 from inference import catalog
-from inference.analysis import Analysis
-from inference.analyze import analyze, batch_masks, positional_table, positions_used
 from inference.checkpoint import load_checkpoint
 from inference.text import InputError
 from model.transformer import sinusoidal_table

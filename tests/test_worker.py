@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from inference.analysis import Analysis
-from inference.analyze import Request, analyze, analyze_many, generate_text, translate_many
+from analysis.analyze import Request, analyze, analyze_many, generate_text, translate_many
+from analysis.record import Analysis
+from analysis.worker import ModelWorker
 from inference.checkpoint import load_checkpoint
 from inference.decoding import Sampling, generate, greedy_many
 from inference.memory import measured_bytes
 from inference.text import InputError
-from inference.worker import ModelWorker
 from training.tiny import make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -193,7 +193,7 @@ def _sessions(worker: ModelWorker, texts: list[str]) -> dict[int, Analysis | Exc
 
 
 def test_a_failing_request_fails_alone_and_its_neighbours_get_their_answers(ckpt, monkeypatch) -> None:
-    import inference.worker as worker_module
+    import analysis.worker as worker_module
 
     real = worker_module.analyze_many
 
@@ -254,7 +254,7 @@ def test_a_translators_output_is_decoded_once_for_every_page(ckpt, monkeypatch) 
     the analysis itself, once the caches let it go, is traced again without decoding."""
     if not ckpt.config.is_encoder_decoder:
         pytest.skip("a language model decodes nothing for its analysis")
-    import inference.worker as worker_module
+    import analysis.worker as worker_module
 
     worker = ModelWorker(ckpt)
     first = worker.analyze(TEXTS[0], max_tokens=12)
@@ -277,7 +277,7 @@ def test_a_translators_output_is_decoded_once_for_every_page(ckpt, monkeypatch) 
 
 
 def test_a_long_pass_gets_more_of_torchs_threads_and_a_short_one_one(ckpt, monkeypatch) -> None:
-    import inference.worker as worker_module
+    import analysis.worker as worker_module
 
     asked: list[int] = []
     monkeypatch.setattr(worker_module, "LONG_THREADS", 2)

@@ -3,7 +3,7 @@
 reverse: exact match of greedy outputs; translate: corpus BLEU and chrF (sacrebleu) and the loop rate, greedy and
 beam 4, on the everyday test set (test.*) and on Ding's (test-ding.*), plus ten everyday sample sentences;
 lm: perplexity, top-1 next-token accuracy and bits per character over the test documents, and the induction probe
-(inference.induction: the best induction and previous-token heads, the loss on each copy of a repeated run of random
+(analysis.induction: the best induction and previous-token heads, the loss on each copy of a repeated run of random
 tokens); induction: the probe, and the loss and accuracy on the second copy of the test split's repeated runs.
 `--write-card` stores the metrics and samples in card.json.
 """
@@ -22,10 +22,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from inference.analyze import generate_text, translate_many
+from analysis.analyze import generate_text, translate_many
+from analysis.induction import measure
 from inference.catalog import PRESETS
 from inference.checkpoint import CARD, Checkpoint, CheckpointError, is_published, load_checkpoint
-from inference.induction import measure
 from inference.score import perplexity
 from model.forward import forward
 from training.data.common import read_lines

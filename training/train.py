@@ -29,10 +29,10 @@ from safetensors.torch import load_file, save_file, save_model
 from torch import Tensor, nn
 from tqdm import tqdm
 
+from analysis.induction import measure
 from inference.catalog import checkpoints_dir
 from inference.checkpoint import CARD, Checkpoint, CheckpointError, load_checkpoint, recorded, save_checkpoint
 from inference.decoding import pad_rows
-from inference.induction import measure
 from inference.snapshots import INDEX as SNAPSHOT_INDEX
 from inference.snapshots import SNAPSHOTS
 from inference.tokenizer import Tokenizer
@@ -563,7 +563,7 @@ def sync(device: torch.device) -> None:
 
 
 def copying(model: nn.Module, config: ModelConfig) -> dict[str, float]:
-    """A decoder-only model's best induction score and its copy losses on the probe of inference.induction
+    """A decoder-only model's best induction score and its copy losses on the probe of analysis.induction
     (nothing for other kinds): the history then shows when the model learns to copy from its context."""
     if config.kind != "decoder-only":
         return {}

@@ -1,4 +1,5 @@
-"""The Streamlit glue between the pages (views/) and the work they show (inference/, viz/), one module a concern.
+"""The Streamlit glue between the pages (views/) and the work they show (inference/, analysis/, viz/), one module a
+concern.
 
 - `state`: widget values kept in the URL and across pages; each page declares its own keys.
 - `cache`: the checkpoints, their model workers and the analyses, shared by every session.

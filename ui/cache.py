@@ -20,20 +20,21 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from inference import catalog, circuits, lesson
-from inference.ablation import Effect, RankingSetup, ablation_effect, most_important_first, rank_block, ranking_setup
-from inference.analysis import Analysis, HeadDetail
-from inference.analyze import head_detail as analyze_head_detail
-from inference.analyze import positional_table as model_positional_table
+from analysis import circuits, lesson
+from analysis.ablation import Effect, RankingSetup, ablation_effect, most_important_first, rank_block, ranking_setup
+from analysis.analyze import head_detail as analyze_head_detail
+from analysis.analyze import positional_table as model_positional_table
+from analysis.export import to_json, to_npz_bytes
+from analysis.imported import TraceError, read_trace
+from analysis.induction import InductionReport, measure
+from analysis.lesson import CacheTiming, Copying, Cost, Stream, head_on_probe
+from analysis.record import Analysis, HeadDetail
+from analysis.worker import ModelWorker
+from inference import catalog
 from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.decoding import Sampling
-from inference.export import to_json, to_npz_bytes
-from inference.imported import TraceError, read_trace
-from inference.induction import InductionReport, measure
-from inference.lesson import CacheTiming, Copying, Cost, Stream, head_on_probe
 from inference.memory import BUDGET, MISSING, ByteCache, measured_bytes
 from inference.snapshots import Snapshot, list_snapshots, load_snapshot
-from inference.worker import ModelWorker
 from ui.kept import SHARE, kept
 
 TOP_K = 5  # the predictions kept per position
@@ -118,7 +119,7 @@ READING = threading.Lock()
 
 
 def open_trace(data: bytes, name: str) -> TraceFile:
-    """Read a trace file's bytes (inference.imported.read_trace) once per content, keep its Analysis in TRACES and
+    """Read a trace file's bytes (analysis.imported.read_trace) once per content, keep its Analysis in TRACES and
     return the TraceFile naming it; raises TraceError, also for a trace larger than the store may keep."""
     digest = hashlib.sha256(data).hexdigest()
 
@@ -200,7 +201,7 @@ def analysis(ctx: Context, full: bool = False, continuation: int = 0, sampling: 
     """The model's Analysis of `ctx.text` (every head, the predictions); raises InputError.
 
     The page submits to the checkpoint's worker and waits: sessions typing at once share one batch. The worker
-    keeps results (inference.worker): a rerun gets the same object back, not a copy. `full=True`: with the raw
+    keeps results (analysis.worker): a rerun gets the same object back, not a copy. `full=True`: with the raw
     scores and V of every block (the attention-math page, the export); else the pages' lighter copy. A language
     model first writes `continuation` tokens (greedy, or `sampling`)."""
     worker = model_worker(ctx.path, ctx.stamp)
@@ -277,7 +278,7 @@ def _block_ranking(ctx: Context, mode: str, block: str) -> list[tuple[str, int, 
 def head_ranking(
     ctx: Context, mode: str, progress: Callable[[int, int, str], None] | None = None
 ) -> list[tuple[str, int, float]]:
-    """Every head switched off alone, the most important first (inference.ablation.head_importance), one block
+    """Every head switched off alone, the most important first (analysis.ablation.head_importance), one block
     per job of the model's worker: other sessions' requests run between blocks (SmolLM2's 30 layers × 9 heads are
     270 passes), and `progress(done, blocks, next block)` is called before each block. Cached per block."""
     setup = _ranking_setup(ctx)
@@ -295,7 +296,7 @@ def _probe(ckpt: Checkpoint) -> InductionReport:
 
 @kept("Measuring every head on a run of random tokens, repeated…")
 def induction_report(path: str, stamp: float) -> InductionReport | None:
-    """A decoder-only model's induction and previous-token scores per head and its copy losses (inference.induction),
+    """A decoder-only model's induction and previous-token scores per head and its copy losses (analysis.induction),
     measured once per checkpoint by its worker; None for a model without a decoder-only stack."""
     if load_model(path, stamp).config.kind != "decoder-only":
         return None
@@ -304,7 +305,7 @@ def induction_report(path: str, stamp: float) -> InductionReport | None:
 
 @kept("Switching heads off on the repeated run…")
 def copying(path: str, stamp: float) -> Copying:
-    """The Lesson's induction step for a decoder-only checkpoint (inference.lesson.copying): the probe its scores
+    """The Lesson's induction step for a decoder-only checkpoint (analysis.lesson.copying): the probe its scores
     were measured on, the best induction head's weights and the second copy's loss with heads switched off; run
     once per checkpoint by its worker."""
     report = induction_report(path, stamp)
@@ -315,19 +316,19 @@ def copying(path: str, stamp: float) -> Copying:
 
 @kept("Recording the text's way through the layers…")
 def stream(path: str, stamp: float, text: str) -> Stream:
-    """The first stack as one forward pass recorded it (inference.lesson.stream), run by the checkpoint's worker."""
+    """The first stack as one forward pass recorded it (analysis.lesson.stream), run by the checkpoint's worker."""
     return model_worker(path, stamp).call(lesson.stream, text)
 
 
 @kept("Timing the decoder with and without its cache…")
 def cache_timing(path: str, stamp: float, text: str, max_tokens: int) -> CacheTiming:
-    """Decoding `text` timed with and without the key/value cache (inference.lesson.cache_timing)."""
+    """Decoding `text` timed with and without the key/value cache (analysis.lesson.cache_timing)."""
     return model_worker(path, stamp).call(lesson.cache_timing, text, max_tokens)
 
 
 @kept("Timing one attention block at growing lengths…")
 def attention_cost(path: str, stamp: float) -> Cost:
-    """The measured cost of attention (inference.lesson.attention_cost), once per checkpoint."""
+    """The measured cost of attention (analysis.lesson.attention_cost), once per checkpoint."""
     return model_worker(path, stamp).call(lesson.attention_cost)
 
 
@@ -337,7 +338,7 @@ def _composition(ckpt: Checkpoint) -> circuits.Composition:
 
 @kept("Reading from the weights how the heads compose…")
 def composition(path: str, stamp: float) -> circuits.Composition:
-    """How the checkpoint's first stack's self-attention heads compose (inference.circuits.composition), read from
+    """How the checkpoint's first stack's self-attention heads compose (analysis.circuits.composition), read from
     its weights once per checkpoint by its worker."""
     return model_worker(path, stamp).call(_composition)
 
@@ -345,13 +346,13 @@ def composition(path: str, stamp: float) -> circuits.Composition:
 @kept("Running the repeated run through that training step…")
 def snapshot_head(path: str, stamp: float, step: int, length: int, block: str, head: int) -> tuple[np.ndarray, float]:
     """One head of the model as it was at training step `step` on the induction probe of `length`: its weights on
-    the first probe and its induction score (inference.lesson.head_on_probe), run by that snapshot's worker."""
+    the first probe and its induction score (analysis.lesson.head_on_probe), run by that snapshot's worker."""
     return snapshot_worker(path, stamp, step).call(head_on_probe, length, block, head)
 
 
 @kept()
 def positional_table(path: str, stamp: float) -> np.ndarray:
-    """The checkpoint's positional table (inference.analyze.positional_table), read-only: every session shares it."""
+    """The checkpoint's positional table (analysis.analyze.positional_table), read-only: every session shares it."""
     table = model_positional_table(load_model(path, stamp))
     table.flags.writeable = False
     return table
@@ -359,7 +360,7 @@ def positional_table(path: str, stamp: float) -> np.ndarray:
 
 @kept("Computing that head's scores and values…")
 def head_detail(ctx: Context, block: str, head: int) -> HeadDetail:
-    """One head's raw scores and values for `ctx.text` (inference.analyze.head_detail), run by the worker when the
+    """One head's raw scores and values for `ctx.text` (analysis.analyze.head_detail), run by the worker when the
     attention-math page opens that head: the pages' analysis keeps no scores or values. A translator's output is
     the one its analysis decoded (ModelWorker.output), fed as it is."""
     worker = model_worker(ctx.path, ctx.stamp)
@@ -370,7 +371,7 @@ def head_detail(ctx: Context, block: str, head: int) -> HeadDetail:
 
 
 def export_bytes(ctx: Context | TraceFile, fmt: str) -> bytes:
-    """The whole Analysis as JSON or NPZ (inference.export, docs/trace-format.md); run when a download button is
+    """The whole Analysis as JSON or NPZ (analysis.export, docs/trace-format.md); run when a download button is
     clicked. A trace is written as it was read: opened again, it draws the same."""
     full = traced(ctx).analysis if isinstance(ctx, TraceFile) else analysis(ctx, full=True)
     return to_json(full).encode("utf-8") if fmt == "json" else to_npz_bytes(full)

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from inference.analysis import Block
+from analysis.record import Block
 from ui.cache import Analysed, composition
 from ui.kept import kept
 from viz.circuits import composition_heatmap

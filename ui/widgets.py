@@ -11,8 +11,8 @@ from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileMan
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.uploaded_file_manager import DeletedFile
 
-from inference.analysis import Analysis
-from inference.imported import TraceError
+from analysis.imported import TraceError
+from analysis.record import Analysis
 from model.names import attention_type, block_layer, block_name, parse_attention_type
 from ui import cache, errors, state
 from ui.cache import MAX_UPLOAD_MB, TraceFile

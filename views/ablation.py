@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from inference.analysis import Analysis
+from analysis.record import Analysis
 from model.names import parse_block_name
 from ui import cache, errors, sidebar, state
 from ui.widgets import head_from_url, head_to_url

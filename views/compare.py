@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from inference.analysis import Analysis
+from analysis.record import Analysis
 from inference.catalog import MINIMAL_PAIRS, WINOGRAD
 from inference.text import InputError
 from ui import cache, charts, errors, sidebar, state

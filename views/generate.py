@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from inference.analysis import Analysis, DecodingSteps
+from analysis.record import Analysis, DecodingSteps
 from inference.decoding import Sampling
 from inference.text import InputError
 from ui import cache, errors, sidebar, state

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from inference.circuits import MODE_NAMES, MODES
-from inference.induction import InductionReport
+from analysis.circuits import MODE_NAMES, MODES
+from analysis.induction import InductionReport
 from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
 from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen, show_chart
@@ -84,7 +84,7 @@ def body() -> None:
 
 
 def composition(ctx: cache.Context, probe: InductionReport | None) -> None:
-    """How the heads compose, read from the model's weights (inference.circuits): one mode at a time."""
+    """How the heads compose, read from the model's weights (analysis.circuits): one mode at a time."""
     st.header("How heads compose")
     config = ctx.ckpt.config
     composed = cache.composition(ctx.path, ctx.stamp)

@@ -2,7 +2,7 @@
 
 The step is kept in session state as its slug (`LESSON`, declared in the URL: ui.state), so a teacher can link to
 one step (`?lesson=no-peek-mask`). The steps and their paragraphs are course.lesson's (course/steps/*.md), the
-model work inference.lesson's.
+model work analysis.lesson's.
 """
 
 from __future__ import annotations
@@ -13,17 +13,17 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from course.lesson import NEEDS, SENTENCES, SINUSOIDAL, SLUGS, STEPS, Step, step_index
-from inference import catalog
-from inference.analysis import Analysis, DecodingSteps
-from inference.analyze import batch_masks, positions_used
-from inference.checkpoint import CheckpointError, load_config
-from inference.induction import PROBE_BATCH
-from inference.lesson import (
+from analysis.analyze import batch_masks, positions_used
+from analysis.induction import PROBE_BATCH
+from analysis.lesson import (
     INDUCTION_AT,
     Copying,
     formation,
 )
+from analysis.record import Analysis, DecodingSteps
+from course.lesson import NEEDS, SENTENCES, SINUSOIDAL, SLUGS, STEPS, Step, step_index
+from inference import catalog
+from inference.checkpoint import CheckpointError, load_config
 from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, Context
@@ -41,7 +41,7 @@ from viz.training import copying_curve, head_over_steps
 
 SHORT = "Hi!"  # the short sentence padded beside the lesson's
 WRITE = 12  # tokens the language model writes for the key/value cache step
-MAX_OUTPUT = 64  # an encoder-decoder's output, as the analysis decodes it (inference.analyze.Request.max_tokens)
+MAX_OUTPUT = 64  # an encoder-decoder's output, as the analysis decodes it (analysis.analyze.Request.max_tokens)
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 LESSON = state.url_key("lesson")  # the step shown, as its slug
 TRAINING_STEP = "step"  # the URL parameter of views/training.py's snapshot slider

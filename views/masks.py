@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from inference.analyze import batch_masks
+from analysis.analyze import batch_masks
 from inference.text import InputError
 from ui import cache, errors, sidebar, state
 from ui.widgets import show_chart

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from inference.analyze import positions_used
+from analysis.analyze import positions_used
 from ui import cache, errors, sidebar, state
 from ui.widgets import show_chart
 from viz.labels import safe_filename

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from inference.analysis import Analysis
-from inference.rollout import RESIDUAL, analysis_rollout
+from analysis.record import Analysis
+from analysis.rollout import RESIDUAL, analysis_rollout
 from ui import errors, sidebar, state
 from ui.widgets import ATTENTION, show_chart
 from viz.labels import safe_filename

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from analysis.record import Analysis
 from atlas import api
-from inference.analysis import Analysis
 from ui import cache, errors, sidebar
 from ui.cache import TraceGoneError
 from ui.widgets import head_picker, show_chart, small_table, trace_uploader

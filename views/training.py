@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.record import Analysis
 from inference import catalog
-from inference.analysis import Analysis
 from inference.snapshots import Snapshot, stored_as
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Context

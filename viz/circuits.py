@@ -1,4 +1,4 @@
-"""How heads compose (inference.circuits), drawn: one heatmap per kind of composition, earlier heads as rows and
+"""How heads compose (analysis.circuits), drawn: one heatmap per kind of composition, earlier heads as rows and
 later heads as columns, and the same scores as a table, layers and heads counted from 1."""
 
 from __future__ import annotations

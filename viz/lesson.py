@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from inference.analysis import Analysis
+from analysis.record import Analysis
 from viz.heads import head_heatmap
 from viz.labels import display_piece, numbered, plotly_labels
 from viz.style import AT_FIRST, DIVERGING, FIRST, HIGHLIGHT, MASKED, finish, finish_layout, token_axis, unvalidated

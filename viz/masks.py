@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from inference.analysis import BatchMasks
+from analysis.record import BatchMasks
 from viz.arrays import block_average
 from viz.labels import escape, plotly_labels
 from viz.style import AT_FIRST, FIRST, finish, token_axis

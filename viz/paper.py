@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from inference.analysis import Block
+from analysis.record import Block
 from viz.labels import indexed_labels, plotly_labels
 from viz.style import HIGHLIGHT, finish_layout, tick_step, unvalidated
 

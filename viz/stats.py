@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from inference.analysis import Analysis
+from analysis.record import Analysis
 from model.names import block_name, parse_attention_type
 
 COLUMNS = ("entropy_bits", "mean_distance", "previous_token", "first_token", "diagonal")
@@ -98,7 +98,7 @@ def with_probe_scores(
     table: pd.DataFrame, induction: dict[str, list[float]], previous_token: dict[str, list[float]]
 ) -> pd.DataFrame:
     """The head table with each head's induction and previous-token score on the induction probe (a run of random
-    tokens repeated: inference.induction), by block name (`decoder.layers.1.self_attn`); NaN for blocks the probe
+    tokens repeated: analysis.induction), by block name (`decoder.layers.1.self_attn`); NaN for blocks the probe
     did not score (cross-attention, an encoder)."""
     names = [
         block_name(parse_attention_type(attention)[0], int(layer), parse_attention_type(attention)[1])

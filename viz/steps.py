@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from inference.analysis import Block, HeadDetail
+from analysis.record import Block, HeadDetail
 from viz.labels import display_piece, plotly_labels
 from viz.style import COLORSCALE, DIVERGING, FIRST, MASKED, finish
 

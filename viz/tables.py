@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from inference.analysis import Analysis
+from analysis.record import Analysis
 from viz.labels import display_piece, indexed_labels
 
 

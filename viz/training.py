@@ -138,7 +138,7 @@ def copying_curve(
     chosen: int | None = None,
     title: str = "Copying from the context",
 ) -> go.Figure:
-    """A run's induction probe at every evaluation (inference.induction): the best head's induction score (left
+    """A run's induction probe at every evaluation (analysis.induction): the best head's induction score (left
     axis, 0–1) and the loss on each copy of a repeated run of random tokens (right axis, nats). A model that has
     learned to copy has a low loss on the second copy and a head scoring near 1; the change is often sudden, so
     the steps are on a linear axis. `chosen` draws a vertical line at that step."""

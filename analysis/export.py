@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from inference.analysis import Analysis
+from analysis.record import Analysis
 from model.names import parse_block_name
 
 FORMAT = 3  # the trace format's version: docs/trace-format.md says what each version changed
@@ -23,7 +23,7 @@ def attention_entries(analysis: Analysis) -> list[dict[str, Any]]:
     entries = []
     for name, block in analysis.blocks.items():
         stack, layer, type_ = parse_block_name(name)
-        scores = None  # attention imported from elsewhere (inference.imported) comes without its scores
+        scores = None  # attention imported from elsewhere (analysis.imported) comes without its scores
         if block.scores is not None:
             scores = np.round(block.scores.astype(np.float64), 6).tolist()
             for head in scores:

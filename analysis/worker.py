@@ -33,8 +33,8 @@ from typing import TypeVar
 
 import torch
 
-from inference.analysis import Analysis
-from inference.analyze import Request, analyze_many, decode_outputs
+from analysis.analyze import Request, analyze_many, decode_outputs
+from analysis.record import Analysis
 from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling
 from inference.memory import ByteCache, give_back
@@ -156,7 +156,7 @@ class ModelWorker:
         continuation: int = 0,
         sampling: Sampling | None = None,
     ) -> Analysis:
-        """Like `inference.analyze.analyze`, run by the worker, or from its cache; raises InputError for a text it
+        """Like `analysis.analyze.analyze`, run by the worker, or from its cache; raises InputError for a text it
         cannot take. `full=False` gives the pages' copy (`Analysis.for_pages`), `full=True` the whole one. A
         language model first writes `continuation` tokens (greedy, or `sampling`)."""
         kept = self.cached(text, target, k, max_tokens, full, continuation, sampling)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from inference.analysis import Analysis
+from analysis.record import Analysis
 
 RESIDUAL = 0.5  # the paper's weight of the identity (the residual connection) in each layer
 ATTENTIONS = ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn")  # the attentions a rollout follows

@@ -1,6 +1,6 @@
-"""The model work only the Lesson needs, computed here and handed on as numpy like `inference.analyze`: the
+"""The model work only the Lesson needs, computed here and handed on as numpy like `analysis.analyze`: the
 vectors on the way through the first stack as the forward pass recorded them, the measured cost of attention and
-of decoding without a cache, and what copying on the induction probe (inference.induction) owes to which heads.
+of decoding without a cache, and what copying on the induction probe (analysis.induction) owes to which heads.
 
 The steps themselves and their course text are `course.lesson`'s; the pages draw them (views/lesson.py).
 """
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from inference.ablation import ablations
+from analysis.ablation import ablations
+from analysis.induction import InductionReport, copy_losses, head_scores, repeated_tokens
 from inference.checkpoint import Checkpoint
 from inference.decoding import generate
-from inference.induction import InductionReport, copy_losses, head_scores, repeated_tokens
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import attention_mask
 from model.forward import forward
@@ -223,12 +223,12 @@ INDUCTION_AT = 0.3  # a head scoring this much on the probe counts as an inducti
 
 @dataclass(frozen=True)
 class Switched:
-    """The probe's second copy predicted with some heads switched off (zero ablation, inference.ablation).
+    """The probe's second copy predicted with some heads switched off (zero ablation, analysis.ablation).
 
     what:  "intact", "induction" (the best induction head), "previous" (the best previous-token head) or "every"
            (every head scoring at least INDUCTION_AT).
     heads: (block name, head) pairs switched off, 0-based; () for the intact model.
-    loss:  mean next-token loss (nats) over the second copy's tokens, as inference.induction.copy_losses.
+    loss:  mean next-token loss (nats) over the second copy's tokens, as analysis.induction.copy_losses.
     top1:  the share of those tokens the model ranks first.
     """
 
@@ -240,7 +240,7 @@ class Switched:
 
 @dataclass(frozen=True)
 class Copying:
-    """What the induction step shows of a decoder-only model on the probe of inference.induction (the same ids its
+    """What the induction step shows of a decoder-only model on the probe of analysis.induction (the same ids its
     scores were measured on): the first repeated run, the best induction head's weights on it, and how well the
     second copies are predicted with heads switched off.
 
@@ -298,7 +298,7 @@ def copying(ckpt: Checkpoint, report: InductionReport) -> Copying:
 @torch.inference_mode()
 def head_on_probe(ckpt: Checkpoint, length: int, block: str, head: int) -> tuple[np.ndarray, float]:
     """One head of `ckpt` (a training snapshot, say) on the probe of `length`: its (T, T) weights on the first
-    probe and its induction score over all of them (inference.induction.head_scores)."""
+    probe and its induction score over all of them (analysis.induction.head_scores)."""
     ids = repeated_tokens(ckpt.config.vocab_size, ckpt.config.bos_id, length)
     _, trace = forward(ckpt.model, ids)
     weights = trace.attention[block].weights.float()  # (B, H, T, T)

@@ -1,6 +1,6 @@
 """The Analysis: one text analysed by one checkpoint, as plain data (numpy arrays and strings).
 
-Produced once by `inference.analyze.analyze`; export writes it, viz draws it, the pages show it. It imports
+Produced once by `analysis.analyze.analyze`; export writes it, viz draws it, the pages show it. It imports
 neither torch nor the model, so viz can read it without either. Blocks are keyed by the module path that
 computed them (`encoder.layers.0.self_attn`, `decoder.layers.1.cross_attn`). Its `stack` is encoder or decoder,
 its `type` self_attn or cross_attn, and its `attention` the path without the layer (`encoder.self_attn`,
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from inference.prediction import Prediction
 from model.names import attention_type, block_name, parse_attention_type, parse_block_name
 
 ATTENTION_LABELS = {
@@ -42,7 +43,7 @@ def query_key_pieces(
 @dataclass(frozen=True)
 class HeadDetail:
     """One head's raw scores and values in one block: what the attention-math page draws, computed on demand for
-    the head it opens (inference.analyze.head_detail) instead of kept for every head of every block."""
+    the head it opens (analysis.analyze.head_detail) instead of kept for every head of every block."""
 
     block: str  # module path of the block
     head: int  # the query head
@@ -90,16 +91,6 @@ class Block:
 
 
 BLANK_PIECE = "___"  # where a centre-word model's one prediction is made: between the halves of its input
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """One candidate token and its probability, as `inference.decoding.top_k` ranks them: a next-token guess, or
-    what an encoder-only model's output scores highest."""
-
-    piece: str
-    id: int
-    prob: float
 
 
 @dataclass(frozen=True)

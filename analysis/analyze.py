@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from inference.analysis import Analysis, BatchMasks, Block, HeadDetail, query_key_pieces
+from analysis.record import Analysis, BatchMasks, Block, HeadDetail, query_key_pieces
 from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling, generate, greedy_many, pad_rows, top_k
 from inference.text import (

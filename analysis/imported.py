@@ -17,7 +17,7 @@ What imported attention cannot carry is left out rather than made up, and the An
 - `predictions` is empty (no logits), `target_ids` empty (no ids), `scores` and `values` None, `kv_heads` the
   number of heads (every head its own keys: nothing says otherwise).
 
-This module imports neither torch nor the model (as inference/analysis.py): a torch tensor is read through its
+This module imports neither torch nor the model (as analysis/record.py): a torch tensor is read through its
 own `.detach().cpu().numpy()`.
 """
 
@@ -34,9 +34,10 @@ from typing import Any
 
 import numpy as np
 
-from inference.analysis import Analysis, Block, Prediction, query_key_pieces
-from inference.export import FORMAT
+from analysis.export import FORMAT
+from analysis.record import Analysis, Block, query_key_pieces
 from inference.jsonfile import JsonFileError, parse_json
+from inference.prediction import Prediction
 from model.names import attention_type, block_name, parse_block_name
 
 KINDS = ("decoder-only", "encoder-only", "encoder-decoder")
@@ -505,8 +506,8 @@ class _Entry:
 
 
 def read_trace(data: bytes, filename: str, max_bytes: int | None = None) -> Analysis:
-    """The Analysis in a trace file this app exported: `.json` (inference.export.to_json) or `.npz`
-    (inference.export.to_npz_bytes), format 3 only. Its blocks' weights, masks and scores, its tokens, kind,
+    """The Analysis in a trace file this app exported: `.json` (analysis.export.to_json) or `.npz`
+    (analysis.export.to_npz_bytes), format 3 only. Its blocks' weights, masks and scores, its tokens, kind,
     positional kind and rows, key/value grouping and predictions are the file's (JSON's are rounded to 6
     decimals). The file does not hold the input text, the token ids, values or a second stack's positional rows:
     `text` is the first stack's tokens joined (as imported arrays), `target_ids` empty, `values` None, and an

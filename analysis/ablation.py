@@ -13,9 +13,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from inference.analysis import Prediction
 from inference.checkpoint import Checkpoint
 from inference.decoding import generate, top_k
+from inference.prediction import Prediction
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import Ablation
 from model.forward import forward
