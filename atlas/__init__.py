@@ -1,8 +1,9 @@
 """Attention Atlas outside the app: the command line (`python -m atlas`, atlas.cli) and the notebook API
 (atlas.api): `load`, `analyze`, `save`; `from_huggingface`, `from_transformer_lens`, `from_arrays`, `read_trace` and
-their `TraceError`; the app's views as Plotly figures, `head`, `heads`, `paper`, `rollout`, `mask`, and the
-`head_stats` table; how heads compose, from the weights: `composition` and `composition_scores`; `offline()` for
-figures in a notebook without a network. Layers and heads count from 1, as the app's labels do.
+their `TraceError`; the app's views as Plotly figures, `head`, `heads`, `paper`, `rollout`, `mask`; the
+`head_stats` table and `rank_heads` (Head ablation's ranking); how heads compose, from the weights: `composition`
+and `composition_scores`; `offline()` for figures in a notebook without a network. Layers and heads count from
+1, as the app's labels do.
 
 `import atlas` itself loads nothing: each name is looked up in atlas.api on first use, so the command line, which
 never draws, starts without plotly and pandas.
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         mask,
         offline,
         paper,
+        rank_heads,
         read_trace,
         rollout,
         save,
@@ -49,6 +51,7 @@ __all__ = [
     "mask",
     "offline",
     "paper",
+    "rank_heads",
     "read_trace",
     "rollout",
     "save",

@@ -32,6 +32,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.io.base_renderers import NotebookRenderer
 
+from analysis.ablation import head_importance
 from analysis.analyze import analyze as _analyze
 from analysis.circuits import MODES
 from analysis.circuits import composition as _composition
@@ -49,6 +50,7 @@ from viz.masks import mask_view
 from viz.paper import MIN_THRESHOLD, THRESHOLD, opening_threshold, paper_view
 from viz.rollout import ROLLOUT_LABELS, rollout_view
 from viz.stats import for_display, head_table
+from viz.tables import ranking_frame
 
 __all__ = [
     "TraceError",
@@ -268,6 +270,18 @@ def head_stats(analysis: Analysis) -> pd.DataFrame:
     position, averaged over the queries (viz.stats.head_table). The page draws no figure of it. (Its induction
     probe columns need the checkpoint, not an analysis: they are not here.)"""
     return for_display(head_table(analysis))
+
+
+def rank_heads(model: Checkpoint, text: str, mode: str = "zero") -> pd.DataFrame:
+    """Head ablation's "Rank every head": each head switched off alone (`mode` "zero": its output becomes 0;
+    "mean": its mean over the positions), ranked by the KL divergence of the predictions from the intact model's
+    (at the last position for a language model, averaged over the greedy output's steps for a translator, over
+    every position for an encoder), the largest first; layers and heads from 1. One forward pass per head."""
+    if not isinstance(model, Checkpoint):
+        raise TypeError(f"rank_heads takes a loaded model (atlas.load), not {type(model).__name__}")
+    if mode not in ("zero", "mean"):
+        raise ValueError(f"mode is 'zero' or 'mean', not {mode!r}")
+    return ranking_frame(_analyze(model, text), head_importance(model, text, mode))
 
 
 # --- circuits: what the weights say about heads ------------------------------------------------------------------

@@ -493,6 +493,7 @@ def test_ablation_page_switches_heads_off_and_ranks_them(app, good_dir: Path) ->
     at.button(key="ablate_rank").click().run()
     ranking = frame(ok(at), "KL (nats)")
     assert len(ranking) == 8 and ranking["KL (nats)"].is_monotonic_decreasing
+    assert set(ranking["layer"]) == {1, 2} and set(ranking["head"]) == {1, 2, 3, 4}  # counted from 1
     assert at.query_params["ablate_heads"] == "decoder.self_attn-L1-H2" and at.query_params["ablate_mode"] == "zero"
     at.multiselect(key="ablate_heads").select("decoder.layers.1.self_attn:0").run()
     assert frame(ok(at), "KL (nats)").equals(ranking), "the ranking stays for the same text and mode"

@@ -109,6 +109,7 @@ def test_no_cell_of_the_notebook_fails(executed) -> None:
     assert errors == [] and stderr == [], "no error, and no warning for a reader to wonder about"
 
 
+@pytest.mark.slow  # runs the notebook (40 s): in the full suite, not the everyday tier
 def test_every_figure_cell_shows_a_plotly_figure_as_json_and_as_html(executed) -> None:
     cells = figure_cells(executed)
     assert len(cells) == 8  # head, heads, paper, rollout, mask; the Hugging Face head and heads; the trace read back
@@ -119,6 +120,7 @@ def test_every_figure_cell_shows_a_plotly_figure_as_json_and_as_html(executed) -
         assert len(html) == 1 and "plotly-graph-div" in html[0] and "Plotly.newPlot" in html[0], cell.source
 
 
+@pytest.mark.slow  # runs the notebook (40 s): in the full suite, not the everyday tier
 def test_plotly_js_is_embedded_once_and_nothing_is_loaded_from_a_cdn(executed) -> None:
     library = [o for o in outputs(executed) if is_library(o)]
     assert len(library) == 1, "the first figure embeds plotly.js, once"
@@ -143,6 +145,7 @@ def tiny_gpt2_attentions() -> list[np.ndarray]:
     return [layer[0].numpy() for layer in out.attentions]
 
 
+@pytest.mark.slow  # runs the notebook (40 s): in the full suite, not the everyday tier
 def test_the_hugging_face_figures_show_the_tiny_models_own_attention(executed) -> None:
     from viz.heads import heads_grid
     from viz.style import frozen
@@ -157,6 +160,7 @@ def test_the_hugging_face_figures_show_the_tiny_models_own_attention(executed) -
     assert grid.shape == expected.shape and np.abs(grid.astype(int) - expected.astype(int)).max() <= 1  # uint8 tiles
 
 
+@pytest.mark.slow  # runs the notebook (40 s): in the full suite, not the everyday tier
 def test_the_committed_notebook_is_small_and_shows_what_it_computes_now(executed) -> None:
     import nbformat
 
@@ -295,6 +299,19 @@ def test_save_refuses_other_suffixes_and_read_trace_names_a_bad_file(lm_analysis
         atlas.save(lm_analysis, tmp_path / "cat.csv")
     with pytest.raises(atlas.TraceError, match="cat.json"):
         atlas.read_trace(b"[1, 2]", "cat.json")
+
+
+def test_rank_heads_is_head_ablations_ranking_counted_from_one(lm_english) -> None:
+    from analysis.ablation import head_importance
+
+    table = head_importance(lm_english, "the cat sat", "mean")
+    ranked = atlas.rank_heads(lm_english, "the cat sat", mode="mean")
+    assert len(ranked) == 6 * 8 and ranked["KL (nats)"].is_monotonic_decreasing
+    assert set(ranked["attention"]) == {"Self-attention (masked)"}
+    assert list(zip(ranked["layer"], ranked["head"])) == [(int(n.split(".")[2]) + 1, h + 1) for n, h, _ in table]
+    np.testing.assert_allclose(ranked["KL (nats)"], [kl for *_, kl in table], rtol=1e-6)
+    with pytest.raises(ValueError, match="mode is 'zero' or 'mean', not 'half'"):
+        atlas.rank_heads(lm_english, "the cat sat", mode="half")
 
 
 def test_notebook_arguments_of_the_wrong_kind_are_one_clear_error_each(lm_analysis, tmp_path) -> None:

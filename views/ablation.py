@@ -10,6 +10,7 @@ from model.names import parse_block_name
 from ui import cache, errors, sidebar, state
 from ui.widgets import head_from_url, head_to_url
 from viz.labels import display_piece
+from viz.tables import ranking_frame
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 MODES = {"zero": "zero (the head's output becomes 0)", "mean": "mean (its output becomes its mean over the positions)"}
@@ -118,13 +119,7 @@ def body() -> None:
 
         table = cache.head_ranking(ctx, mode, progress)
         bar.empty()
-        frame = pd.DataFrame(
-            {
-                "head": [head_label(analysis, f"{name}:{h}") for name, h, _ in table],
-                "KL (nats)": [kl for _, _, kl in table],
-            }
-        )
-        st.dataframe(frame, hide_index=True, key="ablate_ranking")
+        st.dataframe(ranking_frame(analysis, table), hide_index=True, key="ablate_ranking")
 
 
 errors.guarded(body)

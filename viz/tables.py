@@ -1,10 +1,12 @@
-"""Tables for the predictions beside the heatmaps: top-k next tokens per position or per generated step."""
+"""Tables for the predictions beside the heatmaps (top-k next tokens per position or per generated step), and the
+heads ranked by what switching each off changes."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from analysis.record import Analysis
+from model.names import parse_block_name
 from viz.labels import display_piece, indexed_labels
 
 
@@ -64,3 +66,13 @@ def encoder_frame(analysis: Analysis) -> pd.DataFrame:
             cell = f"{display_piece(top[rank].piece)} ({top[rank].prob:.0%})" if rank < len(top) else ""
             data[f"top {rank + 1}"].append(cell)
     return pd.DataFrame(data)
+
+
+def ranking_frame(analysis: Analysis, table: list[tuple[str, int, float]]) -> pd.DataFrame:
+    """(block name, head, KL) rows, the most important first (analysis.ablation.head_importance), as Head ablation
+    shows them and `atlas.rank_heads` returns them: the attention's label, layer and head counted from 1, the KL."""
+    rows = []
+    for name, head, kl in table:
+        stack, layer, type_ = parse_block_name(name)
+        rows.append((analysis.attention_label(f"{stack}.{type_}"), layer + 1, head + 1, kl))
+    return pd.DataFrame(rows, columns=["attention", "layer", "head", "KL (nats)"])
