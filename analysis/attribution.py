@@ -64,10 +64,11 @@ class Attribution:
 @dataclass(frozen=True)
 class LogitLens:
     """Each layer's stream decoded as if it were the last. Rows: the embeddings (row 0), then after layer 1, 2, …;
-    columns: the decoder positions. top: (L + 1, T) the top token's id; prob: its probability; final_prob: the
-    probability of the model's own final top token at that position."""
+    columns: the decoder positions. top: (L + 1, T) the top token's id, pieces the same as the tokenizer's pieces;
+    prob: its probability; final_prob: the probability of the model's own final top token at that position."""
 
     top: np.ndarray
+    pieces: tuple[tuple[str, ...], ...]
     prob: np.ndarray
     final_prob: np.ndarray
 
@@ -84,6 +85,26 @@ def decoder_inputs(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...]) -> 
     if ckpt.config.is_encoder_decoder:
         source = torch.tensor([encode_source(ckpt, clean_text(text).text, [])])
     return source, torch.tensor([list(target_ids)])
+
+
+def token_id(ckpt: Checkpoint, token: int | str) -> int:
+    """A token named by its id, its piece (`▁mat`) or a word that the tokenizer reads as one piece (`mat` →
+    `▁mat`); ValueError naming the pieces when it reads as several."""
+    vocab = ckpt.config.vocab_size
+    if isinstance(token, bool) or not isinstance(token, int | str):
+        raise TypeError(f"a token is an id (int) or a piece or word (str), not {type(token).__name__}")
+    if isinstance(token, int):
+        if not 0 <= token < vocab:
+            raise ValueError(f"token id {token} is outside the vocabulary (0..{vocab - 1})")
+        return token
+    pieces = ckpt.tokenizer.pieces(list(range(vocab)))
+    if token in pieces:
+        return pieces.index(token)
+    ids = ckpt.tokenizer.encode(token)
+    if len(ids) == 1:
+        return ids[0]
+    read = " + ".join(ckpt.tokenizer.pieces(ids)) or "nothing"
+    raise ValueError(f"{token!r} is not one token of this model: it reads as {read}; give one piece, or an id")
 
 
 def _frozen(norm: nn.Module, stream: Tensor) -> tuple[Tensor, bool, Tensor | None] | None:
@@ -224,4 +245,5 @@ def logit_lens(ckpt: Checkpoint, source: Tensor | None, target: Tensor) -> Logit
     prob = probs.gather(-1, top[..., None])[..., 0]
     answer = final_shown.argmax(dim=-1)  # (T,)
     final_prob = probs.gather(-1, answer.expand(probs.shape[0], -1)[..., None])[..., 0]
-    return LogitLens(top.numpy(), prob.numpy(), final_prob.numpy())
+    pieces = tuple(tuple(ckpt.tokenizer.pieces(row)) for row in top.tolist())
+    return LogitLens(top.numpy(), pieces, prob.numpy(), final_prob.numpy())

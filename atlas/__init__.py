@@ -2,8 +2,9 @@
 (atlas.api): `load`, `analyze`, `save`; `from_huggingface`, `from_transformer_lens`, `from_arrays`, `read_trace` and
 their `TraceError`; the app's views as Plotly figures, `head`, `heads`, `paper`, `rollout`, `mask`; the
 `head_stats` table and `rank_heads` (Head ablation's ranking); how heads compose, from the weights: `composition`
-and `composition_scores`; `offline()` for figures in a notebook without a network. Layers and heads count from
-1, as the app's labels do.
+and `composition_scores`; what heads write toward a prediction: `logit_attribution`, `logit_attribution_scores` and
+`logit_lens`; `offline()` for figures in a notebook without a network. Layers, heads and positions count from 1,
+as the app's labels do.
 
 `import atlas` itself loads nothing: each name is looked up in atlas.api on first use, so the command line, which
 never draws, starts without plotly and pandas.
@@ -27,6 +28,9 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         head_stats,
         heads,
         load,
+        logit_attribution,
+        logit_attribution_scores,
+        logit_lens,
         mask,
         offline,
         paper,
@@ -48,6 +52,9 @@ __all__ = [
     "head_stats",
     "heads",
     "load",
+    "logit_attribution",
+    "logit_attribution_scores",
+    "logit_lens",
     "mask",
     "offline",
     "paper",

@@ -34,6 +34,8 @@ from plotly.io.base_renderers import NotebookRenderer
 
 from analysis.ablation import head_importance
 from analysis.analyze import analyze as _analyze
+from analysis.attribution import attribute, decoder_inputs, token_id
+from analysis.attribution import logit_lens as _logit_lens
 from analysis.circuits import MODES
 from analysis.circuits import composition as _composition
 from analysis.export import to_json, to_npz_bytes
@@ -43,14 +45,16 @@ from analysis.rollout import analysis_rollout
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
+from viz.attribution import attribution_title, heads_frame, heads_heatmap, lens_heatmap
 from viz.circuits import composition_heatmap, composition_table
 from viz.heads import AVERAGE as AVERAGE  # head(): the mean of the layer's heads, Explore's "average of heads"
 from viz.heads import head_view, heads_grid
+from viz.labels import display_piece
 from viz.masks import mask_view
 from viz.paper import MIN_THRESHOLD, THRESHOLD, opening_threshold, paper_view
 from viz.rollout import ROLLOUT_LABELS, rollout_view
 from viz.stats import for_display, head_table
-from viz.tables import ranking_frame
+from viz.tables import position_labels, ranking_frame
 
 __all__ = [
     "TraceError",
@@ -306,6 +310,86 @@ def composition_scores(model: Checkpoint, stack: str | None = None) -> pd.DataFr
     if not isinstance(model, Checkpoint):
         raise TypeError(f"composition_scores takes a loaded model (atlas.load), not {type(model).__name__}")
     return composition_table(_composition(model.model, stack).scores)
+
+
+# --- what heads write: direct logit attribution and the logit lens ------------------------------------------------
+
+
+def _decoder_pass(model: Checkpoint, text: str, where: str) -> tuple[Analysis, object, object]:
+    if not isinstance(model, Checkpoint):
+        raise TypeError(f"{where} takes a loaded model (atlas.load), not {type(model).__name__}")
+    analysis = _analyze(model, text)
+    return analysis, *decoder_inputs(model, analysis.text, analysis.target_ids)
+
+
+def _attributed(model, text, position, token, versus, where):  # noqa: ANN001, ANN202
+    analysis, source, target = _decoder_pass(model, text, where)
+    steps = target.shape[1]
+    if position is None:  # a translator's first output word; a language model's next token after the text
+        index = 0 if model.config.is_encoder_decoder else steps - 1
+    else:
+        index = _index(position, steps, "position", f"the decoder's input ({steps} tokens)")
+    chosen = [None if t is None else token_id(model, t) for t in (token, versus)]
+    return analysis, attribute(model, source, target, index, *chosen)
+
+
+def logit_attribution(
+    model: Checkpoint,
+    text: str,
+    position: int | None = None,
+    token: int | str | None = None,
+    versus: int | str | None = None,
+) -> go.Figure:
+    """The Logit attribution page's heatmap: what each head wrote directly toward `token` (an id, a piece such as
+    "▁mat", or a word read as one piece; default: the model's top guess) after decoder position `position` (from
+    1; default: the last token of a language model's text, a translator's first output word), minus what it wrote
+    toward `versus` when given. The norms' scales are frozen at this pass's values, so every part — heads,
+    feed-forwards, embeddings, positions, biases — sums to the logit (`logit_attribution_scores`)."""
+    analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution")
+    labels = {a: analysis.attention_label(a) for a in parts.heads}
+    named = model.tokenizer.pieces([parts.token] + ([] if parts.versus is None else [parts.versus]))
+    where = position_labels(analysis)[parts.position]
+    title = attribution_title(display_piece(named[0]), where, display_piece(named[1]) if len(named) > 1 else None)
+    return heads_heatmap(parts.heads, labels, title)
+
+
+def logit_attribution_scores(
+    model: Checkpoint,
+    text: str,
+    position: int | None = None,
+    token: int | str | None = None,
+    versus: int | str | None = None,
+) -> pd.DataFrame:
+    """`logit_attribution`'s parts as a table: one row per head (attention, layer and head from 1, its
+    contribution), the largest push first, then one row per feed-forward layer and the embeddings, positions and
+    biases; the contributions sum to the model's logit, kept with the token, versus and position (from 1) in
+    `.attrs`."""
+    analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution_scores")
+    labels = {a: analysis.attention_label(a) for a in parts.heads}
+    rows = heads_frame(parts.heads, labels).assign(part="head")
+    rest = [("feed-forward", None, layer + 1, None, float(v)) for layer, v in enumerate(parts.feed_forward)]
+    rest += [
+        (name, None, None, None, v) for name, v in (("embeddings", parts.embeddings), ("positions", parts.positions))
+    ]
+    rest.append(("biases", None, None, None, parts.biases))
+    others = pd.DataFrame(rest, columns=["part", "attention", "layer", "head", "contribution"])
+    table = pd.concat([rows[["part", "attention", "layer", "head", "contribution"]], others], ignore_index=True)
+    table[["layer", "head"]] = table[["layer", "head"]].astype("Int64")
+    named = model.tokenizer.pieces([parts.token] + ([] if parts.versus is None else [parts.versus]))
+    table.attrs |= {"logit": parts.logit, "token": named[0], "versus": named[1] if len(named) > 1 else None}
+    table.attrs["position"] = parts.position + 1
+    return table
+
+
+def logit_lens(model: Checkpoint, text: str) -> go.Figure:
+    """The logit lens: the stream after the embeddings and after each layer, read through the final norm and the
+    output layer as if it were the last: each layer's top guess for the next token at every decoder position,
+    coloured by its probability; the top row is the model's own prediction."""
+    analysis, source, target = _decoder_pass(model, text, "logit_lens")
+    lens = _logit_lens(model, source, target)
+    readable = [[display_piece(p) for p in row] for row in lens.pieces]
+    title = "The logit lens: each layer's guess for the next token"
+    return lens_heatmap(readable, lens.prob, position_labels(analysis), title)
 
 
 # --- figures in a notebook without a network -----------------------------------------------------------------------

@@ -314,6 +314,41 @@ def test_rank_heads_is_head_ablations_ranking_counted_from_one(lm_english) -> No
         atlas.rank_heads(lm_english, "the cat sat", mode="half")
 
 
+def test_logit_attribution_counts_from_one_and_its_parts_sum_to_the_logit(lm_english) -> None:
+    text = "The cat sat on the mat because it was"
+    table = atlas.logit_attribution_scores(lm_english, text, position=3, token="▁sat", versus="dog")
+    assert table.attrs["position"] == 3 and (table.attrs["token"], table.attrs["versus"]) == ("▁sat", "▁dog")
+    assert table["contribution"].sum() == pytest.approx(table.attrs["logit"], abs=1e-3)
+    heads = table[table["part"] == "head"]
+    assert len(heads) == 48 and set(heads["layer"]) == set(range(1, 7)) and set(heads["head"]) == set(range(1, 9))
+    assert heads["contribution"].is_monotonic_decreasing
+    assert set(table["part"]) == {"head", "feed-forward", "embeddings", "positions", "biases"}
+    figure = atlas.logit_attribution(lm_english, text, position=3, token="▁sat", versus="dog")
+    z = np.asarray(figure.data[0].z, dtype=float)  # layer × head
+    for row in heads.itertuples():
+        assert z[row.layer - 1, row.head - 1] == pytest.approx(row.contribution, abs=1e-9)
+    assert "‘▁sat’ versus ‘▁dog’" in figure.layout.title.text and "after 3:▁cat" in figure.layout.title.text
+    last = atlas.logit_attribution_scores(lm_english, text)  # the next token after the text, the top guess
+    top = atlas.analyze(lm_english, text).predictions[-1][0]
+    assert (last.attrs["position"], last.attrs["token"]) == (11, top.piece)
+    with pytest.raises(ValueError, match="they count from 1"):
+        atlas.logit_attribution(lm_english, text, position=0)
+    with pytest.raises(ValueError, match="'mat' is not one token of this model: it reads as ▁ma \\+ t"):
+        atlas.logit_attribution(lm_english, text, token="mat")
+
+
+def test_the_logit_lens_has_a_row_per_layer_and_ends_on_the_prediction(lm_english, translation) -> None:
+    figure = atlas.logit_lens(lm_english, "The cat sat on the mat")
+    z = np.asarray(figure.data[0].z, dtype=float)
+    assert z.shape == (7, 8) and list(figure.data[0].y) == ["embeddings"] + [f"layer {i}" for i in range(1, 7)]
+    guesses = atlas.analyze(lm_english, "The cat sat on the mat").predictions
+    assert list(figure.data[0].text[-1]) == [g[0].piece for g in guesses]
+    np.testing.assert_allclose(z[-1], [g[0].prob for g in guesses], atol=1e-5)
+    ckpt, _ = translation
+    rows = np.asarray(atlas.logit_lens(ckpt, "Where is the station?").data[0].z).shape[0]
+    assert rows == ckpt.config.n_decoder_layers + 1
+
+
 def test_notebook_arguments_of_the_wrong_kind_are_one_clear_error_each(lm_analysis, tmp_path) -> None:
     with pytest.raises(CheckpointError, match="load takes a checkpoint's folder or name .*, not NoneType"):
         atlas.load(None)  # type: ignore[arg-type]

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from analysis import circuits, lesson
+from analysis import attribution, circuits, lesson
 from analysis.ablation import Effect, RankingSetup, ablation_effect, most_important_first, rank_block, ranking_setup
 from analysis.analyze import head_detail as analyze_head_detail
 from analysis.analyze import positional_table as model_positional_table
@@ -341,6 +341,32 @@ def composition(path: str, stamp: float) -> circuits.Composition:
     """How the checkpoint's first stack's self-attention heads compose (analysis.circuits.composition), read from
     its weights once per checkpoint by its worker."""
     return model_worker(path, stamp).call(_composition)
+
+
+def _attribute(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...], position: int, token: int, versus: int | None):
+    source, target = attribution.decoder_inputs(ckpt, text, target_ids)
+    return attribution.attribute(ckpt, source, target, position, token, versus)
+
+
+@kept("Splitting the prediction into what each part wrote…")
+def logit_attribution(ctx: Analysed, position: int, token: int, versus: int | None) -> attribution.Attribution:
+    """The logit of `token` after decoder position `position` (minus `versus`'s), split into what each head, each
+    feed-forward and the rest wrote (analysis.attribution), for the pass the text's analysis made; run by the
+    model's worker."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    ids = ctx.analysis.target_ids
+    return worker.call(_attribute, ctx.text, ids, position, token, versus, tokens=worker.tokens(ctx.text))
+
+
+def _lens(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...]) -> attribution.LogitLens:
+    return attribution.logit_lens(ckpt, *attribution.decoder_inputs(ckpt, text, target_ids))
+
+
+@kept("Reading each layer's stream as if it were the last…")
+def logit_lens(ctx: Analysed) -> attribution.LogitLens:
+    """Each layer's top guess at each decoder position (analysis.attribution.logit_lens); run by the worker."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    return worker.call(_lens, ctx.text, ctx.analysis.target_ids, tokens=worker.tokens(ctx.text))
 
 
 @kept("Running the repeated run through that training step…")

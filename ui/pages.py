@@ -23,6 +23,7 @@ PAGES = (
     Page("views/rollout.py", "Attention rollout", "rollout"),
     Page("views/head_stats.py", "Head statistics", "heads"),
     Page("views/ablation.py", "Head ablation", "ablation"),
+    Page("views/attribution.py", "Logit attribution", "attribution"),
     Page("views/compare.py", "Compare two inputs", "compare"),
     Page("views/training.py", "Training steps", "training"),
     Page("views/experiment.py", "Experiment: heads pruned", "experiment"),

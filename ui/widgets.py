@@ -119,11 +119,11 @@ def head_chosen() -> None:
     st.session_state.pop(AVERAGE_ASIDE, None)
 
 
-def token_picker(label: str, key: str, labels: list[str], analysis: Analysis) -> int:
-    """A token-position selectbox (`QUERY`, `POSITION`) over `labels`, starting on the last token. The position
-    belongs to the model and text it was chosen on: another text starts again on its last token."""
+def token_picker(label: str, key: str, labels: list[str], analysis: Analysis, start: int = -1) -> int:
+    """A token-position selectbox (`QUERY`, `POSITION`) over `labels`, starting on `start` (default: the last
+    token). The position belongs to the model and text it was chosen on: another text starts again on `start`."""
     options = list(range(len(labels)))
-    state.keep_valid(key, options, options[-1], owner=(analysis.checkpoint, analysis.text))
+    state.keep_valid(key, options, options[start], owner=(analysis.checkpoint, analysis.text))
     return st.selectbox(label, options, key=key, format_func=lambda i: labels[i])
 
 
