@@ -109,6 +109,27 @@ class Ablation:
         return out
 
 
+@dataclass(frozen=True)
+class Patch:
+    """Activations replaced in a forward pass: `values` written where `where` is True (activation patching: a
+    run's activations put into another run), or with `added` added there (a zero tensor that needs a gradient
+    then measures how the output depends on the activation: attribution patching). For a block's head outputs
+    (in place of an Ablation) `values` is (B, H, Tq, d_head) and `where` (B, H), each head at every position; for
+    a decoder layer's input, the residual stream (`decoder.layers.{i}.resid_pre`), (B, T, d_model) and (B, T).
+    An argument of the forward pass, never state on the model."""
+
+    values: Tensor
+    where: Tensor
+    added: bool = False
+
+    def apply(self, x: Tensor, query_valid: Tensor | None = None) -> Tensor:
+        """`x` with the patch applied (`query_valid`: unused, as an Ablation's apply takes it)."""
+        where = self.where.reshape(*self.where.shape, *([1] * (x.dim() - self.where.dim())))
+        if self.added:
+            return x + where.to(x.dtype) * self.values.to(x.dtype)
+        return torch.where(where, self.values.to(x.dtype), x)
+
+
 class MultiHeadedAttention(nn.Module):
     """MultiHead(Q, K, V) = Concat(head_1..head_h) W^O, head_i = softmax(Q W_i^Q (K W_i^K)ᵀ / √d_k) V W_i^V.
 
@@ -151,10 +172,10 @@ class MultiHeadedAttention(nn.Module):
         mask: Tensor,
         past: AttentionRecord | None = None,
         record: bool = True,
-        ablate: Ablation | None = None,
+        ablate: Ablation | Patch | None = None,
     ) -> tuple[Tensor, AttentionRecord]:
         """Attend from `query` (B, Tq, d_model) to `key_value` (B, Tk, d_model) under `mask` (B, Tq, Tk).
-        `ablate`: heads whose output is switched off (see Ablation).
+        `ablate`: heads whose output is switched off (see Ablation) or patched (see Patch).
 
         With `past` (this block's record from the previous decoding step) its keys and values come first, and
         the new tokens' positions start after them; with `key_value=None` the past's keys and values are used

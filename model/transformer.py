@@ -22,14 +22,24 @@ from typing import Literal
 import torch
 from torch import Tensor, nn
 
-from model.attention import Ablation, AttentionRecord, Linear, MultiHeadedAttention, attention_mask, padding_mask
+from model.attention import (
+    Ablation,
+    AttentionRecord,
+    Linear,
+    MultiHeadedAttention,
+    Patch,
+    attention_mask,
+    padding_mask,
+)
 from model.config import ModelConfig
 from model.names import block_name, layer_name
 from model.trace import Trace
 
 Records = dict[str, AttentionRecord]
 Activations = dict[str, Tensor]  # name → (B, T, ·): the residual stream and hidden layers (Trace.activations)
-Ablations = Mapping[str, Ablation]  # block name (`decoder.layers.1.cross_attn`) → the heads switched off there
+# block name (`decoder.layers.1.cross_attn`) → the heads switched off or patched there; a decoder layer's input
+# (`decoder.layers.1.resid_pre`) → the stream patched there
+Ablations = Mapping[str, Ablation | Patch]
 NONE: Ablations = {}
 
 
@@ -206,10 +216,13 @@ class DecoderLayer(nn.Module):
         keep: bool = False,
     ) -> tuple[Tensor, Records, Activations]:
         """`past` holds this layer's records of the previous step ("self_attn", "cross_attn"), or nothing;
-        `ablate` this layer's ablations, by the same keys; `keep` as in EncoderLayer.
+        `ablate` this layer's ablations, by the same keys, and a Patch of its input under "resid_pre"; `keep` as in
+        EncoderLayer.
 
         Cross-attention projects the encoder `memory` once; with a past record its keys and values are reused.
         """
+        if (patched := ablate.get("resid_pre")) is not None:
+            x = patched.apply(x)
         h = self.sublayer[0].input(x)
         self_past, self_cut = past.get("self_attn"), ablate.get("self_attn")
         attn, self_rec = self.self_attn(h, h, self_mask, past=self_past, record=record, ablate=self_cut)

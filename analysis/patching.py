@@ -1,0 +1,260 @@
+"""Activation patching on a minimal pair: which heads and which positions of the stream carry the difference.
+
+Two texts of the same length (Compare's pair): the *clean* one, where the model gives `answer`, and the
+*corrupted* one, where it gives `versus` instead (by default each text's own top guess for the next token). The
+metric is the logit difference answer − versus at the last position. Patching runs the corrupted text again with
+one activation taken from the clean run:
+
+- a head's output (softmax(QKᵀ/√d)V, before W^O) at every position, one head at a time (`what="heads"`);
+- the residual stream entering a layer at one position (`what="residual"`).
+
+Each result is normalised: (patched − corrupted) / (clean − corrupted), 0 where the patch changes nothing and 1
+where it restores the clean answer entirely (Heimersheim & Nanda 2024, "How to use and interpret activation
+patching"; TransformerLens's `patching` module). Patching the whole stream entering the last layer gives 1
+exactly, patching nothing 0 (tests/test_patching.py). The patched runs go in batches of `batch` rows, with
+`progress(done, total)` between them.
+
+Attribution patching (Nanda 2023) approximates the head results with one backward pass: each head's
+(clean − corrupted) output times the metric's gradient at the corrupted run, normalised the same way — linear in
+the patch, so exact for small changes and only a guide for large ones.
+
+Decoder-only models (a language model): a translator's two outputs need not align.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from inference.checkpoint import Checkpoint
+from inference.decoding import top_k
+from inference.text import clean_text, encode_prefix
+from model.attention import Patch
+from model.forward import forward
+from model.names import block_name, layer_name
+
+WHATS = ("heads", "residual")
+BATCH = 16  # patched runs per forward pass: the pass's memory is this many times one run's
+
+
+@dataclass(frozen=True)
+class Patching:
+    """Normalised patching results (0 = as corrupted, 1 = as clean), 0-based layers, heads and positions.
+
+    what: "heads" → scores (L, H); "residual" → scores (L, T), the stream entering each layer at each position.
+    answer / versus: the token ids compared; clean / corrupted: the logit difference answer − versus of each run.
+    approximate: True for attribution patching (one backward pass), False for patched runs.
+    """
+
+    what: str
+    scores: np.ndarray
+    answer: int
+    versus: int
+    clean: float
+    corrupted: float
+    approximate: bool = False
+
+
+class PairError(ValueError):
+    """Two texts that patching cannot pair: other token counts, the same answer, a model that is not a language
+    model."""
+
+
+def pair_ids(ckpt: Checkpoint, clean: str, corrupted: str) -> tuple[Tensor, Tensor]:
+    """The two texts' ids (1, T) each, as the model reads them; PairError when they cannot be paired."""
+    if ckpt.config.kind != "decoder-only":
+        raise PairError(
+            "activation patching here pairs two texts read by a language model; a translator's two outputs need "
+            "not align, and an encoder-only model predicts no next token: choose a language model"
+        )
+    ids = [encode_prefix(ckpt, clean_text(t).text, []) for t in (clean, corrupted)]
+    if len(ids[0]) != len(ids[1]):
+        pieces = [len(i) - 1 for i in ids]  # without <s>
+        raise PairError(
+            f"patching pairs position with position: the first text has {pieces[0]} tokens and the second "
+            f"{pieces[1]}; change words for words of the same token count"
+        )
+    return torch.tensor([ids[0]]), torch.tensor([ids[1]])
+
+
+def _top(ckpt: Checkpoint, logits: Tensor) -> int:
+    return top_k(logits[None], 1, ckpt.tokenizer.pieces, ckpt.tokenizer.never_written)[0][0].id
+
+
+def _difference(logits: Tensor, answer: int, versus: int) -> Tensor:
+    """The metric of each row of (B, T, vocab) logits: answer − versus at the last position."""
+    return (logits[:, -1, answer] - logits[:, -1, versus]).double()
+
+
+def _head_outputs(trace) -> dict[str, Tensor]:  # noqa: ANN001
+    """block name → (1, H, T, d_head) each head's output, softmax(QKᵀ/√d)V, from a recorded trace."""
+    return {name: rec.weights @ rec.values for name, rec in trace.attention.items()}
+
+
+@dataclass(frozen=True)
+class _Runs:
+    clean_ids: Tensor
+    corrupted_ids: Tensor
+    answer: int
+    versus: int
+    clean: float
+    corrupted: float
+    heads: dict[str, Tensor]  # the clean run's head outputs
+    streams: list[Tensor]  # the clean run's stream entering each layer, (1, T, d_model)
+
+
+@torch.inference_mode()
+def _runs(ckpt: Checkpoint, clean: str, corrupted: str, answer: int | None, versus: int | None) -> _Runs:
+    clean_ids, corrupted_ids = pair_ids(ckpt, clean, corrupted)
+    clean_logits, trace = forward(ckpt.model, clean_ids, record=True, activations=True)
+    corrupted_logits, _ = forward(ckpt.model, corrupted_ids, record=False)
+    answer = _top(ckpt, clean_logits[0, -1]) if answer is None else answer
+    if versus is None:
+        versus = _top(ckpt, corrupted_logits[0, -1])
+        if versus == answer:
+            raise PairError(
+                "both texts give the same next token, so there is no difference to restore: change the second "
+                "text, or name the answer and the token to compare it with"
+            )
+    if versus == answer:
+        raise PairError("the answer and the token it is compared with are the same: pick two tokens")
+    layers = len(ckpt.model.decoder.layers)
+    streams = [trace.activations[f"{layer_name('decoder', i)}.resid_pre"] for i in range(layers)]
+    return _Runs(
+        clean_ids,
+        corrupted_ids,
+        answer,
+        versus,
+        float(_difference(clean_logits, answer, versus)[0]),
+        float(_difference(corrupted_logits, answer, versus)[0]),
+        _head_outputs(trace),
+        streams,
+    )
+
+
+def _normalised(values: Tensor | np.ndarray, runs: _Runs) -> np.ndarray:
+    span = runs.clean - runs.corrupted
+    if abs(span) < 1e-9:
+        raise PairError("the two texts give the same logit difference: there is nothing for a patch to restore")
+    return (np.asarray(values, dtype=np.float64) - runs.corrupted) / span
+
+
+@torch.inference_mode()
+def _patched(ckpt: Checkpoint, runs: _Runs, patches: list[dict[str, Patch]]) -> Tensor:
+    """The metric of the corrupted text run once per entry of `patches` (one batch: every entry has the same keys,
+    their rows stacked)."""
+    rows = len(patches)
+    merged = {
+        name: Patch(
+            torch.cat([p[name].values for p in patches]),
+            torch.cat([p[name].where for p in patches]),
+        )
+        for name in patches[0]
+    }
+    logits, _ = forward(ckpt.model, runs.corrupted_ids.expand(rows, -1), record=False, ablate=merged)
+    return _difference(logits, runs.answer, runs.versus)
+
+
+def _head_patch(runs: _Runs, layer: int, head: int, layers: int, heads: int) -> dict[str, Patch]:
+    """One row: head `head` of layer `layer` from the clean run, every other block left as it is."""
+    patch = {}
+    for i in range(layers):
+        name = block_name("decoder", i, "self_attn")
+        where = torch.zeros(1, heads, dtype=torch.bool)
+        if i == layer:
+            where[0, head] = True
+        patch[name] = Patch(runs.heads[name], where)
+    return patch
+
+
+def _residual_patch(runs: _Runs, layer: int, positions: list[int], layers: int) -> dict[str, Patch]:
+    """One row: the stream entering `layer` at `positions` from the clean run."""
+    steps = runs.clean_ids.shape[1]
+    patch = {}
+    for i in range(layers):
+        where = torch.zeros(1, steps, dtype=torch.bool)
+        if i == layer:
+            where[0, positions] = True
+        patch[f"{layer_name('decoder', i)}.resid_pre"] = Patch(runs.streams[i], where)
+    return patch
+
+
+def patch(
+    ckpt: Checkpoint,
+    clean: str,
+    corrupted: str,
+    what: str = "heads",
+    answer: int | None = None,
+    versus: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    batch: int = BATCH,
+) -> Patching:
+    """Patch every head (`what="heads"`) or every layer × position of the stream (`"residual"`) from `clean` into
+    `corrupted` (the module's docstring); PairError for texts it cannot pair."""
+    if what not in WHATS:
+        raise ValueError(f"what is one of {', '.join(map(repr, WHATS))}, not {what!r}")
+    runs = _runs(ckpt, clean, corrupted, answer, versus)
+    layers, heads = len(ckpt.model.decoder.layers), ckpt.config.n_heads
+    steps = runs.clean_ids.shape[1]
+    if what == "heads":
+        cells = [(layer, head) for layer in range(layers) for head in range(heads)]
+        make = lambda cell: _head_patch(runs, cell[0], cell[1], layers, heads)  # noqa: E731
+        shape = (layers, heads)
+    else:
+        cells = [(layer, position) for layer in range(layers) for position in range(steps)]
+        make = lambda cell: _residual_patch(runs, cell[0], [cell[1]], layers)  # noqa: E731
+        shape = (layers, steps)
+    results: list[Tensor] = []
+    for start in range(0, len(cells), batch):
+        if progress is not None:
+            progress(start, len(cells))
+        results.append(_patched(ckpt, runs, [make(cell) for cell in cells[start : start + batch]]))
+    if progress is not None:
+        progress(len(cells), len(cells))
+    scores = _normalised(torch.cat(results).numpy(), runs).reshape(shape)
+    return Patching(what, scores, runs.answer, runs.versus, runs.clean, runs.corrupted)
+
+
+def patch_whole_layer_input(
+    ckpt: Checkpoint, clean: str, corrupted: str, layer: int, answer: int | None = None, versus: int | None = None
+) -> float:
+    """The normalised metric with the whole stream entering `layer` (every position) taken from the clean run: 1
+    for any layer of a decoder-only model, whose positions see nothing but that stream (a check of the method)."""
+    runs = _runs(ckpt, clean, corrupted, answer, versus)
+    layers, steps = len(ckpt.model.decoder.layers), runs.clean_ids.shape[1]
+    value = _patched(ckpt, runs, [_residual_patch(runs, layer, list(range(steps)), layers)])
+    return float(_normalised(value.numpy(), runs)[0])
+
+
+def attribution_patch(
+    ckpt: Checkpoint, clean: str, corrupted: str, answer: int | None = None, versus: int | None = None
+) -> Patching:
+    """Every head's patching result approximated with one forward and one backward pass of the corrupted text:
+    (clean − corrupted head output) · ∂metric/∂(head output), normalised as `patch` normalises (module docstring)."""
+    runs = _runs(ckpt, clean, corrupted, answer, versus)
+    layers, heads = len(ckpt.model.decoder.layers), ckpt.config.n_heads
+    with torch.inference_mode():
+        _, trace = forward(ckpt.model, runs.corrupted_ids, record=True)
+        corrupted_heads = _head_outputs(trace)
+    nudges = {}
+    for name, out in corrupted_heads.items():
+        nudges[name] = torch.zeros_like(out, requires_grad=True)  # added to each head's output: 0, with a gradient
+    everywhere = torch.ones(1, heads, dtype=torch.bool)
+    ablate = {name: Patch(nudge, everywhere, added=True) for name, nudge in nudges.items()}
+    names = list(nudges)
+    with torch.enable_grad():
+        logits, _ = forward(ckpt.model, runs.corrupted_ids, record=False, ablate=ablate)
+        metric = _difference(logits, runs.answer, runs.versus).sum()
+        # the gradients of the nudges only: the shared model's parameters gather none
+        grads = dict(zip(names, torch.autograd.grad(metric, [nudges[n] for n in names])))
+    scores = np.zeros((layers, heads))
+    for i in range(layers):
+        name = block_name("decoder", i, "self_attn")
+        delta = (runs.heads[name] - corrupted_heads[name]).double()
+        scores[i] = (delta * grads[name].double()).sum(dim=(0, 2, 3)).numpy()
+    scores = _normalised(scores + runs.corrupted, runs)
+    return Patching("heads", scores, runs.answer, runs.versus, runs.clean, runs.corrupted, approximate=True)
