@@ -96,7 +96,10 @@ def _head_outputs(trace) -> dict[str, Tensor]:  # noqa: ANN001
 
 
 @dataclass(frozen=True)
-class _Runs:
+class Runs:
+    """The two runs every patch starts from: the pair's ids, the tokens compared, each run's metric, and the clean
+    run's head outputs and streams (what the patches put in)."""
+
     clean_ids: Tensor
     corrupted_ids: Tensor
     answer: int
@@ -108,7 +111,7 @@ class _Runs:
 
 
 @torch.inference_mode()
-def _runs(ckpt: Checkpoint, clean: str, corrupted: str, answer: int | None, versus: int | None) -> _Runs:
+def prepare(ckpt: Checkpoint, clean: str, corrupted: str, answer: int | None, versus: int | None) -> Runs:
     clean_ids, corrupted_ids = pair_ids(ckpt, clean, corrupted)
     clean_logits, trace = forward(ckpt.model, clean_ids, record=True, activations=True)
     corrupted_logits, _ = forward(ckpt.model, corrupted_ids, record=False)
@@ -124,7 +127,7 @@ def _runs(ckpt: Checkpoint, clean: str, corrupted: str, answer: int | None, vers
         raise PairError("the answer and the token it is compared with are the same: pick two tokens")
     layers = len(ckpt.model.decoder.layers)
     streams = [trace.activations[f"{layer_name('decoder', i)}.resid_pre"] for i in range(layers)]
-    return _Runs(
+    return Runs(
         clean_ids,
         corrupted_ids,
         answer,
@@ -136,7 +139,7 @@ def _runs(ckpt: Checkpoint, clean: str, corrupted: str, answer: int | None, vers
     )
 
 
-def _normalised(values: Tensor | np.ndarray, runs: _Runs) -> np.ndarray:
+def _normalised(values: Tensor | np.ndarray, runs: Runs) -> np.ndarray:
     span = runs.clean - runs.corrupted
     if abs(span) < 1e-9:
         raise PairError("the two texts give the same logit difference: there is nothing for a patch to restore")
@@ -144,7 +147,7 @@ def _normalised(values: Tensor | np.ndarray, runs: _Runs) -> np.ndarray:
 
 
 @torch.inference_mode()
-def _patched(ckpt: Checkpoint, runs: _Runs, patches: list[dict[str, Patch]]) -> Tensor:
+def _patched(ckpt: Checkpoint, runs: Runs, patches: list[dict[str, Patch]]) -> Tensor:
     """The metric of the corrupted text run once per entry of `patches` (one batch: every entry has the same keys,
     their rows stacked)."""
     rows = len(patches)
@@ -159,7 +162,7 @@ def _patched(ckpt: Checkpoint, runs: _Runs, patches: list[dict[str, Patch]]) -> 
     return _difference(logits, runs.answer, runs.versus)
 
 
-def _head_patch(runs: _Runs, layer: int, head: int, layers: int, heads: int) -> dict[str, Patch]:
+def _head_patch(runs: Runs, layer: int, head: int, layers: int, heads: int) -> dict[str, Patch]:
     """One row: head `head` of layer `layer` from the clean run, every other block left as it is."""
     patch = {}
     for i in range(layers):
@@ -171,7 +174,7 @@ def _head_patch(runs: _Runs, layer: int, head: int, layers: int, heads: int) -> 
     return patch
 
 
-def _residual_patch(runs: _Runs, layer: int, positions: list[int], layers: int) -> dict[str, Patch]:
+def _residual_patch(runs: Runs, layer: int, positions: list[int], layers: int) -> dict[str, Patch]:
     """One row: the stream entering `layer` at `positions` from the clean run."""
     steps = runs.clean_ids.shape[1]
     patch = {}
@@ -181,6 +184,32 @@ def _residual_patch(runs: _Runs, layer: int, positions: list[int], layers: int) 
             where[0, positions] = True
         patch[f"{layer_name('decoder', i)}.resid_pre"] = Patch(runs.streams[i], where)
     return patch
+
+
+def cells(ckpt: Checkpoint, runs: Runs, what: str) -> list[tuple[int, int]]:
+    """What `what` patches, one patched run each, in order: (layer, head) or (layer, position)."""
+    if what not in WHATS:
+        raise ValueError(f"what is one of {', '.join(map(repr, WHATS))}, not {what!r}")
+    layers = len(ckpt.model.decoder.layers)
+    across = ckpt.config.n_heads if what == "heads" else runs.clean_ids.shape[1]
+    return [(layer, i) for layer in range(layers) for i in range(across)]
+
+
+def run_cells(ckpt: Checkpoint, runs: Runs, what: str, chosen: list[tuple[int, int]]) -> np.ndarray:
+    """The metric of the corrupted text with each of `chosen` (from `cells`) patched in, in one batch."""
+    layers, heads = len(ckpt.model.decoder.layers), ckpt.config.n_heads
+    if what == "heads":
+        rows = [_head_patch(runs, layer, head, layers, heads) for layer, head in chosen]
+    else:
+        rows = [_residual_patch(runs, layer, [position], layers) for layer, position in chosen]
+    return _patched(ckpt, runs, rows).numpy()
+
+
+def finish(ckpt: Checkpoint, runs: Runs, what: str, values: np.ndarray) -> Patching:
+    """Every cell's metric, in `cells` order, as the normalised grid."""
+    layers = len(ckpt.model.decoder.layers)
+    scores = _normalised(values, runs).reshape(layers, -1)
+    return Patching(what, scores, runs.answer, runs.versus, runs.clean, runs.corrupted)
 
 
 def patch(
@@ -197,26 +226,16 @@ def patch(
     `corrupted` (the module's docstring); PairError for texts it cannot pair."""
     if what not in WHATS:
         raise ValueError(f"what is one of {', '.join(map(repr, WHATS))}, not {what!r}")
-    runs = _runs(ckpt, clean, corrupted, answer, versus)
-    layers, heads = len(ckpt.model.decoder.layers), ckpt.config.n_heads
-    steps = runs.clean_ids.shape[1]
-    if what == "heads":
-        cells = [(layer, head) for layer in range(layers) for head in range(heads)]
-        make = lambda cell: _head_patch(runs, cell[0], cell[1], layers, heads)  # noqa: E731
-        shape = (layers, heads)
-    else:
-        cells = [(layer, position) for layer in range(layers) for position in range(steps)]
-        make = lambda cell: _residual_patch(runs, cell[0], [cell[1]], layers)  # noqa: E731
-        shape = (layers, steps)
-    results: list[Tensor] = []
-    for start in range(0, len(cells), batch):
+    runs = prepare(ckpt, clean, corrupted, answer, versus)
+    todo = cells(ckpt, runs, what)
+    values = []
+    for start in range(0, len(todo), batch):
         if progress is not None:
-            progress(start, len(cells))
-        results.append(_patched(ckpt, runs, [make(cell) for cell in cells[start : start + batch]]))
+            progress(start, len(todo))
+        values.append(run_cells(ckpt, runs, what, todo[start : start + batch]))
     if progress is not None:
-        progress(len(cells), len(cells))
-    scores = _normalised(torch.cat(results).numpy(), runs).reshape(shape)
-    return Patching(what, scores, runs.answer, runs.versus, runs.clean, runs.corrupted)
+        progress(len(todo), len(todo))
+    return finish(ckpt, runs, what, np.concatenate(values))
 
 
 def patch_whole_layer_input(
@@ -224,7 +243,7 @@ def patch_whole_layer_input(
 ) -> float:
     """The normalised metric with the whole stream entering `layer` (every position) taken from the clean run: 1
     for any layer of a decoder-only model, whose positions see nothing but that stream (a check of the method)."""
-    runs = _runs(ckpt, clean, corrupted, answer, versus)
+    runs = prepare(ckpt, clean, corrupted, answer, versus)
     layers, steps = len(ckpt.model.decoder.layers), runs.clean_ids.shape[1]
     value = _patched(ckpt, runs, [_residual_patch(runs, layer, list(range(steps)), layers)])
     return float(_normalised(value.numpy(), runs)[0])
@@ -235,7 +254,7 @@ def attribution_patch(
 ) -> Patching:
     """Every head's patching result approximated with one forward and one backward pass of the corrupted text:
     (clean − corrupted head output) · ∂metric/∂(head output), normalised as `patch` normalises (module docstring)."""
-    runs = _runs(ckpt, clean, corrupted, answer, versus)
+    runs = prepare(ckpt, clean, corrupted, answer, versus)
     layers, heads = len(ckpt.model.decoder.layers), ckpt.config.n_heads
     with torch.inference_mode():
         _, trace = forward(ckpt.model, runs.corrupted_ids, record=True)

@@ -3,8 +3,8 @@
 their `TraceError`; the app's views as Plotly figures, `head`, `heads`, `paper`, `rollout`, `mask`; the
 `head_stats` table and `rank_heads` (Head ablation's ranking); how heads compose, from the weights: `composition`
 and `composition_scores`; what heads write toward a prediction: `logit_attribution`, `logit_attribution_scores` and
-`logit_lens`; `offline()` for figures in a notebook without a network. Layers, heads and positions count from 1,
-as the app's labels do.
+`logit_lens`; activation patching on a minimal pair: `patch` and `patch_scores`; `offline()` for figures in a
+notebook without a network. Layers, heads and positions count from 1, as the app's labels do.
 
 `import atlas` itself loads nothing: each name is looked up in atlas.api on first use, so the command line, which
 never draws, starts without plotly and pandas.
@@ -34,6 +34,8 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         mask,
         offline,
         paper,
+        patch,
+        patch_scores,
         rank_heads,
         read_trace,
         rollout,
@@ -58,6 +60,8 @@ __all__ = [
     "mask",
     "offline",
     "paper",
+    "patch",
+    "patch_scores",
     "rank_heads",
     "read_trace",
     "rollout",

@@ -40,6 +40,8 @@ from analysis.circuits import MODES
 from analysis.circuits import composition as _composition
 from analysis.export import to_json, to_npz_bytes
 from analysis.imported import TraceError, from_arrays, from_huggingface, from_transformer_lens, read_trace
+from analysis.patching import attribution_patch, pair_ids
+from analysis.patching import patch as _patch
 from analysis.record import Analysis, Block
 from analysis.rollout import analysis_rollout
 from inference import catalog
@@ -52,6 +54,7 @@ from viz.heads import head_view, heads_grid
 from viz.labels import display_piece
 from viz.masks import mask_view
 from viz.paper import MIN_THRESHOLD, THRESHOLD, opening_threshold, paper_view
+from viz.patching import pair_labels, patching_frame, patching_heatmap, patching_title
 from viz.rollout import ROLLOUT_LABELS, rollout_view
 from viz.stats import for_display, head_table
 from viz.tables import position_labels, ranking_frame
@@ -390,6 +393,62 @@ def logit_lens(model: Checkpoint, text: str) -> go.Figure:
     readable = [[display_piece(p) for p in row] for row in lens.pieces]
     title = "The logit lens: each layer's guess for the next token"
     return lens_heatmap(readable, lens.prob, position_labels(analysis), title)
+
+
+# --- activation patching on a minimal pair ----------------------------------------------------------------------
+
+
+def _patched(model, clean, corrupted, answer, versus, what, approximate, where):  # noqa: ANN001, ANN202
+    if not isinstance(model, Checkpoint):
+        raise TypeError(f"{where} takes a loaded model (atlas.load), not {type(model).__name__}")
+    if approximate and what != "heads":
+        raise ValueError("attribution patching approximates the heads only: what='heads'")
+    chosen = [None if t is None else token_id(model, t) for t in (answer, versus)]
+    if approximate:
+        result = attribution_patch(model, clean, corrupted, *chosen)
+    else:
+        result = _patch(model, clean, corrupted, what, *chosen)
+    ids = [i[0].tolist() for i in pair_ids(model, clean, corrupted)]
+    labels = pair_labels(*[[display_piece(p) for p in model.tokenizer.pieces(i)] for i in ids])
+    return result, labels
+
+
+def patch(
+    model: Checkpoint,
+    clean: str,
+    corrupted: str,
+    answer: int | str | None = None,
+    versus: int | str | None = None,
+    what: str = "heads",
+    approximate: bool = False,
+) -> go.Figure:
+    """Compare's activation patching: `corrupted` (a language model's text of the same token count as `clean`)
+    run again with each head's output (`what="heads"`) or the stream entering each layer at each position
+    (`"residual"`) taken from `clean`'s run; the grid shows how much of the logit difference `answer` − `versus`
+    each patch restores (1: all, 0: none). `answer` defaults to the clean text's top guess, `versus` to the
+    corrupted one's (ids, pieces or one-piece words). `approximate`: attribution patching, one backward pass."""
+    result, labels = _patched(model, clean, corrupted, answer, versus, what, approximate, "patch")
+    named = [display_piece(p) for p in model.tokenizer.pieces([result.answer, result.versus])]
+    return patching_heatmap(result.scores, what, labels, patching_title(what, *named, result.approximate))
+
+
+def patch_scores(
+    model: Checkpoint,
+    clean: str,
+    corrupted: str,
+    answer: int | str | None = None,
+    versus: int | str | None = None,
+    what: str = "heads",
+    approximate: bool = False,
+) -> pd.DataFrame:
+    """`patch`'s results as a table: one row per patch (layer and head, or position and its tokens, from 1) with the
+    share restored, the largest first; the two runs' logit differences and the tokens in `.attrs`."""
+    result, labels = _patched(model, clean, corrupted, answer, versus, what, approximate, "patch_scores")
+    table = patching_frame(result.scores, what, labels)
+    answer_piece, versus_piece = model.tokenizer.pieces([result.answer, result.versus])
+    table.attrs |= {"answer": answer_piece, "versus": versus_piece, "clean": result.clean}
+    table.attrs |= {"corrupted": result.corrupted, "approximate": result.approximate}
+    return table
 
 
 # --- figures in a notebook without a network -----------------------------------------------------------------------

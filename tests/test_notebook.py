@@ -349,6 +349,26 @@ def test_the_logit_lens_has_a_row_per_layer_and_ends_on_the_prediction(lm_englis
     assert rows == ckpt.config.n_decoder_layers + 1
 
 
+def test_patch_is_comparess_patching_counted_from_one() -> None:
+    from analysis.patching import patch
+
+    model = atlas.load("induction")
+    clean = "freedom election movies garden river freedom election movies garden"
+    corrupted = "freedom election movies garden river window science market doctor"
+    expected = patch(model, clean, corrupted, "heads")
+    table = atlas.patch_scores(model, clean, corrupted)
+    assert (table.attrs["answer"], table.attrs["versus"]) == ("▁river", "▁freedom")
+    best = table.iloc[0]
+    assert (best["layer"], best["head"]) == (2, 1) and best["restored"] == pytest.approx(expected.scores[1, 0])
+    np.testing.assert_allclose(np.asarray(atlas.patch(model, clean, corrupted).data[0].z), expected.scores)
+    stream = atlas.patch_scores(model, clean, corrupted, what="residual")
+    assert set(stream["position"]) == set(range(1, 11)) and "10:▁garden/▁doctor" in set(stream["token"])
+    rough = atlas.patch_scores(model, clean, corrupted, answer="river", versus=expected.versus, approximate=True)
+    assert rough.attrs["approximate"] and rough.iloc[0]["layer"] == 2
+    with pytest.raises(ValueError, match="attribution patching approximates the heads only"):
+        atlas.patch(model, clean, corrupted, what="residual", approximate=True)
+
+
 def test_notebook_arguments_of_the_wrong_kind_are_one_clear_error_each(lm_analysis, tmp_path) -> None:
     with pytest.raises(CheckpointError, match="load takes a checkpoint's folder or name .*, not NoneType"):
         atlas.load(None)  # type: ignore[arg-type]

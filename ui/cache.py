@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
-from analysis import attribution, circuits, lesson
+from analysis import attribution, circuits, lesson, patching
 from analysis.ablation import Effect, RankingSetup, ablation_effect, most_important_first, rank_block, ranking_setup
 from analysis.analyze import head_detail as analyze_head_detail
 from analysis.analyze import positional_table as model_positional_table
@@ -367,6 +367,51 @@ def logit_lens(ctx: Analysed) -> attribution.LogitLens:
     """Each layer's top guess at each decoder position (analysis.attribution.logit_lens); run by the worker."""
     worker = model_worker(ctx.path, ctx.stamp)
     return worker.call(_lens, ctx.text, ctx.analysis.target_ids, tokens=worker.tokens(ctx.text))
+
+
+@kept()
+def _patch_runs(ctx: Context, second: str, answer: int | None, versus: int | None) -> patching.Runs:
+    worker = model_worker(ctx.path, ctx.stamp)
+    return worker.call(patching.prepare, ctx.text, second, answer, versus, tokens=2 * worker.tokens(ctx.text))
+
+
+@kept()
+def _patch_batch(
+    ctx: Context, second: str, answer: int | None, versus: int | None, what: str, start: int
+) -> np.ndarray:
+    worker = model_worker(ctx.path, ctx.stamp)
+    runs = _patch_runs(ctx, second, answer, versus)
+    chosen = patching.cells(ctx.ckpt, runs, what)[start : start + patching.BATCH]
+    tokens = len(chosen) * worker.tokens(second)
+    return worker.call(patching.run_cells, runs, what, chosen, tokens=tokens)
+
+
+def activation_patching(
+    ctx: Context,
+    second: str,
+    what: str,
+    answer: int | None,
+    versus: int | None,
+    progress: Callable[[int, int], None] | None = None,
+) -> patching.Patching:
+    """`second` run with each head (or each layer × position of the stream) taken from `ctx.text`'s run
+    (analysis.patching), a batch of patched runs per job of the model's worker, so that other sessions' requests
+    run between them; `progress(done, total)` before each. Cached per batch; raises PairError."""
+    runs = _patch_runs(ctx, second, answer, versus)
+    todo = patching.cells(ctx.ckpt, runs, what)
+    values = []
+    for start in range(0, len(todo), patching.BATCH):
+        if progress is not None:
+            progress(start, len(todo))
+        values.append(_patch_batch(ctx, second, answer, versus, what, start))
+    return patching.finish(ctx.ckpt, runs, what, np.concatenate(values))
+
+
+@kept("Approximating each head's patch with one backward pass…")
+def attribution_patching(ctx: Context, second: str, answer: int | None, versus: int | None) -> patching.Patching:
+    """Every head's patch approximated (analysis.patching.attribution_patch), run by the model's worker."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    return worker.call(patching.attribution_patch, ctx.text, second, answer, versus, tokens=2 * worker.tokens(second))
 
 
 @kept("Running the repeated run through that training step…")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.patching import PairError
 from analysis.record import Analysis
 from inference.catalog import MINIMAL_PAIRS, WINOGRAD
 from inference.text import InputError
@@ -11,13 +12,21 @@ from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, TracedAnalysis, TraceGoneError
 from ui.widgets import head_picker, show_chart, trace_uploader
 from viz.compare import aligned, difference_heatmap
-from viz.labels import safe_filename
+from viz.labels import display_piece, safe_filename
+from viz.patching import WHAT_LABELS, pair_labels, patching_frame, patching_heatmap, patching_title
 from viz.style import thaw
 
 COMPARE = state.url_key("compare")  # the second text
 PAIRED_WITH = state.session_key("compare_paired_with")  # the first text the second was last chosen for
 SECOND_UPLOAD = "compare_upload"  # the second trace file's uploader (when the sidebar draws a trace file)
 SECOND_TRACE = "_compare_second_trace"  # session: the second trace file (a cache.TraceFile)
+PATCH_WHAT = state.url_key("patch")  # analysis.patching.WHATS
+PATCH_ANSWER = state.url_key("patch_answer", longest=200)  # a piece among the first text's top guesses
+PATCH_VERSUS = state.url_key("patch_versus", longest=200)  # a piece among either text's top guesses
+PATCH_METHOD = state.url_key("patch_method")  # METHODS
+METHODS = {"exact": "patched runs (one per patch)", "approximate": "attribution patching (one backward pass)"}
+WHATS_SHOWN = {"heads": "each head's output", "residual": "the stream at each layer and position"}
+PATCHED = "_compare_patched"  # session: the request whose patching the page shows (the button was pressed for it)
 
 
 def partner(first: str) -> str:
@@ -141,6 +150,82 @@ def body() -> None:
     queries, keys = (a.query_pieces[:nq], b.query_pieces[:nq]), (a.key_pieces[:nk], b.key_pieces[:nk])
     diff = difference_heatmap(*weights, queries, keys, title)
     show_chart(diff, "compare_difference", safe_filename("compare-difference", first.name))
+    if isinstance(first, Analysed) and isinstance(second, Analysed):
+        patching_section(first, second)
+
+
+def _tokens(first: Analysed, second: Analysed) -> tuple[list[str], dict[str, int], str, str]:
+    """The answer's options (the first text's top guesses), every piece's id, and the two defaults: the first
+    text's top guess, and the second's (or, where both agree, the first's runner-up)."""
+    ours, theirs = first.analysis.predictions[-1], second.analysis.predictions[-1]
+    ids = {p.piece: p.id for p in (*theirs, *ours)}
+    answer = ours[0].piece
+    versus = next((p.piece for p in (*theirs, *ours) if p.piece != answer), answer)
+    return [p.piece for p in ours], ids, answer, versus
+
+
+def patching_section(first: Analysed, second: Analysed) -> None:
+    """Activation patching of the pair: the second text run again with one activation of the first's."""
+    st.header("Activation patching")
+    st.caption(
+        "Which heads carry the difference? The second text is run again with one activation taken from the first "
+        "text's run; the chart shows how much of the difference between the two answers each patch restores (1: "
+        "the second text now answers as the first, 0: no change). A language model's texts of the same token "
+        "count only: position is patched with position."
+    )
+    if first.analysis.kind != "decoder-only":
+        st.info("Activation patching here needs a language model: choose one in the sidebar.")
+        return
+    a, b = first.analysis.target_pieces, second.analysis.target_pieces
+    if len(a) != len(b) or first.text == second.text:
+        why = "The texts are the same" if first.text == second.text else "The texts have different token counts"
+        st.info(f"{why} ({len(a) - 1} and {len(b) - 1} tokens): change words for words of the same token count.")
+        return
+    options, ids, answer_default, versus_default = _tokens(first, second)
+    top, bottom = st.columns(2), st.columns(2)
+    state.keep_valid(PATCH_WHAT, list(WHAT_LABELS), "heads")
+    what = top[0].selectbox("Patch", list(WHAT_LABELS), key=PATCH_WHAT, format_func=WHATS_SHOWN.get)
+    methods = list(METHODS) if what == "heads" else ["exact"]
+    state.keep_valid(PATCH_METHOD, methods, "exact")
+    method = top[1].selectbox("Method", methods, key=PATCH_METHOD, format_func=METHODS.get)
+    state.keep_valid(PATCH_ANSWER, options, answer_default)
+    answer = bottom[0].selectbox("Answer (the first text's)", options, key=PATCH_ANSWER, format_func=display_piece)
+    others = [p for p in ids if p != answer]
+    state.keep_valid(PATCH_VERSUS, others, versus_default if versus_default in others else others[0])
+    versus = bottom[1].selectbox("Versus", others, key=PATCH_VERSUS, format_func=display_piece)
+    state.sync_url()
+    asked = (first.path, first.text, second.text, what, answer, versus, method)
+    runs = first.ckpt.config.n_decoder_layers * (first.ckpt.config.n_heads if what == "heads" else len(a))
+    cost = "one forward and one backward pass" if method == "approximate" else f"{runs} patched runs"
+    if st.button(f"Patch ({cost})", key="patch_run"):
+        st.session_state[PATCHED] = asked
+    if st.session_state.get(PATCHED) != asked:
+        return
+    bar = st.empty()
+
+    def progress(done: int, total: int) -> None:
+        bar.progress(done / total, text=f"Patching: {done} of {total} runs")
+
+    try:
+        if method == "approximate":
+            result = cache.attribution_patching(first, second.text, ids[answer], ids[versus])
+        else:
+            result = cache.activation_patching(first, second.text, what, ids[answer], ids[versus], progress)
+    except PairError as exc:
+        bar.empty()
+        st.info(errors.shown(str(exc)))
+        return
+    bar.empty()
+    st.caption(
+        f"Logit difference {display_piece(answer)} − {display_piece(versus)}: {result.clean:+.3f} for the first text, "
+        f"{result.corrupted:+.3f} for the second."
+    )
+    labels = pair_labels([display_piece(p) for p in a], [display_piece(p) for p in b])
+    title = patching_title(what, display_piece(answer), display_piece(versus), result.approximate)
+    figure = patching_heatmap(result.scores, what, labels, title)
+    show_chart(figure, "patching", safe_filename("patching", first.name, what))
+    with st.expander("Every patch, the most restoring first"):
+        st.dataframe(patching_frame(result.scores, what, labels), hide_index=True, key="patching_table")
 
 
 errors.guarded(body)
