@@ -35,12 +35,24 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().cpu().numpy()
 
 
-def _blocks(trace: Trace, row: int, source: tuple[str, ...] | None, target: tuple[str, ...]) -> dict[str, Block]:
+def value_norms(model: torch.nn.Module, name: str, values: torch.Tensor) -> torch.Tensor:
+    """(B, H, Tk) ‖v_j W_O^h‖ of block `name`'s values (B, H, Tk, d_head): each key's value vector through its
+    head's slice of the output projection, the bias of W_O left out (it is added once, not per key)."""
+    w_o = model.get_submodule(name).w_o.weight  # (d_model, H·d_head)
+    heads, d_head = values.shape[1], values.shape[-1]
+    per_head = w_o.reshape(w_o.shape[0], heads, d_head).to(values.dtype)  # (d_model, H, d_head)
+    return torch.linalg.vector_norm(torch.einsum("bhkd,mhd->bhkm", values, per_head), dim=-1)
+
+
+def _blocks(
+    model: torch.nn.Module, trace: Trace, row: int, source: tuple[str, ...] | None, target: tuple[str, ...]
+) -> dict[str, Block]:
     """Row `row` of a (possibly padded) batch trace as numpy blocks, cut to its own tokens."""
     blocks = {}
     for name, rec in trace.attention.items():
         queries, keys = query_key_pieces(name, source, target)
         tq, tk = len(queries), len(keys)
+        norms = value_norms(model, name, rec.values[row : row + 1, :, :tk])[0]
         blocks[name] = Block(
             name=name,
             query_pieces=queries,
@@ -49,6 +61,7 @@ def _blocks(trace: Trace, row: int, source: tuple[str, ...] | None, target: tupl
             mask=_np(rec.mask[row, :tq, :tk]).astype(bool),
             weights=_np(rec.weights[row, :, :tq, :tk]).astype(np.float32),
             values=_np(rec.values[row, :, :tk]).astype(np.float32),
+            value_norms=_np(norms).astype(np.float32),
         )
     return blocks
 
@@ -224,7 +237,7 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         source_pieces=source,
         target_pieces=target,
         target_ids=tuple(p.target_ids),
-        blocks=_blocks(trace, row, source, target),
+        blocks=_blocks(ckpt.model, trace, row, source, target),
         positional_encoding=positional_encoding,
         predictions=predictions,
         output_text=tok.decode(p.target_ids) if cfg.is_encoder_decoder else None,

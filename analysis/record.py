@@ -62,6 +62,9 @@ class Block:
     mask: np.ndarray  # (Tq, Tk) bool, True = may attend
     weights: np.ndarray  # after softmax; masked cells exactly 0
     values: np.ndarray | None  # (H, Tk, d_head) V of each head: the attention-math page's weighted sum; or None
+    # (H, Tk) ‖v_j W_O^h‖: the length of what key j writes through head h per unit of weight (Kobayashi et al. 2020),
+    # computed with the model's W_O; None where the attention came without values (a trace file)
+    value_norms: np.ndarray | None = None
 
     @property
     def stack(self) -> str:
@@ -87,7 +90,17 @@ class Block:
 
     @property
     def arrays(self) -> list[np.ndarray]:
-        return [a for a in (self.scores, self.mask, self.weights, self.values) if a is not None]
+        return [a for a in (self.scores, self.mask, self.weights, self.values, self.value_norms) if a is not None]
+
+    def value_weighted(self) -> np.ndarray:
+        """(H, Tq, Tk) each key's share of what the query's row moves: ‖α_ij · v_j W_O^h‖ / Σ_j ‖α_ij · v_j W_O^h‖
+        (Kobayashi et al. 2020, "Attention is not only a weight"). A weight on a key whose value vector is near
+        zero moves almost nothing: its share falls; rows still sum to 1, so every attention view draws it."""
+        if self.value_norms is None:
+            raise ValueError(f"{self.name} holds no value norms: attention read from a file comes without values")
+        moved = self.weights * self.value_norms[:, None, :]  # (H, Tq, Tk): α_ij ‖f(x_j)‖ = ‖α_ij f(x_j)‖, α ≥ 0
+        total = moved.sum(axis=-1, keepdims=True)
+        return np.divide(moved, total, out=np.zeros_like(moved), where=total > 0).astype(np.float32)
 
 
 BLANK_PIECE = "___"  # where a centre-word model's one prediction is made: between the halves of its input
@@ -169,6 +182,18 @@ class Analysis:
         for array in light.arrays:
             array.flags.writeable = False
         return light
+
+    @property
+    def has_value_norms(self) -> bool:
+        """Whether every block holds its value norms (an analysis the app ran, not one read from a file)."""
+        return bool(self.blocks) and all(b.value_norms is not None for b in self.blocks.values())
+
+    def value_weighted(self) -> Analysis:
+        """This analysis with every block's weights replaced by `Block.value_weighted`: what each key moves into
+        each query's output, as a share, drawn by every attention view as it draws weights. ValueError when a
+        block holds no value norms."""
+        blocks = {name: replace(b, weights=b.value_weighted(), scores=None) for name, b in self.blocks.items()}
+        return replace(self, blocks=blocks)
 
     @property
     def arrays(self) -> list[np.ndarray]:
