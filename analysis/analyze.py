@@ -27,6 +27,7 @@ from inference.text import (
 )
 from model.attention import attention_mask, padding_mask
 from model.forward import forward
+from model.names import parse_block_name
 from model.trace import Trace
 from model.transformer import EncoderDecoder
 
@@ -38,7 +39,9 @@ def _np(t: torch.Tensor) -> np.ndarray:
 def value_norms(model: torch.nn.Module, name: str, values: torch.Tensor) -> torch.Tensor:
     """(B, H, Tk) ‖v_j W_O^h‖ of block `name`'s values (B, H, Tk, d_head): each key's value vector through its
     head's slice of the output projection, the bias of W_O left out (it is added once, not per key)."""
-    w_o = model.get_submodule(name).w_o.weight  # (d_model, H·d_head)
+    stack, layer, type_ = parse_block_name(name)
+    layers = getattr(model, stack).layers  # one module applied to every layer in a shared-layers model
+    w_o = getattr(layers[0] if len(layers) == 1 else layers[layer], type_).w_o.weight  # (d_model, H·d_head)
     heads, d_head = values.shape[1], values.shape[-1]
     per_head = w_o.reshape(w_o.shape[0], heads, d_head).to(values.dtype)  # (d_model, H, d_head)
     return torch.linalg.vector_norm(torch.einsum("bhkd,mhd->bhkm", values, per_head), dim=-1)
