@@ -92,15 +92,17 @@ class Block:
     def arrays(self) -> list[np.ndarray]:
         return [a for a in (self.scores, self.mask, self.weights, self.values, self.value_norms) if a is not None]
 
-    def value_weighted(self) -> np.ndarray:
-        """(H, Tq, Tk) each key's share of what the query's row moves: ‖α_ij · v_j W_O^h‖ / Σ_j ‖α_ij · v_j W_O^h‖
-        (Kobayashi et al. 2020, "Attention is not only a weight"). A weight on a key whose value vector is near
-        zero moves almost nothing: its share falls; rows still sum to 1, so every attention view draws it."""
+    def value_weighted(self) -> Block:
+        """This block with each weight replaced by its key's share of what the query's row moves,
+        ‖α_ij · v_j W_O^h‖ / Σ_j ‖α_ij · v_j W_O^h‖ (Kobayashi et al. 2020, "Attention is not only a weight"): a
+        weight on a key whose value vector is near zero moves almost nothing, so its share falls. Rows still sum
+        to 1, so every attention view draws it; the raw scores belong to the weights and are dropped."""
         if self.value_norms is None:
             raise ValueError(f"{self.name} holds no value norms: attention read from a file comes without values")
         moved = self.weights * self.value_norms[:, None, :]  # (H, Tq, Tk): α_ij ‖f(x_j)‖ = ‖α_ij f(x_j)‖, α ≥ 0
         total = moved.sum(axis=-1, keepdims=True)
-        return np.divide(moved, total, out=np.zeros_like(moved), where=total > 0).astype(np.float32)
+        shares = np.divide(moved, total, out=np.zeros_like(moved), where=total > 0).astype(np.float32)
+        return replace(self, weights=shares, scores=None)
 
 
 BLANK_PIECE = "___"  # where a centre-word model's one prediction is made: between the halves of its input
@@ -192,8 +194,7 @@ class Analysis:
         """This analysis with every block's weights replaced by `Block.value_weighted`: what each key moves into
         each query's output, as a share, drawn by every attention view as it draws weights. ValueError when a
         block holds no value norms."""
-        blocks = {name: replace(b, weights=b.value_weighted(), scores=None) for name, b in self.blocks.items()}
-        return replace(self, blocks=blocks)
+        return replace(self, blocks={name: b.value_weighted() for name, b in self.blocks.items()})
 
     @property
     def arrays(self) -> list[np.ndarray]:

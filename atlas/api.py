@@ -271,6 +271,16 @@ def mask(analysis: Analysis, attention: str | None = None) -> go.Figure:
     return mask_view(block.mask, block.query_pieces, block.key_pieces, analysis.attention_label(attention))
 
 
+def value_weighted(analysis: Analysis) -> Analysis:
+    """`analysis` with every head's weights replaced by each key's share of what the query's row moves,
+    ‖α_ij · v_j W_O^h‖ / Σ_j ‖α_ij · v_j W_O^h‖ (Kobayashi et al. 2020), the app's "weight × value norm": every
+    view draws it as it draws weights (`atlas.head(atlas.value_weighted(analysis), 2, 3)`). ValueError for
+    attention read from a file, which comes without values."""
+    if not isinstance(analysis, Analysis):
+        raise TypeError(f"value_weighted takes an Analysis (atlas.analyze), not {type(analysis).__name__}")
+    return analysis.value_weighted()
+
+
 def head_stats(analysis: Analysis) -> pd.DataFrame:
     """The Head statistics page's table: one row per head of every block, layers and heads counted from 1, with
     its entropy (bits), mean distance, and the weight on the previous token, the first token and its own

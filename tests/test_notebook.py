@@ -369,6 +369,16 @@ def test_patch_is_comparess_patching_counted_from_one() -> None:
         atlas.patch(model, clean, corrupted, what="residual", approximate=True)
 
 
+def test_value_weighted_draws_in_every_view(lm_analysis) -> None:
+    shares = atlas.value_weighted(lm_analysis)
+    block = lm_analysis.blocks["decoder.layers.3.self_attn"]
+    np.testing.assert_allclose(shares.blocks[block.name].weights, block.value_weighted().weights)
+    figure = atlas.head(shares, 4, 6)
+    np.testing.assert_allclose(np.asarray(figure.data[0].z, dtype=float), block.value_weighted().weights[5], atol=1e-6)
+    with pytest.raises(TypeError, match="value_weighted takes an Analysis"):
+        atlas.value_weighted("cat")  # type: ignore[arg-type]
+
+
 def test_notebook_arguments_of_the_wrong_kind_are_one_clear_error_each(lm_analysis, tmp_path) -> None:
     with pytest.raises(CheckpointError, match="load takes a checkpoint's folder or name .*, not NoneType"):
         atlas.load(None)  # type: ignore[arg-type]

@@ -17,7 +17,7 @@ from ui.cache import Analysed, composition
 from ui.kept import kept
 from viz.circuits import composition_heatmap
 from viz.heads import AVERAGE as AVERAGE  # re-exported: the pages choose heads through this module
-from viz.heads import head_heatmap, head_title, heads_grid, swap_head
+from viz.heads import NORMS, head_heatmap, head_title, heads_grid, swap_head
 from viz.heads import head_name as head_name  # re-exported, as AVERAGE
 from viz.heads import head_weights as block_head_weights
 from viz.stats import head_table
@@ -30,6 +30,12 @@ def head_weights(block: Block, head: int | str) -> np.ndarray:
     return block_head_weights(block.weights, head)
 
 
+def shown(block: Block, norms: bool) -> Block:
+    """The block as the page draws it: its weights, or with `norms` each key's share of what the row moves
+    (Block.value_weighted)."""
+    return block.value_weighted() if norms else block
+
+
 @kept()
 def _heatmap_template(ctx: Analysed, attention: str, layer: int) -> dict:
     """A layer's first head, frozen: every head of the layer shares its axes and hover text (viz.heads.swap_head)."""
@@ -37,21 +43,23 @@ def _heatmap_template(ctx: Analysed, attention: str, layer: int) -> dict:
     return frozen(head_heatmap(block.weights[0], block.query_pieces, block.key_pieces))
 
 
-def head_chart(ctx: Analysed, attention: str, layer: int, head: int | str) -> dict:
+def head_chart(ctx: Analysed, attention: str, layer: int, head: int | str, norms: bool = False) -> dict:
     """viz.heads.head_view of one head (AVERAGE: the mean of the layer's heads), frozen: the layer's template with
-    this head's weights and title swapped in, which draws the same figure without building it again."""
+    this head's weights (with `norms`, the value-weighted shares) and title swapped in, which draws the same figure
+    without building it again."""
     analysis = ctx.analysis
-    weights = head_weights(analysis.block(attention, layer), head)
-    title = head_title(analysis.attention_label(attention), layer, head)
+    weights = head_weights(shown(analysis.block(attention, layer), norms), head)
+    title = head_title(analysis.attention_label(attention), layer, head, norms)
     return swap_head(_heatmap_template(ctx, attention, layer), weights, title)
 
 
 @kept()
-def grid_chart(ctx: Analysed, attention: str) -> dict:
-    """Every head of one attention type, no head outlined (viz.heads.select_head outlines one on a copy),
-    frozen."""
-    analysis = ctx.analysis
-    return frozen(heads_grid(analysis.stacked(attention), f"{analysis.attention_label(attention)}: every head"))
+def grid_chart(ctx: Analysed, attention: str, norms: bool = False) -> dict:
+    """Every head of one attention type (with `norms`, the value-weighted shares), no head outlined
+    (viz.heads.select_head outlines one on a copy), frozen."""
+    analysis = ctx.analysis.value_weighted() if norms else ctx.analysis
+    title = f"{analysis.attention_label(attention)}: every head" + (f", {NORMS}" if norms else "")
+    return frozen(heads_grid(analysis.stacked(attention), title))
 
 
 @kept()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
+from typing import Any
 
 import streamlit as st
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
@@ -117,6 +118,29 @@ def _keep_average(with_average: bool) -> None:
 def head_chosen() -> None:
     """The person chose a head (in a picker, or by a button that opens one): it replaces an average set aside."""
     st.session_state.pop(AVERAGE_ASIDE, None)
+
+
+WEIGHTING = state.url_key("weighting")  # WEIGHTINGS: what every attention view draws, on every page
+WEIGHTINGS = {"weights": "attention weights", "norms": "weight × value norm"}
+WEIGHTING_HELP = (
+    "Attention weights: how much each query attends to each key. Weight × value norm: how much of what each key "
+    "writes reaches the query — the weight times the length of the key's value vector through the head's output "
+    "projection, ‖α·v·W_O‖ (Kobayashi et al. 2020), as a share of the row. A large weight on a key that writes "
+    "almost nothing fades."
+)
+
+
+def weighting_picker(analysis: Analysis, where: Any = None) -> bool:
+    """The switch between the weights and the value-weighted shares (analysis.record.Block.value_weighted);
+    whether to draw the shares. Attention read from a file has no values: no switch, the weights."""
+    if not analysis.has_value_norms:
+        return False
+    where = where if where is not None else st
+    state.keep_valid(WEIGHTING, list(WEIGHTINGS), "weights")
+    choice = where.radio(
+        "Show", list(WEIGHTINGS), key=WEIGHTING, format_func=WEIGHTINGS.get, horizontal=True, help=WEIGHTING_HELP
+    )
+    return choice == "norms"
 
 
 def token_picker(label: str, key: str, labels: list[str], analysis: Analysis, start: int = -1) -> int:

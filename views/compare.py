@@ -10,8 +10,9 @@ from inference.catalog import MINIMAL_PAIRS, WINOGRAD
 from inference.text import InputError
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, TracedAnalysis, TraceGoneError
-from ui.widgets import head_picker, show_chart, trace_uploader
+from ui.widgets import head_picker, show_chart, trace_uploader, weighting_picker
 from viz.compare import aligned, difference_heatmap
+from viz.heads import head_title
 from viz.labels import display_piece, safe_filename
 from viz.patching import WHAT_LABELS, pair_labels, patching_frame, patching_heatmap, patching_title
 from viz.style import thaw
@@ -127,18 +128,19 @@ def body() -> None:
     if second is None:
         return
     attention, layer, head = head_picker(first.analysis, with_average=True)
+    norms = weighting_picker(first.analysis) and second.analysis.has_value_norms
     state.sync_url()
     if why := _mismatch(first.analysis, second.analysis, attention, layer):
         st.error(errors.shown(why))
         return
     left, right = st.columns(2)
     for col, ctx, name in ((left, first, "first"), (right, second, "second")):
-        fig = thaw(charts.head_chart(ctx, attention, layer, head))
+        fig = thaw(charts.head_chart(ctx, attention, layer, head, norms))
         show_chart(fig, f"compare_{name}", safe_filename("compare", name, ctx.name), where=col)
         _outputs(col, ctx, name)
-    a, b = first.analysis.block(attention, layer), second.analysis.block(attention, layer)
+    a, b = (charts.shown(x.analysis.block(attention, layer), norms) for x in (first, second))
     nq, nk = min(len(a.query_pieces), len(b.query_pieces)), min(len(a.key_pieces), len(b.key_pieces))
-    title = f"Second − first: {first.analysis.attention_label(attention)}, layer {layer + 1}, {charts.head_name(head)}"
+    title = f"Second − first: {head_title(first.analysis.attention_label(attention), layer, head, norms)}"
     if not (aligned(a.query_pieces, b.query_pieces) and aligned(a.key_pieces, b.key_pieces)):
         st.caption(
             f"The texts have different token counts ({len(a.query_pieces)} × {len(a.key_pieces)} and "

@@ -8,7 +8,18 @@ import streamlit as st
 
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, TracedAnalysis, export_bytes
-from ui.widgets import HEAD, LAYER, POSITION, head_chosen, head_picker, projector, show_chart, small_table, token_picker
+from ui.widgets import (
+    HEAD,
+    LAYER,
+    POSITION,
+    head_chosen,
+    head_picker,
+    projector,
+    show_chart,
+    small_table,
+    token_picker,
+    weighting_picker,
+)
 from viz.heads import grid_pick, head_frame, select_head
 from viz.labels import display_piece, markdown_literal, safe_filename
 from viz.style import thaw
@@ -60,14 +71,15 @@ def heads_view(held: cache.Held) -> None:
     ctx = held.analysed()  # the fragment holds its analysis weakly (cache.Held)
     model, analysis = ctx.name, ctx.analysis
     attention, layer, head = head_picker(analysis, with_average=True)
+    norms = weighting_picker(analysis)
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
-    block = analysis.block(attention, layer)
+    block = charts.shown(analysis.block(attention, layer), norms)
     chosen = "avg" if head == charts.AVERAGE else f"H{head + 1}"
     name = safe_filename("attention", model, attention, f"L{layer + 1}", chosen)  # 1-based, as the labels
     # Projector mode: the heatmap takes the page's width, the predictions go below it.
     left, right = (st.container(), st.container()) if projector() else st.columns([3, 2])
     with left:
-        fig = thaw(charts.head_chart(ctx, attention, layer, head))
+        fig = thaw(charts.head_chart(ctx, attention, layer, head, norms))
         show_chart(fig, "head_chart", name)
 
         def csv() -> str:  # built on click
@@ -80,7 +92,7 @@ def heads_view(held: cache.Held) -> None:
         predictions(ctx)
     st.header("All heads")
     st.caption("Every head of this attention type: rows are layers, columns heads. Click a tile to open it.")
-    spec = charts.grid_chart(ctx, attention)
+    spec = charts.grid_chart(ctx, attention, norms)
     grid = thaw(spec) if head == charts.AVERAGE else select_head(spec, (layer, head))
     show_chart(
         grid,

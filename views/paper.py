@@ -5,7 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import cache, charts, errors, sidebar, state
-from ui.widgets import head_picker, show_chart
+from ui.widgets import head_picker, show_chart, weighting_picker
+from viz.heads import NORMS
 from viz.labels import indexed_labels, safe_filename
 from viz.paper import BUCKET_WIDTH, MIN_THRESHOLD, THRESHOLD, lines_above, opening_threshold, paper_view
 
@@ -30,8 +31,9 @@ def lines_of_the_layer(held: cache.Held) -> None:
     ctx = held.analysed()  # the fragment holds its analysis weakly (cache.Held)
     analysis, model = ctx.analysis, ctx.name
     attention, layer, head = head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
+    norms = weighting_picker(analysis)
     state.sync_url()  # first: the address bar follows the choice before the chart is drawn
-    block = analysis.block(attention, layer)
+    block = charts.shown(analysis.block(attention, layer), norms)
     cols = st.columns([3, 2])
     with cols[0]:
         query = _pick_query(len(block.query_pieces), indexed_labels(block.query_pieces))
@@ -47,9 +49,8 @@ def lines_of_the_layer(held: cache.Held) -> None:
         )
         threshold = st.slider("Hide weights below", MIN_THRESHOLD, 1.0, step=0.01, key=PAPER_THRESHOLD, format="%.2f")
     drawn = len(lines_above(weights, threshold, chosen))
-    fig = paper_view(
-        block, analysis.attention_label(attention), layer, None if heads is None else head, chosen, threshold
-    )
+    label = analysis.attention_label(attention) + (f", {NORMS}" if norms else "")
+    fig = paper_view(block, label, layer, None if heads is None else head, chosen, threshold)
     parts = ("paper", model, attention, f"L{layer + 1}", "all" if heads is None else f"H{head + 1}")
     name = safe_filename(*parts, "" if chosen is None else f"q{chosen + 1}")
     if drawn == 0:

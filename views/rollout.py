@@ -7,7 +7,8 @@ import streamlit as st
 from analysis.record import Analysis
 from analysis.rollout import RESIDUAL, analysis_rollout
 from ui import errors, sidebar, state
-from ui.widgets import ATTENTION, show_chart
+from ui.widgets import ATTENTION, show_chart, weighting_picker
+from viz.heads import NORMS
 from viz.labels import safe_filename
 from viz.rollout import ROLLOUT_LABELS, rollout_view
 
@@ -68,6 +69,9 @@ def body() -> None:
         "averaged over heads, is multiplied into the layers below it, R = Ā_L ⋯ Ā_1, so that each row sums to 1."
     )
     attention, residual, layer, heads = _pickers(analysis)
+    norms = weighting_picker(analysis)
+    if norms:  # norm-based rollout: each layer's value-weighted shares in place of its weights
+        analysis = analysis.value_weighted()
     if not heads:
         st.error("No head is chosen: pick at least one head to average.")
         return
@@ -85,7 +89,7 @@ def body() -> None:
     if not residual:
         text += " Raw product, without the residual: it often piles everything onto a few tokens."
     st.caption(text)
-    label = _label(analysis, attention)
+    label = _label(analysis, attention) + (f", {NORMS}" if norms else "")
     fig = rollout_view(result.maps, result.query_pieces, result.key_pieces, label, layer, result.heads, residual)
     file_name = safe_filename("rollout", ctx.name, attention, f"L{layer + 1}", "res" if residual else "raw")
     show_chart(fig, "rollout_chart", file_name)

@@ -25,9 +25,13 @@ def head_name(head: int | str) -> str:
     return "average of heads" if head == AVERAGE else f"head {int(head) + 1}"
 
 
-def head_title(attention_label: str, layer: int, head: int | str) -> str:
-    """The one-head view's title: "Cross-attention (decoder → encoder), layer 2, head 3" (`layer`, `head` 0-based)."""
-    return f"{attention_label}, layer {layer + 1}, {head_name(head)}"
+NORMS = "weight × value norm"  # what a value-weighted view (analysis.record.Block.value_weighted) draws
+
+
+def head_title(attention_label: str, layer: int, head: int | str, norms: bool = False) -> str:
+    """The one-head view's title: "Cross-attention (decoder → encoder), layer 2, head 3" (`layer`, `head` 0-based),
+    and ", weight × value norm" when it draws the value-weighted shares."""
+    return f"{attention_label}, layer {layer + 1}, {head_name(head)}" + (f", {NORMS}" if norms else "")
 
 
 def head_weights(weights: np.ndarray, head: int | str) -> np.ndarray:
