@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from numbers import Integral
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -38,6 +39,7 @@ from analysis.attribution import attribute, decoder_inputs, token_id
 from analysis.attribution import logit_lens as _logit_lens
 from analysis.circuits import MODES
 from analysis.circuits import composition as _composition
+from analysis.detectors import detect
 from analysis.export import to_json, to_npz_bytes
 from analysis.imported import TraceError, from_arrays, from_huggingface, from_transformer_lens, read_trace
 from analysis.patching import attribution_patch, pair_ids
@@ -47,7 +49,7 @@ from analysis.rollout import analysis_rollout
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
-from viz.attribution import attribution_title, heads_frame, heads_heatmap, lens_heatmap
+from viz.attribution import attribution_title, heads_heatmap, lens_heatmap
 from viz.circuits import composition_heatmap, composition_table
 from viz.heads import AVERAGE as AVERAGE  # head(): the mean of the layer's heads, Explore's "average of heads"
 from viz.heads import head_view, heads_grid
@@ -57,7 +59,7 @@ from viz.paper import MIN_THRESHOLD, THRESHOLD, opening_threshold, paper_view
 from viz.patching import pair_labels, patching_frame, patching_heatmap, patching_title
 from viz.rollout import ROLLOUT_LABELS, rollout_view
 from viz.stats import for_display, head_table
-from viz.tables import position_labels, ranking_frame
+from viz.tables import heads_frame, position_labels, ranking_frame
 
 __all__ = [
     "TraceError",
@@ -301,6 +303,31 @@ def rank_heads(model: Checkpoint, text: str, mode: str = "zero") -> pd.DataFrame
     return ranking_frame(_analyze(model, text), head_importance(model, text, mode))
 
 
+def detect_heads(
+    model: Checkpoint | Analysis | Sequence[Analysis],
+    texts: str | Sequence[str] | None = None,
+    pattern: str | np.ndarray = "previous token",
+) -> pd.DataFrame:
+    """Head statistics' "Detect a pattern": the share of each self-attention head's attention that falls where
+    `pattern` points (1: all of it), over `texts` — one string, or a list (a file's lines) — analysed by `model`,
+    or over Analyses given as `model` (from `analyze`, `from_huggingface`, `read_trace`; `texts` None). `pattern`:
+    "previous token", "first token", "current token", "same token", "induction", or a (T, T) array of 0 and 1 that
+    fits every text (TransformerLens's `detect_head`). One row per head (layer and head from 1), highest first."""
+    if isinstance(model, Checkpoint):
+        if texts is None:
+            raise ValueError("detect_heads needs texts to run the model on: a string or a list of them")
+        lines = [texts] if isinstance(texts, str) else list(texts)
+        analyses = [_analyze(model, line) for line in lines]
+    else:
+        if texts is not None:
+            raise ValueError("texts go with a loaded model; Analyses carry their own texts")
+        analyses = [model] if isinstance(model, Analysis) else list(model)
+        if not all(isinstance(a, Analysis) for a in analyses):
+            raise TypeError("detect_heads takes a loaded model (atlas.load) with texts, or Analyses")
+    scores = detect(analyses, pattern)
+    return heads_frame(scores, {a: analyses[0].attention_label(a) for a in scores}, "score")
+
+
 # --- circuits: what the weights say about heads ------------------------------------------------------------------
 
 
@@ -379,7 +406,7 @@ def logit_attribution_scores(
     `.attrs`."""
     analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution_scores")
     labels = {a: analysis.attention_label(a) for a in parts.heads}
-    rows = heads_frame(parts.heads, labels).assign(part="head")
+    rows = heads_frame(parts.heads, labels, "contribution").assign(part="head")
     rest = [("feed-forward", None, layer + 1, None, float(v)) for layer, v in enumerate(parts.feed_forward)]
     rest += [
         (name, None, None, None, v) for name, v in (("embeddings", parts.embeddings), ("positions", parts.positions))

@@ -6,9 +6,9 @@ import streamlit as st
 
 from ui import cache, errors, sidebar, state
 from ui.widgets import POSITION, show_chart, token_picker
-from viz.attribution import attribution_title, heads_frame, heads_heatmap, lens_heatmap, other_parts, parts_bars
+from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, other_parts, parts_bars
 from viz.labels import display_piece, markdown_literal, safe_filename
-from viz.tables import position_labels
+from viz.tables import heads_frame, position_labels
 
 TOKEN = state.url_key("dla_token", longest=200)  # a piece among the position's top predictions
 VERSUS = state.url_key("dla_versus", longest=200)  # another of them, or NO_CONTRAST
@@ -69,7 +69,7 @@ def body() -> None:
     bars = other_parts(parts.heads, parts.feed_forward, parts.embeddings, positions, parts.biases, names)
     show_chart(parts_bars(bars, parts.logit, f"What each part wrote toward {what}"), "attribution_parts", name)
     with st.expander("Every head, the largest push first"):
-        st.dataframe(heads_frame(parts.heads, names), hide_index=True, key="attribution_table")
+        st.dataframe(heads_frame(parts.heads, names, "contribution"), hide_index=True, key="attribution_table")
     st.header("Logit lens")
     st.caption(
         "The stream after each layer read as if it were the last (through the final normalisation and the output "

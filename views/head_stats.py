@@ -5,12 +5,17 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.circuits import MODE_NAMES, MODES
+from analysis.detectors import PATTERNS, detect
 from analysis.induction import InductionReport
+from inference.text import InputError
 from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
 from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen, show_chart
+from viz.attribution import heads_heatmap
+from viz.labels import safe_filename
 from viz.stats import for_display, with_probe_scores
 from viz.style import thaw
+from viz.tables import heads_frame
 
 FMT = st.column_config.NumberColumn
 COLUMNS = {
@@ -30,8 +35,16 @@ COLUMNS = {
         "previous token (probe)", format="%.3f", help="on the same repeated run: weight on the token just before"
     ),
 }
+PATTERN_HELP = (
+    "previous token: each token looks at the one before it. first token: at the first (<s>). current token: at "
+    "itself. same token: at an earlier copy of itself. induction: at the token that followed an earlier copy of "
+    "itself (Olsson et al. 2022)."
+)
 STATS_PICK = state.session_key("stats_pick")  # the table's row to open on Explore
 COMPOSE = state.url_key("compose")  # the composition shown: Q, K or V
+DETECT = state.url_key("detect")  # a pattern of analysis.detectors.PATTERNS
+DETECT_TEXTS = state.session_key("detect_texts")  # more texts for the detector, one a line
+MAX_TEXTS = 20  # the detector's texts besides the sidebar's: each is one analysis of the model's worker
 
 
 def _on_row() -> None:
@@ -79,8 +92,44 @@ def body() -> None:
         st.session_state.update({ATTENTION: row["attention"], LAYER: int(row["layer"]), HEAD: int(row["head"])})
         head_chosen()
         st.switch_page("views/explore.py")
+    detector(ctx)
     if not isinstance(ctx, cache.TraceFile):
         composition(ctx, probe)
+
+
+def detector(ctx: cache.Analysed | cache.TracedAnalysis) -> None:
+    """How much of each head's attention follows a pattern (analysis.detectors), over the text and more lines."""
+    st.header("Detect a pattern")
+    st.caption(
+        "The share of each head's attention that falls where a pattern points (1: all of it), averaged over the "
+        "queries, and over the texts when there are several (TransformerLens's detect_head). Self-attention only."
+    )
+    state.keep_valid(DETECT, list(PATTERNS), "previous token")
+    pattern = st.selectbox("Pattern", PATTERNS, key=DETECT, help=PATTERN_HELP)
+    analyses = [ctx.analysis]
+    if not isinstance(ctx, cache.TraceFile):
+        more = st.text_area(
+            f"More texts, one a line (up to {MAX_TEXTS}); the sidebar's text is always the first", key=DETECT_TEXTS
+        )
+        lines = [line.strip() for line in (more or "").splitlines() if line.strip()]
+        if len(lines) > MAX_TEXTS:
+            st.warning(f"{len(lines)} lines: the first {MAX_TEXTS} are scored.")
+        for number, line in enumerate(lines[:MAX_TEXTS], start=1):
+            try:
+                analyses.append(cache.analysed(ctx.with_text(line)).analysis)
+            except InputError as exc:
+                st.error(errors.shown(f"Line {number} is left out: {exc}"))
+    scores = detect(analyses, pattern)
+    if not scores:
+        st.info("This model has no self-attention to score.")
+        return
+    labels = {a: ctx.analysis.attention_label(a) for a in scores}
+    texts = "your text" if len(analyses) == 1 else f"{len(analyses)} texts"
+    title = f"‘{pattern}’ heads: the share of attention on the pattern, over {texts}"
+    figure = heads_heatmap(scores, labels, title, value="score", signed=False)
+    show_chart(figure, "detector", safe_filename("detector", ctx.name, pattern))
+    with st.expander("Every head, the highest score first"):
+        st.dataframe(heads_frame(scores, labels, "score"), hide_index=True, key="detector_table")
 
 
 def composition(ctx: cache.Context, probe: InductionReport | None) -> None:

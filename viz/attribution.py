@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
 from viz.labels import escape
@@ -23,13 +22,18 @@ def attribution_title(token: str, position_label: str, versus: str | None) -> st
     return f"What each head writes toward {what} after {position_label}"
 
 
-def heads_heatmap(heads: dict[str, np.ndarray], labels: dict[str, str], title: str) -> go.Figure:
-    """attention type → (L, H) direct contributions, as heatmaps side by side (a translator's self- and
-    cross-attention): one row per layer, one column per head, blue for a push toward the token, red against it,
-    one colour scale centred on 0 for all."""
+def heads_heatmap(
+    heads: dict[str, np.ndarray], labels: dict[str, str], title: str, value: str = "logit", signed: bool = True
+) -> go.Figure:
+    """attention type → (L, H) one number per head, as heatmaps side by side (a translator's self- and
+    cross-attention): one row per layer, one column per head. `signed` (direct contributions): blue for a push
+    toward the token, red against it, one colour scale centred on 0 for all; else (scores from 0 to 1) the fixed
+    0–1 cividis scale. `value` names the colour bar."""
     if not heads:
         raise ValueError("no attention heads to draw")
     top = max(float(np.abs(h).max()) for h in heads.values()) or 1.0
+    scale = {"zmin": -top, "zmax": top, "zmid": 0.0, "colorscale": DIVERGING} if signed else {}
+    scale = scale or {"zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
     width = (1.0 - GAP * (len(heads) - 1)) / len(heads)
     data: list[dict[str, Any]] = []
     layout: dict[str, Any] = {}
@@ -38,11 +42,12 @@ def heads_heatmap(heads: dict[str, np.ndarray], labels: dict[str, str], title: s
         suffix = "" if i == 0 else str(i + 1)
         show_numbers = layers * n_heads <= 16 * 12
         series = {"type": "heatmap", "z": matrix.tolist(), **AT_FIRST, "xaxis": f"x{suffix}", "yaxis": f"y{suffix}"}
-        series |= {"zmin": -top, "zmax": top, "zmid": 0.0, "colorscale": DIVERGING, "reversescale": False}
+        series |= scale
+        number = "%{z:+.3f}" if signed else "%{z:.3f}"
         series["hovertemplate"] = (
-            f"{escape(labels.get(attention, attention))}<br>layer %{{y}} · head %{{x}}: %{{z:+.3f}}<extra></extra>"
+            f"{escape(labels.get(attention, attention))}<br>layer %{{y}} · head %{{x}}: {number}<extra></extra>"
         )
-        series["colorbar"] = {"title": {"text": "logit"}, "thickness": 12}
+        series["colorbar"] = {"title": {"text": value}, "thickness": 12}
         series["showscale"] = i == len(heads) - 1
         if show_numbers:
             series |= {"texttemplate": "%{z:.2f}", "textfont": {"size": 11}}
@@ -108,19 +113,6 @@ def lens_heatmap(
         **finish_layout(title, height=min(900, 30 * rows + 190)),
     }
     return unvalidated([heatmap], layout)
-
-
-def heads_frame(heads: dict[str, np.ndarray], labels: dict[str, str]) -> pd.DataFrame:
-    """One row per head: the attention's label, layer and head (from 1), its direct contribution; the largest
-    push first."""
-    rows = [
-        (labels.get(attention, attention), layer + 1, head + 1, float(matrix[layer, head]))
-        for attention, matrix in heads.items()
-        for layer in range(matrix.shape[0])
-        for head in range(matrix.shape[1])
-    ]
-    frame = pd.DataFrame(rows, columns=["attention", "layer", "head", "contribution"])
-    return frame.sort_values("contribution", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def other_parts(

@@ -3,6 +3,7 @@ heads ranked by what switching each off changes."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from analysis.record import Analysis
@@ -76,3 +77,16 @@ def ranking_frame(analysis: Analysis, table: list[tuple[str, int, float]]) -> pd
         stack, layer, type_ = parse_block_name(name)
         rows.append((analysis.attention_label(f"{stack}.{type_}"), layer + 1, head + 1, kl))
     return pd.DataFrame(rows, columns=["attention", "layer", "head", "KL (nats)"])
+
+
+def heads_frame(heads: dict[str, np.ndarray], labels: dict[str, str], column: str) -> pd.DataFrame:
+    """attention type → (L, H) one number per head, as one row per head: the attention's label, layer and head
+    (from 1), and the number under `column`; the largest first."""
+    rows = [
+        (labels.get(attention, attention), layer + 1, head + 1, float(matrix[layer, head]))
+        for attention, matrix in heads.items()
+        for layer in range(matrix.shape[0])
+        for head in range(matrix.shape[1])
+    ]
+    frame = pd.DataFrame(rows, columns=["attention", "layer", "head", column])
+    return frame.sort_values(column, ascending=False, kind="stable").reset_index(drop=True)
