@@ -42,7 +42,9 @@ def test_each_circuit_view_draws_whole_and_accessible(server, browser, path, que
         page.wait_for_function(SETTLED)
         page.wait_for_timeout(1500)
         page.wait_for_function(SETTLED)
-        assert page.locator(f".st-key-{chart} .js-plotly-plot").count() == 1, f"no {chart} chart"
+        holder = page.locator(f".st-key-{chart}")
+        holder.scroll_into_view_if_needed()  # a chart below the fold is drawn when it comes into view
+        page.locator(f".st-key-{chart} .js-plotly-plot").wait_for(state="visible", timeout=30_000)
         assert page.get_by_text("Something went wrong").count() == 0
         clipped = page.evaluate(CLIPPED)
         assert clipped == [], "\n".join(clipped)
