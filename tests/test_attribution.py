@@ -69,6 +69,7 @@ def test_the_parts_sum_to_the_logit_on_tiny_models_of_both_kinds(tiny_checkpoint
         parts_sum_to_the_logit(load_checkpoint(path), "the cat sat")
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_the_parts_sum_to_the_logit_on_smollm2() -> None:
     from inference.pretrained.packages import SMOLLM2
 

@@ -326,6 +326,7 @@ def test_bad_arguments_exit_2_with_a_message(capsys, ckpts, tmp_path, args, mess
     assert err.startswith("error:") and message in err
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_python_dash_m_model_trace_runs_as_a_program(tiny_checkpoints) -> None:
     path = tiny_checkpoints["decoder-only"]
     result = subprocess.run(
@@ -342,6 +343,7 @@ def test_python_dash_m_model_trace_runs_as_a_program(tiny_checkpoints) -> None:
     assert all(set(entry) == ENTRY_KEYS for entry in obj["attention"])
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_python_dash_m_model_with_a_missing_checkpoint_exits_2_without_a_traceback(tmp_path) -> None:
     missing = tmp_path / "missing-checkpoint"
     result = subprocess.run(
@@ -429,6 +431,7 @@ def test_absurd_decoding_settings_are_one_error_line(capsys, ckpts, args, messag
     assert code == 2 and out == "" and err.count("\n") == 1 and message in err
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a device that is always full)")
 @pytest.mark.parametrize("to_file", [True, False])
 def test_a_full_disk_is_one_error_line_and_exit_2(tiny_checkpoints, to_file) -> None:

@@ -401,6 +401,7 @@ def test_load_finds_a_bare_name_in_the_checkpoints_folder(lm_english, tiny_check
         atlas.load("no-such-model")
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_importing_atlas_loads_no_plotly_and_the_api_no_streamlit() -> None:
     code = (
         "import sys, atlas\n"

@@ -53,6 +53,7 @@ def test_installed_packages_are_listed_beside_the_apps_folder_with_their_cards(m
     assert "SmolLM2-135M-Instruct" not in {e.name for e in catalog.list_checkpoints()}
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_the_cards_say_what_the_loaded_models_are(smollm: Checkpoint, minilm: Checkpoint) -> None:
     for ckpt in (smollm, minilm):
         card, config = ckpt.card, ckpt.config
@@ -83,6 +84,7 @@ def test_smollm2_logits_equal_transformers_loading_of_the_same_gguf(smollm: Chec
         torch.testing.assert_close(last, expected.attentions[29], atol=1e-3, rtol=0)
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_smollm2_finishes_the_capital_of_france(smollm: Checkpoint) -> None:
     result = analyze(smollm, "The capital of France is", k=3, continuation=2)
     assert result.predictions[len(result.target_pieces) - 3][0].piece == "ĠParis"

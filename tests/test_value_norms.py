@@ -62,6 +62,7 @@ def test_value_weighted_equals_plain_torch_on_the_tiny_models(tiny_checkpoints) 
         check(load_checkpoint(path), "the cat sat")
 
 
+@pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_value_weighted_on_a_grouped_query_model() -> None:
     from inference.pretrained.packages import SMOLLM2
 
