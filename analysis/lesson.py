@@ -15,13 +15,16 @@ import numpy as np
 import torch
 
 from analysis.ablation import ablations
+from analysis.attribution import Attribution, attribute
+from analysis.circuits import composition
 from analysis.induction import InductionReport, copy_losses, head_scores, repeated_tokens
+from analysis.patching import Patching, patch_runs, patch_together, prepare_ids
 from inference.checkpoint import Checkpoint
 from inference.decoding import generate
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import attention_mask
 from model.forward import forward
-from model.names import block_name, layer_name
+from model.names import block_name, layer_name, parse_block_name
 
 
 @dataclass(frozen=True)
@@ -351,3 +354,93 @@ def formation(history: object, snapshot_steps: list[int]) -> Formation | None:
     forming = next((s for s in snaps if s >= formed), None)
     shown = tuple(dict.fromkeys([*before, *([forming] if forming is not None else []), *snaps[-1:]]))
     return Formation(steps, scores, first, second, formed, forming, shown)
+
+
+CIRCUIT_WORDS = 6  # the circuit step's run: this many words, then the same again but for the last
+CIRCUIT_SEED = 0
+
+
+def whole_words(ckpt: Checkpoint, count: int, seed: int = CIRCUIT_SEED) -> list[int]:
+    """`count` different ids of whole words of the model's vocabulary (a piece that starts a word, of 4 letters or
+    more; any piece it writes when it has too few), drawn at random with `seed`: a repeated run the model can read
+    as text, unlike random ids, whose pieces a model may never have been trained to write."""
+    pieces = ckpt.tokenizer.pieces(list(range(ckpt.config.vocab_size)))
+    never = ckpt.tokenizer.never_written
+    ids = [i for i, p in enumerate(pieces) if i not in never and p[:1] in "▁Ġ" and p[1:].isalpha() and len(p) > 4]
+    if len(ids) < count:  # a vocabulary of letters (a tiny test model): any pieces it may write
+        ids = [i for i in range(ckpt.config.vocab_size) if i not in never and i != ckpt.config.unk_id]
+    if len(ids) < count:
+        raise ValueError(f"{ckpt.name}'s vocabulary has {len(ids)} pieces to draw a run from, not {count}")
+    order = torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))[:count]
+    return [ids[i] for i in order.tolist()]
+
+
+@dataclass(frozen=True)
+class Circuit:
+    """The induction circuit of a decoder-only model, end to end, on the probe its scores were measured on.
+
+    previous, induction: the best previous-token and induction heads, (block, head, score), 0-based heads.
+    previous_weights: (T, T) the previous-token head's weights on the clean run.
+    sources: the induction head's K-composition with every earlier head, strongest first, (layer, head, score).
+    clean_pieces, corrupted_pieces: `<s>`, R (CIRCUIT_WORDS whole words), then R again but for its last word
+             (clean) or other words (corrupted): the clean run's next token is R's last, copied; the corrupted
+             run has nothing to copy.
+    patching: every head of the clean run patched into the corrupted one (analysis.patching), answer R's last token.
+    together: the heads scoring INDUCTION_AT or more on the probe; restored: what patching them at once restores.
+    attribution: each part's direct contribution to that answer's logit at the clean run's last position.
+    """
+
+    previous: tuple[str, int, float]
+    induction: tuple[str, int, float]
+    previous_weights: np.ndarray
+    sources: tuple[tuple[int, int, float], ...]
+    clean_pieces: tuple[str, ...]
+    corrupted_pieces: tuple[str, ...]
+    patching: Patching
+    together: tuple[tuple[str, int], ...]
+    restored: float
+    attribution: Attribution
+
+    @property
+    def previous_rank(self) -> int | None:
+        """Where the previous-token head ranks among the induction head's K-composition sources (1: first); None
+        when it is not an earlier head."""
+        layer, head = parse_block_name(self.previous[0])[1], self.previous[1]
+        return next((i + 1 for i, (sl, sh, _) in enumerate(self.sources) if (sl, sh) == (layer, head)), None)
+
+
+@torch.inference_mode()
+def circuit(ckpt: Checkpoint, report: InductionReport) -> Circuit:
+    """The previous-token head, the K-composition that links it to the induction head, patching that confirms the
+    pair, and the induction head writing the copied token (the Lesson's induction-circuit step)."""
+    cfg = ckpt.config
+    words = whole_words(ckpt, 2 * CIRCUIT_WORDS)
+    run, other = words[:CIRCUIT_WORDS], words[CIRCUIT_WORDS:]
+    clean = torch.tensor([[cfg.bos_id, *run, *run[:-1]]])  # <s> R R[:-1]: the next token is R's last, a copy
+    corrupted = torch.tensor([[cfg.bos_id, *run, *other[:-1]]])  # <s> R R': nothing to copy
+    answer = run[-1]
+    runs = prepare_ids(ckpt, clean, corrupted, answer, None)
+    patched = patch_runs(ckpt, runs, "heads")
+    together = tuple(
+        (name, h) for name, row in report.induction.items() for h, s in enumerate(row) if s >= INDUCTION_AT
+    )
+    parts = attribute(ckpt, None, clean, clean.shape[1] - 1, answer)
+    previous, induction = report.best(report.previous_token), report.best(report.induction)
+    _, trace = forward(ckpt.model, clean)
+    weights = trace.attention[previous[0]].weights[0, previous[1]].float().numpy().copy()
+    composed = composition(ckpt.model)
+    layer = parse_block_name(induction[0])[1]
+    sources = composed.top_sources("K", layer, induction[1], k=cfg.n_heads * layer) if layer > 0 else []
+    pieces = ckpt.tokenizer.pieces
+    return Circuit(
+        previous,
+        induction,
+        weights,
+        tuple(sources),
+        tuple(pieces(clean[0].tolist())),
+        tuple(pieces(corrupted[0].tolist())),
+        patched,
+        together,
+        patch_together(ckpt, runs, together) if together else 0.0,
+        parts,
+    )

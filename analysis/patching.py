@@ -23,7 +23,7 @@ Decoder-only models (a language model): a translator's two outputs need not alig
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -110,9 +110,16 @@ class Runs:
     streams: list[Tensor]  # the clean run's stream entering each layer, (1, T, d_model)
 
 
-@torch.inference_mode()
 def prepare(ckpt: Checkpoint, clean: str, corrupted: str, answer: int | None, versus: int | None) -> Runs:
-    clean_ids, corrupted_ids = pair_ids(ckpt, clean, corrupted)
+    """The two texts' runs (`Runs`); PairError for texts that cannot be paired."""
+    return prepare_ids(ckpt, *pair_ids(ckpt, clean, corrupted), answer, versus)
+
+
+@torch.inference_mode()
+def prepare_ids(
+    ckpt: Checkpoint, clean_ids: Tensor, corrupted_ids: Tensor, answer: int | None, versus: int | None
+) -> Runs:
+    """The runs of two (1, T) id sequences of a language model (a probe of random tokens, say)."""
     clean_logits, trace = forward(ckpt.model, clean_ids, record=True, activations=True)
     corrupted_logits, _ = forward(ckpt.model, corrupted_ids, record=False)
     answer = _top(ckpt, clean_logits[0, -1]) if answer is None else answer
@@ -226,7 +233,17 @@ def patch(
     `corrupted` (the module's docstring); PairError for texts it cannot pair."""
     if what not in WHATS:
         raise ValueError(f"what is one of {', '.join(map(repr, WHATS))}, not {what!r}")
-    runs = prepare(ckpt, clean, corrupted, answer, versus)
+    return patch_runs(ckpt, prepare(ckpt, clean, corrupted, answer, versus), what, progress, batch)
+
+
+def patch_runs(
+    ckpt: Checkpoint,
+    runs: Runs,
+    what: str = "heads",
+    progress: Callable[[int, int], None] | None = None,
+    batch: int = BATCH,
+) -> Patching:
+    """`patch` on prepared runs (`prepare`, `prepare_ids`)."""
     todo = cells(ckpt, runs, what)
     values = []
     for start in range(0, len(todo), batch):
@@ -236,6 +253,21 @@ def patch(
     if progress is not None:
         progress(len(todo), len(todo))
     return finish(ckpt, runs, what, np.concatenate(values))
+
+
+def patch_together(ckpt: Checkpoint, runs: Runs, heads: Sequence[tuple[str, int]]) -> float:
+    """The normalised metric with every head of `heads` ((block name, head), 0-based) patched at once: what a set
+    of heads restores together, where each alone may restore little (heads that share the work)."""
+    layers, n_heads = len(ckpt.model.decoder.layers), ckpt.config.n_heads
+    patch = {}
+    for i in range(layers):
+        name = block_name("decoder", i, "self_attn")
+        where = torch.zeros(1, n_heads, dtype=torch.bool)
+        for block, head in heads:
+            if block == name:
+                where[0, head] = True
+        patch[name] = Patch(runs.heads[name], where)
+    return float(_normalised(_patched(ckpt, runs, [patch]).numpy(), runs)[0])
 
 
 def patch_whole_layer_input(

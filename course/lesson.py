@@ -75,6 +75,7 @@ STEPS: tuple[Step, ...] = (
     read_step("kv-cache", DECODER),
     read_step("quadratic-cost", LENGTHS),
     read_step("induction-heads", LM),
+    read_step("induction-circuit", LM),
 )
 SLUGS: tuple[str, ...] = tuple(s.slug for s in STEPS)
 

@@ -67,6 +67,7 @@ def progress(at: AppTest) -> str:
 
 
 FITS = {(LM, "cross-attention"): False, (ED, "next-token"): False, (ED, "induction-heads"): False}
+FITS[ED, "induction-circuit"] = False
 
 
 @pytest.mark.parametrize("model", [LM, ED])
@@ -226,7 +227,7 @@ def test_the_cost_step_plots_the_measured_quadratic(app) -> None:
 
 
 def test_steps_have_unique_slugs_in_curriculum_order() -> None:
-    assert len(set(SLUGS)) == 13 and SLUGS[0] == "embeddings" and SLUGS[-1] == "induction-heads"
+    assert len(set(SLUGS)) == 14 and SLUGS[0] == "embeddings" and SLUGS[-2:] == ("induction-heads", "induction-circuit")
     assert step_index("kv-cache") == 10 and step_index("nope") is None and step_index(3) is None
 
 
@@ -349,6 +350,7 @@ def test_only_the_steps_that_need_a_decoder_a_kind_or_long_inputs_ask_for_anothe
         refused = {s.slug for s in STEPS if not s.fits(config)}
         assert refused <= {
             "positional-encoding", "no-peek-mask", "cross-attention", "next-token", "kv-cache", "induction-heads",
+            "induction-circuit",
         }  # fmt: skip
     assert {"embeddings", "feed-forward", "residual-layernorm"} <= {s.slug for s in STEPS if s.fits(bert)}
     # seed 003's centre-word model reads four words, always: no padding, no decoder, no lengths to time

@@ -6,6 +6,7 @@ decoder-only model. And analysis.lesson's induction work on its own."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -81,14 +82,14 @@ def best_head(path: Path) -> tuple[str, int, float]:
     return f"layer {int(block.split('.')[2]) + 1}, head {head + 1}", head, score
 
 
-def test_the_step_is_the_last_and_needs_a_decoder_only_model() -> None:
-    assert SLUGS[-1] == SLUG and STEPS[-1].title == "Induction heads: how a model copies from its own context"
-    assert "Olsson et al. (2022" in STEPS[-1].text and STEPS[-1].needs == "decoder-only"
+def test_the_step_comes_before_the_circuit_and_needs_a_decoder_only_model() -> None:
+    assert SLUGS[-2] == SLUG and STEPS[-2].title == "Induction heads: how a model copies from its own context"
+    assert "Olsson et al. (2022" in STEPS[-2].text and STEPS[-2].needs == "decoder-only"
 
 
 def test_the_induction_model_names_its_best_head_and_copies_worse_without_it(app, checkpoints: Path) -> None:
     at = app("induction")
-    assert at.header[0].value == f"{len(STEPS)}. {STEPS[-1].title}"
+    assert at.header[0].value == f"{len(STEPS) - 1}. {STEPS[-2].title}"
     name, _, score = best_head(checkpoints / "induction")
     assert (name, round(score, 2)) == ("layer 2, head 1", 0.83)  # the card's best head, found by the scores
     assert f"The best induction head of induction: {name}** (induction score {score:.2f})" in best_line(at)
@@ -183,12 +184,30 @@ def test_the_probe_is_run_once_however_often_the_step_is_drawn(app, monkeypatch:
 
 def test_every_step_draws_the_induction_model_on_a_sentence_it_knows(app) -> None:
     at = app("induction")
-    for slug in SLUGS[:-1]:
+    for slug in SLUGS[:-2]:  # the last two read the probe's run, no sentence
         at.selectbox(key="lesson_jump").select(slug).run()
         assert ok(at).header[0].value.endswith(STEPS[SLUGS.index(slug)].title)
         borrowed = any("Shown here on" in i.value for i in at.info)  # a step of another model's, on that model
         if slug != "quadratic-cost" and not borrowed:  # no sentence read; a step another model shows
             assert any(t.value == f"The sentence: {SENTENCES['induction']}" for t in at.text), slug
+
+
+def test_the_circuit_step_traces_the_induction_models_circuit(app) -> None:
+    """The previous-token head, first among the induction head's K-composition sources; patching the induction heads
+    together restores the copy; a layer-2 head writes the copied word most (analysis.lesson.circuit)."""
+    at = app("induction")
+    at.selectbox(key="lesson_jump").select("induction-circuit").run()
+    ok(at)
+    text = " ".join(m.value for m in at.markdown) + " ".join(c.value for c in at.caption)
+    assert "1. The previous-token head: layer 1, head 4" in text and "induction head, layer 2, head 1" in text
+    assert "Of every earlier head, layer 2, head 1 reads most from it." in text
+    sources = next(d.value for d in at.dataframe if "K-composition" in d.value.columns)
+    assert sources.iloc[0]["earlier head"] == "layer 1, head 4"
+    restored = re.search(r"patched together, restore (\d\.\d\d)", text)
+    assert restored and float(restored[1]) > 0.9
+    assert re.search(r"The largest is layer 2, head \d", text)
+    keys = {el.key for el in at.get("plotly_chart")}
+    assert {"lesson_circuit_previous", "lesson_circuit_patching", "lesson_circuit_attribution"} <= keys
 
 
 # analysis.lesson --------------------------------------------------------------------------------------------------

@@ -320,6 +320,14 @@ def stream(path: str, stamp: float, text: str) -> Stream:
     return model_worker(path, stamp).call(lesson.stream, text)
 
 
+@kept("Tracing the induction circuit: composition, patching, attribution…")
+def circuit(path: str, stamp: float) -> lesson.Circuit | None:
+    """The Lesson's induction circuit for a decoder-only checkpoint (analysis.lesson.circuit), on the heads its
+    probe found; run by its worker once per checkpoint. None for a model without a decoder-only stack."""
+    report = induction_report(path, stamp)
+    return None if report is None else model_worker(path, stamp).call(lesson.circuit, report)
+
+
 @kept("Timing the decoder with and without its cache…")
 def cache_timing(path: str, stamp: float, text: str, max_tokens: int) -> CacheTiming:
     """Decoding `text` timed with and without the key/value cache (analysis.lesson.cache_timing)."""

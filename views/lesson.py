@@ -28,11 +28,13 @@ from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, Context
 from ui.widgets import projector, show_chart
+from viz.attribution import attribution_title, heads_heatmap
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.heads import head_heatmap
 from viz.labels import display_piece, safe_filename
 from viz.lesson import MOST_COLUMNS, cache_work, cost_figure, masked_head, residual_figure, shift_frame, vectors_heatmap
 from viz.masks import mask_heatmap, padding_heatmap, reduced_note
+from viz.patching import patching_heatmap, patching_title
 from viz.positional import encoding_curves, encoding_heatmap
 from viz.steps import FORMULA, attention_steps, key_window, output_figure, steps_figure, steps_latex
 from viz.style import thaw
@@ -542,6 +544,71 @@ def _formation(ctx: Context, seen: Copying) -> None:
         st.markdown(f"[{label}](training?{urlencode(link)})")
 
 
+def induction_circuit(ctx: Context) -> None:
+    """The previous-token head, the K-composition into the induction head, patching, and what the heads write."""
+    seen = cache.circuit(ctx.path, ctx.stamp)
+    if seen is None:
+        st.info("The circuit is traced in a decoder-only language model: choose one in the sidebar.")
+        return
+    name, cfg = ctx.entry.name, ctx.ckpt.config
+    (prev_block, prev_head, prev_score), (ind_block, ind_head, ind_score) = seen.previous, seen.induction
+    if ind_score < INDUCTION_AT:
+        st.info(
+            f"No head of {name} scores {INDUCTION_AT} or more as an induction head: the figures below trace a circuit "
+            "it has not grown, and show little."
+        )
+        for other in copying_models(name)[:2]:
+            switch = {"on_click": sidebar.switch_model, "args": (other,), "type": "primary"}
+            st.button(f"Switch to {other}, which has one", key=f"lesson_switch_{other}", **switch)
+    clean, corrupted = [display_piece(p) for p in seen.clean_pieces], [display_piece(p) for p in seen.corrupted_pieces]
+    n = (len(clean) - 1) // 2 + 1
+    copied = display_piece(ctx.ckpt.tokenizer.pieces([seen.patching.answer])[0])
+    st.markdown(f"**The run**: `<s>`, {n} words, the same again but for the last (it should be “{copied}”)")
+    st.code(f"{' '.join(clean[1 : n + 1])}\n{' '.join(clean[n + 1 :])} …", language=None, wrap_lines=True)
+    prev, ind = head_label(prev_block, prev_head), head_label(ind_block, ind_head)
+    st.markdown(f"**1. The previous-token head: {prev}** (previous-token score {prev_score:.2f} on the probe)")
+    previous_view = head_heatmap(seen.previous_weights, seen.clean_pieces, seen.clean_pieces, f"Decoder {prev}")
+    chart(previous_view, "circuit_previous", name)
+    st.caption("Each row's weight sits just left of the diagonal: every token reads the one before it.")
+    st.markdown(f"**2. Its output feeds the keys of the induction head, {ind}** (induction score {ind_score:.2f})")
+    if seen.sources:
+        rows = [(f"layer {layer + 1}, head {head + 1}", score) for layer, head, score in seen.sources[:5]]
+        table = pd.DataFrame(rows, columns=["earlier head", "K-composition"])
+        st.dataframe(table, hide_index=True, key="circuit_sources")
+        rank = seen.previous_rank
+        where = "reads most from it" if rank == 1 else f"ranks it {rank} of {len(seen.sources)}"
+        st.caption(
+            f"From the weights (Head statistics draws every pair): ‖W_OV(earlier) · W_QK(induction)ᵀ‖ over their "
+            f"norms. Of every earlier head, {ind} {where}."
+        )
+    else:
+        st.caption(f"{ind} is in the first layer: no earlier head writes into its keys.")
+    st.markdown("**3. Patching confirms it**: the second half changed, then each head taken from the run above")
+    st.code(f"{' '.join(corrupted[n + 1 :])} …", language=None, wrap_lines=True)
+    versus = display_piece(ctx.ckpt.tokenizer.pieces([seen.patching.versus])[0])
+    labels = [str(i + 1) for i in range(len(seen.clean_pieces))]
+    title = patching_title("heads", copied, versus, False)
+    chart(patching_heatmap(seen.patching.scores, "heads", labels, title), "circuit_patching", name)
+    best = float(seen.patching.scores.max())
+    st.caption(
+        f"1: the changed run answers “{copied}” again, as strongly as the original; 0: no change. Each head alone "
+        f"restores at most {best:.2f}; the {len(seen.together)} heads that score {INDUCTION_AT} or more as induction "
+        f"heads, patched together, restore {seen.restored:.2f}: they share the copying."
+    )
+    st.markdown(f"**4. What the heads write toward “{copied}”**")
+    parts = seen.attribution
+    heads = parts.heads["decoder.self_attn"]
+    labels_ = {"decoder.self_attn": "Self-attention (masked)"}
+    title = attribution_title(copied, f"{len(clean)}:{clean[-1]}", None)
+    chart(heads_heatmap({"decoder.self_attn": heads}, labels_, title), "circuit_attribution", name)
+    layer, head = divmod(int(heads.argmax()), cfg.n_heads)
+    st.caption(
+        f"Each head's direct contribution to the logit of “{copied}” ({parts.logit:.2f} in all; the Logit "
+        f"attribution page shows every part). The largest is layer {layer + 1}, head {head + 1}'s: "
+        f"{heads.max():.2f}; {ind} writes {heads[block_layer(ind_block), ind_head]:.2f}."
+    )
+
+
 VIEWS = {
     "embeddings": embeddings,
     "positional-encoding": positional,
@@ -557,7 +624,8 @@ VIEWS = {
 }
 
 
-WITHOUT_SENTENCE = {"quadratic-cost": quadratic, "induction-heads": induction}  # steps that read no sentence
+# steps that read no sentence
+WITHOUT_SENTENCE = {"quadratic-cost": quadratic, "induction-heads": induction, "induction-circuit": induction_circuit}
 
 
 def sentence(ctx: Context) -> Context:
