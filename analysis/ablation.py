@@ -17,7 +17,7 @@ from inference.checkpoint import Checkpoint
 from inference.decoding import generate, top_k
 from inference.prediction import Prediction
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
-from model.attention import Ablation
+from model.attention import Ablation, Patch
 from model.forward import forward
 from model.transformer import Ablations
 
@@ -142,6 +142,37 @@ def rank_block(ckpt: Checkpoint, setup: RankingSetup, name: str, mode: str = "ze
         after = _logits(ckpt, setup.source, setup.target, {name: Ablation((head,), mode)})[setup.rows]
         table.append((name, head, float(_kl(setup.before, after).mean())))
     return table
+
+
+def rank_by_attribution(ckpt: Checkpoint, setup: RankingSetup, mode: str = "zero") -> list[tuple[str, int, float]]:
+    """Every head switched off, approximated with one forward and one backward pass (attribution patching, Nanda
+    2023): (block name, head, the drop in the mean log-probability of the intact model's top prediction at the
+    scored rows, to first order), the largest drop first. The drop is (ablated − intact head output) · ∂ log p /
+    ∂(head output): exact for small changes, a guide for a head switched off; the exact ranking (`rank_block`)
+    measures the KL divergence instead, which has no first-order term."""
+    if mode not in ("zero", "mean"):
+        raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}")
+    model = ckpt.model
+    with torch.inference_mode():
+        _, trace = forward(model, setup.target, setup.source, record=True)
+        outputs = {name: (rec.weights @ rec.values).clone() for name, rec in trace.attention.items()}
+    top = setup.before.argmax(dim=-1)  # (rows,) the intact top prediction at each scored row
+    nudges = {name: torch.zeros(out.shape, requires_grad=True) for name, out in outputs.items()}
+    every = {name: torch.ones(1, out.shape[1], dtype=torch.bool) for name, out in outputs.items()}
+    ablate = {name: Patch(nudge, every[name], added=True) for name, nudge in nudges.items()}
+    names = list(nudges)
+    with torch.enable_grad():
+        logits, _ = forward(model, setup.target, setup.source, record=False, ablate=ablate)
+        log_p = torch.log_softmax(logits[0, setup.rows].float(), dim=-1)
+        metric = log_p.gather(-1, top[:, None]).mean()
+        grads = dict(zip(names, torch.autograd.grad(metric, [nudges[n] for n in names])))  # the model gathers none
+    table = []
+    for name in names:
+        out = outputs[name].double()
+        ablated = torch.zeros_like(out) if mode == "zero" else out.mean(dim=2, keepdim=True).expand_as(out)
+        change = ((ablated - out) * grads[name].double()).sum(dim=(0, 2, 3))  # (H,): Δ mean log p, first order
+        table += [(name, head, float(-change[head])) for head in range(out.shape[1])]
+    return most_important_first(table)
 
 
 def head_importance(ckpt: Checkpoint, text: str, mode: str = "zero") -> list[tuple[str, int, float]]:

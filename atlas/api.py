@@ -33,7 +33,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.io.base_renderers import NotebookRenderer
 
-from analysis.ablation import head_importance
+from analysis.ablation import head_importance, rank_by_attribution, ranking_setup
 from analysis.analyze import analyze as _analyze
 from analysis.attribution import attribute, decoder_inputs, token_id
 from analysis.attribution import logit_lens as _logit_lens
@@ -291,16 +291,22 @@ def head_stats(analysis: Analysis) -> pd.DataFrame:
     return for_display(head_table(analysis))
 
 
-def rank_heads(model: Checkpoint, text: str, mode: str = "zero") -> pd.DataFrame:
+def rank_heads(model: Checkpoint, text: str, mode: str = "zero", approximate: bool = False) -> pd.DataFrame:
     """Head ablation's "Rank every head": each head switched off alone (`mode` "zero": its output becomes 0;
     "mean": its mean over the positions), ranked by the KL divergence of the predictions from the intact model's
     (at the last position for a language model, averaged over the greedy output's steps for a translator, over
-    every position for an encoder), the largest first; layers and heads from 1. One forward pass per head."""
+    every position for an encoder), the largest first; layers and heads from 1. One forward pass per head;
+    `approximate`: one forward and one backward pass for all (attribution patching), ranked by the first-order drop
+    in the log-probability of the top prediction ("log p drop (approx.)")."""
     if not isinstance(model, Checkpoint):
         raise TypeError(f"rank_heads takes a loaded model (atlas.load), not {type(model).__name__}")
     if mode not in ("zero", "mean"):
         raise ValueError(f"mode is 'zero' or 'mean', not {mode!r}")
-    return ranking_frame(_analyze(model, text), head_importance(model, text, mode))
+    analysis = _analyze(model, text)
+    if approximate:
+        table = rank_by_attribution(model, ranking_setup(model, text), mode)
+        return ranking_frame(analysis, table, "log p drop (approx.)")
+    return ranking_frame(analysis, head_importance(model, text, mode))
 
 
 def detect_heads(

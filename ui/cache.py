@@ -21,7 +21,15 @@ import numpy as np
 import streamlit as st
 
 from analysis import attribution, circuits, lesson, patching
-from analysis.ablation import Effect, RankingSetup, ablation_effect, most_important_first, rank_block, ranking_setup
+from analysis.ablation import (
+    Effect,
+    RankingSetup,
+    ablation_effect,
+    most_important_first,
+    rank_block,
+    rank_by_attribution,
+    ranking_setup,
+)
 from analysis.analyze import head_detail as analyze_head_detail
 from analysis.analyze import positional_table as model_positional_table
 from analysis.export import to_json, to_npz_bytes
@@ -288,6 +296,13 @@ def head_ranking(
             progress(done, len(setup.blocks), block)
         table += _block_ranking(ctx, mode, block)
     return most_important_first(table)
+
+
+@kept("Ranking every head with one backward pass…")
+def head_ranking_approximate(ctx: Context, mode: str) -> list[tuple[str, int, float]]:
+    """Every head's ablation approximated at once (analysis.ablation.rank_by_attribution), by the model's worker."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    return worker.call(rank_by_attribution, _ranking_setup(ctx), mode, tokens=worker.tokens(ctx.text))
 
 
 def _probe(ckpt: Checkpoint) -> InductionReport:

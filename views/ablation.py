@@ -19,6 +19,9 @@ ABLATE_HEADS = state.url_list(
     "ablate_heads", "ablate_heads", head_from_url, write=head_to_url, aliases=("ablate",), alias_parse=str
 )
 ABLATE_MODE = state.url_key("ablate_mode")
+RANK_METHOD = state.url_key("rank")  # RANK_METHODS
+RANK_METHODS = {"exact": "exact (one pass per head)", "approximate": "approximate (one backward pass)"}
+APPROXIMATE_COLUMN = "log p drop (approx.)"
 
 
 def head_options(analysis: Analysis) -> list[str]:
@@ -104,22 +107,31 @@ def body() -> None:
     st.caption(
         "Each head switched off alone, ranked by how far the predictions move (KL divergence, at the last position "
         "for a language model, averaged over the output's steps for a translator, over every position for an "
-        "encoder). The heads are switched off a layer at a time; a bar shows how far it has got."
+        "encoder). Exact: one pass per head, a layer at a time with a bar showing how far it has got. Approximate: "
+        "one forward and one backward pass for every head at once (attribution patching): the first-order drop in "
+        "the log-probability of the model's top prediction, a guide to which heads to switch off exactly."
     )
-    asked = (ctx.path, ctx.text, mode)  # the ranking stays on the page for the same model, text and mode
+    state.keep_valid(RANK_METHOD, list(RANK_METHODS), "exact")
+    method = st.radio("Ranking", list(RANK_METHODS), key=RANK_METHOD, format_func=RANK_METHODS.get, horizontal=True)
+    asked = (ctx.path, ctx.text, mode, method)  # the ranking stays on the page for the same model, text and mode
     if st.button("Rank every head", key="ablate_rank"):
         st.session_state["_ablate_ranked"] = asked
-    if st.session_state.get("_ablate_ranked") == asked:
-        bar = st.empty()
+    if st.session_state.get("_ablate_ranked") != asked:
+        return
+    if method == "approximate":
+        frame = ranking_frame(analysis, cache.head_ranking_approximate(ctx, mode), APPROXIMATE_COLUMN)
+        st.dataframe(frame, hide_index=True, key="ablate_ranking")
+        return
+    bar = st.empty()
 
-        def progress(done: int, blocks: int, block: str) -> None:
-            stack, layer, type_ = parse_block_name(block)
-            where = f"{analysis.attention_label(f'{stack}.{type_}')} · layer {layer + 1}"
-            bar.progress(done / blocks, text=f"Switching off each head in turn: {where} ({done + 1} of {blocks})")
+    def progress(done: int, blocks: int, block: str) -> None:
+        stack, layer, type_ = parse_block_name(block)
+        where = f"{analysis.attention_label(f'{stack}.{type_}')} · layer {layer + 1}"
+        bar.progress(done / blocks, text=f"Switching off each head in turn: {where} ({done + 1} of {blocks})")
 
-        table = cache.head_ranking(ctx, mode, progress)
-        bar.empty()
-        st.dataframe(ranking_frame(analysis, table), hide_index=True, key="ablate_ranking")
+    table = cache.head_ranking(ctx, mode, progress)
+    bar.empty()
+    st.dataframe(ranking_frame(analysis, table), hide_index=True, key="ablate_ranking")
 
 
 errors.guarded(body)

@@ -69,14 +69,15 @@ def encoder_frame(analysis: Analysis) -> pd.DataFrame:
     return pd.DataFrame(data)
 
 
-def ranking_frame(analysis: Analysis, table: list[tuple[str, int, float]]) -> pd.DataFrame:
-    """(block name, head, KL) rows, the most important first (analysis.ablation.head_importance), as Head ablation
-    shows them and `atlas.rank_heads` returns them: the attention's label, layer and head counted from 1, the KL."""
+def ranking_frame(analysis: Analysis, table: list[tuple[str, int, float]], column: str = "KL (nats)") -> pd.DataFrame:
+    """(block name, head, score) rows, the most important first (analysis.ablation.head_importance, or
+    rank_by_attribution's approximation), as Head ablation shows them and `atlas.rank_heads` returns them: the
+    attention's label, layer and head counted from 1, the score under `column`."""
     rows = []
     for name, head, kl in table:
         stack, layer, type_ = parse_block_name(name)
         rows.append((analysis.attention_label(f"{stack}.{type_}"), layer + 1, head + 1, kl))
-    return pd.DataFrame(rows, columns=["attention", "layer", "head", "KL (nats)"])
+    return pd.DataFrame(rows, columns=["attention", "layer", "head", column])
 
 
 def heads_frame(heads: dict[str, np.ndarray], labels: dict[str, str], column: str) -> pd.DataFrame:
