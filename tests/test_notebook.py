@@ -379,6 +379,18 @@ def test_value_weighted_draws_in_every_view(lm_analysis) -> None:
         atlas.value_weighted("cat")  # type: ignore[arg-type]
 
 
+# Names the notebook does not call, and why: from_transformer_lens needs TransformerLens's cache
+# (tests/test_imported.py and tests/test_transformer_lens.py cover it).
+NOT_IN_THE_NOTEBOOK = {"from_transformer_lens"}
+
+
+def test_the_notebook_calls_every_name_of_the_api() -> None:
+    nb = json.loads(NOTEBOOK.read_text(encoding="utf-8"))
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    missing = [n for n in atlas.__all__ if f"atlas.{n}" not in code and n not in NOT_IN_THE_NOTEBOOK]
+    assert missing == [], f"examples/attention_atlas.ipynb never calls {missing}"
+
+
 def test_notebook_arguments_of_the_wrong_kind_are_one_clear_error_each(lm_analysis, tmp_path) -> None:
     with pytest.raises(CheckpointError, match="load takes a checkpoint's folder or name .*, not NoneType"):
         atlas.load(None)  # type: ignore[arg-type]
