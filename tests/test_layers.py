@@ -11,6 +11,10 @@ from pathlib import Path
 
 import pytest
 
+# Fresh interpreters, one per package (10 s): CI runs them; tests/test_imports.py checks the same direction
+# statically in the everyday tier.
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

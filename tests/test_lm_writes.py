@@ -14,6 +14,10 @@ from inference.catalog import presets
 from inference.checkpoint import load_checkpoint
 from inference.decoding import Sampling
 
+pytestmark = (
+    pytest.mark.slow
+)  # Generate writing thirty words for every preset (15 s): CI runs them; the everyday tier stays short
+
 ROOT = Path(__file__).resolve().parent.parent
 CKPT = load_checkpoint(ROOT / "checkpoints" / "lm-english")
 TEXTS = presets(CKPT.name, CKPT.config.kind, CKPT.card)

@@ -14,6 +14,8 @@ from analysis.record import Block
 from viz.masks import MAX_CELLS, mask_heatmap, reduced_note
 from viz.steps import WINDOW, attention_steps, key_window, steps_figure, steps_table, weights_overview, window_note
 
+pytestmark = pytest.mark.slow  # pages at 256 to 512 tokens (6 s): CI runs them
+
 ROOT = Path(__file__).resolve().parents[1]
 T = 512
 FIGURE_BYTES = 100_000  # one figure's JSON at 512 tokens; every cell of a 512×512 mask would take ~360 kB

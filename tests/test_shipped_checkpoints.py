@@ -13,6 +13,8 @@ from atlas.cli import generate_text
 from inference.checkpoint import CARD_KEYS, load_checkpoint
 from inference.experiment import ROWS
 
+pytestmark = pytest.mark.slow  # every shipped model against its card (5 s): CI runs them
+
 ROOT = Path(__file__).resolve().parent.parent / "checkpoints"
 SHIPPED = ("reverse", "translate-en-de", "lm-english", "induction")
 METRICS = {

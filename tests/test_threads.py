@@ -12,6 +12,8 @@ from torch import nn
 
 from inference.decoding import generate
 
+pytestmark = pytest.mark.slow  # threads racing on real models (6 s): CI runs them
+
 N_THREADS, N_INPUTS = 8, 20
 INTERNALS = ("_parameters", "_buffers", "_modules")
 

@@ -20,6 +20,8 @@ from training.evaluate import TRANSLATE_SAMPLES, evaluate, has_loop, loop_rate, 
 from training.tasks import TASKS
 from training.train import OPTIMIZER, cooled_rate, learning_rate, snapshot_steps, train
 
+pytestmark = pytest.mark.slow  # tiny trainings of every task (10 s): CI runs them
+
 PAIRS = [
     ("Where is the station?", "Wo ist der Bahnhof?"),
     ("The cat sleeps.", "Die Katze schläft."),

@@ -10,14 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from transformer_lens import FactoredMatrix, head_detector  # installed by requirements-dev.txt: no skip
-from transformer_lens.utilities import composition_scores
 
 from analysis.analyze import analyze
 from analysis.circuits import composition, head_matrices
 from analysis.detectors import _score, pattern_for
 from inference.checkpoint import load_checkpoint
 
+pytestmark = pytest.mark.slow  # TransformerLens takes 6 s to import: CI runs these; the everyday tier stays short
 ROOT = Path(__file__).resolve().parents[1]
 assert version("transformer-lens").startswith("4."), version("transformer-lens")
 REPEATED = "freedom election movies garden river freedom election movies garden river"
@@ -25,6 +24,9 @@ REPEATED = "freedom election movies garden river freedom election movies garden 
 
 @pytest.mark.parametrize("name", ["induction", "lm-english"])
 def test_composition_scores_equal_transformer_lens_on_the_same_matrices(name: str) -> None:
+    from transformer_lens import FactoredMatrix  # installed by requirements-dev.txt: no skip
+    from transformer_lens.utilities import composition_scores
+
     model = load_checkpoint(ROOT / "checkpoints" / name).model
     m = head_matrices(model)
     layers, heads = m.n_layers, m.n_heads
@@ -46,6 +48,8 @@ def test_composition_scores_equal_transformer_lens_on_the_same_matrices(name: st
 
 
 def test_detector_patterns_and_scores_equal_transformer_lens() -> None:
+    from transformer_lens import head_detector
+
     ckpt = load_checkpoint(ROOT / "checkpoints" / "induction")
     analysis = analyze(ckpt, REPEATED)
     ids = torch.tensor(analysis.target_ids)
