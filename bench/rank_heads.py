@@ -4,7 +4,8 @@ the exact ranking (one forward pass per head, analysis.ablation.rank_block) time
 all 30 (each block runs the same 9 passes of the same length).
 
 Function level, in this process: the server, its worker queue and the browser are not in these figures, and the
-setup pass (ranking_setup: one traced forward) is timed apart. Needs requirements-pretrained.txt.
+setup pass (ranking_setup: one traced forward) is timed apart; the peak memory printed is the whole process's
+(the model, the setup and the backward pass). Needs requirements-pretrained.txt.
 
     python bench/rank_heads.py [--tokens 256] [--blocks 2]
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import time
 
 import common  # noqa: F401  (the repository on sys.path)
@@ -46,7 +48,8 @@ def main() -> None:
     start = time.perf_counter()
     rank_by_attribution(ckpt, setup)
     approximate = time.perf_counter() - start
-    print(f"approximate, every head: {approximate:.2f} s")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(f"approximate, every head: {approximate:.2f} s; this process's peak memory so far {peak:,.0f} MiB")
     blocks = [name for name, _ in setup.blocks][: args.blocks]
     start = time.perf_counter()
     for name in blocks:
