@@ -48,7 +48,11 @@ def rank(page, base: str, query: dict, exact: bool) -> float:  # noqa: ANN001
     page.wait_for_function(
         f'() => document.querySelectorAll("{TABLE}").length > {tables}', timeout=900_000 if exact else 300_000
     )
-    return time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    if page.get_by_text("Something went wrong").count() or page.locator("[data-testid='stException']").count():
+        raise RuntimeError("the page showed an error instead of the ranking")
+    page.screenshot(path=str(Path(os.environ.get("TMPDIR", "/tmp")) / "rank-heads-page.png"), full_page=True)
+    return seconds
 
 
 def main() -> None:
@@ -63,6 +67,7 @@ def main() -> None:
     text = common.text_of_tokens(load_checkpoint(path), args.tokens)
     budget = BUDGET.max_bytes / 2**20
     print(f"load average {os.getloadavg()[0]:.2f}; SmolLM2 at {args.tokens} tokens; budget {budget:,.0f} MiB")
+    os.environ["ATLAS_PRETRAINED"] = "1"  # list the installed packages beside the folder start_server names
     server = start_server(ROOT, args.port, ROOT / "checkpoints")
     try:
         with sync_playwright() as p:
@@ -74,6 +79,8 @@ def main() -> None:
             page.goto(f"{base}/ablation?{urlencode(query)}")
             page.get_by_role("button", name="Rank every head").wait_for(timeout=300_000)
             print(f"page with the model loaded and the text analysed: {time.perf_counter() - start:.1f} s")
+            if SMOLLM2.name not in page.content():
+                raise RuntimeError(f"the page did not open {SMOLLM2.name}: is it listed?")
             before = group_rss(server)
             seconds = rank(page, base, query, exact=False)
             print(
