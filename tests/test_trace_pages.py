@@ -25,6 +25,8 @@ from inference.checkpoint import load_checkpoint
 from ui import cache, widgets
 from viz.stats import head_table
 
+pytestmark = pytest.mark.slow  # every page on trace files in AppTest (18 s): CI runs them
+
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
 TEXT = "Where is it?"
