@@ -35,7 +35,7 @@ from inference.decoding import top_k
 from inference.text import clean_text, encode_prefix
 from model.attention import Patch
 from model.forward import forward
-from model.names import block_name, layer_name
+from model.names import block_name, layer_name, parse_block_name
 
 WHATS = ("heads", "residual")
 BATCH = 16  # patched runs per forward pass: the pass's memory is this many times one run's
@@ -169,14 +169,15 @@ def _patched(ckpt: Checkpoint, runs: Runs, patches: list[dict[str, Patch]]) -> T
     return _difference(logits, runs.answer, runs.versus)
 
 
-def _head_patch(runs: Runs, layer: int, head: int, layers: int, heads: int) -> dict[str, Patch]:
-    """One row: head `head` of layer `layer` from the clean run, every other block left as it is."""
+def _heads_patch(runs: Runs, heads: Sequence[tuple[int, int]], layers: int, n_heads: int) -> dict[str, Patch]:
+    """One row: the heads `heads` ((layer, head), 0-based) from the clean run, every other head left as it is."""
     patch = {}
     for i in range(layers):
         name = block_name("decoder", i, "self_attn")
-        where = torch.zeros(1, heads, dtype=torch.bool)
-        if i == layer:
-            where[0, head] = True
+        where = torch.zeros(1, n_heads, dtype=torch.bool)
+        for layer, head in heads:
+            if layer == i:
+                where[0, head] = True
         patch[name] = Patch(runs.heads[name], where)
     return patch
 
@@ -206,7 +207,7 @@ def run_cells(ckpt: Checkpoint, runs: Runs, what: str, chosen: list[tuple[int, i
     """The metric of the corrupted text with each of `chosen` (from `cells`) patched in, in one batch."""
     layers, heads = len(ckpt.model.decoder.layers), ckpt.config.n_heads
     if what == "heads":
-        rows = [_head_patch(runs, layer, head, layers, heads) for layer, head in chosen]
+        rows = [_heads_patch(runs, [cell], layers, heads) for cell in chosen]
     else:
         rows = [_residual_patch(runs, layer, [position], layers) for layer, position in chosen]
     return _patched(ckpt, runs, rows).numpy()
@@ -259,14 +260,7 @@ def patch_together(ckpt: Checkpoint, runs: Runs, heads: Sequence[tuple[str, int]
     """The normalised metric with every head of `heads` ((block name, head), 0-based) patched at once: what a set
     of heads restores together, where each alone may restore little (heads that share the work)."""
     layers, n_heads = len(ckpt.model.decoder.layers), ckpt.config.n_heads
-    patch = {}
-    for i in range(layers):
-        name = block_name("decoder", i, "self_attn")
-        where = torch.zeros(1, n_heads, dtype=torch.bool)
-        for block, head in heads:
-            if block == name:
-                where[0, head] = True
-        patch[name] = Patch(runs.heads[name], where)
+    patch = _heads_patch(runs, [(parse_block_name(block)[1], head) for block, head in heads], layers, n_heads)
     return float(_normalised(_patched(ckpt, runs, [patch]).numpy(), runs)[0])
 
 
