@@ -30,6 +30,23 @@ RUN_AXE = """async () => (await axe.run(document, {resultTypes: ["violations"]})
     .map(v => `${v.id} (${v.impact}): ${v.help}: ` + v.nodes.slice(0, 3).map(n => n.html.slice(0, 120)).join(" | "))"""
 
 
+def settled_violations(page) -> list[str]:
+    """axe-core's serious and critical violations (and heading order) on `page` once it has settled: up to three
+    looks, 3 s apart, for a loaded machine can still be rerunning (faded stale text fails contrast, a sidebar being
+    redrawn holds a scrollable region without its links); a violation that lasts through all three is returned."""
+    page.add_script_tag(path=str(AXE))
+    violations: list[str] = []
+    for _ in range(3):
+        page.wait_for_function(SETTLED)
+        page.wait_for_timeout(1500)  # a rerun the first run started (fragments, charts) settles too
+        page.wait_for_function(SETTLED)
+        violations = page.evaluate(RUN_AXE)
+        if not violations:
+            break
+        page.wait_for_timeout(3000)
+    return violations
+
+
 @pytest.mark.parametrize("model", ["lm-english", "translate-en-de"])
 @pytest.mark.parametrize("path", PAGES, ids=[p or "explore" for p in PAGES])
 def test_no_serious_accessibility_violation(server, browser, model: str, path: str) -> None:
@@ -40,15 +57,7 @@ def test_no_serious_accessibility_violation(server, browser, model: str, path: s
     page.set_default_timeout(90_000)
     try:
         page.goto(f"{server}/{path}?model={model}")
-        page.add_script_tag(path=str(AXE))
-        for _ in range(3):  # a loaded machine can still be rerunning: faded (stale) text fails contrast until it ends
-            page.wait_for_function(SETTLED)
-            page.wait_for_timeout(1500)  # a rerun the first run started (fragments, charts) settles too
-            page.wait_for_function(SETTLED)
-            violations = page.evaluate(RUN_AXE)
-            if not violations:
-                break
-            page.wait_for_timeout(3000)
+        violations = settled_violations(page)
         assert violations == [], "\n".join(violations)
     finally:
         context.close()

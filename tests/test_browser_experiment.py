@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import test_browser
 from test_browser import ROOT, SHOTS
-from test_browser_axe import AXE, RUN_AXE, SETTLED
+from test_browser_axe import settled_violations
 
 from analysis.analyze import analyze
 from inference.checkpoint import load_checkpoint
@@ -79,10 +79,7 @@ def test_explore_draws_a_model_of_the_table_on_a_sentence_with_a_blank(server, b
         guesses = page.locator("table.atlas-table").filter(has_text="probability")
         assert guesses.locator("tbody tr").count() == 5
         assert "guesses for the blank" in page.locator('[data-testid="stMainBlockContainer"]').inner_text()
-        page.add_script_tag(path=str(AXE))
-        page.wait_for_function(SETTLED)
-        page.wait_for_timeout(1500)
-        assert page.evaluate(RUN_AXE) == []
+        assert settled_violations(page) == []
         page.screenshot(path=str(SHOTS / "explore-fivegram.png"), full_page=True)
     finally:
         context.close()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import test_browser
 from test_browser import ROOT, SHOTS
-from test_browser_axe import AXE, RUN_AXE, SETTLED
+from test_browser_axe import settled_violations
 
 from analysis.analyze import analyze
 from analysis.export import to_json
@@ -86,11 +86,7 @@ def test_an_exported_trace_shows_the_heatmap_it_was_exported_from(server, browse
 
 def no_serious_violation(page) -> None:
     """axe-core on the page as it is (tests/test_browser_axe.py's rule: no serious or critical violation)."""
-    page.add_script_tag(path=str(AXE))
-    page.wait_for_function(SETTLED)
-    page.wait_for_timeout(1500)
-    page.wait_for_function(SETTLED)
-    assert page.evaluate(RUN_AXE) == []
+    assert settled_violations(page) == []
 
 
 def test_explore_and_compare_draw_an_opened_trace(server, browser, tmp_path: Path) -> None:
