@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 import test_app
@@ -120,3 +121,16 @@ def test_the_average_of_heads_comes_back_after_a_page_without_it(app) -> None:
     ok(at).selectbox(key="head").select(2).run()  # a head chosen meanwhile replaces the average
     at.switch_page("views/explore.py").run()
     assert ok(at).selectbox(key="head").value == 2 and at.query_params["H"] == "3"
+
+
+def test_every_page_fragment_keeps_what_other_pages_chose() -> None:
+    """A fragment reruns alone, and Streamlit then drops every kept widget value the page does not draw (Explore's
+    position, after a rerun of Attention math's fragment): each fragment is a state.fragment, which keeps them."""
+    bare = []
+    for path in [*Path("views").glob("*.py"), *Path("ui").glob("*.py"), Path("app.py")]:
+        if path != Path("ui/state.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                named = isinstance(node, ast.Attribute) and node.attr == "fragment"
+                if named and getattr(node.value, "id", "") == "st":
+                    bare.append(f"{path}:{node.lineno}")
+    assert not bare, f"st.fragment instead of state.fragment at {bare}"

@@ -14,6 +14,7 @@ written back uses the new name. Numbers a person reads count from 1, so the URL 
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from collections.abc import Callable, Hashable, Sequence
@@ -209,6 +210,22 @@ def keep_state() -> None:
     for decl in declared():
         if decl.across_pages and decl.key in st.session_state:
             st.session_state[decl.key] = st.session_state[decl.key]
+
+
+def fragment(body: Callable[..., None]) -> Callable[..., None]:
+    """`st.fragment(body)` whose every run first keeps the values kept across pages (`keep_state`). A fragment's
+    rerun is a script run of its own, which app.py's `keep_state` does not reach, and at its end Streamlit drops
+    the value of every kept widget the page does not draw (the Explore page's token position, rerunning Attention
+    math's fragment). A page's fragment is declared with this, never with st.fragment (tests/test_state.py)."""
+
+    @functools.wraps(body)
+    def run(*args: object, **kwargs: object) -> None:
+        ctx = get_script_run_ctx()
+        if ctx is not None and ctx.fragment_ids_this_run:  # rerun alone; in a page's run, app.py kept them
+            keep_state()
+        body(*args, **kwargs)
+
+    return st.fragment(run)
 
 
 def sync_url() -> None:

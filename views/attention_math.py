@@ -21,7 +21,7 @@ from viz.steps import (
 )
 
 
-@st.fragment
+@state.fragment
 @errors.safe
 def steps_view(held: cache.Held) -> None:
     ctx = held.analysed()  # the fragment holds its analysis weakly (cache.Held)

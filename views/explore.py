@@ -63,7 +63,7 @@ def predictions(ctx: Analysed | TracedAnalysis) -> None:
         st.dataframe(charts.predictions_table(ctx, None), hide_index=True, key="steps_topk")
 
 
-@st.fragment
+@state.fragment
 @errors.safe
 def heads_view(held: cache.Held) -> None:
     """Everything that changes with the attention type, layer and head: reruns alone, and runs the model only

@@ -24,7 +24,7 @@ def _pick_query(n_queries: int, labels: list[str]) -> int:
     )
 
 
-@st.fragment
+@state.fragment
 @errors.safe
 def lines_of_the_layer(held: cache.Held) -> None:
     """Everything that changes with the attention type, layer, head, token and threshold: reruns alone."""
