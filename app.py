@@ -35,10 +35,14 @@ if widgets.projector():
     st.html(widgets.PROJECTOR_CSS)
 
 # No page icons: a Material icon makes the browser fetch the tab icon from a CDN, and emoji need an emoji font.
-PAGES = [st.Page(p.script, title=p.title, url_path=p.url_path or None, default=not p.url_path) for p in pages.PAGES]
-page = st.navigation(PAGES, position="hidden")  # linked below the model and text (sidebar.pages_and_projector)
+# The menu sits at the top of every page, in the first view at any width; the sidebar keeps the model and text.
+MENU = {
+    section: [st.Page(p.script, title=p.title, url_path=p.url_path or None, default=not p.url_path) for p in group]
+    for section, group in pages.sections().items()
+}
+page = st.navigation(MENU, position="top")
 st.sidebar.title("Attention Atlas")
 errors.guarded(sidebar.sidebar)
-sidebar.pages_and_projector(PAGES)
+sidebar.projector_toggle()
 page.run()
 state.sync_url()

@@ -254,6 +254,43 @@ def card_summary(card: dict[str, Any]) -> tuple[str, list[tuple[str, str]]]:
     return str(card.get("task", "")), rows
 
 
+def headline(card: dict[str, Any]) -> str:
+    """How good the model is, in one plain sentence, from the figures its card holds (written by the evaluate
+    command): the first of next-token accuracy, BLEU, exact match, copy accuracy or word accuracy the card has;
+    "" when it has none of them (the details table then says what it has)."""
+    metrics = card.get("metrics")
+    if not isinstance(metrics, dict):
+        return ""
+
+    def number(key: str) -> float | None:
+        value = metrics.get(key)
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    if (top1 := number("top1_accuracy")) is not None:
+        perplexity = number("perplexity")
+        tail = f" (perplexity {perplexity:.1f})" if perplexity is not None else ""
+        return f"Guesses the next token right {_percent(top1)} of the time on held-out text{tail}."
+    if (bleu := number("bleu")) is not None:
+        pairs = number("test_pairs")
+        many = f" {int(pairs):,}" if pairs is not None else ""
+        return f"Scores BLEU {bleu:.1f} (of 100) on{many} held-out sentences, against one human translation each."
+    if (exact := number("exact_match")) is not None:
+        return f"Writes {_percent(exact)} of held-out inputs exactly right."
+    if (second := number("second_run_top1_accuracy")) is not None:
+        first = number("first_run_top1_accuracy")
+        tail = f", against {_percent(first)} on the first, random copy" if first is not None else ""
+        return f"Copies a repeated run of random words right {_percent(second)} of the time{tail}."
+    if (accuracy := number("accuracy")) is not None:
+        return f"Guesses the centre word right {_percent(accuracy)} of the time on held-out text."
+    return ""
+
+
+def _percent(share: float) -> str:
+    """A share as a percentage a person reads: whole numbers from 10 % to 99 %, one decimal outside (0.999 is not
+    100 %)."""
+    return f"{share:.0%}" if 0.1 <= share <= 0.99 else f"{share:.1%}"
+
+
 def published_rows(card: dict[str, Any]) -> list[tuple[str, str]]:
     """Where a published model came from and what it is, as (name, value) rows; none for our own cards."""
     source = card.get("source")

@@ -121,6 +121,25 @@ def heatmap(page):
     return chart
 
 
+def open_page(page, title: str) -> None:
+    """Open page `title` from the menu at the top, as a person does (the session and its choices stay): its link,
+    or its section's drop-down and then the link inside, or "N more" first when the menu is too narrow for the
+    section."""
+    from ui.pages import PAGES
+
+    menu = page.locator('[data-testid="stTopNav"]')
+    section = next(p.section for p in PAGES if p.title == title)
+    if section:
+        button = menu.get_by_role("button", name=section, exact=True)
+        if not button.is_visible():
+            menu.get_by_role("button", name=re.compile(r"^\d+ more$")).click()
+        button = page.get_by_role("button", name=section, exact=True).last
+        button.click()
+        page.get_by_role("menuitem", name=title, exact=True).click()
+    else:
+        menu.get_by_role("link", name=title, exact=True).click()
+
+
 def choose(page, label: str, option: str, tries: int = 4) -> None:
     """Pick `option` in the Streamlit selectbox labelled `label`. A rerun that redraws the box while its list is
     open closes the list (a loaded machine makes that likely just after a page loads): open it again."""

@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
 import test_browser
+from test_browser import open_page
 
 pytestmark = pytest.mark.browser
 server, browser, page = test_browser.server, test_browser.browser, test_browser.page  # tests/test_browser.py's
@@ -29,8 +30,8 @@ def settle(page, title: str) -> None:
 
 
 def go(page, title: str) -> None:
-    """Open page `title` from the sidebar's navigation, as a person does (the session and its choices stay)."""
-    page.locator('[data-testid="stSidebar"]').get_by_role("link", name=title, exact=True).click()
+    """Open page `title` from the menu at the top, as a person does (the session and its choices stay)."""
+    open_page(page, title)
     settle(page, title)
 
 

@@ -18,6 +18,9 @@ CLIPPED = """() => {
   for (const e of document.querySelectorAll('[data-testid="stAppViewContainer"] *')) {
     const text = (e.innerText || '').trim();
     if (!text || e.children.length > 3 || e.closest('.katex-mathml')) continue;  // MathML: read aloud, not shown
+    // The menu's link reserves its bold width with a hidden copy of its label (::after, visibility hidden), which
+    // counts in the span's scrollHeight; the label shown is its child, checked on its own.
+    if (e.matches('[data-testid="stTopNav"] span[label]')) continue;
     const box = e.getBoundingClientRect();
     if (box.width <= 1 || box.height <= 1) continue;  // visually hidden on purpose (a skip link)
     const cs = getComputedStyle(e);

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import numpy as np
 import pytest
 import test_browser
-from test_browser import ROOT, SHOTS
+from test_browser import ROOT, SHOTS, open_page
 from test_browser_axe import settled_violations
 
 from analysis.analyze import analyze
@@ -107,7 +107,7 @@ def test_explore_and_compare_draw_an_opened_trace(server, browser, tmp_path: Pat
             page.goto(f"{server}/trace")
             page.get_by_role("heading", name="Open a trace file").wait_for()
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(paths[0]))
-            page.get_by_role("main").get_by_role("link", name="Explore").click()
+            page.locator('[data-testid="stMainBlockContainer"]').get_by_role("link", name="Explore").click()
             page.get_by_role("heading", name="Explore").wait_for()
             drawn = page.wait_for_function(HEATMAP_JS, arg=[n, n]).json_value()
             assert np.allclose(drawn, first.block("decoder.self_attn", 0).weights[0], atol=1e-5)
@@ -117,7 +117,7 @@ def test_explore_and_compare_draw_an_opened_trace(server, browser, tmp_path: Pat
             assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
             page.screenshot(path=str(SHOTS / f"trace-explore-{width}.png"), full_page=True)
             no_serious_violation(page)
-            page.locator('[data-testid="stSidebar"]').get_by_role("link", name="Compare two inputs").click()
+            open_page(page, "Compare two inputs")
             page.get_by_role("heading", name="Compare two inputs").wait_for()
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(paths[1]))
             page.locator('[data-testid="stPlotlyChart"]').nth(2).wait_for()  # first, second, their difference

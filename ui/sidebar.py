@@ -127,15 +127,11 @@ def _trace_drawn(trace: TraceFile) -> bool:
     return True
 
 
-def pages_and_projector(pages: list) -> None:
-    """The page links and the projector toggle, below the model and the text: the text box is the fifth Tab stop
-    of every page (after "skip to main content", the model, the preset and the text's help), not the
-    nineteenth behind twelve page links (tests/test_browser_axe.py)."""
-    side = st.sidebar
-    side.markdown("**Pages**")
-    for page in pages:
-        side.page_link(page)
-    side.toggle(
+def projector_toggle() -> None:
+    """The projector toggle, last in the sidebar. The page links are the menu at the top of the page (app.py),
+    after the sidebar in the page's order: the text box stays the fifth Tab stop of every page (after "skip to main
+    content", the model, the preset and the text's help; tests/test_browser_axe.py)."""
+    st.sidebar.toggle(
         "Projector mode",
         key=PROJECTOR,
         help="Large type and high contrast for a classroom projector; numbers in cells only where they fit.",
@@ -177,15 +173,22 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
 
 
 def _card(entry: catalog.Entry, ckpt: Checkpoint) -> None:
-    """What the model is and how it scored, below the text box so the text stays above the fold at 768 px."""
+    """What the model does and how good it is, in plain words below the text box; its architecture and every figure
+    of its card one click away, in "Model details"."""
     side = st.sidebar
     task, metrics = catalog.card_summary(entry.card)
-    side.caption(f"{entry.kind} · {ckpt.config.positional} positions · max {ckpt.config.max_len} tokens")
     side.text(task)
-    if metrics:
-        # An HTML table, not a data grid: its values wrap instead of being cut, a screen reader reads it as a
-        # table, and it adds no Tab stops before the text box.
-        small_table(pd.DataFrame(metrics, columns=["metric", "value"]), where=side, row_header="metric")
+    if line := catalog.headline(entry.card):
+        side.caption(line)
+    with side.expander("Model details"):
+        st.caption(f"{entry.kind} · {ckpt.config.positional} positions · max {ckpt.config.max_len} tokens")
+        if metrics:
+            # An HTML table, not a data grid: its values wrap instead of being cut, a screen reader reads it as a
+            # table, and it adds no Tab stops before the text box.
+            # The card's names with spaces (top1_accuracy reads "top1 accuracy"): a long one wraps at its words
+            # instead of widening the table past the sidebar.
+            rows = [(name.replace("_", " "), value) for name, value in metrics]
+            small_table(pd.DataFrame(rows, columns=["metric", "value"]), row_header="metric")
 
 
 def _needs_model(trace: TraceFile) -> None:

@@ -225,7 +225,8 @@ def show_chart(fig, key: str, file_name: str, where=None, **kwargs):
 TABLE_CSS = (
     "<style>.atlas-table{border-collapse:collapse;width:100%;font-size:0.875rem}"
     ".atlas-table th,.atlas-table td{border:1px solid #d5d5d8;padding:0.2rem 0.4rem;text-align:left;"
-    "overflow-wrap:break-word}.atlas-table td.num{text-align:right;font-variant-numeric:tabular-nums}"
+    "overflow-wrap:break-word}.atlas-table td{overflow-wrap:anywhere}"  # a value's long path or name may break
+    ".atlas-table td.num{text-align:right;font-variant-numeric:tabular-nums}"
     ".atlas-table .bar{background:linear-gradient(90deg,#f4a6a6 var(--p),transparent var(--p))}</style>"
 )
 

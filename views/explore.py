@@ -105,6 +105,8 @@ def heads_view(held: cache.Held) -> None:
 
 def body() -> None:
     st.title("Explore")
+    # The way in for a first visit: one line, above everything the page draws.
+    st.page_link("views/lesson.py", label="New to attention? The Lesson walks through these views step by step →")
     ctx = sidebar.chosen(trace=True)
     if ctx is None:
         return
