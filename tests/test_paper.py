@@ -105,14 +105,15 @@ def test_one_head_and_one_query_token() -> None:
     assert {(head_of(g), q) for g, _, q, _ in drawn} == {(2, 5)}
     assert sorted(k for *_, k in drawn) == np.flatnonzero(w[2, 5] >= 0.05).tolist()
     marked = spec["layout"]["yaxis"]["ticktext"][5]
-    assert "<b>t5</b>" in marked and sum("<b>" in t for t in spec["layout"]["yaxis"]["ticktext"]) == 1
+    assert "<b>6:t5</b>" in marked and sum("<b>" in t for t in spec["layout"]["yaxis"]["ticktext"]) == 1
 
 
 def test_cross_attention_puts_the_output_left_and_the_source_right() -> None:
     w = weights(2, 3, 5)
     spec = as_json(attention_lines(w, ["A", "B", "C"], list("vwxyz"), threshold=0.05, columns=CROSS_COLUMNS))
-    assert spec["layout"]["yaxis"]["ticktext"] == ["A", "B", "C"]
-    assert spec["layout"]["yaxis2"]["ticktext"] == list("vwxyz") and spec["layout"]["yaxis2"]["side"] == "right"
+    assert spec["layout"]["yaxis"]["ticktext"] == ["1:A", "2:B", "3:C"]  # positions from 1
+    assert spec["layout"]["yaxis2"]["ticktext"] == ["1:v", "2:w", "3:x", "4:y", "5:z"]
+    assert spec["layout"]["yaxis2"]["side"] == "right"
     assert spec["layout"]["yaxis"]["title"]["text"] == CROSS_COLUMNS[0]
     assert max(q for *_, q, _ in segments(spec)) <= 2 and max(k for *_, k in segments(spec)) <= 4
 

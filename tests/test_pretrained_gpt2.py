@@ -320,7 +320,7 @@ def test_explore_draws_every_head_of_a_gpt2_folder(published, monkeypatch) -> No
     charts = {el.key: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
     ticks = charts["head_chart"]["layout"]["yaxis"]["ticktext"]
     pieces = load_checkpoint(published["lm"]).tokenizer.encode("the cat sat on the mat")
-    assert len(ticks) == 1 + len(pieces) and ticks[0] == "&lt;|endoftext|&gt;"  # bos, then the text
+    assert len(ticks) == 1 + len(pieces) and ticks[0] == "1:&lt;|endoftext|&gt;"  # bos, then the text
 
 
 @pytest.mark.slow

@@ -174,9 +174,7 @@ def test_heatmap_shows_the_rollout_with_escaped_labels(n: int) -> None:
     assert ("texttemplate" in trace) == (n <= 16)
     if n <= 16:
         assert trace["text"][1][2] == f"{maps[1, 2]:.2f}"
-    assert ("customdata" in trace) == (n <= 48)
-    if n <= 48:
-        assert trace["customdata"][1][2] == "2:t1&lt;b&gt; → 3:t2&lt;b&gt;"  # positions from 1, as labelled
+    assert trace["customdata"][1][2] == "output 2:t1&lt;b&gt; → input 3:t2&lt;b&gt;"  # every cell, any length
     assert trace["x0"] == trace["y0"] == 1 and spec["layout"]["xaxis"]["tickvals"][0] == 1
     # written without validation: validating the same dicts accepts every property and gives the same JSON
     assert json.loads(pio.to_json(go.Figure(fig.to_dict()))) == spec

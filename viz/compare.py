@@ -8,8 +8,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.arrays import check_attention
-from viz.labels import numbered, plotly_labels
-from viz.style import AT_FIRST, DIVERGING, finish_layout, token_axis, unvalidated
+from viz.labels import token_labels
+from viz.style import AT_FIRST, DIVERGING, cell_hover, finish_layout, token_axis, unvalidated
 
 
 def aligned(first: Sequence[str], second: Sequence[str]) -> bool:
@@ -18,11 +18,12 @@ def aligned(first: Sequence[str], second: Sequence[str]) -> bool:
 
 
 def merged_labels(first: Sequence[str], second: Sequence[str]) -> list[str]:
-    """One axis for two aligned token lists: the piece where both agree, `first / second` where they differ."""
-    a, b = plotly_labels(first), plotly_labels(second)
+    """One axis for two aligned token lists (viz.labels.token_labels): `2:▁cat` where both agree, `2:▁cat / ▁dog`
+    where they differ."""
+    a, b = token_labels(first), token_labels(second)
     if len(a) != len(b):
         raise ValueError(f"token axes of {len(a)} and {len(b)} tokens do not align")
-    return [x if p == q else f"{x} / {y}" for x, y, p, q in zip(a, b, first, second)]
+    return [x if p == q else f"{x} / {y.partition(':')[2]}" for x, y, p, q in zip(a, b, first, second)]
 
 
 def difference_heatmap(
@@ -47,7 +48,7 @@ def difference_heatmap(
         "zmax": 1.0,
         "colorscale": DIVERGING,
         "colorbar": {"title": {"text": "second − first"}, "thickness": 12},
-        "customdata": [[f"{a} → {b}" for b in numbered(k)] for a in numbered(q)],
+        "customdata": cell_hover(q, k),
         "hovertemplate": "%{customdata}: %{z:+.3f}<extra></extra>",
         **AT_FIRST,
     }

@@ -12,10 +12,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from viz.arrays import THUMBNAIL, block_average, check_attention, quantize
-from viz.labels import indexed_labels, numbered, plotly_labels
-from viz.style import AT_FIRST, COLORSCALE, HIGHLIGHT, finish_layout, thaw, token_axis, unvalidated
+from viz.labels import indexed_labels, token_labels
+from viz.style import AT_FIRST, COLORSCALE, HIGHLIGHT, cell_hover, finish_layout, thaw, token_axis, unvalidated
 
-HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pieces (keeps the figure small)
 ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each weight in its cell
 AVERAGE = "average"  # the head that is the mean of a layer's heads, wherever a head is chosen (pages, atlas.head)
 
@@ -69,19 +68,16 @@ def head_heatmap(
 ) -> go.Figure:
     """Heatmap of one head (or an average): query tokens as rows, key tokens as columns, fixed 0–1 cividis scale.
 
-    Axes are token positions from 1 labelled with the (escaped) pieces, so repeated tokens stay apart. Hover reads
-    "3:▁on → 10:▁The: 0.060" (above HOVER_CELLS, "query 3 → key 10"). The matrix travels as a float32 typed
-    array, not a list of Python floats.
+    Axes are token positions from 1, labelled `12:▁cat` (viz.labels.token_labels), so repeated tokens stay apart.
+    Hover reads "query 3:▁on → key 10:▁The: 0.060" in every cell, at any length (viz.style.cell_hover). The matrix
+    travels as a float32 typed array, not a list of Python floats.
     """
     z = check_attention(weights, query_pieces, key_pieces)
-    q_labels, k_labels = plotly_labels(query_pieces), plotly_labels(key_pieces)
+    q_labels, k_labels = token_labels(query_pieces), token_labels(key_pieces)
     heatmap: dict[str, Any] = {"z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE, **AT_FIRST}
     heatmap["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
-    if z.size <= HOVER_CELLS:
-        heatmap["customdata"] = [[f"{q} → {k}" for k in numbered(k_labels)] for q in numbered(q_labels)]
-        heatmap["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
-    else:
-        heatmap["hovertemplate"] = "query %{y} → key %{x}: %{z:.3f}<extra></extra>"
+    heatmap["customdata"] = cell_hover(q_labels, k_labels)
+    heatmap["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
     if annotate if annotate is not None else max(z.shape) <= ANNOTATE_TOKENS:
         heatmap["texttemplate"] = "%{z:.2f}"
         heatmap["textfont"] = {"size": 11}

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from analysis.record import Analysis
 from viz.heads import head_heatmap
-from viz.labels import display_piece, numbered, plotly_labels
+from viz.labels import display_piece, token_labels
 from viz.style import AT_FIRST, DIVERGING, FIRST, HIGHLIGHT, MASKED, finish, finish_layout, token_axis, unvalidated
 
 MOST_COLUMNS = 128  # dimensions or units drawn: more are thin slivers nobody can read
@@ -42,7 +42,7 @@ def vectors_heatmap(
     if cut:
         title += f" ({', '.join(cut)})"
     bound = float(np.abs(shown).max()) or 1.0
-    labels = plotly_labels(pieces[: shown.shape[0]])
+    labels = token_labels(pieces[: shown.shape[0]])
     numbers = [c + FIRST for c in (columns[: shown.shape[1]] if columns is not None else range(shown.shape[1]))]
     heatmap = {
         "type": "heatmap",
@@ -52,7 +52,7 @@ def vectors_heatmap(
         "colorscale": DIVERGING,
         "reversescale": True,  # red positive, blue negative
         "colorbar": {"thickness": 12},
-        "customdata": [[[label, n] for n in numbers] for label in numbered(labels)],
+        "customdata": [[[label, n] for n in numbers] for label in labels],
         **AT_FIRST,
         "hovertemplate": f"%{{customdata[0]}}, {x_title} %{{customdata[1]}}: %{{z:.3f}}<extra></extra>",
     }

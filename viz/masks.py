@@ -9,8 +9,8 @@ import plotly.graph_objects as go
 
 from analysis.record import BatchMasks
 from viz.arrays import block_average
-from viz.labels import escape, plotly_labels
-from viz.style import AT_FIRST, FIRST, finish, token_axis
+from viz.labels import escape, token_labels
+from viz.style import AT_FIRST, FIRST, cell_hover, finish, token_axis
 
 ALLOWED, BLOCKED = "#fee838", "#00224e"  # the two ends of cividis
 TEXT_TOKENS = 24
@@ -53,13 +53,15 @@ def mask_heatmap(
     mask: np.ndarray, query_pieces: Sequence[str], key_pieces: Sequence[str], title: str, pieces: bool = True
 ) -> go.Figure:
     """A (Tq, Tk) boolean mask in two colours, rows = queries, columns = keys; ✓ / ✗ printed for short inputs.
+    Axes and every cell's hover name positions from 1 and pieces (viz.labels.token_labels); a long mask's blocks
+    (above MAX_CELLS a side) name the positions they are near.
 
     `pieces=False`: the labels are plain names (only escaped), not token pieces.
     """
     m = np.asarray(mask, dtype=bool)
     if m.shape != (len(query_pieces), len(key_pieces)):
         raise ValueError(f"mask of shape {m.shape} does not match {len(query_pieces)} × {len(key_pieces)} tokens")
-    label = plotly_labels if pieces else (lambda names: [escape(n) for n in names])
+    label = token_labels if pieces else (lambda names: [escape(n) for n in names])
     q, k = label(query_pieces), label(key_pieces)
     if reduced_note(m.shape):
         heatmap = {
@@ -70,16 +72,21 @@ def mask_heatmap(
             "zmax": 1,
             "colorscale": [[0.0, BLOCKED], [1.0, ALLOWED]],
             "colorbar": {"tickvals": [0, 1], "ticktext": ["all blocked", "all may attend"], "thickness": 12},
+            # Numbers formatted in the template (:.0f), never the axis's tick text; no per-cell text: 4,096 cells'
+            # strings would outgrow the figure (tests/test_long_inputs.py).
             "hovertemplate": "queries near %{y:.0f} → keys near %{x:.0f}: %{z:.0%} may attend<extra></extra>",
         }
     else:
+        verdict = np.where(m, "may attend", "masked (−∞)")
+        hover = [[f"{cell}: {v}" for cell, v in zip(row, said)] for row, said in zip(cell_hover(q, k), verdict)]
         heatmap = {
             "z": m.astype(np.uint8),
             "zmin": 0,
             "zmax": 1,
             "colorscale": [[0.0, BLOCKED], [0.5, BLOCKED], [0.5, ALLOWED], [1.0, ALLOWED]],
             "colorbar": {"tickvals": [0.25, 0.75], "ticktext": ["blocked (−∞)", "may attend"], "thickness": 12},
-            "hovertemplate": "query %{y} → key %{x}: %{z} (1 = may attend)<extra></extra>",
+            "customdata": hover,
+            "hovertemplate": "%{customdata}<extra></extra>",
             **AT_FIRST,
         }
     if max(m.shape) <= TEXT_TOKENS:
@@ -95,16 +102,23 @@ def mask_heatmap(
 
 
 def padding_heatmap(batch: BatchMasks) -> go.Figure:
-    """(sentence × position) padding mask of the batch: which positions hold a real token."""
+    """(sentence × position) padding mask of the batch: which positions hold a real token; hover names the sentence,
+    the position from 1 and its piece (the pad piece where it is padding)."""
     rows = [f"sentence {i + 1}" for i in range(len(batch.pieces))]
     positions = [str(i + FIRST) for i in range(batch.padding.shape[1])]
     fig = mask_heatmap(batch.padding, rows, positions, "", pieces=False)
     fig.update_xaxes(title_text="position", tickangle=0)
     fig.update_yaxes(title_text="")
     if padding_note(batch):
-        hover = "sentence %{y:.0f}, positions near %{x:.0f}: %{z:.0%} real tokens<extra></extra>"
+        hover = None
+        template = "sentence %{y:.0f}, positions near %{x:.0f}: %{z:.0%} real tokens<extra></extra>"
         ticks = ["all padding", "all real tokens"]
     else:
-        hover, ticks = "sentence %{y}, position %{x}: %{z}<extra></extra>", ["padding", "real token"]
-    fig.update_traces(colorbar={"ticktext": ticks}, hovertemplate=hover)
+        said = np.where(batch.padding, "real token", "padding")
+        labels = [token_labels(pieces) for pieces in batch.pieces]
+        hover = [
+            [f"{row}, position {p}: {s}" for p, s in zip(found, kinds)] for row, found, kinds in zip(rows, labels, said)
+        ]
+        template, ticks = "%{customdata}<extra></extra>", ["padding", "real token"]
+    fig.update_traces(colorbar={"ticktext": ticks}, customdata=hover, hovertemplate=template)
     return finish(fig, "Padding mask of the batch (1 = real token, 0 = padding)", height=160 + 40 * len(rows))

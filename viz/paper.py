@@ -17,7 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from analysis.record import Block
-from viz.labels import indexed_labels, plotly_labels
+from viz.labels import indexed_labels, token_labels
 from viz.style import HIGHLIGHT, finish_layout, tick_step, unvalidated
 
 # Okabe & Ito (2008), colour-blind safe; yellow last, it is the faintest on white.
@@ -154,7 +154,7 @@ def attention_lines(
                     **legend,
                 }
             )
-    q_labels, k_labels = plotly_labels(query_pieces), plotly_labels(key_pieces)
+    q_labels, k_labels = token_labels(query_pieces), token_labels(key_pieces)
     n = max(n_q, n_k)
     height = min(MAX_HEIGHT, max(360, ROW_PX * n + CHROME_PX))
     step = tick_step(n, most=max(1, (height - CHROME_PX) // 13))
@@ -162,9 +162,9 @@ def attention_lines(
     ends["marker"] = {"size": 5, "color": "#757575"}
     ends["hovertemplate"] = "%{text}<extra></extra>"
     series.append({**ends, "x": np.zeros(n_q, np.float32), "y": np.arange(n_q, dtype=np.float32)})
-    series[-1]["text"] = [f"query {i + 1}: {label}" for i, label in enumerate(q_labels)]
+    series[-1]["text"] = [f"query {label}" for label in q_labels]
     series.append({**ends, "x": np.ones(n_k, np.float32), "y": np.arange(n_k, dtype=np.float32), "yaxis": "y2"})
-    series[-1]["text"] = [f"key {j + 1}: {label}" for j, label in enumerate(k_labels)]
+    series[-1]["text"] = [f"key {label}" for label in k_labels]
     layout = {
         **finish_layout(title, height),
         "xaxis": {"range": [0.0, 1.0], "visible": False, "fixedrange": True},  # OUTSIDE is clipped

@@ -9,10 +9,9 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.arrays import check_attention
-from viz.labels import numbered, plotly_labels
-from viz.style import AT_FIRST, COLORSCALE, finish_layout, token_axis, unvalidated
+from viz.labels import token_labels
+from viz.style import AT_FIRST, COLORSCALE, cell_hover, finish_layout, token_axis, unvalidated
 
-HOVER_CELLS = 48 * 48  # above this many cells the hover names positions, not pieces (keeps the figure small)
 ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each value in its cell
 
 
@@ -34,20 +33,17 @@ def rollout_heatmap(
     title: str = "Attention rollout",
 ) -> go.Figure:
     """Heatmap of one (outputs, inputs) rollout map on the fixed 0–1 cividis scale: row i, column j is how much
-    output position i draws from input token j. Pieces are escaped (viz.labels) and the axes are positions, so
-    repeated tokens stay apart; hover reads "output → input: value"; numbers in the cells up to 16 tokens a side
-    (blank where exactly 0).
+    output position i draws from input token j. The axes are positions labelled `12:▁cat` (viz.labels.token_labels),
+    so repeated tokens stay apart; every cell's hover reads "output 3:▁on → input 1:▁The: value"; numbers in the
+    cells up to 16 tokens a side (blank where exactly 0).
     Written as Plotly's JSON without validation (viz.style.unvalidated; tests/test_rollout.py validates it)."""
     z = check_attention(rollout, output_pieces, input_pieces)
-    rows, cols = plotly_labels(output_pieces), plotly_labels(input_pieces)
+    rows, cols = token_labels(output_pieces), token_labels(input_pieces)
     heatmap: dict[str, Any] = {"type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
     heatmap |= AT_FIRST
     heatmap["colorbar"] = {"title": {"text": "share"}, "thickness": 12}
-    if z.size <= HOVER_CELLS:
-        heatmap["customdata"] = [[f"{q} → {k}" for k in numbered(cols)] for q in numbered(rows)]
-        heatmap["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
-    else:
-        heatmap["hovertemplate"] = "output %{y} → input %{x}: %{z:.3f}<extra></extra>"
+    heatmap["customdata"] = cell_hover(rows, cols, "output", "input")
+    heatmap["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
     if max(z.shape) <= ANNOTATE_TOKENS:  # masked cells (exactly 0: a causal model's future) stay blank
         heatmap["text"] = [["" if v == 0.0 else f"{v:.2f}" for v in row] for row in z.tolist()]
         heatmap["texttemplate"] = "%{text}"

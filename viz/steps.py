@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from analysis.record import Block, HeadDetail
-from viz.labels import display_piece, plotly_labels
+from viz.labels import display_piece, indexed_labels, token_labels
 from viz.style import COLORSCALE, DIVERGING, FIRST, MASKED, finish
 
 TEXT_TOKENS = 16
@@ -98,8 +98,9 @@ def window_note(window: range, n_keys: int) -> str:
     )
 
 
-def _fmt(values: np.ndarray) -> list[list[str]]:
-    return [["−∞" if np.isneginf(x) else f"{x:.2f}"] for x in values]
+def _fmt(values: np.ndarray, number: str = "{:.2f}") -> list[list[str]]:
+    """One cell per value, as a column: "−∞" where masked, else the number."""
+    return [["−∞" if np.isneginf(x) else number.format(x)] for x in values]
 
 
 def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
@@ -113,7 +114,7 @@ def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
     if window.start < 0 or window.stop > n_keys or not len(window):
         raise ValueError(f"key window {window.start}..{window.stop - 1} is outside 0..{n_keys - 1}")
     sl = slice(window.start, window.stop)
-    keys = [f"{i + 1}:{p}" for i, p in zip(window, plotly_labels(steps.key_pieces[sl]))]
+    keys = token_labels(steps.key_pieces)[sl]  # `12:▁cat`: hover names each cell's key from these, not the ticks
     y = np.arange(window.start + FIRST, window.stop + FIRST, dtype=np.int32)  # key positions, counted from 1
     show_text = len(keys) <= TEXT_TOKENS
     fig = make_subplots(
@@ -143,7 +144,8 @@ def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
                 showscale=False,
                 text=text,
                 texttemplate="%{text}" if show_text else None,
-                hovertemplate="key %{y}: %{text}<extra></extra>",
+                customdata=[[key] for key in keys],
+                hovertemplate="key %{customdata}: %{text}<extra></extra>",
             ),
             row=1,
             col=col,
@@ -158,7 +160,8 @@ def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
             zmax=wbound,
             texttemplate="%{z:.2f}" if show_text and steps.d_head <= TEXT_TOKENS else None,
             colorbar={"thickness": 10, "title": {"text": "w·v"}},
-            hovertemplate="key %{y}, dim %{x}: %{z:.3f}<extra></extra>",
+            customdata=[[key] * steps.d_head for key in keys],
+            hovertemplate="key %{customdata}, dim %{x}: %{z:.3f}<extra></extra>",
             x0=FIRST,
         ),
         row=1,
@@ -217,14 +220,15 @@ def output_figure(steps: Steps) -> go.Figure:
 
 
 def steps_table(steps: Steps, window: range | None = None) -> pd.DataFrame:
-    """The numbers per key in `window` (default: all): raw score, masked score (−inf where masked), weight."""
+    """The numbers per key in `window` (default: all): raw score, masked score, weight. The masked score is text,
+    "−∞" where masked: a table shows a float −inf as "-Infinity"."""
     window = range(len(steps.key_pieces)) if window is None else window
     sl = slice(window.start, window.stop)
     return pd.DataFrame(
         {
-            "key": [f"{i + 1}:{display_piece(p)}" for i, p in zip(window, steps.key_pieces[sl])],
+            "key": indexed_labels(steps.key_pieces)[sl],
             "score QKᵀ/√d": steps.scores[sl],
-            "masked": steps.masked[sl],
+            "masked": [row[0] for row in _fmt(steps.masked[sl], "{:.4f}")],
             "weight": steps.weights[sl],
         }
     )

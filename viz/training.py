@@ -9,8 +9,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.arrays import check_attention
-from viz.labels import escape, plotly_labels
-from viz.style import COLORSCALE, HIGHLIGHT, finish_layout, tick_step, unvalidated
+from viz.labels import escape, token_labels
+from viz.style import COLORSCALE, HIGHLIGHT, cell_hover, finish_layout, tick_step, unvalidated
 
 LINE = "#0072B2"  # Okabe–Ito blue
 
@@ -61,18 +61,18 @@ def head_over_steps(
     columns: int = 6,
 ) -> go.Figure:
     """One head's (Tq, Tk) weights at each snapshot, side by side on the 0–1 cividis scale, each titled with its
-    `labels` entry (e.g. "step 300 · loss 1.22"). Hover names the query and key tokens."""
+    `labels` entry (e.g. "step 300 · loss 1.22"). Axes and every cell's hover name positions from 1 and pieces."""
     if not weights or len(weights) != len(labels):
         raise ValueError("need one label for each snapshot's weights")
     zs = [check_attention(w, query_pieces, key_pieces) for w in weights]
-    q, k = plotly_labels(query_pieces), plotly_labels(key_pieces)
+    q, k = token_labels(query_pieces), token_labels(key_pieces)
     n = len(zs)
     cols = min(columns, n)
     rows = -(-n // cols)
     gap = 0.02
     width = (1 - gap * (cols - 1)) / cols
     height = (1 - 0.08 * (rows - 1)) / rows
-    hover = [[f"{a} → {b}" for b in k] for a in q] if len(q) * len(k) <= 48 * 48 else None
+    hover = cell_hover(q, k)  # one list shared by every snapshot's heatmap
     data, layout = [], {}
     for i, (z, label) in enumerate(zip(zs, labels, strict=True)):
         r, c = divmod(i, cols)
@@ -80,13 +80,8 @@ def head_over_steps(
         heatmap: dict[str, Any] = {"type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
         heatmap |= {"xaxis": f"x{axis}", "yaxis": f"y{axis}", "showscale": i == 0}
         heatmap["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
-        if hover is not None:
-            heatmap |= {
-                "customdata": hover,
-                "hovertemplate": f"{escape(label)}<br>%{{customdata}}: %{{z:.3f}}<extra></extra>",
-            }
-        else:
-            heatmap["hovertemplate"] = f"{escape(label)}<br>query %{{y}} → key %{{x}}: %{{z:.3f}}<extra></extra>"
+        heatmap["customdata"] = hover
+        heatmap["hovertemplate"] = f"{escape(label)}<br>%{{customdata}}: %{{z:.3f}}<extra></extra>"
         data.append(heatmap)
         x0 = c * (width + gap)
         y1 = 1 - r * (height + 0.08)

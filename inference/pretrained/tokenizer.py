@@ -5,11 +5,30 @@ as inference.tokenizer."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping, Sequence
 
 from inference.tokenizer import TokenizerError
 
 SPECIALS = ("pad_id", "unk_id", "bos_id", "eos_id")
+
+
+class BytePiece(str):
+    """A piece of a byte-level BPE (GPT-2, SmolLM2): each character stands for one byte of the text, `Ġ` for a space,
+    `Ċ` for a new line. Equal to, and hashed as, the vocabulary's spelling, so lookups and exports are unchanged;
+    `byte_level` tells viz.labels.display_piece to show the text it stands for. A flag the piece carries, not a
+    guess from its letters: the byte table also holds letters ("ü", "ß") a SentencePiece piece may have."""
+
+    __slots__ = ()
+    byte_level = True
+
+
+def _byte_level(spec: Mapping[str, object]) -> bool:
+    """Whether a tokenizer.json's decoder turns byte characters back into bytes (GPT-2's `ByteLevel`, alone or in a
+    `Sequence`)."""
+    decoder = spec.get("decoder") or {}
+    parts = (decoder.get("decoders") or [decoder]) if isinstance(decoder, dict) else []
+    return any(isinstance(part, dict) and part.get("type") == "ByteLevel" for part in parts)
 
 
 class PretrainedTokenizer:
@@ -31,7 +50,9 @@ class PretrainedTokenizer:
         tokenizer.no_truncation()  # a sentence-transformers file truncates to 128: text.py cuts to max_len instead
         tokenizer.no_padding()
         tokenizer.encode_special_tokens = True
-        self.sha256 = hashlib.sha256(tokenizer.to_str().encode("utf-8")).hexdigest()
+        spec = tokenizer.to_str()
+        self.sha256 = hashlib.sha256(spec.encode("utf-8")).hexdigest()
+        self.byte_level = _byte_level(json.loads(spec))  # its pieces are BytePiece: shown as the text they stand for
         missing = [name for name in SPECIALS if name not in specials]
         if missing:
             raise TokenizerError(f"{source}: no {', '.join(m.removesuffix('_id') for m in missing)} token")
@@ -114,8 +135,10 @@ class PretrainedTokenizer:
         return ids
 
     def pieces(self, ids: list[int]) -> list[str]:
-        """Ids → their pieces as the vocabulary spells them (byte-level BPE writes a space as `Ġ`)."""
-        return [self._tok.id_to_token(int(i)) or "" for i in ids]
+        """Ids → their pieces as the vocabulary spells them (byte-level BPE writes a space as `Ġ`: its pieces are
+        BytePiece, which viz shows as the text they stand for)."""
+        spelled = [self._tok.id_to_token(int(i)) or "" for i in ids]
+        return [BytePiece(p) for p in spelled] if self.byte_level else spelled
 
     def decode(self, ids: list[int]) -> str:
         """Ids → text, dropping pad, bos and eos."""
