@@ -81,6 +81,7 @@ def heads_view(held: cache.Held) -> None:
     with left:
         fig = thaw(charts.head_chart(ctx, attention, layer, head, norms))
         show_chart(fig, "head_chart", name)
+        st.caption("Tokens read position:piece, from 1 (12:▁cat); ▁ is a space before a word, ↵ a new line.")
 
         def csv() -> str:  # built on click
             weights = charts.head_weights(block, head)
