@@ -15,7 +15,7 @@ from ui.widgets import ATTENTION, PROJECTOR, small_table
 from viz.labels import markdown_literal
 
 MODEL = state.url_key("model")
-TEXT = state.url_key("text", longest=1000)  # a longer text stays out of the URL: the link stays short
+TEXT = state.url_text("text")  # compressed when long; Explore says when even that is too long for a link
 PRESET = "preset"  # the preset picker: it only fills the text, so nothing keeps it
 CHOSEN = "_context"  # session key: what the sidebar chose, (Context or TraceFile, "") or (None, why there is none)
 TRACE = "_trace"  # session key: the trace file opened on the page "Open a trace file" (a cache.TraceFile)

@@ -14,15 +14,23 @@ written back uses the new name. Numbers a person reads count from 1, so the URL 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import math
 import threading
+import zlib
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from inference.text import MAX_CHARS
+
+PLAIN_LONGEST = 1000  # a kept text up to this many characters goes into the URL as it is: a link a person can read
+PACKED = "z:"  # the prefix of a text compressed into the URL (pack_text): zlib, then URL-safe base64
+URL_LONGEST = 8000  # the longest value written into the URL, a text compressed: longer ones break shared links
 PENDING = "_url_pending"  # session key: the first run's URL parameters that no declared key has taken yet
 FROM_URL = "_from_url"  # session key: the keys whose value came from the URL
 
@@ -38,7 +46,7 @@ class Declaration:
     whether the value is a list (comma-joined in the URL), whether it is kept while other pages show, the
     longest value the URL holds (a longer one stays out, so a link stays short), the parameter's former names,
     read when the URL lacks the parameter itself, with `alias_parse` (None: with `parse`), and how a value (a
-    list's item) is written into the URL."""
+    list's item) is written into the URL; `keep_off`: a switch off is written (as 0) rather than left out."""
 
     key: str
     url: str | None
@@ -49,6 +57,7 @@ class Declaration:
     aliases: tuple[str, ...] = ()
     alias_parse: Callable[[str], object] | None = None
     write: Callable[[object], str] = str
+    keep_off: bool = False
 
 
 @dataclass(frozen=True)
@@ -169,6 +178,59 @@ def url_list(
     return _declare(Declaration(key, url, parse, is_list=True, aliases=aliases, alias_parse=alias_parse, write=write))
 
 
+def url_switch(key: str, url: str | None = None) -> str:
+    """Declare toggle key `key` kept in the URL as parameter `url` (default: the key), 1 for on and 0 for off
+    (`flag` reads it): a switch that starts on and is turned off is a choice too. Returns `key`."""
+    return _declare(Declaration(key, url or key, flag, keep_off=True, write=on_off))
+
+
+def on_off(value: object) -> str:
+    """A switch as url_switch writes it: 1 or 0."""
+    return "1" if value else "0"
+
+
+def url_text(key: str, url: str | None = None) -> str:
+    """Declare text widget key `key` kept in the URL as parameter `url` (default: the key), and in the session while
+    other pages show: as it is up to PLAIN_LONGEST characters, compressed above (`pack_text`), and left out of the
+    URL when even that is longer than URL_LONGEST characters (`in_url` says so, for the page to tell). Returns
+    `key`."""
+    return _declare(Declaration(key, url or key, unpack_text, longest=URL_LONGEST, write=pack_text))
+
+
+def pack_text(text: object) -> str:
+    """A text as the URL holds it: as it is up to PLAIN_LONGEST characters, else PACKED + its UTF-8 compressed by
+    zlib in URL-safe base64 without padding (≈0.6 characters of URL per character of English). A text that
+    starts with PACKED is compressed whatever its length, so that it reads back as itself."""
+    text = str(text)
+    if len(text) <= PLAIN_LONGEST and not text.startswith(PACKED):
+        return text
+    return PACKED + base64.urlsafe_b64encode(zlib.compress(text.encode("utf-8"), 9)).decode("ascii").rstrip("=")
+
+
+def unpack_text(value: str) -> str:
+    """The text a URL's value holds (see pack_text). A packed value that is not one (not base64, not zlib, cut,
+    not UTF-8, longer than URL_LONGEST, or unpacking to more than a text's MAX_CHARS characters can take) raises
+    ValueError, which skips the parameter; at most that many bytes are ever unpacked."""
+    if not value.startswith(PACKED):
+        return value
+    body = value[len(PACKED) :]
+    if len(body) > URL_LONGEST:
+        raise ValueError(f"a packed text of {len(body):,} characters is longer than a link holds ({URL_LONGEST:,})")
+    try:
+        data = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(f"a packed text that is not URL-safe base64: {exc}") from exc
+    most = 4 * MAX_CHARS  # bytes: UTF-8 takes at most 4 a character
+    unpacker = zlib.decompressobj()
+    try:
+        raw = unpacker.decompress(data, most)
+    except zlib.error as exc:
+        raise ValueError(f"a packed text that zlib cannot unpack: {exc}") from exc
+    if unpacker.unconsumed_tail or not unpacker.eof or unpacker.unused_data:
+        raise ValueError(f"a packed text that is cut, followed by more, or longer than {most:,} bytes")
+    return raw.decode("utf-8")  # a UnicodeDecodeError is a ValueError
+
+
 def session_key(key: str) -> str:
     """Declare widget key `key` kept in the session while other pages show, not in the URL. Returns `key`."""
     return _declare(Declaration(key, None))
@@ -228,15 +290,29 @@ def fragment(body: Callable[..., None]) -> Callable[..., None]:
     return st.fragment(run)
 
 
+def _in_url(decl: Declaration) -> str | None:
+    """What the URL holds for `decl`'s current value; None when it holds nothing (no value, off, an empty list, or
+    a value longer than `longest`)."""
+    value = st.session_state.get(decl.key)
+    if decl.url is None or value is None or (value is False and not decl.keep_off) or (decl.is_list and not value):
+        return None
+    text = ",".join(map(decl.write, value)) if decl.is_list else decl.write(value)
+    return text if decl.longest is None or len(text) <= decl.longest else None
+
+
+def in_url(key: str) -> bool:
+    """Whether the URL holds declared key `key`'s current value: False for a text too long for a link (url_text)."""
+    with _lock:
+        decl = _declared.get(key)
+    return decl is not None and _in_url(decl) is not None
+
+
 def sync_url() -> None:
     """Write the current view into the URL so that a copied link restores it."""
     values = dict(st.session_state.get(PENDING, {}))  # parameters no page has declared yet stay in the link
     for decl in declared():
-        value = st.session_state.get(decl.key)
-        if decl.url is None or value is None or value is False or (decl.is_list and not value):
-            continue
-        text = ",".join(map(decl.write, value)) if decl.is_list else decl.write(value)
-        if decl.longest is None or len(text) <= decl.longest:
+        text = _in_url(decl)
+        if text is not None:
             values[decl.url] = text
     if st.query_params.to_dict() != values:
         st.query_params.from_dict(values)

@@ -17,7 +17,7 @@ from viz.labels import display_piece, safe_filename
 from viz.patching import WHAT_LABELS, pair_labels, patching_frame, patching_heatmap, patching_title
 from viz.style import thaw
 
-COMPARE = state.url_key("compare")  # the second text
+COMPARE = state.url_text("compare")  # the second text
 PAIRED_WITH = state.session_key("compare_paired_with")  # the first text the second was last chosen for
 SECOND_UPLOAD = "compare_upload"  # the second trace file's uploader (when the sidebar draws a trace file)
 SECOND_TRACE = "_compare_second_trace"  # session: the second trace file (a cache.TraceFile)

@@ -12,9 +12,9 @@ from ui import cache, errors, sidebar, state
 from ui.widgets import show_chart, small_table
 from viz.experiment import accuracy_chart, pruning_chart, remaining_heads, time_chart
 
-OPEN_MODEL = state.session_key("experiment_model")  # the model of the table to open on Explore
-PRUNED_MODEL = state.session_key("pruned_model")
-REMOVED = state.session_key("heads_removed")
+OPEN_MODEL = state.url_key("experiment_model")  # the model of the table to open on Explore
+PRUNED_MODEL = state.url_key("pruned_model")
+REMOVED = state.url_key("heads_removed", int)
 OPENING = "_experiment_opening"  # set by the button's callback: the next run goes to Explore
 
 INTRO = (

@@ -118,8 +118,14 @@ def body() -> None:
             "The address bar keeps the layer and head, not the trace file: share the file itself (the buttons write "
             "it as it was read)."
         )
-    else:
+    elif state.in_url(sidebar.TEXT):
         st.caption("The address bar keeps the model, text, layer and head: copy it to share this view.")
+    else:
+        st.caption(
+            f"The address bar keeps the model, layer and head, not this text: its {len(ctx.text):,} characters are "
+            f"too long for a link, even compressed (at most {state.URL_LONGEST:,} characters of address). Share the "
+            "text itself with the link, or the JSON below."
+        )
     cols = st.columns(2)
     for col, fmt, mime in ((cols[0], "json", "application/json"), (cols[1], "npz", "application/octet-stream")):
         data = partial(export_bytes, cache.bare(ctx), fmt)  # the context only: the session keeps this

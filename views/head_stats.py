@@ -40,10 +40,12 @@ PATTERN_HELP = (
     "itself. same token: at an earlier copy of itself. induction: at the token that followed an earlier copy of "
     "itself (Olsson et al. 2022)."
 )
-STATS_PICK = state.session_key("stats_pick")  # the table's row to open on Explore
+# The table's row to open on Explore: in the session only, for a row number depends on the table's order; it
+# starts on the head chosen on any page, which the URL keeps.
+STATS_PICK = state.session_key("stats_pick")
 COMPOSE = state.url_key("compose")  # the composition shown: Q, K or V
 DETECT = state.url_key("detect")  # a pattern of analysis.detectors.PATTERNS
-DETECT_TEXTS = state.session_key("detect_texts")  # more texts for the detector, one a line
+DETECT_TEXTS = state.url_text("detect_texts")  # more texts for the detector, one a line
 MAX_TEXTS = 20  # the detector's texts besides the sidebar's: each is one analysis of the model's worker
 
 

@@ -11,7 +11,7 @@ from ui.widgets import show_chart
 from viz.labels import safe_filename
 from viz.masks import mask_heatmap, mask_view, padding_heatmap, padding_note, reduced_note
 
-SECOND_TEXT = state.session_key("second_text")  # the sentence padded beside the sidebar's
+SECOND_TEXT = state.url_text("second_text")  # the sentence padded beside the sidebar's
 
 
 def body() -> None:

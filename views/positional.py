@@ -10,9 +10,9 @@ from ui.widgets import show_chart
 from viz.labels import safe_filename
 from viz.positional import METRICS, encoding_curves, encoding_heatmap, similarity, similarity_heatmap
 
-PE_POSITIONS = state.session_key("pe_positions")
-PE_DIMS = state.session_key("pe_dims")
-PE_METRIC = state.session_key("pe_metric")
+PE_POSITIONS = state.url_key("pe_positions", int)  # how many positions the charts show
+PE_DIMS = state.url_list("pe_dims", "pe_dims", state.FromOne(), write=state.ToOne())  # 1-based, as labelled
+PE_METRIC = state.url_key("pe_metric")  # one of viz.positional.METRICS
 
 
 def body() -> None:
@@ -38,17 +38,23 @@ def body() -> None:
     table = cache.positional_table(ctx.path, ctx.stamp)
     used = positions_used(ctx.ckpt, ctx.text)
     top = min(cfg.max_len, 128)
-    n = st.slider("Positions shown", 2, cfg.max_len, top, key=PE_POSITIONS) if cfg.max_len > 2 else cfg.max_len
+    # Each value is seeded in session state, not as its widget's default: ui.state.keep_state re-assigns it.
+    n = cfg.max_len
+    if cfg.max_len > 2:
+        state.keep_valid(PE_POSITIONS, state.Between(2, cfg.max_len), top)
+        n = st.slider("Positions shown", 2, cfg.max_len, key=PE_POSITIONS)
     name = safe_filename("positional", ctx.entry.name)
     show_chart(encoding_heatmap(table, n, used), "pe_heatmap", name)
     if used:
         st.caption(f"The dashed line ends the {used} positions the current input uses.")
     d = table.shape[1]  # d_model added to the embeddings; rotary: the cos | sin columns of one head
     default = sorted({0, 1, min(d - 1, d // 4 * 2), min(d - 1, d // 4 * 2 + 1)})
-    dims = st.multiselect("Dimensions", list(range(d)), default=default, key=PE_DIMS, format_func=lambda i: f"{i + 1}")
+    state.keep_valid(PE_DIMS, list(range(d)), default)
+    dims = st.multiselect("Dimensions", list(range(d)), key=PE_DIMS, format_func=lambda i: f"{i + 1}")
     if dims:
         curves = encoding_curves(table, dims, n, sinusoidal)
         show_chart(curves, "pe_curves", f"{name}-curves")
+    state.keep_valid(PE_METRIC, list(METRICS), METRICS[0])
     metric = st.radio("Similarity", METRICS, key=PE_METRIC, horizontal=True)
     sim = similarity_heatmap(similarity(table, n, metric), metric)
     show_chart(sim, "pe_similarity", f"{name}-similarity")

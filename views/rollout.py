@@ -24,8 +24,8 @@ ROWS = {
 LM_ROWS = "Row i: where position i's information comes from, among the tokens up to it. Cells above the diagonal "
 LM_ROWS += "are future tokens: masked, exactly 0"
 ROLLOUT_LAYER = state.url_index("rollout_layer", "rollout_L", aliases=("rollout_layer",))  # the last one multiplied
-ROLLOUT_RESIDUAL = state.session_key("rollout_residual")
-ROLLOUT_HEADS = state.session_key("rollout_heads")  # the heads averaged
+ROLLOUT_RESIDUAL = state.url_switch("rollout_residual")
+ROLLOUT_HEADS = state.url_list("rollout_heads", "rollout_H", state.FromOne(), write=state.ToOne())  # averaged
 
 
 def _label(analysis: Analysis, attention: str) -> str:
@@ -44,7 +44,8 @@ def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
     cols = st.columns([2, 3, 3], gap="medium")
     help_ = "Each layer as 0.5·A + 0.5·I: the residual connection keeps half of each position's own state "
     help_ += "(Abnar & Zuidema). Off: the raw product of the attention matrices."
-    residual = cols[0].toggle("Residual", value=True, key=ROLLOUT_RESIDUAL, help=help_)
+    state.keep_valid(ROLLOUT_RESIDUAL, [True, False], True)  # seeded here, not as the toggle's default (keep_state)
+    residual = cols[0].toggle("Residual", key=ROLLOUT_RESIDUAL, help=help_)
     layers = list(range(len(analysis.layers(attention))))
     layer = 0
     if len(layers) > 1:
