@@ -50,6 +50,9 @@ def to_json_object(analysis: Analysis) -> dict[str, Any]:
     encoder's input `source_tokens` (encoder-decoder, encoder-only), the decoder's `target_tokens` (encoder-decoder,
     and a language model's text)."""
     obj: dict[str, Any] = {"format": FORMAT, "checkpoint": analysis.checkpoint, "kind": analysis.kind}
+    obj["text"] = analysis.text
+    if analysis.output_text is not None:
+        obj["output_text"] = analysis.output_text
     if analysis.source_pieces is not None:
         obj["source_tokens"] = list(analysis.source_pieces)
     if analysis.kind != "encoder-only":

@@ -50,6 +50,7 @@ TEXT_RULE = " "  # `text` of imported attention: the first stack's tokens joined
 MAX_LAYERS = 256  # per stack
 MAX_HEADS = 256
 MAX_TOKENS = 4096
+MAX_TEXT_CHARS = 20 * MAX_TOKENS  # a trace's text or output: far more than MAX_TOKENS pieces ever spell
 MAX_FILE_BYTES = 200 * 2**20  # a trace file, checked before it is parsed
 UNPACKED_PER_FILE_BYTE = 4  # an .npz's arrays may unpack to at most this many times MAX_FILE_BYTES
 MAX_META_BYTES = 16 * 2**20  # an .npz trace's meta.json: its tokens and predictions, a few MB at MAX_TOKENS
@@ -227,6 +228,26 @@ def _check_heads(blocks: Mapping[str, Block], kind: str) -> int:
 
 def _first_stack(kind: str) -> str:
     return "decoder" if kind == "decoder-only" else "encoder"
+
+
+def _optional_text(meta: dict, key: str) -> str | None:
+    """A trace's `text` or `output_text` (written since they were added to format 3; None in a file without it):
+    a string of at most MAX_TEXT_CHARS characters, else a TraceError."""
+    if key not in meta:
+        return None
+    value = meta[key]
+    if not isinstance(value, str):
+        raise TraceError(f'"{key}" is a {type(value).__name__}, not a string')
+    if len(value) > MAX_TEXT_CHARS:
+        raise TraceError(f'"{key}" has {len(value):,} characters, more than the {MAX_TEXT_CHARS:,} a trace may hold')
+    return value
+
+
+def _sentencepiece_text(target: tuple[str, ...]) -> str:
+    """An encoder-decoder's output read from its pieces, for a trace that does not hold `output_text`: our
+    tokenizer's pieces mark a word's start with '▁'; the markers <s>, </s> and <pad> are not text."""
+    kept = [p for p in target if p not in ("<s>", "</s>", "<pad>")]
+    return "".join(kept).replace("▁", " ").strip()
 
 
 def _text(source: tuple[str, ...] | None, target: tuple[str, ...], kind: str) -> str:
@@ -509,8 +530,10 @@ def read_trace(data: bytes, filename: str, max_bytes: int | None = None) -> Anal
     """The Analysis in a trace file this app exported: `.json` (analysis.export.to_json) or `.npz`
     (analysis.export.to_npz_bytes), format 3 only. Its blocks' weights, masks and scores, its tokens, kind,
     positional kind and rows, key/value grouping and predictions are the file's (JSON's are rounded to 6
-    decimals). The file does not hold the input text, the token ids, values or a second stack's positional rows:
-    `text` is the first stack's tokens joined (as imported arrays), `target_ids` empty, `values` None, and an
+    decimals), and so are its input `text` and an encoder-decoder's `output_text` where it holds them (files
+    written before they were added: the first stack's tokens joined, as imported arrays, and the output read from
+    its pieces). The file does not hold the token ids, values or a second stack's positional rows: `target_ids`
+    empty, `values` None, and an
     encoder-only trace with one prediction for several tokens is a centre-word model's (`blank`).
 
     The size is checked against MAX_FILE_BYTES before anything is parsed. An .npz is measured before any array is
@@ -897,17 +920,21 @@ def _from_trace(meta: dict, entries: list[_Entry], positional_rows: Any) -> Anal
         raise TraceError("positional_encoding holds NaN or infinite values")
     pieces = (source or ()) if kind == "encoder-only" else target
     predictions = _predictions(meta["predictions"], pieces)
+    text = _optional_text(meta, "text")
+    output = _optional_text(meta, "output_text") if kind == "encoder-decoder" else None
+    if output is None and kind == "encoder-decoder":
+        output = _sentencepiece_text(target)
     return Analysis(
         checkpoint=checkpoint,
         kind=kind,
-        text=_text(source, target, kind),
+        text=_text(source, target, kind) if text is None else text,
         source_pieces=source,
         target_pieces=target,
         target_ids=(),
         blocks=blocks,
         positional_encoding={_first_stack(kind): rows.astype(np.float32)},
         predictions=predictions,
-        output_text=TEXT_RULE.join(target) if kind == "encoder-decoder" else None,
+        output_text=output,
         positional=positional,
         kv_heads=_kv_heads(meta["kv_head_of_query_head"], n_heads),
         blank=len(predictions) == 1 and len(pieces) > 1,

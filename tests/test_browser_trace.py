@@ -130,3 +130,31 @@ def test_explore_and_compare_draw_an_opened_trace(server, browser, tmp_path: Pat
             no_serious_violation(page)
         finally:
             context.close()
+
+
+def test_a_translator_trace_shows_its_output_and_every_steps_guesses(server, browser, tmp_path: Path) -> None:
+    """A translator's trace on Explore reads as the model it came from: its output as words (not '▁' pieces) and,
+    per decoding step, the top guesses the file holds, all of them in view (no column cut off beside the heatmap)."""
+    model = load_checkpoint(ROOT / "checkpoints" / "translate-en-de")
+    analysis = analyze(model, "The cat sat on the mat.")
+    path = tmp_path / "cat.json"
+    path.write_text(to_json(analysis), encoding="utf-8")
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{server}/trace")
+        page.get_by_role("heading", name="Open a trace file").wait_for()
+        page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(path))
+        page.locator('[data-testid="stMainBlockContainer"]').get_by_role("link", name="Explore").click()
+        page.get_by_role("heading", name="Predictions").wait_for()
+        output = page.locator('[data-testid="stCode"]').first
+        assert output.inner_text().strip() == analysis.output_text  # "Die Katze saß auf dem Mat."
+        table = page.locator("table.atlas-table").filter(has_text="top guesses")
+        assert table.locator("tbody tr").count() == len(analysis.predictions)
+        first = table.locator("tbody tr").first.inner_text()
+        assert all(f"{p.prob:.0%}" in first for p in analysis.predictions[0])  # every guess the file holds
+        main = page.locator('[data-testid="stMain"]')
+        assert main.evaluate("m => m.scrollWidth <= m.clientWidth + 1")  # nothing pushed off to the right
+    finally:
+        context.close()

@@ -20,8 +20,8 @@ from inference.decoding import generate
 
 ROOT = Path(__file__).resolve().parents[1]
 TOP_KEYS = {"format", "checkpoint", "kind", "positional", "positional_encoding", "kv_head_of_query_head"}
-TOP_KEYS |= {"attention", "predictions"}
-TOKEN_KEYS = {"encoder-decoder": {"source_tokens", "target_tokens"}, "decoder-only": {"target_tokens"}}
+TOP_KEYS |= {"attention", "predictions", "text"}
+TOKEN_KEYS = {"encoder-decoder": {"source_tokens", "target_tokens", "output_text"}, "decoder-only": {"target_tokens"}}
 TOKEN_KEYS["encoder-only"] = {"source_tokens"}
 ENTRY_KEYS = {"name", "stack", "layer", "type", "queries", "keys", "weights", "scores", "mask"}
 TEXT = "The cat sat on the mat."

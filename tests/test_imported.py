@@ -316,8 +316,27 @@ def test_export_read_trace_round_trip(analyses: dict[str, Analysis], kind: str, 
         assert [(p.piece, p.id) for p in got] == [(p.piece, p.id) for p in top]
         assert np.allclose([p.prob for p in got], [p.prob for p in top], rtol=0, atol=5.1e-7)
     assert read.prediction_pieces == original.prediction_pieces
-    first = original.target_pieces if kind == "decoder-only" else original.source_pieces
-    assert read.text == " ".join(first) and read.target_ids == ()
+    assert read.text == original.text and read.output_text == original.output_text and read.target_ids == ()
+
+
+def test_a_trace_written_before_text_was_kept_reads_its_pieces(analyses: dict[str, Analysis]) -> None:
+    """A format-3 file without `text` and `output_text`: the first stack's tokens joined, and an encoder-decoder's
+    output read from its pieces (words, not '▁' markers); a wrong or huge value is refused, naming the key."""
+    for kind, original in analyses.items():
+        obj = to_json_object(original)
+        obj.pop("text")
+        obj.pop("output_text", None)
+        read = read_trace(json.dumps(obj).encode(), "old.json")
+        first = original.target_pieces if kind == "decoder-only" else original.source_pieces
+        assert read.text == " ".join(first)
+        if kind == "encoder-decoder":
+            assert read.output_text == "".join(original.target_pieces[1:]).replace("▁", " ").strip()
+            assert "▁" not in read.output_text
+    obj = to_json_object(analyses["encoder-decoder"])
+    for bad, said in ((["x"], "not a string"), ("x" * (imported.MAX_TEXT_CHARS + 1), "more than the")):
+        obj["output_text"] = bad
+        with pytest.raises(TraceError, match=f'x.json: "output_text" .*{said}'):
+            read_trace(json.dumps(obj).encode(), "x.json")
 
 
 def test_read_trace_grouped_key_value_heads(analyses: dict[str, Analysis]) -> None:

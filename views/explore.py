@@ -60,7 +60,8 @@ def predictions(ctx: Analysed | TracedAnalysis) -> None:
     else:
         st.markdown("**Model output**")
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
-        st.dataframe(charts.predictions_table(ctx, None), hide_index=True, key="steps_topk")
+        st.caption("Each step: the token fed in, the one that came next, and the model's guesses there.")
+        small_table(charts.predictions_table(ctx, None))  # wraps beside the heatmap, every guess shown
 
 
 @state.fragment
