@@ -188,8 +188,9 @@ def test_switching_head_redraws_and_hover_reads_query_to_key_weight(server, page
     page.mouse.move(box["x"] + box["width"] * 0.1, box["y"] + box["height"] * 0.9)
     hover = page.locator(".hoverlayer .hovertext").first
     hover.wait_for()
-    # position and piece of both ends, from 1 as the axes count: "8:▁. → 1:<s>: 0.123"
-    assert re.fullmatch(r"\d+:\S+ → 1:\S+: [01]\.\d{3}", hover.text_content().strip()), hover.text_content()
+    # position and piece of both ends, from 1 as the axes count: "query 8:▁. → key 1:<s>: 0.123"
+    text = hover.text_content().strip()
+    assert re.fullmatch(r"query \d+:\S+ → key 1:\S+: [01]\.\d{3}", text), text
 
 
 def test_translation_model_shows_its_output(server, page) -> None:
