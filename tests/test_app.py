@@ -255,7 +255,12 @@ def test_attention_math_page(app) -> None:
     at.switch_page("views/attention_math.py").run()
     ok(at)
     assert len(at.latex) >= 2 and "softmax" in at.latex[0].value
-    assert at.selectbox(key="query").value == len(at.selectbox(key="query").options) - 1  # the last token
+    # It opens on a query whose row the no-peek mask changes: some keys allowed, some hidden (not the last token,
+    # whose row hides nothing).
+    opened = at.selectbox(key="query").value
+    steps = chart(ok(at), "steps_chart")
+    masked = [row == ["−∞"] for row in steps["data"][1]["text"]]
+    assert 0 < opened < len(at.selectbox(key="query").options) - 1 and any(masked) and not all(masked)
     at.selectbox(key="query").select(0).run()
     assert at.query_params["q"] == "1"  # as labelled: the first token
     steps = chart(ok(at), "steps_chart")

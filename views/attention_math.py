@@ -12,6 +12,7 @@ from viz.steps import (
     WINDOW,
     attention_steps,
     key_window,
+    opening_query,
     output_figure,
     steps_figure,
     steps_latex,
@@ -29,7 +30,7 @@ def steps_view(held: cache.Held) -> None:
     attention, layer, head = head_picker(analysis, with_average=False)
     block = analysis.block(attention, layer)
     labels = indexed_labels(block.query_pieces)
-    query = token_picker("Query token", QUERY, labels, analysis)
+    query = token_picker("Query token", QUERY, labels, analysis, start=opening_query(block.mask))
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
     steps = attention_steps(block, head, query, cache.head_detail(ctx, block.name, head))
     st.latex(steps_latex(steps))

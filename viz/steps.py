@@ -103,6 +103,21 @@ def _fmt(values: np.ndarray, number: str = "{:.2f}") -> list[list[str]]:
     return [["−∞" if np.isneginf(x) else number.format(x)] for x in values]
 
 
+def opening_query(mask: np.ndarray) -> int:
+    """The query the page opens on: one whose row the mask changes, half its keys hidden (the middle query of a
+    no-peek mask), so that step 2 shows what masking does; the last query when the mask hides nothing there
+    either (cross-attention, an encoder without padding), where every row is alike."""
+    allowed = np.asarray(mask, dtype=bool)
+    rows = [i for i in range(len(allowed)) if not allowed[i].all() and allowed[i].any()]
+    if not rows:
+        return len(allowed) - 1
+    return min(rows, key=lambda i: (abs(int(allowed[i].sum()) - allowed.shape[1] / 2), i))
+
+
+STEP_LABELS = ("1.<br>scores", "2.<br>masked", "3.<br>softmax", "4. weight × V<br>(value dimension)")
+STEP_LABEL_COLOR = "#262730"  # the page's text colour: a step's name is read, not a tick
+
+
 def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
     """Four panels sharing the key axis: raw scores → masked (−∞ in grey) → softmax weights → w_j·v_j.
 
@@ -123,7 +138,6 @@ def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
         shared_yaxes=True,
         column_widths=[0.12, 0.12, 0.12, 0.64],
         horizontal_spacing=0.02,
-        subplot_titles=["1.<br>QKᵀ/√d", "2.<br>masked", "3.<br>softmax", "4. weight × V"],  # narrow: two lines
     )
     bound = float(np.abs(steps.scores).max()) or 1.0
     columns = [
@@ -168,15 +182,16 @@ def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
         col=4,
     )
     fig.update_layout(plot_bgcolor=MASKED)
-    fig.update_xaxes(showticklabels=False, showgrid=False)
-    fig.update_xaxes(showticklabels=True, title_text="value dimension", row=1, col=4)
+    # Each panel's step under it, as its axis title in the figure's own type (larger in projector mode), dark:
+    # above the panels they sat in small grey type under the chart's title. Two short lines fit a narrow panel.
+    fig.update_xaxes(showticklabels=False, showgrid=False, automargin=True, title_font_color=STEP_LABEL_COLOR)
+    for col, label in enumerate(STEP_LABELS, start=1):
+        fig.update_xaxes(title_text=label, title_standoff=6, row=1, col=col)
+    fig.update_xaxes(showticklabels=True, row=1, col=4)
     fig.update_yaxes(tickmode="array", tickvals=list(y), ticktext=keys, autorange="reversed", showgrid=False)
     fig.update_yaxes(title_text="key", row=1, col=1)
     title = f"Head {steps.head + 1}, query {steps.query + 1} ({display_piece(steps.query_piece)})"
-    fig.update_annotations(font_size=11)  # the panel titles
-    fig = finish(fig, title, height=min(900, max(320, 26 * len(keys) + 160)))
-    fig.update_layout(margin={"t": fig.layout.margin.t + 45})  # room for the title above the panel titles
-    return fig
+    return finish(fig, title, height=min(900, max(320, 26 * len(keys) + 200)))
 
 
 def weights_overview(steps: Steps, window: range) -> go.Figure:
