@@ -115,8 +115,9 @@ class Cost:
     clock:   "CPU" (the CPU time of the thread running it, when torch runs on that one thread: other work on a busy
              machine barely changes it) or "wall" (elapsed time, when torch spreads the work over threads).
     lengths: the sequence lengths n.
-    repeats: how many timed runs at each n.
-    seconds: the fastest of the repeats at each n (the least disturbed by other work on the machine).
+    repeats: how many timed runs at each n (COST_REPEATS, fewer where COST_BUDGET ran out first).
+    seconds: the median of the repeats at each n: one slow run (other work on the machine) does not move it, and
+             a second visit reads about the same numbers.
     bytes:   bytes of the scores and weights tensors the block actually created at each n (float32, every head).
     time_fit, bytes_fit: (a, b, c) of a·n² + b·n + c, least squares.
     """
@@ -135,12 +136,14 @@ class Cost:
         a, b, c = fit
         return a * n**2 + b * n + c
 
-    def doubling(self, fit: tuple[float, float, float]) -> float:
-        """How many times the fitted quadratic `fit` grows from half the longest length to the longest: 4 for a
-        pure n² cost, 2 for a linear one."""
-        n = np.asarray([self.lengths[-1] / 2, self.lengths[-1]], dtype=np.float64)
-        low, high = self.fitted(fit, n)
-        return float(high / low) if low > 0 else float("inf")
+    def growth(self, values: tuple[float, ...]) -> tuple[int, int, float]:
+        """(n/2, n, ratio): how many times the measured `values` (seconds or bytes, one per length) grow from the
+        measured length nearest half the longest to the longest; 4 for a pure n² cost, 2 for a linear one. Read
+        from the measurements the table lists, so a sentence quoting it matches the figure."""
+        top = self.lengths[-1]
+        half = min(range(len(self.lengths) - 1), key=lambda i: abs(self.lengths[i] - top / 2))
+        low, high = values[half], values[-1]
+        return self.lengths[half], top, float(high / low) if low > 0 else float("inf")
 
 
 def _clock() -> tuple[str, Callable[[], float]]:
@@ -155,11 +158,18 @@ def cost_lengths(max_len: int, points: int = 8, longest: int = 512) -> tuple[int
     return tuple(int(n) for n in np.linspace(top / points, top, points).round())
 
 
+COST_REPEATS = 7  # timed runs at each length: their median reads the same from one visit to the next
+COST_BUDGET = 3.0  # seconds: past this, no more rounds start (at least MIN_REPEATS run, however slow the machine)
+MIN_REPEATS = 3
+WARM_UP = 2  # untimed rounds first: the first calls at a new size allocate, and the next ones still run slow
+
+
 @torch.inference_mode()
-def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, repeats: int = 3) -> Cost:
+def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, repeats: int = COST_REPEATS) -> Cost:
     """Time the first stack's first self-attention block (projections, QKᵀ/√d_k, mask, softmax, ·V, W^O: the
-    explicit path that materialises the weights) on random vectors of each length, `repeats` times each in turn,
-    and count the bytes of the score and weight tensors it returns. About a second for the shipped models."""
+    explicit path that materialises the weights) on random vectors of each length, up to `repeats` times each in
+    turn (fewer once COST_BUDGET has passed), keep the median at each length, and count the bytes of the score and
+    weight tensors it returns. About a second for the shipped models."""
     model, cfg = ckpt.model, ckpt.config
     lengths = lengths or cost_lengths(cfg.max_len)
     if len(lengths) < 3 or any(not 1 <= n <= cfg.max_len for n in lengths):
@@ -173,20 +183,24 @@ def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, rep
         x = torch.randn(1, n, cfg.d_model, generator=generator)
         inputs.append((x, attention_mask(valid, valid, causal=stack == "decoder")))
     clock, now = _clock()
-    seconds = [float("inf")] * len(lengths)
+    runs: list[list[float]] = [[] for _ in lengths]
     sizes = [0] * len(lengths)
-    for round_ in range(repeats + 1):  # round robin, so that a burst of other work slows every length alike
+    began = time.perf_counter()
+    for round_ in range(WARM_UP + repeats):  # round robin, so that a burst of other work slows every length alike
+        if round_ >= WARM_UP + MIN_REPEATS and time.perf_counter() - began > COST_BUDGET:
+            break
         for i, (x, mask) in enumerate(inputs):
             start = now()
             _, record = attn(x, x, mask)
-            if round_:  # the first round is a warm-up: the first call at a new size allocates
-                seconds[i] = min(seconds[i], now() - start)
+            if round_ >= WARM_UP:
+                runs[i].append(now() - start)
             sizes[i] = sum(t.element_size() * t.nelement() for t in (record.scores, record.weights))
+    seconds = [float(np.median(r)) for r in runs]
     n = np.asarray(lengths, dtype=np.float64)
     time_fit = tuple(float(v) for v in np.polyfit(n, seconds, 2))
     bytes_fit = tuple(float(v) for v in np.polyfit(n, np.asarray(sizes, dtype=np.float64), 2))
     block = block_name(stack, 0, "self_attn")
-    return Cost(block, clock, repeats, tuple(lengths), tuple(seconds), tuple(sizes), time_fit, bytes_fit)
+    return Cost(block, clock, len(runs[0]), tuple(lengths), tuple(seconds), tuple(sizes), time_fit, bytes_fit)
 
 
 @dataclass(frozen=True)

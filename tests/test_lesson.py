@@ -5,6 +5,7 @@ analysis.lesson's model work."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -221,6 +222,13 @@ def test_the_cost_step_plots_the_measured_quadratic(app) -> None:
     n = table["n"].to_numpy(dtype=float)
     np.testing.assert_allclose(table["scores + weights (KiB)"], 2 * 4 * 4 * n**2 / 1024)  # 4 heads, 2 float32 maps
     assert {"lesson_time", "lesson_memory"} <= set(charts(at))
+    said = next(c.value for c in at.caption if "the measured time grows" in c.value)
+    grew = re.search(r"From n = (\d+) to n = (\d+) the measured time grows (\d+\.\d)× and the memory (\d\.\d)×", said)
+    ms = dict(zip(table["n"], table["time (ms)"], strict=True))
+    low, high = int(grew[1]), int(grew[2])
+    assert (low, high) == (n[3], n[-1])  # the measured length nearest half the longest, and the longest
+    assert grew[3] == f"{ms[high] / ms[low]:.1f}" and grew[4] == "4.0"  # the table's medians, as the figure draws them
+    assert re.search(r"the median of \d runs at each of 8 lengths", said)
 
 
 # course.lesson, analysis.lesson and viz.lesson ------------------------------------------------------------------
@@ -296,7 +304,8 @@ def test_the_measured_memory_is_exactly_quadratic_and_the_time_grows(tiny_checkp
     cost = attention_cost(ckpt, (8, 16, 32, 64))
     heads = ckpt.config.n_heads
     assert cost.bytes == tuple(2 * heads * 4 * n * n for n in (8, 16, 32, 64))
-    assert cost.bytes_fit[0] == pytest.approx(8 * heads) and cost.doubling(cost.bytes_fit) == pytest.approx(4.0)
+    assert cost.bytes_fit[0] == pytest.approx(8 * heads) and cost.growth(cost.bytes) == (32, 64, 4.0)
+    assert cost.repeats == 7 and cost.growth(cost.seconds)[2] == pytest.approx(cost.seconds[-1] / cost.seconds[2])
     assert all(s > 0 for s in cost.seconds) and cost.block == "decoder.layers.0.self_attn"
     assert cost.clock == "CPU"  # torch on one thread (conftest): the thread's CPU time, steady on a busy machine
     assert cost_lengths(512) == (64, 128, 192, 256, 320, 384, 448, 512) and cost_lengths(64)[-1] == 64
