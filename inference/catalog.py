@@ -285,6 +285,20 @@ def headline(card: dict[str, Any]) -> str:
     return ""
 
 
+def recorded_head(card: dict[str, Any]) -> tuple[str, int, str] | None:
+    """The head whose formation a run recorded, as (block name, 0-based head, what it does): the card's best
+    induction head, else its best previous-token head (the evaluate command's probe, analysis.induction); None
+    when the card names neither or names them in another shape."""
+    probe = (card.get("metrics") or {}).get("induction") if isinstance(card.get("metrics"), dict) else None
+    if not isinstance(probe, dict):
+        return None
+    for key, what in (("best_induction_head", "induction"), ("best_previous_token_head", "previous-token")):
+        best = probe.get(key)
+        if isinstance(best, dict) and isinstance(best.get("block"), str) and isinstance(best.get("head"), int):
+            return best["block"], best["head"] - 1, what  # the card counts heads from 1, as it is read
+    return None
+
+
 def _percent(share: float) -> str:
     """A share as a percentage a person reads: whole numbers from 10 % to 99 %, one decimal outside (0.999 is not
     100 %)."""

@@ -23,6 +23,7 @@ from training.train import save_snapshot
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 STEPS, LOSSES = [0, 5, 20], [4.5, 3.25, 1.5]
 TEXT = "the cat sat on the mat"
+RECORDED = {"layer": 2, "head": 3, "block": "decoder.layers.1.self_attn", "score": 0.9}
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +43,8 @@ def with_snapshots(good_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         save_snapshot(folder, build_model(ckpt.config).eval(), step, loss)
     card = json.loads((folder / "card.json").read_text(encoding="utf-8"))
     card["training"] = {"history": [{"step": s, "valid_loss": v} for s, v in ((5, 3.25), (10, 2.0), (20, 1.5))]}
+    # the evaluate command's probe names the head that formed, counted from 1 as the card is read
+    card.setdefault("metrics", {})["induction"] = {"best_induction_head": RECORDED}
     (folder / "card.json").write_text(json.dumps(card), encoding="utf-8")
     return root
 
@@ -138,6 +141,24 @@ def test_the_slider_shows_the_chosen_steps_head_and_every_step_side_by_side(app,
     line, points, ring = curve["data"]
     assert line["x"] == [5, 10, 20] and points["y"] == LOSSES and ring["x"] == [1]  # step 0 drawn at 1 (log axis)
     assert at.code[0].value == (analyze(load_snapshot(ckpt, 0), TEXT).output_text or "(empty)")
+
+
+def picked(at: AppTest) -> tuple[str, int, int]:
+    return at.radio(key="attention").value, at.selectbox(key="layer").value, at.selectbox(key="head").value
+
+
+def test_the_page_opens_on_the_head_the_run_recorded_forming(app) -> None:
+    """The card's recorded head (layer 2, head 3) is where the page opens, and said; a head the URL names or the
+    person picks is kept instead."""
+    at = ok(app(model="translate-tiny", text=TEXT))
+    assert picked(at) == ("decoder.self_attn", 1, 2)
+    assert "induction head forming: layer 2, head 3" in " ".join(c.value for c in at.caption)
+    linked = ok(app(model="translate-tiny", text=TEXT, attention="decoder.cross_attn", L="1", H="4"))
+    assert picked(linked) == ("decoder.cross_attn", 0, 3)
+    ok(at.selectbox(key="head").select(0).run())
+    ok(at.switch_page("views/explore.py").run())
+    ok(at.switch_page("views/training.py").run())
+    assert picked(at) == ("decoder.self_attn", 1, 0)  # the person's choice, not the page's opening head
 
 
 def test_a_copied_link_restores_the_step(app) -> None:

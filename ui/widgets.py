@@ -31,6 +31,7 @@ HEAD = state.url_index("head", "H", words=(("all", AVERAGE),), aliases=("head",)
 QUERY = state.url_index("query", "q", aliases=("query",))  # the attention-math page's query token
 POSITION = state.url_index("position", "pos", aliases=("position",))  # the token whose next one an LM predicts
 AVERAGE_ASIDE = "_head_average_aside"  # session key: the average was chosen, a page without it shows head 1
+HEAD_PICKED = "_head_picked"  # session key: the person chose a layer or head (a picker, a tile, a button)
 PROJECTOR = state.url_key("projector", state.flag)  # large type, high contrast, collapsed sidebar (its toggle)
 
 
@@ -86,7 +87,7 @@ def layer_and_head(
     page that has it."""
     layers = analysis.layers(attention)
     state.keep_valid(LAYER, layers, layers[0])
-    layer = cols[0].selectbox("Layer", layers, key=LAYER, format_func=lambda i: f"layer {i + 1}")
+    layer = cols[0].selectbox("Layer", layers, key=LAYER, format_func=lambda i: f"layer {i + 1}", on_change=head_chosen)
     heads = list(range(analysis.block(attention, layer).n_heads)) + ([AVERAGE] if with_average else [])
     _keep_average(with_average)
     state.keep_valid(HEAD, heads, 0)
@@ -116,8 +117,21 @@ def _keep_average(with_average: bool) -> None:
 
 @errors.safe  # a callback: runs outside the page's guard
 def head_chosen() -> None:
-    """The person chose a head (in a picker, or by a button that opens one): it replaces an average set aside."""
+    """The person chose a layer or head (in a picker, or by a button that opens one): it replaces an average set
+    aside, and a page's own opening head (open_on_head) no longer overrides it."""
     st.session_state.pop(AVERAGE_ASIDE, None)
+    st.session_state[HEAD_PICKED] = True
+
+
+def open_on_head(block: str, head: int) -> bool:
+    """Before the pickers are drawn, open on head `head` of block `block` (a page's teaching default: the head a
+    training run recorded forming), unless the person chose a layer or head this session or the URL named one.
+    Whether it did."""
+    if st.session_state.get(HEAD_PICKED) or {LAYER, HEAD} & st.session_state.get(state.FROM_URL, set()):
+        return False
+    st.session_state[ATTENTION] = attention_type(block)
+    st.session_state[LAYER], st.session_state[HEAD] = block_layer(block), head
+    return True
 
 
 WEIGHTING = state.url_key("weighting")  # WEIGHTINGS: what every attention view draws, on every page

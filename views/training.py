@@ -7,9 +7,10 @@ import streamlit as st
 from analysis.record import Analysis
 from inference import catalog
 from inference.snapshots import Snapshot, stored_as
+from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Context
-from ui.widgets import head_picker, show_chart
+from ui.widgets import head_picker, open_on_head, show_chart
 from viz.heads import head_heatmap
 from viz.labels import safe_filename
 from viz.tables import top_k_frame
@@ -90,6 +91,21 @@ def _copying(ctx: Context, step: int) -> None:
     )
 
 
+def _recorded_note(recorded: tuple[str, int, str]) -> None:
+    """Name the head the run recorded forming, and the kind of text that shows it."""
+    block, head, what = recorded
+    where = f"layer {block_layer(block) + 1}, head {head + 1}"
+    if what == "induction":
+        text = (
+            f"The run recorded its induction head forming: {where} (the page opens on it). It shows on a text "
+            "that repeats itself — type a sentence twice, and watch the second copy's queries look at the token "
+            "after their earlier occurrence appear between two snapshots."
+        )
+    else:
+        text = f"The run recorded its previous-token head forming: {where} (the page opens on it)."
+    st.caption(text)
+
+
 def body() -> None:
     st.title("Training steps")
     st.caption("The same text through the model as it was at a few steps of its training run: watch the heads form.")
@@ -111,7 +127,12 @@ def body() -> None:
     step = st.select_slider(
         "Training step", steps, key=STEP, format_func=lambda s: f"{s:,}", help="The steps a snapshot was kept at."
     )
+    recorded = catalog.recorded_head(ctx.ckpt.card)
+    if recorded is not None and recorded[0] in final.blocks and recorded[1] < final.n_heads:
+        open_on_head(recorded[0], recorded[1])
     attention, layer, head = head_picker(final, with_average=True)
+    if recorded is not None:
+        _recorded_note(recorded)
     state.sync_url()
     # Every step's decoder reads the same tokens: the shipped model's output (its untrained snapshots would write
     # outputs of other lengths, and their heads could not be compared).
