@@ -38,10 +38,12 @@ PAPER_SENTENCES = (
 
 PRESETS: dict[str, tuple[str, ...]] = {
     "reverse": ("abcdef", "pineapple", "bookkeeping", "hello", "abcdefghijklmnop"),  # its alphabet is a–p only
+    # The first, which the pages open on, is one it translates right ("Ich möchte bitte eine Tasse Kaffee."; the
+    # cat's mat comes out "Mat", tests/test_defaults.py).
     "translate": (
+        "I would like a cup of coffee, please.",
         "The cat sat on the mat.",
         "Where is the train station?",
-        "I would like a cup of coffee, please.",
         "We are going to the park tomorrow.",
         "My sister reads a book every evening.",
         *PAPER_SENTENCES,
@@ -56,13 +58,15 @@ PRESETS: dict[str, tuple[str, ...]] = {
         "Mr and Mrs Dursley lived at number four, Privet Drive. They were the last",
         *PAPER_SENTENCES,
     ),
-    # runs of words from its 2,000-word vocabulary (lower case, no punctuation: "mat." is not a word it knows)
+    # runs of words from its 2,000-word vocabulary (lower case, no punctuation: "mat." is not a word it knows). The
+    # first, which the pages open on, ends on a word seen once before, so the copy is plain (tests/test_defaults.py);
+    # the last ends on "the", which two different words followed: the head copies the one that followed it twice.
     "induction": (
-        "the old man went down to the river and the old man went down to the",
-        "one day a young king came to the city and sat by the gate one day a young king came to the city and",
         "john gave mary a book and then john gave mary a",
+        "one day a young king came to the city and sat by the gate one day a young king came to the city and",
         "red blue green black white red blue green black white red blue",
         "water fire earth light water fire earth light water fire earth",
+        "the old man went down to the river and the old man went down to the",
     ),
     # seed 003's centre-word models: a blank between two words on each side, words of their 2,000-word vocabulary
     "fivegram": (
