@@ -250,6 +250,15 @@ def test_broken_checkpoints_and_an_empty_folder(app, good_dir: Path, tmp_path: P
 # the other pages ----------------------------------------------------------------------------------------------------
 
 
+def test_a_link_to_a_model_this_server_lacks_says_so(app) -> None:
+    """An unknown `model=` opens the default model with a warning naming the link's model, never silently."""
+    at = ok(app(model="gpt-7" + "x" * 200))
+    said = " ".join(w.value for w in at.sidebar.warning)
+    assert "gpt-7xxx" in said and "does not have" in said and len(said) < 300
+    assert at.selectbox(key="model").value in {LM, ED}
+    assert not ok(app(model=LM)).sidebar.warning  # a model it has: nothing to say
+
+
 def test_attention_math_page(app) -> None:
     at = app()
     at.switch_page("views/attention_math.py").run()

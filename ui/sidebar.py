@@ -152,8 +152,16 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
     by_name = {e.name: e for e in entries}
     usable = [e.name for e in entries if e.ok]
     first = catalog.DEFAULT_MODEL if catalog.DEFAULT_MODEL in usable else (usable or [entries[0].name])[0]
-    state.keep_valid(MODEL, list(by_name), first)
     side = st.sidebar
+    asked = st.session_state.get(MODEL)
+    if asked is not None and asked not in by_name and MODEL in st.session_state.get(state.FROM_URL, set()):
+        # A link from another server, or to a model since removed: said once, never a silent switch.
+        st.session_state[state.FROM_URL].discard(MODEL)
+        name = str(asked) if len(str(asked)) <= 80 else f"{str(asked)[:80]}…"
+        side.warning(
+            errors.shown(f"The link names the model “{name}”, which this server does not have: showing “{first}”.")
+        )
+    state.keep_valid(MODEL, list(by_name), first)
     name = side.selectbox(
         "Model",
         list(by_name),
