@@ -370,8 +370,12 @@ def formation(history: object, snapshot_steps: list[int]) -> Formation | None:
     return Formation(steps, scores, first, second, formed, forming, shown)
 
 
-CIRCUIT_WORDS = 6  # the circuit step's run: this many words, then the same again but for the last
+CIRCUIT_WORDS = 6  # the circuit step's run where the sentence has <unk>: this many words, then again but the last
 CIRCUIT_SEED = 0
+# The circuit step's run on a model whose tokenizer reads it whole (no <unk>): a sentence, then the same again up to
+# its last word, which the model should copy. Text a language model of English has read, so its guess there means
+# something (lm-english: p ≈ 0.95), where random words leave every guess of the first copy at ~0.001.
+CIRCUIT_SENTENCE = "Once upon a time, there was a little girl who lived in a small house."
 
 
 def whole_words(ckpt: Checkpoint, count: int, seed: int = CIRCUIT_SEED) -> list[int]:
@@ -389,6 +393,24 @@ def whole_words(ckpt: Checkpoint, count: int, seed: int = CIRCUIT_SEED) -> list[
     return [ids[i] for i in order.tolist()]
 
 
+def circuit_ids(ckpt: Checkpoint) -> tuple[list[int], list[int], int]:
+    """(run, other, cut): the circuit step's run R, ids for a second half with nothing to copy, and how many of R's
+    tokens the second copy repeats (R[cut] is the token to copy). R is CIRCUIT_SENTENCE where the tokenizer reads
+    it with no <unk> and a word to copy at its end, cut before that word; else CIRCUIT_WORDS whole words, cut
+    before the last."""
+    cfg = ckpt.config
+    ids = ckpt.tokenizer.encode(CIRCUIT_SENTENCE)
+    pieces = ckpt.tokenizer.pieces(ids)
+    starts = [i for i, p in enumerate(pieces) if i > 0 and p[:1] in "▁Ġ" and p[1:].isalpha()]  # words after the first
+    if starts and cfg.unk_id not in ids and 1 + 2 * len(ids) <= cfg.max_len:
+        cut = starts[-1]
+        other = [i for i in whole_words(ckpt, len(ids) + cut) if i not in ids][:cut]
+        if len(other) == cut:
+            return ids, other, cut
+    words = whole_words(ckpt, 2 * CIRCUIT_WORDS)
+    return words[:CIRCUIT_WORDS], words[CIRCUIT_WORDS:], CIRCUIT_WORDS - 1
+
+
 @dataclass(frozen=True)
 class Circuit:
     """The induction circuit of a decoder-only model, end to end, on the probe its scores were measured on.
@@ -396,10 +418,11 @@ class Circuit:
     previous, induction: the best previous-token and induction heads, (block, head, score), 0-based heads.
     previous_weights: (T, T) the previous-token head's weights on the clean run.
     sources: the induction head's K-composition with every earlier head, strongest first, (layer, head, score).
-    clean_pieces, corrupted_pieces: `<s>`, R (CIRCUIT_WORDS whole words), then R again but for its last word
-             (clean) or other words (corrupted): the clean run's next token is R's last, copied; the corrupted
-             run has nothing to copy.
-    patching: every head of the clean run patched into the corrupted one (analysis.patching), answer R's last token.
+    length:  the tokens of the run R (circuit_ids).
+    clean_pieces, corrupted_pieces: `<s>`, R, then R again up to the token to copy (clean) or as many other words
+             (corrupted): the clean run's next token is a copy; the corrupted run has nothing to copy.
+    probability: the intact model's probability for the copied token after the clean run.
+    patching: every head of the clean run patched into the corrupted one (analysis.patching), answer the copy.
     together: the heads scoring INDUCTION_AT or more on the probe; restored: what patching them at once restores.
     attribution: each part's direct contribution to that answer's logit at the clean run's last position.
     """
@@ -408,8 +431,10 @@ class Circuit:
     induction: tuple[str, int, float]
     previous_weights: np.ndarray
     sources: tuple[tuple[int, int, float], ...]
+    length: int
     clean_pieces: tuple[str, ...]
     corrupted_pieces: tuple[str, ...]
+    probability: float
     patching: Patching
     together: tuple[tuple[str, int], ...]
     restored: float
@@ -428,11 +453,10 @@ def circuit(ckpt: Checkpoint, report: InductionReport) -> Circuit:
     """The previous-token head, the K-composition that links it to the induction head, patching that confirms the
     pair, and the induction head writing the copied token (the Lesson's induction-circuit step)."""
     cfg = ckpt.config
-    words = whole_words(ckpt, 2 * CIRCUIT_WORDS)
-    run, other = words[:CIRCUIT_WORDS], words[CIRCUIT_WORDS:]
-    clean = torch.tensor([[cfg.bos_id, *run, *run[:-1]]])  # <s> R R[:-1]: the next token is R's last, a copy
-    corrupted = torch.tensor([[cfg.bos_id, *run, *other[:-1]]])  # <s> R R': nothing to copy
-    answer = run[-1]
+    run, other, cut = circuit_ids(ckpt)
+    clean = torch.tensor([[cfg.bos_id, *run, *run[:cut]]])  # <s> R R[:cut]: the next token, R[cut], is a copy
+    corrupted = torch.tensor([[cfg.bos_id, *run, *other[:cut]]])  # <s> R R': nothing to copy
+    answer = run[cut]
     runs = prepare_ids(ckpt, clean, corrupted, answer, None)
     patched = patch_runs(ckpt, runs, "heads")
     together = tuple(
@@ -440,7 +464,8 @@ def circuit(ckpt: Checkpoint, report: InductionReport) -> Circuit:
     )
     parts = attribute(ckpt, None, clean, clean.shape[1] - 1, answer)
     previous, induction = report.best(report.previous_token), report.best(report.induction)
-    _, trace = forward(ckpt.model, clean)
+    logits, trace = forward(ckpt.model, clean)
+    probability = float(logits[0, -1].float().softmax(dim=-1)[answer])
     weights = trace.attention[previous[0]].weights[0, previous[1]].float().numpy().copy()
     composed = composition(ckpt.model)
     layer = parse_block_name(induction[0])[1]
@@ -451,8 +476,10 @@ def circuit(ckpt: Checkpoint, report: InductionReport) -> Circuit:
         induction,
         weights,
         tuple(sources),
+        len(run),
         tuple(pieces(clean[0].tolist())),
         tuple(pieces(corrupted[0].tolist())),
+        probability,
         patched,
         together,
         patch_together(ckpt, runs, together) if together else 0.0,

@@ -120,17 +120,41 @@ def norm_name(ctx: Context) -> str:
 # Which model a step needs ------------------------------------------------------------------------------------------
 
 
+# The order a step borrows a model in, best first. A step about the induction heads wants a model whose card records
+# one; then by preset family (inference.catalog.preset_family): translators (their cross-attention reads best), then
+# language models of real text (their guesses and heads read as English), then the rest: the reverser, and the
+# random-word induction model, whose guesses on an English sentence are ~0.001 wherever nothing repeats.
+FAMILY_ORDER = ("translate", "lm")
+HEAD_STEPS = ("induction-heads", "induction-circuit")
+
+
+def induction_score(card: object) -> float:
+    """The best induction head's score a card records (training.evaluate writes
+    metrics.induction.best_induction_head); 0 for a card without one."""
+    try:
+        return float(card["metrics"]["induction"]["best_induction_head"]["score"])  # type: ignore[index]
+    except (KeyError, TypeError, ValueError):
+        return 0.0
+
+
+def preference(slug: str, entry: catalog.Entry) -> tuple[bool, int, str]:
+    """How fitting `entry` is to borrow for step `slug`: sorts best first, by FAMILY_ORDER, then by name."""
+    family = catalog.preset_family(entry.name, entry.kind, entry.card)
+    rank = FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
+    return slug in HEAD_STEPS and induction_score(entry.card) < INDUCTION_AT, rank, entry.name
+
+
 def fitting_models(step: Step) -> list[str]:
-    """The readable checkpoints that can show `step`, translators first (their cross-attention reads best)."""
+    """The readable checkpoints that can show `step`, the most fitting first (FAMILY_ORDER)."""
     root = catalog.checkpoints_dir()
-    names = []
+    fitting = []
     for entry in cache.checkpoint_entries(str(root), catalog.folder_stamp(root)):
         try:
             if entry.ok and step.fits(load_config(entry.path)[0]):
-                names.append((catalog.preset_family(entry.name, entry.kind, entry.card) != "translate", entry.name))
+                fitting.append(entry)
         except CheckpointError:
             continue
-    return [name for _, name in sorted(names)]
+    return [e.name for e in sorted(fitting, key=lambda e: preference(step.slug, e))]
 
 
 def borrowed(step: Step, ctx: Context) -> Context | None:
@@ -433,18 +457,12 @@ def heads_label(heads: tuple[tuple[str, int], ...]) -> str:
 
 
 def copying_models(but: str) -> list[str]:
-    """The listed checkpoints other than `but` whose card records an induction head scoring INDUCTION_AT or more
-    (training.evaluate writes it: metrics.induction.best_induction_head)."""
-
-    def score(card: object) -> float:
-        try:
-            return float(card["metrics"]["induction"]["best_induction_head"]["score"])  # type: ignore[index]
-        except (KeyError, TypeError, ValueError):
-            return 0.0
-
+    """The listed checkpoints other than `but` whose card records an induction head scoring INDUCTION_AT or more,
+    the most fitting first (FAMILY_ORDER: a model of real English before the random-word one)."""
     root = catalog.checkpoints_dir()
     entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
-    return [e.name for e in entries if e.ok and e.name != but and score(e.card) >= INDUCTION_AT]
+    copying = [e for e in entries if e.ok and e.name != but and induction_score(e.card) >= INDUCTION_AT]
+    return [e.name for e in sorted(copying, key=lambda e: preference(HEAD_STEPS[0], e))]
 
 
 SWITCHED = {
@@ -577,10 +595,11 @@ def induction_circuit(ctx: Context) -> None:
             switch = {"on_click": sidebar.switch_model, "args": (other,), "type": "primary"}
             st.button(f"Switch to {other}, which has one", key=f"lesson_switch_{other}", **switch)
     clean, corrupted = [display_piece(p) for p in seen.clean_pieces], [display_piece(p) for p in seen.corrupted_pieces]
-    n = (len(clean) - 1) // 2 + 1
+    n = seen.length
     copied = display_piece(ctx.ckpt.tokenizer.pieces([seen.patching.answer])[0])
-    st.markdown(f"**The run**: `<s>`, {n} words, the same again but for the last (it should be “{copied}”)")
+    st.markdown(f"**The run**: `<s>`, {n} tokens, then the same again up to “{copied}”, which the model should copy")
     st.code(f"{' '.join(clean[1 : n + 1])}\n{' '.join(clean[n + 1 :])} …", language=None, wrap_lines=True)
+    st.caption(f"{name} gives “{copied}” probability {seen.probability:.3f} there, after the run's last token.")
     prev, ind = head_label(prev_block, prev_head), head_label(ind_block, ind_head)
     st.markdown(f"**1. The previous-token head: {prev}** (previous-token score {prev_score:.2f} on the probe)")
     previous_view = head_heatmap(seen.previous_weights, seen.clean_pieces, seen.clean_pieces, f"Decoder {prev}")
