@@ -33,3 +33,30 @@ def test_the_translator_opens_on_a_sentence_it_translates_right() -> None:
     text = opening_text("translate-en-de")
     output = analyze(load_checkpoint(ROOT / "checkpoints" / "translate-en-de"), text).output_text
     assert text == "I would like a cup of coffee, please." and output == "Ich möchte bitte eine Tasse Kaffee."
+
+
+def test_head_ablation_opens_with_the_recorded_head_switched_off(good_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """A model whose card records the head that formed opens Head ablation with that head switched off (and says
+    so), so the first view shows what it does; a head the person removes stays removed."""
+    import json
+    import shutil
+
+    from streamlit.testing.v1 import AppTest
+
+    shutil.copytree(good_dir / "lm-tiny", tmp_path / "lm-tiny")
+    card_path = tmp_path / "lm-tiny" / "card.json"
+    card = json.loads(card_path.read_text(encoding="utf-8"))
+    best = {"layer": 2, "head": 2, "block": "decoder.layers.1.self_attn", "score": 0.9}
+    card.setdefault("metrics", {})["induction"] = {"best_induction_head": best}
+    card_path.write_text(json.dumps(card), encoding="utf-8")
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(tmp_path))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=60).run()
+    at.switch_page("views/ablation.py").run()
+    assert not at.exception
+    assert at.multiselect(key="ablate_heads").value == ["decoder.layers.1.self_attn:1"]
+    assert "induction head switched off (layer 2 · head 2)" in " ".join(c.value for c in at.caption)
+    assert at.query_params["ablate_heads"] == "decoder.self_attn-L2-H2"
+    at.multiselect(key="ablate_heads").set_value([]).run()
+    at.switch_page("views/explore.py").run()
+    at.switch_page("views/ablation.py").run()
+    assert at.multiselect(key="ablate_heads").value == []

@@ -6,6 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from analysis.record import Analysis
+from inference import catalog
 from model.names import parse_block_name
 from ui import cache, errors, sidebar, state
 from ui.widgets import head_from_url, head_to_url
@@ -27,6 +28,11 @@ APPROXIMATE_COLUMN = "log p drop (approx.)"
 def head_options(analysis: Analysis) -> list[str]:
     """Every head as `block name:head` (the widget's values), in model order."""
     return [f"{name}:{h}" for name, block in analysis.blocks.items() for h in range(block.n_heads)]
+
+
+def labels_of(analysis: Analysis, option: str) -> str:
+    """`option`'s label, lower case after the attention type: "layer 2 · head 1"."""
+    return head_label(analysis, option).split(" · ", 1)[1]
 
 
 def head_label(analysis: Analysis, option: str) -> str:
@@ -62,7 +68,16 @@ def body() -> None:
         return
     analysis = ctx.analysis
     options = head_options(analysis)
-    state.keep_valid(ABLATE_HEADS, options, [])
+    # A first visit opens with the head the model's run recorded forming switched off (the induction head, else
+    # the previous-token head), so the page shows at once what that head does; none when the card names none.
+    recorded = catalog.recorded_head(ctx.ckpt.card)
+    opening = [f"{recorded[0]}:{recorded[1]}"] if recorded and f"{recorded[0]}:{recorded[1]}" in options else []
+    state.keep_valid(ABLATE_HEADS, options, opening)
+    if opening and st.session_state.get(ABLATE_HEADS) == opening:
+        st.caption(
+            f"Opened with the model's {recorded[2]} head switched off ({labels_of(analysis, opening[0])}), the head "
+            "its training run recorded forming. Remove it from the list to see the intact model alone."
+        )
     cols = st.columns([3, 2])
     labels = {o: head_label(analysis, o) for o in options}  # not a closure over the analysis (ui.widgets)
     picked = cols[0].multiselect("Heads to switch off", options, key=ABLATE_HEADS, format_func=labels.get)
