@@ -19,19 +19,24 @@ server = test_browser.server  # the same module-scoped streamlit server on the s
 browser = test_browser.browser
 LONG = "The cat sat on the mat, and the dog sat by the door. " * 30  # cut to lm-english's 256 tokens
 CHART = ".st-key-head_chart .js-plotly-plot"
-# Every cell of the drawn figure: "query i:piece → key j:piece" with its own row and column, from 1; the ticks
-# `position:piece`, at most 48. Returns what is wrong, [] when nothing is.
+# Every cell of the drawn figure is on its row's and its column's category, the token label `i:piece` from 1
+# (viz.style.category_axis), and the hover reads them (%{y}, %{x}); the ticks, at most 48, read the category
+# they sit on. Returns what is wrong, [] when nothing is.
 CHECK = """(sel) => {
   const plot = document.querySelector(sel), trace = plot.data[0], axes = plot.layout, wrong = [];
-  const rows = trace.customdata, cell = /^query (\\d+):\\S+ → key (\\d+):\\S+$/;
-  if (!rows || rows.length < 200) wrong.push(`customdata of ${rows && rows.length} rows`);
-  (rows || []).forEach((row, i) => row.forEach((text, j) => {
-    const m = cell.exec(text);
-    if (!m || +m[1] !== i + 1 || +m[2] !== j + 1) wrong.push(`cell ${i},${j}: ${text}`);
-  }));
+  const label = /^(\\d+):\\S+$/;
+  for (const [name, cats] of [["y", trace.y], ["x", trace.x]]) {
+    if (!cats || cats.length !== 256) wrong.push(`${name} of ${cats && cats.length} categories`);
+    (cats || []).forEach((text, i) => {
+      const m = label.exec(text);
+      if (!m || +m[1] !== i + 1) wrong.push(`${name} ${i}: ${text}`);
+    });
+  }
+  if (!trace.hovertemplate.startsWith("query %{y} → key %{x}: ")) wrong.push(trace.hovertemplate);
   for (const a of [axes.xaxis, axes.yaxis]) {
+    if (a.type !== "category") wrong.push(`a ${a.type} axis`);
     if (a.ticktext.length > 48) wrong.push(`${a.ticktext.length} ticks`);
-    a.ticktext.forEach((t, k) => { if (!t.startsWith(`${a.tickvals[k]}:`)) wrong.push(`tick ${t}`); });
+    a.ticktext.forEach((t, k) => { if (t !== a.tickvals[k] || !label.test(t)) wrong.push(`tick ${t}`); });
   }
   return wrong.slice(0, 5);
 }"""
@@ -61,11 +66,14 @@ def opened(browser, url: str, timeout: int):
 def test_every_cell_of_a_256_token_head_names_position_and_piece(server, browser) -> None:
     context, page = opened(browser, f"{server}/?model=lm-english&text={quote(LONG)}", 90_000)
     try:
-        assert page.evaluate(f"() => document.querySelector('{CHART}').data[0].customdata.length") == 256
         assert page.evaluate(CHECK, CHART) == []
-        for fx, fy in ((0.37, 0.81), (0.13, 0.55)):  # cells between the labelled ticks
+        # cells between the labelled ticks (every 6th of 256): query 208, key 95; query 141, key 34
+        for fx, fy in ((0.37, 0.81), (0.13, 0.55)):
             text = hover_at(page, fx, fy)
-            assert re.fullmatch(r"query \d+:\S+ → key \d+:\S+: [01]\.\d{3}", text), text
+            found = re.fullmatch(r"query (\d+):\S+ → key (\d+):\S+: [01]\.\d{3}", text)
+            assert found, text
+            query, key = int(found[1]), int(found[2])
+            assert abs(query - (fy * 256 + 1)) <= 2 and abs(key - (fx * 256 + 1)) <= 2, text  # the cell under the mouse
     finally:
         context.close()
 
@@ -84,7 +92,7 @@ def test_smollm2_pieces_are_shown_as_text_never_as_raw_bytes(pretrained, browser
     try:
         shown = page.evaluate(
             f"""() => {{ const p = document.querySelector('{CHART}');
-                return JSON.stringify([p.data[0].customdata, p.layout.xaxis.ticktext]); }}"""
+                return JSON.stringify([p.data[0].x, p.layout.xaxis.ticktext]); }}"""
         )
         assert not re.search("[ĠĊ]", shown), shown[:300]
         assert "10:▁rights" in shown  # `Ġrights`, as the text it stands for

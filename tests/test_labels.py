@@ -36,22 +36,30 @@ def spec(fig) -> dict:
     return json.loads(pio.to_json(fig, validate=False))
 
 
-def assert_every_cell_names_both(trace: dict, rows: list[str], cols: list[str], row_word: str, col_word: str) -> None:
-    """Each cell's hover names its row's and its column's position and piece, read from customdata (not the axis,
-    whose ticks label only some positions)."""
-    hover = trace["customdata"]
-    assert len(hover) == len(rows) and all(len(row) == len(cols) for row in hover)
-    assert "%{customdata}" in trace["hovertemplate"]
-    assert "%{x}" not in trace["hovertemplate"] and "%{y}" not in trace["hovertemplate"]
-    for i, row in enumerate(hover):
-        for j, cell in enumerate(row):
-            assert cell.startswith(f"{row_word} {i + 1}:{rows[i]} → {col_word} {j + 1}:{cols[j]}"), (i, j, cell)
+def assert_every_cell_names_both(
+    trace: dict, layout: dict, rows: list[str], cols: list[str], row_word: str, col_word: str, axes: str = ""
+) -> None:
+    """Each cell's hover names its row's and its column's position and piece: the heatmap's y and x are the token
+    labels, one category each (viz.style.category_axis), and the hover reads the cell's own (%{y}, %{x}), never a
+    string a cell. On a categorical axis %{x} is the category wherever the ticks are (tests/test_browser_labels.py
+    hovers between them in chromium)."""
+    assert trace["y"] == token_labels(rows) and trace["x"] == token_labels(cols)
+    assert (
+        trace["hovertemplate"]
+        .replace("<br>", "\n")
+        .splitlines()[-1]
+        .startswith(f"{row_word} %{{y}} → {col_word} %{{x}}")
+    )
+    assert "→" not in json.dumps(trace.get("customdata"), ensure_ascii=False)  # no hover string a cell
+    for name in (f"xaxis{axes}", f"yaxis{axes}"):
+        assert layout[name]["type"] == "category"  # "3" or a date-like label never makes the axis numeric
 
 
 def assert_ticks_read_position_and_piece(axis: dict, pieces: list[str]) -> None:
     labels = token_labels(pieces)
     assert 0 < len(axis["ticktext"]) <= AXIS_LABELS
-    assert axis["ticktext"] == [labels[v - 1] for v in axis["tickvals"]]  # tick at position v reads `v:piece`
+    assert axis["ticktext"] == axis["tickvals"]  # a tick on category `v:piece` reads `v:piece`, as hover does
+    assert all(t in labels for t in axis["ticktext"])
 
 
 # Byte-level pieces -----------------------------------------------------------------------------------------------
@@ -109,35 +117,39 @@ def test_a_tokenizer_json_is_byte_level_only_when_its_decoder_says_so() -> None:
 
 def test_one_head_names_position_and_piece_in_every_cell_at_256_tokens() -> None:
     fig = spec(head_heatmap(weights(LONG), PIECES, PIECES))
-    assert_every_cell_names_both(fig["data"][0], PIECES, PIECES, "query", "key")
+    assert_every_cell_names_both(fig["data"][0], fig["layout"], PIECES, PIECES, "query", "key")
     for axis in ("xaxis", "yaxis"):
         assert_ticks_read_position_and_piece(fig["layout"][axis], PIECES)
 
 
 def test_rollout_names_position_and_piece_in_every_cell_at_256_tokens() -> None:
     fig = spec(rollout_heatmap(weights(LONG), PIECES, PIECES))
-    assert_every_cell_names_both(fig["data"][0], PIECES, PIECES, "output", "input")
+    assert_every_cell_names_both(fig["data"][0], fig["layout"], PIECES, PIECES, "output", "input")
     assert_ticks_read_position_and_piece(fig["layout"]["xaxis"], PIECES)
 
 
 def test_two_texts_difference_names_position_and_piece_in_every_cell_at_256_tokens() -> None:
     fig = spec(difference_heatmap(weights(LONG), weights(LONG, 1), (PIECES, PIECES), (PIECES, PIECES), "d"))
-    assert_every_cell_names_both(fig["data"][0], PIECES, PIECES, "query", "key")
+    assert_every_cell_names_both(fig["data"][0], fig["layout"], PIECES, PIECES, "query", "key")
     assert_ticks_read_position_and_piece(fig["layout"]["yaxis"], PIECES)
 
 
 def test_a_head_through_training_names_position_and_piece_in_every_cell_at_256_tokens() -> None:
     fig = spec(head_over_steps([weights(LONG), weights(LONG, 1)], ["step 1", "step 2"], PIECES, PIECES))
-    for trace in fig["data"]:
-        assert_every_cell_names_both(trace, PIECES, PIECES, "query", "key")
+    for i, trace in enumerate(fig["data"]):
+        assert_every_cell_names_both(trace, fig["layout"], PIECES, PIECES, "query", "key", str(i + 1) if i else "")
+        # the second column hides its row labels, never blanks them: a hover's %{y} reads a tick's text
+        assert fig["layout"][f"yaxis{i + 1 if i else ''}"]["ticktext"][1] == token_labels(PIECES)[11]
 
 
 def test_a_mask_names_position_piece_and_verdict_in_every_cell() -> None:
     n = MAX_CELLS  # the longest mask drawn cell by cell
     causal = np.tril(np.ones((n, n), dtype=bool))
-    trace = spec(mask_heatmap(causal, PIECES[:n], PIECES[:n], "m"))["data"][0]
-    assert_every_cell_names_both(trace, PIECES[:n], PIECES[:n], "query", "key")
-    assert trace["customdata"][2][1].endswith(": may attend") and trace["customdata"][1][2].endswith(": masked (−∞)")
+    fig = spec(mask_heatmap(causal, PIECES[:n], PIECES[:n], "m"))
+    trace = fig["data"][0]
+    assert_every_cell_names_both(trace, fig["layout"], PIECES[:n], PIECES[:n], "query", "key")
+    assert trace["customdata"][2][1] == "may attend" and trace["customdata"][1][2] == "masked (−∞)"  # the verdict
+    assert trace["hovertemplate"] == "query %{y} → key %{x}: %{customdata}<extra></extra>"
 
 
 def test_a_padding_mask_names_sentence_position_and_piece() -> None:
@@ -165,6 +177,6 @@ def test_the_numbers_table_shows_minus_infinity_as_text() -> None:
 def test_no_raw_byte_marks_reach_a_chart() -> None:
     pieces = [BytePiece(p) for p in ("<|endoftext|>", "The", "Ġrights", "Ċ", "Ġof")]
     fig = spec(head_heatmap(weights(len(pieces)), pieces, pieces))
-    text = json.dumps(fig["data"][0]["customdata"], ensure_ascii=False) + json.dumps(fig["layout"]["xaxis"])
+    text = json.dumps(fig["data"][0]["x"], ensure_ascii=False) + json.dumps(fig["layout"]["xaxis"], ensure_ascii=False)
     assert not re.search("[ĠĊ]", text)
     assert fig["layout"]["xaxis"]["ticktext"][2:] == ["3:▁rights", "4:↵", "5:▁of"]

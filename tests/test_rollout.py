@@ -174,8 +174,10 @@ def test_heatmap_shows_the_rollout_with_escaped_labels(n: int) -> None:
     assert ("texttemplate" in trace) == (n <= 16)
     if n <= 16:
         assert trace["text"][1][2] == f"{maps[1, 2]:.2f}"
-    assert trace["customdata"][1][2] == "output 2:t1&lt;b&gt; → input 3:t2&lt;b&gt;"  # every cell, any length
-    assert trace["x0"] == trace["y0"] == 1 and spec["layout"]["xaxis"]["tickvals"][0] == 1
+    # every cell's hover, any length: its own row and column, one category per token label
+    assert trace["y"][1] == "2:t1&lt;b&gt;" and trace["x"][2] == "3:t2&lt;b&gt;"
+    assert trace["hovertemplate"].startswith("output %{y} → input %{x}: ") and "customdata" not in trace
+    assert spec["layout"]["xaxis"]["type"] == "category" and spec["layout"]["xaxis"]["tickvals"][0] == "1:t0&lt;b&gt;"
     # written without validation: validating the same dicts accepts every property and gives the same JSON
     assert json.loads(pio.to_json(go.Figure(fig.to_dict()))) == spec
     with pytest.raises(ValueError, match="does not match"):

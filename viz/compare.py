@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from viz.arrays import check_attention
 from viz.labels import token_labels
-from viz.style import AT_FIRST, DIVERGING, cell_hover, finish_layout, token_axis, unvalidated
+from viz.style import DIVERGING, category_axis, category_hover, finish_layout, unvalidated
 
 
 def aligned(first: Sequence[str], second: Sequence[str]) -> bool:
@@ -34,7 +34,8 @@ def difference_heatmap(
     title: str,
 ) -> go.Figure:
     """`second − first` of one head's (Tq, Tk) weights for two inputs with aligned axes, on a diverging scale
-    from −1 (only the first attends there) to +1 (only the second does); 0 is white."""
+    from −1 (only the first attends there) to +1 (only the second does); 0 is white. Axes of the merged labels
+    (viz.style.category_axis): every cell's hover names both positions and pieces."""
     a = check_attention(first, queries[0], keys[0])
     b = check_attention(second, queries[1], keys[1])
     if a.shape != b.shape:
@@ -43,18 +44,18 @@ def difference_heatmap(
     heatmap = {
         "type": "heatmap",
         "z": (b - a).astype(np.float32),
+        "x": k,
+        "y": q,
         "zmin": -1.0,
         "zmid": 0.0,
         "zmax": 1.0,
         "colorscale": DIVERGING,
         "colorbar": {"title": {"text": "second − first"}, "thickness": 12},
-        "customdata": cell_hover(q, k),
-        "hovertemplate": "%{customdata}: %{z:+.3f}<extra></extra>",
-        **AT_FIRST,
+        "hovertemplate": category_hover() + ": %{z:+.3f}<extra></extra>",
     }
     layout = {
-        "xaxis": {"title": {"text": "key (attended to)"}, "tickangle": -60, **token_axis(k)},
-        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **token_axis(q)},
+        "xaxis": {"title": {"text": "key (attended to)"}, "tickangle": -60, **category_axis(k)},
+        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **category_axis(q)},
         **finish_layout(title, height=min(900, max(360, 22 * len(q) + 160))),
     }
     return unvalidated([heatmap], layout)

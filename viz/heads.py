@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from viz.arrays import THUMBNAIL, block_average, check_attention, quantize
 from viz.labels import indexed_labels, token_labels
-from viz.style import AT_FIRST, COLORSCALE, HIGHLIGHT, cell_hover, finish_layout, thaw, token_axis, unvalidated
+from viz.style import COLORSCALE, HIGHLIGHT, category_axis, category_hover, finish_layout, thaw, unvalidated
 
 ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each weight in its cell
 AVERAGE = "average"  # the head that is the mean of a layer's heads, wherever a head is chosen (pages, atlas.head)
@@ -68,22 +68,22 @@ def head_heatmap(
 ) -> go.Figure:
     """Heatmap of one head (or an average): query tokens as rows, key tokens as columns, fixed 0–1 cividis scale.
 
-    Axes are token positions from 1, labelled `12:▁cat` (viz.labels.token_labels), so repeated tokens stay apart.
-    Hover reads "query 3:▁on → key 10:▁The: 0.060" in every cell, at any length (viz.style.cell_hover). The matrix
-    travels as a float32 typed array, not a list of Python floats.
+    Each axis has one category per token, its label `12:▁cat` (viz.labels.token_labels: the position keeps repeated
+    tokens apart), at most 48 of them shown (viz.style.category_axis). Hover reads "query 3:▁on → key 10:▁The: 0.060"
+    in every cell, at any length, from the cell's own categories: the labels travel once per axis. The matrix travels
+    as a float32 typed array, not a list of Python floats.
     """
     z = check_attention(weights, query_pieces, key_pieces)
     q_labels, k_labels = token_labels(query_pieces), token_labels(key_pieces)
-    heatmap: dict[str, Any] = {"z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE, **AT_FIRST}
+    heatmap: dict[str, Any] = {"z": z, "x": k_labels, "y": q_labels, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
     heatmap["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
-    heatmap["customdata"] = cell_hover(q_labels, k_labels)
-    heatmap["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
+    heatmap["hovertemplate"] = category_hover() + ": %{z:.3f}<extra></extra>"
     if annotate if annotate is not None else max(z.shape) <= ANNOTATE_TOKENS:
         heatmap["texttemplate"] = "%{z:.2f}"
         heatmap["textfont"] = {"size": 11}
     layout = {
-        "xaxis": {"title": {"text": "key (attended to)"}, "tickangle": -60, **token_axis(k_labels)},
-        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **token_axis(q_labels)},
+        "xaxis": {"title": {"text": "key (attended to)"}, "tickangle": -60, **category_axis(k_labels)},
+        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **category_axis(q_labels)},
         **finish_layout(title, height=min(900, max(360, 22 * len(q_labels) + 160))),
     }
     return unvalidated([{"type": "heatmap", **heatmap}], layout)

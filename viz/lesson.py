@@ -82,10 +82,11 @@ def masked_head(
     fig.update_yaxes(zeroline=False)
     if max(m.shape) <= MARK_TOKENS and not m.all():
         rows, cols = np.nonzero(~m)
+        q, k = token_labels(query_pieces), token_labels(key_pieces)
         fig.add_trace(
             go.Scatter(
-                x=cols + FIRST,  # on head_heatmap's cells, which count from 1
-                y=rows + FIRST,
+                x=[k[c] for c in cols],  # on head_heatmap's cells, one category per token label
+                y=[q[r] for r in rows],
                 mode="text",
                 text=["✗"] * len(rows),
                 textfont={"color": "white", "size": 12},

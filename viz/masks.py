@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from analysis.record import BatchMasks
 from viz.arrays import block_average
 from viz.labels import escape, token_labels
-from viz.style import AT_FIRST, FIRST, cell_hover, finish, token_axis
+from viz.style import FIRST, category_axis, category_hover, finish, token_axis
 
 ALLOWED, BLOCKED = "#fee838", "#00224e"  # the two ends of cividis
 TEXT_TOKENS = 24
@@ -53,8 +53,9 @@ def mask_heatmap(
     mask: np.ndarray, query_pieces: Sequence[str], key_pieces: Sequence[str], title: str, pieces: bool = True
 ) -> go.Figure:
     """A (Tq, Tk) boolean mask in two colours, rows = queries, columns = keys; ✓ / ✗ printed for short inputs.
-    Axes and every cell's hover name positions from 1 and pieces (viz.labels.token_labels); a long mask's blocks
-    (above MAX_CELLS a side) name the positions they are near.
+    Axes and every cell's hover name positions from 1 and pieces (viz.labels.token_labels), the cells on one
+    category per token (viz.style.category_axis) with only the verdict a cell; a long mask's blocks (above
+    MAX_CELLS a side) sit at the positions they are near, on numeric axes, and name them.
 
     `pieces=False`: the labels are plain names (only escaped), not token pieces.
     """
@@ -77,25 +78,26 @@ def mask_heatmap(
             "hovertemplate": "queries near %{y:.0f} → keys near %{x:.0f}: %{z:.0%} may attend<extra></extra>",
         }
     else:
-        verdict = np.where(m, "may attend", "masked (−∞)")
-        hover = [[f"{cell}: {v}" for cell, v in zip(row, said)] for row, said in zip(cell_hover(q, k), verdict)]
         heatmap = {
             "z": m.astype(np.uint8),
+            "x": k,
+            "y": q,
             "zmin": 0,
             "zmax": 1,
             "colorscale": [[0.0, BLOCKED], [0.5, BLOCKED], [0.5, ALLOWED], [1.0, ALLOWED]],
             "colorbar": {"tickvals": [0.25, 0.75], "ticktext": ["blocked (−∞)", "may attend"], "thickness": 12},
-            "customdata": hover,
-            "hovertemplate": "%{customdata}<extra></extra>",
-            **AT_FIRST,
+            # the verdict a cell (a short word: 14 bytes), its row and column from the axes' categories
+            "customdata": np.where(m, "may attend", "masked (−∞)").tolist(),
+            "hovertemplate": category_hover() + ": %{customdata}<extra></extra>",
         }
     if max(m.shape) <= TEXT_TOKENS:
         heatmap["text"] = np.where(m, "✓", "✗").tolist()
         heatmap["texttemplate"] = "%{text}"
         heatmap["textfont"] = {"size": 12}
     fig = go.Figure(go.Heatmap(**heatmap))
+    ticks = token_axis if reduced_note(m.shape) else category_axis
     for axis, labels in ((fig.update_xaxes, k), (fig.update_yaxes, q)):
-        axis(**token_axis(labels))
+        axis(**ticks(labels))
     fig.update_xaxes(title_text="key", tickangle=-60)
     fig.update_yaxes(title_text="query", autorange="reversed")
     return finish(fig, title, height=min(700, max(300, 22 * len(q) + 160)))

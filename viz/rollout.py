@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from viz.arrays import check_attention
 from viz.labels import token_labels
-from viz.style import AT_FIRST, COLORSCALE, cell_hover, finish_layout, token_axis, unvalidated
+from viz.style import COLORSCALE, category_axis, category_hover, finish_layout, unvalidated
 
 ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each value in its cell
 
@@ -23,7 +23,7 @@ ROLLOUT_LABELS = {  # what each rollout of an encoder-decoder is (not one block:
 
 
 def _axis(labels: list[str], title: str) -> dict[str, Any]:
-    return {"title": {"text": title}, **token_axis(labels)}
+    return {"title": {"text": title}, **category_axis(labels)}
 
 
 def rollout_heatmap(
@@ -40,10 +40,9 @@ def rollout_heatmap(
     z = check_attention(rollout, output_pieces, input_pieces)
     rows, cols = token_labels(output_pieces), token_labels(input_pieces)
     heatmap: dict[str, Any] = {"type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
-    heatmap |= AT_FIRST
+    heatmap |= {"x": cols, "y": rows}  # one category per token (viz.style.category_axis)
     heatmap["colorbar"] = {"title": {"text": "share"}, "thickness": 12}
-    heatmap["customdata"] = cell_hover(rows, cols, "output", "input")
-    heatmap["hovertemplate"] = "%{customdata}: %{z:.3f}<extra></extra>"
+    heatmap["hovertemplate"] = category_hover("output", "input") + ": %{z:.3f}<extra></extra>"
     if max(z.shape) <= ANNOTATE_TOKENS:  # masked cells (exactly 0: a causal model's future) stay blank
         heatmap["text"] = [["" if v == 0.0 else f"{v:.2f}" for v in row] for row in z.tolist()]
         heatmap["texttemplate"] = "%{text}"

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from viz.arrays import check_attention
 from viz.labels import escape, token_labels
-from viz.style import COLORSCALE, HIGHLIGHT, cell_hover, finish_layout, tick_step, unvalidated
+from viz.style import COLORSCALE, HIGHLIGHT, category_axis, category_hover, finish_layout, unvalidated
 
 LINE = "#0072B2"  # Okabe–Ito blue
 
@@ -61,7 +61,8 @@ def head_over_steps(
     columns: int = 6,
 ) -> go.Figure:
     """One head's (Tq, Tk) weights at each snapshot, side by side on the 0–1 cividis scale, each titled with its
-    `labels` entry (e.g. "step 300 · loss 1.22"). Axes and every cell's hover name positions from 1 and pieces."""
+    `labels` entry (e.g. "step 300 · loss 1.22"). Axes and every cell's hover name positions from 1 and pieces: each
+    heatmap's x and y are the token labels (viz.style.category_axis), at most 24 shown a side."""
     if not weights or len(weights) != len(labels):
         raise ValueError("need one label for each snapshot's weights")
     zs = [check_attention(w, query_pieces, key_pieces) for w in weights]
@@ -72,39 +73,32 @@ def head_over_steps(
     gap = 0.02
     width = (1 - gap * (cols - 1)) / cols
     height = (1 - 0.08 * (rows - 1)) / rows
-    hover = cell_hover(q, k)  # one list shared by every snapshot's heatmap
     data, layout = [], {}
     for i, (z, label) in enumerate(zip(zs, labels, strict=True)):
         r, c = divmod(i, cols)
         axis = "" if i == 0 else str(i + 1)
         heatmap: dict[str, Any] = {"type": "heatmap", "z": z, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
-        heatmap |= {"xaxis": f"x{axis}", "yaxis": f"y{axis}", "showscale": i == 0}
+        heatmap |= {"x": k, "y": q, "xaxis": f"x{axis}", "yaxis": f"y{axis}", "showscale": i == 0}
         heatmap["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
-        heatmap["customdata"] = hover
-        heatmap["hovertemplate"] = f"{escape(label)}<br>%{{customdata}}: %{{z:.3f}}<extra></extra>"
+        heatmap["hovertemplate"] = f"{escape(label)}<br>{category_hover()}: %{{z:.3f}}<extra></extra>"
         data.append(heatmap)
         x0 = c * (width + gap)
         y1 = 1 - r * (height + 0.08)
-        ticks_q = list(range(0, len(q), tick_step(len(q), 24)))
-        ticks_k = list(range(0, len(k), tick_step(len(k), 24)))
         layout[f"xaxis{axis}"] = {
             "domain": [x0, x0 + width],
             "anchor": f"y{axis}",
-            "tickmode": "array",
-            "tickvals": ticks_k,
-            "ticktext": [k[j] for j in ticks_k],
+            **category_axis(k, 24),
             "tickangle": -60,
-            "showgrid": False,
             "tickfont": {"size": 9},
         }
+        # Only the first column names its rows: the others hide their ticks, never blank their text, as a hover's
+        # %{y} reads a tick's text where there is one.
+        y_axis = category_axis(q, 24) | ({"showticklabels": False} if c else {})
         layout[f"yaxis{axis}"] = {
             "domain": [max(0.0, y1 - height), min(1.0, y1)],  # rounding may step a hair outside 0–1
             "anchor": f"x{axis}",
             "autorange": "reversed",
-            "tickmode": "array",
-            "tickvals": ticks_q,
-            "ticktext": [q[j] for j in ticks_q] if c == 0 else [""] * len(ticks_q),
-            "showgrid": False,
+            **y_axis,
             "tickfont": {"size": 9},
         }
     annotations = []
