@@ -182,6 +182,14 @@ def test_the_no_peek_view_greys_exactly_the_masked_cells(app) -> None:
     assert len(fig["data"][1]["text"]) == above.sum()  # one ✗ per masked cell
 
 
+def test_the_scaled_dot_product_step_opens_on_a_query_the_mask_changes(app) -> None:
+    """Step 5 draws a query whose row the no-peek mask cuts (some keys −∞, some not), as Attention math opens."""
+    at = ok(app(model=LM, lesson="scaled-dot-product", text="The cat sat on the mat."))
+    masked = [row == ["−∞"] for row in charts(at)["lesson_steps"]["data"][1]["text"]]
+    assert any(masked) and not all(masked), masked
+    assert any("as the query" in c.value and "(" in c.value for c in at.caption)
+
+
 def test_the_student_text_replaces_the_lesson_sentence(app, good_dir: Path) -> None:
     at = ok(app(model=LM, lesson="embeddings"))
     at.text_area(key="text").input("Dogs bark.").run()

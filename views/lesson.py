@@ -37,7 +37,15 @@ from viz.lesson import MOST_COLUMNS, cache_work, cost_figure, masked_head, resid
 from viz.masks import mask_heatmap, padding_heatmap, reduced_note
 from viz.patching import patching_heatmap, patching_title
 from viz.positional import encoding_curves, encoding_heatmap
-from viz.steps import FORMULA, attention_steps, key_window, output_figure, steps_figure, steps_latex
+from viz.steps import (
+    FORMULA,
+    attention_steps,
+    key_window,
+    opening_query,
+    output_figure,
+    steps_figure,
+    steps_latex,
+)
 from viz.style import thaw
 from viz.tables import top_k_frame
 from viz.training import copying_curve, head_over_steps
@@ -270,10 +278,11 @@ def scaled_dot(ctx: Context, analysis: Analysis) -> None:
     full = cache.analysis(ctx, full=True)
     attention = full.attentions[0]
     block = full.block(attention, 0)
-    query = len(block.query_pieces) - 1
+    query = opening_query(block.mask)  # a query whose row the mask changes, as Attention math opens on
     steps = attention_steps(block, 0, query)
     st.latex(FORMULA)
-    st.caption(f"{full.attention_label(attention)}, layer 1, head 1, for the last token as the query:")
+    piece = display_piece(block.query_pieces[query])
+    st.caption(f"{full.attention_label(attention)}, layer 1, head 1, for token {query + 1} ({piece}) as the query:")
     st.latex(steps_latex(steps))
     chart(steps_figure(steps, key_window(steps)), "steps", ctx.entry.name)
     chart(output_figure(steps), "steps_output", ctx.entry.name)
