@@ -52,6 +52,11 @@ def loss_curve(
     return unvalidated(data, layout)
 
 
+STRIP_PANEL = 200  # px: one snapshot's heatmap in head_over_steps
+STRIP_TITLE = 34  # px: its two-line title ("step 900", "loss 6.933") at 12 px
+STRIP_TICKS = 70  # px: the key labels under the bottom panels, at -60° in 9 px type
+
+
 def head_over_steps(
     weights: Sequence[np.ndarray],
     labels: Sequence[str],
@@ -72,7 +77,10 @@ def head_over_steps(
     rows = -(-n // cols)
     gap = 0.02
     width = (1 - gap * (cols - 1)) / cols
-    height = (1 - 0.08 * (rows - 1)) / rows
+    # Laid out in pixels: each panel PANEL px tall under its two-line title; key labels only under a panel with none
+    # below it (a lower row's title would sit on them), so the rows are a title band apart, not a tick band.
+    band = STRIP_TITLE + 8
+    area = rows * STRIP_PANEL + (rows - 1) * band + STRIP_TICKS
     data, layout = [], {}
     for i, (z, label) in enumerate(zip(zs, labels, strict=True)):
         r, c = divmod(i, cols)
@@ -83,19 +91,20 @@ def head_over_steps(
         heatmap["hovertemplate"] = f"{escape(label)}<br>{category_hover()}: %{{z:.3f}}<extra></extra>"
         data.append(heatmap)
         x0 = c * (width + gap)
-        y1 = 1 - r * (height + 0.08)
+        top = 1 - r * (STRIP_PANEL + band) / area
+        # Hidden, never blanked: a hover's %{x} and %{y} read a tick's text where there is one.
+        x_axis = category_axis(k, 24) | ({} if i + cols >= n else {"showticklabels": False})
         layout[f"xaxis{axis}"] = {
             "domain": [x0, x0 + width],
             "anchor": f"y{axis}",
-            **category_axis(k, 24),
+            **x_axis,
             "tickangle": -60,
             "tickfont": {"size": 9},
         }
-        # Only the first column names its rows: the others hide their ticks, never blank their text, as a hover's
-        # %{y} reads a tick's text where there is one.
+        # Only the first column names its rows.
         y_axis = category_axis(q, 24) | ({"showticklabels": False} if c else {})
         layout[f"yaxis{axis}"] = {
-            "domain": [max(0.0, y1 - height), min(1.0, y1)],  # rounding may step a hair outside 0–1
+            "domain": [max(0.0, top - STRIP_PANEL / area), min(1.0, top)],  # rounding may step a hair outside 0–1
             "anchor": f"x{axis}",
             "autorange": "reversed",
             **y_axis,
@@ -105,14 +114,15 @@ def head_over_steps(
     for i, label in enumerate(labels):
         r, c = divmod(i, cols)
         x = c * (width + gap) + width / 2
-        y = 1 - r * (height + 0.08)
+        y = 1 - r * (STRIP_PANEL + band) / area
+        text = "<br>".join(escape(part) for part in label.split(" · "))  # "step 900<br>loss 6.933": fits a panel
         annotations.append(
-            {"text": escape(label), "x": x, "y": y, "xref": "paper", "yref": "paper", "yanchor": "bottom"}
+            {"text": text, "x": x, "y": y, "xref": "paper", "yref": "paper", "yanchor": "bottom"}
             | {"showarrow": False, "font": {"size": 12}}
         )
     layout["annotations"] = annotations
-    layout |= finish_layout(title, height=rows * 260 + 90)
-    layout["margin"] = {"l": 10, "r": 10, "t": 70, "b": 10}
+    layout |= finish_layout(title, height=area + 70 + STRIP_TITLE + 10)
+    layout["margin"] = {"l": 10, "r": 10, "t": 70 + STRIP_TITLE, "b": 10}
     return unvalidated(data, layout)
 
 
