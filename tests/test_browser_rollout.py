@@ -67,6 +67,12 @@ def test_rollout_of_the_language_model_on_a_small_screen(server, browser) -> Non
     context, page = open_page(browser, server, f"model=lm-english&text={text.replace(' ', '%20')}", 1024, 768)
     try:
         assert drawn_shape(page, "Rollout") == [n, n]
+        # every head's pill in view: eight did not fit a third of the page, and pills do not wrap
+        pills = page.locator(".st-key-rollout_heads button")
+        assert pills.count() == 8
+        main = page.locator('[data-testid="stMainBlockContainer"]').bounding_box()
+        right = max(pills.nth(i).bounding_box()["x"] + pills.nth(i).bounding_box()["width"] for i in range(8))
+        assert right <= main["x"] + main["width"], (right, main)
         chart = page.locator(".stPlotlyChart").first
         chart.locator(".nsewdrag").first.scroll_into_view_if_needed()  # below the fold at 768 px: hover needs it seen
         box = chart.locator(".nsewdrag").first.bounding_box()

@@ -41,7 +41,7 @@ def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
     if len(attentions) > 1:
         labels = {a: _label(analysis, a) for a in attentions}  # not a closure over the analysis (ui.widgets)
         attention = st.radio("Rollout of", attentions, key=ATTENTION, format_func=labels.get, horizontal=True)
-    cols = st.columns([2, 3, 3], gap="medium")
+    cols = st.columns([2, 3], gap="medium")
     help_ = "Each layer as 0.5·A + 0.5·I: the residual connection keeps half of each position's own state "
     help_ += "(Abnar & Zuidema). Off: the raw product of the attention matrices."
     state.keep_valid(ROLLOUT_RESIDUAL, [True, False], True)  # seeded here, not as the toggle's default (keep_state)
@@ -53,7 +53,8 @@ def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
         layer = cols[1].select_slider("Through layer", layers, key=ROLLOUT_LAYER, format_func=lambda i: f"{i + 1}")
     heads = list(range(analysis.block(attention, 0).n_heads))
     state.keep_valid(ROLLOUT_HEADS, heads, heads)
-    chosen = cols[2].pills(
+    # A row of its own: eight or nine pills do not fit a third of the page at 1024 px, and pills do not wrap.
+    chosen = st.pills(
         "Heads averaged", heads, selection_mode="multi", key=ROLLOUT_HEADS, format_func=lambda h: f"{h + 1}"
     )
     return attention, residual, layer, list(chosen)
