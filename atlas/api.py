@@ -41,7 +41,9 @@ from analysis.circuits import MODES
 from analysis.circuits import composition as _composition
 from analysis.detectors import detect
 from analysis.export import to_json, to_npz_bytes
-from analysis.imported import TraceError, from_arrays, from_huggingface, from_transformer_lens, read_trace
+from analysis.imported import MAX_FILE_BYTES, TraceError, from_arrays, from_huggingface, from_transformer_lens
+from analysis.imported import read_trace as _read_trace
+from analysis.induction import measure
 from analysis.patching import attribution_patch, pair_ids
 from analysis.patching import patch as _patch
 from analysis.record import Analysis, Block
@@ -58,7 +60,7 @@ from viz.masks import mask_view
 from viz.paper import MIN_THRESHOLD, THRESHOLD, opening_threshold, paper_view
 from viz.patching import pair_labels, patching_frame, patching_heatmap, patching_title
 from viz.rollout import ROLLOUT_LABELS, rollout_view
-from viz.stats import for_display, head_table
+from viz.stats import for_display, head_table, with_probe_scores
 from viz.tables import heads_frame, position_labels, ranking_frame
 
 __all__ = [
@@ -147,6 +149,29 @@ def save(analysis: Analysis, path: str | Path) -> Path:
     except OSError as exc:
         raise ValueError(f"{path}: cannot write there ({exc.strerror})") from exc
     return path
+
+
+def read_trace(source: str | Path | bytes, filename: str | None = None) -> Analysis:
+    """The Analysis in a trace file that `save`, the app's downloads or `python -m atlas trace -o` wrote
+    (analysis.imported.read_trace: `.json` or `.npz`, told apart by the suffix): `read_trace("cat.json")` reads the
+    file at that path (a str or Path); `read_trace(data, "cat.json")` reads bytes already in memory, as the app's
+    upload does, `filename` saying which format they are. FileNotFoundError names a path with no file there; every
+    problem with the file itself is a TraceError naming it."""
+    if filename is not None or isinstance(source, (bytes, bytearray, memoryview)):
+        return _read_trace(source, filename)  # type: ignore[arg-type]  # it names a wrong type itself
+    if not isinstance(source, (str, Path)):
+        raise TraceError(
+            f"read_trace reads a trace file's path (a str or Path), or its bytes with their file name, "
+            f"not {type(source).__name__}"
+        )
+    path = Path(source).expanduser()
+    if not path.is_file():
+        what = "a folder, not a trace file" if path.is_dir() else "no such file"
+        raise FileNotFoundError(f"{path}: {what}; read_trace reads a .json or .npz that atlas.save wrote")
+    size = path.stat().st_size  # measured before reading: a file too big for a trace is refused unread
+    if size > MAX_FILE_BYTES:
+        raise TraceError(f"{path}: {size / 2**20:.0f} MB, more than the {MAX_FILE_BYTES // 2**20} MB a trace may be")
+    return _read_trace(path.read_bytes(), path.name)
 
 
 # --- choosing what to draw: names as the app has them, numbers counted from 1 --------------------------------------
@@ -283,12 +308,31 @@ def value_weighted(analysis: Analysis) -> Analysis:
     return analysis.value_weighted()
 
 
-def head_stats(analysis: Analysis) -> pd.DataFrame:
+def head_stats(analysis: Analysis, model: Checkpoint | None = None) -> pd.DataFrame:
     """The Head statistics page's table: one row per head of every block, layers and heads counted from 1, with
     its entropy (bits), mean distance, and the weight on the previous token, the first token and its own
-    position, averaged over the queries (viz.stats.head_table). The page draws no figure of it. (Its induction
-    probe columns need the checkpoint, not an analysis: they are not here.)"""
-    return for_display(head_table(analysis))
+    position, averaged over the queries of the analysed text (viz.stats.head_table). The page draws no figure of
+    it.
+
+    Given the decoder-only `model` the analysis came from, two more columns, as the page shows for a model: each
+    self-attention head's "induction" and "previous_token_probe" scores on the induction probe, `<s>` and 50 random
+    tokens repeated (analysis.induction.measure: its mean weight on the token after the query's earlier copy, and
+    on the token just before; 1 = a perfect induction or previous-token head), NaN for a head the probe does not
+    score. The probe does not depend on the text; it runs the model once, on 4 probes of 101 tokens."""
+    if not isinstance(analysis, Analysis):
+        raise TypeError(f"head_stats takes an Analysis (atlas.analyze), not {type(analysis).__name__}")
+    table = head_table(analysis)
+    if model is None:
+        return for_display(table)
+    if not isinstance(model, Checkpoint):
+        raise TypeError(f"head_stats's model is a loaded model (atlas.load), not {type(model).__name__}")
+    if model.config.kind != "decoder-only":
+        raise ValueError(
+            f"{model.name} is an {model.config.kind} model: the induction probe runs a decoder-only model on a "
+            "repeated run of random tokens; leave model out for the table without its columns"
+        )
+    probe = measure(model.model, model.config.vocab_size, model.config.bos_id)
+    return for_display(with_probe_scores(table, probe.induction, probe.previous_token))
 
 
 def rank_heads(model: Checkpoint, text: str, mode: str = "zero", approximate: bool = False) -> pd.DataFrame:
