@@ -1,11 +1,12 @@
 """Attention Atlas outside the app: the command line (`python -m atlas`, atlas.cli) and the notebook API
-(atlas.api): `load`, `analyze`, `save`; `from_huggingface`, `from_transformer_lens`, `from_arrays`, `read_trace` and
+(atlas.api): `load`, `analyze`, `save`, `read_trace`; `from_huggingface`, `from_transformer_lens`, `from_arrays` and
 their `TraceError`; the app's views as Plotly figures, `head`, `heads`, `paper`, `rollout`, `mask`, and
 `value_weighted` (each key's share of what a head moves, for any of them); the `head_stats` table, `detect_heads`
 and `rank_heads` (Head ablation's ranking); how heads compose, from the weights: `composition` and
 `composition_scores`; what heads write toward a prediction: `logit_attribution`, `logit_attribution_scores` and
-`logit_lens`; activation patching on a minimal pair: `patch` and `patch_scores`; `offline()` for figures in a
-notebook without a network. Layers, heads and positions count from 1, as the app's labels do.
+`logit_lens`; activation patching on a minimal pair: `patch` and `patch_scores`; `save_figure`, any figure as an
+HTML page, SVG, PNG or PDF; `offline()` for figures in a notebook without a network. Layers, heads and positions
+count from 1, as the app's labels do.
 
 `import atlas` itself loads nothing: each name is looked up in atlas.api on first use, so the command line, which
 never draws, starts without plotly and pandas.
@@ -42,6 +43,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         read_trace,
         rollout,
         save,
+        save_figure,
         value_weighted,
     )
 
@@ -70,6 +72,7 @@ __all__ = [
     "read_trace",
     "rollout",
     "save",
+    "save_figure",
     "value_weighted",
 ]
 

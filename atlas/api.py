@@ -23,6 +23,7 @@ imports neither streamlit nor the pages; `import atlas` loads it on first use on
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
 from numbers import Integral
 from pathlib import Path
@@ -81,6 +82,7 @@ __all__ = [
     "read_trace",
     "rollout",
     "save",
+    "save_figure",
 ]
 
 
@@ -536,6 +538,56 @@ def patch_scores(
     table.attrs |= {"answer": answer_piece, "versus": versus_piece, "clean": result.clean}
     table.attrs |= {"corrupted": result.corrupted, "approximate": result.approximate}
     return table
+
+
+# --- figures as files ----------------------------------------------------------------------------------------------
+
+FIGURE_SUFFIXES = (".html", ".svg", ".png", ".pdf")
+PNG_SCALE = 2  # pixels per layout pixel: sharp on a high-density screen or a slide; the app's toolbar's too
+KALEIDO = "kaleido==1.5.0"  # requirements-dev.txt; it draws with the system's Chrome or Chromium
+
+
+def save_figure(
+    fig: go.Figure, path: str | Path, scale: float | None = None, width: int | None = None, height: int | None = None
+) -> Path:
+    """Write a figure of this API (or any Plotly figure) to `path`, the format chosen by its suffix:
+
+    - `.html`: a page that opens anywhere offline, plotly.js (4.8 MB) inside it, no CDN; still interactive;
+    - `.svg`, `.pdf`: vector, drawn by Plotly's own renderer (kaleido driving a headless Chromium), for papers;
+    - `.png`: `scale` pixels per layout pixel (default PNG_SCALE), so `width`×`height` (default: the figure's
+      layout size, else Plotly's 700×500) comes out `scale` times as many pixels each way.
+
+    Returns the path written. ValueError for another suffix, a folder that does not exist or a `scale` for
+    anything but a PNG; RuntimeError naming what to install when kaleido or a Chromium is missing."""
+    if not isinstance(fig, go.Figure):
+        raise TypeError(f"save_figure writes a plotly Figure (atlas.head and the rest), not {type(fig).__name__}")
+    if not isinstance(path, (str, Path)):
+        raise TypeError(f"save_figure writes to a path (a str or Path), not {type(path).__name__}")
+    path = Path(path).expanduser()
+    suffix = path.suffix.lower()
+    if suffix not in FIGURE_SUFFIXES:
+        raise ValueError(f"{path}: save_figure writes {', '.join(FIGURE_SUFFIXES)}, not {suffix or 'a bare name'}")
+    if not path.parent.is_dir():
+        raise ValueError(f"{path}: its folder {path.parent} does not exist; create it first (Path.mkdir)")
+    if scale is not None and suffix != ".png":
+        raise ValueError(f"scale is a PNG's pixels per layout pixel; a {suffix} file has no pixels to scale")
+    if suffix == ".html":
+        fig.write_html(path, include_plotlyjs=True, full_html=True)  # the library inside: no CDN
+        return path
+    if importlib.util.find_spec("kaleido") is None:
+        raise RuntimeError(f"{path}: {suffix} files are drawn by kaleido, not installed here: pip install {KALEIDO}")
+    factor = (scale or PNG_SCALE) if suffix == ".png" else 1
+    try:
+        data = pio.to_image(fig, format=suffix[1:], scale=factor, width=width, height=height)
+    except RuntimeError as exc:  # plotly's words for kaleido finding no browser name a download; a system one does
+        if "Chrome" not in str(exc):
+            raise
+        raise RuntimeError(
+            f"{path}: kaleido found no Chrome or Chromium to draw with: install one (apt install chromium) or set "
+            "BROWSER_PATH to its executable"
+        ) from exc
+    path.write_bytes(data)
+    return path
 
 
 # --- figures in a notebook without a network -----------------------------------------------------------------------

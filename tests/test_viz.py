@@ -173,9 +173,9 @@ def test_grid_pick_reads_the_clicked_tile() -> None:
     assert grid_pick(None, 4) is None
 
 
-def test_chart_config_names_the_png() -> None:
+def test_chart_config_names_the_svg() -> None:
     config = chart_config("attention lm/1")
-    assert config["toImageButtonOptions"] == {"format": "png", "filename": "attention_lm_1", "scale": 2}
+    assert config["toImageButtonOptions"] == {"format": "svg", "filename": "attention_lm_1"}
 
 
 # statistics ---------------------------------------------------------------------------------------------------------

@@ -19,11 +19,13 @@ MASKED = "#9e9e9e"
 
 
 def chart_config(filename: str) -> dict[str, Any]:
-    """`config=` for st.plotly_chart: PNG button saves `<filename>.png` at twice the screen resolution."""
-    return {
-        "displaylogo": False,
-        "toImageButtonOptions": {"format": "png", "filename": safe_filename(filename), "scale": 2},
-    }
+    """`config=` for st.plotly_chart: the toolbar's camera saves the chart as `<filename>.svg`.
+
+    SVG, not PNG: a vector drawing stays sharp at any size on a slide or in a paper, and an editor can change its
+    text. Plotly's toolbar has one download button, and one format for it: a second button needs a JavaScript
+    click handler, which a JSON config cannot carry. A PNG (at any scale) or a PDF of the same figure comes from
+    `atlas.save_figure` in a notebook."""
+    return {"displaylogo": False, "toImageButtonOptions": {"format": "svg", "filename": safe_filename(filename)}}
 
 
 TITLE_CHARS = 34  # a title line at most this long: about 290 px in the bold title font, a half-width chart at 1024×768
