@@ -27,11 +27,13 @@ import importlib.util
 from collections.abc import Sequence
 from numbers import Integral
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
+import torch
 from plotly.io.base_renderers import NotebookRenderer
 
 from analysis.ablation import head_importance, rank_by_attribution, ranking_setup
@@ -115,20 +117,89 @@ def load(path_or_name: str | Path) -> Checkpoint:
 
 
 def analyze(
-    model: Checkpoint,
+    model: Checkpoint | object,
     text: str,
     *,
+    tokenizer: object | None = None,
     target: str | None = None,
     k: int = 5,
     max_tokens: int = 64,
     continuation: int = 0,
     sampling: Sampling | None = None,
 ) -> Analysis:
-    """The Analysis of `text` by `model` (analysis.analyze.analyze): every head's scores, mask and weights, the
-    positional rows and each position's top `k` predictions, as the app computes them. An encoder-decoder reads
-    `target` as its output so far (without it, its own greedy output); a language model with `continuation` first
-    writes that many tokens (greedy, or `sampling`). InputError (a ValueError) when the text cannot be read."""
-    return _analyze(model, text, target, k, max_tokens, continuation, sampling)
+    """The Analysis of `text` by `model`: every head's weights, as the app's pages draw them.
+
+    - A loaded checkpoint (atlas.load; analysis.analyze.analyze): also the scores, mask, positional rows and each
+      position's top `k` predictions, as the app computes them. An encoder-decoder reads `target` as its output so
+      far (without it, its own greedy output); a language model with `continuation` first writes that many tokens
+      (greedy, or `sampling`). InputError (a ValueError) when the text cannot be read.
+    - A Hugging Face `transformers` model (decoder-only or encoder-only) with its `tokenizer`: run once on the text
+      with `output_attentions=True`, switched to eager attention for the call (sdpa and flash attention return no
+      weights) and back after; then `from_huggingface`.
+    - A TransformerLens model (a TransformerBridge, or a HookedTransformer): `model.run_with_cache(text)` and
+      `model.to_str_tokens(text)`, then `from_transformer_lens`.
+
+    The other keywords are a checkpoint's; a model from a library gives weights only (no scores or predictions)."""
+    if isinstance(model, Checkpoint):
+        if tokenizer is not None:
+            raise ValueError("a loaded checkpoint brings its own tokenizer: leave tokenizer out")
+        return _analyze(model, text, target, k, max_tokens, continuation, sampling)
+    if not isinstance(text, str):
+        raise TypeError(f"analyze reads a text (a str), not {type(text).__name__}")
+    if hasattr(model, "run_with_cache") and hasattr(model, "to_str_tokens"):
+        return _transformer_lens(model, text)
+    if isinstance(model, torch.nn.Module) and hasattr(model, "config"):
+        return _huggingface(model, text, tokenizer)
+    raise TypeError(
+        f"analyze runs a loaded checkpoint (atlas.load), a Hugging Face model (with tokenizer=) or a TransformerLens "
+        f"model, not {type(model).__name__}"
+    )
+
+
+def _transformer_lens(model: Any, text: str) -> Analysis:
+    """A TransformerLens model's attention on `text`: its cache's `blocks.{l}.attn.hook_pattern`."""
+    with torch.no_grad():
+        _, cache = model.run_with_cache(text)
+    name = getattr(getattr(model, "cfg", None), "model_name", None) or "transformer_lens"
+    return from_transformer_lens(cache, model.to_str_tokens(text), name=str(name))
+
+
+def _huggingface(model: Any, text: str, tokenizer: Any) -> Analysis:
+    """A Hugging Face model's attention on `text`, computed with eager attention, the model's own implementation
+    restored after (a model may be shared; sdpa is what it runs fastest with)."""
+    if tokenizer is None or not callable(tokenizer):
+        raise ValueError(
+            "a Hugging Face model needs its tokenizer: atlas.analyze(model, text, "
+            "tokenizer=AutoTokenizer.from_pretrained(...))"
+        )
+    if getattr(model.config, "is_encoder_decoder", False):
+        raise ValueError(
+            "an encoder-decoder needs its decoder's input too: run it with decoder_input_ids and "
+            "output_attentions=True, then atlas.from_huggingface(outputs, target_tokens, source_tokens=...)"
+        )
+    inputs = tokenizer(text, return_tensors="pt")
+    device = next(model.parameters()).device
+    tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist())
+    before = getattr(model.config, "_attn_implementation", None)
+    switch = before not in (None, "eager") and hasattr(model, "set_attn_implementation")
+    try:
+        if switch:
+            model.set_attn_implementation("eager")
+        with torch.no_grad():
+            outputs = model(
+                **{key: v.to(device) for key, v in inputs.items()}, output_attentions=True, return_dict=True
+            )
+    finally:
+        if switch:
+            model.set_attn_implementation(before)
+    attentions = getattr(outputs, "attentions", None)
+    if not attentions or any(a is None for a in attentions):
+        raise TraceError(
+            f"{type(model).__name__} returned no attention weights: load it with attn_implementation='eager' "
+            "(sdpa and flash attention compute them without keeping them)"
+        )
+    name = getattr(model.config, "name_or_path", "") or type(model).__name__
+    return from_huggingface(outputs, tokens, name=name)
 
 
 def save(analysis: Analysis, path: str | Path) -> Path:
