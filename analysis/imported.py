@@ -105,7 +105,9 @@ def _tokens(tokens: Any, what: str) -> tuple[str, ...]:
     for i, token in enumerate(tokens):
         if not isinstance(token, str):
             raise TraceError(f"{what}: token {i + 1} is {type(token).__name__} {token!r}, not a string")
-    return tuple(str(t) for t in tokens)
+    # A piece that says it is byte-level (inference.pretrained.tokenizer.BytePiece) keeps saying so: its pages show
+    # the text it stands for, as the app's own analysis of the same model does.
+    return tuple(t if getattr(t, "byte_level", False) else str(t) for t in tokens)
 
 
 def _check_kind(kind: Any) -> str:

@@ -164,41 +164,42 @@ def _transformer_lens(model: Any, text: str) -> Analysis:
     return from_transformer_lens(cache, model.to_str_tokens(text), name=str(name))
 
 
-def _huggingface(model: Any, text: str, tokenizer: Any) -> Analysis:
+def _huggingface(hf_model: Any, text: str, tokenizer: Any) -> Analysis:
     """A Hugging Face model's attention on `text`, computed with eager attention, the model's own implementation
-    restored after (a model may be shared; sdpa is what it runs fastest with)."""
+    restored after (a model may be shared; sdpa is what it runs fastest with). Named `hf_model`: a foreign model,
+    run by its own forward, not one of ours (which run through model.forward, tests/test_forward.py)."""
     if tokenizer is None or not callable(tokenizer):
         raise ValueError(
             "a Hugging Face model needs its tokenizer: atlas.analyze(model, text, "
             "tokenizer=AutoTokenizer.from_pretrained(...))"
         )
-    if getattr(model.config, "is_encoder_decoder", False):
+    if getattr(hf_model.config, "is_encoder_decoder", False):
         raise ValueError(
             "an encoder-decoder needs its decoder's input too: run it with decoder_input_ids and "
             "output_attentions=True, then atlas.from_huggingface(outputs, target_tokens, source_tokens=...)"
         )
     inputs = tokenizer(text, return_tensors="pt")
-    device = next(model.parameters()).device
+    device = next(hf_model.parameters()).device
     tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist())
-    before = getattr(model.config, "_attn_implementation", None)
-    switch = before not in (None, "eager") and hasattr(model, "set_attn_implementation")
+    before = getattr(hf_model.config, "_attn_implementation", None)
+    switch = before not in (None, "eager") and hasattr(hf_model, "set_attn_implementation")
     try:
         if switch:
-            model.set_attn_implementation("eager")
+            hf_model.set_attn_implementation("eager")
         with torch.no_grad():
-            outputs = model(
+            outputs = hf_model(
                 **{key: v.to(device) for key, v in inputs.items()}, output_attentions=True, return_dict=True
             )
     finally:
         if switch:
-            model.set_attn_implementation(before)
+            hf_model.set_attn_implementation(before)
     attentions = getattr(outputs, "attentions", None)
     if not attentions or any(a is None for a in attentions):
         raise TraceError(
-            f"{type(model).__name__} returned no attention weights: load it with attn_implementation='eager' "
+            f"{type(hf_model).__name__} returned no attention weights: load it with attn_implementation='eager' "
             "(sdpa and flash attention compute them without keeping them)"
         )
-    name = getattr(model.config, "name_or_path", "") or type(model).__name__
+    name = getattr(hf_model.config, "name_or_path", "") or type(hf_model).__name__
     return from_huggingface(outputs, tokens, name=name)
 
 

@@ -118,7 +118,7 @@ def test_the_heatmap_is_the_best_head_on_the_repeated_run(app) -> None:
 def test_the_training_run_shows_the_head_forming_and_links_to_its_snapshot(app, checkpoints: Path) -> None:
     at = app("induction")
     strip = charts(at)["lesson_induction_steps"]
-    labels = [a["text"] for a in strip["layout"]["annotations"]]
+    labels = [a["text"].replace("<br>", " · ") for a in strip["layout"]["annotations"]]  # two lines in the strip
     assert [label.split(" · ")[0] for label in labels] == ["step 800", "step 1,100", "step 5,900"]
     scores = [float(label.rsplit(" ", 1)[1]) for label in labels]
     assert scores[0] < 0.1 < scores[1] < scores[2] and scores[2] == pytest.approx(0.83, abs=0.01)
