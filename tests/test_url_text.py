@@ -57,7 +57,7 @@ def test_five_thousand_characters_of_english_fit_a_link() -> None:
     assert len(ENGLISH) == 5000 and url.startswith(PACKED) and len(url) < 0.7 * len(ENGLISH) < URL_LONGEST
 
 
-BOMB = zlib.compress(b"\0" * 5_000_000, 9)  # ≈5 kB of URL that would unpack to 5 MB
+BOMB = zlib.compress(b"\0" * 5_000_000, 9)  # 6,508 characters of URL that would unpack to 5 MB
 HOSTILE = {
     "not base64": PACKED + "!!!!",
     "base64 of no zlib": packed(b"plain bytes, not a zlib stream"),

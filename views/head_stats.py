@@ -85,7 +85,8 @@ def body() -> None:
     )
     rows = list(range(len(table)))
     labels = [f"{r.label}, layer {r.layer + 1}, head {r.head + 1}" for r in table.itertuples()]
-    chosen = (st.session_state.get(ATTENTION), st.session_state.get(LAYER), st.session_state.get(HEAD))
+    head = st.session_state.get(HEAD)  # the average of heads is no row: head 1 takes its place, as on Attention math
+    chosen = (st.session_state.get(ATTENTION), st.session_state.get(LAYER), 0 if head == charts.AVERAGE else head)
     here = [i for i, r in enumerate(table.itertuples()) if (r.attention, r.layer, r.head) == chosen]
     state.keep_valid(STATS_PICK, rows, here[0] if here else 0)  # first offered: the head chosen on another page
     pick = st.selectbox("Head to open", rows, key=STATS_PICK, format_func=lambda i: labels[i])
