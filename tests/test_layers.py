@@ -78,4 +78,4 @@ def test_every_page_file_is_in_the_one_list_of_pages_and_every_listed_one_exists
     assert sorted(p.script for p in PAGES) == sorted(f"views/{f.name}" for f in (ROOT / "views").glob("*.py"))
     assert len({p.url_path for p in PAGES}) == len(PAGES) and [p.url_path for p in PAGES].count("") == 1
     app = (ROOT / "app.py").read_text(encoding="utf-8")
-    assert "for p in pages.PAGES" in app, "app.py builds its navigation from ui/pages.py"
+    assert "pages.sections()" in app, "app.py builds its navigation from ui/pages.py"

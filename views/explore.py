@@ -22,7 +22,7 @@ from ui.widgets import (
 )
 from viz.heads import grid_pick, head_frame, select_head
 from viz.labels import display_piece, markdown_literal, safe_filename
-from viz.style import thaw
+from viz.style import standalone_html, thaw
 from viz.tables import position_labels
 
 
@@ -102,6 +102,15 @@ def heads_view(held: cache.Held) -> None:
         safe_filename("heads", model, attention),
         on_select=partial(_on_grid_select, block.n_heads),
         selection_mode="points",
+    )
+    st.download_button(
+        "All heads as one HTML file (opens offline)",
+        partial(standalone_html, spec),  # built on click, from the cached figure
+        f"{safe_filename('heads', model, attention)}.html",
+        "text/html",
+        key="dl_grid_html",
+        on_click="ignore",
+        help="Every head of this attention type in one interactive page, plotly.js inside: no network needed.",
     )
 
 
