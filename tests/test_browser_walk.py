@@ -144,7 +144,7 @@ def lesson(page) -> None:
     address = page.url
     page.get_by_role("button", name="Next →").first.click()  # the step: the URL's `lesson`
     changed(page, address, "Step")
-    # Not changed: its "Sentence" radio (the lesson's or the sidebar's), which views/lesson.py does not declare.
+    radio_other(page, "Sentence")  # the lesson's sentence or the sidebar's (`sentence` in the URL)
 
 
 def generate(page) -> None:

@@ -198,6 +198,7 @@ def test_the_student_text_replaces_the_lesson_sentence(app, good_dir: Path) -> N
     assert ok(at).dataframe[0].value["token"].tolist() == pieces(SENTENCES["lm"])  # the lesson's
     at.radio(key="lesson_source").set_value("yours").run()
     assert ok(at).dataframe[0].value["token"].tolist() == pieces("Dogs bark.")
+    assert at.query_params["sentence"] == "yours"  # a copied link keeps whose sentence it is
 
 
 @pytest.mark.parametrize("model", [LM, ED])
@@ -210,7 +211,7 @@ def test_the_cache_step_steps_the_decoder_and_the_cache_grows(app, model: str) -
     assert len(held) == last and all(b > a for a, b in zip(held, held[1:]))  # one position more per step
     assert step_line(at).startswith(f"Step {last} of {last}: fed")
     slider.set_value(1).run()
-    assert step_line(ok(at)).startswith(f"Step 1 of {last}: fed")
+    assert step_line(ok(at)).startswith(f"Step 1 of {last}: fed") and at.query_params["kv_step"] == "1"
     assert charts(at)["lesson_cache"]["data"][1]["x"] == [1]  # the chosen step marked
     assert [m.label for m in at.metric][1:] == ["without it", "saved"] and at.metric[0].value.endswith(" ms")
 

@@ -164,6 +164,8 @@ def test_the_math_page_at_512_tokens_draws_a_window_and_says_so(long_app) -> Non
     at.slider(key="steps_first_key").set_value(1).run()
     assert "Showing keys 1–64 of 512" in captions(at)
     assert json.loads(charts(at)["steps_chart"])["layout"]["yaxis"]["ticktext"][0].startswith("1:")
+    at.slider(key="steps_first_key").set_value(100).run()
+    assert at.query_params["first_key"] == "100" and "Showing keys 100–163 of 512" in captions(at)  # linked
 
 
 def test_the_masks_page_at_512_tokens_draws_blocks_and_says_so(long_app) -> None:

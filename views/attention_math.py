@@ -21,6 +21,8 @@ from viz.steps import (
     window_note,
 )
 
+FIRST_KEY = state.url_key("steps_first_key", int, url="first_key")  # the first key of the window shown, from 1
+
 
 @state.fragment
 @errors.safe
@@ -38,7 +40,10 @@ def steps_view(held: cache.Held) -> None:
     n_keys = len(block.key_pieces)
     window = key_window(steps)  # all keys when they fit, else the window around the largest weight
     if n_keys > WINDOW:
-        first = st.slider("First key shown", 1, n_keys - WINDOW + 1, window.start + 1, key="steps_first_key")
+        # Kept and linked; back to the window around the largest weight when the head, query or text changes.
+        owner = (analysis.checkpoint, analysis.text, block.name, head, query)
+        state.keep_valid(FIRST_KEY, state.Between(1, n_keys - WINDOW + 1), window.start + 1, owner=owner)
+        first = st.slider("First key shown", 1, n_keys - WINDOW + 1, key=FIRST_KEY)
         window = key_window(steps, first - 1)
         overview = weights_overview(steps, window)
         show_chart(overview, "steps_overview", f"{name}-overview")

@@ -55,6 +55,8 @@ WRITE = 12  # tokens the language model writes for the key/value cache step
 MAX_OUTPUT = 64  # an encoder-decoder's output, as the analysis decodes it (analysis.analyze.Request.max_tokens)
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 LESSON = state.url_key("lesson")  # the step shown, as its slug
+SOURCE = state.url_key("lesson_source", url="sentence")  # "lesson": the lesson's sentence, "yours": the sidebar's
+KV_STEP = state.url_key("lesson_kv_step", int, url="kv_step")  # the key/value cache step's decoding step, from 1
 TRAINING_STEP = "step"  # the URL parameter of views/training.py's snapshot slider
 
 
@@ -373,7 +375,10 @@ def kv_cache(ctx: Context, analysis: Analysis) -> None:
     if steps < 1:
         st.info("The model wrote nothing: there is no decoding step to show. Try a sentence it can go on with.")
         return
-    step = st.slider("Decoding step", 1, steps, steps, key="lesson_kv_step") if steps > 1 else 1
+    step = 1
+    if steps > 1:
+        state.keep_valid(KV_STEP, state.Between(1, steps), steps)  # seeded here: a kept value, not a default
+        step = st.slider("Decoding step", 1, steps, key=KV_STEP)
     position = decoding.query(step)  # the position fed at this step; it writes position + 1
     n_layers = len(analysis.layers("decoder.self_attn"))
     held = [kv_cache_numbers(n_layers, cfg.d_model, decoding.keys_held(s)) for s in range(1, steps + 1)]
@@ -677,8 +682,8 @@ def sentence(ctx: Context) -> Context:
     family = catalog.preset_family(ctx.entry.name, ctx.entry.kind, ctx.entry.card)
     ours = SENTENCES[family]
     options = {"lesson": "the lesson's", "yours": "yours (the sidebar's text)"}  # fixed labels: one widget
-    state.keep_valid("lesson_source", list(options), "lesson")
-    source = st.radio("Sentence", list(options), key="lesson_source", format_func=options.get, horizontal=True)
+    state.keep_valid(SOURCE, list(options), "lesson")
+    source = st.radio("Sentence", list(options), key=SOURCE, format_func=options.get, horizontal=True)
     text = ours if source == "lesson" else ctx.text
     st.text(f"The sentence: {text[:300]}{'…' if len(text) > 300 else ''}")  # plain text: never markdown
     return ctx.with_text(text)
