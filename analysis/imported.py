@@ -474,7 +474,8 @@ def from_huggingface(
             cross=cross,
         )
     attentions = _field(outputs, "attentions")
-    if attentions is None:
+    # sdpa (transformers' default) returns a None for each layer, or nothing at all, however it was asked
+    if attentions is None or (isinstance(attentions, (list, tuple)) and all(a is None for a in attentions)):
         raise TraceError(
             "the outputs hold no attentions: call the model with output_attentions=True and return_dict=True "
             '(loaded with attn_implementation="eager": sdpa and flash attention do not return their weights)'

@@ -199,6 +199,8 @@ def test_huggingface_encoder_decoder(bart_outputs) -> None:
 def test_huggingface_outputs_without_attentions() -> None:
     with pytest.raises(TraceError, match=r"no attentions: call the model with output_attentions=True"):
         from_huggingface({"logits": np.zeros((1, 4, 50))}, TOKENS)
+    with pytest.raises(TraceError, match=r'no attentions: .*attn_implementation="eager"'):  # sdpa: a None a layer
+        from_huggingface({"attentions": (None, None)}, TOKENS)
     with pytest.raises(TraceError, match=r"lack cross_attentions"):
         from_huggingface({"encoder_attentions": causal_layers(), "decoder_attentions": causal_layers()}, TOKENS)
 
