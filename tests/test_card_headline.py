@@ -41,3 +41,15 @@ def test_a_card_without_figures_says_nothing_rather_than_guess() -> None:
     assert catalog.headline({"metrics": "broken"}) == ""
     assert catalog.headline({"metrics": {"bleu": "high", "top1_accuracy": True}}) == ""
     assert catalog.headline({"metrics": {"bleu": 12.0}}).startswith("Scores BLEU 12.0 (of 100) on held-out")
+
+
+def test_the_published_models_figures_are_on_lm_englishs_current_split() -> None:
+    """SmolLM2's card figures (inference/pretrained/measured.json, written by `python -m atlas evaluate
+    SmolLM2-135M-Instruct --write-card`) were measured on the same test documents as lm-english's card: same lines,
+    same characters, so the sidebar never sets figures of two splits side by side."""
+    measured = json.loads((ROOT / "inference" / "pretrained" / "measured.json").read_text(encoding="utf-8"))
+    ours = card("lm-english")["metrics"]
+    for name, entry in measured.items():
+        theirs = entry["metrics"]
+        for key in ("split", "test_lines", "test_characters"):
+            assert theirs[key] == ours[key], (name, key, theirs[key], ours[key])
