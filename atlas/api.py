@@ -64,6 +64,7 @@ from viz.paper import MIN_THRESHOLD, THRESHOLD, opening_threshold, paper_view
 from viz.patching import pair_labels, patching_frame, patching_heatmap, patching_title
 from viz.rollout import ROLLOUT_LABELS, rollout_view
 from viz.stats import for_display, head_table, with_probe_scores
+from viz.style import standalone_html
 from viz.tables import heads_frame, position_labels, ranking_frame
 
 __all__ = [
@@ -644,7 +645,9 @@ def save_figure(
     if scale is not None and suffix != ".png":
         raise ValueError(f"scale is a PNG's pixels per layout pixel; a {suffix} file has no pixels to scale")
     if suffix == ".html":
-        fig.write_html(path, include_plotlyjs=True, full_html=True)  # the library inside: no CDN
+        # The app's own offline page (Explore's "All heads as one HTML file"), drawn in chromium with the network
+        # blocked by tests/test_browser_downloads.py: the library inside, no CDN.
+        path.write_text(standalone_html(fig), encoding="utf-8")
         return path
     if importlib.util.find_spec("kaleido") is None:
         raise RuntimeError(f"{path}: {suffix} files are drawn by kaleido, not installed here: pip install {KALEIDO}")
