@@ -30,15 +30,24 @@ def head_options(analysis: Analysis) -> list[str]:
     return [f"{name}:{h}" for name, block in analysis.blocks.items() for h in range(block.n_heads)]
 
 
-def labels_of(analysis: Analysis, option: str) -> str:
-    """`option`'s label, lower case after the attention type: "layer 2 · head 1"."""
-    return head_label(analysis, option).split(" · ", 1)[1]
+SHORT_ATTENTION = {"encoder.self_attn": "encoder", "decoder.self_attn": "decoder", "decoder.cross_attn": "cross"}
+
+
+def where_label(option: str) -> str:
+    """`option` (`block name:head`) as "layer 3 · head 7", counted from 1."""
+    name, head = option.rsplit(":", 1)
+    _, layer, _ = parse_block_name(name)
+    return f"layer {layer + 1} · head {int(head) + 1}"
 
 
 def head_label(analysis: Analysis, option: str) -> str:
-    name, head = option.rsplit(":", 1)
-    stack, layer, type_ = parse_block_name(name)
-    return f"{analysis.attention_label(f'{stack}.{type_}')} · layer {layer + 1} · head {int(head) + 1}"
+    """A head as its chip in the list reads: "layer 3 · head 7", its attention type first in a few letters where the
+    model has several ("cross · layer 2 · head 1"). Short: a chip is cut at about 220 px at 1024 × 768."""
+    if len(analysis.attentions) == 1:
+        return where_label(option)
+    stack, _, type_ = parse_block_name(option.rsplit(":", 1)[0])
+    attention = f"{stack}.{type_}"
+    return f"{SHORT_ATTENTION.get(attention, attention)} · {where_label(option)}"
 
 
 def top_table(predictions) -> pd.DataFrame:
@@ -75,7 +84,7 @@ def body() -> None:
     state.keep_valid(ABLATE_HEADS, options, opening)
     if opening and st.session_state.get(ABLATE_HEADS) == opening:
         st.caption(
-            f"Opened with the model's {recorded[2]} head switched off ({labels_of(analysis, opening[0])}), the head "
+            f"Opened with the model's {recorded[2]} head switched off ({where_label(opening[0])}), the head "
             "its training run recorded forming. Remove it from the list to see the intact model alone."
         )
     cols = st.columns([3, 2])
