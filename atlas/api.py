@@ -102,19 +102,7 @@ def load(path_or_name: str | Path) -> Checkpoint:
         raise CheckpointError(
             f"load takes a checkpoint's folder or name (a str or Path), not {type(path_or_name).__name__}"
         )
-    given = Path(path_or_name).expanduser()
-    if given.exists():
-        return load_checkpoint(given)
-    name = str(path_or_name)
-    root = catalog.checkpoints_dir()
-    if given.name == name and name not in ("", ".", ".."):  # a bare name, not a path that does not exist
-        if (root / name).exists():
-            return load_checkpoint(root / name)
-        for entry in catalog.package_entries():
-            if entry.name == name:
-                return load_checkpoint(entry.path)
-    known = ", ".join(e.name for e in catalog.list_checkpoints(root, packages=True) if e.ok) or "none"
-    raise CheckpointError(f"{name}: no such checkpoint path, nor a checkpoint of that name in {root} (there: {known})")
+    return load_checkpoint(catalog.find_checkpoint(path_or_name))
 
 
 def analyze(

@@ -73,25 +73,6 @@ def open_output(path: str, mode: str) -> IO[Any]:
         raise UsageError(f"{path}: cannot write there ({exc.strerror}); give -o a file in a writable folder") from exc
 
 
-def checkpoint_path(given: str) -> Path:
-    """The checkpoint a command names, by atlas.load's rule: an existing path wins; a bare name is a folder in the
-    checkpoints folder (catalog.checkpoints_dir: $ATLAS_CHECKPOINTS, else the shipped ones, also from an installed
-    wheel) or an installed model package. CheckpointError naming where it looked when neither has it."""
-    path = Path(given).expanduser()
-    if path.exists() or path.name != given or given in ("", ".", ".."):
-        return path  # a path (load_checkpoint says when it does not exist)
-    root = catalog.checkpoints_dir()
-    if (root / given).exists():
-        return root / given
-    found = next((entry.path for entry in catalog.package_entries() if entry.name == given), None)
-    if found is None:
-        known = ", ".join(e.name for e in catalog.list_checkpoints(root, packages=True) if e.ok) or "none"
-        raise CheckpointError(
-            f"{given}: no such checkpoint path, nor a checkpoint of that name in {root} (there: {known})"
-        )
-    return found
-
-
 def cmd_trace(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     if args.input_file:
         out = open_output(args.output, "w") if args.output else sys.stdout
@@ -210,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--beam must be between 1 and {MAX_BEAM} (the paper decodes with 4)")
         if getattr(args, "max_tokens", 1) < 0:
             raise UsageError("--max-tokens must be at least 0")
-        ckpt = load_checkpoint(checkpoint_path(args.checkpoint))
+        ckpt = load_checkpoint(catalog.find_checkpoint(args.checkpoint))
         if getattr(args, "max_tokens", 0) > ckpt.config.max_len:
             raise UsageError(
                 f"--max-tokens {args.max_tokens} is more than {ckpt.name} can hold ({ckpt.config.max_len})"

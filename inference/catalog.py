@@ -196,6 +196,25 @@ def list_checkpoints(root: Path | None = None, packages: bool | None = None) -> 
     return entries + extra
 
 
+def find_checkpoint(path_or_name: str | Path) -> Path:
+    """Where a checkpoint named by a person lies (atlas.load and the command line share this rule): an existing
+    path wins; a bare name is a folder in the checkpoints folder (checkpoints_dir) or an installed model package.
+    CheckpointError naming the checkpoints there when neither has it."""
+    given = Path(path_or_name).expanduser()
+    if given.exists():
+        return given
+    name = str(path_or_name)
+    root = checkpoints_dir()
+    if given.name == name and name not in ("", ".", ".."):  # a bare name, not a path that does not exist
+        if (root / name).exists():
+            return root / name
+        for entry in package_entries():
+            if entry.name == name:
+                return entry.path
+    known = ", ".join(e.name for e in list_checkpoints(root, packages=True) if e.ok) or "none"
+    raise CheckpointError(f"{name}: no such checkpoint path, nor a checkpoint of that name in {root} (there: {known})")
+
+
 def folder_stamp(root: Path | None = None) -> tuple[tuple[str, float], ...]:
     """(name, stamp) of every sub-directory: changes when a checkpoint is added, removed or replaced. A few stat
     calls, where `list_checkpoints` reads every config and card: the app lists again only when this changes."""
