@@ -86,6 +86,11 @@ def body() -> None:
         st.caption(
             f"Opened with the model's {recorded[2]} head switched off ({where_label(opening[0])}), the head "
             "its training run recorded forming. Remove it from the list to see the intact model alone."
+            + (
+                " An induction head copies from an earlier occurrence: its loss shows on a text that repeats itself."
+                if recorded[2] == "induction"
+                else ""
+            )
         )
     cols = st.columns([3, 2])
     labels = {o: head_label(analysis, o) for o in options}  # not a closure over the analysis (ui.widgets)
