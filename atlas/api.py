@@ -57,7 +57,7 @@ from inference.decoding import Sampling
 from viz.attribution import attribution_title, heads_heatmap, lens_heatmap
 from viz.circuits import composition_heatmap, composition_table
 from viz.heads import AVERAGE as AVERAGE  # head(): the mean of the layer's heads, Explore's "average of heads"
-from viz.heads import head_view, heads_grid
+from viz.heads import grid_view, head_view
 from viz.labels import display_piece
 from viz.masks import mask_view
 from viz.paper import MIN_THRESHOLD, THRESHOLD, opening_threshold, paper_view
@@ -280,24 +280,30 @@ def _opening_attention(analysis: Analysis) -> str:
 # --- the app's views -----------------------------------------------------------------------------------------------
 
 
-def head(analysis: Analysis, layer: int, head: int | str, attention: str | None = None) -> go.Figure:
+def head(
+    analysis: Analysis, layer: int, head: int | str, attention: str | None = None, norms: bool = False
+) -> go.Figure:
     """The Explore page's heatmap of one head: queries as rows, keys as columns, the weights on a fixed 0–1 scale.
 
     `layer` and `head` count from 1 (`head="average"`: the mean of the layer's heads); `attention` is
     "encoder.self_attn", "decoder.self_attn" or "decoder.cross_attn" (None: the cross-attention if the model has
-    one, else its first, as the page opens)."""
+    one, else its first, as the page opens); `norms=True`: each key's share of what the row moves, the page's
+    "weight × value norm" switch (see `value_weighted`)."""
     attention = _attention(analysis, attention, _opening_attention(analysis))
     block, index = _block(analysis, attention, layer)
     where = f"layer {index + 1} of {analysis.attention_label(attention)}"
     h = AVERAGE if head == AVERAGE else _index(head, block.n_heads, "head", where)
-    return head_view(block.weights, block.query_pieces, block.key_pieces, analysis.attention_label(attention), index, h)
+    weights = (block.value_weighted() if norms else block).weights
+    label = analysis.attention_label(attention)
+    return head_view(weights, block.query_pieces, block.key_pieces, label, index, h, norms)
 
 
-def heads(analysis: Analysis, attention: str | None = None) -> go.Figure:
+def heads(analysis: Analysis, attention: str | None = None, norms: bool = False) -> go.Figure:
     """The Explore page's grid of every head of one attention: a row per layer (layer 1 on top), a column per head,
-    each head a thumbnail of its weights. `attention` as in `head`."""
+    each head a thumbnail of its weights. `attention` and `norms` as in `head`."""
     attention = _attention(analysis, attention, _opening_attention(analysis))
-    return heads_grid(analysis.stacked(attention), f"{analysis.attention_label(attention)}: every head")
+    shown = analysis.value_weighted() if norms else analysis
+    return grid_view(shown.stacked(attention), analysis.attention_label(attention), norms)
 
 
 def paper(

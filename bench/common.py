@@ -219,17 +219,17 @@ def default_attention(analysis: Analysis) -> str:
 
 
 def head_figure(analysis: Analysis, attention: str, layer: int = 0, head: int = 0):
-    from viz.heads import head_heatmap
+    from viz.heads import head_view
 
     block = analysis.block(attention, layer)
-    title = f"{analysis.attention_label(attention)}, layer {layer + 1}, head {head + 1}"
-    return head_heatmap(block.weights[head], block.query_pieces, block.key_pieces, title)
+    label = analysis.attention_label(attention)
+    return head_view(block.weights, block.query_pieces, block.key_pieces, label, layer, head)
 
 
 def grid_figure(analysis: Analysis, attention: str, selected: tuple[int, int] | None = (0, 0)):
-    from viz.heads import heads_grid
+    from viz.heads import grid_view
 
-    return heads_grid(analysis.stacked(attention), f"{analysis.attention_label(attention)}: every head", selected)
+    return grid_view(analysis.stacked(attention), analysis.attention_label(attention), selected=selected)
 
 
 def spec_json(fig: Any) -> str:

@@ -212,18 +212,28 @@ def same_figure(ours: Any, apps: dict) -> None:
     assert mine["layout"] == apps["layout"]
 
 
-def test_head_and_heads_are_the_explore_pages_figures(lm_english, lm_analysis, translation) -> None:
+def test_the_pages_cached_head_is_head_views_figure(lm_english, lm_analysis, translation) -> None:
+    """Explore's one-head chart is not built by viz.heads.head_view each time: ui.charts swaps a head's weights and
+    title into its layer's frozen template. The swap must draw head_view's figure, value-weighted too. (The grid
+    needs no such test: page and API both return viz.heads.grid_view.)"""
     from ui import charts
 
     ctx = app_context(lm_english, lm_analysis)
     same_figure(atlas.head(lm_analysis, 4, 6), charts.head_chart(ctx, "decoder.self_attn", 3, 5))
     same_figure(atlas.head(lm_analysis, 1, "average"), charts.head_chart(ctx, "decoder.self_attn", 0, charts.AVERAGE))
-    same_figure(atlas.heads(lm_analysis), charts.grid_chart(ctx, "decoder.self_attn"))
+    same_figure(atlas.head(lm_analysis, 2, 3, norms=True), charts.head_chart(ctx, "decoder.self_attn", 1, 2, True))
     ckpt, analysis = translation  # an encoder-decoder opens on its cross-attention, as the page does
-    ctx = app_context(ckpt, analysis)
-    same_figure(atlas.head(analysis, 2, 3), charts.head_chart(ctx, "decoder.cross_attn", 1, 2))
-    same_figure(atlas.heads(analysis), charts.grid_chart(ctx, "decoder.cross_attn"))
-    same_figure(atlas.heads(analysis, "encoder.self_attn"), charts.grid_chart(ctx, "encoder.self_attn"))
+    same_figure(atlas.head(analysis, 2, 3), charts.head_chart(app_context(ckpt, analysis), "decoder.cross_attn", 1, 2))
+
+
+def test_norms_draw_the_value_weighted_shares_and_say_so(lm_analysis) -> None:
+    shares = lm_analysis.value_weighted().block("decoder.self_attn", 1).weights
+    fig = atlas.head(lm_analysis, 2, 3, norms=True)
+    np.testing.assert_array_equal(fig.data[0].z, shares[2])
+    assert fig.layout.title.text.endswith("head 3, weight × value norm")
+    grid = atlas.heads(lm_analysis, norms=True)
+    assert grid.layout.title.text.replace("<br>", " ") == "Self-attention (masked): every head, weight × value norm"
+    assert not atlas.heads(lm_analysis).layout.title.text.endswith("norm")
 
 
 def test_the_other_views_draw_the_analysis(lm_analysis, translation) -> None:

@@ -17,7 +17,7 @@ from ui.cache import Analysed, composition
 from ui.kept import kept
 from viz.circuits import composition_heatmap
 from viz.heads import AVERAGE as AVERAGE  # re-exported: the pages choose heads through this module
-from viz.heads import NORMS, head_heatmap, head_title, heads_grid, swap_head
+from viz.heads import grid_view, head_heatmap, head_title, swap_head
 from viz.heads import head_name as head_name  # re-exported, as AVERAGE
 from viz.heads import head_weights as block_head_weights
 from viz.stats import head_table
@@ -58,8 +58,7 @@ def grid_chart(ctx: Analysed, attention: str, norms: bool = False) -> dict:
     """Every head of one attention type (with `norms`, the value-weighted shares), no head outlined
     (viz.heads.select_head outlines one on a copy), frozen."""
     analysis = ctx.analysis.value_weighted() if norms else ctx.analysis
-    title = f"{analysis.attention_label(attention)}: every head" + (f", {NORMS}" if norms else "")
-    return frozen(heads_grid(analysis.stacked(attention), title))
+    return frozen(grid_view(analysis.stacked(attention), analysis.attention_label(attention), norms))
 
 
 @kept()

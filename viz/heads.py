@@ -45,10 +45,13 @@ def head_view(
     attention_label: str,
     layer: int,
     head: int | str,
+    norms: bool = False,
 ) -> go.Figure:
     """The one-head view, finished and titled, from a block's (H, Tq, Tk) weights: what Explore draws and
-    `atlas.head` returns (`layer`, `head` 0-based; head AVERAGE: the mean of the layer's heads)."""
-    return head_heatmap(head_weights(weights, head), query_pieces, key_pieces, head_title(attention_label, layer, head))
+    `atlas.head` returns (`layer`, `head` 0-based; head AVERAGE: the mean of the layer's heads; `norms`: the
+    weights given are the value-weighted shares, and the title says so)."""
+    title = head_title(attention_label, layer, head, norms)
+    return head_heatmap(head_weights(weights, head), query_pieces, key_pieces, title)
 
 
 def average_heads(weights: np.ndarray) -> np.ndarray:
@@ -128,6 +131,19 @@ def grid_height(n_layers: int, n_heads: int) -> int:
     if 60 + n_layers * row > 1000:
         row = max(GRID_ROW_PX, 940 // n_layers)
     return 60 + n_layers * row
+
+
+def grid_title(attention_label: str, norms: bool = False) -> str:
+    """The grid's title: "Self-attention (masked): every head", and ", weight × value norm" for the shares."""
+    return f"{attention_label}: every head" + (f", {NORMS}" if norms else "")
+
+
+def grid_view(
+    stacked: np.ndarray, attention_label: str, norms: bool = False, selected: tuple[int, int] | None = None
+) -> go.Figure:
+    """The grid of every head, finished and titled, from (L, H, Tq, Tk) weights: what Explore draws and
+    `atlas.heads` returns (`norms`: the weights given are the value-weighted shares, and the title says so)."""
+    return heads_grid(stacked, grid_title(attention_label, norms), selected)
 
 
 def heads_grid(
