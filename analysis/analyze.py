@@ -69,11 +69,6 @@ def _blocks(
     return blocks
 
 
-def _positional_encoding(trace: Trace) -> dict[str, torch.Tensor]:
-    """Stack → the positional rows the trace used: the one place that reads the Trace's name for them."""
-    return trace.positional
-
-
 @dataclass(frozen=True)
 class Request:
     """One text to analyse; `target` is the decoder's text for an encoder-decoder (None: its own output).
@@ -206,7 +201,7 @@ def _encode_decode_trace(ckpt: Checkpoint, ready: list[_Prepared], results: list
         source,
         targets,
         decoded.target_valid,
-        {"encoder": _positional_encoding(first)["encoder"], "decoder": _positional_encoding(decoded)["decoder"]},
+        {"encoder": first.positional_encoding["encoder"], "decoder": decoded.positional_encoding["decoder"]},
         encoder | decoded.attention,
     )
     for row, (slot, p) in enumerate(zip(slots, ready)):
@@ -231,7 +226,7 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
     predictions = tuple(tuple(top) for top in top_k(logits, p.request.k, tok.pieces, tok.never_written))
     positional_encoding = {
         name: _np(rows[: len(source if name == "encoder" else target)]).astype(np.float32)
-        for name, rows in _positional_encoding(trace).items()
+        for name, rows in trace.positional_encoding.items()
     }
     return Analysis(
         checkpoint=ckpt.name,

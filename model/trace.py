@@ -19,7 +19,7 @@ class Trace:
     target_ids:   (B, T) decoder input ids of this pass (for a language model, the text itself; for an
                   encoder-only model, (B, 0): it has no decoder).
     target_valid: (B, T_all) which decoder positions so far hold real tokens: the keys of the next step.
-    positional:   "encoder"/"decoder" → (T, d_model) positional-encoding rows added to the embeddings; with
+    positional_encoding: "encoder"/"decoder" → (T, d_model) rows added to the embeddings; with
                   rotary positions (T, d_head) rows, the cos | sin of the angles queries and keys were turned by.
     attention:    module path (`encoder.layers.0.self_attn`, `decoder.layers.1.cross_attn`, …) → its record,
                   in the order computed. A decoder pass that continues a `past` trace holds no encoder blocks.
@@ -53,7 +53,7 @@ class Trace:
     source_ids: Tensor | None
     target_ids: Tensor
     target_valid: Tensor
-    positional: dict[str, Tensor]
+    positional_encoding: dict[str, Tensor]
     attention: dict[str, AttentionRecord] = field(default_factory=dict)
     query_offset: int = 0
     activations: dict[str, Tensor] = field(default_factory=dict)

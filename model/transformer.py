@@ -390,12 +390,12 @@ class EncoderDecoder(TransformerBase):
         the decoder continues after past's target tokens and reuses its keys and values.
         """
         source_valid = padding_mask(source_ids, self.config.pad_id)  # (B, S)
-        memory, records, positional, acts = None, {}, {}, {}
+        memory, records, positional_encoding, acts = None, {}, {}, {}
         if past is None:
-            memory, records, positional["encoder"], acts = self.encode(
+            memory, records, positional_encoding["encoder"], acts = self.encode(
                 source_ids, source_valid, record, ablate, activations
             )
-        logits, target_valid, dec_records, positional["decoder"], dec_acts = self.decode(
+        logits, target_valid, dec_records, positional_encoding["decoder"], dec_acts = self.decode(
             target_ids, past, memory, source_valid, record, ablate, activations
         )
         offset = past.target_valid.shape[1] if past else 0
@@ -404,7 +404,7 @@ class EncoderDecoder(TransformerBase):
             source_ids,
             target_ids,
             target_valid,
-            positional,
+            positional_encoding,
             records | dec_records,
             offset,
             acts | dec_acts,

@@ -87,7 +87,7 @@ def test_each_layers_output_is_the_next_layers_input(kind, variant, ids) -> None
         last = acts[f"{stack}.layers.{len(layers) - 1}.resid_post"]
         torch.testing.assert_close(acts[f"{stack}.output"], getattr(model, stack).norm(last))
         # the first layer reads the embeddings (· √d_model) plus the positions the trace holds
-        first = acts[f"{stack}.embed"] + trace.positional[stack]
+        first = acts[f"{stack}.embed"] + trace.positional_encoding[stack]
         torch.testing.assert_close(acts[f"{stack}.layers.0.resid_pre"], first)
     torch.testing.assert_close(model.generator(acts["decoder.output"]), logits)
     if kind == "encoder-decoder":  # the decoder's cross-attention reads the encoder's output

@@ -129,7 +129,7 @@ def test_trace_weights_and_scores_are_those_of_the_model(capsys, ckpts) -> None:
         scores = np.array([[[np.nan if s is None else s for s in row] for row in head] for head in entry["scores"]])
         expected = np.where(rec.mask[0].numpy(), rec.scores[0].numpy(), np.nan)
         np.testing.assert_allclose(scores, expected, atol=1e-5)
-    np.testing.assert_allclose(obj["positional_encoding"], trace.positional["encoder"].numpy(), atol=1e-6)
+    np.testing.assert_allclose(obj["positional_encoding"], trace.positional_encoding["encoder"].numpy(), atol=1e-6)
     probs = torch.softmax(logits[0], dim=-1)
     for prediction in obj["predictions"]:  # the 3 most probable
         row = probs[prediction["position"]]

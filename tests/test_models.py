@@ -149,7 +149,7 @@ def test_trace_shapes_and_masks_of_the_language_model(lm, make_ids, gen) -> None
     _, trace = run(lm, None, ids)
     assert trace.kind == "decoder-only" and trace.source_ids is None and torch.equal(trace.target_ids, ids)
     assert set(trace.masks) == {"decoder.self_attn"}
-    assert set(trace.positional) == {"decoder"}
+    assert set(trace.positional_encoding) == {"decoder"}
     for rec in trace.attention.values():
         assert rec.weights.shape == rec.scores.shape == (3, lm.config.n_heads, 7, 7)
 
@@ -166,21 +166,23 @@ def test_positional_rows_are_the_sinusoidal_table_rows(enc_dec, lm, make_ids, ge
     cfg = enc_dec.config
     table = sinusoidal_table(cfg.max_len, cfg.d_model)
     _, trace = run(enc_dec, make_ids(gen, 1, 9), make_ids(gen, 1, 5))
-    assert set(trace.positional) == {"encoder", "decoder"}
-    assert trace.positional["encoder"].shape == (9, cfg.d_model)
-    assert torch.equal(trace.positional["encoder"], table[:9])
-    assert torch.equal(trace.positional["decoder"], table[:5])
+    assert set(trace.positional_encoding) == {"encoder", "decoder"}
+    assert trace.positional_encoding["encoder"].shape == (9, cfg.d_model)
+    assert torch.equal(trace.positional_encoding["encoder"], table[:9])
+    assert torch.equal(trace.positional_encoding["decoder"], table[:5])
     _, trace = run(lm, None, make_ids(gen, 1, 11))
-    assert torch.equal(trace.positional["decoder"], sinusoidal_table(lm.config.max_len, lm.config.d_model)[:11])
+    assert torch.equal(
+        trace.positional_encoding["decoder"], sinusoidal_table(lm.config.max_len, lm.config.d_model)[:11]
+    )
 
 
 def test_learned_positional_rows_are_the_rows_of_the_learned_parameter(kind, make_model, make_ids, gen) -> None:
     model = make_model(kind, positional="learned")
     assert isinstance(model.positions.table, torch.nn.Parameter)
     _, trace = run(model, make_ids(gen, 1, 6), make_ids(gen, 1, 4))
-    assert torch.equal(trace.positional["decoder"], model.positions.table[:4])
+    assert torch.equal(trace.positional_encoding["decoder"], model.positions.table[:4])
     if kind == "encoder-decoder":
-        assert torch.equal(trace.positional["encoder"], model.positions.table[:6])
+        assert torch.equal(trace.positional_encoding["encoder"], model.positions.table[:6])
     assert not torch.equal(model.positions.table[:4], sinusoidal_table(4, model.config.d_model))
 
 
@@ -362,11 +364,11 @@ def test_cached_decoding_equals_full_recomputation(variant_model, chunks, make_i
     logits, traces, cache = decode_cached(variant_model, src, tgt, chunks)
     assert cache.target_valid.shape == (2, 7)
     torch.testing.assert_close(logits, full_logits, atol=ATOL, rtol=ATOL)
-    table = full_trace.positional["decoder"]
+    table = full_trace.positional_encoding["decoder"]
     for start, trace in traces:
         size = trace.target_ids.shape[1]
         assert trace.query_offset == start
-        assert torch.equal(trace.positional["decoder"], table[start : start + size])
+        assert torch.equal(trace.positional_encoding["decoder"], table[start : start + size])
         decoder = {k for k in full_trace.masks if k.startswith("decoder.")}
         assert set(trace.masks) == (set(full_trace.masks) if start == 0 else decoder)  # the encoder runs once
         for name, rec in trace.attention.items():

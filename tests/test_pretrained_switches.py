@@ -161,7 +161,7 @@ def test_the_encoder_only_trace_holds_every_layer_and_its_positions() -> None:
     assert logits.shape == (2, 6, 50)
     assert list(trace.attention) == ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]
     assert torch.equal(trace.source_ids, ids) and trace.target_ids.shape == (2, 0)
-    assert torch.equal(trace.positional["encoder"], model.positions.table[:6])
+    assert torch.equal(trace.positional_encoding["encoder"], model.positions.table[:6])
     rec = trace.attention["encoder.layers.1.self_attn"]
     assert rec.mask[1].all()  # bidirectional: no no-peek rule
     assert not rec.weights[0, :, :, 4:].any() and not rec.weights[0, :, 4:].any()  # padding neither sees nor is seen
@@ -195,6 +195,6 @@ def test_the_rotary_positional_rows_are_the_rotations_not_added_vectors() -> Non
     ids = torch.tensor([[5, 6, 7]])
     with torch.no_grad():
         _, trace = model(ids)
-    rows = trace.positional["decoder"]
+    rows = trace.positional_encoding["decoder"]
     assert rows.shape == (3, 8)  # (T, d_head): cos | sin of each pair's angle
     torch.testing.assert_close(rows[:, :4] ** 2 + rows[:, 4:] ** 2, torch.ones(3, 4))
