@@ -54,7 +54,7 @@ from analysis.rollout import analysis_rollout
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
-from viz.attribution import attribution_title, heads_heatmap, lens_heatmap
+from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, parts_frame
 from viz.circuits import composition_heatmap, composition_table
 from viz.heads import AVERAGE as AVERAGE  # head(): the mean of the layer's heads, Explore's "average of heads"
 from viz.heads import grid_view, head_view
@@ -525,15 +525,8 @@ def logit_attribution_scores(
     `.attrs`."""
     analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution_scores")
     labels = {a: analysis.attention_label(a) for a in parts.heads}
-    rows = heads_frame(parts.heads, labels, "contribution").assign(part="head")
-    rest = [("feed-forward", None, layer + 1, None, float(v)) for layer, v in enumerate(parts.feed_forward)]
-    rest += [
-        (name, None, None, None, v) for name, v in (("embeddings", parts.embeddings), ("positions", parts.positions))
-    ]
-    rest.append(("biases", None, None, None, parts.biases))
-    others = pd.DataFrame(rest, columns=["part", "attention", "layer", "head", "contribution"])
-    table = pd.concat([rows[["part", "attention", "layer", "head", "contribution"]], others], ignore_index=True)
-    table[["layer", "head"]] = table[["layer", "head"]].astype("Int64")
+    positions = None if analysis.positional == "rotary" else parts.positions  # rotary ones enter no stream
+    table = parts_frame(parts.heads, parts.feed_forward, parts.embeddings, positions, parts.biases, labels)
     named = model.tokenizer.pieces([parts.token] + ([] if parts.versus is None else [parts.versus]))
     table.attrs |= {"logit": parts.logit, "token": named[0], "versus": named[1] if len(named) > 1 else None}
     table.attrs["position"] = parts.position + 1

@@ -8,10 +8,12 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import plotly.graph_objects as go
 
 from viz.labels import escape
 from viz.style import AT_FIRST, COLORSCALE, DIVERGING, FIRST, finish_layout, token_axis, unvalidated, wrap_title
+from viz.tables import heads_frame
 
 GAP = 0.08  # between two attention types' heatmaps, as a share of the width
 
@@ -90,6 +92,11 @@ def parts_bars(parts: Sequence[tuple[str, float]], logit: float, title: str) -> 
     return unvalidated([bar], layout)
 
 
+def lens_rows(rows: int) -> list[str]:
+    """The logit lens's rows, bottom to top: the stream after the embeddings, then after layer 1, 2, …"""
+    return ["embeddings"] + [f"layer {i}" for i in range(1, rows)]
+
+
 def lens_heatmap(
     top_pieces: Sequence[Sequence[str]], prob: np.ndarray, position_labels: list[str], title: str
 ) -> go.Figure:
@@ -97,7 +104,7 @@ def lens_heatmap(
     positions; each cell the top guess (its piece written in it when the grid is small enough to read) coloured by
     its probability on a fixed 0–1 scale."""
     rows, positions = prob.shape
-    row_names = ["embeddings"] + [f"layer {i}" for i in range(1, rows)]
+    row_names = lens_rows(rows)
     pieces = [[escape(p) for p in row] for row in top_pieces]
     heatmap: dict[str, Any] = {"type": "heatmap", "z": prob.tolist(), "x0": FIRST, "y": row_names}
     heatmap |= {"zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE, "text": pieces}
@@ -137,3 +144,43 @@ def other_parts(
         parts.append((f"layer {layer + 1} · feed-forward", float(feed_forward[layer])))
     parts.append(("biases (norms, attention outputs, output layer)", biases))
     return parts
+
+
+def parts_frame(
+    heads: dict[str, np.ndarray],
+    feed_forward: np.ndarray,
+    embeddings: float,
+    positions: float | None,
+    biases: float,
+    labels: dict[str, str],
+) -> pd.DataFrame:
+    """Every part's direct contribution, one row each: part, attention, layer and head (from 1; empty where the
+    part has none), contribution. The heads first, the largest push first (`heads_frame`), then each layer's
+    feed-forward, the token embeddings, the positions (None: a model whose positions enter no stream, no row) and
+    the biases. They sum to the logit; `other_parts` adds the same heads up per layer for the bars."""
+    columns = ["part", "attention", "layer", "head", "contribution"]
+    rows = heads_frame(heads, labels, "contribution").assign(part="head")[columns]
+    rest = [("feed-forward", None, layer + 1, None, float(v)) for layer, v in enumerate(feed_forward)]
+    rest.append(("embeddings", None, None, None, embeddings))
+    if positions is not None:
+        rest.append(("positions", None, None, None, positions))
+    rest.append(("biases", None, None, None, biases))
+    table = pd.concat([rows, pd.DataFrame(rest, columns=columns)], ignore_index=True)
+    table[["layer", "head"]] = table[["layer", "head"]].astype("Int64")
+    return table
+
+
+def lens_frame(top_pieces: Sequence[Sequence[str]], prob: np.ndarray, position_labels: list[str]) -> pd.DataFrame:
+    """The logit lens's grid as a table, one row per cell, the embeddings' row first: after ("embeddings",
+    "layer 1", … as the grid's rows), layer (from 1; empty for the embeddings), position (from 1), token (its
+    `i:piece` label), the top guess and its probability."""
+    rows, positions = prob.shape
+    names = lens_rows(rows)
+    cells = [
+        (names[r], r or None, t + 1, position_labels[t], top_pieces[r][t], float(prob[r, t]))
+        for r in range(rows)
+        for t in range(positions)
+    ]
+    frame = pd.DataFrame(cells, columns=["after", "layer", "position", "token", "top guess", "probability"])
+    frame["layer"] = frame["layer"].astype("Int64")
+    return frame
