@@ -9,8 +9,9 @@ from analysis.record import Analysis
 from inference import catalog
 from model.names import parse_block_name
 from ui import cache, errors, sidebar, state
+from ui.downloads import table_downloads
 from ui.widgets import head_from_url, head_to_url
-from viz.labels import display_piece
+from viz.labels import display_piece, safe_filename
 from viz.tables import ranking_frame
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
@@ -147,9 +148,11 @@ def body() -> None:
         st.session_state["_ablate_ranked"] = asked
     if st.session_state.get("_ablate_ranked") != asked:
         return
+    name = safe_filename("ablation-ranking", ctx.name, mode, method)
     if method == "approximate":
         frame = ranking_frame(analysis, cache.head_ranking_approximate(ctx, mode), APPROXIMATE_COLUMN)
         st.dataframe(frame, hide_index=True, key="ablate_ranking")
+        table_downloads(frame, name, "ablate_ranking", "the ranking")
         return
     bar = st.empty()
 
@@ -160,7 +163,9 @@ def body() -> None:
 
     table = cache.head_ranking(ctx, mode, progress)
     bar.empty()
-    st.dataframe(ranking_frame(analysis, table), hide_index=True, key="ablate_ranking")
+    frame = ranking_frame(analysis, table)
+    st.dataframe(frame, hide_index=True, key="ablate_ranking")
+    table_downloads(frame, name, "ablate_ranking", "the ranking")
 
 
 errors.guarded(body)

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import streamlit as st
 
 from ui import cache, errors, sidebar, state
+from ui.downloads import table_downloads
 from ui.widgets import POSITION, show_chart, token_picker
-from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, other_parts, parts_bars
+from viz.attribution import (
+    attribution_title,
+    heads_heatmap,
+    lens_frame,
+    lens_heatmap,
+    other_parts,
+    parts_bars,
+    parts_frame,
+)
 from viz.labels import display_piece, markdown_literal, safe_filename
 from viz.tables import heads_frame, position_labels
 
@@ -64,12 +75,16 @@ def body() -> None:
         )
     )
     show_chart(heads_heatmap(parts.heads, names, title), "attribution_heads", name)
+    heads = heads_frame(parts.heads, names, "contribution")
+    table_downloads(heads, f"{name}-heads", "attribution_heads", "the heads' contributions")
     st.header("Every part, layer by layer")
     positions = None if analysis.positional == "rotary" else parts.positions
     bars = other_parts(parts.heads, parts.feed_forward, parts.embeddings, positions, parts.biases, names)
     show_chart(parts_bars(bars, parts.logit, f"What each part wrote toward {what}"), "attribution_parts", name)
+    every = (parts.heads, parts.feed_forward, parts.embeddings, positions, parts.biases, names)
+    table_downloads(partial(parts_frame, *every), f"{name}-parts", "attribution_parts", "every part's contribution")
     with st.expander("Every head, the largest push first"):
-        st.dataframe(heads_frame(parts.heads, names, "contribution"), hide_index=True, key="attribution_table")
+        st.dataframe(heads, hide_index=True, key="attribution_table")
     st.header("Logit lens")
     st.caption(
         "The stream after each layer read as if it were the last (through the final normalisation and the output "
@@ -79,7 +94,9 @@ def body() -> None:
     lens = cache.logit_lens(ctx)
     readable = [[display_piece(p) for p in row] for row in lens.pieces]
     lens_title = "The logit lens: each layer's guess for the next token"
-    show_chart(lens_heatmap(readable, lens.prob, labels, lens_title), "logit_lens", safe_filename("lens", ctx.name))
+    lens_name = safe_filename("lens", ctx.name)
+    show_chart(lens_heatmap(readable, lens.prob, labels, lens_title), "logit_lens", lens_name)
+    table_downloads(partial(lens_frame, readable, lens.prob, labels), lens_name, "logit_lens", "the logit lens")
 
 
 errors.guarded(body)

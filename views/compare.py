@@ -10,6 +10,7 @@ from inference.catalog import MINIMAL_PAIRS, WINOGRAD
 from inference.text import InputError
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, TracedAnalysis, TraceGoneError
+from ui.downloads import table_downloads
 from ui.widgets import head_picker, show_chart, trace_uploader, weighting_picker
 from viz.compare import aligned, difference_heatmap
 from viz.heads import head_title
@@ -225,9 +226,12 @@ def patching_section(first: Analysed, second: Analysed) -> None:
     labels = pair_labels([display_piece(p) for p in a], [display_piece(p) for p in b])
     title = patching_title(what, display_piece(answer), display_piece(versus), result.approximate)
     figure = patching_heatmap(result.scores, what, labels, title)
-    show_chart(figure, "patching", safe_filename("patching", first.name, what))
+    name = safe_filename("patching", first.name, what, method)
+    show_chart(figure, "patching", name)
+    table = patching_frame(result.scores, what, labels)
+    table_downloads(table, name, "patching", "what each patch restores")
     with st.expander("Every patch, the most restoring first"):
-        st.dataframe(patching_frame(result.scores, what, labels), hide_index=True, key="patching_table")
+        st.dataframe(table, hide_index=True, key="patching_table")
 
 
 errors.guarded(body)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import streamlit as st
 
 from analysis.circuits import MODE_NAMES, MODES
@@ -10,8 +12,10 @@ from analysis.induction import InductionReport
 from inference.text import InputError
 from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
+from ui.downloads import table_downloads
 from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen, show_chart
 from viz.attribution import heads_heatmap
+from viz.circuits import composition_table
 from viz.labels import safe_filename
 from viz.stats import for_display, with_probe_scores
 from viz.style import thaw
@@ -130,9 +134,12 @@ def detector(ctx: cache.Analysed | cache.TracedAnalysis) -> None:
     texts = "your text" if len(analyses) == 1 else f"{len(analyses)} texts"
     title = f"‘{pattern}’ heads: the share of attention on the pattern, over {texts}"
     figure = heads_heatmap(scores, labels, title, value="score", signed=False)
-    show_chart(figure, "detector", safe_filename("detector", ctx.name, pattern))
+    name = safe_filename("detector", ctx.name, pattern)
+    show_chart(figure, "detector", name)
+    table = heads_frame(scores, labels, "score")
+    table_downloads(table, name, "detector", f"the ‘{pattern}’ scores")
     with st.expander("Every head, the highest score first"):
-        st.dataframe(heads_frame(scores, labels, "score"), hide_index=True, key="detector_table")
+        st.dataframe(table, hide_index=True, key="detector_table")
 
 
 def composition(ctx: cache.Context, probe: InductionReport | None) -> None:
@@ -158,6 +165,9 @@ def composition(ctx: cache.Context, probe: InductionReport | None) -> None:
     state.keep_valid(COMPOSE, list(MODES), "K")
     mode = st.radio("Composition", MODES, key=COMPOSE, horizontal=True, format_func=MODE_NAMES.get)
     show_chart(thaw(charts.composition_chart(ctx.path, ctx.stamp, mode)), "composition", f"composition-{mode}")
+    what = "the composition scores (Q, K and V)"
+    table = partial(composition_table, composed.scores)  # built on click: a pair of heads a row
+    table_downloads(table, safe_filename("composition", ctx.name), "composition", what)
     if probe is not None and stack == "decoder":
         name, head, _ = probe.best(probe.induction)
         layer = block_layer(name)
