@@ -31,7 +31,7 @@ def offset_diagonal(weights: np.ndarray, length: int) -> float:
 def test_training_steps_show_the_induction_head_forming(server, browser, size: tuple[int, int]) -> None:
     saved = list_snapshots(FOLDER)
     length = len(RUN.split()) // 2
-    query = {"model": "induction", "text": RUN, "attention": "decoder.self_attn", "layer": "1", "head": "0"}
+    query = {"model": "induction", "text": RUN, "attention": "decoder.self_attn", "L": "2", "H": "1"}
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
     page.set_default_timeout(90_000)

@@ -34,7 +34,7 @@ def legend_names(page) -> list[str]:
 @pytest.mark.parametrize("shot", list(SIZES))
 def test_paper_sentence_every_head_of_a_layer(server, browser, shot: str) -> None:
     query = {"model": "translate-en-de", "text": PAPER_SENTENCES[1], "attention": "encoder.self_attn"}
-    context, page = open_paper(browser, SIZES[shot], server=server, **query, layer="2", head="-1")
+    context, page = open_paper(browser, SIZES[shot], server=server, **query, L="3", H="all")
     try:
         assert legend_names(page) == [f"head {h}" for h in range(1, 9)]
         # One SVG path per (head, opacity bucket), not one per line: thousands of paths redrew in seconds.
@@ -50,7 +50,7 @@ def test_paper_sentence_every_head_of_a_layer(server, browser, shot: str) -> Non
 
 
 def test_one_head_and_one_token_of_the_language_model(server, browser) -> None:
-    query = {"model": "lm-english", "text": PAPER_SENTENCES[0], "layer": "1", "head": "0"}
+    query = {"model": "lm-english", "text": PAPER_SENTENCES[0], "L": "2", "H": "1"}
     context, page = open_paper(browser, (1400, 1000), server=server, **query)
     try:
         assert legend_names(page) == ["head 1"]

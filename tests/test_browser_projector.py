@@ -37,7 +37,7 @@ MEASURE_JS = """() => [...document.querySelectorAll('.stPlotlyChart .js-plotly-p
 
 PAGES = {  # path → (query, the heading to wait for)
     "": ({"model": "reverse", "text": "abcdefghijklmn"}, "Explore"),
-    "rollout": ({"model": "reverse", "text": "abcdefghij", "rollout_attention": "decoder.cross_attn"},
+    "rollout": ({"model": "reverse", "text": "abcdefghij", "attention": "decoder.cross_attn"},
                 "Attention rollout"),
     "masks": ({"model": "lm-english", "text": "The cat sat on the mat."}, "Masks"),
     "compare": ({"model": "lm-english", "text": "The animal didn't cross the street because it was too tired."},

@@ -45,7 +45,7 @@ def test_a_head_at_each_saved_step(server, browser, size: tuple[int, int], model
     saved = list_snapshots(folder)
     assert len(saved) >= 3, f"checkpoints/{model} ships its training snapshots"
     step = saved[-1].step
-    query = {"model": model, "text": text, "attention": attention, "layer": str(layer), "head": "0"}
+    query = {"model": model, "text": text, "attention": attention, "L": str(layer + 1), "H": "1"}
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
     page.set_default_timeout(90_000)
@@ -91,11 +91,11 @@ def test_the_lm_induction_head_forms_between_two_snapshots(server, browser) -> N
     induction, _ = head_scores(torch.tensor(analysis.blocks[block].weights)[None], length)
     head = int(np.argmax(induction))
     saved = list_snapshots(folder)
-    query = {"model": "lm-english", "text": TWICE, "attention": "decoder.self_attn", "layer": str(best["layer"] - 1)}
+    query = {"model": "lm-english", "text": TWICE, "attention": "decoder.self_attn", "L": str(best["layer"])}
     page = browser.new_page(viewport={"width": 1600, "height": 1000})
     page.set_default_timeout(90_000)
     try:
-        page.goto(f"{server}/training?{urlencode({**query, 'head': head, 'step': saved[0].step})}")
+        page.goto(f"{server}/training?{urlencode({**query, 'H': head + 1, 'step': saved[0].step})}")
         page.get_by_role("heading", name="Training steps").wait_for()
         maps = page.wait_for_function(MATRICES_JS, arg=1 + len(saved)).json_value()
         assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0

@@ -241,11 +241,11 @@ def test_rollout_page_on_a_language_model_follows_residual_layer_and_heads(app, 
     assert "at least one head" in errors(ok(at)) and not at.get("plotly_chart")
 
 
-def test_a_link_that_names_the_attention_by_its_former_parameter_opens_the_same_view(app) -> None:
-    at = app(model=ED, rollout_stack="decoder.cross_attn")
+def test_a_link_that_names_the_attention_opens_the_rollout_of_it(app) -> None:
+    at = app(model=ED, attention="decoder.cross_attn")
     at.switch_page(ROLLOUT_PAGE).run()
     assert ok(at).radio(key="attention").value == "decoder.cross_attn"
-    assert at.query_params["attention"] == "decoder.cross_attn" and "rollout_stack" not in at.query_params
+    assert at.query_params["attention"] == "decoder.cross_attn"
 
 
 def test_rollout_page_with_empty_text_gives_a_message(app) -> None:

@@ -119,7 +119,7 @@ def chart(at: AppTest, key: str) -> dict:
 
 
 def test_the_slider_shows_the_chosen_steps_head_and_every_step_side_by_side(app, with_snapshots: Path) -> None:
-    at = ok(app(model="translate-tiny", text=TEXT, attention="decoder.cross_attn", layer="1", head="2"))
+    at = ok(app(model="translate-tiny", text=TEXT, attention="decoder.cross_attn", L="2", H="3"))
     slider = at.select_slider(key="step")
     assert slider.options == ["0", "5", "20"] and slider.value == 5  # the middle snapshot first
     ckpt = load_checkpoint(with_snapshots / "translate-tiny")
