@@ -99,11 +99,3 @@ def test_encoder_self_attention_of_the_translator_follows_every_page(server, pag
     assert url(page).get("attention") == "decoder.self_attn"
     go(page, "Explore")
     assert selected(page, "Attention") == "Decoder self-attention (masked)"
-
-
-def test_an_old_zero_based_link_opens_the_same_head(server, page) -> None:
-    page.goto(f"{server}/?model=lm-english&text={quote(TEXT)}&attention=decoder.self_attn&layer=2&head=4")
-    settle(page, "Explore")
-    assert (picked(page, "Layer"), picked(page, "Head")) == ("layer 3", "head 5")
-    shown = url(page)
-    assert (shown.get("L"), shown.get("H")) == ("3", "5") and "layer" not in shown and "head" not in shown

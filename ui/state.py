@@ -7,9 +7,8 @@ and writes back every declared key whichever page is shown.
 
 A session reads its URL once, on its first run. A parameter waits until its key is declared (a page declares its
 keys when it runs), and stays in the URL until then, so a link opened on one page keeps another page's choices.
-A renamed parameter keeps its old name as an alias: a link made before the rename opens the same view, and the URL
-written back uses the new name. Numbers a person reads count from 1, so the URL does too: an index kept in the URL
-(`url_index`) is written as index + 1; its old 0-based name, if it had one, is an alias read as it was.
+Numbers a person reads count from 1, so the URL does too: an index kept in the URL (`url_index`) is written as
+index + 1.
 """
 
 from __future__ import annotations
@@ -44,9 +43,8 @@ def flag(value: str) -> bool:
 class Declaration:
     """One declared session key: its URL parameter (None: not in the URL), how the URL's text becomes the value,
     whether the value is a list (comma-joined in the URL), whether it is kept while other pages show, the
-    longest value the URL holds (a longer one stays out, so a link stays short), the parameter's former names,
-    read when the URL lacks the parameter itself, with `alias_parse` (None: with `parse`), and how a value (a
-    list's item) is written into the URL; `keep_off`: a switch off is written (as 0) rather than left out."""
+    longest value the URL holds (a longer one stays out, so a link stays short), and how a value (a list's item)
+    is written into the URL; `keep_off`: a switch off is written (as 0) rather than left out."""
 
     key: str
     url: str | None
@@ -54,8 +52,6 @@ class Declaration:
     is_list: bool = False
     across_pages: bool = True
     longest: int | None = None
-    aliases: tuple[str, ...] = ()
-    alias_parse: Callable[[str], object] | None = None
     write: Callable[[object], str] = str
     keep_off: bool = False
 
@@ -90,18 +86,6 @@ class ToOne:
         return str(int(value) + 1)
 
 
-@dataclass(frozen=True)
-class FromIndex:
-    """Parse a former parameter that held the 0-based index itself; `old`: its special values as it wrote them and
-    what they are now (the head picker wrote -1 for the average of heads)."""
-
-    old: tuple[tuple[int, object], ...] = ()
-
-    def __call__(self, text: str) -> object:
-        number = int(text)
-        return dict(self.old).get(number, number)
-
-
 _declared: dict[str, Declaration] = {}
 _lock = threading.Lock()  # sessions run in threads: one may declare while another reads the registry
 
@@ -129,12 +113,11 @@ def url_key(
     url: str | None = None,
     across_pages: bool = True,
     longest: int | None = None,
-    aliases: tuple[str, ...] = (),
 ) -> str:
     """Declare widget key `key` kept in the URL as parameter `url` (default: the key), read back with `parse`
     (a ValueError skips the parameter), and in the session while other pages show unless `across_pages` is False.
-    `aliases`: the parameter's former names, read from a link that lacks `url`. Returns `key`, for the widget."""
-    return _declare(Declaration(key, url or key, parse, across_pages=across_pages, longest=longest, aliases=aliases))
+    Returns `key`, for the widget."""
+    return _declare(Declaration(key, url or key, parse, across_pages=across_pages, longest=longest))
 
 
 def url_index(
@@ -142,25 +125,11 @@ def url_index(
     url: str,
     *,
     words: tuple[tuple[str, object], ...] = (),
-    aliases: tuple[str, ...] = (),
-    alias_words: tuple[tuple[int, object], ...] = (),
     across_pages: bool = True,
 ) -> str:
     """Declare widget key `key`, a 0-based index (a layer, a head, a token position), kept in the URL as parameter
-    `url` counted from 1, as its label reads; `words`: special values written as words (`("all", AVERAGE)`).
-    `aliases`: the parameter's former names, which held the 0-based index itself and are read as they were, their
-    special values through `alias_words` (see FromIndex)."""
-    return _declare(
-        Declaration(
-            key,
-            url,
-            FromOne(words),
-            across_pages=across_pages,
-            aliases=aliases,
-            alias_parse=FromIndex(alias_words),
-            write=ToOne(words),
-        )
-    )
+    `url` counted from 1, as its label reads; `words`: special values written as words (`("all", AVERAGE)`)."""
+    return _declare(Declaration(key, url, FromOne(words), across_pages=across_pages, write=ToOne(words)))
 
 
 def url_list(
@@ -169,13 +138,10 @@ def url_list(
     parse: Callable[[str], object] = str,
     *,
     write: Callable[[object], str] = str,
-    aliases: tuple[str, ...] = (),
-    alias_parse: Callable[[str], object] | None = None,
 ) -> str:
     """Declare list widget key `key` (a multiselect) kept in the URL as `url`, its items comma-joined (each read
-    with `parse`, written with `write`), and in the session while other pages show. `aliases`: the parameter's
-    former names, their items read with `alias_parse` (None: with `parse`). Returns `key`."""
-    return _declare(Declaration(key, url, parse, is_list=True, aliases=aliases, alias_parse=alias_parse, write=write))
+    with `parse`, written with `write`), and in the session while other pages show. Returns `key`."""
+    return _declare(Declaration(key, url, parse, is_list=True, write=write))
 
 
 def url_switch(key: str, url: str | None = None) -> str:
@@ -238,20 +204,15 @@ def session_key(key: str) -> str:
 
 def _claim(decl: Declaration) -> None:
     """Give `decl` its value from the session's first URL, once; a key the session already holds keeps its value.
-    The parameter's own name wins over an alias; every name it had leaves the pending parameters, so an old name
-    is never written back."""
+    Its parameter leaves the pending ones, those no declared key has taken yet (sync_url keeps them in the link)."""
     pending = st.session_state.get(PENDING)
-    names = [name for name in (decl.url, *decl.aliases) if pending and name in pending]
-    if not names:
+    if not pending or decl.url not in pending:
         return
-    raw = pending[names[0]]
-    parse = decl.parse if names[0] == decl.url or decl.alias_parse is None else decl.alias_parse
-    for name in names:
-        del pending[name]
+    raw = pending.pop(decl.url)
     if decl.key in st.session_state or (decl.is_list and not raw):
         return
     try:
-        value = [parse(item) for item in raw.split(",")] if decl.is_list else parse(raw)
+        value = [decl.parse(item) for item in raw.split(",")] if decl.is_list else decl.parse(raw)
     except ValueError:
         return
     st.session_state[decl.key] = value

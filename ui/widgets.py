@@ -22,14 +22,12 @@ from ui.guard import UPLOADS_IN_ALL
 from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector
 
 # One key per choice, the same on every page that offers it. Indices are 0-based in the session and 1-based in the
-# URL, as the labels read (L=3&H=5 is "layer 3, head 5"). Aliases keep older links opening the same view: the
-# 0-based parameters (layer, head, query, position) and the rollout page's own names for the attention type.
-ATTENTION = state.url_key("attention", aliases=("rollout_attention", "rollout_stack"))
-LAYER = state.url_index("layer", "L", aliases=("layer",))
-# a head, or AVERAGE (which links of the former "head" parameter wrote as -1)
-HEAD = state.url_index("head", "H", words=(("all", AVERAGE),), aliases=("head",), alias_words=((-1, AVERAGE),))
-QUERY = state.url_index("query", "q", aliases=("query",))  # the attention-math page's query token
-POSITION = state.url_index("position", "pos", aliases=("position",))  # the token whose next one an LM predicts
+# URL, as the labels read (L=3&H=5 is "layer 3, head 5").
+ATTENTION = state.url_key("attention")
+LAYER = state.url_index("layer", "L")
+HEAD = state.url_index("head", "H", words=(("all", AVERAGE),))  # a head, or AVERAGE
+QUERY = state.url_index("query", "q")  # the attention-math page's query token
+POSITION = state.url_index("position", "pos")  # the token whose next one an LM predicts
 AVERAGE_ASIDE = "_head_average_aside"  # session key: the average was chosen, a page without it shows head 1
 HEAD_PICKED = "_head_picked"  # session key: the person chose a layer or head (a picker, a tile, a button)
 PROJECTOR = state.url_key("projector", state.flag)  # large type, high contrast, collapsed sidebar (its toggle)

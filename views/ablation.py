@@ -16,10 +16,8 @@ from viz.tables import ranking_frame
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 MODES = {"zero": "zero (the head's output becomes 0)", "mean": "mean (its output becomes its mean over the positions)"}
-# `block name:head` options, 0-based; in the URL 1-based as labelled (decoder.self_attn-L1-H2); `ablate`: the options
-ABLATE_HEADS = state.url_list(
-    "ablate_heads", "ablate_heads", head_from_url, write=head_to_url, aliases=("ablate",), alias_parse=str
-)
+# `block name:head` options, 0-based; in the URL 1-based as labelled (decoder.self_attn-L1-H2)
+ABLATE_HEADS = state.url_list("ablate_heads", "ablate_heads", head_from_url, write=head_to_url)
 ABLATE_MODE = state.url_key("ablate_mode")
 RANK_METHOD = state.url_key("rank")  # RANK_METHODS
 RANK_METHODS = {"exact": "exact (one pass per head)", "approximate": "approximate (one backward pass)"}

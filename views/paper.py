@@ -12,7 +12,7 @@ from viz.paper import BUCKET_WIDTH, MIN_THRESHOLD, THRESHOLD, lines_above, openi
 
 ALL = -1  # the token picker's "every query token"
 ALL_HEADS = "all heads"  # the head picker's AVERAGE: the Paper view overlays every head, one colour each
-PAPER_QUERY = state.url_index("paper_query", "paper_q", words=(("all", ALL),), aliases=("paper_query",))  # or ALL
+PAPER_QUERY = state.url_index("paper_query", "paper_q", words=(("all", ALL),))  # or ALL
 PAPER_THRESHOLD = state.url_key("paper_threshold", float)
 
 

@@ -23,7 +23,7 @@ ROWS = {
 }
 LM_ROWS = "Row i: where position i's information comes from, among the tokens up to it. Cells above the diagonal "
 LM_ROWS += "are future tokens: masked, exactly 0"
-ROLLOUT_LAYER = state.url_index("rollout_layer", "rollout_L", aliases=("rollout_layer",))  # the last one multiplied
+ROLLOUT_LAYER = state.url_index("rollout_layer", "rollout_L")  # the last one multiplied
 ROLLOUT_RESIDUAL = state.url_switch("rollout_residual")
 ROLLOUT_HEADS = state.url_list("rollout_heads", "rollout_H", state.FromOne(), write=state.ToOne())  # averaged
 
