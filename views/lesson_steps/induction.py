@@ -1,0 +1,235 @@
+"""Lesson steps 13 and 14: the induction heads (Olsson et al. 2022) and the induction circuit end to end."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pandas as pd
+import streamlit as st
+
+from analysis.induction import PROBE_BATCH
+from analysis.lesson import (
+    INDUCTION_AT,
+    Copying,
+    formation,
+)
+from inference import catalog
+from model.names import block_layer
+from ui import cache, sidebar
+from ui.cache import Context
+from views.lesson_steps.layout import chart
+from views.lesson_steps.models import HEAD_STEPS, induction_score, preference
+from viz.attribution import attribution_title, heads_heatmap
+from viz.heads import head_heatmap
+from viz.labels import display_piece
+from viz.patching import patching_heatmap, patching_title
+from viz.training import copying_curve, head_over_steps
+
+TRAINING_STEP = "step"  # the URL parameter of views/training.py's snapshot slider
+
+
+def layer_of(block: str) -> int:
+    """The layer of block `decoder.layers.1.self_attn` as a person counts it: 2."""
+    return block_layer(block) + 1
+
+
+def head_label(block: str, head: int) -> str:
+    """`layer 2, head 1` for block `decoder.layers.1.self_attn` and head 0."""
+    return f"layer {layer_of(block)}, head {head + 1}"
+
+
+def heads_label(heads: tuple[tuple[str, int], ...]) -> str:
+    """`layer 2, heads 1, 2, 4; layer 3, head 1` for (block name, head) pairs, in the order given; – for none."""
+    layers: dict[str, list[str]] = {}
+    for block, head in heads:
+        layers.setdefault(block, []).append(str(head + 1))
+    parts = [f"layer {layer_of(b)}, head{'s' * (len(hs) > 1)} {', '.join(hs)}" for b, hs in layers.items()]
+    return "; ".join(parts) or "–"
+
+
+def copying_models(but: str) -> list[str]:
+    """The listed checkpoints other than `but` whose card records an induction head scoring INDUCTION_AT or more,
+    the most fitting first (FAMILY_ORDER: a model of real English before the random-word one)."""
+    root = catalog.checkpoints_dir()
+    entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
+    copying = [e for e in entries if e.ok and e.name != but and induction_score(e.card) >= INDUCTION_AT]
+    return [e.name for e in sorted(copying, key=lambda e: preference(HEAD_STEPS[0], e))]
+
+
+SWITCHED = {
+    "intact": "nothing (the intact model)",
+    "induction": "the best induction head",
+    "previous": "the best previous-token head",
+    "every": f"every head scoring {INDUCTION_AT} or more",
+}
+
+
+def induction(ctx: Context) -> None:
+    seen = cache.copying(ctx.path, ctx.stamp)
+    name, n = ctx.entry.name, seen.length
+    best = head_label(seen.block, seen.head)
+    st.markdown(f"**The repeated run**: `<s>`, {n} random tokens, then the same {n} again")
+    run = [display_piece(p) for p in seen.pieces]
+    st.code(f"{run[0]}\n{' '.join(run[1 : n + 1])}\n{' '.join(run[n + 1 :])}", language=None, wrap_lines=True)
+    st.markdown(f"**The best induction head of {name}: {best}** (induction score {seen.score:.2f})")
+    if seen.score < INDUCTION_AT:
+        st.info(
+            f"No head of {name} scores {INDUCTION_AT} or more: it has not learned to copy from its context, and its "
+            f"best head draws no offset diagonal."
+        )
+        for other in copying_models(name)[:2]:
+            st.button(
+                f"Switch to {other}, which has one",
+                key=f"lesson_switch_{other}",
+                on_click=sidebar.switch_model,
+                args=(other,),
+                type="primary",
+            )
+    title = f"Decoder {best}"  # the markdown above says what it reads
+    chart(head_heatmap(seen.weights, seen.pieces, seen.pieces, title), "induction_head", name)
+    st.caption(
+        f"Found by the scores: of every self-attention head, the one with the most weight, from a token of the "
+        f"second copy, on the token after that token's first occurrence, {n - 1} places back (averaged over "
+        f"{PROBE_BATCH} such runs; Head statistics lists every head's score). An induction head draws that as a "
+        f"bright diagonal {n - 1} places left of the main one, from row {n + 2} on."
+    )
+    intact = seen.runs[0]
+    st.markdown("**Switching heads off**: how well the model predicts the second copy without them")
+    table = pd.DataFrame(
+        {
+            "switched off": [SWITCHED[r.what] for r in seen.runs],
+            "heads": [heads_label(r.heads) for r in seen.runs],
+            "loss, second copy (nats)": [r.loss for r in seen.runs],
+            "top-1, second copy": [r.top1 for r in seen.runs],
+        }
+    )
+    top1 = st.column_config.ProgressColumn("top-1, second copy", min_value=0.0, max_value=1.0, format="percent")
+    loss = st.column_config.NumberColumn("loss, second copy (nats)", format="%.2f")
+    config = {"top-1, second copy": top1, "loss, second copy (nats)": loss}
+    st.dataframe(table, hide_index=True, column_config=config, key="lesson_induction_off")
+    off = {r.what: r for r in seen.runs}
+    said = f"Without {best} the second copy costs {off['induction'].loss:.2f} nats instead of {intact.loss:.2f}"
+    if "every" in off:
+        every = off["every"]
+        said += f"; without all {len(every.heads)} heads that score {INDUCTION_AT} or more, {every.loss:.2f}"
+    st.caption(
+        f"Switched off, a head's output becomes 0 before W^O. The loss is the mean over the second copies' tokens "
+        f"(nats); the first copies, which nothing can predict, cost {seen.first_copy_loss:.2f}: a second copy that "
+        f"costs as much is no longer copied. {said}."
+    )
+    st.page_link("views/ablation.py", label="Any heads, on your own text: the Head ablation page")
+    _formation(ctx, seen)
+
+
+def _formation(ctx: Context, seen: Copying) -> None:
+    """The run that trained the model: the probe at every evaluation, and the best head at a few snapshots."""
+    name = ctx.entry.name
+    st.markdown("**How it formed in training**")
+    saved = cache.snapshots(ctx.path, ctx.stamp)
+    training = ctx.ckpt.card.get("training")
+    formed = formation(training.get("history") if isinstance(training, dict) else None, [s.step for s in saved])
+    if formed is None:
+        st.info(
+            f"The card of {name} records no induction probe at the evaluations of the run that trained it "
+            "(`python -m atlas train` records one for a decoder-only model)."
+        )
+        if saved:
+            st.page_link("views/training.py", label=f"{name}'s training snapshots: the Training steps page")
+        return
+    fig = copying_curve(formed.steps, formed.induction, formed.first_copy_loss, formed.second_copy_loss, formed.formed)
+    chart(fig, "induction_curve", name)
+    if formed.formed is None:
+        when = f"No head reached {INDUCTION_AT} in this run: no induction head formed."
+    else:
+        when = (
+            f"The score reached half its last value at step {formed.formed:,} (the dashed line), as the second "
+            "copy's loss fell."
+        )
+    st.caption(
+        "At every evaluation of the run, on the same kind of repeated run: the best head's induction score (orange) "
+        f"and the loss on the first copy (dotted) and the second (solid). {when}"
+    )
+    if formed.shown:
+        weights, labels = [], []
+        for step in formed.shown:
+            w, score = cache.snapshot_head(ctx.path, ctx.stamp, step, seen.length, seen.block, seen.head)
+            weights.append(w)
+            labels.append(f"step {step:,} · score {score:.2f}")
+        title = f"{head_label(seen.block, seen.head).capitalize()} in training"
+        fig = head_over_steps(weights, labels, seen.pieces, seen.pieces, title, columns=3)
+        chart(fig, "induction_steps", name)
+        st.caption(
+            f"The same head on the same repeated run at {len(formed.shown)} of the run's snapshots (the last before "
+            "the score rose, the first after it reached half its last value, the last), each with the head's own "
+            "induction score at that step."
+        )
+    if saved:
+        link = {sidebar.MODEL: name} | ({TRAINING_STEP: formed.forming} if formed.forming is not None else {})
+        label = "Every snapshot of the run, on your own text: the Training steps page"
+        st.markdown(f"[{label}](training?{urlencode(link)})")
+
+
+def induction_circuit(ctx: Context) -> None:
+    """The previous-token head, the K-composition into the induction head, patching, and what the heads write."""
+    seen = cache.circuit(ctx.path, ctx.stamp)
+    if seen is None:
+        st.info("The circuit is traced in a decoder-only language model: choose one in the sidebar.")
+        return
+    name, cfg = ctx.entry.name, ctx.ckpt.config
+    (prev_block, prev_head, prev_score), (ind_block, ind_head, ind_score) = seen.previous, seen.induction
+    if ind_score < INDUCTION_AT:
+        st.info(
+            f"No head of {name} scores {INDUCTION_AT} or more as an induction head: the figures below trace a circuit "
+            "it has not grown, and show little."
+        )
+        for other in copying_models(name)[:2]:
+            switch = {"on_click": sidebar.switch_model, "args": (other,), "type": "primary"}
+            st.button(f"Switch to {other}, which has one", key=f"lesson_switch_{other}", **switch)
+    clean, corrupted = [display_piece(p) for p in seen.clean_pieces], [display_piece(p) for p in seen.corrupted_pieces]
+    n = seen.length
+    copied = display_piece(ctx.ckpt.tokenizer.pieces([seen.patching.answer])[0])
+    st.markdown(f"**The run**: `<s>`, {n} tokens, then the same again up to “{copied}”, which the model should copy")
+    st.code(f"{' '.join(clean[1 : n + 1])}\n{' '.join(clean[n + 1 :])} …", language=None, wrap_lines=True)
+    st.caption(f"{name} gives “{copied}” probability {seen.probability:.3f} there, after the run's last token.")
+    prev, ind = head_label(prev_block, prev_head), head_label(ind_block, ind_head)
+    st.markdown(f"**1. The previous-token head: {prev}** (previous-token score {prev_score:.2f} on the probe)")
+    previous_view = head_heatmap(seen.previous_weights, seen.clean_pieces, seen.clean_pieces, f"Decoder {prev}")
+    chart(previous_view, "circuit_previous", name)
+    st.caption("Each row's weight sits just left of the diagonal: every token reads the one before it.")
+    st.markdown(f"**2. Its output feeds the keys of the induction head, {ind}** (induction score {ind_score:.2f})")
+    if seen.sources:
+        rows = [(f"layer {layer + 1}, head {head + 1}", score) for layer, head, score in seen.sources[:5]]
+        table = pd.DataFrame(rows, columns=["earlier head", "K-composition"])
+        st.dataframe(table, hide_index=True, key="circuit_sources")
+        rank = seen.previous_rank
+        where = "reads most from it" if rank == 1 else f"ranks it {rank} of {len(seen.sources)}"
+        st.caption(
+            f"From the weights (Head statistics draws every pair): ‖W_OV(earlier) · W_QK(induction)ᵀ‖ over their "
+            f"norms. Of every earlier head, {ind} {where}."
+        )
+    else:
+        st.caption(f"{ind} is in the first layer: no earlier head writes into its keys.")
+    st.markdown("**3. Patching confirms it**: the second half changed, then each head taken from the run above")
+    st.code(f"{' '.join(corrupted[n + 1 :])} …", language=None, wrap_lines=True)
+    versus = display_piece(ctx.ckpt.tokenizer.pieces([seen.patching.versus])[0])
+    labels = [str(i + 1) for i in range(len(seen.clean_pieces))]
+    title = patching_title("heads", copied, versus, False)
+    chart(patching_heatmap(seen.patching.scores, "heads", labels, title), "circuit_patching", name)
+    best = float(seen.patching.scores.max())
+    st.caption(
+        f"1: the changed run answers “{copied}” again, as strongly as the original; 0: no change. Each head alone "
+        f"restores at most {best:.2f}; the {len(seen.together)} heads that score {INDUCTION_AT} or more as induction "
+        f"heads, patched together, restore {seen.restored:.2f}: they share the copying."
+    )
+    st.markdown(f"**4. What the heads write toward “{copied}”**")
+    parts = seen.attribution
+    heads = parts.heads["decoder.self_attn"]
+    labels_ = {"decoder.self_attn": "Self-attention (masked)"}
+    title = attribution_title(copied, f"{len(clean)}:{clean[-1]}", None)
+    chart(heads_heatmap({"decoder.self_attn": heads}, labels_, title), "circuit_attribution", name)
+    layer, head = divmod(int(heads.argmax()), cfg.n_heads)
+    st.caption(
+        f"Each head's direct contribution to the logit of “{copied}” ({parts.logit:.2f} in all; the Logit "
+        f"attribution page shows every part). The largest is layer {layer + 1}, head {head + 1}'s: "
+        f"{heads.max():.2f}; {ind} writes {heads[block_layer(ind_block), ind_head]:.2f}."
+    )
