@@ -1,7 +1,7 @@
 """The circuit views in chromium at 1024×768, on the shipped language model, translator and induction model:
-Logit attribution on its defaults, Compare's activation patching after its button, Head statistics' detector, and
-the weight × value norm switch on Explore — each draws its chart, cuts no text and passes axe-core (no serious
-violation)."""
+Logit attribution on its defaults, Compare's activation patching after its button, Head statistics' detector and
+its composition on its defaults, and the weight × value norm switch on Explore — each draws its chart, cuts no text
+and passes axe-core (no serious violation)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,11 @@ VIEWS = [
     ("compare", {"model": "induction", "text": REPEATED, "compare": CHANGED}, "Patch (8 patched runs)", "patching"),
     ("compare", {"model": "lm-english", "patch": "residual"}, "Patch", "patching"),
     ("heads", {"model": "induction", "detect": "induction"}, None, "detector"),
+    ("heads", {"model": "lm-english"}, None, "composition"),
+    ("heads", {"model": "translate-en-de"}, None, "composition"),
     ("", {"model": "translate-en-de", "weighting": "norms"}, None, "head_chart"),
+    ("", {"model": "lm-english", "weighting": "norms"}, None, "head_chart"),
+    ("", {"model": "induction", "weighting": "norms"}, None, "head_chart"),
 ]
 
 
