@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = [*sorted((ROOT / "views").glob("*.py")), *sorted((ROOT / "ui").glob("*.py")), ROOT / "app.py"]
+FILES = [*sorted((ROOT / "views").rglob("*.py")), *sorted((ROOT / "ui").rglob("*.py")), ROOT / "app.py"]
 
 
 def guarded(func: ast.FunctionDef) -> bool:

@@ -29,10 +29,10 @@ PACKAGES = (
 def project_modules(root: Path = ROOT) -> dict[str, Path]:
     """Dotted module name → file, for every Python file of the project's own packages (tests excluded)."""
     modules = {}
-    for path in sorted(root.rglob("*.py")):
+    files = [p for name in PACKAGES for p in ([root / f"{name}.py"] if (root / f"{name}.py").is_file() else [])]
+    files += [p for name in PACKAGES if (root / name).is_dir() for p in (root / name).rglob("*.py")]
+    for path in sorted(files):
         rel = path.relative_to(root)
-        if rel.parts[0] not in PACKAGES and rel.stem not in PACKAGES:
-            continue
         parts = list(rel.with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()

@@ -122,7 +122,7 @@ def test_every_page_fragment_keeps_what_other_pages_chose() -> None:
     """A fragment reruns alone, and Streamlit then drops every kept widget value the page does not draw (Explore's
     position, after a rerun of Attention math's fragment): each fragment is a state.fragment, which keeps them."""
     bare = []
-    for path in [*Path("views").glob("*.py"), *Path("ui").glob("*.py"), Path("app.py")]:
+    for path in [*Path("views").rglob("*.py"), *Path("ui").rglob("*.py"), Path("app.py")]:
         if path != Path("ui/state.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 named = isinstance(node, ast.Attribute) and node.attr == "fragment"
