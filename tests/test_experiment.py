@@ -275,7 +275,11 @@ PAGES = ("explore", "lesson", "generate", "paper", "attention_math", "positional
          "ablation", "compare", "training")  # fmt: skip
 
 
-@pytest.mark.parametrize("page", PAGES)
+# The everyday tier opens the pages a 5-gram model is first shown on; the others run in CI (slow).
+EVERYDAY = ("explore", "lesson", "attention_math")
+
+
+@pytest.mark.parametrize("page", [pytest.param(p, marks=[] if p in EVERYDAY else [pytest.mark.slow]) for p in PAGES])
 def test_every_page_works_on_a_model_of_the_table(zoo_only: Path, page: str) -> None:
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["model"] = "fivegram-2Ls-1H"
