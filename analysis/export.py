@@ -46,9 +46,10 @@ def attention_entries(analysis: Analysis) -> list[dict[str, Any]]:
 
 
 def to_json_object(analysis: Analysis) -> dict[str, Any]:
-    """The documented object for one analysed input. Its token lists are named as the Analysis names them: the
-    encoder's input `source_tokens` (encoder-decoder, encoder-only), the decoder's `target_tokens` (encoder-decoder,
-    and a language model's text)."""
+    """The documented object for one analysed input. The file calls the Analysis's `source_pieces` (the encoder's
+    input: encoder-decoder, encoder-only) and `target_pieces` (the decoder's: encoder-decoder, and a language
+    model's text) `source_tokens` and `target_tokens`: the format's names since version 1, kept so that every
+    trace file written still opens."""
     obj: dict[str, Any] = {"format": FORMAT, "checkpoint": analysis.checkpoint, "kind": analysis.kind}
     obj["text"] = analysis.text
     if analysis.output_text is not None:
