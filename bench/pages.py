@@ -79,6 +79,8 @@ NOTHING_TO_DRAW = {
     "This step needs": "the step needs another model",
     "No model of the table is in": "no 5-gram models in the folder",
     "No trace opened yet": "no trace file chosen",
+    "is an encoder: it reads the whole text at once": "an encoder writes nothing to generate",
+    "Logit attribution reads a decoder's stream": "an encoder has no decoder's stream",
 }
 
 
@@ -285,11 +287,21 @@ class PageSession(Session):
 # inputs
 
 
+def keys_read(ckpt: Checkpoint, tokens: int) -> int:
+    """How many keys Explore's heatmap has for a text of `tokens`: all of them, but a centre-word model's window of
+    max_len words around the blank."""
+    return ckpt.config.max_len if ckpt.config.switches.sum_outputs else tokens
+
+
 def text_of_about(ckpt: Checkpoint, ckpt_dir: Path, tokens: int, seed: int) -> tuple[str, int]:
     """A text whose input is `tokens` long or a little shorter, never more than the model's max_len: classroom's
-    sentences (a–p strings for the reversal model) joined, the last one cut. (text, its tokens)."""
+    sentences (a–p strings for the reversal model) joined, the last one cut. A centre-word model reads the words
+    around one blank whatever the length asked: one of its sentences, each with its blank (classroom.sentences_for).
+    (text, its tokens)."""
     want = min(tokens, ckpt.config.max_len)
     pool = sentences_for(ckpt_dir, 64, seed)
+    if ckpt.config.switches.sum_outputs:
+        return pool[0], common.sequence_length(ckpt, pool[0])
     letters = all(set(s) <= set("abcdefghijklmnop") for s in pool)
     sep = "" if letters else " "
     text, i = "", 0
@@ -361,7 +373,7 @@ async def cold_start_and_switches(ckpt: Checkpoint, ckpt_dir: Path, args, result
         typed = await session.rerun(text)
         check(typed, f"{name}: Explore with the {tokens}-token text", result)
         _, shape = typed.heatmap()
-        if not shape or shape[1] != tokens:
+        if not shape or shape[1] != keys_read(ckpt, tokens):
             result.failures.append(f"{name}: the heatmap is {shape} (queries, keys), the text {tokens} tokens")
         head_id = session.widget("head")
         options = session.options[head_id]
@@ -420,7 +432,7 @@ async def every_page(
         page = await session.rerun(text)  # typed on the default page: its first visit with this text
         visits[default].append(page)
         title, shape = page.heatmap()
-        if not shape or shape[1] != tokens:
+        if not shape or shape[1] != keys_read(ckpt, tokens):
             result.failures.append(
                 f"{name}: at {page_tokens}, the heatmap is {shape} (queries, keys), the text {tokens} tokens"
             )
