@@ -43,12 +43,17 @@ WIDGETS = """(kinds) => Object.fromEntries([...document.querySelectorAll(
 }))"""
 
 
+# While a long first run works, Streamlit draws grey skeletons where the widgets will be, the sidebar's included.
+NO_SKELETON = """() => !document.querySelector('[data-testid="stSkeleton"]')"""
+
+
 def settle(page) -> dict[str, str]:
-    """Wait until the page has settled and its widgets hold still (a fragment or a chart can rerun once after the
-    first run); the widgets' values by label."""
+    """Wait until the page has settled, no widget is still a skeleton, and its widgets hold still (a fragment or a
+    chart can rerun once after the first run); the widgets' values by label."""
     last: dict[str, str] = {}
     for _ in range(20):
         page.wait_for_function(SETTLED)
+        page.wait_for_function(NO_SKELETON)
         page.wait_for_timeout(700)
         page.wait_for_function(SETTLED)
         now = page.evaluate(WIDGETS, KINDS)
@@ -305,6 +310,7 @@ def test_a_text_over_a_thousand_characters_opens_from_its_link(server, browser) 
     page.set_default_timeout(90_000)
     try:
         page.goto(link)
+        page.get_by_label("Text", exact=True).wait_for()  # the sidebar drawn, not its skeleton
         assert settle(page)["Text"] == text
         assert page.get_by_text("The address bar keeps the model, text, layer and head").count() == 1
     finally:
