@@ -41,7 +41,8 @@ class Attribution:
     position: the decoder position whose next token is scored; token / versus: the ids compared (versus None:
     the logit of `token` alone). heads: attention type (`decoder.self_attn`, `decoder.cross_attn`) → (L, H) each
     head's direct contribution; feed_forward: (L,) each layer's feed-forward; embeddings, positions, biases: one
-    number each. logit: the model's own logit (or difference), which the parts sum to.
+    number each (positions None for rotary positions, which turn queries and keys and enter no stream). logit:
+    the model's own logit (or difference), which the parts sum to.
     """
 
     position: int
@@ -50,7 +51,7 @@ class Attribution:
     heads: dict[str, np.ndarray]
     feed_forward: np.ndarray
     embeddings: float
-    positions: float
+    positions: float | None
     biases: float
     logit: float
 
@@ -58,7 +59,7 @@ class Attribution:
     def total(self) -> float:
         """The sum of every part: the logit again, up to the arithmetic's rounding."""
         heads = sum(float(h.sum()) for h in self.heads.values())
-        return heads + float(self.feed_forward.sum()) + self.embeddings + self.positions + self.biases
+        return heads + float(self.feed_forward.sum()) + self.embeddings + (self.positions or 0.0) + self.biases
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,7 @@ def attribute(
         heads=heads,
         feed_forward=feed_forward,
         embeddings=float(embed @ d),
-        positions=float((first - embed) @ d),
+        positions=None if ckpt.config.positional == "rotary" else float((first - embed) @ d),
         biases=biases,
         logit=logit,
     )

@@ -525,8 +525,7 @@ def logit_attribution_scores(
     `.attrs`."""
     analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution_scores")
     labels = {a: analysis.attention_label(a) for a in parts.heads}
-    positions = None if analysis.positional == "rotary" else parts.positions  # rotary ones enter no stream
-    table = parts_frame(parts.heads, parts.feed_forward, parts.embeddings, positions, parts.biases, labels)
+    table = parts_frame(parts.heads, parts.feed_forward, parts.embeddings, parts.positions, parts.biases, labels)
     named = model.tokenizer.pieces([parts.token] + ([] if parts.versus is None else [parts.versus]))
     table.attrs |= {"logit": parts.logit, "token": named[0], "versus": named[1] if len(named) > 1 else None}
     table.attrs["position"] = parts.position + 1

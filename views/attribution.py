@@ -78,10 +78,9 @@ def body() -> None:
     heads = heads_frame(parts.heads, names, "contribution")
     table_downloads(heads, f"{name}-heads", "attribution_heads", "the heads' contributions")
     st.header("Every part, layer by layer")
-    positions = None if analysis.positional == "rotary" else parts.positions
-    bars = other_parts(parts.heads, parts.feed_forward, parts.embeddings, positions, parts.biases, names)
+    bars = other_parts(parts.heads, parts.feed_forward, parts.embeddings, parts.positions, parts.biases, names)
     show_chart(parts_bars(bars, parts.logit, f"What each part wrote toward {what}"), "attribution_parts", name)
-    every = (parts.heads, parts.feed_forward, parts.embeddings, positions, parts.biases, names)
+    every = (parts.heads, parts.feed_forward, parts.embeddings, parts.positions, parts.biases, names)
     table_downloads(partial(parts_frame, *every), f"{name}-parts", "attribution_parts", "every part's contribution")
     with st.expander("Every head, the largest push first"):
         st.dataframe(heads, hide_index=True, key="attribution_table")
