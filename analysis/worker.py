@@ -17,17 +17,27 @@ one budget (inference.memory): the pages' copy of each analysis (weights and mas
 a smaller share, the full one (raw scores and V too, for the export), only when it was asked for. Cached objects
 are shared by every session, never copied or
 unpickled per rerun; their arrays are read-only. Two sessions asking for the same text at once wait on one run.
+
+Fair work (one place for the whole server): each session's work waits in its own lane and the worker takes the
+sessions in turn, round-robin, so that one session's many requests never hold another's page behind them. Work is
+light (a class's sentences, one head's detail) or heavy (a long text, or a chunk of a job that runs many passes:
+patching, ranking heads, a detector over many texts). Light work always goes first. A heavy chunk runs when no light
+work waits, and while other sessions are active (they asked the worker something in the last `ACTIVE_S` seconds) the
+heavy sessions together get a fair share of the worker's time: after a chunk of t seconds the next waits
+t × active / heavy sessions, so twenty students beside one heavy tab get twenty turns to its one; alone, it runs at
+full speed. A session keeps at most one heavy chunk queued (a new one replaces it), and a chunk whose session
+stopped waiting for it (it left, pressed Cancel, or ran its page again) is dropped before it runs.
 """
 
 from __future__ import annotations
 
 import os
-import queue
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -57,6 +67,10 @@ BATCH_TRACE_BYTES = 384 * 2**20
 TRACE_COPIES = 4
 STOP = object()  # put on the queue by `stop`: the thread ends
 Asked = tuple[Request, Future, Request]  # a request (the key sessions wait on), its future, what the model is asked
+ACTIVE_S = 3.0  # a session that asked the worker anything this recently is active: heavy work shares with it
+TICK_S = 0.25  # a heavy chunk's waiting session is asked this often whether it still wants it (`waiting`)
+MOST_HEAVY_WAIT_S = 30.0  # the longest a heavy chunk waits for its share while the class is busy
+Owner = Hashable | None  # who asked: a browser session's id (ui.cache), None for a notebook or a test
 
 
 @dataclass(frozen=True)
@@ -78,8 +92,38 @@ def _decodes(request: Request) -> bool:
     return request.target is None and request.target_ids is None
 
 
+def _wait(future: Future, waiting: Callable[[], None] | None, cancel: bool = False) -> object:
+    """`future`'s result, calling `waiting()` every TICK_S seconds meanwhile; when it raises, the future is
+    cancelled (with `cancel`: a job of one session's, dropped unless it runs already) and the exception goes on."""
+    if waiting is None:
+        return future.result()
+    while True:
+        try:
+            return future.result(timeout=TICK_S)
+        except FutureTimeout:
+            pass
+        try:
+            waiting()
+        except BaseException:
+            if cancel:
+                future.cancel()
+            raise
+
+
+@dataclass
+class _Item:
+    """What waits in a session's lane: an analysis request or a job, its future, who asked, how heavy."""
+
+    what: Request | Job | object
+    future: Future
+    owner: Owner = None
+    heavy: bool = False
+
+
 class ModelWorker:
-    """Runs `analyze_many` for one checkpoint in a background thread; `analyze` submits and waits."""
+    """Runs `analyze_many` for one checkpoint in a background thread; `analyze` submits and waits.
+
+    `owner()` names the session asking (called in the asking thread; the app gives the browser session's id)."""
 
     def __init__(
         self,
@@ -91,8 +135,10 @@ class ModelWorker:
         max_tokens: int = BATCH_TOKENS,
         max_trace_bytes: int = BATCH_TRACE_BYTES,
         max_decode_tokens: int = DECODE_TOKENS,
+        owner: Callable[[], Owner] = lambda: None,
     ) -> None:
         self.ckpt = ckpt
+        self.owner = owner
         self.window = window
         self.max_batch = max_batch
         self.max_tokens = max_tokens
@@ -105,7 +151,6 @@ class ModelWorker:
         config = ckpt.config
         blocks = config.n_encoder_layers + config.n_decoder_layers * (2 if config.kind == "encoder-decoder" else 1)
         self._cell_bytes = blocks * config.n_heads * 4 * TRACE_COPIES  # per row, per T² of the padded length
-        self._held: deque = deque()  # a request that did not fit the last batch: it opens the next one
         self.batches: list[int] = []  # size of each traced batch run, most recent last (for benchmarks and tests)
         self.decodings: list[int] = []  # an encoder-decoder's: size of each batch decoded before its traced ones
         self.pages = ByteCache(pages_bytes)
@@ -113,18 +158,52 @@ class ModelWorker:
         self._pending: dict[Request, Future] = {}
         self._wants_full: set[Request] = set()  # requests someone asked the full copy of: only those keep it
         self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[Request | Job, Future]] = queue.Queue()
+        # the lanes: each session's waiting work in order, the sessions in turn (the first is served next)
+        self._ready = threading.Condition()
+        self._light: OrderedDict[Owner, deque[_Item]] = OrderedDict()
+        self._heavy: OrderedDict[Owner, deque[_Item]] = OrderedDict()
+        self._stopping: _Item | None = None
+        self._seen: dict[Owner, float] = {}  # each session's last request (monotonic seconds): who is active
+        self._heavy_after = 0.0  # no heavy chunk starts before this while others are active
+        self.heavy_chunks = 0  # heavy chunks run (for benchmarks and tests)
+        self._sharing = False  # the chunk running is heavy and others are active
         self._thread = threading.Thread(target=self._run, name=f"model-worker-{ckpt.name}", daemon=True)
         self._thread.start()
 
-    def submit(self, request: Request) -> Future:
-        """A future of the full Analysis; a request already waiting or running shares that run's future."""
+    def submit(self, request: Request, heavy: bool = False) -> Future:
+        """A future of the full Analysis; a request already waiting or running shares that run's future. `heavy`:
+        in the asking session's heavy lane (a long text is heavy anyway)."""
+        owner = self.owner()
         with self._lock:
             future = self._pending.get(request)
             if future is None:
                 future = self._pending[request] = Future()
-                self._queue.put((request, future))
+                heavy = heavy or self.padded_tokens(request) >= LONG_TOKENS
+                self._put(_Item(request, future, owner, heavy))
+            else:
+                self._touch(owner)
             return future
+
+    def _touch(self, owner: Owner) -> None:
+        if owner is not None:
+            with self._ready:
+                self._seen[owner] = time.monotonic()
+
+    def _put(self, item: _Item) -> None:
+        """Queue `item` in its session's lane. A session's heavy lane holds one chunk: a newer one replaces it."""
+        with self._ready:
+            self._touch(item.owner)
+            lanes = self._heavy if item.heavy else self._light
+            lane = lanes.setdefault(item.owner, deque())
+            if item.heavy:
+                while lane:
+                    old = lane.popleft()
+                    if isinstance(old.what, Job) and old.future.cancel():  # an analysis may be shared: it stays
+                        continue
+                    lane.append(old)
+                    break
+            lane.append(item)
+            self._ready.notify()
 
     def cached(
         self,
@@ -137,6 +216,7 @@ class ModelWorker:
         sampling: Sampling | None = None,
     ) -> Analysis | None:
         """The analysis `analyze` would return, if it is kept already; else None (nothing is run)."""
+        self._touch(self.owner())  # a page drawn from the cache is a session at work too: heavy work shares with it
         request = Request(text, target, k, max_tokens, continuation, sampling)
         if full:
             return self.full.get(request)
@@ -155,10 +235,15 @@ class ModelWorker:
         full: bool = False,
         continuation: int = 0,
         sampling: Sampling | None = None,
+        heavy: bool = False,
+        waiting: Callable[[], None] | None = None,
     ) -> Analysis:
         """Like `analysis.analyze.analyze`, run by the worker, or from its cache; raises InputError for a text it
         cannot take. `full=False` gives the pages' copy (`Analysis.for_pages`), `full=True` the whole one. A
-        language model first writes `continuation` tokens (greedy, or `sampling`)."""
+        language model first writes `continuation` tokens (greedy, or `sampling`). `heavy`: one of many texts a
+        session asks at once (a detector's), queued in its heavy lane. `waiting()`: called every TICK_S seconds
+        while it waits; when it raises, the wait ends with that exception (the run, which other sessions may share,
+        goes on)."""
         kept = self.cached(text, target, k, max_tokens, full, continuation, sampling)
         if kept is not None:
             return kept
@@ -166,7 +251,7 @@ class ModelWorker:
         if full:
             with self._lock:
                 self._wants_full.add(request)
-        result = self.submit(request).result()
+        result = _wait(self.submit(request, heavy), waiting)
         return result if full else (self.pages.get(request) or result.for_pages())
 
     def output(self, text: str, max_tokens: int = 64) -> tuple[int, ...]:
@@ -196,18 +281,31 @@ class ModelWorker:
             while len(self._outputs) > OUTPUTS_KEPT:
                 self._outputs.popitem(last=False)
 
-    def call(self, fn: Callable[..., T], *args, tokens: int = 0) -> T:
+    def call(
+        self,
+        fn: Callable[..., T],
+        *args,
+        tokens: int = 0,
+        heavy: bool = False,
+        waiting: Callable[[], None] | None = None,
+    ) -> T:
         """`fn(checkpoint, *args)` run by the worker thread between batches (ablations and other model work that
         is not an analysis): the worker stays the only thread that runs the model. `tokens`: about how many the
-        work reads (ModelWorker.tokens of its text), for the threads it gets. Raises what `fn` raises."""
+        work reads (ModelWorker.tokens of its text), for the threads it gets. `heavy`: a chunk of a long job, in
+        the session's heavy lane (see the module's docstring). `waiting()` is called every TICK_S seconds while
+        the chunk waits or runs: when it raises (the session left or ran its page again), the chunk is dropped if
+        it has not started, and that exception goes on. Raises what `fn` raises."""
         future: Future = Future()
-        self._queue.put((Job(fn, args, tokens), future))
-        return future.result()
+        heavy = heavy or tokens >= LONG_TOKENS
+        self._put(_Item(Job(fn, args, tokens), future, self.owner(), heavy))
+        return _wait(future, waiting, cancel=True)
 
     def stop(self) -> None:
         """End the worker's thread once what it is running is done; requests still queued get an error. What it
         kept is dropped, so an evicted worker frees its results, and its model once nothing else holds it."""
-        self._queue.put((STOP, Future()))
+        with self._ready:
+            self._stopping = _Item(STOP, Future())
+            self._ready.notify()
 
     @property
     def alive(self) -> bool:
@@ -250,38 +348,105 @@ class ModelWorker:
                 passes.append([item])
         return passes
 
-    def _gather(self) -> tuple[list[tuple[Request, Future]], list[tuple[Job, Future]]]:
+    def _next(self, lanes: OrderedDict[Owner, deque[_Item]]) -> _Item | None:
+        """The first item of the next session's lane in turn (the session then goes last); None if none waits.
+        An item whose session cancelled it is dropped here. Called holding `_ready`."""
+        while lanes:
+            owner, lane = next(iter(lanes.items()))
+            item = lane.popleft()
+            if lane:
+                lanes.move_to_end(owner)
+            else:
+                del lanes[owner]
+            if item.future.set_running_or_notify_cancel() if isinstance(item.what, Job) else True:
+                return item
+        return None
+
+    def _put_back(self, item: _Item) -> None:
+        """A request that did not fit the batch: first in its lane, and its session first in turn."""
+        with self._ready:
+            lane = self._light.setdefault(item.owner, deque())
+            lane.appendleft(item)
+            self._light.move_to_end(item.owner, last=False)
+
+    def _active_others(self) -> int:
+        """Sessions active in the last ACTIVE_S seconds that have no heavy chunk waiting."""
+        now = time.monotonic()
+        for owner in [o for o, seen in self._seen.items() if now - seen > ACTIVE_S]:
+            del self._seen[owner]
+        return sum(1 for owner in self._seen if owner not in self._heavy)
+
+    def _take(self, timeout: float | None = None, light_only: bool = False) -> _Item | None:
+        """The next item to run: a stop, else light work round-robin, else (unless `light_only`) a heavy chunk
+        once its share allows. Waits up to `timeout` seconds (None: until there is one)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._ready:
+            while True:
+                if self._stopping is not None:
+                    return self._stopping
+                item = self._next(self._light)
+                if item is not None:
+                    return item
+                now = time.monotonic()
+                wait = None if deadline is None else deadline - now
+                if not light_only and self._heavy:
+                    if now >= self._heavy_after or not self._active_others():
+                        item = self._next(self._heavy)
+                        if item is not None:
+                            return item
+                        continue
+                    wait = self._heavy_after - now if wait is None else min(wait, self._heavy_after - now)
+                if wait is not None and wait <= 0:
+                    return None
+                self._ready.wait(wait)
+
+    def _ran_heavy(self, seconds: float) -> None:
+        """After a heavy chunk of `seconds`: the heavy sessions together wait their share of the active ones'."""
+        with self._ready:
+            others = self._active_others()
+            heavy = max(1, len(self._heavy))
+            self._heavy_after = time.monotonic() + min(MOST_HEAVY_WAIT_S, seconds * others / heavy)
+            self.heavy_chunks += 1
+
+    def _gather(self) -> tuple[list[tuple[Request, Future]], list[tuple[Job, Future]], bool]:
         """The requests waiting within `window` (at most `max_batch` and `max_tokens` padded tokens), and any jobs
-        met on the way. A request that would overflow the batch is held for the next one."""
-        first = self._held.popleft() if self._held else self._queue.get()
-        if first[0] is STOP:
-            return [], [first]
-        batch, jobs = ([], [first]) if isinstance(first[0], Job) else ([first], [])
-        longest = max((self.padded_tokens(r) for r, _ in batch), default=0)
+        met on the way, and whether they are a heavy chunk (which runs alone). A request that would overflow the
+        batch is put back: it opens the next one."""
+        first = self._take()
+        if first.what is STOP:
+            return [], [(STOP, first.future)], False
+        if first.heavy:
+            if isinstance(first.what, Job):
+                return [], [(first.what, first.future)], True
+            return [(first.what, first.future)], [], True
+        batch, jobs = ([], [(first.what, first.future)]) if isinstance(first.what, Job) else ([first], [])
+        longest = max((self.padded_tokens(i.what) for i in batch), default=0)
         deadline = time.monotonic() + self.window
         while batch and len(batch) < self.max_batch:
-            left = deadline - time.monotonic()
-            try:
-                item = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
-            except queue.Empty:
+            item = self._take(max(0.0, deadline - time.monotonic()), light_only=True)
+            if item is None:
                 break
-            if item[0] is STOP or isinstance(item[0], Job):
-                jobs.append(item)
-                if item[0] is STOP:
-                    break
+            if item.what is STOP:
+                jobs.append((STOP, item.future))
+                break
+            if isinstance(item.what, Job):
+                jobs.append((item.what, item.future))
                 continue
-            row = max(longest, self.padded_tokens(item[0]))
+            row = max(longest, self.padded_tokens(item.what))
             if not self._fits(row, len(batch) + 1):
-                self._held.append(item)
+                self._put_back(item)
                 break
             batch.append(item)
             longest = row
-        return batch, jobs
+        return [(i.what, i.future) for i in batch], jobs, False
 
     def _run(self) -> None:
         torch.set_num_threads(1)  # the worker is one of many threads; torch's default would take every core
         while True:
-            batch, jobs = self._gather()
+            batch, jobs, heavy = self._gather()
+            started = time.monotonic()
+            with self._ready:  # a heavy chunk beside an active class gets one of torch's threads, not the cores
+                self._sharing = heavy and self._active_others() > 0
             if batch:
                 self._analyse(batch)
             for job, future in jobs:
@@ -290,24 +455,25 @@ class ModelWorker:
                     give_back()
                     return
                 try:
-                    _use_threads(job.tokens)
-                    future.set_result(job.fn(self.ckpt, *job.args))
+                    _use_threads(0 if self._sharing else job.tokens)
+                    result = job.fn(self.ckpt, *job.args)
                 except Exception as exc:  # the page shows it; the worker goes on
                     future.set_exception(exc)
+                else:
+                    future.set_result(result)
+            if heavy:
+                self._ran_heavy(time.monotonic() - started)
             give_back()  # what the pass freed goes back to the system, not kept at the largest pass's size
 
     def _shut_down(self) -> None:
         stopped = RuntimeError("the model was unloaded while this request waited; run it again")
-        leftovers = list(self._held)
-        self._held.clear()
-        while True:
-            try:
-                leftovers.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        for item, future in leftovers:
-            if item is not STOP:
-                future.set_exception(stopped)
+        with self._ready:
+            leftovers = [item for lanes in (self._light, self._heavy) for lane in lanes.values() for item in lane]
+            self._light.clear()
+            self._heavy.clear()
+        for item in leftovers:
+            if not item.future.done():
+                item.future.set_exception(stopped)
         with self._lock:
             self._pending.clear()
             self._wants_full.clear()
@@ -323,7 +489,7 @@ class ModelWorker:
                 self.decodings = [*self.decodings[-99:], len(unknown)]
                 longest = max(self.padded_tokens(batch[i][0]) for i in unknown)
                 try:
-                    _use_threads(longest * len(unknown))
+                    _use_threads(0 if self._sharing else longest * len(unknown))
                     decoded = decode_outputs(self.ckpt, [batch[i][0] for i in unknown])
                 except Exception:  # each traced pass then decodes for itself, and a fault stays its own request's
                     decoded = [None] * len(unknown)
@@ -342,7 +508,7 @@ class ModelWorker:
 
     def _trace(self, batch: list[Asked]) -> None:
         self.batches = [*self.batches[-99:], len(batch)]
-        _use_threads(max(self.padded_tokens(run) for _, _, run in batch) * len(batch))
+        _use_threads(0 if self._sharing else max(self.padded_tokens(run) for _, _, run in batch) * len(batch))
         try:
             results = analyze_many(self.ckpt, [run for _, _, run in batch])
         except Exception as exc:

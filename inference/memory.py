@@ -172,6 +172,10 @@ class Budget:
 BUDGET = Budget(int(float(os.environ.get(ENV_VAR, DEFAULT_MB)) * 2**20))
 
 
+class _AbandonedError(Exception):
+    """The thread computing a value was stopped before it had one: a waiting thread computes it instead."""
+
+
 class ByteCache:
     """A thread-safe least-recently-used map under `max_bytes` of its own and the shared `budget`. A value's size
     is `size(value)` (default `measured_bytes`); `on_evict(value)` is called for a value that leaves (a worker to
@@ -227,21 +231,31 @@ class ByteCache:
         self.budget.settle()
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
-        """The kept value, or `compute()` run once for every thread asking for `key` meanwhile, then kept."""
-        with self.budget.lock:
-            value = self.get(key, MISSING)
-            if value is not MISSING:
-                return value
-            future = self._running.get(key)
-            owner = future is None
+        """The kept value, or `compute()` run once for every thread asking for `key` meanwhile, then kept. When the
+        thread computing it is stopped (a BaseException that is no error: its session left or ran its page again),
+        a thread waiting for it computes it itself: one session's stop never reaches another's page."""
+        while True:
+            with self.budget.lock:
+                value = self.get(key, MISSING)
+                if value is not MISSING:
+                    return value
+                future = self._running.get(key)
+                owner = future is None
+                if owner:
+                    future = self._running[key] = Future()
             if owner:
-                future = self._running[key] = Future()
-        if not owner:
-            return future.result()
+                break
+            try:
+                return future.result()
+            except _AbandonedError:
+                continue
         try:
             value = compute()
-        except BaseException as exc:
+        except Exception as exc:
             future.set_exception(exc)
+            raise
+        except BaseException:
+            future.set_exception(_AbandonedError())
             raise
         finally:
             with self.budget.lock:

@@ -1,0 +1,212 @@
+"""Fair work: the model's worker serves sessions in turn, light work before heavy chunks, and drops a chunk whose
+session stopped waiting for it (analysis.worker)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import CancelledError
+
+import pytest
+
+import analysis.worker as worker_module
+from analysis.worker import ModelWorker
+from inference.checkpoint import load_checkpoint
+from training.tiny import make_tiny_checkpoint
+
+WHO = threading.local()  # the session a test thread acts for, as ui.cache.session_id names a browser session's
+
+
+def _owner() -> str | None:
+    return getattr(WHO, "session", None)
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory):
+    return load_checkpoint(make_tiny_checkpoint(tmp_path_factory.mktemp("fair") / "lm", "decoder-only", seed=3))
+
+
+@pytest.fixture
+def worker(ckpt):
+    worker = ModelWorker(ckpt, owner=_owner)
+    yield worker
+    worker.stop()
+
+
+def _hold(worker: ModelWorker) -> threading.Event:
+    """Keep the worker busy until the returned event is set, so that what tests queue meanwhile waits."""
+    release, started = threading.Event(), threading.Event()
+
+    def busy(ckpt) -> None:  # noqa: ANN001
+        started.set()
+        release.wait(10)
+
+    threading.Thread(target=worker.call, args=(busy,), daemon=True).start()
+    assert started.wait(10)
+    return release
+
+
+def _ask(worker: ModelWorker, session: str, name: str, ran: list[str], heavy: bool = False, **kw) -> threading.Thread:
+    """A thread acting for `session` that asks the worker to run a job recording `name`, and waits."""
+
+    def ask() -> None:
+        WHO.session = session
+        try:
+            worker.call(lambda ckpt: ran.append(name), heavy=heavy, **kw)
+        except BaseException as exc:  # noqa: BLE001 - recorded for the test to read
+            ran.append(f"{name}: {type(exc).__name__}")
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    return thread
+
+
+def _queued(worker: ModelWorker, count: int) -> None:
+    """Wait until `count` items wait in the worker's lanes."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with worker._ready:
+            waiting = sum(len(lane) for lanes in (worker._light, worker._heavy) for lane in lanes.values())
+        if waiting >= count:
+            return
+        time.sleep(0.005)
+    raise AssertionError(f"fewer than {count} items queued")
+
+
+def _join(threads: list[threading.Thread]) -> None:
+    for thread in threads:
+        thread.join(10)
+        assert not thread.is_alive()
+
+
+def test_a_session_asking_much_does_not_hold_another_sessions_request_behind_it(worker) -> None:
+    release, ran = _hold(worker), []
+    threads = []
+    for i in range(5):  # one session queues five requests (five tabs' worth), then another session one
+        threads.append(_ask(worker, "greedy", f"greedy {i + 1}", ran))
+        _queued(worker, i + 1)
+    threads.append(_ask(worker, "student", "student", ran))
+    _queued(worker, 6)
+    release.set()
+    _join(threads)
+    assert ran.index("student") == 1, ran  # its turn comes after the greedy session's first, not its fifth
+
+
+def test_light_work_goes_before_a_heavy_chunk_queued_earlier(worker) -> None:
+    release, ran = _hold(worker), []
+    threads = [_ask(worker, "researcher", "patching chunk", ran, heavy=True)]
+    _queued(worker, 1)
+    threads.append(_ask(worker, "student", "page", ran))
+    _queued(worker, 2)
+    release.set()
+    _join(threads)
+    assert ran == ["page", "patching chunk"]
+
+
+def test_a_chunk_whose_session_stopped_waiting_is_dropped_unrun(worker) -> None:
+    class Stopped(BaseException):  # what Streamlit raises in a page whose session left or reran
+        pass
+
+    def waiting() -> None:
+        raise Stopped
+
+    release, ran = _hold(worker), []
+    thread = _ask(worker, "leaver", "chunk", ran, heavy=True, waiting=waiting)
+    thread.join(10)  # it stops waiting at its first tick, the worker still busy
+    assert ran == ["chunk: Stopped"]
+    after = _ask(worker, "student", "page", ran)
+    release.set()
+    _join([after])
+    assert ran == ["chunk: Stopped", "page"]  # the dropped chunk never ran
+
+
+def test_a_sessions_newer_heavy_chunk_replaces_the_one_still_queued(worker) -> None:
+    release, ran = _hold(worker), []
+    first = _ask(worker, "researcher", "old chunk", ran, heavy=True)
+    _queued(worker, 1)
+    second = _ask(worker, "researcher", "new chunk", ran, heavy=True)
+    _queued(worker, 1)
+    first.join(10)
+    assert ran == [f"old chunk: {CancelledError.__name__}"]
+    release.set()
+    _join([second])
+    assert ran[-1] == "new chunk"
+
+
+def test_heavy_chunks_share_the_worker_with_the_active_sessions(worker, monkeypatch) -> None:
+    """After a heavy chunk of t seconds, the heavy sessions together wait t × active sessions / heavy sessions."""
+    now = [1000.0]
+    monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
+    for student in ("a", "b", "c", "d"):  # four pages drawn in the last seconds
+        WHO.session = student
+        worker.cached("The cat sat on the mat.")
+    WHO.session = None
+    with worker._ready:
+        worker._heavy["researcher"] = worker_module.deque()
+    worker._ran_heavy(0.5)
+    assert worker._heavy_after == pytest.approx(1000.0 + 0.5 * 4)
+    now[0] += worker_module.ACTIVE_S + 1  # the class went quiet: the heavy work runs at full speed
+    worker._ran_heavy(0.5)
+    assert worker._heavy_after == pytest.approx(now[0])
+    with worker._ready:
+        worker._heavy.clear()
+
+
+def test_a_long_text_is_heavy_and_a_class_sentence_light(worker) -> None:
+    release, ran = _hold(worker), []
+    long_text = "The cat sat on the mat and looked at the birds. " * 30
+
+    def long_request() -> None:
+        WHO.session = "paster"
+        worker.analyze(long_text, max_tokens=8)
+        ran.append("long")
+
+    threads = [threading.Thread(target=long_request, daemon=True)]
+    threads[0].start()
+    _queued(worker, 1)
+    with worker._ready:
+        assert "paster" in worker._heavy and not worker._light
+    threads.append(_ask(worker, "student", "page", ran))
+    _queued(worker, 2)
+    release.set()
+    _join(threads)
+    assert ran == ["page", "long"]
+
+
+def test_a_session_stopped_while_computing_a_shared_value_does_not_stop_the_one_waiting_for_it() -> None:
+    """Two sessions ask a kept value at once (inference.memory.ByteCache.get_or_compute); the one computing it is
+    stopped (it left): the other computes it itself instead of receiving the first one's stop."""
+    from inference.memory import ByteCache
+
+    class Stopped(BaseException):
+        pass
+
+    store, computing, answers = ByteCache(2**20), threading.Event(), []
+    go_on = threading.Event()
+
+    def leaver() -> None:
+        def compute() -> int:
+            computing.set()
+            go_on.wait(10)
+            raise Stopped
+
+        try:
+            store.get_or_compute("key", compute)
+        except Stopped:
+            answers.append("leaver stopped")
+
+    def stayer() -> None:
+        answers.append(store.get_or_compute("key", lambda: 42))
+
+    first = threading.Thread(target=leaver, daemon=True)
+    first.start()
+    assert computing.wait(10)
+    second = threading.Thread(target=stayer, daemon=True)
+    second.start()
+    running = store._running["key"]
+    deadline = time.monotonic() + 10
+    while not running._condition._waiters and time.monotonic() < deadline:  # the stayer waits on the leaver's run
+        time.sleep(0.001)
+    go_on.set()
+    _join([first, second])
+    assert sorted(map(str, answers)) == ["42", "leaver stopped"]
