@@ -17,7 +17,7 @@ Numpy only: it reads Analysis records, so it scores attention imported from else
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -56,13 +56,14 @@ def _score(weights: np.ndarray, mask: np.ndarray, pattern: np.ndarray) -> np.nda
     return np.divide(hits, total, out=np.zeros_like(hits), where=total > 0)
 
 
-def detect(analyses: Sequence[Analysis], pattern: str | np.ndarray) -> dict[str, np.ndarray]:
+def detect(analyses: Iterable[Analysis], pattern: str | np.ndarray) -> dict[str, np.ndarray]:
     """Self-attention type (`decoder.self_attn`, `encoder.self_attn`) → (L, H) scores of every head for `pattern`
-    (a name of PATTERNS, or one (T, T) array that fits every text), the mean over `analyses`."""
-    if not analyses:
-        raise ValueError("no text to score the heads on: give at least one")
+    (a name of PATTERNS, or one (T, T) array that fits every text), the mean over `analyses`. Read one at a time:
+    a generator of analyses holds one text's attention at once, however many texts."""
     sums: dict[str, np.ndarray] = {}
+    count = 0
     for analysis in analyses:
+        count += 1
         for attention in analysis.attentions:
             if not attention.endswith("self_attn"):
                 continue  # a pattern over one text's positions: cross-attention reads another text
@@ -81,4 +82,6 @@ def detect(analyses: Sequence[Analysis], pattern: str | np.ndarray) -> dict[str,
                     )
             scores = np.stack([_score(b.weights, b.mask, chosen) for b in stacked])
             sums[attention] = sums.get(attention, 0) + scores
-    return {attention: total / len(analyses) for attention, total in sums.items()}
+    if not count:
+        raise ValueError("no text to score the heads on: give at least one")
+    return {attention: total / count for attention, total in sums.items()}

@@ -16,9 +16,11 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check, get_script_run_ctx
 
 from analysis import attribution, circuits, lesson, patching
 from analysis.ablation import (
@@ -45,6 +47,7 @@ from inference.memory import BUDGET, MISSING, ByteCache, measured_bytes
 from inference.snapshots import Snapshot, list_snapshots, load_snapshot
 from ui.kept import SHARE, kept
 
+T = TypeVar("T")
 TOP_K = 5  # the predictions kept per position
 MAX_TOKENS = 64  # what a translator writes for the pages (the worker's default): its analysis, ablation, one head
 
@@ -185,6 +188,19 @@ def held(ctx: Analysed | TracedAnalysis) -> Held:
     return Held(bare(ctx), weakref.ref(ctx.analysis))
 
 
+def session_id() -> str | None:
+    """The browser session running this page (a model worker serves sessions in turn); None outside a page."""
+    ctx = get_script_run_ctx(suppress_warning=True)
+    return None if ctx is None else ctx.session_id
+
+
+def heavy_chunk(worker: ModelWorker, fn: Callable[..., T], *args, tokens: int = 0) -> T:
+    """`fn(checkpoint, *args)`, a chunk of long work, in this session's heavy lane of the worker (analysis.worker:
+    the class's pages go first, the heavy sessions share the rest). Dropped unrun when this session stops waiting:
+    it left, pressed Cancel or changed a widget (Streamlit then stops the page's run at this wait)."""
+    return worker.call(fn, *args, tokens=tokens, heavy=True, waiting=get_run_yield_check())
+
+
 @st.cache_resource(max_entries=4, show_spinner="Loading the model…")
 def load_model(path: str, stamp: float) -> Checkpoint:
     """Load a checkpoint once per (path, modification time), its bytes charged to the server's budget while it is
@@ -202,28 +218,31 @@ def _stop(worker: ModelWorker) -> None:
 def model_worker(path: str, stamp: float) -> ModelWorker:
     """The one thread that runs this checkpoint's model for every session, batching requests made at once. Owned
     by the cache: evicted or cleared, it is stopped (its thread ends, what it kept is dropped)."""
-    return ModelWorker(load_model(path, stamp))
+    return ModelWorker(load_model(path, stamp), owner=session_id)
 
 
-def analysis(ctx: Context, full: bool = False, continuation: int = 0, sampling: Sampling | None = None) -> Analysis:
+def analysis(
+    ctx: Context, full: bool = False, continuation: int = 0, sampling: Sampling | None = None, heavy: bool = False
+) -> Analysis:
     """The model's Analysis of `ctx.text` (every head, the predictions); raises InputError.
 
     The page submits to the checkpoint's worker and waits: sessions typing at once share one batch. The worker
     keeps results (analysis.worker): a rerun gets the same object back, not a copy. `full=True`: with the raw
     scores and V of every block (the attention-math page, the export); else the pages' lighter copy. A language
-    model first writes `continuation` tokens (greedy, or `sampling`)."""
+    model first writes `continuation` tokens (greedy, or `sampling`). `heavy`: one of many texts the page asks for
+    at once (a detector's), queued in the session's heavy lane."""
     worker = model_worker(ctx.path, ctx.stamp)
     asked = {"k": TOP_K, "full": full, "continuation": continuation, "sampling": sampling}
     kept = worker.cached(ctx.text, **asked)
     if kept is not None:
         return kept
     with st.spinner("Running the model…"):
-        return worker.analyze(ctx.text, **asked)
+        return worker.analyze(ctx.text, **asked, heavy=heavy, waiting=get_run_yield_check() if heavy else None)
 
 
-def analysed(ctx: Context, full: bool = False) -> Analysed:
+def analysed(ctx: Context, full: bool = False, heavy: bool = False) -> Analysed:
     """`ctx` with its Analysis (see `analysis`); raises InputError."""
-    return Analysed(ctx.entry, ctx.ckpt, ctx.stamp, ctx.text, analysis(ctx, full))
+    return Analysed(ctx.entry, ctx.ckpt, ctx.stamp, ctx.text, analysis(ctx, full, heavy=heavy))
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -247,7 +266,8 @@ def snapshot_worker(path: str, stamp: float, step: int) -> ModelWorker:
     """A worker for the checkpoint's model as it was at training step `step`, shared by every session; it keeps
     fewer results than the shipped model's worker (a snapshot is looked at, not explored). Its model's bytes count
     in the server's budget; evicted, it is stopped."""
-    return ModelWorker(load_snapshot(load_model(path, stamp), step), pages_bytes=16 * 2**20, full_bytes=0)
+    snapshot = load_snapshot(load_model(path, stamp), step)
+    return ModelWorker(snapshot, pages_bytes=16 * 2**20, full_bytes=0, owner=session_id)
 
 
 def snapshot_analysis(ctx: Context, step: int, target: str | None = None) -> Analysis:
@@ -274,13 +294,13 @@ def ablation(ctx: Context, heads: tuple[tuple[str, tuple[int, ...]], ...], mode:
 @kept()
 def _ranking_setup(ctx: Context) -> RankingSetup:
     worker = model_worker(ctx.path, ctx.stamp)
-    return worker.call(ranking_setup, ctx.text, tokens=worker.tokens(ctx.text))
+    return heavy_chunk(worker, ranking_setup, ctx.text, tokens=worker.tokens(ctx.text))
 
 
 @kept()
 def _block_ranking(ctx: Context, mode: str, block: str) -> list[tuple[str, int, float]]:
     worker = model_worker(ctx.path, ctx.stamp)
-    return worker.call(rank_block, _ranking_setup(ctx), block, mode, tokens=worker.tokens(ctx.text))
+    return heavy_chunk(worker, rank_block, _ranking_setup(ctx), block, mode, tokens=worker.tokens(ctx.text))
 
 
 def head_ranking(
@@ -302,7 +322,7 @@ def head_ranking(
 def head_ranking_approximate(ctx: Context, mode: str) -> list[tuple[str, int, float]]:
     """Every head's ablation approximated at once (analysis.ablation.rank_by_attribution), by the model's worker."""
     worker = model_worker(ctx.path, ctx.stamp)
-    return worker.call(rank_by_attribution, _ranking_setup(ctx), mode, tokens=worker.tokens(ctx.text))
+    return heavy_chunk(worker, rank_by_attribution, _ranking_setup(ctx), mode, tokens=worker.tokens(ctx.text))
 
 
 def _probe(ckpt: Checkpoint) -> InductionReport:
@@ -326,7 +346,7 @@ def copying(path: str, stamp: float) -> Copying:
     report = induction_report(path, stamp)
     if report is None:
         raise ValueError("the induction probe needs a decoder-only model")
-    return model_worker(path, stamp).call(lesson.copying, report)
+    return heavy_chunk(model_worker(path, stamp), lesson.copying, report)
 
 
 @kept("Recording the text's way through the layers…")
@@ -340,7 +360,7 @@ def circuit(path: str, stamp: float) -> lesson.Circuit | None:
     """The Lesson's induction circuit for a decoder-only checkpoint (analysis.lesson.circuit), on the heads its
     probe found; run by its worker once per checkpoint. None for a model without a decoder-only stack."""
     report = induction_report(path, stamp)
-    return None if report is None else model_worker(path, stamp).call(lesson.circuit, report)
+    return None if report is None else heavy_chunk(model_worker(path, stamp), lesson.circuit, report)
 
 
 @kept("Timing the decoder with and without its cache…")
@@ -363,7 +383,7 @@ def _composition(ckpt: Checkpoint) -> circuits.Composition:
 def composition(path: str, stamp: float) -> circuits.Composition:
     """How the checkpoint's first stack's self-attention heads compose (analysis.circuits.composition), read from
     its weights once per checkpoint by its worker."""
-    return model_worker(path, stamp).call(_composition)
+    return heavy_chunk(model_worker(path, stamp), _composition)
 
 
 def _attribute(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...], position: int, token: int, versus: int | None):
@@ -395,7 +415,7 @@ def logit_lens(ctx: Analysed) -> attribution.LogitLens:
 @kept()
 def _patch_runs(ctx: Context, second: str, answer: int | None, versus: int | None) -> patching.Runs:
     worker = model_worker(ctx.path, ctx.stamp)
-    return worker.call(patching.prepare, ctx.text, second, answer, versus, tokens=2 * worker.tokens(ctx.text))
+    return heavy_chunk(worker, patching.prepare, ctx.text, second, answer, versus, tokens=2 * worker.tokens(ctx.text))
 
 
 @kept()
@@ -406,7 +426,7 @@ def _patch_batch(
     runs = _patch_runs(ctx, second, answer, versus)
     chosen = patching.cells(ctx.ckpt, runs, what)[start : start + patching.BATCH]
     tokens = len(chosen) * worker.tokens(second)
-    return worker.call(patching.run_cells, runs, what, chosen, tokens=tokens)
+    return heavy_chunk(worker, patching.run_cells, runs, what, chosen, tokens=tokens)
 
 
 def activation_patching(
@@ -434,7 +454,8 @@ def activation_patching(
 def attribution_patching(ctx: Context, second: str, answer: int | None, versus: int | None) -> patching.Patching:
     """Every head's patch approximated (analysis.patching.attribution_patch), run by the model's worker."""
     worker = model_worker(ctx.path, ctx.stamp)
-    return worker.call(patching.attribution_patch, ctx.text, second, answer, versus, tokens=2 * worker.tokens(second))
+    tokens = 2 * worker.tokens(second)
+    return heavy_chunk(worker, patching.attribution_patch, ctx.text, second, answer, versus, tokens=tokens)
 
 
 @kept("Running the repeated run through that training step…")

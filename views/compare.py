@@ -11,6 +11,7 @@ from inference.text import InputError
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, TracedAnalysis, TraceGoneError
 from ui.downloads import table_downloads
+from ui.progress import forget, running
 from ui.widgets import head_picker, show_chart, trace_uploader, weighting_picker
 from viz.compare import aligned, difference_heatmap
 from viz.heads import head_title
@@ -204,21 +205,16 @@ def patching_section(first: Analysed, second: Analysed) -> None:
         st.session_state[PATCHED] = asked
     if st.session_state.get(PATCHED) != asked:
         return
-    bar = st.empty()
-
-    def progress(done: int, total: int) -> None:
-        bar.progress(done / total, text=f"Patching: {done} of {total} runs")
-
     try:
-        if method == "approximate":
-            result = cache.attribution_patching(first, second.text, ids[answer], ids[versus])
-        else:
-            result = cache.activation_patching(first, second.text, what, ids[answer], ids[versus], progress)
+        with running("patch_run", forget(PATCHED), "Patching…") as show:
+            if method == "approximate":
+                result = cache.attribution_patching(first, second.text, ids[answer], ids[versus])
+            else:
+                progress = lambda done, total: show(done / total, f"Patching: {done} of {total} runs")  # noqa: E731
+                result = cache.activation_patching(first, second.text, what, ids[answer], ids[versus], progress)
     except PairError as exc:
-        bar.empty()
         st.info(errors.shown(str(exc)))
         return
-    bar.empty()
     st.caption(
         f"Logit difference {display_piece(answer)} − {display_piece(versus)}: {result.clean:+.3f} for the first text, "
         f"{result.corrupted:+.3f} for the second."

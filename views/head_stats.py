@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
 
 import streamlit as st
@@ -9,10 +10,12 @@ import streamlit as st
 from analysis.circuits import MODE_NAMES, MODES
 from analysis.detectors import PATTERNS, detect
 from analysis.induction import InductionReport
+from analysis.record import Analysis
 from inference.text import InputError
 from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
 from ui.downloads import table_downloads
+from ui.progress import forget, running
 from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen, show_chart
 from viz.attribution import heads_heatmap
 from viz.circuits import composition_table
@@ -51,6 +54,7 @@ COMPOSE = state.url_key("compose")  # the composition shown: Q, K or V
 DETECT = state.url_key("detect")  # a pattern of analysis.detectors.PATTERNS
 DETECT_TEXTS = state.url_text("detect_texts")  # more texts for the detector, one a line
 MAX_TEXTS = 20  # the detector's texts besides the sidebar's: each is one analysis of the model's worker
+DETECT_STOPPED = "_detect_stopped"  # session: the lines whose scoring was cancelled (not scored again until asked)
 
 
 def _on_row() -> None:
@@ -113,7 +117,7 @@ def detector(ctx: cache.Analysed | cache.TracedAnalysis) -> None:
     )
     state.keep_valid(DETECT, list(PATTERNS), "previous token")
     pattern = st.selectbox("Pattern", PATTERNS, key=DETECT, help=PATTERN_HELP)
-    analyses = [ctx.analysis]
+    lines: list[str] = []
     if not isinstance(ctx, cache.TraceFile):
         more = st.text_area(
             f"More texts, one a line (up to {MAX_TEXTS}); the sidebar's text is always the first", key=DETECT_TEXTS
@@ -121,17 +125,39 @@ def detector(ctx: cache.Analysed | cache.TracedAnalysis) -> None:
         lines = [line.strip() for line in (more or "").splitlines() if line.strip()]
         if len(lines) > MAX_TEXTS:
             st.warning(f"{len(lines)} lines: the first {MAX_TEXTS} are scored.")
-        for number, line in enumerate(lines[:MAX_TEXTS], start=1):
-            try:
-                analyses.append(cache.analysed(ctx.with_text(line)).analysis)
-            except InputError as exc:
-                st.error(errors.shown(f"Line {number} is left out: {exc}"))
-    scores = detect(analyses, pattern)
+        lines = lines[:MAX_TEXTS]
+        if lines and st.session_state.get(DETECT_STOPPED) == lines:
+            st.info("Scoring the more texts was cancelled: the scores below are over the sidebar's text alone.")
+            st.button("Score them", key="detect_again", on_click=forget(DETECT_STOPPED))
+            lines = []
+    scored = [0]
+
+    def analyses() -> Iterator[Analysis]:
+        """The sidebar's text, then each line's analysis, one at a time: the page holds one line's attention at once
+        (the worker's cache, in the byte budget, keeps what it has room for)."""
+        scored[0] += 1
+        yield ctx.analysis
+        if not lines:
+            return
+        stop = partial(st.session_state.__setitem__, DETECT_STOPPED, lines)
+        with running("detect", stop, "Scoring the more texts…") as show:
+            for number, line in enumerate(lines, start=1):
+                show((number - 1) / len(lines), f"Scoring line {number} of {len(lines)}")
+                try:
+                    analysis = cache.analysed(ctx.with_text(line), heavy=True).analysis
+                except InputError as exc:
+                    st.error(errors.shown(f"Line {number} is left out: {exc}"))
+                    continue
+                scored[0] += 1
+                yield analysis
+                del analysis
+
+    scores = detect(analyses(), pattern)
     if not scores:
         st.info("This model has no self-attention to score.")
         return
     labels = {a: ctx.analysis.attention_label(a) for a in scores}
-    texts = "your text" if len(analyses) == 1 else f"{len(analyses)} texts"
+    texts = "your text" if scored[0] == 1 else f"{scored[0]} texts"
     title = f"‘{pattern}’ heads: the share of attention on the pattern, over {texts}"
     figure = heads_heatmap(scores, labels, title, value="score", signed=False)
     name = safe_filename("detector", ctx.name, pattern)
