@@ -8,6 +8,7 @@ output under both (teacher forcing on the original output), with the KL divergen
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -134,11 +135,13 @@ def ranking_setup(ckpt: Checkpoint, text: str) -> RankingSetup:
 
 
 @torch.inference_mode()
-def rank_block(ckpt: Checkpoint, setup: RankingSetup, name: str, mode: str = "zero") -> list[tuple[str, int, float]]:
-    """Each head of block `name` switched off alone: (block name, head, KL(before ‖ after)), in head order."""
-    heads = dict(setup.blocks)[name]
+def rank_block(
+    ckpt: Checkpoint, setup: RankingSetup, name: str, mode: str = "zero", heads: Sequence[int] | None = None
+) -> list[tuple[str, int, float]]:
+    """Each head of block `name` (or those of `heads`) switched off alone: (block name, head, KL(before ‖ after)),
+    in head order."""
     table = []
-    for head in range(heads):
+    for head in range(dict(setup.blocks)[name]) if heads is None else heads:
         after = _logits(ckpt, setup.source, setup.target, {name: Ablation((head,), mode)})[setup.rows]
         table.append((name, head, float(_kl(setup.before, after).mean())))
     return table

@@ -67,7 +67,10 @@ BATCH_TRACE_BYTES = 384 * 2**20
 TRACE_COPIES = 4
 STOP = object()  # put on the queue by `stop`: the thread ends
 Asked = tuple[Request, Future, Request]  # a request (the key sessions wait on), its future, what the model is asked
-ACTIVE_S = 3.0  # a session that asked the worker anything this recently is active: heavy work shares with it
+ACTIVE_S = 10.0  # a session that asked the worker anything this recently is active: heavy work shares with it
+# The padded tokens one heavy chunk runs through the model (rows × tokens a row): about a tenth of a second of one
+# core on lm-english, so that a class's page never waits long behind one. Pages cut their jobs by `chunk_rows`.
+CHUNK_TOKENS = 512
 TICK_S = 0.25  # a heavy chunk's waiting session is asked this often whether it still wants it (`waiting`)
 MOST_HEAVY_WAIT_S = 30.0  # the longest a heavy chunk waits for its share while the class is busy
 Owner = Hashable | None  # who asked: a browser session's id (ui.cache), None for a notebook or a test
@@ -310,6 +313,11 @@ class ModelWorker:
     @property
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+    @staticmethod
+    def chunk_rows(tokens: int) -> int:
+        """How many runs of `tokens` tokens one heavy chunk may hold (at least one)."""
+        return max(1, CHUNK_TOKENS // max(1, tokens))
 
     @staticmethod
     def tokens(text: str) -> int:

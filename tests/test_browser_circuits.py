@@ -56,3 +56,30 @@ def test_each_circuit_view_draws_whole_and_accessible(server, browser, path, que
         assert violations == [], "\n".join(violations)
     finally:
         context.close()
+
+
+LONG = "The cat sat on the mat and looked at the birds in the garden. " * 14  # about 240 tokens
+
+
+def test_cancel_stops_a_long_patching_and_the_page_draws_without_it(server, browser) -> None:
+    """The residual stream patched at every layer and position of a 240-token pair is about 1,400 runs in 90
+    chunks: its bar has a Cancel button, and pressing it stops the job, leaving the page as it was before."""
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    query = {"model": "lm-english", "text": LONG, "compare": LONG.replace("cat", "dog", 1), "patch": "residual"}
+    try:
+        page.goto(f"{server}/compare?{urlencode(query)}")
+        page.wait_for_function(SETTLED)
+        page.get_by_role("button", name="Patch (").first.click()
+        cancel = page.get_by_role("button", name="Cancel")
+        cancel.wait_for(state="visible")
+        assert page.get_by_text("Patching:").count() + page.get_by_text("Patching…").count() > 0  # its bar
+        cancel.click()
+        page.get_by_role("button", name="Cancel").wait_for(state="detached")
+        page.wait_for_function(SETTLED)
+        assert page.locator(".st-key-patching").count() == 0  # no chart: the job stopped before its end
+        assert page.get_by_role("button", name="Patch (").count() == 1  # and it can be asked again
+        assert page.get_by_text("Something went wrong").count() == 0
+    finally:
+        context.close()

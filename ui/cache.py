@@ -298,23 +298,26 @@ def _ranking_setup(ctx: Context) -> RankingSetup:
 
 
 @kept()
-def _block_ranking(ctx: Context, mode: str, block: str) -> list[tuple[str, int, float]]:
+def _heads_ranking(ctx: Context, mode: str, block: str, heads: tuple[int, ...]) -> list[tuple[str, int, float]]:
     worker = model_worker(ctx.path, ctx.stamp)
-    return heavy_chunk(worker, rank_block, _ranking_setup(ctx), block, mode, tokens=worker.tokens(ctx.text))
+    return heavy_chunk(worker, rank_block, _ranking_setup(ctx), block, mode, heads, tokens=worker.tokens(ctx.text))
 
 
 def head_ranking(
     ctx: Context, mode: str, progress: Callable[[int, int, str], None] | None = None
 ) -> list[tuple[str, int, float]]:
-    """Every head switched off alone, the most important first (analysis.ablation.head_importance), one block
-    per job of the model's worker: other sessions' requests run between blocks (SmolLM2's 30 layers × 9 heads are
-    270 passes), and `progress(done, blocks, next block)` is called before each block. Cached per block."""
+    """Every head switched off alone, the most important first (analysis.ablation.head_importance), a few heads per
+    chunk of the model's worker (ModelWorker.chunk_rows: one pass a head), so that other sessions' pages run between
+    them; `progress(done, blocks, block)` before each chunk. Cached per chunk."""
     setup = _ranking_setup(ctx)
+    worker = model_worker(ctx.path, ctx.stamp)
+    step = worker.chunk_rows(worker.tokens(ctx.text))
     table = []
-    for done, (block, _) in enumerate(setup.blocks):
-        if progress is not None:
-            progress(done, len(setup.blocks), block)
-        table += _block_ranking(ctx, mode, block)
+    for done, (block, n_heads) in enumerate(setup.blocks):
+        for first in range(0, n_heads, step):
+            if progress is not None:
+                progress(done, len(setup.blocks), block)
+            table += _heads_ranking(ctx, mode, block, tuple(range(first, min(n_heads, first + step))))
     return most_important_first(table)
 
 
@@ -375,15 +378,12 @@ def attention_cost(path: str, stamp: float) -> Cost:
     return model_worker(path, stamp).call(lesson.attention_cost)
 
 
-def _composition(ckpt: Checkpoint) -> circuits.Composition:
-    return circuits.composition(ckpt.model)
-
-
 @kept("Reading from the weights how the heads compose…")
 def composition(path: str, stamp: float) -> circuits.Composition:
     """How the checkpoint's first stack's self-attention heads compose (analysis.circuits.composition), read from
-    its weights once per checkpoint by its worker."""
-    return heavy_chunk(model_worker(path, stamp), _composition)
+    its weights once per checkpoint. In the asking page's thread, not the model's worker: it runs no text through
+    the model, and on a deep model it takes minutes that the class's pages must not wait behind."""
+    return circuits.composition(load_model(path, stamp).model)
 
 
 def _attribute(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...], position: int, token: int, versus: int | None):
@@ -420,11 +420,11 @@ def _patch_runs(ctx: Context, second: str, answer: int | None, versus: int | Non
 
 @kept()
 def _patch_batch(
-    ctx: Context, second: str, answer: int | None, versus: int | None, what: str, start: int
+    ctx: Context, second: str, answer: int | None, versus: int | None, what: str, start: int, size: int
 ) -> np.ndarray:
     worker = model_worker(ctx.path, ctx.stamp)
     runs = _patch_runs(ctx, second, answer, versus)
-    chosen = patching.cells(ctx.ckpt, runs, what)[start : start + patching.BATCH]
+    chosen = patching.cells(ctx.ckpt, runs, what)[start : start + size]
     tokens = len(chosen) * worker.tokens(second)
     return heavy_chunk(worker, patching.run_cells, runs, what, chosen, tokens=tokens)
 
@@ -438,15 +438,18 @@ def activation_patching(
     progress: Callable[[int, int], None] | None = None,
 ) -> patching.Patching:
     """`second` run with each head (or each layer × position of the stream) taken from `ctx.text`'s run
-    (analysis.patching), a batch of patched runs per job of the model's worker, so that other sessions' requests
-    run between them; `progress(done, total)` before each. Cached per batch; raises PairError."""
+    (analysis.patching), a few patched runs per chunk of the model's worker (at most patching.BATCH, within
+    ModelWorker.chunk_rows), so that other sessions' pages run between them; `progress(done, total)` before each.
+    Cached per chunk; raises PairError."""
     runs = _patch_runs(ctx, second, answer, versus)
     todo = patching.cells(ctx.ckpt, runs, what)
+    worker = model_worker(ctx.path, ctx.stamp)
+    size = min(patching.BATCH, worker.chunk_rows(worker.tokens(second)))
     values = []
-    for start in range(0, len(todo), patching.BATCH):
+    for start in range(0, len(todo), size):
         if progress is not None:
             progress(start, len(todo))
-        values.append(_patch_batch(ctx, second, answer, versus, what, start))
+        values.append(_patch_batch(ctx, second, answer, versus, what, start, size))
     return patching.finish(ctx.ckpt, runs, what, np.concatenate(values))
 
 
