@@ -160,6 +160,7 @@ class ModelWorker:
         self.full = ByteCache(full_bytes)
         self._pending: dict[Request, Future] = {}
         self._wants_full: set[Request] = set()  # requests someone asked the full copy of: only those keep it
+        self._asked_by: dict[Request, Owner] = {}  # the session that asked first: its share of the budget holds it
         self._lock = threading.Lock()
         # the lanes: each session's waiting work in order, the sessions in turn (the first is served next)
         self._ready = threading.Condition()
@@ -181,6 +182,7 @@ class ModelWorker:
             future = self._pending.get(request)
             if future is None:
                 future = self._pending[request] = Future()
+                self._asked_by[request] = owner
                 heavy = heavy or self.padded_tokens(request) >= LONG_TOKENS
                 self._put(_Item(request, future, owner, heavy))
             else:
@@ -485,6 +487,7 @@ class ModelWorker:
         with self._lock:
             self._pending.clear()
             self._wants_full.clear()
+            self._asked_by.clear()
         self.pages.clear()
         self.full.clear()
 
@@ -537,11 +540,12 @@ class ModelWorker:
         with self._lock:
             wanted_full = request in self._wants_full
             self._wants_full.discard(request)
+            owner = self._asked_by.pop(request, None)
         if isinstance(result, Analysis):
             light = result.for_pages()
-            self.pages.put(request, light)
+            self.pages.put(request, light, owner)
             if wanted_full:
-                self.full.put(request, result)
+                self.full.put(request, result, owner)
             else:
                 result = light
         with self._lock:

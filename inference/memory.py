@@ -34,6 +34,7 @@ import torch
 MISSING = object()  # ByteCache.get's answer for a key it does not hold, where None is a value kept
 ENV_VAR = "ATLAS_MEMORY_MB"
 DEFAULT_MB = 768
+SESSION_SHARE = 0.25  # the most of the budget one session's work may hold: four sessions at least share it
 
 
 def _libc_trim() -> Callable[[int], int] | None:
@@ -112,10 +113,14 @@ class Budget:
     """The bytes every registered `ByteCache` holds plus what `charge` adds, kept at or under `max_bytes` by
     evicting the least recently used entry of any cache. Thread-safe (one lock for every cache)."""
 
-    def __init__(self, max_bytes: int) -> None:
+    def __init__(self, max_bytes: int, session_share: float = SESSION_SHARE) -> None:
         self.max_bytes = max_bytes
+        self.session_share = session_share
         self.lock = threading.RLock()
         self.charged = 0  # the models' bytes: counted, never evicted by the budget
+        self.by_owner: dict[Hashable, int] = {}  # bytes of the entries each session's work put
+        # who is asking, where a put names nobody: the app sets it to the browser session running the page
+        self.owner: Callable[[], Hashable | None] = lambda: None
         self._caches: weakref.WeakSet[ByteCache] = weakref.WeakSet()
         self._ticks = itertools.count()
 
@@ -151,11 +156,33 @@ class Budget:
         """The most one entry may take: what the models leave."""
         return max(0, self.max_bytes - self.charged)
 
-    def settle(self) -> list[Any]:
-        """Evict least-recently-used entries across the caches until the total fits; returns what went, for the
-        caller to release outside the lock (a worker to stop)."""
+    def owner_room(self) -> int:
+        """The most the entries of one session's work may hold together: its share of what the models leave."""
+        return int(self.room() * self.session_share)
+
+    def counted(self, owner: Hashable | None, nbytes: int) -> None:
+        """`nbytes` more (or fewer) held for `owner` (the caller holds the lock)."""
+        if owner is None:
+            return
+        held = self.by_owner.get(owner, 0) + nbytes
+        if held > 0:
+            self.by_owner[owner] = held
+        else:
+            self.by_owner.pop(owner, None)
+
+    def settle(self, owner: Hashable | None = None) -> list[Any]:
+        """Evict least-recently-used entries across the caches until the total fits, `owner`'s own first while its
+        work holds more than its share (`owner_room`): one session filling the caches evicts its own entries, not
+        the class's. Returns what went, for the caller to release outside the lock (a worker to stop)."""
         gone = []
         with self.lock:
+            while owner is not None and self.by_owner.get(owner, 0) > self.owner_room():
+                oldest = min(
+                    (c for c in self._caches if c.holds(owner)), key=lambda c: c.oldest_tick(owner), default=None
+                )
+                if oldest is None:
+                    break
+                gone.append((oldest, oldest.pop_oldest(owner)[0]))
             total = self.total
             while total > self.max_bytes:
                 oldest = min((c for c in self._caches if c), key=lambda c: c.oldest_tick(), default=None)
@@ -193,7 +220,8 @@ class ByteCache:
         self.size = size
         self.on_evict = on_evict
         self.bytes = 0
-        self._items: OrderedDict[Hashable, tuple[Any, int, int]] = OrderedDict()  # key → (value, size, tick)
+        # key → (value, size, tick, owner): owner, the session whose work put it (None: nobody's, a notebook's)
+        self._items: OrderedDict[Hashable, tuple[Any, int, int, Hashable | None]] = OrderedDict()
         self._running: dict[Hashable, Future] = {}
         self.budget.register(self)
 
@@ -208,27 +236,31 @@ class ByteCache:
             item = self._items.get(key)
             if item is None:
                 return default
-            self._items[key] = (item[0], item[1], self.budget.tick())
+            self._items[key] = (item[0], item[1], self.budget.tick(), item[3])
             self._items.move_to_end(key)
             return item[0]
 
-    def put(self, key: Hashable, value: Any) -> None:
+    def put(self, key: Hashable, value: Any, owner: Hashable | None = MISSING) -> None:
+        """Keep `value` for `key`, put by `owner`'s work (default: the budget's `owner()`, the session asking)."""
+        owner = self.budget.owner() if owner is MISSING else owner
         size = self.size(value)
         gone = []
         with self.budget.lock:
             if key in self._items:
-                old, old_size, _ = self._items.pop(key)
+                old, old_size, _, old_owner = self._items.pop(key)
                 self.bytes -= old_size
+                self.budget.counted(old_owner, -old_size)
                 gone.append(old)
-            if size <= min(self.max_bytes, self.budget.room()):
-                self._items[key] = (value, size, self.budget.tick())
+            if size <= min(self.max_bytes, self.budget.room(), self.budget.owner_room() if owner is not None else size):
+                self._items[key] = (value, size, self.budget.tick(), owner)
                 self.bytes += size
+                self.budget.counted(owner, size)
                 while self.bytes > self.max_bytes:
                     gone.append(self.pop_oldest()[0])
         for old in gone:
             if old is not value:
                 self.released(old)
-        self.budget.settle()
+        self.budget.settle(owner)
 
     def get_or_compute(self, key: Hashable, compute: Callable[[], Any]) -> Any:
         """The kept value, or `compute()` run once for every thread asking for `key` meanwhile, then kept. When the
@@ -266,19 +298,34 @@ class ByteCache:
 
     def clear(self) -> None:
         with self.budget.lock:
-            values = [v for v, _, _ in self._items.values()]
+            values = [v for v, _, _, _ in self._items.values()]
+            for _, size, _, owner in self._items.values():
+                self.budget.counted(owner, -size)
             self._items.clear()
             self.bytes = 0
         for value in values:
             self.released(value)
 
-    def oldest_tick(self) -> int:
-        return next(iter(self._items.values()))[2]
+    def holds(self, owner: Hashable) -> bool:
+        """Whether an entry of `owner`'s work is here (the caller holds the budget's lock)."""
+        return any(item[3] == owner for item in self._items.values())
 
-    def pop_oldest(self) -> tuple[Any, int]:
-        """Remove the least recently used entry (the caller holds the budget's lock); its value and size."""
-        _, (value, size, _) = self._items.popitem(last=False)
+    def oldest_tick(self, owner: Hashable | None = MISSING) -> int:
+        """The tick of the least recently used entry (of `owner`'s work, if given)."""
+        if owner is MISSING:
+            return next(iter(self._items.values()))[2]
+        return next(item[2] for item in self._items.values() if item[3] == owner)
+
+    def pop_oldest(self, owner: Hashable | None = MISSING) -> tuple[Any, int]:
+        """Remove the least recently used entry (of `owner`'s work, if given; the caller holds the budget's lock);
+        its value and size."""
+        if owner is MISSING:
+            _, (value, size, _, who) = self._items.popitem(last=False)
+        else:
+            key = next(k for k, item in self._items.items() if item[3] == owner)
+            value, size, _, who = self._items.pop(key)
         self.bytes -= size
+        self.budget.counted(who, -size)
         return value, size
 
     def released(self, value: Any) -> None:

@@ -210,3 +210,29 @@ def test_a_session_stopped_while_computing_a_shared_value_does_not_stop_the_one_
     go_on.set()
     _join([first, second])
     assert sorted(map(str, answers)) == ["42", "leaver stopped"]
+
+
+def test_one_sessions_work_holds_at_most_its_share_of_the_budget_and_evicts_its_own() -> None:
+    """A student filling the caches (twenty long texts, a dozen rankings) pushes out its own oldest entries once
+    its work holds a quarter of the budget, not the entries the rest of the class reads."""
+    from inference.memory import Budget, ByteCache
+
+    budget = Budget(4000, session_share=0.25)
+    pages, rankings = ByteCache(4000, budget, size=len), ByteCache(4000, budget, size=len)
+    pages.put("class sentence", "c" * 900, owner="student")
+    pages.put("another sentence", "c" * 900, owner=None)  # a notebook's: nobody's share
+    for i in range(8):
+        (pages if i % 2 else rankings).put(f"greedy {i}", "g" * 300, owner="greedy")
+    assert budget.by_owner["greedy"] <= 1000 and budget.by_owner["student"] == 900
+    assert pages.get("class sentence") and pages.get("another sentence")
+    assert [k for k in ("greedy 5", "greedy 6", "greedy 7") if (pages if k[-1] in "57" else rankings).get(k)] == [
+        "greedy 5",
+        "greedy 6",
+        "greedy 7",
+    ]  # its newest three kept
+    assert rankings.get("greedy 0") is None  # its oldest went
+    pages.put("too big for one session", "x" * 1200, owner="greedy")
+    assert pages.get("too big for one session") is None and budget.by_owner["greedy"] <= 1000
+    pages.clear()
+    rankings.clear()
+    assert budget.by_owner == {}

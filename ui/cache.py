@@ -136,11 +136,11 @@ def open_trace(data: bytes, name: str) -> TraceFile:
 
     def read() -> Analysis:
         with READING:  # one file parsed at a time, each within what the store may keep: measured before parsing
-            return read_trace(data, name, max_bytes=min(TRACES.max_bytes, BUDGET.room()))
+            return read_trace(data, name, max_bytes=min(TRACES.max_bytes, BUDGET.owner_room()))
 
     analysis = TRACES.get_or_compute(digest, read)
     if TRACES.get(digest, MISSING) is MISSING:
-        size, room = measured_bytes(analysis), min(TRACES.max_bytes, BUDGET.room())
+        size, room = measured_bytes(analysis), min(TRACES.max_bytes, BUDGET.owner_room())
         raise TraceError(
             f"{name}: its attention takes {size / 2**20:,.0f} MB in memory, more than this server keeps for a trace "
             f"({room / 2**20:,.0f} MB now): export a shorter text, or fewer layers"
@@ -192,6 +192,9 @@ def session_id() -> str | None:
     """The browser session running this page (a model worker serves sessions in turn); None outside a page."""
     ctx = get_script_run_ctx(suppress_warning=True)
     return None if ctx is None else ctx.session_id
+
+
+BUDGET.owner = session_id  # what a page's work keeps counts in its session's share of the byte budget
 
 
 def heavy_chunk(worker: ModelWorker, fn: Callable[..., T], *args, tokens: int = 0) -> T:
