@@ -31,6 +31,13 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from ui.state import pack_text
 
 TARGET_BYTES = 1.5 * 2**30
+# what each page is for: its chart's key, or for the ranking (a table, which has no key) its download button's
+WANT = {
+    "heads": "detector",
+    "attribution": "attribution_heads",
+    "compare": "patching",
+    "ablation": "ablate_ranking_csv",
+}
 MIB = 2**20
 
 
@@ -39,7 +46,7 @@ class Tab:
 
     def __init__(self, url: str, page: str, query: dict) -> None:
         self.url, self.page, self.query = url, page, urlencode(query)
-        self.page_hash, self.buttons, self.ws = "", {}, None
+        self.buttons, self.ws, self.keys = {}, None, []
 
     async def open(self) -> Page:
         self.ws = await websockets.connect(self.url, subprotocols=["streamlit"], max_size=None, ping_interval=None)
@@ -50,29 +57,29 @@ class Tab:
         msg = BackMsg()
         state = msg.rerun_script
         state.query_string = self.query
-        if self.page_hash:
-            state.page_script_hash = self.page_hash
-        else:
-            state.page_name = self.page
+        state.page_name = self.page  # by its address: every run on this page
         if press is not None:
             widget = state.widget_states.widgets.add()
             widget.id, widget.trigger_value = self.buttons[press], True
         state.context_info.timezone, state.context_info.locale = "UTC", "en-US"
         await self.ws.send(msg.SerializeToString())
         page = Page()
+        self.keys = []  # the keys of the charts and widgets this run drew
         while True:
             fwd = ForwardMsg()
             fwd.ParseFromString(await asyncio.wait_for(self.ws.recv(), STEP_TIMEOUT_S))
             kind = fwd.WhichOneof("type")
             if kind == "script_finished":
                 return page
-            if kind == "new_session":
-                self.page_hash = fwd.new_session.page_script_hash
-            elif kind == "page_info_changed":
+            if kind == "page_info_changed":
                 self.query = fwd.page_info_changed.query_string
             elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
                 element = fwd.delta.new_element
-                if element.WhichOneof("type") == "button":
+                what = element.WhichOneof("type")
+                key = getattr(getattr(element, what), "id", "").rsplit("-", 1)[-1]  # a chart's or a widget's key
+                if key:
+                    self.keys.append(key)
+                if what == "button":
                     label = element.button.label
                     self.buttons["Patch" if label.startswith("Patch (") else label] = element.button.id
                 collect(page, element)
@@ -82,7 +89,7 @@ class Tab:
             await self.ws.close()
 
 
-async def run_tab(url: str, page: str, query: dict, press: str | None, done: dict) -> None:
+async def run_tab(url: str, page: str, query: dict, press: str | None, want: str, done: dict) -> None:
     tab = Tab(url, page, query)
     try:
         shown = await tab.open()
@@ -90,6 +97,8 @@ async def run_tab(url: str, page: str, query: dict, press: str | None, done: dic
             if press not in tab.buttons:
                 raise RuntimeError(f"{page}: no button {press!r} ({sorted(tab.buttons)}); errors {shown.errors}")
             shown = await tab.rerun(press)
+        if not shown.errors and want not in tab.keys:
+            shown.errors.append(f"no {want!r} among what it drew: {tab.keys}")
         done["errors" if shown.errors else "drawn"] += 1
         if shown.errors:
             done.setdefault("first error", f"{page}: {shown.errors[0][:160]}")
@@ -101,8 +110,9 @@ async def run_tab(url: str, page: str, query: dict, press: str | None, done: dic
 
 
 async def run_all(jobs: list[tuple[str, dict, str | None]], url: str) -> dict:
+    """Every tab at once; each must draw the table or chart its page is for (WANT)."""
     done = {"drawn": 0, "errors": 0}
-    await asyncio.gather(*(run_tab(url, page, query, press, done) for page, query, press in jobs))
+    await asyncio.gather(*(run_tab(url, page, query, press, WANT[page], done) for page, query, press in jobs))
     return done
 
 
