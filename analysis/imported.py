@@ -3,8 +3,10 @@ TransformerLens cache, or a trace file this app exported.
 
 Every way in ends in the same checks, made as carefully as a checkpoint's (inference/checkpoint.py): the shapes
 against the tokens, finite weights within [0, 1], nothing where the mask forbids attention, every query's weights
-summing to 1, and bounded sizes. Each failure is one `TraceError` whose message names what disagrees and where,
-counting from 1 as the pages do ("layer 2, head 1, query 3"); arrays and files stay 0-based.
+summing to 1, bounded sizes, and every string (a token, a name, the text) one UTF-8 can write (a lone surrogate,
+which a JSON `\\ud800` escape makes, would break every page and export of it). Each failure is one `TraceError`
+whose message names what disagrees and where, counting from 1 as the pages do ("layer 2, head 1, query 3"); arrays
+and files stay 0-based.
 
 What imported attention cannot carry is left out rather than made up, and the Analysis says so in its own terms:
 
