@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from analysis.record import Analysis
+from inference.jsonfile import lone_surrogate
 from model.names import parse_block_name
 
 FORMAT = 3  # the trace format's version: docs/trace-format.md says what each version changed
@@ -45,11 +47,36 @@ def attention_entries(analysis: Analysis) -> list[dict[str, Any]]:
     return entries
 
 
+def _texts(analysis: Analysis) -> Iterator[tuple[str, str]]:
+    """Every string a trace file writes of `analysis`, with what a message calls it."""
+    yield from (("checkpoint", analysis.checkpoint), ("kind", analysis.kind), ("text", analysis.text))
+    yield from (("positional", analysis.positional), ("output_text", analysis.output_text or ""))
+    for key, pieces in (("source_tokens", analysis.source_pieces or ()), ("target_tokens", analysis.target_pieces)):
+        yield from ((f"{key}: token {i + 1}", piece) for i, piece in enumerate(pieces))
+    for name, block in analysis.blocks.items():
+        yield "a block's name", name
+        for side, pieces in (("queries", block.query_pieces), ("keys", block.key_pieces)):
+            yield from ((f"{name}'s {side}: token {i + 1}", piece) for i, piece in enumerate(pieces))
+    for i, top in enumerate(analysis.predictions):
+        yield from ((f"predictions at position {i + 1}: a token", p.piece) for p in top)
+
+
+def _check_writable(analysis: Analysis) -> None:
+    """ValueError naming the first string of `analysis` that UTF-8 cannot write (a lone surrogate), before a file
+    is begun: an Analysis read or imported here never holds one (analysis.imported refuses it, inference.text
+    replaces it), but one built by hand may, and the export would fail deep inside `encode`."""
+    for what, text in _texts(analysis):
+        fault = lone_surrogate(text) if isinstance(text, str) else None  # json.dumps names what is no string
+        if fault is not None:
+            raise ValueError(f"{what} {fault}; a trace file (UTF-8) cannot hold it")
+
+
 def to_json_object(analysis: Analysis) -> dict[str, Any]:
     """The documented object for one analysed input. The file calls the Analysis's `source_pieces` (the encoder's
     input: encoder-decoder, encoder-only) and `target_pieces` (the decoder's: encoder-decoder, and a language
     model's text) `source_tokens` and `target_tokens`: the format's names since version 1, kept so that every
-    trace file written still opens."""
+    trace file written still opens. A string UTF-8 cannot write (a lone surrogate) is a ValueError naming it."""
+    _check_writable(analysis)
     obj: dict[str, Any] = {"format": FORMAT, "checkpoint": analysis.checkpoint, "kind": analysis.kind}
     obj["text"] = analysis.text
     if analysis.output_text is not None:

@@ -3,8 +3,10 @@ TransformerLens cache, or a trace file this app exported.
 
 Every way in ends in the same checks, made as carefully as a checkpoint's (inference/checkpoint.py): the shapes
 against the tokens, finite weights within [0, 1], nothing where the mask forbids attention, every query's weights
-summing to 1, and bounded sizes. Each failure is one `TraceError` whose message names what disagrees and where,
-counting from 1 as the pages do ("layer 2, head 1, query 3"); arrays and files stay 0-based.
+summing to 1, bounded sizes, and every string (a token, a name, the text) one UTF-8 can write (a lone surrogate,
+which a JSON `\\ud800` escape makes, would break every page and export of it). Each failure is one `TraceError`
+whose message names what disagrees and where, counting from 1 as the pages do ("layer 2, head 1, query 3"); arrays
+and files stay 0-based.
 
 What imported attention cannot carry is left out rather than made up, and the Analysis says so in its own terms:
 
@@ -36,7 +38,7 @@ import numpy as np
 
 from analysis.export import FORMAT
 from analysis.record import Analysis, Block, query_key_pieces
-from inference.jsonfile import JsonFileError, parse_json
+from inference.jsonfile import JsonFileError, lone_surrogate, parse_json
 from inference.prediction import Prediction
 from model.names import attention_type, block_name, parse_block_name
 
@@ -77,6 +79,15 @@ def _size(n: int) -> str:
     return f"{n / 2**20:.0f} MB" if n >= 2**20 else f"{n:,} bytes"
 
 
+def _text_only(value: str, what: str) -> str:
+    """`value` if UTF-8 can write it, else a TraceError naming `what`: a lone surrogate read here would break every
+    page that shows it and every export of it later, far from the file that held it."""
+    fault = lone_surrogate(value)
+    if fault is not None:
+        raise TraceError(f"{what} {fault}")
+    return value
+
+
 def _as_array(value: Any, what: str) -> np.ndarray:
     """`value` as a numpy array of numbers. A torch tensor converts through its own methods (torch itself is not
     imported here); bfloat16, which numpy lacks, becomes float32 first."""
@@ -105,6 +116,7 @@ def _tokens(tokens: Any, what: str) -> tuple[str, ...]:
     for i, token in enumerate(tokens):
         if not isinstance(token, str):
             raise TraceError(f"{what}: token {i + 1} is {type(token).__name__} {token!r}, not a string")
+        _text_only(token, f"{what}: token {i + 1}")
     # A piece that says it is byte-level (inference.pretrained.tokenizer.BytePiece) keeps saying so: its pages show
     # the text it stands for, as the app's own analysis of the same model does.
     return tuple(t if getattr(t, "byte_level", False) else str(t) for t in tokens)
@@ -242,7 +254,7 @@ def _optional_text(meta: dict, key: str) -> str | None:
         raise TraceError(f'"{key}" is a {type(value).__name__}, not a string')
     if len(value) > MAX_TEXT_CHARS:
         raise TraceError(f'"{key}" has {len(value):,} characters, more than the {MAX_TEXT_CHARS:,} a trace may hold')
-    return value
+    return _text_only(value, f'"{key}"')
 
 
 def _sentencepiece_text(target: tuple[str, ...]) -> str:
@@ -389,7 +401,7 @@ def _imported(
     n_heads = _check_heads(blocks, kind)
     first = source if kind != "decoder-only" else target
     return Analysis(
-        checkpoint=str(name),
+        checkpoint=_text_only(str(name), "name"),
         kind=kind,
         text=_text(source, target, kind),
         source_pieces=source,
@@ -548,6 +560,8 @@ def read_trace(data: bytes, filename: str, max_bytes: int | None = None) -> Anal
     TraceError naming the file."""
     if not isinstance(filename, str):
         raise TraceError(f"a trace's file name is a string ending .json or .npz, not {type(filename).__name__}")
+    # A file's name may hold what UTF-8 cannot write (a surrogateescape'd byte of a Linux name): shown escaped.
+    filename = filename.encode("utf-8", "backslashreplace").decode("utf-8")
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TraceError(f"{filename}: a trace is read from bytes, not {type(data).__name__}")
     size = len(data)
@@ -590,6 +604,12 @@ def _check_meta(meta: Any, filename: str, more: tuple[str, ...]) -> None:
         raise TraceError(f"{filename}: not a trace: missing {', '.join(repr(k) for k in missing)}")
 
 
+def _json_kind(value: Any) -> str:
+    """What a JSON value is, in JSON's words: "null", "a number", …"""
+    kinds = {bool: "true or false", int: "a number", float: "a number", str: "a string", dict: "an object"}
+    return "null" if value is None else kinds.get(type(value), type(value).__name__)
+
+
 def _read_json(data: bytes, filename: str) -> tuple[dict, list[_Entry], Any]:
     try:
         text = data.decode("utf-8")
@@ -610,6 +630,11 @@ def _read_json(data: bytes, filename: str) -> tuple[dict, list[_Entry], Any]:
         missing = [k for k in ("name", "queries", "keys", "weights", "mask") if k not in entry]
         if missing:
             raise TraceError(f"{filename}: attention entry {i + 1} lacks {', '.join(repr(k) for k in missing)}")
+        for key in ("queries", "keys"):
+            if not isinstance(entry[key], list):
+                raise TraceError(
+                    f"{filename}: attention entry {i + 1}'s {key!r} is {_json_kind(entry[key])}, not a list of tokens"
+                )
         claims = {k: entry[k] for k in ("stack", "layer", "type") if k in entry}
         entries.append(
             _Entry(
@@ -825,9 +850,10 @@ def _kv_heads(value: Any, n_heads: int) -> int:
     """The number of key/value heads `kv_head_of_query_head` describes: query head h reads h // (H // kv), as
     `Analysis.kv_head` computes it."""
     ok = isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-    if not ok or len(value) != n_heads:
+    if not ok or len(value) != n_heads or not all(0 <= v < n_heads for v in value):
         raise TraceError(
-            f"kv_head_of_query_head must list one key/value head (an integer) for each of the {n_heads} heads"
+            f"kv_head_of_query_head must list one key/value head (an integer, 0 to {n_heads - 1} as the file counts) "
+            f"for each of the {n_heads} heads"
         )
     kv = max(value) + 1
     if n_heads % kv or value != [h // (n_heads // kv) for h in range(n_heads)]:
@@ -859,9 +885,26 @@ def _predictions(value: Any, pieces: tuple[str, ...]) -> tuple[tuple[Prediction,
                 raise TraceError(
                     f'predictions at position {i + 1}: {candidate!r} is not {{"token": str, "id": int, "prob": 0..1}}'
                 )
+            _text_only(candidate["token"], f"predictions at position {i + 1}: a token")
             top.append(Prediction(candidate["token"], candidate["id"], float(prob)))
         out.append(tuple(top))
     return tuple(out)
+
+
+def _entry_name(name: Any, i: int) -> tuple[str, int, str]:
+    """Entry `i`'s block name parsed, as the app writes it and the pages look it up: `decoder.layers.1.self_attn`,
+    the layer in ASCII digits without leading zeros (a "01" or an Arabic-Indic "١" would parse to a layer that no
+    page finds under its own name)."""
+    try:
+        stack, layer, type_ = parse_block_name(name)
+        if name == block_name(stack, layer, type_):
+            return stack, layer, type_
+    except (ValueError, AttributeError):  # AttributeError: a name that is no string
+        pass
+    raise TraceError(
+        f"attention entry {i + 1}: {name!r} is not an attention block's name as the app writes it "
+        "(decoder.layers.0.self_attn: encoder or decoder, layer from 0, self_attn or cross_attn)"
+    )
 
 
 def _from_trace(meta: dict, entries: list[_Entry], positional_rows: Any) -> Analysis:
@@ -869,6 +912,7 @@ def _from_trace(meta: dict, entries: list[_Entry], positional_rows: Any) -> Anal
     checkpoint, positional = meta["checkpoint"], meta["positional"]
     if not isinstance(checkpoint, str):
         raise TraceError(f"checkpoint is {checkpoint!r}, not a name")
+    _text_only(checkpoint, "checkpoint")
     if positional not in POSITIONAL_KINDS + (UNKNOWN_POSITIONAL,):
         raise TraceError(f"positional {positional!r} is none of {', '.join(POSITIONAL_KINDS + (UNKNOWN_POSITIONAL,))}")
     source, target = _trace_tokens(meta, kind)
@@ -878,10 +922,7 @@ def _from_trace(meta: dict, entries: list[_Entry], positional_rows: Any) -> Anal
     blocks: dict[str, Block] = {}
     layers: dict[str, list[int]] = {}
     for i, entry in enumerate(entries):
-        try:
-            stack, layer, type_ = parse_block_name(entry.name if isinstance(entry.name, str) else repr(entry.name))
-        except ValueError as exc:
-            raise TraceError(f"attention entry {i + 1}: {exc}") from exc
+        stack, layer, type_ = _entry_name(entry.name, i)
         name = entry.name
         claims = entry.claims or {}
         said = {"stack": stack, "layer": layer, "type": type_}

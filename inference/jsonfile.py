@@ -47,6 +47,18 @@ def nesting_depth(text: str) -> int:
     return deepest
 
 
+def lone_surrogate(text: str) -> str | None:
+    """What makes `text` unwritable as UTF-8, said for a message ("holds \\ud800 at character 4, …"); None when
+    it can be written. JSON's `\\ud800` escape (and Python's surrogateescape) give a str holding half of a UTF-16
+    surrogate pair, which json.loads accepts and every later encode (a page, a download, a file) refuses."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start].encode("unicode_escape").decode("ascii")
+        return f"holds {bad} at character {exc.start + 1:,}, half of a UTF-16 surrogate pair, which is not text"
+    return None
+
+
 def parse_json(text: str, source: str, max_depth: int = MAX_DEPTH) -> Any:
     """`text` parsed, once its nesting is known to be at most `max_depth`; else JsonFileError naming `source`.
 

@@ -541,6 +541,114 @@ def test_a_damaged_trace_names_the_file_block_and_cell(lm_trace: dict) -> None:
     expect(r"^trace\.json: layer 2 has 3 heads but layer 1 has 4: every layer", read_object, heads)
 
 
+# Crafted fields: each case is (kind, where in the trace object, the value put there, what the message says). A lone
+# surrogate ("\ud800", a JSON escape UTF-8 cannot write) read here would break every page and export of it later.
+CRAFTED = {
+    "a lone surrogate in the checkpoint": (
+        "decoder-only",
+        ("checkpoint",),
+        "tiny\ud800",
+        r"checkpoint holds \\ud800 at character 5, half of a UTF-16 surrogate pair",
+    ),
+    "a lone surrogate in the text": (
+        "decoder-only",
+        ("text",),
+        "the \udcff cat",
+        r'"text" holds \\udcff at character 5',
+    ),
+    "a lone surrogate in the output": ("encoder-decoder", ("output_text",), "\ud83d", r'"output_text" holds \\ud83d'),
+    "a lone surrogate in a token": ("decoder-only", ("target_tokens", 1), "\ud800", r"target_tokens: token 2 holds"),
+    "a lone surrogate in a source token": (
+        "encoder-decoder",
+        ("source_tokens", 0),
+        "a\udfff",
+        r"source_tokens: token 1",
+    ),
+    "a lone surrogate in a prediction": (
+        "decoder-only",
+        ("predictions", 2, "top", 0, "token"),
+        "\ud800",
+        r"predictions at position 3: a token holds \\ud800",
+    ),
+    "a grouped-query map of all -1": (
+        "decoder-only",
+        ("kv_head_of_query_head",),
+        [-1, -1, -1, -1],
+        r"kv_head_of_query_head must list one key/value head \(an integer, 0 to 3 as the file counts\)",
+    ),
+    "a key/value head past the last head": ("decoder-only", ("kv_head_of_query_head",), [0, 0, 4, 4], "0 to 3"),
+}
+CRAFTED_BLOCKS = {  # JSON only: an .npz's blocks are its arrays' names, its tokens the meta's
+    "a number where a block's queries belong": (
+        ("attention", 0, "queries"),
+        7,
+        r"entry 1's 'queries' is a number, not a list",
+    ),
+    "null where a block's keys belong": (
+        ("attention", 1, "keys"),
+        None,
+        r"entry 2's 'keys' is null, not a list of tokens$",
+    ),
+    "a lone surrogate in a block's name": (
+        ("attention", 0, "name"),
+        "decoder.layers.0.self_attn\ud800",
+        r"entry 1: 'decoder\.layers\.0\.self_attn\\ud800' is not an attention block's name as the app writes it",
+    ),
+    "a layer in Arabic-Indic digits": (("attention", 0, "name"), "decoder.layers.\u0660.self_attn", "block's name"),
+    "a layer with a leading zero": (("attention", 1, "name"), "decoder.layers.01.self_attn", "block's name"),
+}
+
+
+def crafted(analysis: Analysis, where: tuple, value, suffix: str) -> bytes:
+    """`analysis` exported with the field at `where` (a path into the JSON object) replaced by `value`, as a JSON
+    trace or an .npz (whose meta.json holds every field but the arrays)."""
+    obj = to_json_object(analysis)
+    *path, last = where
+    parent = obj
+    for step in path:
+        parent = parent[step]
+    parent[last] = value
+    if suffix == "json":
+        return json.dumps(obj).encode("utf-8")  # ensure_ascii: a lone surrogate goes in as its \\ud800 escape
+    with np.load(io.BytesIO(to_npz_bytes(analysis))) as archive:
+        arrays = {key: archive[key] for key in archive.files}
+    meta = {k: v for k, v in obj.items() if k not in ("attention", "positional_encoding")}
+    arrays["meta.json"] = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def refused_in_one_writable_line(data: bytes, filename: str, message: str) -> None:
+    error = expect(rf"^{filename.replace('.', '[.]')}: .*{message}", read_trace, data, filename)
+    assert "\n" not in str(error) and str(error).encode("utf-8")  # a page shows it: it must be text itself
+
+
+@pytest.mark.parametrize("suffix", ["json", "npz"])
+@pytest.mark.parametrize(("kind", "where", "value", "message"), CRAFTED.values(), ids=CRAFTED.keys())
+def test_a_crafted_field_is_one_trace_error_naming_it(analyses, suffix, kind, where, value, message) -> None:
+    refused_in_one_writable_line(crafted(analyses[kind], where, value, suffix), f"crafted.{suffix}", message)
+
+
+@pytest.mark.parametrize(("where", "value", "message"), CRAFTED_BLOCKS.values(), ids=CRAFTED_BLOCKS.keys())
+def test_a_crafted_block_is_one_trace_error_naming_it(analyses, where, value, message) -> None:
+    refused_in_one_writable_line(crafted(analyses["decoder-only"], where, value, "json"), "crafted.json", message)
+
+
+def test_a_file_name_utf8_cannot_write_is_shown_escaped(lm_trace: dict) -> None:
+    """A Linux name of bytes that are not UTF-8 reaches Python as surrogateescape'd characters."""
+    name = b"caf\xe9.json".decode("utf-8", "surrogateescape")
+    error = expect(r"^caf\\udce9\.json: not a trace", read_trace, b"[1]", name)
+    assert str(error).encode("utf-8")
+    assert read_trace(json.dumps(lm_trace).encode(), name).checkpoint == lm_trace["checkpoint"]
+
+
+def test_arrays_with_a_lone_surrogate_in_a_token_or_the_name_are_refused() -> None:
+    layers = causal_layers()
+    expect(r"^tokens: token 3 holds \\ud800 at character 2", from_arrays, layers, ["The", "cat", "s\ud800", "."])
+    expect(r"^name holds \\udce9 at character 4", from_arrays, layers, TOKENS, name="caf\udce9")
+
+
 def test_importable_without_torch() -> None:
     """Like analysis.record: the module and its plain-array path need no torch."""
     code = (

@@ -60,8 +60,10 @@ def bad_files(analysis) -> dict[str, tuple[bytes, str]]:
     short["attention"][0]["weights"] = [head[:-1] for head in short["attention"][0]["weights"]]  # a query row short
     sums = json.loads(json.dumps(obj))
     sums["attention"][0]["weights"][0][1] = [0.9] + [0.0] * (len(sums["attention"][0]["weights"][0][1]) - 1)
+    surrogate = {**obj, "checkpoint": "tiny\ud800"}  # json.dumps writes it as the escape "\\ud800"
     return {
         "nan.json": (json.dumps(nan).encode(), "finite"),
+        "surrogate.json": (json.dumps(surrogate).encode(), "surrogate"),
         "shape.json": (json.dumps(short).encode(), "query"),
         "sums.json": (json.dumps(sums).encode(), "sum"),
         "other.json": (b'{"hello": "world"}', "not a trace"),

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import streamlit as st
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
+from inference.jsonfile import lone_surrogate
 from inference.text import MAX_CHARS
 
 PLAIN_LONGEST = 1000  # a kept text up to this many characters goes into the URL as it is: a link a person can read
@@ -160,7 +161,19 @@ def url_text(key: str, url: str | None = None) -> str:
     other pages show: as it is up to PLAIN_LONGEST characters, compressed above (`pack_text`), and left out of the
     URL when even that is longer than URL_LONGEST characters (`in_url` says so, for the page to tell). Returns
     `key`."""
-    return _declare(Declaration(key, url or key, unpack_text, longest=URL_LONGEST, write=pack_text))
+    return _declare(Declaration(key, url or key, linked_text, longest=URL_LONGEST, write=pack_text))
+
+
+def linked_text(value: str) -> str:
+    """The text a URL's value holds (unpack_text), refused (ValueError, which skips the parameter) when UTF-8
+    cannot write it: a lone surrogate in a text box's value breaks every page of the session that draws it.
+    Streamlit's own parsing makes one impossible today (it reads `%ED%A0%80` as three U+FFFD, and a packed text is
+    decoded strictly), so this holds whatever a later version or another route hands the parser."""
+    text = unpack_text(value)
+    fault = lone_surrogate(text)
+    if fault is not None:
+        raise ValueError(f"a linked text that {fault}")
+    return text
 
 
 def pack_text(text: object) -> str:
