@@ -22,11 +22,12 @@ Fair work (one place for the whole server): each session's work waits in its own
 sessions in turn, round-robin, so that one session's many requests never hold another's page behind them. Work is
 light (a class's sentences, one head's detail) or heavy (a long text, or a chunk of a job that runs many passes:
 patching, ranking heads, a detector over many texts). Light work always goes first. A heavy chunk runs when no light
-work waits, and while other sessions are active (they asked the worker something in the last `ACTIVE_S` seconds) the
-heavy sessions together get a fair share of the worker's time: after a chunk of t seconds the next waits
-t × active / heavy sessions, so twenty students beside one heavy tab get twenty turns to its one; alone, it runs at
-full speed. A session keeps at most one heavy chunk queued (a new one replaces it), and a chunk whose session
-stopped waiting for it (it left, pressed Cancel, or ran its page again) is dropped before it runs.
+work waits, and while other sessions are drawing a page (`PAGES`, marked by the app around each run; a session
+that asked for a heavy chunk in the last ACTIVE_S seconds is not counted) the heavy sessions together get a fair
+share of the machine: after a chunk of t seconds the next waits t × active / heavy sessions, so twenty students
+drawing pages beside one heavy tab get twenty turns to its one; with no page drawn, it runs at full speed.
+A session keeps at most one heavy chunk queued (a new one replaces it), and a chunk whose session stopped waiting
+for it (it left, pressed Cancel, or ran its page again) is dropped before it runs.
 """
 
 from __future__ import annotations
@@ -34,10 +35,11 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections import OrderedDict, deque
-from collections.abc import Callable, Hashable
+from collections import Counter, OrderedDict, deque
+from collections.abc import Callable, Hashable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -67,7 +69,7 @@ BATCH_TRACE_BYTES = 384 * 2**20
 TRACE_COPIES = 4
 STOP = object()  # put on the queue by `stop`: the thread ends
 Asked = tuple[Request, Future, Request]  # a request (the key sessions wait on), its future, what the model is asked
-ACTIVE_S = 10.0  # a session that asked the worker anything this recently is active: heavy work shares with it
+ACTIVE_S = 10.0  # a session that asked for a heavy chunk this recently is a heavy one, not the class
 # The padded tokens one heavy chunk runs through the model (rows × tokens a row): about a tenth of a second of one
 # core on lm-english, so that a class's page never waits long behind one. Pages cut their jobs by `chunk_rows`.
 CHUNK_TOKENS = 512
@@ -93,6 +95,37 @@ def _use_threads(tokens: int) -> None:
 def _decodes(request: Request) -> bool:
     """Whether an encoder-decoder's analysis of `request` decodes its own output (no target given)."""
     return request.target is None and request.target_ids is None
+
+
+class Pages:
+    """The sessions drawing a page right now, marked by the app around each run (`running`): the class whose pages
+    heavy work shares the machine with. One for the whole server: a page may use any checkpoint's worker."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running: Counter[Owner] = Counter()
+
+    @contextmanager
+    def running(self, owner: Owner) -> Iterator[None]:
+        if owner is None:
+            yield
+            return
+        with self._lock:
+            self._running[owner] += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._running[owner] -= 1
+                if self._running[owner] <= 0:
+                    del self._running[owner]
+
+    def owners(self) -> set[Owner]:
+        with self._lock:
+            return set(self._running)
+
+
+PAGES = Pages()
 
 
 def _wait(future: Future, waiting: Callable[[], None] | None, cancel: bool = False) -> object:
@@ -167,7 +200,7 @@ class ModelWorker:
         self._light: OrderedDict[Owner, deque[_Item]] = OrderedDict()
         self._heavy: OrderedDict[Owner, deque[_Item]] = OrderedDict()
         self._stopping: _Item | None = None
-        self._seen: dict[Owner, float] = {}  # each session's last request (monotonic seconds): who is active
+        self._heavy_seen: dict[Owner, float] = {}  # each session's last heavy chunk (monotonic seconds)
         self._heavy_after = 0.0  # no heavy chunk starts before this while others are active
         self.heavy_chunks = 0  # heavy chunks run (for benchmarks and tests)
         self._sharing = False  # the chunk running is heavy and others are active
@@ -185,19 +218,13 @@ class ModelWorker:
                 self._asked_by[request] = owner
                 heavy = heavy or self.padded_tokens(request) >= LONG_TOKENS
                 self._put(_Item(request, future, owner, heavy))
-            else:
-                self._touch(owner)
             return future
-
-    def _touch(self, owner: Owner) -> None:
-        if owner is not None:
-            with self._ready:
-                self._seen[owner] = time.monotonic()
 
     def _put(self, item: _Item) -> None:
         """Queue `item` in its session's lane. A session's heavy lane holds one chunk: a newer one replaces it."""
         with self._ready:
-            self._touch(item.owner)
+            if item.heavy and item.owner is not None:
+                self._heavy_seen[item.owner] = time.monotonic()
             lanes = self._heavy if item.heavy else self._light
             lane = lanes.setdefault(item.owner, deque())
             if item.heavy:
@@ -221,7 +248,6 @@ class ModelWorker:
         sampling: Sampling | None = None,
     ) -> Analysis | None:
         """The analysis `analyze` would return, if it is kept already; else None (nothing is run)."""
-        self._touch(self.owner())  # a page drawn from the cache is a session at work too: heavy work shares with it
         request = Request(text, target, k, max_tokens, continuation, sampling)
         if full:
             return self.full.get(request)
@@ -380,11 +406,12 @@ class ModelWorker:
             self._light.move_to_end(item.owner, last=False)
 
     def _active_others(self) -> int:
-        """Sessions active in the last ACTIVE_S seconds that have no heavy chunk waiting."""
+        """Sessions drawing a page now (PAGES) that asked for no heavy chunk in the last ACTIVE_S seconds: the
+        class whose pages heavy work must leave room for."""
         now = time.monotonic()
-        for owner in [o for o, seen in self._seen.items() if now - seen > ACTIVE_S]:
-            del self._seen[owner]
-        return sum(1 for owner in self._seen if owner not in self._heavy)
+        for owner in [o for o, seen in self._heavy_seen.items() if now - seen > ACTIVE_S]:
+            del self._heavy_seen[owner]
+        return len(PAGES.owners() - self._heavy_seen.keys())
 
     def _take(self, timeout: float | None = None, light_only: bool = False) -> _Item | None:
         """The next item to run: a stop, else light work round-robin, else (unless `light_only`) a heavy chunk

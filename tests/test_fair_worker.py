@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import CancelledError
+from contextlib import ExitStack
 
 import pytest
 
@@ -133,19 +134,20 @@ def test_a_sessions_newer_heavy_chunk_replaces_the_one_still_queued(worker) -> N
     assert ran[-1] == "new chunk"
 
 
-def test_heavy_chunks_share_the_worker_with_the_active_sessions(worker, monkeypatch) -> None:
-    """After a heavy chunk of t seconds, the heavy sessions together wait t × active sessions / heavy sessions."""
+def test_heavy_chunks_share_the_worker_with_the_sessions_drawing_pages(worker, monkeypatch) -> None:
+    """After a heavy chunk of t seconds, the heavy sessions together wait t × sessions drawing a page / heavy
+    sessions; a heavy session's own page does not count, and with no page drawn it runs at full speed."""
     now = [1000.0]
     monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
-    for student in ("a", "b", "c", "d"):  # four pages drawn in the last seconds
-        WHO.session = student
-        worker.cached("The cat sat on the mat.")
-    WHO.session = None
-    with worker._ready:
-        worker._heavy["researcher"] = worker_module.deque()
-    worker._ran_heavy(0.5)
-    assert worker._heavy_after == pytest.approx(1000.0 + 0.5 * 4)
-    now[0] += worker_module.ACTIVE_S + 1  # the class went quiet: the heavy work runs at full speed
+    with ExitStack() as pages:
+        for student in ("a", "b", "c", "d", "researcher"):  # five pages running, one of them the heavy session's
+            pages.enter_context(worker_module.PAGES.running(student))
+        with worker._ready:
+            worker._heavy_seen["researcher"] = now[0]
+            worker._heavy["researcher"] = worker_module.deque()
+        worker._ran_heavy(0.5)
+        assert worker._heavy_after == pytest.approx(1000.0 + 0.5 * 4)
+    now[0] += 1  # the class's pages are drawn: nothing to leave room for
     worker._ran_heavy(0.5)
     assert worker._heavy_after == pytest.approx(now[0])
     with worker._ready:

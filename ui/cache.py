@@ -13,7 +13,8 @@ import gc
 import hashlib
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -39,7 +40,7 @@ from analysis.imported import TraceError, read_trace
 from analysis.induction import InductionReport, measure
 from analysis.lesson import CacheTiming, Copying, Cost, Stream, head_on_probe
 from analysis.record import Analysis, HeadDetail
-from analysis.worker import ModelWorker
+from analysis.worker import PAGES, ModelWorker
 from inference import catalog
 from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.decoding import Sampling
@@ -195,6 +196,13 @@ def session_id() -> str | None:
 
 
 BUDGET.owner = session_id  # what a page's work keeps counts in its session's share of the byte budget
+
+
+@contextmanager
+def page_running() -> Iterator[None]:
+    """Around a page's run: this session is drawing a page, which heavy work leaves room for (analysis.worker)."""
+    with PAGES.running(session_id()):
+        yield
 
 
 def heavy_chunk(worker: ModelWorker, fn: Callable[..., T], *args, tokens: int = 0) -> T:
