@@ -11,8 +11,8 @@ from inference.checkpoint import Checkpoint, CheckpointError
 from inference.text import InputError
 from ui import cache, errors, state
 from ui.cache import Analysed, Context, TracedAnalysis, TraceFile, TraceGoneError
+from ui.markdown import literal
 from ui.widgets import ATTENTION, PROJECTOR, small_table
-from viz.labels import markdown_literal
 
 MODEL = state.url_key("model")
 TEXT = state.url_text("text")  # compressed when long; Explore says when even that is too long for a link
@@ -201,7 +201,7 @@ def _card(entry: catalog.Entry, ckpt: Checkpoint) -> None:
 
 def _needs_model(trace: TraceFile) -> None:
     st.info(
-        f"This page runs the model itself; the trace file {markdown_literal(trace.name)} holds attention, not weights. "
+        f"This page runs the model itself; the trace file {literal(trace.name)} holds attention, not weights. "
         f"{ATTENTION_PAGES} draw the trace."
     )
     st.button("Draw a model instead", key="draw_model", on_click=draw_model)
