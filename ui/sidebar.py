@@ -112,7 +112,7 @@ def _trace_drawn(trace: TraceFile) -> bool:
     side.toggle(
         "Draw the trace file",
         key=DRAW_TRACE,
-        help=f"On: {ATTENTION_PAGES} draw the attention in {trace.name}. Off: a model's, on a text of yours.",
+        help=f"On: {ATTENTION_PAGES} draw the attention in {literal(trace.name)}. Off: a model's, on a text of yours.",
     )
     if not st.session_state[DRAW_TRACE]:
         return False
@@ -189,7 +189,7 @@ def _card(entry: catalog.Entry, ckpt: Checkpoint) -> None:
     if line := catalog.headline(entry.card):
         side.caption(line)
     with side.expander("Model details"):
-        st.caption(f"{entry.kind} · {ckpt.config.positional} positions · max {ckpt.config.max_len} tokens")
+        st.caption(f"{literal(entry.kind)} · {ckpt.config.positional} positions · max {ckpt.config.max_len} tokens")
         if metrics:
             # An HTML table, not a data grid: its values wrap instead of being cut, a screen reader reads it as a
             # table, and it adds no Tab stops before the text box.
@@ -241,5 +241,5 @@ def chosen(full: bool = False, ctx: Context | None = None, trace: bool = False) 
         st.error(errors.shown(str(exc)))
         return None
     for note in found.analysis.notes:
-        (st.warning if "cut" in note else st.info)(note)
+        (st.warning if "cut" in note else st.info)(literal(note))  # a note names words of the text
     return found

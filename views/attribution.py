@@ -70,8 +70,8 @@ def body() -> None:
     what = "the difference of the two logits" if versus else "the logit"
     st.caption(
         literal(
-            f"Blue cells push toward {display_piece(token)}"
-            + (f" and away from {display_piece(versus)}" if versus else "")
+            f"Blue cells push toward {literal(display_piece(token))}"
+            + (f" and away from {literal(display_piece(versus))}" if versus else "")
             + f", red ones against; the numbers are in units of {what}."
         )
     )

@@ -56,7 +56,7 @@ def predictions(ctx: Analysed | TracedAnalysis) -> None:
         small_table(charts.predictions_table(ctx, 0))
     elif analysis.kind == "encoder-only":
         st.markdown("**Each position's output, scored against the vocabulary**")
-        st.caption(card.get("predictions", "What the model's output at each position scores highest."))
+        st.caption(literal(card.get("predictions", "What the model's output at each position scores highest.")))
         st.dataframe(charts.predictions_table(ctx, None), hide_index=True, key="encoder_topk")
     else:
         st.markdown("**Model output**")
