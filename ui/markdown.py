@@ -11,13 +11,17 @@ from __future__ import annotations
 import re
 
 # Markdown (GitHub's and Streamlit's) syntax anywhere in a line: links and images ([…](…)), autolinks and HTML (<…>),
-# emphasis, code, strikethrough, math, entities, tables; `:` starts Streamlit's colours (:red[…]), emoji (:smile:),
-# directives and the http:// of a bare link, `@` a bare e-mail address.
-_ANYWHERE = set("\\`*_~[]<>$&|:@")
+# emphasis, code, strikethrough, math, entities, tables; `:` starts Streamlit's colours (:red[…]), emoji (:smile:)
+# and directives.
+_ANYWHERE = set("\\`*_~[]<>$&|:")
 # Where a backslash before one more character is needed: headings, quotes, lists, rules and underlines where a
-# line begins ("# h", "> q", "- l", "=", "12. n": the number's delimiter escaped), the `/` of Streamlit's icons
-# (":material/…:", replaced before the text is parsed) and the `.` of a bare "www." link.
-_IN_PLACE = re.compile(r"^(\s*|\s*\d+)([#>+=-]|(?<=\d)[.)])|(?<=:material)(/)|(?<=\bwww)(\.)", re.MULTILINE | re.I)
+# line begins ("# h", "> q", "- l", "=", "12. n": the number's delimiter escaped), and the `/` of Streamlit's icons
+# (":material/…:", replaced before the text is parsed).
+_IN_PLACE = re.compile(r"^(\s*|\s*\d+)([#>+=-]|(?<=\d)[.)])|(?<=:material)(/)", re.MULTILINE | re.I)
+# GitHub's bare links (http://…, www.…, a@b.c) are found in the parsed text, where escapes are already gone: an
+# invisible WORD JOINER inside "http://", "www." and before "@" keeps them from being links.
+_BARE_LINK = re.compile(r"(?<=http)(?=:)|(?<=https)(?=:)|(?<=www)(?=\.)|(?=@)", re.I)
+JOINER = "\u2060"
 
 
 def literal(text: object) -> str:
@@ -26,13 +30,15 @@ def literal(text: object) -> str:
     token such as `![x](http://host/)` from a shared link or file is shown, never fetched as an image, and a file
     name never links, styles or colours the text around it.
 
-    Streamlit still turns a spaced " -> " into an arrow and `:streamlit:` into its logo: those act on the parsed
-    text, where no escape reaches, and neither fetches anything from elsewhere."""
-    escaped = "".join(f"\\{ch}" if ch in _ANYWHERE else ch for ch in str(text))
+    A bare link (http://…, www.…, a@b.c) keeps an invisible word joiner (U+2060) inside it, so it is not made a
+    link. Streamlit still turns a spaced " -> " into an arrow and `:streamlit:` into its logo: those act on the
+    parsed text, where no escape reaches, and neither fetches anything from elsewhere."""
+    joined = _BARE_LINK.sub(JOINER, str(text))
+    escaped = "".join(f"\\{ch}" if ch in _ANYWHERE else ch for ch in joined)
     return _IN_PLACE.sub(_escape_in_place, escaped)
 
 
 def _escape_in_place(match: re.Match[str]) -> str:
     """A line's leading spaces or number kept, then a backslash before the syntax character `_IN_PLACE` found."""
-    lead, mark, slash, dot = match.groups()
-    return f"{lead or ''}\\{mark or slash or dot}"
+    lead, mark, slash = match.groups()
+    return f"{lead or ''}\\{mark or slash}"
