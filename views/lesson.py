@@ -132,9 +132,9 @@ def body() -> None:
     st.title("Lesson")
     index = current()
     step = STEPS[index]
-    st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {literal(step.title)}")
+    st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
     navigation(index, "top")
-    st.header(f"{index + 1}. {literal(step.title)}", anchor=False)
+    st.header(f"{index + 1}. {step.title}", anchor=False)
     st.markdown(step.text)
     ctx = sidebar.context()
     if ctx is not None:

@@ -112,11 +112,11 @@ def induction(ctx: Context) -> None:
     said = f"Without {best} the second copy costs {off['induction'].loss:.2f} nats instead of {intact.loss:.2f}"
     if "every" in off:
         every = off["every"]
-        said += f"; without all {len(every.heads)} heads that score {INDUCTION_AT} or more, {every.loss:.2f}"
+        said += f"; without all {len(every.heads)} heads that score {INDUCTION_AT:g} or more, {every.loss:.2f}"
     st.caption(
         f"Switched off, a head's output becomes 0 before W^O. The loss is the mean over the second copies' tokens "
         f"(nats); the first copies, which nothing can predict, cost {seen.first_copy_loss:.2f}: a second copy that "
-        f"costs as much is no longer copied. {literal(said)}."
+        f"costs as much is no longer copied. {said}."
     )
     st.page_link("views/ablation.py", label="Any heads, on your own text: the Head ablation page")
     _formation(ctx, seen)
@@ -140,7 +140,7 @@ def _formation(ctx: Context, seen: Copying) -> None:
     fig = copying_curve(formed.steps, formed.induction, formed.first_copy_loss, formed.second_copy_loss, formed.formed)
     chart(fig, "induction_curve", name)
     if formed.formed is None:
-        when = f"No head reached {INDUCTION_AT} in this run: no induction head formed."
+        when = f"No head reached {INDUCTION_AT:g} in this run: no induction head formed."
     else:
         when = (
             f"The score reached half its last value at step {formed.formed:,} (the dashed line), as the second "
@@ -148,7 +148,7 @@ def _formation(ctx: Context, seen: Copying) -> None:
         )
     st.caption(
         "At every evaluation of the run, on the same kind of repeated run: the best head's induction score (orange) "
-        f"and the loss on the first copy (dotted) and the second (solid). {literal(when)}"
+        f"and the loss on the first copy (dotted) and the second (solid). {when}"
     )
     if formed.shown:
         weights, labels = [], []
@@ -208,10 +208,10 @@ def induction_circuit(ctx: Context) -> None:
         table = pd.DataFrame(rows, columns=["earlier head", "K-composition"])
         st.dataframe(table, hide_index=True, key="circuit_sources")
         rank = seen.previous_rank
-        where = "reads most from it" if rank == 1 else f"ranks it {rank} of {len(seen.sources)}"
+        where = "reads most from it" if rank == 1 else f"ranks it {rank:d} of {len(seen.sources)}"
         st.caption(
             f"From the weights (Head statistics draws every pair): ‖W_OV(earlier) · W_QK(induction)ᵀ‖ over their "
-            f"norms. Of every earlier head, {ind} {literal(where)}."
+            f"norms. Of every earlier head, {ind} {where}."
         )
     else:
         st.caption(f"{ind} is in the first layer: no earlier head writes into its keys.")
