@@ -562,7 +562,7 @@ def test_projector_mode_comes_from_the_url_and_goes_back_into_it(app) -> None:
 @pytest.mark.parametrize("model", [LM, ED])
 def test_characters_outside_the_vocabulary_are_named_in_the_page(app, model: str) -> None:
     at = ok(app(model=model, text="Hello 中文 😀"))
-    notes = " ".join(i.value for i in at.info)
+    notes = shown_text(" ".join(i.value for i in at.info))
     assert f"not in {model}'s vocabulary: 中 文 😀" in notes, notes
     plain = ok(app(model=model, text="the cat sat on the mat"))
     assert "vocabulary" not in " ".join(i.value for i in plain.info)

@@ -477,19 +477,3 @@ def test_cell_numbers_need_a_box_wide_enough_for_every_column() -> None:
     assert big.layout.font.size == PROJECTOR_FONT and big.data[0].textfont.size == PROJECTOR_CELL_FONT
     assert big.layout.xaxis.tickfont.size == PROJECTOR_FONT == 20  # ticks as large as the page's text
     assert cell_numbers_width(big) > cell_numbers_width(head_heatmap(np.full((10, 10), 0.1), pieces, pieces, "x"))
-
-
-def test_text_from_files_is_escaped_so_markdown_shows_it_letter_for_letter() -> None:
-    from page_text import shown_text
-
-    from viz.labels import markdown_literal
-
-    hostile = "![e](http://h/e.png) <http://h> *b* _i_ `c` ~s~ $x$ &lt; a|b :red[x]\n# h\n- l\n12. n\n> q"
-    escaped = markdown_literal(hostile)
-    expected = (
-        "!\\[e\\](http://h/e.png) \\<http://h\\> \\*b\\* \\_i\\_ \\`c\\` \\~s\\~ \\$x\\$ \\&lt; a\\|b :red\\[x\\]"
-        "\n\\# h\n\\- l\n12\\. n\n\\> q"
-    )
-    assert escaped == expected
-    assert shown_text(escaped) == hostile, "the reader sees every letter of the original"
-    assert markdown_literal("b-bad-weights/model.safetensors: 3.5 (ok)") == "b-bad-weights/model.safetensors: 3.5 (ok)"

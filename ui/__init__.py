@@ -7,6 +7,7 @@ concern.
 - `sidebar`: the model and text pickers, and what a page reads of them.
 - `widgets`: the shared pickers (attention, layer, head, token) and drawing a chart.
 - `errors`: a message in place of a traceback.
+- `markdown`: text from a person, a link, a file or a tokenizer shown as typed, never read as Markdown.
 
 Each page imports the modules it uses; nothing is re-exported here.
 """

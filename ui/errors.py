@@ -16,7 +16,7 @@ import streamlit as st
 from inference import catalog
 from inference.checkpoint import CheckpointError
 from inference.text import InputError
-from viz.labels import markdown_literal
+from ui.markdown import literal
 
 log = logging.getLogger("attention_atlas")
 P = ParamSpec("P")
@@ -42,7 +42,7 @@ def shown(message: str) -> str:
     tokens and names from files, which a shared trace file chooses)."""
     for folder, instead in _server_folders():
         message = message.replace(folder, instead)
-    return markdown_literal(message)
+    return literal(message)
 
 
 def safe(func: Callable[P, None]) -> Callable[P, None]:

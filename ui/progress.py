@@ -12,7 +12,9 @@ from contextlib import contextmanager
 
 import streamlit as st
 
-Show = Callable[[float, str], None]  # (fraction done, what it is doing)
+from ui.markdown import literal
+
+Show = Callable[[float, str], None]  # (fraction done, what it is doing: shown as text, never Markdown)
 
 
 def forget(key: str) -> Callable[[], None]:
@@ -29,7 +31,7 @@ def running(key: str, on_cancel: Callable[[], None], first: str = "Starting…")
         bar = st.progress(0.0, text=first)
         st.button("Cancel", key=f"{key}_cancel", on_click=on_cancel, help="Stop this job; the page keeps the rest.")
     try:
-        yield lambda fraction, text: bar.progress(min(1.0, max(0.0, fraction)), text=text)
+        yield lambda fraction, text: bar.progress(min(1.0, max(0.0, fraction)), text=literal(text))
     except Exception:  # the page says what went wrong in the bar's place
         slot.empty()
         raise

@@ -11,8 +11,8 @@ from inference.checkpoint import Checkpoint, CheckpointError
 from inference.text import InputError
 from ui import cache, errors, state
 from ui.cache import Analysed, Context, TracedAnalysis, TraceFile, TraceGoneError
+from ui.markdown import literal
 from ui.widgets import ATTENTION, PROJECTOR, small_table
-from viz.labels import markdown_literal
 
 MODEL = state.url_key("model")
 TEXT = state.url_text("text")  # compressed when long; Explore says when even that is too long for a link
@@ -112,7 +112,7 @@ def _trace_drawn(trace: TraceFile) -> bool:
     side.toggle(
         "Draw the trace file",
         key=DRAW_TRACE,
-        help=f"On: {ATTENTION_PAGES} draw the attention in {trace.name}. Off: a model's, on a text of yours.",
+        help=f"On: {ATTENTION_PAGES} draw the attention in {literal(trace.name)}. Off: a model's, on a text of yours.",
     )
     if not st.session_state[DRAW_TRACE]:
         return False
@@ -189,7 +189,7 @@ def _card(entry: catalog.Entry, ckpt: Checkpoint) -> None:
     if line := catalog.headline(entry.card):
         side.caption(line)
     with side.expander("Model details"):
-        st.caption(f"{entry.kind} · {ckpt.config.positional} positions · max {ckpt.config.max_len} tokens")
+        st.caption(f"{literal(entry.kind)} · {ckpt.config.positional} positions · max {ckpt.config.max_len} tokens")
         if metrics:
             # An HTML table, not a data grid: its values wrap instead of being cut, a screen reader reads it as a
             # table, and it adds no Tab stops before the text box.
@@ -201,7 +201,7 @@ def _card(entry: catalog.Entry, ckpt: Checkpoint) -> None:
 
 def _needs_model(trace: TraceFile) -> None:
     st.info(
-        f"This page runs the model itself; the trace file {markdown_literal(trace.name)} holds attention, not weights. "
+        f"This page runs the model itself; the trace file {literal(trace.name)} holds attention, not weights. "
         f"{ATTENTION_PAGES} draw the trace."
     )
     st.button("Draw a model instead", key="draw_model", on_click=draw_model)
@@ -241,5 +241,5 @@ def chosen(full: bool = False, ctx: Context | None = None, trace: bool = False) 
         st.error(errors.shown(str(exc)))
         return None
     for note in found.analysis.notes:
-        (st.warning if "cut" in note else st.info)(note)
+        (st.warning if "cut" in note else st.info)(literal(note))  # a note names words of the text
     return found

@@ -10,6 +10,7 @@ from inference import catalog
 from model.names import parse_block_name
 from ui import cache, errors, sidebar, state
 from ui.downloads import table_downloads
+from ui.markdown import literal
 from ui.progress import forget, running
 from ui.widgets import head_from_url, head_to_url
 from viz.labels import display_piece, safe_filename
@@ -84,7 +85,8 @@ def body() -> None:
     state.keep_valid(ABLATE_HEADS, options, opening)
     if opening and st.session_state.get(ABLATE_HEADS) == opening:
         st.caption(
-            f"Opened with the model's {recorded[2]} head switched off ({where_label(opening[0])}), the head "
+            f"Opened with the model's {literal(recorded[2])} head switched off "
+            f"({literal(where_label(opening[0]))}), the head "
             "its training run recorded forming. Remove it from the list to see the intact model alone."
             + (
                 " An induction head copies from an earlier occurrence: its loss shows on a text that repeats itself."
@@ -109,8 +111,8 @@ def body() -> None:
         side_by_side(effect, len(picked), {"probability": PROB})
     elif analysis.kind == "encoder-only":
         st.caption("The KL divergence is the mean over every position of the input.")
-        st.markdown(f"**What the output at position 1 ({analysis.prediction_pieces[0]}) scores highest**")
-        st.caption(ctx.ckpt.card.get("predictions", ""))
+        st.markdown(f"**What the output at position 1 ({literal(analysis.prediction_pieces[0])}) scores highest**")
+        st.caption(literal(ctx.ckpt.card.get("predictions", "")))
         side_by_side(effect, len(picked), {})
     elif analysis.kind == "decoder-only":
         st.markdown("**Next token after the text**")

@@ -8,6 +8,7 @@ import streamlit as st
 
 from ui import cache, errors, sidebar, state
 from ui.downloads import table_downloads
+from ui.markdown import literal
 from ui.widgets import POSITION, show_chart, token_picker
 from viz.attribution import (
     attribution_title,
@@ -18,7 +19,7 @@ from viz.attribution import (
     parts_bars,
     parts_frame,
 )
-from viz.labels import display_piece, markdown_literal, safe_filename
+from viz.labels import display_piece, safe_filename
 from viz.tables import heads_frame, position_labels
 
 TOKEN = state.url_key("dla_token", longest=200)  # a piece among the position's top predictions
@@ -68,9 +69,9 @@ def body() -> None:
     name = safe_filename("attribution", ctx.name, f"pos{pos + 1}")
     what = "the difference of the two logits" if versus else "the logit"
     st.caption(
-        markdown_literal(
-            f"Blue cells push toward {display_piece(token)}"
-            + (f" and away from {display_piece(versus)}" if versus else "")
+        literal(
+            f"Blue cells push toward {literal(display_piece(token))}"
+            + (f" and away from {literal(display_piece(versus))}" if versus else "")
             + f", red ones against; the numbers are in units of {what}."
         )
     )

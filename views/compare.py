@@ -11,6 +11,7 @@ from inference.text import InputError
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, TracedAnalysis, TraceGoneError
 from ui.downloads import table_downloads
+from ui.markdown import literal
 from ui.progress import forget, running
 from ui.widgets import head_picker, show_chart, trace_uploader, weighting_picker
 from viz.compare import aligned, difference_heatmap
@@ -58,7 +59,9 @@ def _second_opened(trace: cache.TraceFile) -> None:
 
 def _second_trace(first: TracedAnalysis) -> TracedAnalysis | None:
     """The second trace file beside the sidebar's: its uploader, and its Analysis; None after saying why none."""
-    failed = trace_uploader(f"Second trace file (.json or .npz), beside {first.name}", SECOND_UPLOAD, _second_opened)
+    failed = trace_uploader(
+        f"Second trace file (.json or .npz), beside {literal(first.name)}", SECOND_UPLOAD, _second_opened
+    )
     if failed:
         st.error(f"The second file cannot be opened: {failed}")  # failed: already errors.shown
         return None
@@ -81,7 +84,9 @@ def _second_text(first: Analysed) -> Analysed | None:
     """The second text's box, Winograd's pair, and its Analysis by the same model; None after saying why none."""
     _follow(first.text)
     st.text_input("Second text (the first is the sidebar's)", key=COMPARE, max_chars=2000)
-    st.button("Use Winograd's pair", on_click=_use_pair, key="compare_pair", help=f"{WINOGRAD[0]} / …too wide.")
+    st.button(
+        "Use Winograd's pair", on_click=_use_pair, key="compare_pair", help=f"{literal(WINOGRAD[0])} / …too wide."
+    )
     if st.session_state[COMPARE] == first.text:
         st.caption("Both texts are the same: change a word of the second to see what it changes.")
     try:
@@ -216,7 +221,8 @@ def patching_section(first: Analysed, second: Analysed) -> None:
         st.info(errors.shown(str(exc)))
         return
     st.caption(
-        f"Logit difference {display_piece(answer)} − {display_piece(versus)}: {result.clean:+.3f} for the first text, "
+        f"Logit difference {literal(display_piece(answer))} − {literal(display_piece(versus))}: "
+        f"{result.clean:+.3f} for the first text, "
         f"{result.corrupted:+.3f} for the second."
     )
     labels = pair_labels([display_piece(p) for p in a], [display_piece(p) for p in b])

@@ -9,6 +9,7 @@ import streamlit as st
 from inference import catalog, experiment
 from model.names import block_layer
 from ui import cache, errors, sidebar, state
+from ui.markdown import literal
 from ui.widgets import show_chart, small_table
 from viz.experiment import accuracy_chart, pruning_chart, remaining_heads, time_chart
 
@@ -108,10 +109,10 @@ def pruning_section(cards: dict[str, dict]) -> None:
     point = curve[removed]
     keep = len(order) - removed
     st.markdown(
-        f"**{chosen}, {removed} of {len(order)} heads removed:** accuracy {point['accuracy']:.4f} "
+        f"**{literal(chosen)}, {removed} of {len(order)} heads removed:** accuracy {point['accuracy']:.4f} "
         f"(all heads: {curve[0]['accuracy']:.4f}; no head at all: {curve[-1]['accuracy']:.4f}). "
-        f"The {keep} head{'s' * (keep != 1)} left, by importance: "
-        + (", ".join(_head_name(block, head) for block, head, _ in reversed(order[removed:])) or "none")
+        f"The {keep} head{'s' if keep != 1 else ''} left, by importance: "
+        + (literal(", ".join(_head_name(block, head) for block, head, _ in reversed(order[removed:]))) or "none")
         + "."
     )
     st.markdown(pruning_finding(chosen, curve))
@@ -168,7 +169,8 @@ def body() -> None:
     rows = experiment.table(cards)
     if not rows:
         st.info(
-            f"No model of the table is in `{root}`: prepare the data with `python -m training.data prepare fivegram` "
+            f"No model of the table is in “{literal(root.name)}”: prepare the data with `python -m "
+            "training.data prepare fivegram` "
             "and train them with `python -m atlas experiment`."
         )
         return

@@ -8,6 +8,7 @@ import streamlit as st
 
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Analysed, TracedAnalysis, export_bytes
+from ui.markdown import literal
 from ui.widgets import (
     HEAD,
     LAYER,
@@ -21,7 +22,7 @@ from ui.widgets import (
     weighting_picker,
 )
 from viz.heads import grid_pick, head_frame, select_head
-from viz.labels import display_piece, markdown_literal, safe_filename
+from viz.labels import display_piece, safe_filename
 from viz.style import standalone_html, thaw
 from viz.tables import position_labels
 
@@ -39,23 +40,23 @@ def predictions(ctx: Analysed | TracedAnalysis) -> None:
     analysis = ctx.analysis
     card = {} if isinstance(ctx, TracedAnalysis) else ctx.ckpt.card
     if not analysis.predictions:
-        st.caption(markdown_literal(f"The trace file {ctx.name} holds attention only, no predictions."))
+        st.caption(literal(f"The trace file {ctx.name} holds attention only, no predictions."))
     elif analysis.kind == "decoder-only":
         labels = position_labels(analysis)
         pos = token_picker("Next token after", POSITION, labels, analysis)
         after = f"The model's guesses for the token after {labels[pos]} (position {pos + 1} of {len(labels)})."
-        st.caption(markdown_literal(after))
+        st.caption(literal(after))
         table = charts.predictions_table(ctx, pos)
         small_table(table)
     elif analysis.blank:
         st.markdown("**The model's guesses for the blank**")
         half = len(analysis.source_pieces or ()) // 2
         before, after = (display_piece(p) for p in (analysis.source_pieces or ())[half - 1 : half + 1])
-        st.caption(markdown_literal(f"The word between “{before}” and “{after}”: {card.get('predictions', '')}"))
+        st.caption(literal(f"The word between “{before}” and “{after}”: {card.get('predictions', '')}"))
         small_table(charts.predictions_table(ctx, 0))
     elif analysis.kind == "encoder-only":
         st.markdown("**Each position's output, scored against the vocabulary**")
-        st.caption(card.get("predictions", "What the model's output at each position scores highest."))
+        st.caption(literal(card.get("predictions", "What the model's output at each position scores highest.")))
         st.dataframe(charts.predictions_table(ctx, None), hide_index=True, key="encoder_topk")
     else:
         st.markdown("**Model output**")

@@ -10,6 +10,7 @@ from inference.decoding import Sampling
 from inference.text import InputError
 from ui import cache, errors, sidebar, state
 from ui.cache import Context
+from ui.markdown import literal
 from ui.widgets import layer_and_head, show_chart
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece, safe_filename
@@ -74,8 +75,8 @@ def body() -> None:
     cfg = ctx.ckpt.config
     if analysis.kind == "encoder-only":
         st.info(
-            f"{ctx.entry.name} is an encoder: it reads the whole text at once, every token seeing every other, and "
-            "writes none. Generating needs a language model or a translator: pick one in the sidebar."
+            f"{literal(ctx.entry.name)} is an encoder: it reads the whole text at once, every token seeing every "
+            "other, and writes none. Generating needs a language model or a translator: pick one in the sidebar."
         )
         return
     if analysis.kind == "decoder-only":
@@ -108,7 +109,7 @@ def body() -> None:
         step = st.slider("Decoding step", 1, steps, key=GEN_STEP)
     position = decoding.query(step)
     wrote = repr(display_piece(pieces[position + 1])) if position + 1 < len(pieces) else "the end of the output"
-    st.markdown(f"**Step {step} of {steps}**")
+    st.markdown(f"**Step {step} of {steps:d}**")
     st.text(f"fed {display_piece(pieces[position])!r} at position {position + 1}, wrote {wrote}")
     left, right = st.columns([2, 3])
     with left:
@@ -118,10 +119,10 @@ def body() -> None:
         show_chart(cache_growth(held, step), "gen_cache", "kv-cache")
         keys = decoding.keys_held(step)
         note = (
-            f"After step {step} the self-attention cache holds a key and a value for {keys} positions in each "
-            f"of {n_layers} layers: 2 × {n_layers} × {keys} × {cfg.d_model} = {held[step - 1]:,} numbers "
+            f"After step {step} the self-attention cache holds a key and a value for {keys:d} positions in each of "
+            f"{n_layers} layers: 2 × {n_layers} × {keys:d} × {cfg.d_model} = {held[step - 1]:,} numbers "
             f"({held[step - 1] * 4 / 1024:.1f} KiB). With it, step {step} computes 1 new position; without it, "
-            f"{keys}."
+            f"{keys:d}."
         )
         if analysis.source_pieces is not None:
             cross = kv_cache_numbers(n_layers, cfg.d_model, len(analysis.source_pieces))

@@ -15,6 +15,7 @@ from inference.text import InputError
 from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
 from ui.downloads import table_downloads
+from ui.markdown import literal
 from ui.progress import forget, running
 from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen, show_chart
 from viz.attribution import heads_heatmap
@@ -76,7 +77,7 @@ def body() -> None:
         name, head, score = probe.best(probe.induction)
         layer = block_layer(name)
         caption += (
-            f" The two probe columns are measured once per model on `<s>` and {probe.length} random tokens, "
+            f" The two probe columns are measured once per model on `<s>` and {probe.length:d} random tokens, "
             f"repeated: an induction head looks back to the token after the current token's earlier occurrence. "
             f"Here the best is layer {layer + 1}, head {head + 1} ({score:.2f}); the loss on the second copy is "
             f"{probe.second_copy_loss:.2f} nats against {probe.first_copy_loss:.2f} on the first."
@@ -163,7 +164,7 @@ def detector(ctx: cache.Analysed | cache.TracedAnalysis) -> None:
     name = safe_filename("detector", ctx.name, pattern)
     show_chart(figure, "detector", name)
     table = heads_frame(scores, labels, "score")
-    table_downloads(table, name, "detector", f"the ‘{pattern}’ scores")
+    table_downloads(table, name, "detector", f"the ‘{literal(pattern)}’ scores")
     with st.expander("Every head, the highest score first"):
         st.dataframe(table, hide_index=True, key="detector_table")
 
@@ -178,7 +179,7 @@ def composition(ctx: cache.Context, probe: InductionReport | None) -> None:
         runs = config.n_decoder_layers if stack == "decoder" else config.n_encoder_layers
         shared = f" (run {runs} times)" if runs > 1 else ""
         st.info(
-            f"{ctx.entry.name} has one layer of attention weights{shared}: the scores pair heads of different "
+            f"{literal(ctx.entry.name)} has one layer of attention weights{shared}: the scores pair heads of different "
             "layers' weights, so there is no pair to score."
         )
         return
@@ -201,7 +202,8 @@ def composition(ctx: cache.Context, probe: InductionReport | None) -> None:
             sources = composed.top_sources(mode, layer, head, k=3)
             listed = ", ".join(f"layer {sl + 1}, head {sh + 1} ({s:.3f})" for sl, sh, s in sources)
             st.caption(
-                f"The best induction head of the probe, layer {layer + 1}, head {head + 1}, reads most from: {listed}."
+                f"The best induction head of the probe, layer {layer + 1}, head {head + 1}, reads most from: "
+                f"{literal(listed)}."
             )
 
 

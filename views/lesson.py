@@ -14,6 +14,7 @@ from course.lesson import SENTENCES, SINUSOIDAL, SLUGS, STEPS, Step, step_index
 from inference import catalog
 from ui import errors, sidebar, state
 from ui.cache import Context
+from ui.markdown import literal
 from views.lesson_steps.cost import quadratic
 from views.lesson_steps.induction import induction, induction_circuit
 from views.lesson_steps.models import model_check
@@ -56,7 +57,8 @@ def current() -> int:
         if slug is not None:
             shown = "".join(ch for ch in str(slug) if ch.isascii() and (ch.isalnum() or ch in "-_"))[:40]
             st.warning(
-                f"There is no lesson step “{shown}”: the lesson starts at step 1. The steps: {', '.join(SLUGS)}."
+                f"There is no lesson step “{literal(shown)}”: the lesson starts at step 1. The steps: "
+                f"{literal(', '.join(SLUGS))}."
             )
         index = 0
         st.session_state[LESSON] = SLUGS[0]

@@ -7,6 +7,7 @@ import streamlit as st
 from analysis.analyze import batch_masks
 from inference.text import InputError
 from ui import cache, errors, sidebar, state
+from ui.markdown import literal
 from ui.widgets import show_chart
 from viz.labels import safe_filename
 from viz.masks import mask_heatmap, mask_view, padding_heatmap, padding_note, reduced_note
@@ -22,7 +23,7 @@ def body() -> None:
     analysis = ctx.analysis
     st.caption("Yellow ✓: the query may attend to the key. Dark ✗: masked, its score becomes −∞ before softmax.")
     attentions = analysis.attentions
-    for tab, attention in zip(st.tabs([analysis.attention_label(g) for g in attentions]), attentions):
+    for tab, attention in zip(st.tabs([literal(analysis.attention_label(g)) for g in attentions]), attentions):
         block = analysis.block(attention, analysis.layers(attention)[0])
         fig = mask_view(block.mask, block.query_pieces, block.key_pieces, analysis.attention_label(attention))
         if note := reduced_note(block.mask.shape):
@@ -32,14 +33,14 @@ def body() -> None:
     st.header("Padding in a batch")
     if isinstance(ctx, cache.TraceFile):
         st.caption(
-            f"Padding a second sentence beside yours needs the model's tokenizer; the trace file {ctx.name} holds "
-            "one input's attention. Turn off “Draw the trace file” in the sidebar to pad two sentences."
+            f"Padding a second sentence beside yours needs the model's tokenizer; the trace file {literal(ctx.name)} "
+            "holds one input's attention. Turn off “Draw the trace file” in the sidebar to pad two sentences."
         )
         return
     if ctx.ckpt.config.switches.sum_outputs:
         st.caption(
-            f"{ctx.entry.name} always reads the same {ctx.ckpt.config.max_len} words, the ones around the blank: a "
-            "batch of its inputs never needs padding, so there is no padding mask to see here."
+            f"{literal(ctx.entry.name)} always reads the same {ctx.ckpt.config.max_len} words, the ones around the "
+            "blank: a batch of its inputs never needs padding, so there is no padding mask to see here."
         )
         return
     st.caption("Sentences of different lengths are padded to one length; the mask keeps attention off the padding.")

@@ -46,7 +46,7 @@ def body() -> None:
     name = safe_filename("positional", ctx.entry.name)
     show_chart(encoding_heatmap(table, n, used), "pe_heatmap", name)
     if used:
-        st.caption(f"The dashed line ends the {used} positions the current input uses.")
+        st.caption(f"The dashed line ends the {used:d} positions the current input uses.")
     d = table.shape[1]  # d_model added to the embeddings; rotary: the cos | sin columns of one head
     default = sorted({0, 1, min(d - 1, d // 4 * 2), min(d - 1, d // 4 * 2 + 1)})
     state.keep_valid(PE_DIMS, list(range(d)), default)

@@ -10,6 +10,7 @@ from inference.snapshots import Snapshot, stored_as
 from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Context
+from ui.markdown import literal
 from ui.widgets import head_picker, open_on_head, show_chart
 from viz.heads import head_heatmap
 from viz.labels import safe_filename
@@ -40,7 +41,7 @@ def _without_snapshots(ctx: Context) -> None:
         if e.ok and e.name != ctx.entry.name and cache.snapshots(str(e.path), catalog.stamp(e.path))
     ]
     text = (
-        f"`{ctx.entry.name}` has no training snapshots (a `snapshots/` folder beside its weights). "
+        f"{literal(ctx.entry.name)} has no training snapshots (a `snapshots/` folder beside its weights). "
         "`python -m atlas train` keeps them for every run: the weights at steps 0, 1 %, 3 %, 10 %, 30 % and 100 % "
         "of it, in float16. They ship only where the repository's size allows (`python -m atlas snapshots` ships a "
         "run's in 4 bits)."
@@ -48,7 +49,10 @@ def _without_snapshots(ctx: Context) -> None:
     st.info(text)
     for name in having:
         st.button(
-            f"Show {name}, which has them", key=f"training_switch_{name}", on_click=sidebar.switch_model, args=(name,)
+            f"Show {literal(name)}, which has them",
+            key=f"training_switch_{name}",
+            on_click=sidebar.switch_model,
+            args=(name,),
         )
     steps, losses = _run_curve(ctx)
     if steps:  # the run's curve still tells how far training got
@@ -118,7 +122,7 @@ def body() -> None:
         _without_snapshots(ctx)
         return
     st.caption(
-        f"Each snapshot is the run's weights at that step, stored as {stored_as(ctx.path)}. "
+        f"Each snapshot is the run's weights at that step, stored as {literal(stored_as(ctx.path))}. "
         "Its loss is the validation loss of that step's weights."
     )
     steps = [s.step for s in saved]

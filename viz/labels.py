@@ -7,7 +7,6 @@ SentencePiece's byte pieces are written."""
 from __future__ import annotations
 
 import html
-import re
 import unicodedata
 from collections.abc import Sequence
 
@@ -61,19 +60,6 @@ def display_piece(piece: str) -> str:
 def escape(text: str) -> str:
     """Escape `<`, `>`, `&` and quotes: Plotly renders tags such as <b> or <a> in labels and hover text."""
     return html.escape(text, quote=True)
-
-
-_MARKDOWN = set("\\`*_~[]<>$&|")  # links and images ([…](…), <…>), emphasis, code, math, entities, tables
-# headings, quotes and lists where a line begins ("# h", "> q", "- l", "12. n": the number's delimiter escaped)
-_LINE_START = re.compile(r"^(\s*|\s*\d+)([#>+-]|(?<=\d)[.)])", re.MULTILINE)
-
-
-def markdown_literal(text: str) -> str:
-    """`text` as Streamlit's Markdown shows it letter for letter: every character Markdown (or Streamlit's own
-    colours and math) would read as syntax is backslash-escaped, so a token such as `![x](http://host/)` from a
-    shared file is shown, never fetched as an image, and a file name never styles or links the text around it."""
-    escaped = "".join(f"\\{ch}" if ch in _MARKDOWN else ch for ch in text)
-    return _LINE_START.sub(lambda m: f"{m[1]}\\{m[2]}", escaped)
 
 
 def plotly_labels(pieces: Sequence[str]) -> list[str]:

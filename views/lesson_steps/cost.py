@@ -10,6 +10,7 @@ from analysis.lesson import (
 )
 from ui import cache
 from ui.cache import Context
+from ui.markdown import literal
 from views.lesson_steps.layout import chart, side_by_side
 from viz.lesson import cost_figure
 
@@ -49,9 +50,9 @@ def quadratic(ctx: Context) -> None:
     heads, d = ctx.ckpt.config.n_heads, ctx.ckpt.config.d_model
     clock = "CPU time of the thread running it" if cost.clock == "CPU" else "elapsed time"
     st.caption(
-        f"{cost.block}, measured on the machine running this app when the step was first opened ({clock}), the "
-        f"median of {cost.repeats} runs at each of {len(cost.lengths)} lengths. {growth_sentence(cost, d)} Memory: "
-        f"{cost.bytes_fit[0]:.0f} bytes per n² = 2 matrices (scores, weights) × {heads} heads × 4 bytes."
+        f"{literal(cost.block)}, measured on the machine running this app when the step was first opened ({clock}), "
+        f"the median of {cost.repeats:d} runs at each of {len(cost.lengths)} lengths. {growth_sentence(cost, d)} "
+        f"Memory: {cost.bytes_fit[0]:.0f} bytes per n² = 2 matrices (scores, weights) × {heads} heads × 4 bytes."
     )
     table = pd.DataFrame({"n": list(cost.lengths), "time (ms)": ms, "scores + weights (KiB)": kib})
     st.dataframe(table, hide_index=True, key="lesson_cost")

@@ -17,6 +17,7 @@ from inference import catalog
 from model.names import block_layer
 from ui import cache, sidebar
 from ui.cache import Context
+from ui.markdown import literal
 from views.lesson_steps.layout import chart
 from views.lesson_steps.models import HEAD_STEPS, induction_score, preference
 from viz.attribution import attribution_title, heads_heatmap
@@ -68,18 +69,18 @@ def induction(ctx: Context) -> None:
     seen = cache.copying(ctx.path, ctx.stamp)
     name, n = ctx.entry.name, seen.length
     best = head_label(seen.block, seen.head)
-    st.markdown(f"**The repeated run**: `<s>`, {n} random tokens, then the same {n} again")
+    st.markdown(f"**The repeated run**: `<s>`, {n:d} random tokens, then the same {n:d} again")
     run = [display_piece(p) for p in seen.pieces]
     st.code(f"{run[0]}\n{' '.join(run[1 : n + 1])}\n{' '.join(run[n + 1 :])}", language=None, wrap_lines=True)
-    st.markdown(f"**The best induction head of {name}: {best}** (induction score {seen.score:.2f})")
+    st.markdown(f"**The best induction head of {literal(name)}: {best}** (induction score {seen.score:.2f})")
     if seen.score < INDUCTION_AT:
         st.info(
-            f"No head of {name} scores {INDUCTION_AT} or more: it has not learned to copy from its context, and its "
-            f"best head draws no offset diagonal."
+            f"No head of {literal(name)} scores {INDUCTION_AT:g} or more: it has not learned to copy from its "
+            "context, and its best head draws no offset diagonal."
         )
         for other in copying_models(name)[:2]:
             st.button(
-                f"Switch to {other}, which has one",
+                f"Switch to {literal(other)}, which has one",
                 key=f"lesson_switch_{other}",
                 on_click=sidebar.switch_model,
                 args=(other,),
@@ -90,7 +91,7 @@ def induction(ctx: Context) -> None:
     st.caption(
         f"Found by the scores: of every self-attention head, the one with the most weight, from a token of the "
         f"second copy, on the token after that token's first occurrence, {n - 1} places back (averaged over "
-        f"{PROBE_BATCH} such runs; Head statistics lists every head's score). An induction head draws that as a "
+        f"{PROBE_BATCH:d} such runs; Head statistics lists every head's score). An induction head draws that as a "
         f"bright diagonal {n - 1} places left of the main one, from row {n + 2} on."
     )
     intact = seen.runs[0]
@@ -111,7 +112,7 @@ def induction(ctx: Context) -> None:
     said = f"Without {best} the second copy costs {off['induction'].loss:.2f} nats instead of {intact.loss:.2f}"
     if "every" in off:
         every = off["every"]
-        said += f"; without all {len(every.heads)} heads that score {INDUCTION_AT} or more, {every.loss:.2f}"
+        said += f"; without all {len(every.heads)} heads that score {INDUCTION_AT:g} or more, {every.loss:.2f}"
     st.caption(
         f"Switched off, a head's output becomes 0 before W^O. The loss is the mean over the second copies' tokens "
         f"(nats); the first copies, which nothing can predict, cost {seen.first_copy_loss:.2f}: a second copy that "
@@ -130,16 +131,16 @@ def _formation(ctx: Context, seen: Copying) -> None:
     formed = formation(training.get("history") if isinstance(training, dict) else None, [s.step for s in saved])
     if formed is None:
         st.info(
-            f"The card of {name} records no induction probe at the evaluations of the run that trained it "
+            f"The card of {literal(name)} records no induction probe at the evaluations of the run that trained it "
             "(`python -m atlas train` records one for a decoder-only model)."
         )
         if saved:
-            st.page_link("views/training.py", label=f"{name}'s training snapshots: the Training steps page")
+            st.page_link("views/training.py", label=f"{literal(name)}'s training snapshots: the Training steps page")
         return
     fig = copying_curve(formed.steps, formed.induction, formed.first_copy_loss, formed.second_copy_loss, formed.formed)
     chart(fig, "induction_curve", name)
     if formed.formed is None:
-        when = f"No head reached {INDUCTION_AT} in this run: no induction head formed."
+        when = f"No head reached {INDUCTION_AT:g} in this run: no induction head formed."
     else:
         when = (
             f"The score reached half its last value at step {formed.formed:,} (the dashed line), as the second "
@@ -179,18 +180,23 @@ def induction_circuit(ctx: Context) -> None:
     (prev_block, prev_head, prev_score), (ind_block, ind_head, ind_score) = seen.previous, seen.induction
     if ind_score < INDUCTION_AT:
         st.info(
-            f"No head of {name} scores {INDUCTION_AT} or more as an induction head: the figures below trace a circuit "
-            "it has not grown, and show little."
+            f"No head of {literal(name)} scores {INDUCTION_AT:g} or more as an induction head: the figures below "
+            "trace a circuit it has not grown, and show little."
         )
         for other in copying_models(name)[:2]:
             switch = {"on_click": sidebar.switch_model, "args": (other,), "type": "primary"}
-            st.button(f"Switch to {other}, which has one", key=f"lesson_switch_{other}", **switch)
+            st.button(f"Switch to {literal(other)}, which has one", key=f"lesson_switch_{other}", **switch)
     clean, corrupted = [display_piece(p) for p in seen.clean_pieces], [display_piece(p) for p in seen.corrupted_pieces]
     n = seen.length
     copied = display_piece(ctx.ckpt.tokenizer.pieces([seen.patching.answer])[0])
-    st.markdown(f"**The run**: `<s>`, {n} tokens, then the same again up to “{copied}”, which the model should copy")
+    st.markdown(
+        f"**The run**: `<s>`, {n:d} tokens, then the same again up to “{literal(copied)}”, which the model should copy"
+    )
     st.code(f"{' '.join(clean[1 : n + 1])}\n{' '.join(clean[n + 1 :])} …", language=None, wrap_lines=True)
-    st.caption(f"{name} gives “{copied}” probability {seen.probability:.3f} there, after the run's last token.")
+    st.caption(
+        f"{literal(name)} gives “{literal(copied)}” probability {seen.probability:.3f} there, after the run's last "
+        "token."
+    )
     prev, ind = head_label(prev_block, prev_head), head_label(ind_block, ind_head)
     st.markdown(f"**1. The previous-token head: {prev}** (previous-token score {prev_score:.2f} on the probe)")
     previous_view = head_heatmap(seen.previous_weights, seen.clean_pieces, seen.clean_pieces, f"Decoder {prev}")
@@ -202,7 +208,7 @@ def induction_circuit(ctx: Context) -> None:
         table = pd.DataFrame(rows, columns=["earlier head", "K-composition"])
         st.dataframe(table, hide_index=True, key="circuit_sources")
         rank = seen.previous_rank
-        where = "reads most from it" if rank == 1 else f"ranks it {rank} of {len(seen.sources)}"
+        where = "reads most from it" if rank == 1 else f"ranks it {rank:d} of {len(seen.sources)}"
         st.caption(
             f"From the weights (Head statistics draws every pair): ‖W_OV(earlier) · W_QK(induction)ᵀ‖ over their "
             f"norms. Of every earlier head, {ind} {where}."
@@ -217,11 +223,11 @@ def induction_circuit(ctx: Context) -> None:
     chart(patching_heatmap(seen.patching.scores, "heads", labels, title), "circuit_patching", name)
     best = float(seen.patching.scores.max())
     st.caption(
-        f"1: the changed run answers “{copied}” again, as strongly as the original; 0: no change. Each head alone "
-        f"restores at most {best:.2f}; the {len(seen.together)} heads that score {INDUCTION_AT} or more as induction "
-        f"heads, patched together, restore {seen.restored:.2f}: they share the copying."
+        f"1: the changed run answers “{literal(copied)}” again, as strongly as the original; 0: no change. Each head "
+        f"alone restores at most {best:.2f}; the {len(seen.together)} heads that score {INDUCTION_AT:g} or more as "
+        f"induction heads, patched together, restore {seen.restored:.2f}: they share the copying."
     )
-    st.markdown(f"**4. What the heads write toward “{copied}”**")
+    st.markdown(f"**4. What the heads write toward “{literal(copied)}”**")
     parts = seen.attribution
     heads = parts.heads["decoder.self_attn"]
     labels_ = {"decoder.self_attn": "Self-attention (masked)"}
@@ -229,7 +235,7 @@ def induction_circuit(ctx: Context) -> None:
     chart(heads_heatmap({"decoder.self_attn": heads}, labels_, title), "circuit_attribution", name)
     layer, head = divmod(int(heads.argmax()), cfg.n_heads)
     st.caption(
-        f"Each head's direct contribution to the logit of “{copied}” ({parts.logit:.2f} in all; the Logit "
+        f"Each head's direct contribution to the logit of “{literal(copied)}” ({parts.logit:.2f} in all; the Logit "
         f"attribution page shows every part). The largest is layer {layer + 1}, head {head + 1}'s: "
         f"{heads.max():.2f}; {ind} writes {heads[block_layer(ind_block), ind_head]:.2f}."
     )

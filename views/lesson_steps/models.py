@@ -13,6 +13,7 @@ from inference import catalog
 from inference.checkpoint import CheckpointError, load_config
 from ui import cache, sidebar
 from ui.cache import Context
+from ui.markdown import literal
 
 # The order a step borrows a model in, best first. A step about the induction heads wants a model whose card records
 # one; then by preset family (inference.catalog.preset_family): translators (their cross-attention reads best), then
@@ -69,22 +70,27 @@ def model_check(step: Step, ctx: Context) -> Context | None:
     """The context the step is shown on: the loaded model where it fits, else a model that does, loaded for this
     step with a line saying so (and a button to switch the whole app to it); None when no model can show it."""
     if step.fits(ctx.ckpt.config):
-        st.caption(f"Needs {NEEDS[step.needs]}: {ctx.entry.name} is one.")
+        st.caption(f"Needs {literal(NEEDS[step.needs])}: {literal(ctx.entry.name)} is one.")
         return ctx
     kind = f"{ctx.entry.kind}, {ctx.ckpt.config.positional} positions"
     other = borrowed(step, ctx)
     if other is None:
-        st.info(f"This step needs {NEEDS[step.needs]}; the loaded model, {ctx.entry.name}, is not ({kind}).")
+        st.info(
+            f"This step needs {literal(NEEDS[step.needs])}; the loaded model, {literal(ctx.entry.name)}, is not "
+            f"({literal(kind)})."
+        )
         st.warning(
-            f"No checkpoint in `{catalog.checkpoints_dir()}` is {NEEDS[step.needs]}: add one to see this step live."
+            f"No checkpoint in “{literal(catalog.checkpoints_dir().name)}” is {literal(NEEDS[step.needs])}: add one "
+            "to see this step live."
         )
         return None
     st.info(
-        f"This step needs {NEEDS[step.needs]}; the loaded model, {ctx.entry.name}, is not ({kind}). Shown here on "
-        f"{other.entry.name}, loaded for this step: the other pages keep {ctx.entry.name}."
+        f"This step needs {literal(NEEDS[step.needs])}; the loaded model, {literal(ctx.entry.name)}, is not "
+        f"({literal(kind)}). Shown here on "
+        f"{literal(other.entry.name)}, loaded for this step: the other pages keep {literal(ctx.entry.name)}."
     )
     st.button(
-        f"Switch the app to {other.entry.name}",
+        f"Switch the app to {literal(other.entry.name)}",
         key=f"lesson_switch_{other.entry.name}",
         on_click=sidebar.switch_model,
         args=(other.entry.name,),

@@ -13,6 +13,7 @@ from analysis.analyze import batch_masks, positions_used
 from analysis.record import Analysis, DecodingSteps
 from ui import cache, charts, state
 from ui.cache import Analysed, Context
+from ui.markdown import literal
 from views.lesson_steps.layout import PROB, chart, side_by_side
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece
@@ -61,8 +62,8 @@ def embeddings(ctx: Context, analysis: Analysis) -> None:
     else:
         then = "before its position is added"
     st.caption(
-        f"{ctx.entry.name}: {cfg.vocab_size:,} pieces in the vocabulary, d_model = {cfg.d_model}. Each row below is "
-        f"{row}, {then}."
+        f"{literal(ctx.entry.name)}: {cfg.vocab_size:,} pieces in the vocabulary, d_model = {cfg.d_model}. Each row "
+        f"below is {row}, {then}."
     )
     left, right = side_by_side(2, [1, 3])
     frame = pd.DataFrame({"token": [display_piece(p) for p in w.pieces], "id": list(w.ids)})
@@ -76,13 +77,15 @@ def positional(ctx: Context, analysis: Analysis) -> None:
     cfg = ctx.ckpt.config
     sinusoidal = cfg.positional == "sinusoidal"
     if not sinusoidal:
-        st.markdown(f"For contrast, the table {ctx.entry.name} **learned** instead, one trained vector per position:")
+        st.markdown(
+            f"For contrast, the table {literal(ctx.entry.name)} **learned** instead, one trained vector per position:"
+        )
     table = cache.positional_table(ctx.path, ctx.stamp)
     used = positions_used(ctx.ckpt, ctx.text)
     n = min(cfg.max_len, max(64, 2 * (used or 0)))
     chart(encoding_heatmap(table, n, used), "positional", ctx.entry.name)
     if used:
-        st.caption(f"The dashed line ends the {used} positions the sentence uses.")
+        st.caption(f"The dashed line ends the {used:d} positions the sentence uses.")
     d = cfg.d_model
     dims = sorted({0, d // 8 // 2 * 2, d // 4 // 2 * 2})
     chart(encoding_curves(table, dims, n, sinusoidal), "positional_curves", ctx.entry.name)
@@ -90,13 +93,15 @@ def positional(ctx: Context, analysis: Analysis) -> None:
 
 def padding(ctx: Context, analysis: Analysis) -> None:
     batch = batch_masks(ctx.ckpt, [ctx.text, SHORT])
-    st.caption(f"The sentence and “{SHORT}” in one batch, as the model's {batch.stack} reads them.")
+    st.caption(f"The sentence and “{SHORT}” in one batch, as the model's {literal(batch.stack)} reads them.")
     chart(padding_heatmap(batch), "padding", ctx.entry.name)
     kind = "no-peek + padding" if batch.causal else "padding"
     pad = ctx.ckpt.tokenizer.pieces([ctx.ckpt.config.pad_id])[0]
     padded = next((i for i, pieces in enumerate(batch.pieces) if pad in pieces), 1)  # the sentence that was filled up
     pieces = batch.pieces[padded]
-    st.caption(f"The {batch.stack}'s mask for sentence {padded + 1}, the padded one: no query may attend to a pad.")
+    st.caption(
+        f"The {literal(batch.stack)}'s mask for sentence {padded + 1}, the padded one: no query may attend to a pad."
+    )
     if note := reduced_note(batch.attention[padded].shape):
         st.caption(note)
     fig = mask_heatmap(batch.attention[padded], pieces, pieces, f"Sentence {padded + 1}: {batch.stack} {kind} mask")
@@ -122,7 +127,10 @@ def scaled_dot(ctx: Context, analysis: Analysis) -> None:
     steps = attention_steps(block, 0, query)
     st.latex(FORMULA)
     piece = display_piece(block.query_pieces[query])
-    st.caption(f"{full.attention_label(attention)}, layer 1, head 1, for token {query + 1} ({piece}) as the query:")
+    st.caption(
+        f"{literal(full.attention_label(attention))}, layer 1, head 1, for token {query + 1} ({literal(piece)}) as "
+        "the query:"
+    )
     st.latex(steps_latex(steps))
     chart(steps_figure(steps, key_window(steps)), "steps", ctx.entry.name)
     chart(output_figure(steps), "steps_output", ctx.entry.name)
@@ -134,9 +142,9 @@ def multi_head(ctx: Analysed, analysis: Analysis) -> None:
     attention = analysis.attentions[0]
     d_head = cfg.d_model // cfg.n_heads
     st.caption(
-        f"{ctx.entry.name}: d_model = {cfg.d_model} split into {cfg.n_heads} heads of d_k = {d_head}; each head's "
-        f"{d_head} output numbers per token are concatenated back to {cfg.n_heads} × {d_head} = {cfg.d_model} and "
-        "multiplied by W^O. Below, every head of every layer on the sentence: each attends in its own way."
+        f"{literal(ctx.entry.name)}: d_model = {cfg.d_model} split into {cfg.n_heads} heads of d_k = {d_head}; each "
+        f"head's {d_head} output numbers per token are concatenated back to {cfg.n_heads} × {d_head} = {cfg.d_model} "
+        "and multiplied by W^O. Below, every head of every layer on the sentence: each attends in its own way."
     )
     chart(thaw(charts.grid_chart(ctx, attention)), "heads", ctx.entry.name)
 
@@ -151,8 +159,8 @@ def feed_forward(ctx: Context, analysis: Analysis) -> None:
     else:  # GELU and SiLU let small negative values through: hardly a unit is exactly 0
         zeros = f"Its {act} lets small negative values through, so few units are exactly 0; most stay near it."
     st.caption(
-        f"{ctx.entry.name}: {cfg.d_model} → {cfg.d_ff} → {cfg.d_model}, with {act}. In each layer the feed-forward "
-        f"network has {ffn:,} weights and the self-attention {attn:,}. {zeros} Below, the "
+        f"{literal(ctx.entry.name)}: {cfg.d_model} → {cfg.d_ff} → {cfg.d_model}, with {act}. In each layer the "
+        f"feed-forward network has {ffn:,} weights and the self-attention {attn:,}. {zeros} Below, the "
         f"{min(MOST_COLUMNS, cfg.d_ff)} units most active on it (white: 0)."
     )
     units = w.active_units(MOST_COLUMNS)
@@ -169,9 +177,9 @@ def residual(ctx: Context, analysis: Analysis) -> None:
     layer = norm == "LayerNorm"
     unit, learned = ("mean 0 and variance 1", "gain and bias") if layer else ("a mean square of 1", "gain")
     st.caption(
-        f"{ctx.entry.name} is {style}. The mean length of the token vectors at each sub-layer of the {w.stack}: "
-        f"what comes in, what the sub-layer adds, what goes out. Right after a {norm}, before its {learned}, "
-        f"every vector has {unit} over its {d} numbers, so a length of about √{d} = {math.sqrt(d):.1f}."
+        f"{literal(ctx.entry.name)} is {style}. The mean length of the token vectors at each sub-layer of the "
+        f"{literal(w.stack)}: what comes in, what the sub-layer adds, what goes out. Right after a {norm}, before its "
+        f"{learned}, every vector has {unit} over its {d} numbers, so a length of about √{d} = {math.sqrt(d):.1f}."
     )
     chart(residual_figure(w.norms, w.pre_norm, norm), "residual", ctx.entry.name)
 
@@ -235,12 +243,12 @@ def kv_cache(ctx: Context, analysis: Analysis) -> None:
     st.caption(
         f"After step {step} the cache holds a key and a value for {position + 1} positions in each of {n_layers} "
         f"layers: 2 × {n_layers} × {position + 1} × {cfg.d_model} = {held[step - 1]:,} numbers. With it, step {step} "
-        f"ran {first if step == 1 else 1} position(s) through the decoder; without it, {position + 1}."
+        f"ran {literal(first if step == 1 else 1)} position(s) through the decoder; without it, {position + 1}."
     )
     timing = cache.cache_timing(ctx.path, ctx.stamp, ctx.text, analysis.generated or MAX_OUTPUT)
     clock = "CPU time" if timing.clock == "CPU" else "elapsed time"
     cols = st.columns(3)
-    cols[0].metric(f"Writing {timing.tokens} tokens with the cache", f"{timing.with_cache * 1000:.1f} ms")
+    cols[0].metric(f"Writing {timing.tokens:d} tokens with the cache", f"{timing.with_cache * 1000:.1f} ms")
     cols[1].metric("without it", f"{timing.without_cache * 1000:.1f} ms")
     cols[2].metric("saved", f"{1 - timing.with_cache / timing.without_cache:.0%}" if timing.without_cache else "–")
     st.caption(f"Measured on the machine running this app ({clock}, the faster of two runs each): the same tokens.")
