@@ -13,7 +13,8 @@ token they sum to the difference of the two logits. A head's number is what it w
 through later layers is patching's question, not this one.
 
 **The logit lens** (nostalgebraist 2020): the stream after each layer read as if it were the last — the final norm
-(not frozen) and the generator — gives each layer's top guess at each position.
+(not frozen) and the generator — gives each layer's top guess at each position: a word, never padding, the start
+of text or the unknown token (`never_guessed`), with its probability over the whole vocabulary.
 
 Decoder stacks only (a language model, a translator's decoder): an encoder-only model's output head and its
 sum over positions are not linear in the stream.
@@ -30,6 +31,7 @@ from torch import Tensor, nn
 from inference.checkpoint import Checkpoint
 from inference.decoding import top_k
 from inference.text import clean_text, encode_source
+from inference.tokenizer import TokenizerLike
 from model.forward import forward
 from model.names import block_name, layer_name
 
@@ -65,8 +67,9 @@ class Attribution:
 @dataclass(frozen=True)
 class LogitLens:
     """Each layer's stream decoded as if it were the last. Rows: the embeddings (row 0), then after layer 1, 2, …;
-    columns: the decoder positions. top: (L + 1, T) the top token's id, pieces the same as the tokenizer's pieces;
-    prob: its probability; final_prob: the probability of the model's own final top token at that position."""
+    columns: the decoder positions. top: (L + 1, T) the top token's id, never padding, the start of text or the
+    unknown token (`never_guessed`), pieces the same as the tokenizer's pieces; prob: its probability over the whole
+    vocabulary; final_prob: the probability of the model's own final top token (of the same) at that position."""
 
     top: np.ndarray
     pieces: tuple[tuple[str, ...], ...]
@@ -228,6 +231,13 @@ def attribute(
     )
 
 
+def never_guessed(tokenizer: TokenizerLike) -> frozenset[int]:
+    """The ids the lens never names: those a model is never asked to write (padding, the start of text: the
+    tokenizer's never_written, as decoding.top_k leaves them out), and the unknown token, which names no word,
+    unless it is also the end of text (a published model's one control token), which is written."""
+    return tokenizer.never_written | ({tokenizer.unk_id} - {tokenizer.eos_id})
+
+
 @torch.inference_mode()
 def logit_lens(ckpt: Checkpoint, source: Tensor | None, target: Tensor) -> LogitLens:
     """Every layer's stream through the final norm and the generator (the module's docstring): one traced pass."""
@@ -239,7 +249,7 @@ def logit_lens(ckpt: Checkpoint, source: Tensor | None, target: Tensor) -> Logit
     decoded = model.logits(model.decoder.norm(torch.cat(streams)))  # (L + 1, T, vocab)
     probs = torch.softmax(decoded.float(), dim=-1)  # the model's probabilities, over its whole vocabulary
     final = torch.softmax(logits[0].float(), dim=-1)
-    never = sorted(ckpt.tokenizer.never_written)  # never a guess (padding, <s>), as decoding.top_k leaves them out
+    never = sorted(never_guessed(ckpt.tokenizer))
     shown, final_shown = probs.clone(), final.clone()
     shown[..., never], final_shown[..., never] = -1.0, -1.0
     top = shown.argmax(dim=-1)  # (L + 1, T)

@@ -12,12 +12,16 @@ as TransformerLens writes them. A later head composes with an earlier one when i
 each between 0 and 1 (TransformerLens's `utils.composition_scores` on the same matrices). An induction head is a
 K-composition: its keys read what a previous-token head wrote, so it finds the token after an earlier copy.
 
-Computed in factored form (every product through d_head × d_head matrices): ‖A B C D‖²_F with A, C (d_model ×
-d_head) and B, D (d_head × d_model) is the sum of (AᵀA · B C) ⊙ (B C · D Dᵀ). In a pre-norm model each head reads
-the stream through its layer's norm, whose gain is folded into its W_Q, W_K and W_V (as TransformerLens's
-`fold_ln`); the norm's centring and every bias are left out, as there. A post-norm model's heads read the stream
-after the previous layer's norm: no gain is folded. Rotary positions turn queries and keys by position and are
-left out (the scores compare the unturned projections); a grouped-query head uses its group's W_K and W_V.
+Computed in factored form, never building a d_model × d_model matrix: with A, C (d_model × d_head) and B, D (d_head
+× d_model), ‖A B C D‖_F = ‖R_A B · C R_Dᵀ‖_F, R_A and R_D the d_head × d_head triangles of the QR factorisations
+A = Q R_A and Dᵀ = Q' R_D (Q's orthonormal columns keep every norm). Each pair then costs one d_head × d_model by
+d_model × d_head product, and every later head's goes into one matrix product per earlier head.
+
+In a pre-norm model each head reads the stream through its layer's norm, whose gain is folded into its W_Q, W_K and
+W_V (as TransformerLens's `fold_ln`); the norm's centring and every bias are left out, as there. A post-norm model's
+heads read the stream after the previous layer's norm: no gain is folded. Rotary positions turn queries and keys by
+position and are left out (the scores compare the unturned projections); a grouped-query head uses its group's W_K
+and W_V.
 """
 
 from __future__ import annotations
@@ -68,11 +72,6 @@ class Composition:
         return [(int(i // self.n_heads), int(i % self.n_heads), float(scores.flat[i])) for i in order]
 
 
-def _square(x: np.ndarray) -> np.ndarray:
-    """XᵀX of a stack of (…, a, b) matrices: (…, b, b)."""
-    return np.swapaxes(x, -1, -2) @ x
-
-
 def _reading(linear: nn.Linear, heads: int, gain: torch.Tensor) -> torch.Tensor:
     """A projection that reads the stream (W_Q, W_K or W_V), per head: (heads, d_model, d_head), `gain` folded in
     (y = x Wᵀ, so the matrix of x ↦ y is Wᵀ)."""
@@ -112,30 +111,36 @@ def head_matrices(model: nn.Module, stack: str | None = None) -> HeadMatrices:
     return HeadMatrices(**arrays, stack=stack, n_layers=len(layers), n_heads=n_heads)
 
 
+def _shrunk(factor: np.ndarray) -> np.ndarray:
+    """R of each (…, d_model, d_head) factor X = Q R: ‖M Xᵀ‖_F = ‖M Rᵀ‖_F for any M, as Q's columns are
+    orthonormal. (…, d_head, d_head)."""
+    return np.linalg.qr(factor, mode="r")
+
+
 def composition(model: nn.Module, stack: str | None = None) -> Composition:
     """Q-, K- and V-composition of every later self-attention head of `stack` with every earlier one."""
     m = head_matrices(model, stack)
     n, layers, heads = m.n_layers * m.n_heads, m.n_layers, m.n_heads
-    # the earlier head's OV = A B (A = W_V, B = W_O); the later head's right factor C D per mode
+    d_model, d_head = m.w_o.shape[2], m.w_o.shape[1]
+    # the earlier head's OV = A B (A = W_V, B = W_O), shrunk to E = R_A B: ‖E M‖_F = ‖A B M‖_F
+    early = _shrunk(m.w_v) @ m.w_o  # (N, dh, d_model)
+    early_norm = np.linalg.norm(early, axis=(1, 2))  # ‖W_OV‖_F
+    # the later head's right factor C D per mode, given as C and Dᵀ (both d_model × d_head)
     right = {
-        "Q": (m.w_q, np.swapaxes(m.w_k, 1, 2)),  # QK = W_Q W_Kᵀ
-        "K": (m.w_k, np.swapaxes(m.w_q, 1, 2)),  # QKᵀ = W_K W_Qᵀ
-        "V": (m.w_v, m.w_o),  # OV = W_V W_O
+        "Q": (m.w_q, m.w_k),  # QK = W_Q W_Kᵀ
+        "K": (m.w_k, m.w_q),  # QKᵀ = W_K W_Qᵀ
+        "V": (m.w_v, np.swapaxes(m.w_o, 1, 2)),  # OV = W_V W_O
     }
-    g_a = _square(m.w_v)  # (N, dh, dh): AᵀA
-    ov_norm = np.sqrt(np.einsum("nij,nji->n", g_a, m.w_o @ np.swapaxes(m.w_o, 1, 2)))  # ‖A B‖_F
-    layer_of = np.repeat(np.arange(layers), heads)
     scores = {}
-    for mode, (c, d) in right.items():
-        g_d = d @ np.swapaxes(d, 1, 2)  # (N, dh, dh): D Dᵀ
-        right_norm = np.sqrt(np.einsum("nij,nji->n", _square(c), g_d))  # ‖C D‖_F
+    for mode, (c, d_t) in right.items():
+        late = c @ np.swapaxes(_shrunk(d_t), 1, 2)  # (N, d_model, dh): F = C R_Dᵀ, ‖M F‖_F = ‖M C D‖_F
+        late_norm = np.linalg.norm(late, axis=(1, 2))
+        beside = np.ascontiguousarray(np.swapaxes(late, 0, 1)).reshape(d_model, n * d_head)  # every F side by side
         out = np.full((n, n), np.nan)
-        for i in range(n):
-            later = np.nonzero(layer_of > layer_of[i])[0]
-            if not len(later):
-                continue
-            bc = m.w_o[i] @ c[later]  # (n_later, dh, dh): B C
-            product = np.einsum("jab,jab->j", g_a[i] @ bc, bc @ g_d[later])  # ‖A B C D‖²_F
-            out[i, later] = np.sqrt(np.maximum(product, 0.0)) / (ov_norm[i] * right_norm[later])
+        for i in range(n - heads):  # the last layer's heads have no later head
+            first = (i // heads + 1) * heads  # heads in layer order: every head from here on is in a later layer
+            ef = (early[i] @ beside[:, first * d_head :]).reshape(d_head, -1, d_head)  # (dh, n_later, dh): E F_j
+            product = np.einsum("ajb,ajb->j", ef, ef)  # ‖E F_j‖²_F = ‖W_OV W_late‖²_F
+            out[i, first:] = np.sqrt(product) / (early_norm[i] * late_norm[first:])
         scores[mode] = out.reshape(layers, heads, layers, heads)
     return Composition(m.stack, layers, heads, scores)

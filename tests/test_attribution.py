@@ -2,7 +2,7 @@
 pre-norm LayerNorm model (lm-english), a post-norm translator's decoder with cross-attention, a GPT-2-shaped
 tiny model and SmolLM2 (RMSNorm, rotary, grouped-query; when installed); each head's part equals a plain-torch
 computation from the recorded weights and values; the induction model's layer-2 heads write the copied token;
-the lens's last row is the model's own prediction."""
+the lens's last row is the model's own prediction, and it never names padding, `<s>` or `<unk>`."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import pytest
 import torch
 
 from analysis.analyze import analyze
-from analysis.attribution import attribute, decoder_inputs, logit_lens
+from analysis.attribution import attribute, decoder_inputs, logit_lens, never_guessed
 from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.decoding import top_k
 from model.forward import forward
+from viz.attribution import lens_heatmap
 
 ROOT = Path(__file__).resolve().parents[1]
 TEXT = "The cat sat on the mat because it was"
@@ -116,11 +117,30 @@ def test_the_lens_ends_on_the_models_own_prediction(lm, translator) -> None:
         layers = len(ckpt.model.decoder.layers)
         assert lens.top.shape == lens.prob.shape == lens.final_prob.shape == (layers + 1, target.shape[1])
         logits = forward(ckpt.model, target, source, record=False)[0][0]
-        guesses = top_k(logits, 1, ckpt.tokenizer.pieces, ckpt.tokenizer.never_written)  # what Explore shows
+        guesses = top_k(logits, 1, ckpt.tokenizer.pieces, never_guessed(ckpt.tokenizer))  # Explore's, <unk> out too
         assert lens.top[-1].tolist() == [row[0].id for row in guesses]
         np.testing.assert_allclose(lens.prob[-1], [row[0].prob for row in guesses], atol=1e-5)
         np.testing.assert_allclose(lens.final_prob[-1], lens.prob[-1], atol=1e-6)
         assert ((lens.prob >= 0) & (lens.prob <= 1)).all()
+
+
+def test_the_lens_never_names_padding_the_start_or_unknown_and_its_figure_says_so() -> None:
+    """The induction model's words are whole: an unknown word is `<unk>`, which its tokenizer leaves among what it
+    writes. With padding, `<s>` and `<unk>` made by far the likeliest output everywhere, the lens still names a
+    word at every cell, with that word's own probability."""
+    ckpt = load_checkpoint(ROOT / "checkpoints" / "induction")
+    tok = ckpt.tokenizer
+    specials = [tok.pad_id, tok.bos_id, tok.unk_id]
+    assert tok.unk_id not in tok.never_written  # what makes this model the test of the unknown token
+    with torch.no_grad():
+        ckpt.model.generator.bias[specials] += 100.0
+    source, target = inputs(ckpt, "the old man went down to the river and the old man")
+    lens = logit_lens(ckpt, source, target)
+    assert not np.isin(lens.top, specials).any()
+    assert not {"<pad>", "<s>", "<unk>"} & {piece for row in lens.pieces for piece in row}
+    assert lens.prob.max() < 1e-6 and lens.final_prob.max() < 1e-6  # the specials hold nearly all of it
+    title = lens_heatmap(lens.pieces, lens.prob, ["1"] * target.shape[1], "The logit lens").layout.title.text
+    assert "(padding, start-of-text and unknown tokens left out)" in title.replace("<br>", " ")
 
 
 def test_an_encoder_only_model_and_a_position_out_of_range_are_clear_errors(lm, tiny_checkpoints) -> None:

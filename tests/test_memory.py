@@ -80,6 +80,27 @@ def test_a_value_larger_than_the_room_the_models_leave_is_not_kept() -> None:
     assert cache.get("big") is not None
 
 
+def test_an_entry_larger_than_the_room_evicts_nothing_from_any_store() -> None:
+    """Room is what the models leave (3 MB of 4 here): a 3.5 MB entry fits its own store's 10 MB but never the
+    budget, so it is not kept, and the entries of both stores stay, none released."""
+    budget = Budget(4 * MB)
+    gone: list = []
+    first = ByteCache(10 * MB, budget, lambda v: v.nbytes, on_evict=gone.append)
+    second = ByteCache(10 * MB, budget, lambda v: v.nbytes, on_evict=gone.append)
+
+    class Model:
+        pass
+
+    model = Model()
+    budget.charge(model, MB)
+    first.put("a", np.zeros(MB, np.uint8))
+    second.put("b", np.zeros(MB, np.uint8))
+    first.put("big", np.zeros(7 * MB // 2, np.uint8))
+    assert first.get("big") is None and first.get("a") is not None and second.get("b") is not None
+    assert gone == [] and budget.total == 3 * MB
+    del model
+
+
 def test_charging_a_model_evicts_entries_to_make_room() -> None:
     budget = Budget(4 * MB)
     gone: list = []

@@ -1,6 +1,7 @@
 """Activation patching (analysis.patching) and the forward pass's Patch (model.attention): patching nothing gives 0,
-the whole stream entering a layer gives 1, a head's patch equals a plain-torch computation, batches change nothing,
-the induction model's layer-2 head carries the copied token, and attribution patching agrees with the runs."""
+the whole stream entering a layer gives 1, each residual cell and a head's patch equal a plain-torch computation,
+batches change nothing, the induction model's layer-2 head carries the copied token, and attribution patching
+agrees with the runs."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import torch
 
 from analysis.patching import PairError, attribution_patch, pair_ids, patch, patch_whole_layer_input
 from inference.checkpoint import Checkpoint, load_checkpoint
-from model.attention import Patch
+from model.attention import Patch, attention_mask, padding_mask
 from model.forward import forward
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +73,40 @@ def test_the_stream_where_both_texts_agree_changes_nothing(induction) -> None:
     assert result.scores.shape == (2, 10)
     np.testing.assert_allclose(result.scores[0, :same], 0.0, atol=1e-6)  # the same tokens entering layer 1
     assert result.scores[:, :same].max() < 1e-4 and result.scores[-1, -1] > 0.9  # the last token, before layer 2
+
+
+def residual_patched_by_hand(lm: Checkpoint, streams: list[torch.Tensor], layer: int, position: int) -> torch.Tensor:
+    """The corrupted text run layer by layer, its stream entering `layer` at `position` replaced by the clean
+    run's there (`streams`: the clean run's stream entering each layer) and nowhere else: the logits at the last
+    position."""
+    _, corrupted_ids = pair_ids(lm, LM_CLEAN, LM_CORRUPTED)
+    model, valid = lm.model, padding_mask(corrupted_ids, lm.config.pad_id)
+    mask = attention_mask(valid, valid, causal=True)
+    x, _ = model.with_positions(model.embed(corrupted_ids), 0)
+    for i, block in enumerate(model.decoder.layers):
+        if i == layer:
+            x = x.clone()
+            x[0, position] = streams[i][0, position]
+        x, _, _ = block(x, mask, None, None, {}, False)
+    return model.logits(model.decoder.norm(x))[0, -1]
+
+
+@torch.inference_mode()
+def test_each_residual_patch_equals_the_stream_patched_by_hand_at_one_layer_only(lm) -> None:
+    """Cell by cell: the clean stream goes in at its own layer and position, and later layers compute on from it
+    (a patch that also overwrote the later layers' input would restore more than the one cell)."""
+    answer, versus = lm_pair(lm)
+    result = patch(lm, LM_CLEAN, LM_CORRUPTED, "residual", answer, versus)
+    layers, steps = result.scores.shape
+    assert layers == lm.config.n_decoder_layers > 2
+    _, clean = forward(lm.model, pair_ids(lm, LM_CLEAN, LM_CORRUPTED)[0], record=False, activations=True)
+    streams = [clean.activations[f"decoder.layers.{i}.resid_pre"] for i in range(layers)]
+    for layer in range(layers):
+        for position in range(steps):
+            logits = residual_patched_by_hand(lm, streams, layer, position)
+            value = float(logits[answer] - logits[versus])
+            expected = (value - result.corrupted) / (result.clean - result.corrupted)
+            assert result.scores[layer, position] == pytest.approx(expected, abs=1e-4), (layer, position)
 
 
 def test_a_heads_patch_in_the_last_layer_equals_plain_torch(lm) -> None:

@@ -16,6 +16,7 @@ from viz.style import AT_FIRST, COLORSCALE, DIVERGING, FIRST, finish_layout, tok
 from viz.tables import heads_frame
 
 GAP = 0.08  # between two attention types' heatmaps, as a share of the width
+LEFT_OUT = "padding, start-of-text and unknown tokens left out"  # of the logit lens's guesses
 
 
 def attribution_title(token: str, position_label: str, versus: str | None) -> str:
@@ -102,7 +103,8 @@ def lens_heatmap(
 ) -> go.Figure:
     """The logit lens: rows the stream after the embeddings and after each layer (the last at the top), columns the
     positions; each cell the top guess (its piece written in it when the grid is small enough to read) coloured by
-    its probability on a fixed 0–1 scale."""
+    its probability on a fixed 0–1 scale. The title ends on what the guesses leave out, as
+    analysis.attribution.logit_lens does: padding, the start of text, the unknown token."""
     rows, positions = prob.shape
     row_names = lens_rows(rows)
     pieces = [[escape(p) for p in row] for row in top_pieces]
@@ -117,7 +119,7 @@ def lens_heatmap(
     layout = {
         "xaxis": {**token_axis(ticks), "title": {"text": "after the token"}, "tickangle": -45},
         "yaxis": {"type": "category", "title": None},
-        **finish_layout(title, height=min(900, 30 * rows + 190)),
+        **finish_layout(f"{title} ({LEFT_OUT})", height=min(900, 30 * rows + 190)),
     }
     return unvalidated([heatmap], layout)
 
