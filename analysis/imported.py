@@ -903,7 +903,7 @@ def _entry_name(name: Any, i: int) -> tuple[str, int, str]:
         pass
     raise TraceError(
         f"attention entry {i + 1}: {name!r} is not an attention block's name as the app writes it "
-        "(decoder.layers.0.self_attn: encoder or decoder, layer from 0, self_attn or cross_attn)"
+        f"({block_name('decoder', 0, 'self_attn')}: encoder or decoder, layer from 0, self_attn or cross_attn)"
     )
 
 

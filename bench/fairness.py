@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import tempfile
 import threading
 import time
 from urllib.parse import urlencode
@@ -29,7 +30,7 @@ from classroom import Link, RssSampler, everyday_sentences, run_sessions, serve,
 from playwright.sync_api import sync_playwright
 
 TARGET_RATIO = 2.0
-HEAVY_TIMEOUT_MS = 1_800_000
+HEAVY_TIMEOUT_MS = 900_000
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
 
@@ -73,14 +74,17 @@ class Heavy(threading.Thread):
                 self.running.set()
                 checks = {  # each tab's result drawn: polled, so that whichever finishes first is timed first
                     "patching": "!!document.querySelector('.st-key-patching .js-plotly-plot')",
-                    "ranking": "!!document.querySelector('.st-key-ablate_ranking')",
+                    "ranking": "!!document.querySelector('.st-key-ablate_ranking_csv')",
                     "detector": f"document.body.innerText.includes('over {len(self.lines) + 1} texts')",
                 }
                 deadline = time.perf_counter() + HEAVY_TIMEOUT_MS / 1000
                 while checks and time.perf_counter() < deadline:
                     for name in list(checks):
                         tab = tabs[name]
-                        failed = tab.locator("[data-testid='stException'], [data-testid='stAlertContentError']")
+                        failed = tab.locator(
+                            "[data-testid='stException'], [data-testid='stAlertContentError'], "
+                            "[data-testid='stAlertContentInfo']"
+                        )
                         if failed.count():
                             self.times[name] = f"error: {failed.first.inner_text()[:120]}"
                         elif tab.evaluate(f"() => {checks[name]}"):
@@ -91,6 +95,7 @@ class Heavy(threading.Thread):
                     time.sleep(0.5)
                 for name in checks:
                     self.times[name] = "did not finish"
+                    tabs[name].screenshot(path=f"{tempfile.gettempdir()}/fairness-{name}.png", full_page=True)
                 browser.close()
         except Exception as exc:  # reported in the table, the class's figures still printed
             self.times["browser"] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -131,6 +136,11 @@ def main(argv: list[str] | None = None) -> int:
             heavy.running.wait()
             beside = phase(url, args.model, args.sessions, args.sentences, seed=2)
             class_done = time.perf_counter()
+            print(
+                f"class done; p95 alone {common.ms(common.percentile(alone, 95))}, beside "
+                f"{common.ms(common.percentile(beside, 95))}; waiting for the heavy tabs",
+                flush=True,
+            )
             heavy.done.wait()
             after_class = time.perf_counter() - class_done
             peak = rss.peak

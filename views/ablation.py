@@ -8,10 +8,9 @@ import streamlit as st
 from analysis.record import Analysis
 from inference import catalog
 from model.names import parse_block_name
-from ui import cache, errors, sidebar, state
+from ui import cache, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
-from ui.progress import forget, running
 from ui.widgets import head_from_url, head_to_url
 from viz.labels import display_piece, safe_filename
 from viz.tables import ranking_frame
@@ -155,14 +154,14 @@ def body() -> None:
         st.dataframe(frame, hide_index=True, key="ablate_ranking")
         table_downloads(frame, name, "ablate_ranking", "the ranking")
         return
-    with running("ablate_rank", forget("_ablate_ranked"), "Switching off each head in turn…") as show:
+    with progress.running("ablate_rank", "_ablate_ranked", first="Switching off each head in turn…") as show:
 
-        def progress(done: int, blocks: int, block: str) -> None:
+        def moved(done: int, blocks: int, block: str) -> None:
             stack, layer, type_ = parse_block_name(block)
             where = f"{analysis.attention_label(f'{stack}.{type_}')} · layer {layer + 1}"
             show(done / blocks, f"Switching off each head in turn: {where} ({done + 1} of {blocks})")
 
-        table = cache.head_ranking(ctx, mode, progress)
+        table = cache.head_ranking(ctx, mode, moved)
     frame = ranking_frame(analysis, table)
     st.dataframe(frame, hide_index=True, key="ablate_ranking")
     table_downloads(frame, name, "ablate_ranking", "the ranking")

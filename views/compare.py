@@ -8,11 +8,10 @@ from analysis.patching import PairError
 from analysis.record import Analysis
 from inference.catalog import MINIMAL_PAIRS, WINOGRAD
 from inference.text import InputError
-from ui import cache, charts, errors, sidebar, state
+from ui import cache, charts, errors, progress, sidebar, state
 from ui.cache import Analysed, TracedAnalysis, TraceGoneError
 from ui.downloads import table_downloads
 from ui.markdown import literal
-from ui.progress import forget, running
 from ui.widgets import head_picker, show_chart, trace_uploader, weighting_picker
 from viz.compare import aligned, difference_heatmap
 from viz.heads import head_title
@@ -211,12 +210,12 @@ def patching_section(first: Analysed, second: Analysed) -> None:
     if st.session_state.get(PATCHED) != asked:
         return
     try:
-        with running("patch_run", forget(PATCHED), "Patching…") as show:
+        with progress.running("patch_run", PATCHED, first="Patching…") as show:
             if method == "approximate":
                 result = cache.attribution_patching(first, second.text, ids[answer], ids[versus])
             else:
-                progress = lambda done, total: show(done / total, f"Patching: {done} of {total} runs")  # noqa: E731
-                result = cache.activation_patching(first, second.text, what, ids[answer], ids[versus], progress)
+                moved = lambda done, total: show(done / total, f"Patching: {done} of {total} runs")  # noqa: E731
+                result = cache.activation_patching(first, second.text, what, ids[answer], ids[versus], moved)
     except PairError as exc:
         st.info(errors.shown(str(exc)))
         return

@@ -13,10 +13,9 @@ from analysis.induction import InductionReport
 from analysis.record import Analysis
 from inference.text import InputError
 from model.names import block_layer
-from ui import cache, charts, errors, sidebar, state
+from ui import cache, charts, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
-from ui.progress import forget, running
 from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen, show_chart
 from viz.attribution import heads_heatmap
 from viz.circuits import composition_table
@@ -129,7 +128,7 @@ def detector(ctx: cache.Analysed | cache.TracedAnalysis) -> None:
         lines = lines[:MAX_TEXTS]
         if lines and st.session_state.get(DETECT_STOPPED) == lines:
             st.info("Scoring the more texts was cancelled: the scores below are over the sidebar's text alone.")
-            st.button("Score them", key="detect_again", on_click=forget(DETECT_STOPPED))
+            st.button("Score them", key="detect_again", on_click=progress.forget, args=(DETECT_STOPPED,))
             lines = []
     scored = [0]
 
@@ -140,8 +139,7 @@ def detector(ctx: cache.Analysed | cache.TracedAnalysis) -> None:
         yield ctx.analysis
         if not lines:
             return
-        stop = partial(st.session_state.__setitem__, DETECT_STOPPED, lines)
-        with running("detect", stop, "Scoring the more texts…") as show:
+        with progress.running("detect", DETECT_STOPPED, lines, "Scoring the more texts…") as show:
             for number, line in enumerate(lines, start=1):
                 show((number - 1) / len(lines), f"Scoring line {number} of {len(lines)}")
                 try:
