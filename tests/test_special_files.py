@@ -6,15 +6,17 @@ file as it was (inference.files)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import socket
 import stat
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+import atlas
 from atlas.cli import main
 
 LIMIT = 20  # seconds a call may take before the test decides it is waiting on the named pipe
@@ -74,6 +76,9 @@ WHATS = {
     "a device": "a character device",
     "/dev/zero": "a character device",
 }
+# Written into: never a link to a system device. Were the check broken, the write's rename would put a regular
+# file in place of /dev/null for every process on the machine; a node of the test's own is all it can replace.
+TARGETS = [what for what in WHATS if not what.startswith("/dev/")]
 
 
 @pytest.mark.parametrize("what", WHATS)
@@ -92,3 +97,97 @@ def test_train_text_names_a_missing_file(tmp_path, capsys) -> None:
     text = tmp_path / "nowhere.txt"
     assert main(["train", "--task", "lm", "--text", str(text), "--out", str(tmp_path / "out")]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == f"error: {text}: file not found"
+
+
+# --- atlas.save and atlas.save_figure ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def writers(tiny_checkpoints) -> dict[str, tuple[str, Callable[[Path], Path]]]:
+    """Each writer with a suffix it writes: save a trace of a tiny seeded model, save_figure one of its heads."""
+    analysis = atlas.analyze(atlas.load(tiny_checkpoints["decoder-only"]), "abcab")
+    fig = atlas.head(analysis, layer=1, head=1)
+    return {
+        "save": (".json", lambda path: atlas.save(analysis, path)),
+        "save_figure": (".html", lambda path: atlas.save_figure(fig, path)),
+    }
+
+
+@pytest.mark.parametrize("writer", ["save", "save_figure"])
+@pytest.mark.parametrize("what", TARGETS)
+def test_a_special_target_is_named_and_left_as_it_is(writers, writer, what, tmp_path) -> None:
+    suffix, write = writers[writer]
+    target = special(tmp_path, what, f"out{suffix}")
+    before = os.lstat(target)
+    with unblocked(target), pytest.raises(ValueError) as refused:
+        write(target)
+    assert str(refused.value) == f"{target}: is {WHATS[what]}, not a regular file; give the path of a file to write"
+    after = os.lstat(target)
+    assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino), "not replaced"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name], "no temporary file left"
+
+
+@pytest.mark.parametrize("writer", ["save", "save_figure"])
+def test_a_name_too_long_is_one_line_that_says_so(writers, writer, tmp_path) -> None:
+    suffix, write = writers[writer]
+    target = tmp_path / ("a" * 300 + suffix)
+    with pytest.raises(ValueError, match="the name is longer than the file system allows; give a shorter name$"):
+        write(target)
+
+
+@pytest.mark.parametrize("writer", ["save", "save_figure"])
+@pytest.mark.parametrize(
+    ("code", "advice"),
+    [
+        (errno.ENOSPC, "the disk is full; free some space or save on another disk"),
+        (errno.EACCES, "no permission to write there; save in a folder of yours"),
+        (errno.EIO, r"cannot write there \(Input/output error\); save somewhere else"),
+    ],
+)
+def test_a_failed_write_is_one_line_and_leaves_the_old_file_whole(
+    writers, writer, code, advice, tmp_path, monkeypatch
+) -> None:
+    suffix, write = writers[writer]
+    target = tmp_path / f"out{suffix}"
+    target.write_text("the old file")
+
+    class Failing:
+        def __init__(self, fd: int, *args: object, **kwargs: object) -> None:
+            self.fd = fd
+
+        def __enter__(self) -> Failing:
+            os.write(self.fd, b"half of")  # some bytes reach the disk before it fills
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            pass
+
+        def write(self, data: bytes) -> int:
+            raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(os, "fdopen", Failing)
+    with pytest.raises(ValueError, match=f"^{target}: {advice}$"):
+        write(target)
+    monkeypatch.undo()
+    assert target.read_text() == "the old file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name], "no temporary file left"
+
+
+@pytest.mark.parametrize("writer", ["save", "save_figure"])
+def test_a_write_replaces_the_file_and_follows_a_link(writers, writer, tmp_path) -> None:
+    suffix, write = writers[writer]
+    real = tmp_path / f"real{suffix}"
+    real.write_text("the old file")
+    link = tmp_path / f"link{suffix}"
+    link.symlink_to(real)
+    assert write(link) == link
+    assert link.is_symlink() and real.read_bytes() != b"the old file" and real.stat().st_size > 100
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([real.name, link.name])
+
+
+def test_a_written_file_has_the_permissions_a_new_file_gets(writers, tmp_path) -> None:
+    _, write = writers["save"]
+    plain = tmp_path / "plain"
+    plain.write_text("")
+    written = write(tmp_path / "trace.json")
+    assert written.stat().st_mode == plain.stat().st_mode
