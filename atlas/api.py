@@ -54,6 +54,7 @@ from analysis.rollout import analysis_rollout
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
+from inference.files import check_target, write_file
 from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, parts_frame
 from viz.circuits import composition_heatmap, composition_table
 from viz.heads import AVERAGE as AVERAGE  # head(): the mean of the layer's heads, Explore's "average of heads"
@@ -195,7 +196,10 @@ def _huggingface(hf_model: Any, text: str, tokenizer: Any) -> Analysis:
 def save(analysis: Analysis, path: str | Path) -> Path:
     """Write `analysis` as the Explore page's download buttons and `python -m atlas trace -o` do
     (analysis.export, docs/trace-format.md): `.json`, the trace format, or `.npz`, NumPy arrays. `read_trace`
-    reads either back, on this machine or another. Returns the path written; ValueError for any other suffix."""
+    reads either back, on this machine or another. Returns the path written. ValueError of one line for any
+    other suffix, a path that is not a regular file's (a folder, a named pipe, a device: never opened) and a
+    write that fails (a full disk, a name too long, no permission), which leaves no half-written file
+    (inference.files.write_file)."""
     if not isinstance(analysis, Analysis):
         raise TypeError(f"save writes an Analysis (atlas.analyze's, or an imported one), not {type(analysis).__name__}")
     if not isinstance(path, (str, Path)):
@@ -204,14 +208,7 @@ def save(analysis: Analysis, path: str | Path) -> Path:
     suffix = path.suffix.lower()
     if suffix not in (".json", ".npz"):
         raise ValueError(f"{path}: save writes a .json trace or an .npz archive, not {suffix or 'a file without one'}")
-    if not path.parent.is_dir():
-        raise ValueError(f"{path}: its folder {path.parent} does not exist; create it first (Path.mkdir)")
-    data = to_json(analysis).encode() if suffix == ".json" else to_npz_bytes(analysis)
-    try:
-        path.write_bytes(data)
-    except OSError as exc:
-        raise ValueError(f"{path}: cannot write there ({exc.strerror})") from exc
-    return path
+    return write_file(path, to_json(analysis).encode() if suffix == ".json" else to_npz_bytes(analysis))
 
 
 def read_trace(source: str | Path | bytes, filename: str | None = None) -> Analysis:
@@ -616,8 +613,9 @@ def save_figure(
     - `.png`: `scale` pixels per layout pixel (default PNG_SCALE), so `width`×`height` (default: the figure's
       layout size, else Plotly's 700×500) comes out `scale` times as many pixels each way.
 
-    Returns the path written. ValueError for another suffix, a folder that does not exist or a `scale` for
-    anything but a PNG; RuntimeError naming what to install when kaleido or a Chromium is missing."""
+    Returns the path written. ValueError for another suffix, a `scale` for anything but a PNG, and, as `save`
+    says, for a path that is not a regular file's or a write that fails; RuntimeError naming what to install when
+    kaleido or a Chromium is missing."""
     if not isinstance(fig, go.Figure):
         raise TypeError(f"save_figure writes a plotly Figure (atlas.head and the rest), not {type(fig).__name__}")
     if not isinstance(path, (str, Path)):
@@ -626,15 +624,13 @@ def save_figure(
     suffix = path.suffix.lower()
     if suffix not in FIGURE_SUFFIXES:
         raise ValueError(f"{path}: save_figure writes {', '.join(FIGURE_SUFFIXES)}, not {suffix or 'a bare name'}")
-    if not path.parent.is_dir():
-        raise ValueError(f"{path}: its folder {path.parent} does not exist; create it first (Path.mkdir)")
+    check_target(path)  # before drawing, which takes kaleido seconds
     if scale is not None and suffix != ".png":
         raise ValueError(f"scale is a PNG's pixels per layout pixel; a {suffix} file has no pixels to scale")
     if suffix == ".html":
         # The app's own offline page (Explore's "All heads as one HTML file"), drawn in chromium with the network
         # blocked by tests/test_browser_downloads.py: the library inside, no CDN.
-        path.write_text(standalone_html(fig), encoding="utf-8")
-        return path
+        return write_file(path, standalone_html(fig).encode("utf-8"))
     if importlib.util.find_spec("kaleido") is None:
         raise RuntimeError(f"{path}: {suffix} files are drawn by kaleido, not installed here: pip install {KALEIDO}")
     factor = (scale or PNG_SCALE) if suffix == ".png" else 1
@@ -647,8 +643,7 @@ def save_figure(
             f"{path}: kaleido found no Chrome or Chromium to draw with: install one (apt install chromium) or set "
             "BROWSER_PATH to its executable"
         ) from exc
-    path.write_bytes(data)
-    return path
+    return write_file(path, data)
 
 
 # --- figures in a notebook without a network -----------------------------------------------------------------------

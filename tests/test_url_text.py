@@ -109,3 +109,36 @@ def test_explore_says_when_the_link_does_not_keep_the_text(app) -> None:
     at.text_area(key="text").input(noise).run()
     assert any("not this text: its 15,000 characters" in c.value for c in ok(at).caption)
     assert "text" not in at.query_params and at.query_params["model"] == LM
+
+
+REFUSED = {  # a link's packed text that cannot be opened, and the reason the page gives
+    "not base64": (HOSTILE["not base64"], "not URL-safe base64"),
+    "base64 of no zlib": (HOSTILE["base64 of no zlib"], "zlib cannot unpack"),
+    "a bomb": (HOSTILE["a bomb"], f"longer than {4 * MAX_CHARS:,} bytes"),
+    "longer than a link": (HOSTILE["longer than a link"], f"longer than a link holds ({URL_LONGEST:,})"),
+}
+
+
+def warnings_of(at: AppTest) -> list[str]:
+    return [w.value for w in at.sidebar.warning]
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_refused_link_text_says_in_one_line_why_it_was_not_opened(app, case: str) -> None:
+    value, reason = REFUSED[case]
+    at = ok(app(model=LM, text=value))
+    [warning] = warnings_of(at)
+    assert warning.startswith("The link's text was not opened (") and reason in warning and "\n" not in warning
+    assert warning.endswith("; this is the model's first preset sentence.")
+    assert at.text_area(key="text").value == ok(app(model=LM)).text_area(key="text").value, "the first preset"
+
+
+def test_the_refusal_is_said_until_the_person_gives_a_text_of_their_own(app) -> None:
+    at = ok(app(model=LM, text=HOSTILE["not base64"]))
+    assert len(warnings_of(at)) == 1
+    at.text_area(key="text").input("The dog ran.").run()
+    assert warnings_of(ok(at)) == []
+
+
+def test_a_link_whose_text_opens_says_nothing_of_refusal(app) -> None:
+    assert warnings_of(ok(app(model=LM, text=pack_text(ENGLISH)))) == []

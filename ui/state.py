@@ -33,6 +33,7 @@ PACKED = "z:"  # the prefix of a text compressed into the URL (pack_text): zlib,
 URL_LONGEST = 8000  # the longest value written into the URL, a text compressed: longer ones break shared links
 PENDING = "_url_pending"  # session key: the first run's URL parameters that no declared key has taken yet
 FROM_URL = "_from_url"  # session key: the keys whose value came from the URL
+REFUSED = "_url_refused"  # session key: {key: why} for the URL values that could not be read (`refused`)
 
 
 def flag(value: str) -> bool:
@@ -226,10 +227,17 @@ def _claim(decl: Declaration) -> None:
         return
     try:
         value = [decl.parse(item) for item in raw.split(",")] if decl.is_list else decl.parse(raw)
-    except ValueError:
+    except ValueError as exc:
+        st.session_state.setdefault(REFUSED, {})[decl.key] = str(exc)
         return
     st.session_state[decl.key] = value
     st.session_state.setdefault(FROM_URL, set()).add(decl.key)
+
+
+def refused(key: str) -> str | None:
+    """Why the session's link held a value for declared key `key` that could not be read (a packed text that is
+    not one: unpack_text's ValueError), for the page to say beside the widget; None when it held none such."""
+    return st.session_state.get(REFUSED, {}).get(key)
 
 
 def restore_from_url() -> None:

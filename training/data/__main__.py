@@ -1,5 +1,7 @@
 """`python -m training.data prepare TASK`: see training/data/prepare.py."""
 
+import sys
+
 from training.data.prepare import main
 
-main()
+sys.exit(main())

@@ -30,13 +30,24 @@ class SourceError(RuntimeError):
     """A data source could not be obtained."""
 
 
+TOOL_PACKAGES = {"npm": "npm", "apt-get": "apt", "dpkg-deb": "dpkg", "dpkg-query": "dpkg"}  # Debian's names
+
+
 def run_cmd(cmd: Sequence[str], source: str, cwd: Path | None = None) -> str:
-    """Run ``cmd`` and return stdout; raise :class:`SourceError` naming ``source`` on failure."""
+    """Run ``cmd`` and return stdout; raise :class:`SourceError` naming ``source`` on failure, in one line: a tool
+    that is not installed is named with its Debian package, a failed one by the last line it wrote."""
     try:
         proc = subprocess.run(list(cmd), cwd=cwd, capture_output=True, text=True, check=True)
+    except FileNotFoundError as exc:
+        tool = cmd[0]
+        raise SourceError(
+            f"could not obtain {source}: `{tool}` is not installed; run `apt-get install "
+            f"{TOOL_PACKAGES.get(tool, tool)}`"
+        ) from exc
     except (OSError, subprocess.CalledProcessError) as exc:
-        detail = getattr(exc, "stderr", "") or str(exc)
-        raise SourceError(f"could not obtain {source}: `{' '.join(cmd)}` failed: {detail.strip()}") from exc
+        said = [line.strip() for line in (getattr(exc, "stderr", "") or str(exc)).splitlines() if line.strip()]
+        detail = f" ({said[-1]})" if said else ""
+        raise SourceError(f"could not obtain {source}: `{' '.join(cmd)}` failed{detail}") from exc
     return proc.stdout
 
 

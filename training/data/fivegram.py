@@ -1,6 +1,6 @@
 """Task fivegram: the centre word of a 5-gram from the four words around it, as seed 003's students predicted it.
 
-Every run of five consecutive words in one document of the lm task's text (data/lm/{train,valid,test}.txt, so
+Every run of five consecutive words in one document of the lm task's text (OUT/lm/{train,valid,test}.txt, so
 valid and test hold whole documents that train never saw) whose centre word is in the vocabulary is one example,
 written as its five words on one line. The vocabulary is the FIVEGRAM_WORDS most frequent words of the lm task's
 training text, lower-cased runs of letters (training.data.induction.common_words: the induction task's list), one
@@ -20,11 +20,10 @@ from pathlib import Path
 
 from inference.text import words
 from training.data.common import SourceError, sha256_file, train_tokenizer, write_lines, write_manifest
-from training.data.induction import common_words
+from training.data.induction import LM_DATA, common_words, prepare_lm_first
 
 FIVEGRAM_WORDS = 2000
 CONTEXT = 2  # words on each side of the centre word
-SOURCE = Path("data/lm")
 
 
 def fivegrams(line: str, vocabulary: set[str]) -> Iterator[list[str]]:
@@ -37,11 +36,12 @@ def fivegrams(line: str, vocabulary: set[str]) -> Iterator[list[str]]:
             yield window
 
 
-def prepare_fivegram(out_dir: Path, seed: int, source: Path = SOURCE) -> None:
-    """Write the word tokenizer, the 5-grams of each split (one per line) and the manifest."""
-    manifest = source / "sources.json"
+def prepare_fivegram(out_dir: Path, seed: int, lm: Path = LM_DATA) -> None:
+    """Write the word tokenizer, the 5-grams of each split (one per line) and the manifest, from the lm task
+    prepared into the folder `lm`."""
+    source, manifest = lm, lm / "sources.json"
     if not manifest.is_file():
-        raise SourceError(f"{manifest}: not found; run `python -m training.data prepare lm` first")
+        raise SourceError(f"{manifest}: not found; {prepare_lm_first(lm)}")
     vocabulary = common_words(source / "train.txt", FIVEGRAM_WORDS)
     # sentencepiece's word model keeps the most frequent words: each written as often as its rank is high gives
     # every one a distinct count, so the vocabulary is exactly the list (as training.data.induction does)

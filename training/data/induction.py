@@ -6,7 +6,7 @@ the same run again. The first copy cannot be predicted; the second can, word for
 earlier occurrence of the current word and copies the word that followed it. Training sequences are drawn on the
 fly from the run's seed (training.train.induction_batches); valid and test are fixed files of such sequences.
 
-The vocabulary is the INDUCTION_WORDS most frequent words of the lm task's training text (data/lm/train.txt), one
+The vocabulary is the INDUCTION_WORDS most frequent words of the lm task's training text (OUT/lm/train.txt), one
 piece per word (sentencepiece's word model), case-folded: a student can type any text of common words and watch
 the model copy it. A word outside the list, or one with punctuation attached ("mat."), is `<unk>`.
 """
@@ -23,14 +23,14 @@ from training.data.common import SourceError, sha256_file, train_tokenizer, writ
 INDUCTION_WORDS = 2000
 INDUCTION_SIZES = {"valid": 500, "test": 500}
 SHORTEST_RUN, LONGEST_RUN = 8, 50  # words in one copy; the sequence is <s> + 2 runs, at most 101 tokens
-SOURCE_TEXT = Path("data/lm/train.txt")
+LM_DATA = Path("data/lm")  # the lm task's prepared folder, where `prepare --out` leaves it by default
 _WORD = re.compile(r"[a-z]+")
 
 
 def common_words(text: Path, count: int = INDUCTION_WORDS) -> list[str]:
     """The `count` most frequent words (runs of ASCII letters, lower-cased) of a text, most frequent first."""
     if not text.is_file():
-        raise SourceError(f"{text}: not found; run `python -m training.data prepare lm` first")
+        raise SourceError(f"{text}: not found; {prepare_lm_first(text.parent)}")
     counts: Counter[str] = Counter()
     with text.open(encoding="utf-8") as f:
         for line in f:
@@ -39,6 +39,12 @@ def common_words(text: Path, count: int = INDUCTION_WORDS) -> list[str]:
     if len(words) < count:
         raise SourceError(f"{text} has only {len(words)} different words, fewer than {count}")
     return words[:count]
+
+
+def prepare_lm_first(lm: Path) -> str:
+    """What to run when the lm task's folder `lm` (OUT/lm) is not prepared: the same --out."""
+    out = "" if lm.parent == LM_DATA.parent else f" --out {lm.parent}"
+    return f"run `python -m atlas prepare lm{out}` first"
 
 
 def random_run(rng: random.Random, n_words: int, shortest: int = SHORTEST_RUN, longest: int = LONGEST_RUN) -> list[int]:
@@ -50,8 +56,10 @@ def _chunks(total: int, size: int) -> list[int]:
     return [size] * (total // size) + ([total % size] if total % size else [])
 
 
-def prepare_induction(out_dir: Path, seed: int, source: Path = SOURCE_TEXT) -> None:
-    """Write the word tokenizer, the valid and test sequences (one per line, the run twice) and the manifest."""
+def prepare_induction(out_dir: Path, seed: int, lm: Path = LM_DATA) -> None:
+    """Write the word tokenizer, the valid and test sequences (one per line, the run twice) and the manifest; the
+    words are those of the lm task prepared into the folder `lm`."""
+    source = lm / "train.txt"
     words = common_words(source)
     # sentencepiece's word model keeps the most frequent words: each word written as often as its rank is high
     # gives every one of them a distinct count, so the vocabulary is exactly the list
