@@ -102,7 +102,7 @@ def sidebar() -> None:
     text = side.text_area("Text", key=TEXT, height=110, help="Ctrl+Enter applies the text.")
     why = state.refused(TEXT)
     if why and text == presets[0]:  # said while the box holds the sentence shown in its place
-        side.warning(f"The link's text was not opened ({why}); this is the model's first preset sentence.")
+        side.warning(f"The link's text was not opened ({literal(why)}); this is the model's first preset sentence.")
     st.session_state[CHOSEN] = (Context(entry, ckpt, stamp, text), "")
     _card(entry, ckpt)
 
