@@ -227,13 +227,10 @@ class ModelWorker:
                 self._heavy_seen[item.owner] = time.monotonic()
             lanes = self._heavy if item.heavy else self._light
             lane = lanes.setdefault(item.owner, deque())
-            if item.heavy:
-                while lane:
-                    old = lane.popleft()
-                    if isinstance(old.what, Job) and old.future.cancel():  # an analysis may be shared: it stays
-                        continue
-                    lane.append(old)
-                    break
+            if item.heavy and item.owner is not None:  # nobody's (a notebook's, a test's threads): all kept
+                kept = [old for old in lane if not (isinstance(old.what, Job) and old.future.cancel())]
+                lane.clear()
+                lane.extend(kept)  # an analysis stays: other sessions may wait on the same run
             lane.append(item)
             self._ready.notify()
 

@@ -238,3 +238,16 @@ def test_one_sessions_work_holds_at_most_its_share_of_the_budget_and_evicts_its_
     pages.clear()
     rankings.clear()
     assert budget.by_owner == {}
+
+
+def test_heavy_chunks_of_nobodys_threads_are_all_kept(worker) -> None:
+    """A notebook's or a test's threads name no session: their heavy chunks share a lane but never replace one
+    another."""
+    release, ran = _hold(worker), []
+    threads = [_ask(worker, None, "first", ran, heavy=True)]
+    _queued(worker, 1)
+    threads.append(_ask(worker, None, "second", ran, heavy=True))
+    _queued(worker, 2)
+    release.set()
+    _join(threads)
+    assert ran == ["first", "second"]
