@@ -202,7 +202,6 @@ class ModelWorker:
         self._stopping: _Item | None = None
         self._heavy_seen: dict[Owner, float] = {}  # each session's last heavy chunk (monotonic seconds)
         self._heavy_after = 0.0  # no heavy chunk starts before this while others are active
-        self.heavy_chunks = 0  # heavy chunks run (for benchmarks and tests)
         self._sharing = False  # the chunk running is heavy and others are active
         self._thread = threading.Thread(target=self._run, name=f"model-worker-{ckpt.name}", daemon=True)
         self._thread.start()
@@ -440,7 +439,6 @@ class ModelWorker:
             others = self._active_others()
             heavy = max(1, len(self._heavy))
             self._heavy_after = time.monotonic() + min(MOST_HEAVY_WAIT_S, seconds * others / heavy)
-            self.heavy_chunks += 1
 
     def _gather(self) -> tuple[list[tuple[Request, Future]], list[tuple[Job, Future]], bool]:
         """The requests waiting within `window` (at most `max_batch` and `max_tokens` padded tokens), and any jobs
