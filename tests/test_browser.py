@@ -6,112 +6,14 @@ page goes to screenshots/ (git-ignored).
 
 from __future__ import annotations
 
-import os
 import re
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from browser_support import ROOT, SHOTS, free_port  # noqa: F401 - other browser modules read these here
 
 pytestmark = pytest.mark.browser
-ROOT = Path(__file__).resolve().parent.parent
-CHROMIUM = "/usr/bin/chromium"
-SHOTS = ROOT / "screenshots"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-dev-shm-usage",
-]
 PAGES = {"explore": "", "math": "math", "positional": "positional", "masks": "masks", "heads": "heads"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def serve(extra_env: dict[str, str] | None = None, log_name: str = "server.log") -> Iterator[str]:
-    """A streamlit server on a free loopback port, on the shipped checkpoints (and `extra_env`); its url, until the
-    generator is closed."""
-    port = free_port()
-    env = {**os.environ, "ATLAS_CHECKPOINTS": str(ROOT / "checkpoints"), "OMP_NUM_THREADS": "1", **(extra_env or {})}
-    cmd = [
-        sys.executable,
-        "-m",
-        "atlas",
-        "app",  # the README's command: `streamlit run app.py`, its first page run before it listens
-        "--server.port",
-        str(port),
-        "--server.address",
-        "127.0.0.1",
-        "--server.headless",
-        "true",
-        "--browser.gatherUsageStats",
-        "false",
-        "--server.fileWatcherType",  # files edited while the tests run must not put "File change. Rerun" on pages
-        "none",
-    ]
-    SHOTS.mkdir(exist_ok=True)
-    log = open(SHOTS / log_name, "w")  # noqa: SIM115 - closed in the finally below
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.5)
-        else:
-            pytest.fail(f"streamlit did not answer /_stcore/health within 60 s; see screenshots/{log_name}")
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    """A streamlit server on the shipped checkpoints; stopped after the module."""
-    yield from serve()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `bash scripts/test.sh` installs Debian's chromium")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser):
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.set_default_timeout(60_000)
-    yield pg
-    context.close()
 
 
 def heatmap(page):

@@ -14,8 +14,6 @@ import test_browser
 from ui.pages import PAGES as APP_PAGES
 
 pytestmark = pytest.mark.browser
-server = test_browser.server  # the same module-scoped streamlit server on the shipped checkpoints
-browser = test_browser.browser
 AXE = Path(os.environ.get("ATLAS_AXE", test_browser.ROOT / ".venv" / "axe-core" / "axe.min.js"))
 PAGES = tuple(p.url_path for p in APP_PAGES)  # every page, the app's own list
 SETTLED = """() => !document.querySelector('[data-testid="stStatusWidget"]')

@@ -8,13 +8,10 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-import test_browser
 from test_browser_axe import SETTLED, settled_violations
 from test_browser_overflow import CLIPPED
 
 pytestmark = pytest.mark.browser
-server = test_browser.server  # the same module-scoped streamlit server on the shipped checkpoints
-browser = test_browser.browser
 REPEATED = "freedom election movies garden river freedom election movies garden"
 CHANGED = "freedom election movies garden river window science market doctor"
 VIEWS = [

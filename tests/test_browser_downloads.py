@@ -8,12 +8,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-import test_browser
 from test_browser_axe import SETTLED
 
 pytestmark = pytest.mark.browser
-server = test_browser.server  # the same module-scoped streamlit server on the shipped checkpoints
-browser = test_browser.browser
 
 
 def test_the_camera_saves_svg_and_the_grid_saves_an_offline_page(server, browser, tmp_path: Path) -> None:

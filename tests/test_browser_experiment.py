@@ -9,7 +9,6 @@ from urllib.parse import urlencode
 
 import numpy as np
 import pytest
-import test_browser
 from test_browser import ROOT, SHOTS
 from test_browser_axe import settled_violations
 
@@ -18,7 +17,6 @@ from inference.checkpoint import load_checkpoint
 from inference.experiment import PRUNED, ROWS, SEED_BEST
 
 pytestmark = pytest.mark.browser
-server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
 
 # The traces of the chart whose title starts with `title`, as plotly.js holds them (typed arrays as lists).
 TRACES_JS = """title => {

@@ -13,8 +13,6 @@ from test_browser_overflow import CLIPPED
 from ui.pages import PAGES
 
 pytestmark = pytest.mark.browser
-server = test_browser.server  # the same module-scoped streamlit server on the shipped checkpoints
-browser = test_browser.browser
 SIZES = [(1024, 768), (1600, 1000)]
 IN_VIEW = """([w, h]) => [...document.querySelectorAll(
     '[data-testid="stTopNav"] a[data-testid="stTopNavLink"], [data-testid="stTopNav"] button')]

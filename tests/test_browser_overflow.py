@@ -7,12 +7,9 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-import test_browser
 from test_browser_axe import PAGES, SETTLED
 
 pytestmark = pytest.mark.browser
-server = test_browser.server  # the same module-scoped streamlit server on the shipped checkpoints
-browser = test_browser.browser
 CLIPPED = """() => {
   const out = [];
   for (const e of document.querySelectorAll('[data-testid="stAppViewContainer"] *')) {

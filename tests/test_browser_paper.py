@@ -12,8 +12,6 @@ import test_browser
 from inference.catalog import PAPER_SENTENCES
 
 pytestmark = pytest.mark.browser
-server = test_browser.server  # the same module-scoped streamlit server on the shipped checkpoints
-browser = test_browser.browser
 SIZES = {"paper.png": (1600, 1000), "paper-1024x768.png": (1024, 768)}
 
 

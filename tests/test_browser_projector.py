@@ -7,11 +7,9 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-import test_browser
 from test_browser import SHOTS
 
 pytestmark = pytest.mark.browser
-server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
 
 # For every chart: its title's right edge against the chart's, and the drawn cell numbers' boxes with the width of
 # one cell of their heatmap (plot width / columns), all in screen pixels.

@@ -5,14 +5,12 @@ and a small screen; screenshots go to screenshots/rollout*.png (git-ignored)."""
 from __future__ import annotations
 
 import pytest
-import test_browser
 from test_browser import ROOT, SHOTS
 
 from analysis.analyze import analyze
 from inference.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.browser
-server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
 
 # The drawn heatmap's (rows, columns): plotly.js's calculated matrix (typed arrays decoded), once painted.
 SHAPE_JS = """() => {

@@ -8,7 +8,6 @@ from pathlib import Path
 from urllib.parse import urlencode, urlparse
 
 import pytest
-import test_browser
 from test_browser import ROOT, free_port, open_page
 
 from analysis.analyze import analyze
@@ -17,7 +16,6 @@ from inference.checkpoint import load_checkpoint
 from ui.markdown import JOINER
 
 pytestmark = pytest.mark.browser
-server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
 PIXEL = "pixel.png"  # the image a Markdown reading would fetch
 # What a Markdown reading would put on the page: an image or a link to the pixel (the menu's links keep the page's
 # query, which may name it).

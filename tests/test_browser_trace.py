@@ -9,7 +9,6 @@ from urllib.parse import urlencode
 
 import numpy as np
 import pytest
-import test_browser
 from test_browser import ROOT, SHOTS, open_page
 from test_browser_axe import settled_violations
 
@@ -19,7 +18,6 @@ from inference.checkpoint import load_checkpoint
 from ui import cache
 
 pytestmark = pytest.mark.browser
-server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
 TEXT = "The children walked to school in the rain."
 # The one-head chart's matrix, once painted: a heatmap of a query × key shape (rows, columns) whose title names one
 # head ("…, layer 1,<br>head 1"). The trace page paints rollout and mask heatmaps of that shape too, in its other

@@ -9,7 +9,6 @@ from urllib.parse import urlencode
 
 import numpy as np
 import pytest
-import test_browser
 import torch
 from test_browser import ROOT, SHOTS
 
@@ -19,7 +18,6 @@ from inference.checkpoint import load_checkpoint
 from inference.snapshots import list_snapshots, load_snapshot
 
 pytestmark = pytest.mark.browser
-server, browser = test_browser.server, test_browser.browser  # the fixtures of tests/test_browser.py
 TEXT = "abcdefghij"
 
 # Every drawn heatmap's matrix (plotly.js's calculated z, typed arrays decoded), once all are painted.

@@ -9,15 +9,12 @@ from __future__ import annotations
 from urllib.parse import urlencode, urlsplit
 
 import pytest
-import test_browser
 from test_browser_axe import SETTLED
 
 from ui.pages import PAGES
 from ui.state import PACKED, PLAIN_LONGEST
 
 pytestmark = pytest.mark.browser
-server = test_browser.server  # the same module-scoped streamlit server on the shipped checkpoints
-browser = test_browser.browser
 START = {"model": "lm-english", "text": "The cat sat on the mat."}
 TOUCHED: list[str] = []  # the labels of the widgets the walk changed on the current page
 KINDS = (
