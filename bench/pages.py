@@ -519,7 +519,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tiny", action="store_true", help="tiny untrained checkpoints from training.tiny")
     p.add_argument("--switches", type=int, default=20, help="head switches at 128 tokens")
     p.add_argument(
-        "--think", type=float, default=0.3, help="seconds between head switches (0: back to back, see README)"
+        "--think",
+        type=float,
+        default=0.3,
+        help="seconds between head switches (0: back to back, see docs/benchmarks.md)",
     )
     p.add_argument("--soak", type=int, default=20, help="distinct ~512-token texts the soak types")
     p.add_argument(

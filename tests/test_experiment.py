@@ -180,7 +180,7 @@ def test_the_command_trains_evaluates_and_prunes_then_resumes_row_by_row(tmp_pat
     assert main(args) == 0
     assert "done already" in capsys.readouterr().err
     assert (out / "fivegram-1L-1H" / "model.safetensors").stat().st_mtime_ns == stamp
-    assert main(["--out", str(out), "--table"]) == 0  # the README's table, from the cards
+    assert main(["--out", str(out), "--table"]) == 0  # docs/checkpoints.md's table, from the cards
     printed = capsys.readouterr().out
     accuracy = cards["fivegram-1L-16H"]["metrics"]["accuracy"]
     assert "| `fivegram-1L-16H` | 1 × 16 |" in printed and f"**{accuracy:.4f}**" in printed

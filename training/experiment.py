@@ -308,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def markdown(out: Path) -> str:
-    """The table of the rows trained under `out`, from their cards, as the README shows it."""
+    """The table of the rows trained under `out`, from their cards, as docs/checkpoints.md shows it."""
     cards = {}
     for row in ROWS:
         try:
