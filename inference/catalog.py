@@ -28,6 +28,7 @@ PUBLISHED_KINDS = {"bert": "encoder-only", "gpt2": "decoder-only", "llama": "dec
 PUBLISHED_TOKENIZERS = ("tokenizer.json", "vocab.json", "merges.txt")
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 DEFAULT_MODEL = "lm-english"  # what a first visit opens on when it is listed: the model a class comes to see
+MODEL_VAR = "ATLAS_MODEL"  # the model a bare link opens instead (`python -m atlas app --model NAME` sets it)
 
 # The sentences of Figures 3–5 of "Attention Is All You Need" (Vaswani et al., 2017): the Paper view draws them.
 PAPER_SENTENCES = (
@@ -342,3 +343,9 @@ def published_rows(card: dict[str, Any]) -> list[tuple[str, str]]:
     if "parameters" in card:
         rows.append(("parameters", f"{card['parameters'] / 1e6:.1f} M"))
     return rows
+
+
+def default_model() -> str:
+    """The model a bare link opens: `ATLAS_MODEL` when set (`python -m atlas app --model NAME`), else
+    DEFAULT_MODEL."""
+    return os.environ.get(MODEL_VAR, "").strip() or DEFAULT_MODEL

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 from collections.abc import Callable
 from html.parser import HTMLParser
@@ -258,6 +259,26 @@ def test_a_link_to_a_model_this_server_lacks_says_so(app) -> None:
     assert "gpt-7xxx" in said and "does not have" in said and len(said) < 300
     assert at.selectbox(key="model").value in {LM, ED}
     assert not ok(app(model=LM)).sidebar.warning  # a model it has: nothing to say
+
+
+def test_the_model_the_server_was_started_with_is_the_one_a_bare_link_opens(app, monkeypatch, good_dir) -> None:
+    """`python -m atlas app --model NAME` sets ATLAS_MODEL: a link without `model=` opens NAME, a link naming
+    another model still opens that one; an unknown NAME stops the command with one line naming the models."""
+    for name in (LM, ED):
+        monkeypatch.setenv("ATLAS_MODEL", name)
+        assert ok(app()).selectbox(key="model").value == name
+    assert ok(app(model=LM)).selectbox(key="model").value == LM
+
+
+def test_an_unknown_model_for_the_server_is_refused_in_one_line(good_dir, monkeypatch, capsys) -> None:
+    from ui import serve
+
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
+    monkeypatch.delenv("ATLAS_MODEL", raising=False)
+    assert serve.main(["--model", "gpt-7"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "gpt-7" in err and LM in err and ED in err and "\n" not in err
+    assert "ATLAS_MODEL" not in os.environ
 
 
 def test_attention_math_page(app) -> None:

@@ -13,9 +13,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from inference import catalog
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 WARM_TIMEOUT_S = 300  # the first page of the largest model on a slow laptop, with room
@@ -66,8 +70,14 @@ def main(argv: list[str]) -> int:
         epilog="Any other option goes to `streamlit run` (e.g. --server.port 8601); the repository's "
         ".streamlit/config.toml sets the rest.",
     )
-    parser.add_argument("--model", help="the model the class's link opens (default: the one the app opens on)")
+    parser.add_argument("--model", help="the model a bare link opens, the class's (default: lm-english)")
     args, rest = parser.parse_known_args(argv)
+    if args.model:
+        names = [e.name for e in catalog.list_checkpoints() if e.ok]
+        if args.model not in names:
+            print(f"atlas app: no model “{args.model}” here; the models are: {', '.join(names)}", file=sys.stderr)
+            return 2
+        os.environ[catalog.MODEL_VAR] = args.model  # every session's first page reads it (ui/sidebar.py)
     from streamlit.web import bootstrap, cli
 
     bootstrap.run = warm_then(bootstrap.run, args.model)  # the CLI looks it up when it calls it

@@ -154,7 +154,8 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
         )
     by_name = {e.name: e for e in entries}
     usable = [e.name for e in entries if e.ok]
-    first = catalog.DEFAULT_MODEL if catalog.DEFAULT_MODEL in usable else (usable or [entries[0].name])[0]
+    default = catalog.default_model()
+    first = default if default in usable else (usable or [entries[0].name])[0]
     side = st.sidebar
     asked = st.session_state.get(MODEL)
     if asked is not None and asked not in by_name and MODEL in st.session_state.get(state.FROM_URL, set()):
