@@ -2,6 +2,7 @@
 # The one test command (README): installs everything the tests need, then runs ruff and pytest.
 #   bash scripts/test.sh            # everything, browser tests included
 #   bash scripts/test.sh -m "not browser"   # extra arguments go to pytest
+#   ATLAS_TEST_WORKERS=4 bash scripts/test.sh   # pytest-xdist workers (default 2, CI's cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,4 +32,9 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 
 echo "== pytest"
-.venv/bin/python -m pytest "$@"
+# Both cores (pytest-xdist), a whole module to one worker so that its module-scoped fixtures are built once; each
+# worker starts one app server and one chromium for every browser module it runs (tests/conftest.py). Bytecode is
+# written this once, even where PYTHONDONTWRITEBYTECODE is set, so the many Python processes the tests start (app
+# servers, the command line) do not each compile the repository again.
+unset PYTHONDONTWRITEBYTECODE
+.venv/bin/python -m pytest -n "${ATLAS_TEST_WORKERS:-2}" --dist loadfile "$@"

@@ -96,3 +96,66 @@ def launch_chromium(playwright):
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `bash scripts/test.sh` installs Debian's chromium")
     return playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+
+
+AXE = Path(os.environ.get("ATLAS_AXE", ROOT / ".venv" / "axe-core" / "axe.min.js"))  # scripts/fetch_axe.py
+# A page has settled: no "Running…" status, nothing faded as stale, and its title drawn.
+SETTLED = """() => !document.querySelector('[data-testid="stStatusWidget"]')
+    && !document.querySelector('[data-stale="true"]')
+    && document.querySelector('[data-testid="stMainBlockContainer"] h1') !== null"""
+# The order Tab walks: focusable, shown elements in document order (no positive tabindex on these pages).
+TAB_ORDER = """() => [...document.querySelectorAll(
+    'a[href], button:not([disabled]), input:not([disabled]):not([type=hidden]), textarea, select, [tabindex]')]
+    .filter(e => e.tabIndex >= 0 && e.getClientRects().length > 0)
+    .map(e => e.getAttribute('aria-label') || e.innerText.trim().split('\\n')[0])"""
+# axe-core's serious and critical violations, and headings out of order (a moderate one).
+RUN_AXE = """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations
+    .filter(v => v.impact === "serious" || v.impact === "critical" || v.id === "heading-order")
+    .map(v => `${v.id} (${v.impact}): ${v.help}: ` + v.nodes.slice(0, 3).map(n => n.html.slice(0, 120)).join(" | "))"""
+# Elements that clip their own text: a box narrower or shorter than the text it holds, with its overflow hidden or
+# an ellipsis.
+CLIPPED = """() => {
+  const out = [];
+  for (const e of document.querySelectorAll('[data-testid="stAppViewContainer"] *')) {
+    const text = (e.innerText || '').trim();
+    if (!text || e.children.length > 3 || e.closest('.katex-mathml')) continue;  // MathML: read aloud, not shown
+    // The menu's link reserves its bold width with a hidden copy of its label (::after, visibility hidden), which
+    // counts in the span's scrollHeight; the label shown is its child, checked on its own.
+    if (e.matches('[data-testid="stTopNav"] span[label]')) continue;
+    const box = e.getBoundingClientRect();
+    if (box.width <= 1 || box.height <= 1) continue;  // visually hidden on purpose (a skip link)
+    const cs = getComputedStyle(e);
+    const hidesX = ['hidden', 'clip'].includes(cs.overflowX) || cs.textOverflow === 'ellipsis';
+    const hidesY = ['hidden', 'clip'].includes(cs.overflowY);
+    if ((hidesX && e.scrollWidth > e.clientWidth + 1) || (hidesY && e.scrollHeight > e.clientHeight + 1))
+      out.push(`${e.tagName}.${e.className} "${text.slice(0, 40)}" ${e.scrollWidth}x${e.scrollHeight} in `
+               + `${e.clientWidth}x${e.clientHeight}`);
+  }
+  return out; }"""
+
+
+def settle(page) -> None:
+    """Wait until `page` has settled, and once more after a moment: a rerun its first run started (fragments,
+    charts) settles too."""
+    page.wait_for_function(SETTLED)
+    page.wait_for_timeout(1500)
+    page.wait_for_function(SETTLED)
+
+
+def settled_violations(page, settled: bool = False) -> list[str]:
+    """axe-core's serious and critical violations (and heading order) on `page` once it has settled (`settled`:
+    the caller has waited already): up to three looks, 3 s apart, for a loaded machine can still be rerunning
+    (faded stale text fails contrast, a sidebar being redrawn holds a scrollable region without its links); a
+    violation that lasts through all three is returned."""
+    if not AXE.is_file():
+        pytest.fail(f"{AXE} is missing: `bash scripts/test.sh` fetches axe-core from npm")
+    page.add_script_tag(path=str(AXE))
+    violations: list[str] = []
+    for look in range(3):
+        if look or not settled:
+            settle(page)
+        violations = page.evaluate(RUN_AXE)
+        if not violations:
+            break
+        page.wait_for_timeout(3000)
+    return violations

@@ -8,8 +8,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from test_browser_axe import SETTLED, settled_violations
-from test_browser_overflow import CLIPPED
+from browser_support import CLIPPED, SETTLED, settled_violations
 
 pytestmark = pytest.mark.browser
 REPEATED = "freedom election movies garden river freedom election movies garden"

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from test_browser_axe import SETTLED
+from browser_support import SETTLED
 
 pytestmark = pytest.mark.browser
 

@@ -9,8 +9,8 @@ from urllib.parse import urlencode
 
 import numpy as np
 import pytest
+from browser_support import settled_violations
 from test_browser import ROOT, SHOTS
-from test_browser_axe import settled_violations
 
 from analysis.analyze import analyze
 from inference.checkpoint import load_checkpoint

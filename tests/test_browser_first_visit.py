@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import pytest
 import test_browser
-from test_browser_axe import SETTLED
-from test_browser_overflow import CLIPPED
+from browser_support import CLIPPED, SETTLED
 
 from ui.pages import PAGES
 

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 import pytest
 import test_browser_pretrained
-from test_browser_axe import SETTLED
+from browser_support import SETTLED
 
 from inference.pretrained.packages import SMOLLM2
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from urllib.parse import urlencode, urlsplit
 
 import pytest
-from test_browser_axe import SETTLED
+from browser_support import SETTLED
 
 from ui.pages import PAGES
 from ui.state import PACKED, PLAIN_LONGEST
