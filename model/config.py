@@ -279,10 +279,6 @@ class ModelConfig(Capabilities):
         """The key/value head query head `head` reads (grouped-query attention shares one per group)."""
         return head // (self.n_heads // self.kv_heads)
 
-    @property
-    def is_encoder_decoder(self) -> bool:
-        return self.has_cross_attention
-
     def to_dict(self) -> dict[str, Any]:
         """The paper's fields, and `published`: None or an object of the switches."""
         return dataclasses.asdict(self)

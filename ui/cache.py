@@ -298,7 +298,7 @@ def ablation(ctx: Context, heads: tuple[tuple[str, tuple[int, ...]], ...], mode:
     """Predictions with `heads` ((block name, heads) pairs) switched off, beside the intact model's; the
     worker runs it. A translator's intact output is the one its analysis decoded (ModelWorker.output): once."""
     worker = model_worker(ctx.path, ctx.stamp)
-    output = worker.output(ctx.text, MAX_TOKENS)[1:] if ctx.ckpt.config.is_encoder_decoder else None
+    output = worker.output(ctx.text, MAX_TOKENS)[1:] if ctx.ckpt.config.has_cross_attention else None
     return worker.call(ablation_effect, ctx.text, dict(heads), mode, TOP_K, output, tokens=worker.tokens(ctx.text))
 
 
@@ -347,7 +347,7 @@ def _probe(ckpt: Checkpoint) -> InductionReport:
 def induction_report(path: str, stamp: float) -> InductionReport | None:
     """A decoder-only model's induction and previous-token scores per head and its copy losses (analysis.induction),
     measured once per checkpoint by its worker; None for a model without a decoder-only stack."""
-    if load_model(path, stamp).config.kind != "decoder-only":
+    if load_model(path, stamp).config.has_encoder:  # the probe runs a language model
         return None
     return model_worker(path, stamp).call(_probe)
 
@@ -493,7 +493,7 @@ def head_detail(ctx: Context, block: str, head: int) -> HeadDetail:
     attention-math page opens that head: the pages' analysis keeps no scores or values. A translator's output is
     the one its analysis decoded (ModelWorker.output), fed as it is."""
     worker = model_worker(ctx.path, ctx.stamp)
-    target = worker.output(ctx.text, MAX_TOKENS) if ctx.ckpt.config.is_encoder_decoder else None
+    target = worker.output(ctx.text, MAX_TOKENS) if ctx.ckpt.config.has_cross_attention else None
     return worker.call(
         analyze_head_detail, ctx.text, block, head, TOP_K, MAX_TOKENS, target, tokens=worker.tokens(ctx.text)
     )

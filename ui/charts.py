@@ -68,7 +68,7 @@ def predictions_table(ctx: Analysed, position: int | None) -> pa.Table:
     analysis = ctx.analysis
     if analysis.blank:  # a centre-word model: its one guess, for the blank
         frame = top_k_frame(analysis, 0)
-    elif analysis.kind == "encoder-only":
+    elif not analysis.has_decoder:  # an encoder alone: what each position's output scores highest
         frame = encoder_frame(analysis)
     else:
         frame = generation_frame(analysis) if position is None else top_k_frame(analysis, position)
