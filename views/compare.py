@@ -181,7 +181,7 @@ def patching_section(first: Analysed, second: Analysed) -> None:
         "the second text now answers as the first, 0: no change). A language model's texts of the same token "
         "count only: position is patched with position."
     )
-    if first.analysis.kind != "decoder-only":
+    if first.analysis.has_encoder:
         st.info("Activation patching here needs a language model: choose one in the sidebar.")
         return
     a, b = first.analysis.target_pieces, second.analysis.target_pieces

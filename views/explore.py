@@ -41,7 +41,7 @@ def predictions(ctx: Analysed | TracedAnalysis) -> None:
     card = {} if isinstance(ctx, TracedAnalysis) else ctx.ckpt.card
     if not analysis.predictions:
         st.caption(literal(f"The trace file {ctx.name} holds attention only, no predictions."))
-    elif analysis.kind == "decoder-only":
+    elif not analysis.has_encoder:  # a language model: the next token after any position
         labels = position_labels(analysis)
         pos = token_picker("Next token after", POSITION, labels, analysis)
         after = f"The model's guesses for the token after {labels[pos]} (position {pos + 1} of {len(labels)})."
@@ -54,7 +54,7 @@ def predictions(ctx: Analysed | TracedAnalysis) -> None:
         before, after = (display_piece(p) for p in (analysis.source_pieces or ())[half - 1 : half + 1])
         st.caption(literal(f"The word between “{before}” and “{after}”: {card.get('predictions', '')}"))
         small_table(charts.predictions_table(ctx, 0))
-    elif analysis.kind == "encoder-only":
+    elif not analysis.has_decoder:
         st.markdown("**Each position's output, scored against the vocabulary**")
         st.caption(literal(card.get("predictions", "What the model's output at each position scores highest.")))
         st.dataframe(charts.predictions_table(ctx, None), hide_index=True, key="encoder_topk")

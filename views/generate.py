@@ -73,13 +73,13 @@ def body() -> None:
         return
     analysis = ctx.analysis
     cfg = ctx.ckpt.config
-    if analysis.kind == "encoder-only":
+    if not analysis.has_decoder:
         st.info(
             f"{literal(ctx.entry.name)} is an encoder: it reads the whole text at once, every token seeing every "
             "other, and writes none. Generating needs a language model or a translator: pick one in the sidebar."
         )
         return
-    if analysis.kind == "decoder-only":
+    if not analysis.has_encoder:
         st.caption("The language model continues the text one token at a time, each time feeding its own choice back.")
         written = continuation(ctx)
         if written is None:

@@ -110,7 +110,7 @@ def padding(ctx: Context, analysis: Analysis) -> None:
 
 def no_peek(ctx: Context, analysis: Analysis) -> None:
     block = analysis.block("decoder.self_attn", 0)
-    fed = "the text" if analysis.kind == "decoder-only" else "<s> and the output it wrote"
+    fed = "<s> and the output it wrote" if analysis.has_encoder else "the text"
     st.caption(f"The decoder's self-attention in layer 1, over {fed}. Rows are queries, columns keys.")
     title = "No-peek mask of the decoder"
     chart(mask_heatmap(block.mask, block.query_pieces, block.key_pieces, title), "nopeek_mask", ctx.entry.name)
@@ -209,7 +209,7 @@ def next_token(ctx: Context, analysis: Analysis) -> None:
 def kv_cache(ctx: Context, analysis: Analysis) -> None:
     cfg = ctx.ckpt.config
     asked = None
-    if analysis.kind == "decoder-only":
+    if not analysis.has_encoder:  # a language model writes on after its text
         asked = min(WRITE, cfg.max_len // 2)
         analysis = cache.analysis(ctx, continuation=asked)
         st.code(f"{analysis.text} ⟶ {analysis.continuation or '(nothing)'}", language=None, wrap_lines=True)
