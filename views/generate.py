@@ -9,7 +9,7 @@ from analysis.record import Analysis, DecodingSteps
 from inference.decoding import Sampling
 from inference.text import InputError
 from ui import cache, errors, sidebar, state
-from ui.cache import Context
+from ui.cache import Source
 from ui.markdown import literal
 from ui.widgets import layer_and_head, show_chart
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
@@ -40,7 +40,7 @@ GEN_SEED = state.url_key("gen_seed", int)
 GEN_STEP = state.url_key("gen_step", int, across_pages=False)  # in the URL; dropped when another page shows
 
 
-def continuation(ctx: Context) -> Analysis | None:
+def continuation(ctx: Source) -> Analysis | None:
     """The language model's text and what it wrote after it, with the controls for how it writes."""
     cols = st.columns(5)
     most = min(64, ctx.ckpt.config.max_len // 2)
