@@ -73,13 +73,13 @@ def ablation_effect(
     cfg, cut = ckpt.config, ablations(heads, mode)
     cleaned = clean_text(text).text
     chosen = tuple((name, a.heads) for name, a in cut.items())
-    if cfg.kind == "encoder-only":  # every position's output; the top-k shown are the first position's ([CLS])
+    if not cfg.has_decoder:  # every position's output; the top-k shown are the first position's ([CLS])
         ids = torch.tensor([encode_first_stack(ckpt, cleaned, [])])
         before = _logits(ckpt, None, ids, {})
         after = _logits(ckpt, None, ids, cut) if cut else before  # nothing switched off: run once
         kl = float(_kl(before, after).mean())
         return Effect(chosen, mode, kl, _top(ckpt, before[0], k), _top(ckpt, after[0], k))
-    if not cfg.is_encoder_decoder:
+    if not cfg.has_cross_attention:  # a language model: the next token after its text
         ids = torch.tensor([encode_prefix(ckpt, cleaned, [])])
         before = _logits(ckpt, None, ids, {})[-1]
         after = _logits(ckpt, None, ids, cut)[-1] if cut else before
@@ -121,11 +121,11 @@ def ranking_setup(ckpt: Checkpoint, text: str) -> RankingSetup:
     """One traced pass (after the greedy output, for a translator): the scored positions and the blocks."""
     cfg = ckpt.config
     cleaned = clean_text(text).text
-    if cfg.is_encoder_decoder:
+    if cfg.has_cross_attention:
         source = torch.tensor([encode_source(ckpt, cleaned, [])])
         out = generate(ckpt.model, [cfg.bos_id], source, max_tokens=64)
         target, rows = torch.tensor([[cfg.bos_id, *out.ids]]), slice(None)
-    elif cfg.kind == "encoder-only":  # the mean over every position of its input, as ablation_effect
+    elif not cfg.has_decoder:  # the mean over every position of its input, as ablation_effect
         source, target, rows = None, torch.tensor([encode_first_stack(ckpt, cleaned, [])]), slice(None)
     else:
         source, target, rows = None, torch.tensor([encode_prefix(ckpt, cleaned, [])]), slice(-1, None)

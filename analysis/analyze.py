@@ -98,9 +98,9 @@ class _Prepared:
 def _prepare(ckpt: Checkpoint, request: Request) -> _Prepared:
     cleaned = clean_text(request.text)
     notes = list(cleaned.notes)
-    if ckpt.config.kind == "encoder-only":
+    if not ckpt.config.has_decoder:
         return _Prepared(request, cleaned.text, notes, encode_encoder_only(ckpt, cleaned.text, notes), [])
-    if not ckpt.config.is_encoder_decoder:
+    if not ckpt.config.has_cross_attention:  # a language model, which may continue its text
         if not 0 <= request.continuation <= ckpt.config.max_len // 2:
             raise InputError(f"A continuation is 0 to {ckpt.config.max_len // 2} tokens, not {request.continuation}.")
         reserve = request.continuation
@@ -135,9 +135,9 @@ def analyze_many(ckpt: Checkpoint, requests: Sequence[Request]) -> list[Analysis
         except InputError as exc:
             results[i] = exc
     cfg = ckpt.config
-    if ready and cfg.is_encoder_decoder:
+    if ready and cfg.has_cross_attention:
         _encode_decode_trace(ckpt, [p for _, p in ready], results, [i for i, _ in ready])
-    elif ready and cfg.kind == "encoder-only":  # one pass, every token seeing every other; nothing is written
+    elif ready and not cfg.has_decoder:  # one pass, every token seeing every other; nothing is written
         logits, trace = forward(ckpt.model, pad_rows([p.source_ids for _, p in ready], cfg.pad_id))
         for row, (i, p) in enumerate(ready):
             results[i] = _analysis(ckpt, p, trace, row, logits[row, : len(p.source_ids)])
@@ -238,7 +238,7 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         blocks=_blocks(ckpt.model, trace, row, source, target),
         positional_encoding=positional_encoding,
         predictions=predictions,
-        output_text=tok.decode(p.target_ids) if cfg.is_encoder_decoder else None,
+        output_text=tok.decode(p.target_ids) if cfg.has_cross_attention else None,
         positional=cfg.positional,
         kv_heads=cfg.kv_heads,
         generated=p.generated,
@@ -277,7 +277,7 @@ def generate_text(ckpt: Checkpoint, text: str, max_tokens: int, beam: int = 1) -
     notes: list[str] = []
     cleaned = clean_text(text).text
     cfg = ckpt.config
-    if cfg.kind == "encoder-only":
+    if not cfg.has_decoder:
         raise InputError(f"{ckpt.name} is an encoder: it reads a whole text at once and writes none.")
     if isinstance(ckpt.model, EncoderDecoder):
         source = torch.tensor([encode_source(ckpt, cleaned, notes)])
@@ -307,7 +307,7 @@ def batch_masks(ckpt: Checkpoint, texts: Sequence[str]) -> BatchMasks:
     ids = [encode_first_stack(ckpt, clean_text(text).text, notes) for text in texts]
     padded = pad_rows(ids, cfg.pad_id)
     valid = padding_mask(padded, cfg.pad_id)
-    causal = cfg.kind == "decoder-only"
+    causal = not cfg.has_encoder  # the first stack is a decoder: no peeking ahead
     mask = attention_mask(valid, valid, causal=causal)
     pieces = [ckpt.tokenizer.pieces(row.tolist()) for row in padded]
     return BatchMasks("decoder" if causal else "encoder", causal, pieces, _np(valid), _np(mask))
@@ -340,7 +340,7 @@ def head_detail(
     (same `k` and `max_tokens`, so the rows are the pages' analysis's rows); copies, so the rest of the pass is
     freed. `target_ids`: an encoder-decoder's output as the pages' analysis decoded it, fed as it is (no second
     decoding). Raises InputError for a text the model cannot take, KeyError for a block it has not."""
-    given = target_ids if ckpt.config.is_encoder_decoder else None
+    given = target_ids if ckpt.config.has_cross_attention else None
     found = analyze(ckpt, text, k=k, max_tokens=max_tokens, target_ids=given).blocks[block]
     if found.scores is None or found.values is None:
         raise ValueError(f"{block}: the traced pass recorded no scores or values")

@@ -80,13 +80,13 @@ class LogitLens:
 def decoder_inputs(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...]) -> tuple[Tensor | None, Tensor]:
     """The source (an encoder-decoder's, from `text`) and the decoder's ids (an Analysis's `target_ids`) as (1, n)
     tensors: the pass an analysis made, run again."""
-    if ckpt.config.kind == "encoder-only":
+    if not ckpt.config.has_decoder:
         raise ValueError(
             "logit attribution and the logit lens read a decoder's stream; an encoder-only model's output head is "
             "not linear in it: choose a language model or a translator"
         )
     source = None
-    if ckpt.config.is_encoder_decoder:
+    if ckpt.config.has_cross_attention:
         source = torch.tensor([encode_source(ckpt, clean_text(text).text, [])])
     return source, torch.tensor([list(target_ids)])
 

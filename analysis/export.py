@@ -83,7 +83,7 @@ def to_json_object(analysis: Analysis) -> dict[str, Any]:
         obj["output_text"] = analysis.output_text
     if analysis.source_pieces is not None:
         obj["source_tokens"] = list(analysis.source_pieces)
-    if analysis.kind != "encoder-only":
+    if analysis.has_decoder:
         obj["target_tokens"] = list(analysis.target_pieces)
     obj["positional"] = analysis.positional
     obj["positional_encoding"] = np.round(analysis.first_positional_encoding.astype(np.float64), 6).tolist()

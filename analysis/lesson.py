@@ -82,7 +82,7 @@ def stream(ckpt: Checkpoint, text: str) -> Stream:
     text that cannot be read."""
     model, cfg = ckpt.model, ckpt.config
     ids = torch.tensor([encode_first_stack(ckpt, clean_text(text).text, [])])  # (1, T)
-    source, fed = (ids, torch.tensor([[cfg.bos_id]])) if cfg.is_encoder_decoder else (None, ids)
+    source, fed = (ids, torch.tensor([[cfg.bos_id]])) if cfg.has_cross_attention else (None, ids)
     _, trace = forward(model, fed, source, record=False, activations=True)
     stack = cfg.first_stack
     acts = trace.activations
@@ -220,7 +220,7 @@ def cache_timing(ckpt: Checkpoint, text: str, max_tokens: int) -> CacheTiming:
     everything again). Raises InputError for text that cannot be read."""
     cfg, notes = ckpt.config, []
     cleaned = clean_text(text).text
-    if cfg.is_encoder_decoder:
+    if cfg.has_cross_attention:
         source, prefix = torch.tensor([encode_source(ckpt, cleaned, notes)]), [cfg.bos_id]
     else:
         source, prefix = None, encode_prefix(ckpt, cleaned, notes, reserve=min(max_tokens, cfg.max_len // 2))

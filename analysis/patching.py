@@ -66,7 +66,7 @@ class PairError(ValueError):
 
 def pair_ids(ckpt: Checkpoint, clean: str, corrupted: str) -> tuple[Tensor, Tensor]:
     """The two texts' ids (1, T) each, as the model reads them; PairError when they cannot be paired."""
-    if ckpt.config.kind != "decoder-only":
+    if ckpt.config.has_encoder:
         raise PairError(
             "activation patching here pairs two texts read by a language model; a translator's two outputs need "
             "not align, and an encoder-only model predicts no next token: choose a language model"

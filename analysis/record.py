@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from inference.prediction import Prediction
-from model.names import attention_type, block_name, parse_attention_type, parse_block_name
+from model.names import Capabilities, attention_type, block_name, parse_attention_type, parse_block_name
 
 ATTENTION_LABELS = {
     "encoder.self_attn": "Encoder self-attention",
@@ -109,8 +109,10 @@ BLANK_PIECE = "___"  # where a centre-word model's one prediction is made: betwe
 
 
 @dataclass(frozen=True)
-class Analysis:
-    """Everything one run of one checkpoint on one text gives the pages, the export and the CLI."""
+class Analysis(Capabilities):
+    """Everything one run of one checkpoint on one text gives the pages, the export and the CLI. What the model can
+    do is asked of it as of its config (model.names.Capabilities: `has_encoder`, `has_decoder`,
+    `has_cross_attention`), never of its `kind`."""
 
     checkpoint: str
     kind: str  # "encoder-decoder", "decoder-only" or "encoder-only"
@@ -149,8 +151,11 @@ class Analysis:
         return list(dict.fromkeys(b.attention for b in self.blocks.values()))
 
     def attention_label(self, attention: str) -> str:
-        by_kind = {"decoder-only": LM_ATTENTION_LABELS, "encoder-only": ENCODER_ONLY_LABELS}
-        labels = by_kind.get(self.kind, ATTENTION_LABELS)
+        """How the pages name `attention`: with its stack where the model has two, without where it has one."""
+        if self.has_cross_attention:
+            labels = ATTENTION_LABELS
+        else:
+            labels = ENCODER_ONLY_LABELS if self.has_encoder else LM_ATTENTION_LABELS
         return labels.get(attention, attention)
 
     def layers(self, attention: str) -> list[int]:
@@ -212,7 +217,7 @@ class Analysis:
         centre-word model's one guess is at the blank, `___`."""
         if self.blank:
             return (BLANK_PIECE,)
-        return (self.source_pieces or ()) if self.kind == "encoder-only" else self.target_pieces
+        return self.target_pieces if self.has_decoder else (self.source_pieces or ())
 
     @property
     def first_positional_encoding(self) -> np.ndarray:
@@ -236,7 +241,7 @@ class DecodingSteps:
     @classmethod
     def of(cls, analysis: Analysis, eos_id: int, asked: int | None = None) -> DecodingSteps:
         """`asked`: the tokens a language model was asked to write (None: not known)."""
-        lm = analysis.kind == "decoder-only"
+        lm = not analysis.has_encoder  # a language model writes after its own text
         first = len(analysis.target_pieces) - analysis.generated if lm else 1
         count = len(analysis.target_pieces) - first
         stopped_at_limit = lm and asked is not None and analysis.generated >= asked

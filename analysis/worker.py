@@ -180,12 +180,12 @@ class ModelWorker:
         self.max_tokens = max_tokens
         self.max_trace_bytes = max_trace_bytes
         self.max_decode_tokens = max_decode_tokens
-        self._decodes_first = ckpt.config.is_encoder_decoder  # decoded as one batch, traced in bounded ones
+        self._decodes_first = ckpt.config.has_cross_attention  # decoded as one batch, traced in bounded ones
         # (text, max_tokens) → (bos, *ids): what it decoded, so that an analysis the caches let go, an ablation or
         # one head's detail is not decoded again (a class's long texts outgrow the caches; these ids do not)
         self._outputs: OrderedDict[tuple[str, int], tuple[int, ...]] = OrderedDict()
         config = ckpt.config
-        blocks = config.n_encoder_layers + config.n_decoder_layers * (2 if config.kind == "encoder-decoder" else 1)
+        blocks = config.n_encoder_layers + config.n_decoder_layers * (2 if config.has_cross_attention else 1)
         self._cell_bytes = blocks * config.n_heads * 4 * TRACE_COPIES  # per row, per T² of the padded length
         self.batches: list[int] = []  # size of each traced batch run, most recent last (for benchmarks and tests)
         self.decodings: list[int] = []  # an encoder-decoder's: size of each batch decoded before its traced ones

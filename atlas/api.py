@@ -63,7 +63,7 @@ from viz.labels import display_piece
 from viz.masks import mask_view
 from viz.paper import MIN_THRESHOLD, THRESHOLD, opening_threshold, paper_view
 from viz.patching import pair_labels, patching_frame, patching_heatmap, patching_title
-from viz.rollout import ROLLOUT_LABELS, rollout_view
+from viz.rollout import rollout_label, rollout_view
 from viz.stats import for_display, head_table, with_probe_scores
 from viz.style import standalone_html
 from viz.tables import heads_frame, position_labels, ranking_frame
@@ -351,7 +351,7 @@ def rollout(
         picked = None if len(set(picked)) == first.n_heads else picked
     result = analysis_rollout(analysis, attention, residual, picked)
     index = result.n_layers - 1 if layer is None else _index(layer, result.n_layers, "layer", where)
-    label = analysis.attention_label(attention) if analysis.kind == "decoder-only" else ROLLOUT_LABELS[attention]
+    label = rollout_label(analysis, attention)
     return rollout_view(result.maps, result.query_pieces, result.key_pieces, label, index, result.heads, residual)
 
 
@@ -392,7 +392,7 @@ def head_stats(analysis: Analysis, model: Checkpoint | None = None) -> pd.DataFr
         return for_display(table)
     if not isinstance(model, Checkpoint):
         raise TypeError(f"head_stats's model is a loaded model (atlas.load), not {type(model).__name__}")
-    if model.config.kind != "decoder-only":
+    if model.config.has_encoder:
         raise ValueError(
             f"{model.name} is an {model.config.kind} model: the induction probe runs a decoder-only model on a "
             "repeated run of random tokens; leave model out for the table without its columns"
@@ -482,7 +482,7 @@ def _attributed(model, text, position, token, versus, where):  # noqa: ANN001, A
     analysis, source, target = _decoder_pass(model, text, where)
     steps = target.shape[1]
     if position is None:  # a translator's first output word; a language model's next token after the text
-        index = 0 if model.config.is_encoder_decoder else steps - 1
+        index = 0 if model.config.has_cross_attention else steps - 1
     else:
         index = _index(position, steps, "position", f"the decoder's input ({steps} tokens)")
     chosen = [None if t is None else token_id(model, t) for t in (token, versus)]

@@ -129,7 +129,7 @@ def load_all(args: argparse.Namespace) -> tuple[list[Checkpoint], str]:
 
 def describe(ckpt: Checkpoint) -> str:
     c = ckpt.config
-    layers = f"{c.n_encoder_layers}+{c.n_decoder_layers}" if c.is_encoder_decoder else f"{c.n_decoder_layers}"
+    layers = f"{c.n_encoder_layers}+{c.n_decoder_layers}" if c.has_cross_attention else f"{c.n_decoder_layers}"
     return f"{ckpt.name} ({c.kind}, {layers} layers × {c.n_heads} heads, d_model {c.d_model}, max_len {c.max_len})"
 
 

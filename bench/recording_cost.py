@@ -43,7 +43,7 @@ def inputs(ckpt, n: int, seed: int = 0) -> tuple[Tensor, Tensor | None]:
     first = max(ckpt.config.pad_id, ckpt.config.unk_id, ckpt.config.bos_id, ckpt.config.eos_id) + 1
     ids = torch.randint(first, ckpt.config.vocab_size, (1, n), generator=gen)
     ids[0, 0] = ckpt.config.bos_id
-    if ckpt.config.is_encoder_decoder:
+    if ckpt.config.has_cross_attention:
         src = torch.randint(first, ckpt.config.vocab_size, (1, n), generator=gen)
         src[0, -1] = ckpt.config.eos_id
         return ids, src

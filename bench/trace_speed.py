@@ -71,7 +71,7 @@ def run(args) -> str:
     )
     at32: list[tuple[str, float, float]] = []
     for ckpt in ckpts:
-        enc_dec = ckpt.config.is_encoder_decoder
+        enc_dec = ckpt.config.has_cross_attention
         for n in sizes:
             if n > ckpt.config.max_len:
                 table.rows.append([ckpt.name, n, *[f"n/a (max_len {ckpt.config.max_len})"] * 5])

@@ -41,14 +41,16 @@ class Step:
     needs: str = ANY
 
     def fits(self, config: ModelConfig) -> bool:
-        """Whether a model of `config` can show this step."""
-        if self.needs == SINUSOIDAL:
-            return config.positional == "sinusoidal"
-        if self.needs == DECODER:
-            return config.kind != "encoder-only"
-        if self.needs == LENGTHS:
-            return not config.switches.sum_outputs and config.max_len >= SHORTEST
-        return self.needs == ANY or config.kind == self.needs
+        """Whether a model of `config` can show this step: asked of what the model has, not of its kind."""
+        fitting = {
+            ANY: True,
+            ENC_DEC: config.has_cross_attention,
+            LM: not config.has_encoder,
+            SINUSOIDAL: config.positional == "sinusoidal",
+            DECODER: config.has_decoder,
+            LENGTHS: not config.switches.sum_outputs and config.max_len >= SHORTEST,
+        }
+        return fitting[self.needs]
 
 
 def read_step(slug: str, needs: str = ANY) -> Step:

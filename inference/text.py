@@ -138,10 +138,10 @@ def encode_encoder_only(ckpt: Checkpoint, text: str, notes: list[str]) -> list[i
 def encode_first_stack(ckpt: Checkpoint, text: str, notes: list[str]) -> list[int]:
     """The ids the model's first stack reads: the encoder's input (encoder-decoder, encoder-only), or the language
     model's text."""
-    if ckpt.config.kind == "encoder-only":
-        return encode_encoder_only(ckpt, text, notes)
-    if ckpt.config.is_encoder_decoder:
+    if ckpt.config.has_cross_attention:
         return encode_source(ckpt, text, notes)
+    if ckpt.config.has_encoder:
+        return encode_encoder_only(ckpt, text, notes)
     return encode_prefix(ckpt, text, notes)
 
 

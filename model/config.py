@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from model.names import Capabilities
+
 Kind = Literal["encoder-decoder", "decoder-only", "encoder-only"]
 Positional = Literal["sinusoidal", "learned", "rotary"]
 Norm = Literal["post", "pre"]
@@ -140,7 +142,7 @@ SWITCHES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Published))
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(Capabilities):
     """Hyperparameters of an encoder-decoder, a decoder-only or an encoder-only Transformer.
 
     `norm="post"` is the paper's LayerNorm(x + Sublayer(x)); `norm="pre"` is the Annotated Transformer's
@@ -200,13 +202,13 @@ class ModelConfig:
             )
 
     def _check_stacks(self) -> None:
-        if self.kind != "decoder-only" and self.n_encoder_layers < 1:
+        if self.has_encoder and self.n_encoder_layers < 1:
             raise ConfigError(f"an {self.kind} model needs n_encoder_layers >= 1")
-        if self.kind != "encoder-only" and self.n_decoder_layers < 1:
+        if self.has_decoder and self.n_decoder_layers < 1:
             raise ConfigError(f"a {self.kind} model needs n_decoder_layers >= 1")
-        if self.kind != "encoder-only" and self.switches.sum_outputs:
+        if self.has_decoder and self.switches.sum_outputs:
             raise ConfigError(f"sum_outputs sums an encoder's outputs: it needs kind='encoder-only', got {self.kind!r}")
-        if self.kind != "encoder-only" and self.switches.bert_input_or_output:
+        if self.has_decoder and self.switches.bert_input_or_output:
             raise ConfigError(
                 "token types, an embedding norm and a masked-LM head are BERT's: they need kind='encoder-only', "
                 f"got {self.kind!r}"
@@ -250,14 +252,13 @@ class ModelConfig:
         n_in = 2 if s.activation == "swiglu" else 1  # SwiGLU has a gate and an up projection
         feed_forward = n_in * (d * f + b * f) + f * d + b * d
         norm = 2 * d if s.norm_type == "layer" else d  # LayerNorm gain and bias; RMSNorm gain only
-        has_encoder = self.kind != "decoder-only"
-        has_decoder = self.kind != "encoder-only"
-        cross = 2 if self.is_encoder_decoder else 1  # a decoder layer with cross-attention: one more of each
+        cross = 2 if self.has_cross_attention else 1  # a decoder layer with cross-attention: one more of each
         encoder_layer = attention + feed_forward + 2 * norm
         encoder_copies = 1 if s.shared_layers else self.n_encoder_layers  # shared: one layer's weights
         decoder_layer = cross * attention + feed_forward + (cross + 1) * norm
-        layers = has_encoder * encoder_copies * encoder_layer + has_decoder * self.n_decoder_layers * decoder_layer
-        final_norms = (has_encoder + has_decoder) * norm if self.norm == "pre" else 0
+        layers = self.has_encoder * encoder_copies * encoder_layer
+        layers += self.has_decoder * self.n_decoder_layers * decoder_layer
+        final_norms = (self.has_encoder + self.has_decoder) * norm if self.norm == "pre" else 0
         positions = self.max_len * d if self.positional == "learned" else 0
         embeddings = v * d + positions + s.n_token_types * d + (norm if s.embed_norm else 0)
         generator = (0 if self.tie_embeddings else d * v) + b * v
@@ -277,15 +278,6 @@ class ModelConfig:
     def kv_head(self, head: int) -> int:
         """The key/value head query head `head` reads (grouped-query attention shares one per group)."""
         return head // (self.n_heads // self.kv_heads)
-
-    @property
-    def is_encoder_decoder(self) -> bool:
-        return self.kind == "encoder-decoder"
-
-    @property
-    def first_stack(self) -> str:
-        """The stack that reads the input: the decoder of a decoder-only model, the encoder otherwise."""
-        return "decoder" if self.kind == "decoder-only" else "encoder"
 
     def to_dict(self) -> dict[str, Any]:
         """The paper's fields, and `published`: None or an object of the switches."""

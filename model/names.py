@@ -4,12 +4,52 @@ An attention block is `{stack}.layers.{layer}.{type}`: `encoder.layers.0.self_at
 (layers counted from 0, as the modules are; pages label them from 1). A layer's other recorded points add one more
 part (`decoder.layers.0.resid_post`, model/trace.py). An attention type is `{stack}.{type}` (`decoder.cross_attn`):
 one kind of block in every layer. Nothing else builds or splits these strings.
+
+A model's kind names the attention types it has (ATTENTIONS); what it can do is asked of those (Capabilities: has it
+an encoder, a decoder, cross-attention?), so that the kind is read in one place, here.
 """
 
 from __future__ import annotations
 
 STACKS = ("encoder", "decoder")
 TYPES = ("self_attn", "cross_attn")
+# The attention types each kind of model has, in the order computed.
+ATTENTIONS: dict[str, tuple[str, ...]] = {
+    "encoder-decoder": ("encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"),
+    "decoder-only": ("decoder.self_attn",),
+    "encoder-only": ("encoder.self_attn",),
+}
+
+
+class Capabilities:
+    """What a model can do, read from the attention types its `kind` has (ATTENTIONS): shared by the config
+    (model.config) and the Analysis of a text (analysis.record), so that a page, a chart or an analysis asks "has it
+    cross-attention?", never which kind it is. One question tells each kind apart: a language model is the one
+    without an encoder, an encoder alone the one without a decoder, an encoder-decoder the one with cross-attention."""
+
+    kind: str
+
+    @property
+    def has_encoder(self) -> bool:
+        """An encoder reads the input, every token seeing every other (encoder-decoder, encoder-only)."""
+        return "encoder.self_attn" in ATTENTIONS[self.kind]
+
+    @property
+    def has_decoder(self) -> bool:
+        """A decoder writes tokens, each seeing only those before it (encoder-decoder, decoder-only): the model
+        predicts the next token; without one it writes nothing."""
+        return "decoder.self_attn" in ATTENTIONS[self.kind]
+
+    @property
+    def has_cross_attention(self) -> bool:
+        """The decoder reads an encoder's output (section 3.2.3's encoder-decoder attention): the model writes an
+        output of its own from a source text (a translator), instead of continuing its input (a language model)."""
+        return "decoder.cross_attn" in ATTENTIONS[self.kind]
+
+    @property
+    def first_stack(self) -> str:
+        """The stack that reads the input: the encoder, or the decoder of a model without one (a language model)."""
+        return "encoder" if self.has_encoder else "decoder"
 
 
 def layer_name(stack: str, layer: int) -> str:

@@ -314,9 +314,8 @@ class TransformerBase(nn.Module):
         self.embed = parts.embeddings()
         self.positions = parts.positions()
         self.dropout = nn.Dropout(config.dropout)
-        self.encoder = Encoder(config, parts) if config.kind != "decoder-only" else None
-        cross = config.is_encoder_decoder
-        self.decoder = Decoder(config, parts, cross) if config.kind != "encoder-only" else None
+        self.encoder = Encoder(config, parts) if config.has_encoder else None
+        self.decoder = Decoder(config, parts, config.has_cross_attention) if config.has_decoder else None
         self.generator = parts.linear(config.d_model, config.vocab_size)
         if config.tie_embeddings:  # section 3.4: one matrix embeds the tokens and scores them
             self.generator.weight = self.embed.lut.weight
@@ -369,7 +368,7 @@ class EncoderDecoder(TransformerBase):
     """The paper's model: the encoder reads the source, the decoder writes the target one token at a time."""
 
     def __init__(self, config: ModelConfig, parts: Parts | None = None) -> None:
-        if not config.is_encoder_decoder:
+        if config.kind != "encoder-decoder":
             raise ValueError("EncoderDecoder needs a config with kind='encoder-decoder'")
         super().__init__(config, parts)
 

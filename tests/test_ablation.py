@@ -12,7 +12,7 @@ def inputs(model, gen):
     cfg = model.config
     target = torch.randint(4, cfg.vocab_size, (1, 7), generator=gen)
     target[0, 0] = cfg.bos_id
-    source = torch.randint(4, cfg.vocab_size, (1, 6), generator=gen) if cfg.is_encoder_decoder else None
+    source = torch.randint(4, cfg.vocab_size, (1, 6), generator=gen) if cfg.has_cross_attention else None
     return source, target
 
 
@@ -138,7 +138,7 @@ def test_nothing_switched_off_runs_the_intact_model_once(monkeypatch) -> None:
 
     for name, text in (("reverse", "abcdef"), ("lm-english", "The cat sat on the")):
         ckpt = load_checkpoint(root / name)
-        output = analyze(ckpt, text).target_ids[1:] if ckpt.config.is_encoder_decoder else None
+        output = analyze(ckpt, text).target_ids[1:] if ckpt.config.has_cross_attention else None
         passes.clear()
         with monkeypatch.context() as patched:
             patched.setattr(ablation_module, "_logits", counted)

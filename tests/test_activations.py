@@ -40,7 +40,7 @@ def model_of(kind: str, seed: int = 0, **fields):
 
 def run(model, ids: torch.Tensor, **kwargs):
     with torch.no_grad():
-        if model.config.is_encoder_decoder:
+        if model.config.has_cross_attention:
             return model(ids, ids[:, :5], **kwargs)
         return model(ids, **kwargs)
 

@@ -23,7 +23,7 @@ from inference import catalog
 from inference.checkpoint import load_checkpoint
 from inference.decoding import Sampling
 from ui import state
-from ui.cache import Context, export_bytes, head_ranking
+from ui.cache import Source, export_bytes, head_ranking
 from ui.charts import AVERAGE
 from viz.style import PROJECTOR_FONT
 
@@ -114,9 +114,9 @@ def errors(at: AppTest) -> str:
     return shown_text(" ".join(e.value for e in at.error))
 
 
-def context_for(folder: Path, text: str) -> Context:
-    """The Context the sidebar builds for checkpoint folder `folder` and `text`."""
-    return Context(catalog.Entry(folder.name, folder), load_checkpoint(folder), catalog.stamp(folder), text)
+def context_for(folder: Path, text: str) -> Source:
+    """The Source the sidebar builds for checkpoint folder `folder` and `text`."""
+    return Source.checkpoint(catalog.Entry(folder.name, folder), load_checkpoint(folder), catalog.stamp(folder), text)
 
 
 # Explore ------------------------------------------------------------------------------------------------------------

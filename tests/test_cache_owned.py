@@ -84,15 +84,16 @@ def test_a_fragment_holds_its_analysis_weakly(monkeypatch) -> None:
         pass
 
     analysis = Analysis()
-    kept = cache.held(cache.Analysed("entry", "ckpt", 1.0, "text", analysis))
-    same = kept.analysed().analysis is analysis  # alive: no second lookup
+    given = cache.held(cache.Source("model", "text", ckpt="ckpt", stamp=1.0).with_analysis(analysis))
+    assert not hasattr(given, "analysis"), "a fragment's argument holds the source alone"
+    same = cache.redrawn(given).analysis is analysis  # alive: no second lookup
     assert same
     looked_up = []
-    monkeypatch.setattr(cache, "analysed", lambda c: looked_up.append(c) or "looked up again")
+    monkeypatch.setattr(cache, "shown", lambda s: looked_up.append(s) or "looked up again")
     del analysis
     gc.collect()
-    again = kept.analysed()
-    assert again == "looked up again" and looked_up == [kept.context]
+    again = cache.redrawn(given)
+    assert again == "looked up again" and looked_up == [given]
 
 
 def test_a_sessions_widgets_keep_no_analysis_alive(monkeypatch) -> None:

@@ -63,7 +63,7 @@ def logits_of(model, gen_seed: int = 0) -> torch.Tensor:
     gen = torch.Generator().manual_seed(gen_seed)
     ids = torch.randint(4, model.config.vocab_size, (2, 6), generator=gen)
     with torch.no_grad():
-        return (model(ids, ids) if model.config.is_encoder_decoder else model(ids))[0]
+        return (model(ids, ids) if model.config.has_cross_attention else model(ids))[0]
 
 
 @pytest.mark.parametrize("kind", ["encoder-decoder", "decoder-only"])

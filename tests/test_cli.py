@@ -42,7 +42,7 @@ def cli(capsys, *args) -> tuple[int, str, str]:
 
 def expected_names(config) -> set[str]:
     names = {f"decoder.layers.{i}.self_attn" for i in range(config.n_decoder_layers)}
-    if config.is_encoder_decoder:
+    if config.has_cross_attention:
         names |= {f"encoder.layers.{i}.self_attn" for i in range(config.n_encoder_layers)}
         names |= {f"decoder.layers.{i}.cross_attn" for i in range(config.n_decoder_layers)}
     return names
@@ -54,7 +54,7 @@ def check_trace_object(obj: dict, ckpt, k: int = 5) -> None:
     assert set(obj) == TOP_KEYS | TOKEN_KEYS[cfg.kind]
     assert obj["format"] == 3 and obj["checkpoint"] == ckpt.name and obj["kind"] == cfg.kind
     target = obj["target_tokens"]  # the decoder's input: a language model's text
-    source = obj["source_tokens"] if cfg.is_encoder_decoder else target
+    source = obj["source_tokens"] if cfg.has_cross_attention else target
     assert all(isinstance(p, str) for p in source + target)
     pe = np.array(obj["positional_encoding"])
     rotary = obj["positional"] == "rotary"

@@ -8,13 +8,18 @@ import pytest
 
 from analysis.record import DecodingSteps
 from inference.prediction import Prediction
+from model.names import Capabilities
 
 EOS = 3
 
 
-def analysis(kind: str, pieces: int, generated: int = 0, ends: bool = False) -> SimpleNamespace:
+class Written(SimpleNamespace, Capabilities):
+    """The fields of an Analysis that DecodingSteps reads, and what its kind can do (as an Analysis answers)."""
+
+
+def analysis(kind: str, pieces: int, generated: int = 0, ends: bool = False) -> Written:
     last = Prediction("</s>" if ends else "x", EOS if ends else 9, 0.9)
-    return SimpleNamespace(kind=kind, target_pieces=("p",) * pieces, generated=generated, predictions=((last,),))
+    return Written(kind=kind, target_pieces=("p",) * pieces, generated=generated, predictions=((last,),))
 
 
 def test_a_translators_steps_start_after_its_start_token_and_count_the_end_it_chose() -> None:

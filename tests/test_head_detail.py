@@ -51,7 +51,7 @@ def test_a_translators_detail_from_the_analysiss_own_output_decodes_nothing_and_
 
     full = analyze(ckpt, TEXT, k=5)
     name, block = next(reversed(full.blocks.items()))
-    if not ckpt.config.is_encoder_decoder:  # a language model decodes nothing for an analysis anyway
+    if not ckpt.config.has_cross_attention:  # a language model decodes nothing for an analysis anyway
         return
 
     def no_decoding(*args, **kwargs):

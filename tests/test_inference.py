@@ -50,7 +50,7 @@ def with_eos_bias(model, bias: float):
 
 def case(model, make_ids, gen, n: int = 0):
     """A (prefix, source) pair: the encoder-decoder reads a source and starts from bos; the LM continues ids."""
-    if model.config.is_encoder_decoder:
+    if model.config.has_cross_attention:
         return [BOS], make_ids(gen, 1, 5 + n)
     return [BOS, *make_ids(gen, 3 + n).tolist()], None
 

@@ -36,7 +36,7 @@ def test_every_linear_starts_xavier_uniform_with_zero_bias_in_encoder_and_decode
     """W ~ U(-a, a), a = √(6 / (fan_in + fan_out)) (Glorot & Bengio 2010), b = 0: every draw within the bound,
     reaching near it, spread as a uniform is (std a/√3), in every stack the model has."""
     linears = {name: module for name, module in fresh.named_modules() if isinstance(module, nn.Linear)}
-    stacks = ["encoder", "decoder"] if fresh.config.is_encoder_decoder else ["decoder"]
+    stacks = ["encoder", "decoder"] if fresh.config.has_cross_attention else ["decoder"]
     for stack in stacks:
         assert sum(name.startswith(f"{stack}.") for name in linears) >= 12, f"the {stack}'s projections"
     for name, linear in linears.items():

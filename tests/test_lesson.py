@@ -266,7 +266,7 @@ def recorded(ckpt, text: str) -> tuple[str, dict[str, torch.Tensor]]:
     """The first stack's name and the activations of one forward pass of `text`, run here independently."""
     ids = torch.tensor([encode_first_stack(ckpt, clean_text(text).text, [])])
     with torch.inference_mode():
-        if ckpt.config.is_encoder_decoder:
+        if ckpt.config.has_cross_attention:
             _, trace = ckpt.model(ids, ids[:, :1], activations=True)
             return "encoder", trace.activations
         _, trace = ckpt.model(ids, activations=True)
@@ -312,7 +312,7 @@ def test_the_pages_feed_forward_units_are_the_recorded_hidden_layer(app, good_di
 
 
 def stack_layers(ckpt):
-    return ckpt.model.encoder.layers if ckpt.config.is_encoder_decoder else ckpt.model.decoder.layers
+    return ckpt.model.encoder.layers if ckpt.config.has_cross_attention else ckpt.model.decoder.layers
 
 
 def test_the_measured_memory_is_exactly_quadratic_and_the_time_grows(tiny_checkpoints) -> None:

@@ -22,7 +22,7 @@ VARIANTS = {
 def run(model, source: torch.Tensor | None, target: torch.Tensor, record: bool = True):
     """(logits, trace) of either kind: the encoder-decoder reads `source`, the language model ignores it."""
     with torch.no_grad():
-        if model.config.is_encoder_decoder:
+        if model.config.has_cross_attention:
             return model(source, target, record=record)
         return model(target, record=record)
 
@@ -323,7 +323,7 @@ def test_a_padded_batch_of_three_equals_three_single_runs(variant_model, make_id
     sources = [make_ids(gen, n) for n in src_lens]
     targets = [make_ids(gen, n) for n in tgt_lens]
     logits_b, trace_b = run(variant_model, pad_to(sources, 8), pad_to(targets, 6))
-    is_ed = variant_model.config.is_encoder_decoder
+    is_ed = variant_model.config.has_cross_attention
     for i, (src, tgt) in enumerate(zip(sources, targets)):
         logits, trace = run(variant_model, src[None], tgt[None])
         t = len(tgt)
@@ -348,7 +348,7 @@ def decode_cached(model, src: torch.Tensor | None, tgt: torch.Tensor, chunks: li
         past, logits, traces, start = None, [], [], 0
         for size in chunks:
             chunk = tgt[:, start : start + size]
-            out, past = model(src, chunk, past=past) if model.config.is_encoder_decoder else model(chunk, past=past)
+            out, past = model(src, chunk, past=past) if model.config.has_cross_attention else model(chunk, past=past)
             logits.append(out)
             traces.append((start, past))
             start += size

@@ -195,9 +195,9 @@ def translation(tiny_checkpoints) -> tuple[Any, Analysis]:
 def app_context(ckpt: Any, analysis: Analysis) -> Any:
     """What an app page hands ui.charts: the checkpoint, its text and its Analysis."""
     from inference.catalog import Entry
-    from ui.cache import Analysed
+    from ui.cache import Source
 
-    return Analysed(Entry(ckpt.name, ckpt.path), ckpt, -1.0, analysis.text, analysis)
+    return Source.checkpoint(Entry(ckpt.name, ckpt.path), ckpt, -1.0, analysis.text).with_analysis(analysis)
 
 
 def same_figure(ours: Any, apps: dict) -> None:

@@ -53,7 +53,7 @@ def inputs_for(model, seed: int = 0) -> list[tuple[torch.Tensor | None, torch.Te
         if batch > 1:
             src[-1, 2:] = 0
             tgt[-1, 1:] = 0
-        cases.append((src if model.config.is_encoder_decoder else None, tgt))
+        cases.append((src if model.config.has_cross_attention else None, tgt))
     return cases
 
 

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def plain_torch(ckpt: Checkpoint, analysis) -> dict[str, np.ndarray]:  # noqa: ANN001
     """block → (H, Tq, Tk) ‖α_ij (x_j W_V^h + b_V^h) W_O^h‖ / its row's sum, from the layer's input and weights."""
     source = None
-    if ckpt.config.is_encoder_decoder:
+    if ckpt.config.has_cross_attention:
         from inference.text import encode_source
 
         source = torch.tensor([encode_source(ckpt, analysis.text, [])])

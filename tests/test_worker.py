@@ -131,7 +131,7 @@ def test_the_worker_cache_stays_within_its_byte_budget(ckpt) -> None:
 
 def test_the_encoder_runs_once_per_batch_of_requests(ckpt) -> None:
     """Decoding its own output and the traced pass share one encoder run: not one for each."""
-    if not ckpt.config.is_encoder_decoder:
+    if not ckpt.config.has_cross_attention:
         pytest.skip("a language model has no encoder")
     calls: list[tuple] = []
     hook = ckpt.model.encoder.register_forward_hook(lambda module, args, out: calls.append(args[0].shape))
@@ -234,7 +234,7 @@ def test_a_batch_holds_no_more_trace_than_its_bound(ckpt) -> None:
     roomy = ModelWorker(ckpt, window=0.3)  # the default bound: the same texts share a batch
     _sessions(roomy, [text + " " for text in same_length])
     assert max(roomy.batches) > 1
-    if ckpt.config.is_encoder_decoder:  # traced one at a time, the texts were still decoded in one batch
+    if ckpt.config.has_cross_attention:  # traced one at a time, the texts were still decoded in one batch
         assert max(worker.decodings) > 1, worker.decodings
         for i, text in enumerate(same_length):
             assert_same(results[i], analyze(ckpt, text, max_tokens=8).for_pages())
@@ -252,7 +252,7 @@ def test_a_stopped_worker_ends_its_thread_and_drops_what_it_kept(ckpt) -> None:
 def test_a_translators_output_is_decoded_once_for_every_page(ckpt, monkeypatch) -> None:
     """The output an analysis decoded is kept (ModelWorker.output): the ablation and one head's detail read it, and
     the analysis itself, once the caches let it go, is traced again without decoding."""
-    if not ckpt.config.is_encoder_decoder:
+    if not ckpt.config.has_cross_attention:
         pytest.skip("a language model decodes nothing for its analysis")
     import analysis.worker as worker_module
 

@@ -63,7 +63,7 @@ def task_of(ckpt: Checkpoint) -> str:
     try:
         return ckpt.card["hyperparameters"]["training"]["name"]
     except (KeyError, TypeError) as exc:
-        if is_published(ckpt.path) and ckpt.config.kind == "decoder-only":
+        if is_published(ckpt.path) and not ckpt.config.has_encoder:
             return "lm"
         if is_published(ckpt.path):
             raise CheckpointError(
@@ -91,7 +91,7 @@ def command_target(ckpt: Checkpoint) -> str:
 
 def outputs(ckpt: Checkpoint, sources: list[str], desc: str, max_tokens: int = 80, beam: int = 1) -> list[str]:
     """Greedy: batched as the app decodes (`translate_many`); beam search: one source at a time."""
-    if beam == 1 and ckpt.config.is_encoder_decoder:
+    if beam == 1 and ckpt.config.has_cross_attention:
         return translate_many(ckpt, sources, max_tokens)
     return [generate_text(ckpt, s, max_tokens, beam) for s in tqdm(sources, desc=desc, unit="input", mininterval=2)]
 

@@ -565,7 +565,7 @@ def sync(device: torch.device) -> None:
 def copying(model: nn.Module, config: ModelConfig) -> dict[str, float]:
     """A decoder-only model's best induction score and its copy losses on the probe of analysis.induction
     (nothing for other kinds): the history then shows when the model learns to copy from its context."""
-    if config.kind != "decoder-only":
+    if config.has_encoder:
         return {}
     model.eval()
     report = measure(model, config.vocab_size, config.bos_id)

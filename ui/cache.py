@@ -2,9 +2,10 @@
 checkpoint, the Analysis of a text, training snapshots, ablations and the head ranking. Everything but the loaded
 models and their workers (at most four, charged to it) is kept in the server's one byte budget (ui.kept).
 
-A call about a text takes a `Context` (the checkpoint and the text) and is cached by its key (path, modification
-time, text; ui.kept reads it): hashing the loaded model or an Analysis on every rerun would cost more than the
-call.
+A page reads from a `Source` (a loaded checkpoint and a text, or an opened trace file in their place) and draws a
+`Shown` (the source with its Analysis). A call about a text takes the source and is cached by its key (path,
+modification time, text; ui.kept reads it): hashing the loaded model or an Analysis on every rerun would cost more
+than the call.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
@@ -54,64 +55,68 @@ MAX_TOKENS = 64  # what a translator writes for the pages (the worker's default)
 
 
 @dataclass(frozen=True)
-class Context:
-    """The chosen, loaded checkpoint and the text to analyse."""
+class Source:
+    """What a page reads from: a loaded checkpoint and the text to analyse, or an opened trace file in their place
+    (attention computed elsewhere, opened on views/trace.py: no weights, so nothing can be run on it). A page asks
+    `has_model` what it may do with one, never which of the two it is."""
 
-    entry: catalog.Entry
-    ckpt: Checkpoint
-    stamp: float  # the checkpoint's modification time (catalog.stamp): a rewritten checkpoint is a new key
-    text: str
+    name: str  # what the pages name it by (charts' file names): the checkpoint's name, or the file's as uploaded
+    text: str  # the text to analyse; a trace file's: the text its attention was computed on
+    entry: catalog.Entry | None = None  # the checkpoint; None for a trace file
+    ckpt: Checkpoint | None = None
+    stamp: float = 0.0  # the checkpoint's modification time (catalog.stamp): a rewritten checkpoint is a new key
+    digest: str = ""  # a trace file's sha256: the key of its Analysis in TRACES, shared by sessions opening one file
+
+    @classmethod
+    def checkpoint(cls, entry: catalog.Entry, ckpt: Checkpoint, stamp: float, text: str) -> Source:
+        """The chosen, loaded checkpoint and the text to analyse."""
+        return cls(entry.name, text, entry, ckpt, stamp)
+
+    @classmethod
+    def trace(cls, name: str, digest: str, text: str) -> Source:
+        """An opened trace file (open_trace), named `name`, its bytes' sha256 `digest`."""
+        return cls(name, text, digest=digest)
+
+    @property
+    def has_model(self) -> bool:
+        """Whether a model stands behind it, to run on another text, ablate or probe: a checkpoint's, not a trace
+        file's."""
+        return self.ckpt is not None
 
     @property
     def path(self) -> str:
-        return str(self.entry.path)
+        """The checkpoint's folder ("" for a trace file)."""
+        return str(self.entry.path) if self.entry is not None else ""
 
     @property
-    def name(self) -> str:
-        """What the pages name it by (charts' file names): the checkpoint's name."""
-        return self.entry.name
+    def key(self) -> tuple:
+        """What names this source in a cache (ui.kept): a checkpoint's path, modification time and text; a trace
+        file's bytes, not its name."""
+        return (self.path, self.stamp, self.text) if self.has_model else ("trace", self.digest)
 
-    @property
-    def key(self) -> tuple[str, float, str]:
-        """What names this context in a cache."""
-        return self.path, self.stamp, self.text
-
-    def with_text(self, text: str) -> Context:
+    def with_text(self, text: str) -> Source:
         """The same checkpoint with another text (and no analysis)."""
-        return Context(self.entry, self.ckpt, self.stamp, text)
+        if not self.has_model:
+            raise ValueError(f"the trace file {self.name} holds one text's attention: there is no model to run")
+        return Source(self.name, text, self.entry, self.ckpt, self.stamp)
+
+    def with_analysis(self, analysis: Analysis) -> Shown:
+        """This source with its Analysis: what a page draws."""
+        return Shown(self.name, self.text, self.entry, self.ckpt, self.stamp, self.digest, analysis=analysis)
 
 
 @dataclass(frozen=True)
-class Analysed(Context):
-    """A context with its Analysis, looked up once per rerun: the page hands it to every widget and chart, which
-    read `analysis` instead of looking it up again."""
+class Shown(Source):
+    """A source with its Analysis, looked up once per rerun (`shown`): what a page draws. The page hands it to every
+    widget and chart, which read `analysis` instead of looking it up again."""
 
-    analysis: Analysis
-
-
-@dataclass(frozen=True)
-class TraceFile:
-    """An opened trace file in place of a model and a text: attention computed elsewhere, drawn by the pages that
-    need only attention (views/trace.py opens one). No weights: nothing can be run on it."""
-
-    name: str  # the file's name, as uploaded
-    digest: str  # sha256 of its bytes: the key of its Analysis in TRACES, shared by sessions opening one file
+    analysis: Analysis = field(kw_only=True)
 
     @property
-    def key(self) -> tuple[str, str]:
-        """What names this trace in a cache (ui.kept): its bytes, not its name."""
-        return "trace", self.digest
-
-
-@dataclass(frozen=True)
-class TracedAnalysis(TraceFile):
-    """A trace with its Analysis, as the pages take an `Analysed`."""
-
-    analysis: Analysis
-
-    @property
-    def text(self) -> str:
-        return self.analysis.text
+    def source(self) -> Source:
+        """This without its Analysis: what a session may keep (a button's argument, a fragment's: see `held`)
+        without pinning the analysis out of the byte budget's reach."""
+        return Source(self.name, self.text, self.entry, self.ckpt, self.stamp, self.digest)
 
 
 class TraceGoneError(LookupError):
@@ -119,8 +124,8 @@ class TraceGoneError(LookupError):
 
 
 # Opened traces' Analyses by sha256, in the server's byte budget like everything else kept: a session holds only the
-# name and hash (TraceFile), so a class opening traces cannot take more than this store's share; the least recently
-# drawn goes first, and its session is told to open it again.
+# file's name, text and hash (a Source), so a class opening traces cannot take more than this store's share; the least
+# recently drawn goes first, and its session is told to open it again.
 TRACES = ByteCache(SHARE)
 # The largest trace file an uploader takes: Streamlit refuses a larger one itself (its own message), and
 # .streamlit/config.toml's server.maxUploadSize is the same number for the whole server. What a trace takes as .npz,
@@ -128,11 +133,16 @@ TRACES = ByteCache(SHARE)
 MAX_UPLOAD_MB = 100
 # Trace files are parsed one at a time, server-wide: ten opened at once cost one parse's memory, not ten.
 READING = threading.Lock()
+# The Analysis each page last handed its fragment, by its source's key, held weakly. Streamlit keeps a fragment's
+# arguments in the session until the page runs again, so a Shown there would pin its analysis (70 MB for SmolLM2 at
+# 255 tokens) in every session, out of the byte budget's reach: a fragment is given the bare source (`held`) and
+# takes the analysis back from here while anything (the caches) still holds it (`redrawn`).
+DRAWN: weakref.WeakValueDictionary[tuple, Analysis] = weakref.WeakValueDictionary()
 
 
-def open_trace(data: bytes, name: str) -> TraceFile:
+def open_trace(data: bytes, name: str) -> Source:
     """Read a trace file's bytes (analysis.imported.read_trace) once per content, keep its Analysis in TRACES and
-    return the TraceFile naming it; raises TraceError, also for a trace larger than the store may keep."""
+    return the Source naming it; raises TraceError, also for a trace larger than the store may keep."""
     digest = hashlib.sha256(data).hexdigest()
 
     def read() -> Analysis:
@@ -146,47 +156,20 @@ def open_trace(data: bytes, name: str) -> TraceFile:
             f"{name}: its attention takes {size / 2**20:,.0f} MB in memory, more than this server keeps for a trace "
             f"({room / 2**20:,.0f} MB now): export a shorter text, or fewer layers"
         )
-    return TraceFile(name, digest)
+    return Source.trace(name, digest, analysis.text)
 
 
-def traced(trace: TraceFile) -> TracedAnalysis:
-    """`trace` with its Analysis; raises TraceGoneError when the server no longer holds it."""
-    analysis = TRACES.get(trace.digest, MISSING)
-    if analysis is MISSING:
-        raise TraceGoneError(
-            f"The trace file {trace.name} is no longer held by the server: its memory went to newer work. Open it "
-            "again on the page “Open a trace file”."
-        )
-    return TracedAnalysis(trace.name, trace.digest, analysis)
+def held(ctx: Shown) -> Source:
+    """`ctx` for a fragment: its source, its analysis kept only weakly (DRAWN); the fragment calls `redrawn`."""
+    DRAWN[ctx.key] = ctx.analysis
+    return ctx.source
 
 
-@dataclass(frozen=True)
-class Held:
-    """What a fragment is given: the context and a weak reference to its Analysis. Streamlit keeps a fragment's
-    arguments in the session until the page runs again, so an Analysed there would pin its analysis (70 MB for
-    SmolLM2 at 255 tokens) in every session, out of the byte budget's reach. `analysed()` gives the analysis while
-    anything (the cache) still holds it, and looks it up again once the budget let it go."""
-
-    context: Context | TraceFile
-    ref: weakref.ref
-
-    def analysed(self) -> Analysed | TracedAnalysis:
-        kept = self.ref()
-        ctx = self.context
-        if isinstance(ctx, TraceFile):
-            return traced(ctx) if kept is None else TracedAnalysis(ctx.name, ctx.digest, kept)
-        return analysed(ctx) if kept is None else Analysed(ctx.entry, ctx.ckpt, ctx.stamp, ctx.text, kept)
-
-
-def bare(ctx: Analysed | TracedAnalysis) -> Context | TraceFile:
-    """`ctx` without its Analysis: what a session may keep (a fragment's or a button's argument) without pinning
-    the analysis out of the byte budget's reach."""
-    return TraceFile(ctx.name, ctx.digest) if isinstance(ctx, TraceFile) else ctx.with_text(ctx.text)
-
-
-def held(ctx: Analysed | TracedAnalysis) -> Held:
-    """`ctx` for a fragment (see Held)."""
-    return Held(bare(ctx), weakref.ref(ctx.analysis))
+def redrawn(source: Source) -> Shown:
+    """What a fragment draws: `source` with the analysis its page drew while anything still holds it, else looked
+    up again (`shown`)."""
+    kept = DRAWN.get(source.key)
+    return shown(source) if kept is None else source.with_analysis(kept)
 
 
 def session_id() -> str | None:
@@ -233,7 +216,7 @@ def model_worker(path: str, stamp: float) -> ModelWorker:
 
 
 def analysis(
-    ctx: Context, full: bool = False, continuation: int = 0, sampling: Sampling | None = None, heavy: bool = False
+    ctx: Source, full: bool = False, continuation: int = 0, sampling: Sampling | None = None, heavy: bool = False
 ) -> Analysis:
     """The model's Analysis of `ctx.text` (every head, the predictions); raises InputError.
 
@@ -251,9 +234,18 @@ def analysis(
         return worker.analyze(ctx.text, **asked, heavy=heavy, waiting=get_run_yield_check() if heavy else None)
 
 
-def analysed(ctx: Context, full: bool = False, heavy: bool = False) -> Analysed:
-    """`ctx` with its Analysis (see `analysis`); raises InputError."""
-    return Analysed(ctx.entry, ctx.ckpt, ctx.stamp, ctx.text, analysis(ctx, full, heavy=heavy))
+def shown(source: Source, full: bool = False, heavy: bool = False) -> Shown:
+    """`source` with its Analysis: a checkpoint's of its text (see `analysis`; raises InputError), a trace file's as
+    opened (raises TraceGoneError when the server no longer holds it)."""
+    if source.has_model:
+        return source.with_analysis(analysis(source, full, heavy=heavy))
+    found = TRACES.get(source.digest, MISSING)
+    if found is MISSING:
+        raise TraceGoneError(
+            f"The trace file {source.name} is no longer held by the server: its memory went to newer work. Open it "
+            "again on the page “Open a trace file”."
+        )
+    return source.with_analysis(found)
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
@@ -281,7 +273,7 @@ def snapshot_worker(path: str, stamp: float, step: int) -> ModelWorker:
     return ModelWorker(snapshot, pages_bytes=16 * 2**20, full_bytes=0, owner=session_id)
 
 
-def snapshot_analysis(ctx: Context, step: int, target: str | None = None) -> Analysis:
+def snapshot_analysis(ctx: Source, step: int, target: str | None = None) -> Analysis:
     """The Analysis of `ctx.text` by the model as it was at training step `step`; raises InputError. `target`: an
     encoder-decoder's output given to its decoder (teacher forcing) instead of the output it writes itself, so
     that every step's decoder reads the same tokens."""
@@ -294,28 +286,28 @@ def snapshot_analysis(ctx: Context, step: int, target: str | None = None) -> Ana
 
 
 @kept("Running the model without those heads…")
-def ablation(ctx: Context, heads: tuple[tuple[str, tuple[int, ...]], ...], mode: str) -> Effect:
+def ablation(ctx: Source, heads: tuple[tuple[str, tuple[int, ...]], ...], mode: str) -> Effect:
     """Predictions with `heads` ((block name, heads) pairs) switched off, beside the intact model's; the
     worker runs it. A translator's intact output is the one its analysis decoded (ModelWorker.output): once."""
     worker = model_worker(ctx.path, ctx.stamp)
-    output = worker.output(ctx.text, MAX_TOKENS)[1:] if ctx.ckpt.config.is_encoder_decoder else None
+    output = worker.output(ctx.text, MAX_TOKENS)[1:] if ctx.ckpt.config.has_cross_attention else None
     return worker.call(ablation_effect, ctx.text, dict(heads), mode, TOP_K, output, tokens=worker.tokens(ctx.text))
 
 
 @kept()
-def _ranking_setup(ctx: Context) -> RankingSetup:
+def _ranking_setup(ctx: Source) -> RankingSetup:
     worker = model_worker(ctx.path, ctx.stamp)
     return heavy_chunk(worker, ranking_setup, ctx.text, tokens=worker.tokens(ctx.text))
 
 
 @kept()
-def _heads_ranking(ctx: Context, mode: str, block: str, heads: tuple[int, ...]) -> list[tuple[str, int, float]]:
+def _heads_ranking(ctx: Source, mode: str, block: str, heads: tuple[int, ...]) -> list[tuple[str, int, float]]:
     worker = model_worker(ctx.path, ctx.stamp)
     return heavy_chunk(worker, rank_block, _ranking_setup(ctx), block, mode, heads, tokens=worker.tokens(ctx.text))
 
 
 def head_ranking(
-    ctx: Context, mode: str, progress: Callable[[int, int, str], None] | None = None
+    ctx: Source, mode: str, progress: Callable[[int, int, str], None] | None = None
 ) -> list[tuple[str, int, float]]:
     """Every head switched off alone, the most important first (analysis.ablation.head_importance), a few heads per
     chunk of the model's worker (ModelWorker.chunk_rows: one pass a head), so that other sessions' pages run between
@@ -333,7 +325,7 @@ def head_ranking(
 
 
 @kept("Ranking every head with one backward pass…")
-def head_ranking_approximate(ctx: Context, mode: str) -> list[tuple[str, int, float]]:
+def head_ranking_approximate(ctx: Source, mode: str) -> list[tuple[str, int, float]]:
     """Every head's ablation approximated at once (analysis.ablation.rank_by_attribution), by the model's worker."""
     worker = model_worker(ctx.path, ctx.stamp)
     return heavy_chunk(worker, rank_by_attribution, _ranking_setup(ctx), mode, tokens=worker.tokens(ctx.text))
@@ -347,7 +339,7 @@ def _probe(ckpt: Checkpoint) -> InductionReport:
 def induction_report(path: str, stamp: float) -> InductionReport | None:
     """A decoder-only model's induction and previous-token scores per head and its copy losses (analysis.induction),
     measured once per checkpoint by its worker; None for a model without a decoder-only stack."""
-    if load_model(path, stamp).config.kind != "decoder-only":
+    if load_model(path, stamp).config.has_encoder:  # the probe runs a language model
         return None
     return model_worker(path, stamp).call(_probe)
 
@@ -403,7 +395,7 @@ def _attribute(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...], positio
 
 
 @kept("Splitting the prediction into what each part wrote…")
-def logit_attribution(ctx: Analysed, position: int, token: int, versus: int | None) -> attribution.Attribution:
+def logit_attribution(ctx: Shown, position: int, token: int, versus: int | None) -> attribution.Attribution:
     """The logit of `token` after decoder position `position` (minus `versus`'s), split into what each head, each
     feed-forward and the rest wrote (analysis.attribution), for the pass the text's analysis made; run by the
     model's worker."""
@@ -417,21 +409,21 @@ def _lens(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...]) -> attributi
 
 
 @kept("Reading each layer's stream as if it were the last…")
-def logit_lens(ctx: Analysed) -> attribution.LogitLens:
+def logit_lens(ctx: Shown) -> attribution.LogitLens:
     """Each layer's top guess at each decoder position (analysis.attribution.logit_lens); run by the worker."""
     worker = model_worker(ctx.path, ctx.stamp)
     return worker.call(_lens, ctx.text, ctx.analysis.target_ids, tokens=worker.tokens(ctx.text))
 
 
 @kept()
-def _patch_runs(ctx: Context, second: str, answer: int | None, versus: int | None) -> patching.Runs:
+def _patch_runs(ctx: Source, second: str, answer: int | None, versus: int | None) -> patching.Runs:
     worker = model_worker(ctx.path, ctx.stamp)
     return heavy_chunk(worker, patching.prepare, ctx.text, second, answer, versus, tokens=2 * worker.tokens(ctx.text))
 
 
 @kept()
 def _patch_batch(
-    ctx: Context, second: str, answer: int | None, versus: int | None, what: str, start: int, size: int
+    ctx: Source, second: str, answer: int | None, versus: int | None, what: str, start: int, size: int
 ) -> np.ndarray:
     worker = model_worker(ctx.path, ctx.stamp)
     runs = _patch_runs(ctx, second, answer, versus)
@@ -441,7 +433,7 @@ def _patch_batch(
 
 
 def activation_patching(
-    ctx: Context,
+    ctx: Source,
     second: str,
     what: str,
     answer: int | None,
@@ -465,7 +457,7 @@ def activation_patching(
 
 
 @kept("Approximating each head's patch with one backward pass…")
-def attribution_patching(ctx: Context, second: str, answer: int | None, versus: int | None) -> patching.Patching:
+def attribution_patching(ctx: Source, second: str, answer: int | None, versus: int | None) -> patching.Patching:
     """Every head's patch approximated (analysis.patching.attribution_patch), run by the model's worker."""
     worker = model_worker(ctx.path, ctx.stamp)
     tokens = 2 * worker.tokens(second)
@@ -488,21 +480,21 @@ def positional_table(path: str, stamp: float) -> np.ndarray:
 
 
 @kept("Computing that head's scores and values…")
-def head_detail(ctx: Context, block: str, head: int) -> HeadDetail:
+def head_detail(ctx: Source, block: str, head: int) -> HeadDetail:
     """One head's raw scores and values for `ctx.text` (analysis.analyze.head_detail), run by the worker when the
     attention-math page opens that head: the pages' analysis keeps no scores or values. A translator's output is
     the one its analysis decoded (ModelWorker.output), fed as it is."""
     worker = model_worker(ctx.path, ctx.stamp)
-    target = worker.output(ctx.text, MAX_TOKENS) if ctx.ckpt.config.is_encoder_decoder else None
+    target = worker.output(ctx.text, MAX_TOKENS) if ctx.ckpt.config.has_cross_attention else None
     return worker.call(
         analyze_head_detail, ctx.text, block, head, TOP_K, MAX_TOKENS, target, tokens=worker.tokens(ctx.text)
     )
 
 
-def export_bytes(ctx: Context | TraceFile, fmt: str) -> bytes:
+def export_bytes(ctx: Source, fmt: str) -> bytes:
     """The whole Analysis as JSON or NPZ (analysis.export, docs/trace-format.md); run when a download button is
     clicked. A trace is written as it was read: opened again, it draws the same."""
-    full = traced(ctx).analysis if isinstance(ctx, TraceFile) else analysis(ctx, full=True)
+    full = shown(ctx, full=True).analysis
     return to_json(full).encode("utf-8") if fmt == "json" else to_npz_bytes(full)
 
 

@@ -1,6 +1,6 @@
 """The pages' figures and tables built from an analysis, cached and shared by every session.
 
-Each takes the page's `Analysed` (ui.cache) and reads its Analysis: none looks the analysis up again. A figure is
+Each takes the page's `Shown` (ui.cache) and reads its Analysis: none looks the analysis up again. A figure is
 built once per (model, text, view), kept in the server's byte budget (ui.kept) and frozen: a rerun or a head
 switch sends a built figure (Streamlit copies it to JSON) instead of building Plotly objects again
 (bench/pages.py); `viz.style.thaw` one before changing it.
@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from analysis.record import Block
-from ui.cache import Analysed, composition
+from ui.cache import Shown, composition
 from ui.kept import kept
 from viz.circuits import composition_heatmap
 from viz.heads import AVERAGE as AVERAGE  # re-exported: the pages choose heads through this module
@@ -37,13 +37,13 @@ def shown(block: Block, norms: bool) -> Block:
 
 
 @kept()
-def _heatmap_template(ctx: Analysed, attention: str, layer: int) -> dict:
+def _heatmap_template(ctx: Shown, attention: str, layer: int) -> dict:
     """A layer's first head, frozen: every head of the layer shares its axes and hover text (viz.heads.swap_head)."""
     block = ctx.analysis.block(attention, layer)
     return frozen(head_heatmap(block.weights[0], block.query_pieces, block.key_pieces))
 
 
-def head_chart(ctx: Analysed, attention: str, layer: int, head: int | str, norms: bool = False) -> dict:
+def head_chart(ctx: Shown, attention: str, layer: int, head: int | str, norms: bool = False) -> dict:
     """viz.heads.head_view of one head (AVERAGE: the mean of the layer's heads), frozen: the layer's template with
     this head's weights (with `norms`, the value-weighted shares) and title swapped in, which draws the same figure
     without building it again."""
@@ -54,7 +54,7 @@ def head_chart(ctx: Analysed, attention: str, layer: int, head: int | str, norms
 
 
 @kept()
-def grid_chart(ctx: Analysed, attention: str, norms: bool = False) -> dict:
+def grid_chart(ctx: Shown, attention: str, norms: bool = False) -> dict:
     """Every head of one attention type (with `norms`, the value-weighted shares), no head outlined
     (viz.heads.select_head outlines one on a copy), frozen."""
     analysis = ctx.analysis.value_weighted() if norms else ctx.analysis
@@ -62,13 +62,13 @@ def grid_chart(ctx: Analysed, attention: str, norms: bool = False) -> dict:
 
 
 @kept()
-def predictions_table(ctx: Analysed, position: int | None) -> pa.Table:
+def predictions_table(ctx: Shown, position: int | None) -> pa.Table:
     """The predictions beside the heatmap as an Arrow table (what st.dataframe sends): the language model's top-k
     after `position`, or an encoder-decoder's steps (position None)."""
     analysis = ctx.analysis
     if analysis.blank:  # a centre-word model: its one guess, for the blank
         frame = top_k_frame(analysis, 0)
-    elif analysis.kind == "encoder-only":
+    elif not analysis.has_decoder:  # an encoder alone: what each position's output scores highest
         frame = encoder_frame(analysis)
     else:
         frame = generation_frame(analysis) if position is None else top_k_frame(analysis, position)
@@ -76,7 +76,7 @@ def predictions_table(ctx: Analysed, position: int | None) -> pa.Table:
 
 
 @kept()
-def head_statistics(ctx: Analysed) -> pd.DataFrame:
+def head_statistics(ctx: Shown) -> pd.DataFrame:
     """One row per head: entropy, mean distance and the weight on notable keys (viz.stats.head_table)."""
     return head_table(ctx.analysis)
 

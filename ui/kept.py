@@ -1,8 +1,9 @@
 """`kept`: a page-level function's results kept in the server's one byte budget (inference.memory), shared by every
 session: what st.cache_resource does, bounded by measured bytes instead of a count of entries.
 
-Arguments make the key: a `Context` (or `Analysed`) by its key (path, modification time, text), anything else as
-it is (it must be hashable). A client's `clear_cache` message cannot reach these stores (ui.guard).
+Arguments make the key: a page's source (ui.cache.Source, or the Shown that adds its Analysis) by its key (path,
+modification time, text; a trace file's hash), anything else as it is (it must be hashable). A client's
+`clear_cache` message cannot reach these stores (ui.guard).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ SHARE = 256 * 2**20  # the most one store may hold of the budget
 
 
 def _key(arg: Any) -> Any:
-    """A context (ui.cache.Context, which names itself by a `key` property) by that key; anything else as it is."""
+    """A source (ui.cache.Source, which names itself by a `key` property) by that key; anything else as it is."""
     return ("context", arg.key) if isinstance(getattr(type(arg), "key", None), property) else arg
 
 

@@ -1,5 +1,5 @@
 """The sidebar, drawn by app.py on every page: the projector toggle, the model and the text, or an opened trace file
-in their place; and what a page reads of it: the chosen context, and its Analysis looked up once."""
+in their place; and what a page reads of it: the chosen source, and its Analysis looked up once."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError
 from inference.text import InputError
 from ui import cache, errors, state
-from ui.cache import Analysed, Context, TracedAnalysis, TraceFile, TraceGoneError
+from ui.cache import Shown, Source, TraceGoneError
 from ui.markdown import literal
 from ui.widgets import ATTENTION, PROJECTOR, small_table
 
 MODEL = state.url_key("model")
 TEXT = state.url_text("text")  # compressed when long; Explore says when even that is too long for a link
 PRESET = "preset"  # the preset picker: it only fills the text, so nothing keeps it
-CHOSEN = "_context"  # session key: what the sidebar chose, (Context or TraceFile, "") or (None, why there is none)
-TRACE = "_trace"  # session key: the trace file opened on the page "Open a trace file" (a cache.TraceFile)
+CHOSEN = "_context"  # session key: what the sidebar chose, (a cache.Source, "") or (None, why there is none)
+TRACE = "_trace"  # session key: the trace file opened on the page "Open a trace file" (a cache.Source)
 DRAW_TRACE = state.session_key("draw_trace")  # on: the pages that need only attention draw the trace, not a model
 ATTENTION_PAGES = "Explore, Paper view, Attention rollout, Masks, Head statistics and Compare two inputs"
 
@@ -32,7 +32,7 @@ def switch_model(name: str) -> None:
     _on_model_change()
 
 
-def open_trace(trace: TraceFile) -> None:
+def open_trace(trace: Source) -> None:
     """Make `trace` the session's trace file, drawn from now on (the sidebar's switch turns it off); like a newly
     picked model, it opens on its own default attention type."""
     st.session_state[TRACE] = trace
@@ -103,11 +103,11 @@ def sidebar() -> None:
     why = state.refused(TEXT)
     if why and text == presets[0]:  # said while the box holds the sentence shown in its place
         side.warning(f"The link's text was not opened ({literal(why)}); this is the model's first preset sentence.")
-    st.session_state[CHOSEN] = (Context(entry, ckpt, stamp, text), "")
+    st.session_state[CHOSEN] = (Source.checkpoint(entry, ckpt, stamp, text), "")
     _card(entry, ckpt)
 
 
-def _trace_drawn(trace: TraceFile) -> bool:
+def _trace_drawn(trace: Source) -> bool:
     """The switch between the opened trace file and a model; when the trace is drawn, what it holds and a button
     that closes it. False when the model is drawn (or the server let the trace go: said, and closed)."""
     side = st.sidebar
@@ -120,7 +120,7 @@ def _trace_drawn(trace: TraceFile) -> bool:
     if not st.session_state[DRAW_TRACE]:
         return False
     try:
-        analysis = cache.traced(trace).analysis
+        analysis = cache.shown(trace).analysis
     except TraceGoneError as exc:
         close_trace()
         side.error(errors.shown(str(exc)))
@@ -203,7 +203,7 @@ def _card(entry: catalog.Entry, ckpt: Checkpoint) -> None:
             small_table(pd.DataFrame(rows, columns=["metric", "value"]), row_header="metric")
 
 
-def _needs_model(trace: TraceFile) -> None:
+def _needs_model(trace: Source) -> None:
     st.info(
         f"This page runs the model itself; the trace file {literal(trace.name)} holds attention, not weights. "
         f"{ATTENTION_PAGES} draw the trace."
@@ -211,11 +211,11 @@ def _needs_model(trace: TraceFile) -> None:
     st.button("Draw a model instead", key="draw_model", on_click=draw_model)
 
 
-def context() -> Context | None:
+def context() -> Source | None:
     """The model and text chosen in the sidebar; None after showing why there are none (a page that runs the
     model, while a trace file is drawn: says so)."""
     ctx, error = st.session_state.get(CHOSEN, (None, "The sidebar has not run yet."))
-    if isinstance(ctx, TraceFile):
+    if ctx is not None and not ctx.has_model:
         _needs_model(ctx)
         return None
     if ctx is None:
@@ -223,15 +223,15 @@ def context() -> Context | None:
     return ctx
 
 
-def chosen(full: bool = False, ctx: Context | None = None, trace: bool = False) -> Analysed | TracedAnalysis | None:
+def chosen(full: bool = False, ctx: Source | None = None, trace: bool = False) -> Shown | None:
     """The sidebar's model and text (or `ctx`) with their Analysis, its notes shown; None after a message saying
     why there is none. A page calls it once per rerun and hands the result down. `full`: with the raw scores and V
     of every block (only the attention-math page needs them). `trace`: the page needs only attention, so it
-    draws the sidebar's trace file when one is drawn (a TracedAnalysis); without it, such a page says it needs
-    the model."""
-    if ctx is None and trace and isinstance(picked := st.session_state.get(CHOSEN, (None,))[0], TraceFile):
+    draws the sidebar's trace file when one is drawn; without it, such a page says it needs the model."""
+    picked = st.session_state.get(CHOSEN, (None,))[0]
+    if ctx is None and trace and picked is not None and not picked.has_model:
         try:
-            return cache.traced(picked)
+            return cache.shown(picked)
         except TraceGoneError as exc:
             close_trace()
             st.error(errors.shown(str(exc)))
@@ -240,7 +240,7 @@ def chosen(full: bool = False, ctx: Context | None = None, trace: bool = False) 
     if ctx is None:
         return None
     try:
-        found = cache.analysed(ctx, full)
+        found = cache.shown(ctx, full)
     except InputError as exc:
         st.error(errors.shown(str(exc)))
         return None

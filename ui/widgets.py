@@ -16,7 +16,7 @@ from analysis.imported import TraceError
 from analysis.record import Analysis
 from model.names import attention_type, block_layer, block_name, parse_attention_type
 from ui import cache, errors, state
-from ui.cache import MAX_UPLOAD_MB, TraceFile
+from ui.cache import MAX_UPLOAD_MB, Source
 from ui.charts import AVERAGE
 from ui.guard import UPLOADS_IN_ALL
 from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector
@@ -163,7 +163,7 @@ def token_picker(label: str, key: str, labels: list[str], analysis: Analysis, st
     return st.selectbox(label, options, key=key, format_func=lambda i: labels[i])
 
 
-def trace_uploader(label: str, name: str, opened: Callable[[TraceFile], None]) -> str | None:
+def trace_uploader(label: str, name: str, opened: Callable[[Source], None]) -> str | None:
     """A box for one .json/.npz trace file that hands the file over as soon as it is chosen: read once
     (cache.open_trace), given to `opened`, and the box replaced by an empty one (a new key), so the session holds
     the file's bytes only while they are read (Streamlit forgets an upload whose box is gone). Returns why the last
@@ -197,7 +197,7 @@ LET_GO = (
 )
 
 
-def read_upload(upload: object) -> TraceFile:
+def read_upload(upload: object) -> Source:
     """A chosen trace file read once (cache.open_trace) and forgotten by Streamlit's store; TraceError when it
     cannot be opened, or when the store let it go before it was read (ui.guard's bound: Streamlit then gives a
     DeletedFile, holding no bytes and no name)."""

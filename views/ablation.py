@@ -108,12 +108,12 @@ def body() -> None:
         st.caption("The KL divergence of the model's one guess, the word for the blank.")
         st.markdown("**The guesses for the blank**")
         side_by_side(effect, len(picked), {"probability": PROB})
-    elif analysis.kind == "encoder-only":
+    elif not analysis.has_decoder:
         st.caption("The KL divergence is the mean over every position of the input.")
         st.markdown(f"**What the output at position 1 ({literal(analysis.prediction_pieces[0])}) scores highest**")
         st.caption(literal(ctx.ckpt.card.get("predictions", "")))
         side_by_side(effect, len(picked), {})
-    elif analysis.kind == "decoder-only":
+    elif not analysis.has_encoder:
         st.markdown("**Next token after the text**")
         side_by_side(effect, len(picked), {"probability": PROB})
     else:

@@ -26,8 +26,8 @@ FIRST_KEY = state.url_key("steps_first_key", int, url="first_key")  # the first 
 
 @state.fragment
 @errors.safe
-def steps_view(held: cache.Held) -> None:
-    ctx = held.analysed()  # the fragment holds its analysis weakly (cache.Held)
+def steps_view(source: cache.Source) -> None:
+    ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
     analysis, model = ctx.analysis, ctx.entry.name
     attention, layer, head = head_picker(analysis, with_average=False)
     block = analysis.block(attention, layer)

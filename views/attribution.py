@@ -40,14 +40,14 @@ def body() -> None:
     if ctx is None:
         return
     analysis = ctx.analysis
-    if analysis.kind == "encoder-only":
+    if not analysis.has_decoder:
         st.info(
             "Logit attribution reads a decoder's stream: this model's output is not a sum of what its parts wrote. "
             "Choose a language model or a translator in the sidebar."
         )
         return
     labels = position_labels(analysis)
-    translator = analysis.kind == "encoder-decoder"
+    translator = analysis.has_cross_attention
     cols = st.columns(3)
     with cols[0]:
         # a translator opens on its first output word; a language model on the text's next token

@@ -9,7 +9,7 @@ from analysis.record import Analysis
 from inference.catalog import MINIMAL_PAIRS, WINOGRAD
 from inference.text import InputError
 from ui import cache, charts, errors, progress, sidebar, state
-from ui.cache import Analysed, TracedAnalysis, TraceGoneError
+from ui.cache import Shown, Source, TraceGoneError
 from ui.downloads import table_downloads
 from ui.markdown import literal
 from ui.widgets import head_picker, show_chart, trace_uploader, weighting_picker
@@ -22,7 +22,7 @@ from viz.style import thaw
 COMPARE = state.url_text("compare")  # the second text
 PAIRED_WITH = state.session_key("compare_paired_with")  # the first text the second was last chosen for
 SECOND_UPLOAD = "compare_upload"  # the second trace file's uploader (when the sidebar draws a trace file)
-SECOND_TRACE = "_compare_second_trace"  # session: the second trace file (a cache.TraceFile)
+SECOND_TRACE = "_compare_second_trace"  # session: the second trace file (a cache.Source)
 PATCH_WHAT = state.url_key("patch")  # analysis.patching.WHATS
 PATCH_ANSWER = state.url_key("patch_answer", longest=200)  # a piece among the first text's top guesses
 PATCH_VERSUS = state.url_key("patch_versus", longest=200)  # a piece among either text's top guesses
@@ -52,11 +52,11 @@ def _use_pair() -> None:
     st.session_state[PAIRED_WITH] = WINOGRAD[0]
 
 
-def _second_opened(trace: cache.TraceFile) -> None:
+def _second_opened(trace: Source) -> None:
     st.session_state[SECOND_TRACE] = trace
 
 
-def _second_trace(first: TracedAnalysis) -> TracedAnalysis | None:
+def _second_trace(first: Shown) -> Shown | None:
     """The second trace file beside the sidebar's: its uploader, and its Analysis; None after saying why none."""
     failed = trace_uploader(
         f"Second trace file (.json or .npz), beside {literal(first.name)}", SECOND_UPLOAD, _second_opened
@@ -72,14 +72,14 @@ def _second_trace(first: TracedAnalysis) -> TracedAnalysis | None:
         )
         return None
     try:
-        return cache.traced(second)
+        return cache.shown(second)
     except TraceGoneError as exc:
         st.session_state.pop(SECOND_TRACE, None)
         st.error(errors.shown(str(exc)))
         return None
 
 
-def _second_text(first: Analysed) -> Analysed | None:
+def _second_text(first: Shown) -> Shown | None:
     """The second text's box, Winograd's pair, and its Analysis by the same model; None after saying why none."""
     _follow(first.text)
     st.text_input("Second text (the first is the sidebar's)", key=COMPARE, max_chars=2000)
@@ -90,7 +90,7 @@ def _second_text(first: Analysed) -> Analysed | None:
         st.caption("Both texts are the same: change a word of the second to see what it changes.")
     try:
         same = st.session_state[COMPARE] == first.text  # one analysis serves both
-        return first if same else cache.analysed(first.with_text(st.session_state[COMPARE]))
+        return first if same else cache.shown(first.with_text(st.session_state[COMPARE]))
     except InputError as exc:
         st.error(errors.shown(f"Second text: {exc}"))
         return None
@@ -108,7 +108,7 @@ def _mismatch(first: Analysis, second: Analysis, attention: str, layer: int) -> 
     return ""
 
 
-def _outputs(col, ctx: Analysed | TracedAnalysis, name: str) -> None:
+def _outputs(col, ctx: Shown, name: str) -> None:
     """What the model wrote (a translator) or guessed next (a language model), under its heatmap."""
     analysis = ctx.analysis
     if analysis.output_text is not None:
@@ -123,14 +123,14 @@ def _outputs(col, ctx: Analysed | TracedAnalysis, name: str) -> None:
 def body() -> None:
     st.title("Compare two inputs")
     first = sidebar.chosen(trace=True)
-    inputs = "Two trace files" if isinstance(first, TracedAnalysis) else "Two texts that differ in a word or two"
+    inputs = "Two texts that differ in a word or two" if first is None or first.has_model else "Two trace files"
     st.caption(
         f"{inputs} (a minimal pair): the same head of each, and where both have the same number of tokens, the "
         "difference second − first (red: the first attends more, blue: the second)."
     )
     if first is None:
         return
-    second = _second_trace(first) if isinstance(first, TracedAnalysis) else _second_text(first)
+    second = _second_text(first) if first.has_model else _second_trace(first)
     if second is None:
         return
     attention, layer, head = head_picker(first.analysis, with_average=True)
@@ -158,11 +158,11 @@ def body() -> None:
     queries, keys = (a.query_pieces[:nq], b.query_pieces[:nq]), (a.key_pieces[:nk], b.key_pieces[:nk])
     diff = difference_heatmap(*weights, queries, keys, title)
     show_chart(diff, "compare_difference", safe_filename("compare-difference", first.name))
-    if isinstance(first, Analysed) and isinstance(second, Analysed):
+    if first.has_model and second.has_model:
         patching_section(first, second)
 
 
-def _tokens(first: Analysed, second: Analysed) -> tuple[list[str], dict[str, int], str, str]:
+def _tokens(first: Shown, second: Shown) -> tuple[list[str], dict[str, int], str, str]:
     """The answer's options (the first text's top guesses), every piece's id, and the two defaults: the first
     text's top guess, and the second's (or, where both agree, the first's runner-up)."""
     ours, theirs = first.analysis.predictions[-1], second.analysis.predictions[-1]
@@ -172,7 +172,7 @@ def _tokens(first: Analysed, second: Analysed) -> tuple[list[str], dict[str, int
     return [p.piece for p in ours], ids, answer, versus
 
 
-def patching_section(first: Analysed, second: Analysed) -> None:
+def patching_section(first: Shown, second: Shown) -> None:
     """Activation patching of the pair: the second text run again with one activation of the first's."""
     st.header("Activation patching")
     st.caption(
@@ -181,7 +181,7 @@ def patching_section(first: Analysed, second: Analysed) -> None:
         "the second text now answers as the first, 0: no change). A language model's texts of the same token "
         "count only: position is patched with position."
     )
-    if first.analysis.kind != "decoder-only":
+    if first.analysis.has_encoder:
         st.info("Activation patching here needs a language model: choose one in the sidebar.")
         return
     a, b = first.analysis.target_pieces, second.analysis.target_pieces

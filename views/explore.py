@@ -7,7 +7,7 @@ from functools import partial
 import streamlit as st
 
 from ui import cache, charts, errors, sidebar, state
-from ui.cache import Analysed, TracedAnalysis, export_bytes
+from ui.cache import Shown, export_bytes
 from ui.markdown import literal
 from ui.widgets import (
     HEAD,
@@ -34,14 +34,14 @@ def _on_grid_select(n_heads: int) -> None:
         head_chosen()
 
 
-def predictions(ctx: Analysed | TracedAnalysis) -> None:
+def predictions(ctx: Shown) -> None:
     """LM: top-k after the chosen position (default: the last); encoder-decoder: output and top-k per step. A
     trace shows the predictions it holds (attention imported from elsewhere holds none)."""
     analysis = ctx.analysis
-    card = {} if isinstance(ctx, TracedAnalysis) else ctx.ckpt.card
+    card = ctx.ckpt.card if ctx.has_model else {}
     if not analysis.predictions:
         st.caption(literal(f"The trace file {ctx.name} holds attention only, no predictions."))
-    elif analysis.kind == "decoder-only":
+    elif not analysis.has_encoder:  # a language model: the next token after any position
         labels = position_labels(analysis)
         pos = token_picker("Next token after", POSITION, labels, analysis)
         after = f"The model's guesses for the token after {labels[pos]} (position {pos + 1} of {len(labels)})."
@@ -54,7 +54,7 @@ def predictions(ctx: Analysed | TracedAnalysis) -> None:
         before, after = (display_piece(p) for p in (analysis.source_pieces or ())[half - 1 : half + 1])
         st.caption(literal(f"The word between “{before}” and “{after}”: {card.get('predictions', '')}"))
         small_table(charts.predictions_table(ctx, 0))
-    elif analysis.kind == "encoder-only":
+    elif not analysis.has_decoder:
         st.markdown("**Each position's output, scored against the vocabulary**")
         st.caption(literal(card.get("predictions", "What the model's output at each position scores highest.")))
         st.dataframe(charts.predictions_table(ctx, None), hide_index=True, key="encoder_topk")
@@ -67,10 +67,10 @@ def predictions(ctx: Analysed | TracedAnalysis) -> None:
 
 @state.fragment
 @errors.safe
-def heads_view(held: cache.Held) -> None:
+def heads_view(source: cache.Source) -> None:
     """Everything that changes with the attention type, layer and head: reruns alone, and runs the model only
     when the byte budget let the text's analysis go; the charts come built from ui.charts' cache."""
-    ctx = held.analysed()  # the fragment holds its analysis weakly (cache.Held)
+    ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
     model, analysis = ctx.name, ctx.analysis
     attention, layer, head = head_picker(analysis, with_average=True)
     norms = weighting_picker(analysis)
@@ -124,7 +124,7 @@ def body() -> None:
         return
     heads_view(cache.held(ctx))
     st.header("Export and share")
-    if isinstance(ctx, TracedAnalysis):
+    if not ctx.has_model:
         st.caption(
             "The address bar keeps the layer and head, not the trace file: share the file itself (the buttons write "
             "it as it was read)."
@@ -139,7 +139,7 @@ def body() -> None:
         )
     cols = st.columns(2)
     for col, fmt, mime in ((cols[0], "json", "application/json"), (cols[1], "npz", "application/octet-stream")):
-        data = partial(export_bytes, cache.bare(ctx), fmt)  # the context only: the session keeps this
+        data = partial(export_bytes, ctx.source, fmt)  # the source only: the session keeps this
         file_name = f"{safe_filename('analysis', ctx.name)}.{fmt}"
         label = f"Whole analysis as {fmt.upper()}"
         col.download_button(label, data, file_name, mime, key=f"dl_{fmt}", on_click="ignore")

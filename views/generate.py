@@ -9,7 +9,7 @@ from analysis.record import Analysis, DecodingSteps
 from inference.decoding import Sampling
 from inference.text import InputError
 from ui import cache, errors, sidebar, state
-from ui.cache import Context
+from ui.cache import Source
 from ui.markdown import literal
 from ui.widgets import layer_and_head, show_chart
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
@@ -40,7 +40,7 @@ GEN_SEED = state.url_key("gen_seed", int)
 GEN_STEP = state.url_key("gen_step", int, across_pages=False)  # in the URL; dropped when another page shows
 
 
-def continuation(ctx: Context) -> Analysis | None:
+def continuation(ctx: Source) -> Analysis | None:
     """The language model's text and what it wrote after it, with the controls for how it writes."""
     cols = st.columns(5)
     most = min(64, ctx.ckpt.config.max_len // 2)
@@ -73,13 +73,13 @@ def body() -> None:
         return
     analysis = ctx.analysis
     cfg = ctx.ckpt.config
-    if analysis.kind == "encoder-only":
+    if not analysis.has_decoder:
         st.info(
             f"{literal(ctx.entry.name)} is an encoder: it reads the whole text at once, every token seeing every "
             "other, and writes none. Generating needs a language model or a translator: pick one in the sidebar."
         )
         return
-    if analysis.kind == "decoder-only":
+    if not analysis.has_encoder:
         st.caption("The language model continues the text one token at a time, each time feeding its own choice back.")
         written = continuation(ctx)
         if written is None:

@@ -69,7 +69,7 @@ def body() -> None:
     if ctx is None:
         return
     table = charts.head_statistics(ctx)
-    probe = None if isinstance(ctx, cache.TraceFile) else cache.induction_report(ctx.path, ctx.stamp)
+    probe = cache.induction_report(ctx.path, ctx.stamp) if ctx.has_model else None
     caption = "Averaged over the query tokens of your text. Click a column header to sort, a row to pick the head."
     if probe is not None:
         table = with_probe_scores(table, probe.induction, probe.previous_token)
@@ -104,11 +104,11 @@ def body() -> None:
         head_chosen()
         st.switch_page("views/explore.py")
     detector(ctx)
-    if not isinstance(ctx, cache.TraceFile):
+    if ctx.has_model:
         composition(ctx, probe)
 
 
-def detector(ctx: cache.Analysed | cache.TracedAnalysis) -> None:
+def detector(ctx: cache.Shown) -> None:
     """How much of each head's attention follows a pattern (analysis.detectors), over the text and more lines."""
     st.header("Detect a pattern")
     st.caption(
@@ -118,7 +118,7 @@ def detector(ctx: cache.Analysed | cache.TracedAnalysis) -> None:
     state.keep_valid(DETECT, list(PATTERNS), "previous token")
     pattern = st.selectbox("Pattern", PATTERNS, key=DETECT, help=PATTERN_HELP)
     lines: list[str] = []
-    if not isinstance(ctx, cache.TraceFile):
+    if ctx.has_model:
         more = st.text_area(
             f"More texts, one a line (up to {MAX_TEXTS}); the sidebar's text is always the first", key=DETECT_TEXTS
         )
@@ -143,7 +143,7 @@ def detector(ctx: cache.Analysed | cache.TracedAnalysis) -> None:
             for number, line in enumerate(lines, start=1):
                 show((number - 1) / len(lines), f"Scoring line {number} of {len(lines)}")
                 try:
-                    analysis = cache.analysed(ctx.with_text(line), heavy=True).analysis
+                    analysis = cache.shown(ctx.with_text(line), heavy=True).analysis
                 except InputError as exc:
                     st.error(errors.shown(f"Line {number} is left out: {exc}"))
                     continue
@@ -167,7 +167,7 @@ def detector(ctx: cache.Analysed | cache.TracedAnalysis) -> None:
         st.dataframe(table, hide_index=True, key="detector_table")
 
 
-def composition(ctx: cache.Context, probe: InductionReport | None) -> None:
+def composition(ctx: cache.Source, probe: InductionReport | None) -> None:
     """How the heads compose, read from the model's weights (analysis.circuits): one mode at a time."""
     st.header("How heads compose")
     config = ctx.ckpt.config

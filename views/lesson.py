@@ -13,7 +13,7 @@ import streamlit as st
 from course.lesson import SENTENCES, SINUSOIDAL, SLUGS, STEPS, Step, step_index
 from inference import catalog
 from ui import errors, sidebar, state
-from ui.cache import Context
+from ui.cache import Source
 from ui.markdown import literal
 from views.lesson_steps.cost import quadratic
 from views.lesson_steps.induction import induction, induction_circuit
@@ -99,7 +99,7 @@ VIEWS = {
 WITHOUT_SENTENCE = {"quadratic-cost": quadratic, "induction-heads": induction, "induction-circuit": induction_circuit}
 
 
-def sentence(ctx: Context) -> Context:
+def sentence(ctx: Source) -> Source:
     """The context with the lesson's sentence for this model, or the student's own text from the sidebar."""
     family = catalog.preset_family(ctx.entry.name, ctx.entry.kind, ctx.entry.card)
     ours = SENTENCES[family]
@@ -112,7 +112,7 @@ def sentence(ctx: Context) -> Context:
 
 
 @errors.safe
-def show(step: Step, ctx: Context) -> None:
+def show(step: Step, ctx: Source) -> None:
     """The step's live view, after checking the model can show it."""
     shown = model_check(step, ctx)
     if shown is None:

@@ -6,7 +6,7 @@ import streamlit as st
 
 from analysis.analyze import batch_masks
 from inference.text import InputError
-from ui import cache, errors, sidebar, state
+from ui import errors, sidebar, state
 from ui.markdown import literal
 from ui.widgets import show_chart
 from viz.labels import safe_filename
@@ -31,7 +31,7 @@ def body() -> None:
         key = f"mask_{attention.replace('.', '_')}"
         show_chart(fig, key, safe_filename("mask", ctx.name, attention), where=tab)
     st.header("Padding in a batch")
-    if isinstance(ctx, cache.TraceFile):
+    if not ctx.has_model:
         st.caption(
             f"Padding a second sentence beside yours needs the model's tokenizer; the trace file {literal(ctx.name)} "
             "holds one input's attention. Turn off “Draw the trace file” in the sidebar to pad two sentences."

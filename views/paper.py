@@ -26,9 +26,9 @@ def _pick_query(n_queries: int, labels: list[str]) -> int:
 
 @state.fragment
 @errors.safe
-def lines_of_the_layer(held: cache.Held) -> None:
+def lines_of_the_layer(source: cache.Source) -> None:
     """Everything that changes with the attention type, layer, head, token and threshold: reruns alone."""
-    ctx = held.analysed()  # the fragment holds its analysis weakly (cache.Held)
+    ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
     analysis, model = ctx.analysis, ctx.name
     attention, layer, head = head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
     norms = weighting_picker(analysis)

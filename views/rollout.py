@@ -10,7 +10,7 @@ from ui import errors, sidebar, state
 from ui.widgets import ATTENTION, show_chart, weighting_picker
 from viz.heads import NORMS
 from viz.labels import safe_filename
-from viz.rollout import ROLLOUT_LABELS, rollout_view
+from viz.rollout import rollout_label, rollout_view
 
 ROWS = {
     "encoder.self_attn": "Row i: where the encoder's output at source token i gets its information from, among the "
@@ -28,10 +28,6 @@ ROLLOUT_RESIDUAL = state.url_switch("rollout_residual")
 ROLLOUT_HEADS = state.url_list("rollout_heads", "rollout_H", state.FromOne(), write=state.ToOne())  # averaged
 
 
-def _label(analysis: Analysis, attention: str) -> str:
-    return analysis.attention_label(attention) if analysis.kind == "decoder-only" else ROLLOUT_LABELS[attention]
-
-
 def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
     """Attention (a language model has one), residual, through which layer (0-based) and heads, validated against
     the analysis."""
@@ -39,7 +35,7 @@ def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
     state.keep_valid(ATTENTION, attentions, attentions[0])  # the attention type chosen on any page
     attention = attentions[0]
     if len(attentions) > 1:
-        labels = {a: _label(analysis, a) for a in attentions}  # not a closure over the analysis (ui.widgets)
+        labels = {a: rollout_label(analysis, a) for a in attentions}  # not a closure over the analysis (ui.widgets)
         attention = st.radio("Rollout of", attentions, key=ATTENTION, format_func=labels.get, horizontal=True)
     cols = st.columns([2, 3], gap="medium")
     help_ = "Each layer as 0.5·A + 0.5·I: the residual connection keeps half of each position's own state "
@@ -79,7 +75,7 @@ def body() -> None:
         return
     n_heads = analysis.block(attention, 0).n_heads
     result = analysis_rollout(analysis, attention, residual, None if len(heads) == n_heads else heads)
-    rows = LM_ROWS if analysis.kind == "decoder-only" else ROWS[attention]
+    rows = ROWS[attention] if analysis.has_encoder else LM_ROWS
     upto = "layer 1" if layer == 0 else f"layers 1–{layer + 1}"
     text = f"{rows}, through {upto}."
     if attention == "decoder.cross_attn" and residual:
@@ -91,7 +87,7 @@ def body() -> None:
     if not residual:
         text += " Raw product, without the residual: it often piles everything onto a few tokens."
     st.caption(text)
-    label = _label(analysis, attention) + (f", {NORMS}" if norms else "")
+    label = rollout_label(analysis, attention) + (f", {NORMS}" if norms else "")
     fig = rollout_view(result.maps, result.query_pieces, result.key_pieces, label, layer, result.heads, residual)
     file_name = safe_filename("rollout", ctx.name, attention, f"L{layer + 1}", "res" if residual else "raw")
     show_chart(fig, "rollout_chart", file_name)

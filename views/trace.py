@@ -60,7 +60,7 @@ def body() -> None:
             st.info("No trace opened yet: choose a .json or .npz file above.")
         return
     try:
-        analysis = cache.traced(trace).analysis
+        analysis = cache.shown(trace).analysis
     except TraceGoneError as exc:
         sidebar.close_trace()
         st.error(errors.shown(str(exc)))

@@ -9,7 +9,7 @@ from inference import catalog
 from inference.snapshots import Snapshot, stored_as
 from model.names import block_layer
 from ui import cache, charts, errors, sidebar, state
-from ui.cache import Context
+from ui.cache import Source
 from ui.markdown import literal
 from ui.widgets import head_picker, open_on_head, show_chart
 from viz.heads import head_heatmap
@@ -21,7 +21,7 @@ CURVE = "Validation loss of the run"
 STEP = state.url_key("step", int, across_pages=False)  # the snapshot shown; in the URL, dropped on another page
 
 
-def _run_curve(ctx: Context) -> tuple[list[int], list[float]]:
+def _run_curve(ctx: Source) -> tuple[list[int], list[float]]:
     """The steps and validation losses of every evaluation the card's run recorded."""
     history = ctx.ckpt.card.get("training", {}).get("history", [])
     return [h["step"] for h in history], [h["valid_loss"] for h in history]
@@ -31,7 +31,7 @@ def _step_label(snapshot: Snapshot) -> str:
     return f"step {snapshot.step:,} · loss {snapshot.valid_loss:.3f}"
 
 
-def _without_snapshots(ctx: Context) -> None:
+def _without_snapshots(ctx: Source) -> None:
     """Say why there is no slider, and offer the shipped models that have snapshots."""
     root = catalog.checkpoints_dir()
     entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
@@ -71,7 +71,7 @@ def _prediction(col, analysis: Analysis, label: str) -> None:
         col.dataframe(top_k_frame(analysis, len(analysis.target_pieces) - 1), hide_index=True, key="training_top")
 
 
-def _copying(ctx: Context, step: int) -> None:
+def _copying(ctx: Source, step: int) -> None:
     """The run's induction probe at every evaluation, when its history recorded one (decoder-only runs): the loss
     on a repeated run's second copy falling as the best head's induction score rises."""
     history = [h for h in ctx.ckpt.card.get("training", {}).get("history", []) if "induction" in h]

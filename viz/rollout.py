@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from analysis.record import Analysis
 from viz.arrays import check_attention
 from viz.labels import token_labels
 from viz.style import COLORSCALE, category_axis, category_hover, finish_layout, unvalidated
@@ -20,6 +21,12 @@ ROLLOUT_LABELS = {  # what each rollout of an encoder-decoder is (not one block:
     "decoder.self_attn": "Decoder self-attention (output → output)",
     "decoder.cross_attn": "Decoder → source (through the encoder)",
 }
+
+
+def rollout_label(analysis: Analysis, attention: str) -> str:
+    """What the rollout of `attention` is called: a language model's one attention by its own name, an encoder's
+    or an encoder-decoder's by what it maps (ROLLOUT_LABELS)."""
+    return ROLLOUT_LABELS[attention] if analysis.has_encoder else analysis.attention_label(attention)
 
 
 def _axis(labels: list[str], title: str) -> dict[str, Any]:

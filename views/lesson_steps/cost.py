@@ -9,7 +9,7 @@ from analysis.lesson import (
     Cost,
 )
 from ui import cache
-from ui.cache import Context
+from ui.cache import Source
 from ui.markdown import literal
 from views.lesson_steps.layout import chart, side_by_side
 from viz.lesson import cost_figure
@@ -36,7 +36,7 @@ def growth_sentence(cost: Cost, d: int) -> str:
     )
 
 
-def quadratic(ctx: Context) -> None:
+def quadratic(ctx: Source) -> None:
     cost = cache.attention_cost(ctx.path, ctx.stamp)
     ms = [s * 1000 for s in cost.seconds]
     kib = [b / 1024 for b in cost.bytes]

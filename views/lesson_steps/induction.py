@@ -16,7 +16,7 @@ from analysis.lesson import (
 from inference import catalog
 from model.names import block_layer
 from ui import cache, sidebar
-from ui.cache import Context
+from ui.cache import Source
 from ui.markdown import literal
 from views.lesson_steps.layout import chart
 from views.lesson_steps.models import HEAD_STEPS, induction_score, preference
@@ -65,7 +65,7 @@ SWITCHED = {
 }
 
 
-def induction(ctx: Context) -> None:
+def induction(ctx: Source) -> None:
     seen = cache.copying(ctx.path, ctx.stamp)
     name, n = ctx.entry.name, seen.length
     best = head_label(seen.block, seen.head)
@@ -122,7 +122,7 @@ def induction(ctx: Context) -> None:
     _formation(ctx, seen)
 
 
-def _formation(ctx: Context, seen: Copying) -> None:
+def _formation(ctx: Source, seen: Copying) -> None:
     """The run that trained the model: the probe at every evaluation, and the best head at a few snapshots."""
     name = ctx.entry.name
     st.markdown("**How it formed in training**")
@@ -170,7 +170,7 @@ def _formation(ctx: Context, seen: Copying) -> None:
         st.markdown(f"[{label}](training?{urlencode(link)})")
 
 
-def induction_circuit(ctx: Context) -> None:
+def induction_circuit(ctx: Source) -> None:
     """The previous-token head, the K-composition into the induction head, patching, and what the heads write."""
     seen = cache.circuit(ctx.path, ctx.stamp)
     if seen is None:

@@ -12,7 +12,7 @@ from course.lesson import NEEDS, Step
 from inference import catalog
 from inference.checkpoint import CheckpointError, load_config
 from ui import cache, sidebar
-from ui.cache import Context
+from ui.cache import Source
 from ui.markdown import literal
 
 # The order a step borrows a model in, best first. A step about the induction heads wants a model whose card records
@@ -52,7 +52,7 @@ def fitting_models(step: Step) -> list[str]:
     return [e.name for e in sorted(fitting, key=lambda e: preference(step.slug, e))]
 
 
-def borrowed(step: Step, ctx: Context) -> Context | None:
+def borrowed(step: Step, ctx: Source) -> Source | None:
     """The step's own model, loaded for this step only (the app's model stays the sidebar's), with the same text;
     None when no readable checkpoint can show it."""
     root = catalog.checkpoints_dir()
@@ -60,13 +60,14 @@ def borrowed(step: Step, ctx: Context) -> Context | None:
     for name in fitting_models(step):
         stamp = catalog.stamp(entries[name].path)
         try:
-            return Context(entries[name], cache.load_model(str(entries[name].path), stamp), stamp, ctx.text)
+            ckpt = cache.load_model(str(entries[name].path), stamp)
+            return Source.checkpoint(entries[name], ckpt, stamp, ctx.text)
         except CheckpointError:
             continue
     return None
 
 
-def model_check(step: Step, ctx: Context) -> Context | None:
+def model_check(step: Step, ctx: Source) -> Source | None:
     """The context the step is shown on: the loaded model where it fits, else a model that does, loaded for this
     step with a line saying so (and a button to switch the whole app to it); None when no model can show it."""
     if step.fits(ctx.ckpt.config):

@@ -12,7 +12,7 @@ import streamlit as st
 from analysis.analyze import batch_masks, positions_used
 from analysis.record import Analysis, DecodingSteps
 from ui import cache, charts, state
-from ui.cache import Analysed, Context
+from ui.cache import Shown, Source
 from ui.markdown import literal
 from views.lesson_steps.layout import PROB, chart, side_by_side
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
@@ -42,15 +42,15 @@ ACTIVATIONS = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU", "swiglu": "S
 NORMS = {"layer": "LayerNorm", "rms": "RMSNorm"}
 
 
-def activation_name(ctx: Context) -> str:
+def activation_name(ctx: Source) -> str:
     return ACTIVATIONS.get(ctx.ckpt.config.switches.activation, ctx.ckpt.config.switches.activation)
 
 
-def norm_name(ctx: Context) -> str:
+def norm_name(ctx: Source) -> str:
     return NORMS.get(ctx.ckpt.config.switches.norm_type, ctx.ckpt.config.switches.norm_type)
 
 
-def embeddings(ctx: Context, analysis: Analysis) -> None:
+def embeddings(ctx: Source, analysis: Analysis) -> None:
     w = cache.stream(ctx.path, ctx.stamp, ctx.text)
     cfg = ctx.ckpt.config
     if cfg.switches.embed_scale:
@@ -73,7 +73,7 @@ def embeddings(ctx: Context, analysis: Analysis) -> None:
         chart(vectors_heatmap(w.embedded, w.pieces, title), "embeddings", ctx.entry.name)
 
 
-def positional(ctx: Context, analysis: Analysis) -> None:
+def positional(ctx: Source, analysis: Analysis) -> None:
     cfg = ctx.ckpt.config
     sinusoidal = cfg.positional == "sinusoidal"
     if not sinusoidal:
@@ -91,7 +91,7 @@ def positional(ctx: Context, analysis: Analysis) -> None:
     chart(encoding_curves(table, dims, n, sinusoidal), "positional_curves", ctx.entry.name)
 
 
-def padding(ctx: Context, analysis: Analysis) -> None:
+def padding(ctx: Source, analysis: Analysis) -> None:
     batch = batch_masks(ctx.ckpt, [ctx.text, SHORT])
     st.caption(f"The sentence and “{SHORT}” in one batch, as the model's {literal(batch.stack)} reads them.")
     chart(padding_heatmap(batch), "padding", ctx.entry.name)
@@ -108,9 +108,9 @@ def padding(ctx: Context, analysis: Analysis) -> None:
     chart(fig, "padding_mask", ctx.entry.name)
 
 
-def no_peek(ctx: Context, analysis: Analysis) -> None:
+def no_peek(ctx: Source, analysis: Analysis) -> None:
     block = analysis.block("decoder.self_attn", 0)
-    fed = "the text" if analysis.kind == "decoder-only" else "<s> and the output it wrote"
+    fed = "<s> and the output it wrote" if analysis.has_encoder else "the text"
     st.caption(f"The decoder's self-attention in layer 1, over {fed}. Rows are queries, columns keys.")
     title = "No-peek mask of the decoder"
     chart(mask_heatmap(block.mask, block.query_pieces, block.key_pieces, title), "nopeek_mask", ctx.entry.name)
@@ -119,7 +119,7 @@ def no_peek(ctx: Context, analysis: Analysis) -> None:
     chart(fig, "nopeek_head", ctx.entry.name)
 
 
-def scaled_dot(ctx: Context, analysis: Analysis) -> None:
+def scaled_dot(ctx: Source, analysis: Analysis) -> None:
     full = cache.analysis(ctx, full=True)
     attention = full.attentions[0]
     block = full.block(attention, 0)
@@ -137,7 +137,7 @@ def scaled_dot(ctx: Context, analysis: Analysis) -> None:
     st.page_link("views/attention_math.py", label="Any head and query: the Attention math page")
 
 
-def multi_head(ctx: Analysed, analysis: Analysis) -> None:
+def multi_head(ctx: Shown, analysis: Analysis) -> None:
     cfg = ctx.ckpt.config
     attention = analysis.attentions[0]
     d_head = cfg.d_model // cfg.n_heads
@@ -149,7 +149,7 @@ def multi_head(ctx: Analysed, analysis: Analysis) -> None:
     chart(thaw(charts.grid_chart(ctx, attention)), "heads", ctx.entry.name)
 
 
-def feed_forward(ctx: Context, analysis: Analysis) -> None:
+def feed_forward(ctx: Source, analysis: Analysis) -> None:
     w = cache.stream(ctx.path, ctx.stamp, ctx.text)
     cfg = ctx.ckpt.config
     attn, ffn = w.weights
@@ -169,7 +169,7 @@ def feed_forward(ctx: Context, analysis: Analysis) -> None:
     chart(fig, "ffn", ctx.entry.name)
 
 
-def residual(ctx: Context, analysis: Analysis) -> None:
+def residual(ctx: Source, analysis: Analysis) -> None:
     w = cache.stream(ctx.path, ctx.stamp, ctx.text)
     norm = norm_name(ctx)
     style = f"pre-norm: x + Sublayer({norm}(x))" if w.pre_norm else f"post-norm, as the paper: {norm}(x + Sublayer(x))"
@@ -184,7 +184,7 @@ def residual(ctx: Context, analysis: Analysis) -> None:
     chart(residual_figure(w.norms, w.pre_norm, norm), "residual", ctx.entry.name)
 
 
-def cross(ctx: Analysed, analysis: Analysis) -> None:
+def cross(ctx: Shown, analysis: Analysis) -> None:
     last = analysis.layers("decoder.cross_attn")[-1]
     st.markdown("**Output**")
     st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
@@ -196,7 +196,7 @@ def cross(ctx: Analysed, analysis: Analysis) -> None:
     chart(fig, "cross", ctx.entry.name)
 
 
-def next_token(ctx: Context, analysis: Analysis) -> None:
+def next_token(ctx: Source, analysis: Analysis) -> None:
     st.caption(
         "Each position reads its token and is trained to predict the next one: the target column is the input "
         "shifted by one. The model's own first guess at each position, and whether it is the text's next token:"
@@ -206,10 +206,10 @@ def next_token(ctx: Context, analysis: Analysis) -> None:
     st.dataframe(top_k_frame(analysis, -1), hide_index=True, column_config={"probability": PROB}, key="lesson_next")
 
 
-def kv_cache(ctx: Context, analysis: Analysis) -> None:
+def kv_cache(ctx: Source, analysis: Analysis) -> None:
     cfg = ctx.ckpt.config
     asked = None
-    if analysis.kind == "decoder-only":
+    if not analysis.has_encoder:  # a language model writes on after its text
         asked = min(WRITE, cfg.max_len // 2)
         analysis = cache.analysis(ctx, continuation=asked)
         st.code(f"{analysis.text} ⟶ {analysis.continuation or '(nothing)'}", language=None, wrap_lines=True)
