@@ -264,17 +264,6 @@ def patch_together(ckpt: Checkpoint, runs: Runs, heads: Sequence[tuple[str, int]
     return float(_normalised(_patched(ckpt, runs, [patch]).numpy(), runs)[0])
 
 
-def patch_whole_layer_input(
-    ckpt: Checkpoint, clean: str, corrupted: str, layer: int, answer: int | None = None, versus: int | None = None
-) -> float:
-    """The normalised metric with the whole stream entering `layer` (every position) taken from the clean run: 1
-    for any layer of a decoder-only model, whose positions see nothing but that stream (a check of the method)."""
-    runs = prepare(ckpt, clean, corrupted, answer, versus)
-    layers, steps = len(ckpt.model.decoder.layers), runs.clean_ids.shape[1]
-    value = _patched(ckpt, runs, [_residual_patch(runs, layer, list(range(steps)), layers)])
-    return float(_normalised(value.numpy(), runs)[0])
-
-
 def attribution_patch(
     ckpt: Checkpoint, clean: str, corrupted: str, answer: int | None = None, versus: int | None = None
 ) -> Patching:

@@ -334,10 +334,6 @@ class ModelWorker:
             self._stopping = _Item(STOP, Future())
             self._ready.notify()
 
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
     @staticmethod
     def chunk_rows(tokens: int) -> int:
         """How many runs of `tokens` tokens one heavy chunk may hold (at least one)."""

@@ -11,8 +11,6 @@ import json
 import logging
 import os
 import platform
-import resource
-import statistics
 import sys
 import tempfile
 import time
@@ -193,21 +191,6 @@ def text_of_tokens(ckpt: Checkpoint, n: int, variant: int = 0) -> str:
     raise RuntimeError(f"could not build a text of exactly {n} tokens for {ckpt.name}")
 
 
-def distinct_sentences(count: int, seed: int = 0, words: int = 12) -> list[str]:
-    """`count` distinct short sentences made of corpus words (seeded)."""
-    import random
-
-    rng = random.Random(seed)
-    vocab = sorted(set(w.strip(".,?").lower() for w in CORPUS))
-    out, seen = [], set()
-    while len(out) < count:
-        s = " ".join(rng.choice(vocab) for _ in range(words)).capitalize() + "."
-        if s not in seen:
-            seen.add(s)
-            out.append(s)
-    return out
-
-
 # ---------------------------------------------------------------------------------------------------------------
 # the app's server-side path
 
@@ -265,13 +248,6 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     return time.perf_counter() - t0, out
 
 
-def median_time(fn: Callable[[], Any], repeats: int, warmup: int = 1) -> float:
-    """Median wall time of `fn` in seconds over `repeats` runs after `warmup` untimed ones."""
-    for _ in range(warmup):
-        fn()
-    return statistics.median(timed(fn)[0] for _ in range(repeats))
-
-
 def percentile(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100)."""
     ordered = sorted(values)
@@ -291,24 +267,6 @@ def kib(n: float) -> str:
     if n < 1024 * 1024:
         return f"{n / 1024:.1f} KiB"
     return f"{n / 1024 / 1024:.2f} MiB"
-
-
-def rss_bytes() -> int:
-    """Current resident set size of this process."""
-    try:
-        import psutil
-
-        return int(psutil.Process().memory_info().rss)
-    except ImportError:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
-
-
-def peak_rss_bytes() -> int:
-    """Peak resident set size of this process so far (ru_maxrss is KiB on Linux)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 @dataclass

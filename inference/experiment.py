@@ -87,7 +87,6 @@ ROWS: tuple[Row, ...] = (
     Row("fivegram-3L-8H-tied", 3, 8, shared_embeddings=True),
 )
 PRUNED = ("fivegram-1L-16H", "fivegram-3L-8H")  # the two pruning curves; every multi-head row has one
-ROW_NAMES = {row.name: row for row in ROWS}
 PREFIX = "fivegram-"
 
 

@@ -19,10 +19,13 @@ from analysis.analyze import analyze
 from analysis.export import FORMAT, to_json, to_json_object, to_npz_bytes
 from analysis.imported import (
     TraceError,
+    arrays,
+    checks,
     from_arrays,
     from_huggingface,
     from_transformer_lens,
     read_trace,
+    trace,
 )
 from analysis.record import Analysis
 from inference.checkpoint import load_checkpoint
@@ -438,12 +441,12 @@ def test_tokens_kind_and_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
         source_tokens=TOKENS,
         encoder=layers,
     )
-    monkeypatch.setattr(imported, "MAX_TOKENS", 3)
+    monkeypatch.setattr(checks, "MAX_TOKENS", 3)  # each bound is read where it is checked
     expect(r"^tokens has 4 tokens, more than the 3 allowed$", from_arrays, layers, TOKENS)
-    monkeypatch.setattr(imported, "MAX_LAYERS", 1)
+    monkeypatch.setattr(arrays, "MAX_LAYERS", 1)
     expect(r"^attentions has 2 layers, more than the 1 allowed$", from_arrays, layers, TOKENS[:3])
-    monkeypatch.setattr(imported, "MAX_LAYERS", 256)
-    monkeypatch.setattr(imported, "MAX_HEADS", 1)
+    monkeypatch.setattr(arrays, "MAX_LAYERS", 256)
+    monkeypatch.setattr(checks, "MAX_HEADS", 1)
     expect(r"^layer 1 has 2 heads: expected 1 to 1$", from_arrays, [layer[:, :3, :3] for layer in layers], TOKENS[:3])
 
 
@@ -457,7 +460,7 @@ def read_object(obj: dict, filename: str = "trace.json") -> Analysis:
 
 
 def test_oversized_file_refused_before_parsing(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(imported, "MAX_FILE_BYTES", 100)
+    monkeypatch.setattr(trace, "MAX_FILE_BYTES", 100)
     expect(r"^big\.json: 101 bytes, more than the 100 bytes a trace file may be$", read_trace, b"[" * 101, "big.json")
     expect(r"^big\.npz: 101 bytes", read_trace, b"\0" * 101, "big.npz")
 

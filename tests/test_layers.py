@@ -67,7 +67,7 @@ def test_running_a_checkpoint_needs_no_analysis_no_training_code_and_no_app() ->
 
 
 def test_the_analyses_need_no_training_code_and_no_app() -> None:
-    loaded = modules_loaded_by(package_modules("analysis"))
+    loaded = modules_loaded_by(package_modules("analysis") + package_modules("analysis/imported"))
     assert {"inference", "model"} <= top(loaded)
     assert not top(loaded) & {"streamlit", "plotly", "training", "viz", "ui", "atlas"}
 

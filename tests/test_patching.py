@@ -11,7 +11,16 @@ import numpy as np
 import pytest
 import torch
 
-from analysis.patching import PairError, attribution_patch, pair_ids, patch, patch_whole_layer_input
+from analysis.patching import (
+    PairError,
+    _normalised,
+    _patched,
+    _residual_patch,
+    attribution_patch,
+    pair_ids,
+    patch,
+    prepare,
+)
 from inference.checkpoint import Checkpoint, load_checkpoint
 from model.attention import Patch, attention_mask, padding_mask
 from model.forward import forward
@@ -58,12 +67,24 @@ def test_a_patch_of_nothing_and_an_added_zero_change_nothing(lm) -> None:
     torch.testing.assert_close(forward(lm.model, ids, record=False, ablate=added)[0], plain, atol=1e-5, rtol=0)
 
 
+def whole_layer_input(
+    ckpt: Checkpoint, clean: str, corrupted: str, layer: int, answer: int | None = None, versus: int | None = None
+) -> float:
+    """The normalised metric with the whole stream entering `layer` (every position) taken from the clean run, by
+    the residual patch `patch` applies one position at a time: 1 for any layer of a decoder-only model, whose
+    positions see nothing but that stream (a check of the method)."""
+    runs = prepare(ckpt, clean, corrupted, answer, versus)
+    layers, steps = len(ckpt.model.decoder.layers), runs.clean_ids.shape[1]
+    value = _patched(ckpt, runs, [_residual_patch(runs, layer, list(range(steps)), layers)])
+    return float(_normalised(value.numpy(), runs)[0])
+
+
 def test_the_whole_stream_entering_any_layer_restores_the_clean_answer(induction, lm) -> None:
     for layer in range(2):
-        assert patch_whole_layer_input(induction, CLEAN, CORRUPTED, layer) == pytest.approx(1.0, abs=1e-4)
+        assert whole_layer_input(induction, CLEAN, CORRUPTED, layer) == pytest.approx(1.0, abs=1e-4)
     answer, versus = lm_pair(lm)
     for layer in (0, 5):
-        value = patch_whole_layer_input(lm, LM_CLEAN, LM_CORRUPTED, layer, answer, versus)
+        value = whole_layer_input(lm, LM_CLEAN, LM_CORRUPTED, layer, answer, versus)
         assert value == pytest.approx(1.0, abs=1e-4)
 
 

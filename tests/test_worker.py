@@ -246,7 +246,7 @@ def test_a_stopped_worker_ends_its_thread_and_drops_what_it_kept(ckpt) -> None:
     assert len(worker.pages) == 1
     worker.stop()
     worker._thread.join(timeout=10)
-    assert not worker.alive and len(worker.pages) == 0 and len(worker.full) == 0
+    assert not worker._thread.is_alive() and len(worker.pages) == 0 and len(worker.full) == 0
 
 
 def test_a_translators_output_is_decoded_once_for_every_page(ckpt, monkeypatch) -> None:

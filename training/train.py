@@ -20,8 +20,9 @@ import shlex
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors import safe_open
@@ -388,37 +389,89 @@ def train(
     Adam's moment estimates too when the folder holds the run's ``optimizer.safetensors`` (a run's folder
     does, a shipped checkpoint does not: there the first steps after a resume move a little differently).
     """
-    torch.manual_seed(seed)
-    torch.set_num_threads(threads)
-    rng = random.Random(seed)
-    folder = data_dir(spec.name, data_root)
-    if not (folder / "tokenizer.model").is_file():
-        raise FileNotFoundError(f"{folder}: no prepared data; run `python -m training.data prepare {spec.name}` first")
-    tok = Tokenizer.from_file(folder / "tokenizer.model")
-    config = build(spec, tok)
-    where = pick_device(device)
-    model = build_model(config).train()
-    start, earlier, resumed_from, seconds_before = 0, [], None, 0
-    if resume is not None:
-        previous = load_checkpoint(resume)
-        data_sha = hashlib.sha256((folder / "tokenizer.model").read_bytes()).hexdigest()
-        if previous.card.get("tokenizer_sha256") not in (None, data_sha):
-            raise ValueError(
-                f"{resume}: trained with another tokenizer than {folder}'s; prepare the data with its pieces "
-                f"(python -m training.data prepare {spec.name} --tokenizer {resume}/tokenizer.model)"
+    run = set_up(spec, data_root, out, seed, threads, command, resume, device, minutes)
+    if run.start in run.snapshots:  # the untrained (or resumed) weights, before the first update
+        save_snapshot(out, run.model, run.start, run.valid_loss())
+    bar = tqdm(desc=spec.name, unit="step", mininterval=1, initial=run.start, total=run.last)
+    step = run.start
+    while step < run.last:
+        step += 1
+        loss = train_step(run, step)
+        bar.update(1)
+        bar.set_postfix(
+            loss=f"{loss.item():.3f}", tok_s=f"{run.tokens / (time.time() - run.started):.0f}", refresh=False
+        )
+        if run.clock is not None and not run.fitted:
+            fit_to_budget(run, step, bar)
+        cut = run.clock is not None and step < run.last and run.clock.must_stop()
+        if step % spec.eval_every == 0 or step == run.last or cut:
+            validate(run, step, loss, snapshot=step in run.snapshots or cut)
+        elif step in run.snapshots:
+            save_snapshot(out, run.model, step, run.valid_loss())
+        if cut:
+            tqdm.write(
+                f"stopped by the {minutes}-minute budget at step {step:,} of {run.last:,}; go on with "
+                f"--resume {run.path} --max-steps {run.last - step}",
+                file=sys.stderr,
             )
-        if replace(previous.config, dropout=config.dropout) != config:  # dropout is the run's, not the model's
-            raise ValueError(f"{resume}: its config differs from the task's; cannot resume")
-        model.load_state_dict(previous.model.state_dict())
-        earlier = previous.card["training"]["history"]
-        start = previous.card["training"].get("steps_done") or max(h["step"] for h in earlier)
-        resumed_from = previous.card["hyperparameters"]["training"]
-        done = previous.card["training"]  # the runs it resumed: their total, or its own seconds on an older card
-        seconds_before = done.get("seconds_total", done.get("seconds", 0))
-        command = f"{previous.card['command']} && {command}"
-    model.to(where)  # after the resumed weights are in: the optimizer below is built on the moved parameters
-    kind = config.kind
-    if kind == "encoder-decoder":
+            break
+    bar.close()
+    budget = {"budget": {**run.fitted, "stopped_at": step, "planned_last_step": run.last}} if run.clock else {}
+    elapsed = time.time() - run.started
+    finish_card(run.path, run.history, step, run.tokens, elapsed, run.seconds_before, step == run.last, budget)
+    return run.path
+
+
+@dataclass
+class Resumed:
+    """Where a run begins: at step 0 with no history, or where the checkpoint it resumes stopped (:func:`resumed`)."""
+
+    command: str  # the command line that ran it: a resumed run's is its predecessors' `&&` its own
+    start: int = 0  # the schedule's step and the place in the data order
+    history: list = field(default_factory=list)
+    hyperparameters: dict | None = None  # the resumed run's training settings (the card's setup.resumed_from)
+    seconds_before: float = 0  # the resumed runs' seconds, all together
+
+
+def resumed(resume: Path, folder: Path, spec: TaskSpec, config: ModelConfig, model: nn.Module, command: str) -> Resumed:
+    """The run of the checkpoint at `resume`, its weights loaded into `model`; refused when its tokenizer is not
+    the one `folder`'s data was cut with or its config is not the task's (dropout aside)."""
+    previous = load_checkpoint(resume)
+    data_sha = hashlib.sha256((folder / "tokenizer.model").read_bytes()).hexdigest()
+    if previous.card.get("tokenizer_sha256") not in (None, data_sha):
+        raise ValueError(
+            f"{resume}: trained with another tokenizer than {folder}'s; prepare the data with its pieces "
+            f"(python -m training.data prepare {spec.name} --tokenizer {resume}/tokenizer.model)"
+        )
+    if replace(previous.config, dropout=config.dropout) != config:  # dropout is the run's, not the model's
+        raise ValueError(f"{resume}: its config differs from the task's; cannot resume")
+    model.load_state_dict(previous.model.state_dict())
+    earlier = previous.card["training"]["history"]
+    done = previous.card["training"]  # the runs it resumed: their total, or its own seconds on an older card
+    return Resumed(
+        command=f"{previous.card['command']} && {command}",
+        start=done.get("steps_done") or max(h["step"] for h in earlier),
+        history=earlier,
+        hyperparameters=previous.card["hyperparameters"]["training"],
+        seconds_before=done.get("seconds_total", done.get("seconds", 0)),
+    )
+
+
+@dataclass
+class TrainingData:
+    """A run's endless training batches, its fixed validation batches, and their sizes (for the card)."""
+
+    batches: Iterator
+    valid: list
+    size: dict[str, int]
+
+
+def training_data(
+    spec: TaskSpec, tok: Tokenizer, folder: Path, config: ModelConfig, rng: random.Random
+) -> TrainingData:
+    """The task's batches: pairs of similar length (encoder-decoder), the induction task's sequences drawn on the
+    fly, or windows of the text (language model); `rng` orders them."""
+    if config.kind == "encoder-decoder":
         train_pairs = encode_pairs(tok, folder, "train", spec.max_train_len)
         batches = pair_batches(train_pairs, spec.batch_tokens, rng, tok.pad_id)
     elif spec.name == "induction":
@@ -429,118 +482,195 @@ def train(
         stream, starts = encode_stream(tok, read_lines(folder / "train.txt"))
         per_batch = max(1, spec.batch_tokens // spec.block_size)
         batches = lm_batches(stream, starts, spec.block_size, per_batch, rng, spec)
-    valid = validation_batches(tok, folder, kind, config.max_len, spec.batch_tokens, spec.block_size)
-    if kind == "encoder-decoder":
+    valid = validation_batches(tok, folder, config.kind, config.max_len, spec.batch_tokens, spec.block_size)
+    if config.kind == "encoder-decoder":
         size = {"train_pairs": len(train_pairs), "valid_pairs": sum(src.shape[0] for src, _ in valid)}
     else:
         size = {"train_tokens": len(stream), "valid_tokens": sum(v.numel() for v in valid)}
+    return TrainingData(batches, valid, size)
+
+
+@dataclass
+class Run:
+    """One training run as its stages share it: what it trains with, where it writes, and how far it has come."""
+
+    spec: TaskSpec
+    config: ModelConfig
+    tok: Tokenizer
+    where: torch.device
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    criterion: nn.Module
+    data: TrainingData
+    out: Path
+    command: str
+    setup: dict[str, Any]  # the card's hyperparameters.training beyond the spec: seed, threads, device, …
+    sources: dict
+    tokenizer_bytes: bytes
+    start: int
+    seconds_before: float
+    history: list
+    started: float  # time.time() when the run began
+    clock: Clock | None
+    last: int  # the schedule's last step: start + max_steps, or fewer once fitted to a budget
+    cooldown: int
+    snapshots: set[int]
+    path: Path  # the best checkpoint saved so far (`out` until the first is)
+    best: float = float("inf")  # its validation loss
+    tokens: int = 0  # target tokens trained on
+    fitted: dict = field(default_factory=dict)  # the budget's fit, once made (training.clock)
+
+    def valid_loss(self) -> float:
+        return evaluate_loss(self.model, self.data.valid, self.config.kind, self.tok.pad_id)
+
+
+def set_up(
+    spec: TaskSpec,
+    data_root: Path,
+    out: Path,
+    seed: int,
+    threads: int,
+    command: str,
+    resume: Path | None,
+    device: str,
+    minutes: float | None,
+) -> Run:
+    """The run `train` makes: seeded, its model built (or resumed) on its device, its data, Adam, the schedule."""
+    torch.manual_seed(seed)
+    torch.set_num_threads(threads)
+    rng = random.Random(seed)
+    folder = data_dir(spec.name, data_root)
+    if not (folder / "tokenizer.model").is_file():
+        raise FileNotFoundError(f"{folder}: no prepared data; run `python -m training.data prepare {spec.name}` first")
+    tok = Tokenizer.from_file(folder / "tokenizer.model")
+    config = build(spec, tok)
+    where = pick_device(device)
+    model = build_model(config).train()
+    before = Resumed(command) if resume is None else resumed(resume, folder, spec, config, model, command)
+    model.to(where)  # after the resumed weights are in: the optimizer below is built on the moved parameters
+    data = training_data(spec, tok, folder, config, rng)
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"{spec.name}: {n_params:,} parameters, {json.dumps(size)}", file=sys.stderr)
+    print(f"{spec.name}: {n_params:,} parameters, {json.dumps(data.size)}", file=sys.stderr)
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     if resume is not None:
-        print(load_optimizer(resume, model, optimizer, start), file=sys.stderr)
-        for _ in range(start):  # the batches the earlier steps drew: a resumed run reads on, not from the top
-            next(batches)
+        print(load_optimizer(resume, model, optimizer, before.start), file=sys.stderr)
+        for _ in range(before.start):  # the batches the earlier steps drew: a resumed run reads on, not from the top
+            next(data.batches)
     criterion = nn.CrossEntropyLoss(ignore_index=tok.pad_id, label_smoothing=spec.label_smoothing)
-    best, history, tokens, started, path = float("inf"), [], 0, time.time(), out
-    sources = json.loads((folder / "sources.json").read_text(encoding="utf-8"))
-    tokenizer_bytes = (folder / "tokenizer.model").read_bytes()
+    started = time.time()
+    last = before.start + spec.max_steps
+    device_name = torch.cuda.get_device_name(where) if where.type == "cuda" else "cpu"
+    return Run(
+        spec=spec,
+        config=config,
+        tok=tok,
+        where=where,
+        model=model,
+        optimizer=optimizer,
+        criterion=criterion,
+        data=data,
+        out=out,
+        command=before.command,
+        setup={
+            "seed": seed,
+            "threads": threads,
+            "device": device_name,
+            "parameters": n_params,
+            "resumed_from": before.hyperparameters,
+        },
+        sources=json.loads((folder / "sources.json").read_text(encoding="utf-8")),
+        tokenizer_bytes=(folder / "tokenizer.model").read_bytes(),
+        start=before.start,
+        seconds_before=before.seconds_before,
+        history=list(before.history),
+        started=started,
+        clock=Clock(minutes, started) if minutes else None,
+        last=last,
+        cooldown=spec_cooldown(spec, spec.max_steps),
+        snapshots=planned_snapshots(spec, before.start, last),
+        path=out,
+    )
 
-    def save(model: nn.Module, step: int, best: float, history: list, tokens: int, elapsed: float) -> Path:
-        run = {
-            "setup": {
-                "seed": seed,
-                "threads": threads,
-                "device": torch.cuda.get_device_name(where) if where.type == "cuda" else "cpu",
-                "parameters": n_params,
-                "resumed_from": resumed_from,
-            },
-            "steps_done": step,
-            "best_step": step,
-            "finished": False,
-            "resumed_at": start,
-            "best_valid_loss": round(best, 4),
-            "history": list(history),
-            "seconds": round(elapsed),
-            "seconds_total": round(seconds_before + elapsed),  # with the runs it resumed, as their cards say
-            "tokens_per_second": round(tokens / elapsed),
-            **size,
+
+def train_step(run: Run, step: int) -> Tensor:
+    """One update: the schedule's rate at `step`, a batch's loss (bf16 matmuls on a GPU), its gradient and Adam's
+    step; returns the loss."""
+    for group in run.optimizer.param_groups:
+        group["lr"] = cooled_rate(step, run.last, run.cooldown, run.config.d_model, run.spec.warmup, run.spec.lr_factor)
+    with torch.autocast(run.where.type, dtype=torch.bfloat16, enabled=run.where.type == "cuda"):  # H100: bf16 matmuls
+        loss, n = loss_of(run.model, next(run.data.batches), run.config.kind, run.criterion)
+    run.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    run.optimizer.step()
+    run.tokens += n
+    return loss
+
+
+def fit_to_budget(run: Run, step: int, bar: tqdm) -> None:
+    """The budget's clock at `step`: after the warm-up steps it starts timing; after the timed steps it times one
+    validation, fits the run's last step, cool-down and snapshots to the minutes left, and records the fit."""
+    clock = run.clock
+    if step - run.start == WARM_STEPS:
+        sync(run.where)
+        clock.timing_from = time.time()
+    elif step - run.start == WARM_STEPS + TIMED_STEPS:
+        sync(run.where)
+        per_step = (time.time() - clock.timing_from) / TIMED_STEPS
+        begun = time.time()
+        run.valid_loss(), copying(run.model, run.config)  # timed, not recorded
+        more = clock.fit(per_step, time.time() - begun, run.spec.eval_every)
+        run.last = min(run.last, step + more)
+        run.cooldown = spec_cooldown(run.spec, run.last - run.start)
+        run.snapshots = planned_snapshots(run.spec, run.start, run.last)
+        bar.total = run.last
+        run.fitted = {
+            "budget_minutes": clock.minutes,
+            "seconds_per_step": round(per_step, 4),
+            "validation_seconds": round(clock.validation_seconds, 2),
+            "steps_fitted": run.last - run.start,
+            "cooldown": run.cooldown,
         }
-        model.eval()
-        card = build_card(spec, config, sources, run, command)
-        saved = save_checkpoint(out, on_cpu(model), tokenizer_bytes, card, bits=16)
-        save_optimizer(saved, model, optimizer, step)
-        model.train()
-        return saved
+        tqdm.write(f"{clock.minutes} min: {json.dumps(run.fitted)}", file=sys.stderr)
 
-    history = list(earlier)
-    last = start + spec.max_steps
-    cooldown = spec_cooldown(spec, spec.max_steps)
-    snapshots = planned_snapshots(spec, start, last)
-    if start in snapshots:  # the untrained (or resumed) weights, before the first update
-        save_snapshot(out, model, start, evaluate_loss(model, valid, kind, tok.pad_id))
-    clock = Clock(minutes, started) if minutes else None
-    fitted: dict = {}
-    bar = tqdm(desc=spec.name, unit="step", mininterval=1, initial=start, total=last)
-    step = start
-    while step < last:
-        step += 1
-        for group in optimizer.param_groups:
-            group["lr"] = cooled_rate(step, last, cooldown, config.d_model, spec.warmup, spec.lr_factor)
-        with torch.autocast(where.type, dtype=torch.bfloat16, enabled=where.type == "cuda"):  # H100: bf16 matmuls
-            loss, n = loss_of(model, next(batches), kind, criterion)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        tokens += n
-        bar.update(1)
-        bar.set_postfix(loss=f"{loss.item():.3f}", tok_s=f"{tokens / (time.time() - started):.0f}", refresh=False)
-        if clock is not None and not fitted and step - start == WARM_STEPS:
-            sync(where)
-            clock.timing_from = time.time()
-        elif clock is not None and not fitted and step - start == WARM_STEPS + TIMED_STEPS:
-            sync(where)
-            per_step = (time.time() - clock.timing_from) / TIMED_STEPS
-            begun = time.time()
-            evaluate_loss(model, valid, kind, tok.pad_id), copying(model, config)  # timed, not recorded
-            more = clock.fit(per_step, time.time() - begun, spec.eval_every)
-            last = min(last, step + more)
-            cooldown = spec_cooldown(spec, last - start)
-            snapshots = planned_snapshots(spec, start, last)
-            bar.total = last
-            fitted = {
-                "budget_minutes": minutes,
-                "seconds_per_step": round(per_step, 4),
-                "validation_seconds": round(clock.validation_seconds, 2),
-                "steps_fitted": last - start,
-                "cooldown": cooldown,
-            }
-            tqdm.write(f"{minutes} min: {json.dumps(fitted)}", file=sys.stderr)
-        cut = clock is not None and step < last and clock.must_stop()
-        if step % spec.eval_every == 0 or step == last or cut:
-            valid_loss = evaluate_loss(model, valid, kind, tok.pad_id)
-            history.append({"step": step, "valid_loss": round(valid_loss, 4), "train_loss": round(loss.item(), 4)})
-            history[-1] |= copying(model, config)
-            tqdm.write(f"step {step}: {json.dumps(history[-1])}", file=sys.stderr)
-            save_eval_weights(out, model, step, valid_loss)
-            if valid_loss < best:  # saved at once: a run stopped early still leaves its best checkpoint
-                best = valid_loss
-                path = save(model, step, best, history, tokens, time.time() - started)
-            if step in snapshots or cut:
-                save_snapshot(out, model, step, valid_loss)
-        elif step in snapshots:
-            save_snapshot(out, model, step, evaluate_loss(model, valid, kind, tok.pad_id))
-        if cut:
-            tqdm.write(
-                f"stopped by the {minutes}-minute budget at step {step:,} of {last:,}; go on with "
-                f"--resume {path} --max-steps {last - step}",
-                file=sys.stderr,
-            )
-            break
-    bar.close()
-    budget = {"budget": {**fitted, "stopped_at": step, "planned_last_step": last}} if clock else {}
-    finish_card(path, history, step, tokens, time.time() - started, seconds_before, step == last, budget)
-    return path
+
+def validate(run: Run, step: int, train_loss: Tensor, snapshot: bool) -> None:
+    """A validation at `step`: its losses (and a language model's copying scores) into the history, the weights
+    kept for averaging, the checkpoint saved when it is the best yet, and a snapshot when `snapshot`."""
+    valid_loss = run.valid_loss()
+    run.history.append({"step": step, "valid_loss": round(valid_loss, 4), "train_loss": round(train_loss.item(), 4)})
+    run.history[-1] |= copying(run.model, run.config)
+    tqdm.write(f"step {step}: {json.dumps(run.history[-1])}", file=sys.stderr)
+    save_eval_weights(run.out, run.model, step, valid_loss)
+    if valid_loss < run.best:  # saved at once: a run stopped early still leaves its best checkpoint
+        run.best = valid_loss
+        run.path = save_best(run, step)
+    if snapshot:
+        save_snapshot(run.out, run.model, step, valid_loss)
+
+
+def save_best(run: Run, step: int) -> Path:
+    """The checkpoint of the best step so far, `step`: float16 weights, a card that records the run up to here
+    (finish_card completes it once the run is over), and the float32 weights and Adam's state for a resume."""
+    elapsed = time.time() - run.started
+    training = {
+        "setup": dict(run.setup),
+        "steps_done": step,
+        "best_step": step,
+        "finished": False,
+        "resumed_at": run.start,
+        "best_valid_loss": round(run.best, 4),
+        "history": list(run.history),
+        "seconds": round(elapsed),
+        "seconds_total": round(run.seconds_before + elapsed),  # with the runs it resumed, as their cards say
+        "tokens_per_second": round(run.tokens / elapsed),
+        **run.data.size,
+    }
+    run.model.eval()
+    card = build_card(run.spec, run.config, run.sources, training, run.command)
+    saved = save_checkpoint(run.out, on_cpu(run.model), run.tokenizer_bytes, card, bits=16)
+    save_optimizer(saved, run.model, run.optimizer, step)
+    run.model.train()
+    return saved
 
 
 def spec_cooldown(spec: TaskSpec, steps: int) -> int:
