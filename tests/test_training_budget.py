@@ -82,6 +82,12 @@ def test_a_run_that_would_overrun_its_budget_stops_saved_and_says_how_to_go_on(
     assert load_checkpoint(again).card["training"]["steps_done"] == stop + 2
 
 
+# lm-english's size took 2 minutes a run on one core (two steps of 16,384 tokens and three validations); what this
+# test asks of it (the imports, the files of a resumable run) does not depend on the size.
+SMALL = ["--set", "batch_tokens=512", "--set", "model.d_model=64", "--set", "model.d_ff=128",
+         "--set", "model.n_decoder_layers=2"]  # fmt: skip
+
+
 @pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_the_training_command_runs_without_the_apps_packages(tmp_path: Path) -> None:
     """As on the GPU machine (torch, numpy, safetensors, sentencepiece, tqdm, sacrebleu): `python -m atlas train
@@ -104,7 +110,8 @@ def test_the_training_command_runs_without_the_apps_packages(tmp_path: Path) -> 
                     return importlib.machinery.ModuleSpec(name, Absent(), origin=None)
         sys.meta_path.insert(0, Blocker())
         sys.argv = ["atlas", "train", "--task", "lm", "--data", {str(tmp_path / "data")!r}, "--max-steps", "2",
-                    "--minutes", "5", "--device", "auto", "--threads", "1", "--out", {str(tmp_path / "out")!r}]
+                    "--minutes", "5", "--device", "auto", "--threads", "1", "--out", {str(tmp_path / "out")!r},
+                    *{SMALL!r}]
         runpy.run_module("atlas", run_name="__main__")
         """
     )
