@@ -32,9 +32,9 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 
 echo "== pytest"
-# Both cores (pytest-xdist), a whole module to one worker so that its module-scoped fixtures are built once; each
-# worker starts one app server and one chromium for every browser module it runs (tests/conftest.py). Bytecode is
-# written this once, even where PYTHONDONTWRITEBYTECODE is set, so the many Python processes the tests start (app
-# servers, the command line) do not each compile the repository again.
+# Both cores (pytest-xdist), test by test; a page tests/test_browser_axe.py opens once stays on one worker (its
+# xdist_group). Each worker starts one app server and one chromium for every browser module it runs
+# (tests/conftest.py). Bytecode is written this once, even where PYTHONDONTWRITEBYTECODE is set, so the many Python
+# processes the tests start (app servers, the command line) do not each compile the repository again.
 unset PYTHONDONTWRITEBYTECODE
-.venv/bin/python -m pytest -n "${ATLAS_TEST_WORKERS:-2}" --dist loadfile "$@"
+.venv/bin/python -m pytest -n "${ATLAS_TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -23,12 +23,16 @@ MODELS = ("lm-english", "translate-en-de")
 SHOWN = [(path, model, projector) for path in PAGES for model in MODELS for projector in (False, True)]
 
 
-@pytest.fixture(
-    scope="module", params=SHOWN, ids=[f"{p or 'explore'}-{m}-{'projector' if j else 'plain'}" for p, m, j in SHOWN]
-)
+def _shown_param(path: str, model: str, projector: bool):
+    name = f"{path or 'explore'}-{model}-{'projector' if projector else 'plain'}"
+    # one xdist group a page: under `--dist loadgroup` (scripts/test.sh) both of its checks run on the one worker
+    return pytest.param((path, model, projector), id=name, marks=pytest.mark.xdist_group(f"page-{name}"))
+
+
+@pytest.fixture(scope="module", params=[_shown_param(*one) for one in SHOWN])
 def shown(request, server, browser):
     """The page of this (path, model, projector mode) at 1024×768, opened once and settled: pytest runs every test
-    that reads it before it opens the next."""
+    that reads it before it opens the next (and pytest-xdist runs them on one worker)."""
     path, model, projector = request.param
     context = browser.new_context(viewport={"width": 1024, "height": 768})
     page = context.new_page()
