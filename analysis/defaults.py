@@ -192,6 +192,8 @@ def patching_pairs(ckpt: Checkpoint) -> list[dict[str, Any]]:
                 "second": second,
                 "answer": pieces[0],
                 "versus": pieces[1],
+                "answer_id": a,
+                "versus_id": v,
                 "question": question,
                 "first_difference": round(runs.clean, ROUND),
                 "second_difference": round(runs.corrupted, ROUND),
