@@ -7,6 +7,7 @@ read from `checkpoints/` (or the folder in $ATLAS_CHECKPOINTS).
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import streamlit as st
 import torch
@@ -42,7 +43,7 @@ MENU = {
 }
 page = st.navigation(MENU, position="top")
 st.sidebar.title("Attention Atlas")
-errors.guarded(sidebar.sidebar)
+errors.guarded(partial(sidebar.sidebar, page.url_path))  # the page's own opening text, where it has one
 sidebar.projector_toggle()
 with cache.page_running():  # the class's pages, which heavy work shares the cores with (analysis.worker)
     page.run()

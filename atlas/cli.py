@@ -15,7 +15,7 @@ from typing import IO, Any
 from analysis.analyze import analyze, generate_text
 from analysis.export import to_json, to_npz_bytes
 from inference import catalog
-from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
+from inference.checkpoint import CARD, Checkpoint, CheckpointError, load_checkpoint
 from inference.jsonfile import JsonFileError, parse_json
 from inference.score import perplexity
 from inference.text import InputError
@@ -139,6 +139,17 @@ def cmd_info(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     return 0
 
 
+def cmd_defaults(args: argparse.Namespace, ckpt: Checkpoint) -> int:
+    """Measure the views the model opens on (analysis.defaults) and record them on its card under `defaults`."""
+    from analysis.defaults import measure  # only this command needs the measurements
+
+    record = measure(ckpt)
+    card = {**ckpt.card, "defaults": record}
+    (ckpt.path / CARD).write_text(json.dumps(card, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(json.dumps(record, indent=2, ensure_ascii=False))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m atlas", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -160,12 +171,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input-file", required=True)
     p = sub.add_parser("info", help="print the model card")
     p.add_argument("checkpoint")
+    p = sub.add_parser("defaults", help="measure the head and texts each page opens on; record them on the card")
+    p.add_argument("checkpoint")
     for name, (_, text) in HANDED_OVER.items():
         sub.add_parser(name, help=f"{text} (python -m atlas {name} --help)", add_help=False)
     return parser
 
 
-COMMANDS = {"trace": cmd_trace, "generate": cmd_generate, "score": cmd_score, "info": cmd_info}
+COMMANDS = {
+    "trace": cmd_trace,
+    "generate": cmd_generate,
+    "score": cmd_score,
+    "info": cmd_info,
+    "defaults": cmd_defaults,
+}
 HANDED_OVER = {
     "app": ("ui.serve", "start the app as a classroom server, its first page run before it answers anyone"),
     "prepare": ("training.data.prepare", "obtain, clean and split a task's data, train its tokenizer"),

@@ -323,6 +323,33 @@ def recorded_head(card: dict[str, Any]) -> tuple[str, int, str] | None:
     return None
 
 
+# The pages that open on a text of their own, and where the card's `defaults` (python -m atlas defaults) keeps it.
+PAGE_TEXTS = {"ablation": ("ablation", "text"), "compare": ("compare", "first"), "training": ("training", "text")}
+
+
+def card_defaults(card: dict[str, Any], what: str) -> dict[str, Any] | None:
+    """The card's measured default `what` ("head", "ablation", "compare", "training"; analysis.defaults), or None
+    when the card has none in that shape."""
+    found = card.get("defaults")
+    found = found.get(what) if isinstance(found, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def default_head(card: dict[str, Any], what: str = "head") -> tuple[str, int] | None:
+    """(block name, 0-based head) of the card's measured default `what` ("head" or "ablation"); None without one."""
+    found = card_defaults(card, what)
+    if found is None or not isinstance(found.get("block"), str) or not isinstance(found.get("head"), int):
+        return None
+    return found["block"], found["head"] - 1  # the card counts heads from 1, as it is read
+
+
+def opening_text(card: dict[str, Any], page: str) -> str | None:
+    """The text page `page` (its address, "ablation") opens on by the card's measurement; None: the first preset."""
+    what, key = PAGE_TEXTS.get(page, ("", ""))
+    text = (card_defaults(card, what) or {}).get(key) if what else None
+    return text if isinstance(text, str) and text else None
+
+
 def _percent(share: float) -> str:
     """A share as a percentage a person reads: whole numbers from 10 % to 99 %, one decimal outside (0.999 is not
     100 %)."""

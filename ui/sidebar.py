@@ -17,6 +17,7 @@ from ui.widgets import ATTENTION, PROJECTOR, small_table
 MODEL = state.url_key("model")
 TEXT = state.url_text("text")  # compressed when long; Explore says when even that is too long for a link
 PRESET = "preset"  # the preset picker: it only fills the text, so nothing keeps it
+OPENED = "_text_opened"  # session key: the text the app put in the box itself (a page's opening), not the person
 CHOSEN = "_context"  # session key: what the sidebar chose, (a cache.Source, "") or (None, why there is none)
 TRACE = "_trace"  # session key: the trace file opened on the page "Open a trace file" (a cache.Source)
 DRAW_TRACE = state.session_key("draw_trace")  # on: the pages that need only attention draw the trace, not a model
@@ -71,7 +72,7 @@ def _on_model_change() -> None:
     goes back to the new model's default (cross-attention for an encoder-decoder)."""
     st.session_state.pop(ATTENTION, None)
     all_presets = {p for family in catalog.PRESETS.values() for p in family}
-    if st.session_state.get(TEXT) in all_presets:
+    if st.session_state.get(TEXT) in all_presets or st.session_state.get(TEXT) == st.session_state.get(OPENED):
         st.session_state.pop(TEXT)
     st.session_state.pop(PRESET, None)
 
@@ -82,9 +83,11 @@ def _on_preset() -> None:
         st.session_state[TEXT] = st.session_state[PRESET]
 
 
-def sidebar() -> None:
+def sidebar(page: str = "") -> None:
     """Draw the sidebar and keep what it chose for the page (`context`, `chosen`): the opened trace file while it
-    is drawn, else the loaded model and the text from its box, or the message saying why there is none."""
+    is drawn, else the loaded model and the text from its box, or the message saying why there is none. `page`:
+    the shown page's address, whose measured opening text (catalog.opening_text) fills the box until the person
+    writes or picks a text, or a link names one."""
     st.session_state[CHOSEN] = (None, "The model could not be chosen (see the message above).")
     trace = st.session_state.get(TRACE)
     if trace is not None and _trace_drawn(trace):
@@ -96,7 +99,8 @@ def sidebar() -> None:
         return
     entry, ckpt, stamp = picked
     presets = catalog.presets(entry.name, entry.kind, entry.card)
-    st.session_state.setdefault(TEXT, presets[0])
+    if TEXT not in st.session_state or st.session_state[TEXT] == st.session_state.get(OPENED):
+        st.session_state[TEXT] = st.session_state[OPENED] = catalog.opening_text(entry.card, page) or presets[0]
     side = st.sidebar
     side.selectbox("Preset sentence", presets, index=None, key=PRESET, on_change=_on_preset, placeholder="Pick one…")
     text = side.text_area("Text", key=TEXT, height=110, help="Ctrl+Enter applies the text.")

@@ -50,6 +50,25 @@ def head_label(analysis: Analysis, option: str) -> str:
     return f"{SHORT_ATTENTION.get(attention, attention)} · {where_label(option)}"
 
 
+def measured_note(card: dict, option: str, text: str) -> str:
+    """What the card measured about the opening head: where switching it off shows, or that no one head does."""
+    found = catalog.card_defaults(card, "ablation") or {}
+    where = where_label(option)
+    if not found.get("shows"):
+        return (
+            f"Opened with {where} switched off, the head that moves this model most when removed alone; even so, on "
+            f"each of its preset texts the KL stays at most {found.get('kl', 0):.4f} and the top guess stays: the "
+            "model spreads its work over several heads. Switch several off to see it fail."
+        )
+    if text != found.get("text"):
+        return f"Opened with {where} switched off: its loss shows on the text it was measured on ({found.get('text')})."
+    return (
+        f"Opened with {where} switched off: on this text, switching it off alone moves the prediction by KL "
+        f"{found.get('kl', 0):.4f} (measured by python -m atlas defaults). Remove it from the list to see the "
+        "intact model alone."
+    )
+
+
 def top_table(predictions) -> pd.DataFrame:
     return pd.DataFrame(
         {"token": [display_piece(p.piece) for p in predictions], "probability": [p.prob for p in predictions]}
@@ -77,12 +96,18 @@ def body() -> None:
         return
     analysis = ctx.analysis
     options = head_options(analysis)
-    # A first visit opens with the head the model's run recorded forming switched off (the induction head, else
-    # the previous-token head), so the page shows at once what that head does; none when the card names none.
-    recorded = catalog.recorded_head(ctx.ckpt.card)
-    opening = [f"{recorded[0]}:{recorded[1]}"] if recorded and f"{recorded[0]}:{recorded[1]}" in options else []
+    # A first visit opens with the head measured on the card switched off (python -m atlas defaults: the head whose
+    # loss moves the prediction on the text the sidebar opens on), else the head the model's run recorded forming
+    # (the induction head, else the previous-token head); none when the card names neither.
+    card = ctx.ckpt.card
+    measured = catalog.default_head(card, "ablation")
+    recorded = catalog.recorded_head(card)
+    head = measured or (recorded[:2] if recorded else None)
+    opening = [f"{head[0]}:{head[1]}"] if head and f"{head[0]}:{head[1]}" in options else []
     state.keep_valid(ABLATE_HEADS, options, opening)
-    if opening and st.session_state.get(ABLATE_HEADS) == opening:
+    if measured and st.session_state.get(ABLATE_HEADS) == opening:
+        st.caption(literal(measured_note(card, opening[0], ctx.text)))
+    elif opening and st.session_state.get(ABLATE_HEADS) == opening:
         st.caption(
             f"Opened with the model's {literal(recorded[2])} head switched off "
             f"({literal(where_label(opening[0]))}), the head "

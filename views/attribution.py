@@ -96,6 +96,11 @@ def body() -> None:
     lens_title = "The logit lens: each layer's guess for the next token"
     lens_name = safe_filename("lens", ctx.name)
     show_chart(lens_heatmap(readable, lens.prob, labels, lens_title), "logit_lens", lens_name)
+    st.caption(
+        "The lower rows often read back the token at that position itself, nearly sure of it: the stream after a "
+        "low layer still holds mostly that token's embedding, and the unembedding (the same matrix, tied) reads it "
+        "back. Only higher layers write enough over it to turn it into a guess for the next token."
+    )
     table_downloads(partial(lens_frame, readable, lens.prob, labels), lens_name, "logit_lens", "the logit lens")
 
 

@@ -6,6 +6,7 @@ import streamlit as st
 
 from analysis.patching import PairError
 from analysis.record import Analysis
+from inference import catalog
 from inference.catalog import MINIMAL_PAIRS, WINOGRAD
 from inference.text import InputError
 from ui import cache, charts, errors, progress, sidebar, state
@@ -32,17 +33,22 @@ WHATS_SHOWN = {"heads": "each head's output", "residual": "the stream at each la
 PATCHED = "_compare_patched"  # session: the request whose patching the page shows (the button was pressed for it)
 
 
-def partner(first: str) -> str:
-    """The default second text: a preset's minimal pair, else the first text itself (a word to change)."""
+def partner(first: str, card: dict | None = None) -> str:
+    """The default second text: the pair the card measured (python -m atlas defaults) when `first` is its first
+    text, else a preset's minimal pair, else the first text itself (a word to change)."""
+    measured = catalog.card_defaults(card or {}, "compare") or {}
+    if measured.get("first") == first and isinstance(measured.get("second"), str):
+        return measured["second"]
     return MINIMAL_PAIRS.get(first, first)
 
 
-def _follow(first: str) -> None:
+def _follow(first: str, card: dict) -> None:
     """The second text follows the first while it is the default partner: a new preset in the sidebar brings its
     own pair; a second text the person typed stays."""
     before = st.session_state.get(PAIRED_WITH)
-    if COMPARE not in st.session_state or (before != first and st.session_state[COMPARE] == partner(before or "")):
-        st.session_state[COMPARE] = partner(first)
+    was = partner(before or "", card)
+    if COMPARE not in st.session_state or (before != first and st.session_state[COMPARE] == was):
+        st.session_state[COMPARE] = partner(first, card)
     st.session_state[PAIRED_WITH] = first
 
 
@@ -81,7 +87,7 @@ def _second_trace(first: Shown) -> Shown | None:
 
 def _second_text(first: Shown) -> Shown | None:
     """The second text's box, Winograd's pair, and its Analysis by the same model; None after saying why none."""
-    _follow(first.text)
+    _follow(first.text, first.ckpt.card)
     st.text_input("Second text (the first is the sidebar's)", key=COMPARE, max_chars=2000)
     st.button(
         "Use Winograd's pair", on_click=_use_pair, key="compare_pair", help=f"{literal(WINOGRAD[0])} / …too wide."
@@ -163,13 +169,41 @@ def body() -> None:
 
 
 def _tokens(first: Shown, second: Shown) -> tuple[list[str], dict[str, int], str, str]:
-    """The answer's options (the first text's top guesses), every piece's id, and the two defaults: the first
-    text's top guess, and the second's (or, where both agree, the first's runner-up)."""
+    """The answer's options (the first text's top guesses), every piece's id, and the two defaults: the pair's
+    measured answer and versus when the texts are the card's pair (python -m atlas defaults), else the first
+    text's top guess and the second's (or, where both agree, the first's runner-up)."""
     ours, theirs = first.analysis.predictions[-1], second.analysis.predictions[-1]
     ids = {p.piece: p.id for p in (*theirs, *ours)}
     answer = ours[0].piece
     versus = next((p.piece for p in (*theirs, *ours) if p.piece != answer), answer)
-    return [p.piece for p in ours], ids, answer, versus
+    options = [p.piece for p in ours]
+    measured = catalog.card_defaults(first.ckpt.card, "compare") or {}
+    if (measured.get("first"), measured.get("second")) == (first.text, second.text):
+        answer, versus = measured["answer"], measured["versus"]
+        ids.update({answer: measured["answer_id"], versus: measured["versus_id"]})
+        options = list(dict.fromkeys([answer, *options]))
+    return options, ids, answer, versus
+
+
+def _questions(first: Shown) -> None:
+    """What the card measured of the pairs a model is asked (python -m atlas defaults): the question this pair
+    asks, and each question the model cannot answer (its logit difference keeps its sign across the two texts)."""
+    card = first.ckpt.card
+    measured = catalog.card_defaults(card, "compare") or {}
+    tried = (card.get("defaults") or {}).get("compare_tried") or []
+    lines = []
+    if measured.get("first") == first.text:
+        lines.append(f"This pair asks {measured['question']}.")
+    for pair in tried:
+        if isinstance(pair, dict) and not pair.get("answered"):
+            a, v = display_piece(pair["answer"]), display_piece(pair["versus"])
+            lines.append(
+                f"{first.name} cannot answer {pair['question']} ({pair['first']!r} / {pair['second']!r}): "
+                f"{a} − {v} is {pair['first_difference']:+.2f} on the first text and {pair['second_difference']:+.2f} "
+                "on the second, the same sign, so patching it would measure nothing."
+            )
+    for line in lines:
+        st.caption(literal(line))
 
 
 def patching_section(first: Shown, second: Shown) -> None:
@@ -189,6 +223,7 @@ def patching_section(first: Shown, second: Shown) -> None:
         why = "The texts are the same" if first.text == second.text else "The texts have different token counts"
         st.info(f"{why} ({len(a) - 1} and {len(b) - 1} tokens): change words for words of the same token count.")
         return
+    _questions(first)
     options, ids, answer_default, versus_default = _tokens(first, second)
     top, bottom = st.columns(2), st.columns(2)
     state.keep_valid(PATCH_WHAT, list(WHAT_LABELS), "heads")

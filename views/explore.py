@@ -6,6 +6,7 @@ from functools import partial
 
 import streamlit as st
 
+from inference import catalog
 from ui import cache, charts, errors, sidebar, state
 from ui.cache import Shown, export_bytes
 from ui.markdown import literal
@@ -15,6 +16,7 @@ from ui.widgets import (
     POSITION,
     head_chosen,
     head_picker,
+    open_on_head,
     projector,
     show_chart,
     small_table,
@@ -122,6 +124,8 @@ def body() -> None:
     ctx = sidebar.chosen(trace=True)
     if ctx is None:
         return
+    if ctx.has_model and (head := catalog.default_head(ctx.ckpt.card)) and head[0] in ctx.analysis.blocks:
+        open_on_head(*head)  # the head that shows most, measured on the card (python -m atlas defaults)
     heads_view(cache.held(ctx))
     st.header("Export and share")
     if not ctx.has_model:

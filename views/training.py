@@ -132,11 +132,19 @@ def body() -> None:
         "Training step", steps, key=STEP, format_func=lambda s: f"{s:,}", help="The steps a snapshot was kept at."
     )
     recorded = catalog.recorded_head(ctx.ckpt.card)
-    if recorded is not None and recorded[0] in final.blocks and recorded[1] < final.n_heads:
-        open_on_head(recorded[0], recorded[1])
+    opening = catalog.default_head(ctx.ckpt.card) or (recorded[:2] if recorded else None)
+    if opening is not None and opening[0] in final.blocks and opening[1] < final.n_heads:
+        open_on_head(*opening)
     attention, layer, head = head_picker(final, with_average=True)
     if recorded is not None:
         _recorded_note(recorded)
+    measured = catalog.card_defaults(ctx.ckpt.card, "training")
+    if measured and measured.get("text") == ctx.text:
+        st.caption(
+            f"On this text, which repeats itself, the head's weight on the token after each word's earlier "
+            f"occurrence averages {measured['first_score']:.2f} at step {measured['first_step']:,} and "
+            f"{measured['last_score']:.2f} at step {measured['last_step']:,} (python -m atlas defaults)."
+        )
     state.sync_url()
     # Every step's decoder reads the same tokens: the shipped model's output (its untrained snapshots would write
     # outputs of other lengths, and their heads could not be compared).

@@ -1,0 +1,239 @@
+"""The views a model opens on, chosen by measuring the model: the head that shows most, the text where switching it
+off changes the prediction, the pair whose answers differ, the text where the head's forming is visible.
+
+`measure(ckpt)` returns the record `python -m atlas defaults CHECKPOINT` writes to the card under `defaults`; the
+pages only read it (inference.catalog.card_defaults). Heads are counted from 1 in the record, as the card's other
+heads are; every figure in it is recomputed by the tests (tests/test_measured_defaults.py), so a stale card fails.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from analysis.ablation import ablation_effect, head_importance
+from analysis.induction import measure as induction_probe
+from analysis.patching import PairError, prepare
+from inference.catalog import presets
+from inference.checkpoint import Checkpoint
+from inference.decoding import generate
+from inference.snapshots import list_snapshots, load_snapshot
+from inference.text import clean_text, encode_prefix, encode_source
+from model.forward import forward
+
+KL_SHOWN = 0.05  # nats: an ablation below this (and with the same top guess) shows nothing on the page
+ROUND = 4  # decimals kept on the card
+
+# Texts that repeat a run of words, for a language model's induction head: rare names copy only from the earlier
+# occurrence, so switching the head off shows. A language model's presets are tried beside them.
+REPEATED = (
+    "Anna Pavlova met Boris Godunov. Anna Pavlova met Boris",
+    "Frodo Baggins and Samwise Gamgee walked. Frodo Baggins and Samwise",
+    "red blue green black white red blue green black white red blue",
+    "The cat sat on the mat. The cat sat on the",
+)
+
+# Compare's pairs for a language model, in the order tried: (first text, second text, answer, versus, question).
+# The answer is the word that continues the first text; versus, the one that continues the second.
+PAIRS = (
+    (
+        "When Mary and John went to the store, John gave a drink to",
+        "When Mary and John went to the store, Mary gave a drink to",
+        " Mary",
+        " John",
+        "who receives the drink: the name not repeated (indirect object)",
+    ),
+    (
+        "Anna Pavlova met Boris Godunov. Anna Pavlova met Boris",
+        "Anna Pavlova met Boris Becker. Anna Pavlova met Boris",
+        " Godunov",
+        " Becker",
+        "which surname comes back: the one seen after the name before (induction)",
+    ),
+    (
+        "when mary and john went to the store john gave a drink to",
+        "when mary and john went to the store mary gave a drink to",
+        " mary",
+        " john",
+        "who receives the drink: the name not repeated (indirect object)",
+    ),
+    (
+        "john gave mary a book and then john gave mary a",
+        "john gave mary a cup and then john gave mary a",
+        " book",
+        " cup",
+        "which word comes back: the one seen after the words before (induction)",
+    ),
+)
+
+
+def _known(ckpt: Checkpoint, text: str) -> list[int] | None:
+    """A language model's ids of `text` (<s> first), None when the tokenizer does not know one of its words."""
+    ids = encode_prefix(ckpt, clean_text(text).text, [])
+    return None if ckpt.config.unk_id in ids else ids
+
+
+def induction_attention(weights: torch.Tensor, ids: Sequence[int]) -> float:
+    """How much one head (weights (T, T)) attends as an induction head on a text: the mean, over each token seen
+    before, of its weight on the token that followed the earlier occurrence. 0 on a text that repeats nothing."""
+    last: dict[int, int] = {}
+    picked = []
+    for q, token in enumerate(ids):
+        if token in last and last[token] + 1 < q:
+            picked.append(float(weights[q, last[token] + 1]))
+        last[token] = q
+    return sum(picked) / len(picked) if picked else 0.0
+
+
+@torch.inference_mode()
+def alignment(ckpt: Checkpoint, text: str) -> dict[str, list[float]]:
+    """Each cross-attention head's sharpness on `text`: the mean, over the steps of the model's greedy output, of
+    its largest weight on a source token (the end-of-text token left out, where a head rests)."""
+    source = torch.tensor([encode_source(ckpt, clean_text(text).text, [])])
+    out = generate(ckpt.model, [ckpt.config.bos_id], source, 64).ids
+    target = torch.tensor([[ckpt.config.bos_id, *out]])
+    _, trace = forward(ckpt.model, target, source_ids=source)
+    return {
+        name: rec.weights[0, :, :, :-1].max(dim=-1).values.mean(dim=-1).tolist()  # (H,)
+        for name, rec in trace.attention.items()
+        if name.endswith(".cross_attn")
+    }
+
+
+def opening_head(ckpt: Checkpoint) -> dict[str, Any]:
+    """The head that shows most: a translator's sharpest cross-attention head on its first preset; a language
+    model's strongest induction head on repeated random tokens (analysis.induction's probe)."""
+    if ckpt.config.has_cross_attention:
+        text = presets(ckpt.card.get("name", ""), ckpt.config.kind, ckpt.card)[0]
+        scores = alignment(ckpt, text)
+        measure = f"mean largest cross-attention weight on a source token, over the output of {text!r}"
+        what = "alignment"
+    else:
+        report = induction_probe(ckpt.model, ckpt.config.vocab_size, ckpt.config.bos_id)
+        scores = report.induction
+        measure = f"induction score on <s> + {report.length} random tokens, repeated once"
+        what = "induction"
+    block, head = max(((b, h) for b, row in scores.items() for h in range(len(row))), key=lambda k: scores[k[0]][k[1]])
+    first = next(iter(scores))
+    return {
+        "block": block,
+        "head": head + 1,
+        "what": what,
+        "score": round(scores[block][head], ROUND),
+        "first_head_score": round(scores[first][0], ROUND),  # layer 1, head 1 of the same attention: the old default
+        "measure": measure,
+    }
+
+
+def _candidates(ckpt: Checkpoint) -> list[str]:
+    own = list(presets(ckpt.card.get("name", ""), ckpt.config.kind, ckpt.card))
+    if ckpt.config.has_encoder:
+        return own
+    return [t for t in dict.fromkeys([*own, *REPEATED]) if _known(ckpt, t)]
+
+
+def shows(kl: float, before: str, after: str) -> bool:
+    """Whether an ablation shows on the page: the prediction moves by KL_SHOWN or more, or its top guess changes."""
+    return kl >= KL_SHOWN or before != after
+
+
+def ablation_text(ckpt: Checkpoint, block: str, head: int) -> dict[str, Any]:
+    """Of the model's presets (and, for a language model, texts that repeat), the one where switching head `head`
+    (0-based) of `block` off moves the prediction most (KL intact ‖ ablated). Where that head shows on none, the
+    head and text that move it most of all (analysis.ablation's exact ranking on each text)."""
+    texts = _candidates(ckpt)
+    effects = [(ablation_effect(ckpt, text, {block: (head,)}), text) for text in texts]
+    effect, text = max(effects, key=lambda e: e[0].kl)
+    if not shows(effect.kl, effect.before_top[0].piece, effect.after_top[0].piece):
+        ranked = [(kl, t, b, h) for t in texts for b, h, kl in head_importance(ckpt, t)]
+        _, text, block, head = max(ranked, key=lambda r: r[0])
+        effect = ablation_effect(ckpt, text, {block: (head,)})
+    before, after = effect.before_top[0].piece, effect.after_top[0].piece
+    return {
+        "block": block,
+        "head": head + 1,
+        "text": text,
+        "kl": round(effect.kl, ROUND),
+        "top_before": before,
+        "top_after": after,
+        "shows": shows(effect.kl, before, after),
+    }
+
+
+def _first_piece(ckpt: Checkpoint, text: str, word: str) -> int | None:
+    """The id of the first token `word` adds after `text` (None where the tokenizer splits `text` otherwise)."""
+    head, whole = _known(ckpt, text), _known(ckpt, text + word)
+    if head is None or whole is None or whole[: len(head)] != head or len(whole) == len(head):
+        return None
+    return whole[len(head)]
+
+
+def patching_pairs(ckpt: Checkpoint) -> list[dict[str, Any]]:
+    """Each of PAIRS the model can read, with the logit difference answer − versus on either text and whether the
+    model answers it (the difference changes sign between them: each text gets its own answer). None for a model
+    patching cannot pair (a translator)."""
+    if ckpt.config.has_encoder:
+        return []
+    tried = []
+    for first, second, answer, versus, question in PAIRS:
+        a, v = _first_piece(ckpt, first, answer), _first_piece(ckpt, second, versus)
+        if a is None or v is None or a == v:
+            continue
+        try:
+            runs = prepare(ckpt, first, second, a, v)
+        except PairError:
+            continue
+        pieces = ckpt.tokenizer.pieces([a, v])
+        tried.append(
+            {
+                "first": first,
+                "second": second,
+                "answer": pieces[0],
+                "versus": pieces[1],
+                "answer_id": a,
+                "versus_id": v,
+                "question": question,
+                "first_difference": round(runs.clean, ROUND),
+                "second_difference": round(runs.corrupted, ROUND),
+                "answered": runs.clean > 0 > runs.corrupted,
+            }
+        )
+    return tried
+
+
+@torch.inference_mode()
+def forming(ckpt: Checkpoint, block: str, head: int, text: str) -> dict[str, Any] | None:
+    """Whether head `head` (0-based) of a language model's `block` is seen forming on `text`: its induction
+    attention there at the first and the last training snapshot. None without snapshots or for a translator."""
+    saved = list_snapshots(ckpt.path) if ckpt.path else []
+    if ckpt.config.has_encoder or len(saved) < 2:
+        return None
+    ids = _known(ckpt, text)
+    scores = []
+    for snapshot in (saved[0], saved[-1]):
+        model = load_snapshot(ckpt, snapshot.step) if snapshot.file else ckpt
+        _, trace = forward(model.model, torch.tensor([ids]))
+        scores.append(induction_attention(trace.attention[block].weights[0, head], ids))
+    return {
+        "text": text,
+        "first_step": saved[0].step,
+        "last_step": saved[-1].step,
+        "first_score": round(scores[0], ROUND),
+        "last_score": round(scores[1], ROUND),
+    }
+
+
+def measure(ckpt: Checkpoint) -> dict[str, Any]:
+    """Every default of `ckpt`, as the card records it under `defaults`."""
+    head = opening_head(ckpt)
+    block, index = head["block"], head["head"] - 1
+    ablation = ablation_text(ckpt, block, index)
+    record: dict[str, Any] = {"command": "python -m atlas defaults CHECKPOINT", "head": head, "ablation": ablation}
+    if pairs := patching_pairs(ckpt):  # Compare opens on the first the model answers, else the first it reads
+        record["compare"] = next((p for p in pairs if p["answered"]), pairs[0])
+        record["compare_tried"] = pairs
+    if (steps := forming(ckpt, block, index, ablation["text"])) is not None:
+        record["training"] = steps
+    return record
