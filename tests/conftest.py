@@ -143,3 +143,22 @@ def page(browser):
     pg.set_default_timeout(60_000)
     yield pg
     context.close()
+
+
+# --- the order tests start in: the longest first, so that under pytest-xdist neither worker is left with one of them
+# at the end while the other idles (`bash scripts/test.sh --durations=20` lists them; each took 1–5 minutes) ---
+LONGEST_FIRST = (
+    "tests/test_browser_walk.py::test_every_choice_on_every_page_reopens_from_the_link",
+    "tests/test_browser_pretrained.py::test_ranking_smollm2s_270_heads_shows_progress_then_the_table",
+    "tests/test_notebook.py",
+    "tests/test_browser_lesson.py::test_a_student_walks_every_step_of_the_lesson",
+    "tests/test_pretrained_pages.py::test_every_page_draws_a_published_model_without_error[SmolLM2-135M-Instruct-head",
+    "tests/test_pretrained_models.py::test_every_hostile_input_gives_an_analysis_or_an_input_error",
+)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Move the longest tests to the front, the rest in pytest's order (a stable sort: the pages a module-scoped
+    fixture opens stay together)."""
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))
