@@ -89,7 +89,7 @@ def stream(ckpt: Checkpoint, text: str) -> Stream:
     layers = getattr(model, stack).layers
     norms = []
     for i in range(len(layers)):
-        at = lambda point: _mean_norm(acts[f"{layer_name(stack, i)}.{point}"])  # noqa: E731, B023 - used at once
+        at = lambda point: _mean_norm(acts[f"{layer_name(stack, i)}.{point}"])  # noqa: B023 - used at once
         attention = (at("resid_pre"), at("self_attn.out"), at("resid_mid"))
         norms.append((attention, (at("resid_mid"), at("feed_forward.out"), at("resid_post"))))
     first = layers[0]

@@ -90,7 +90,7 @@ def _difference(logits: Tensor, answer: int, versus: int) -> Tensor:
     return (logits[:, -1, answer] - logits[:, -1, versus]).double()
 
 
-def _head_outputs(trace) -> dict[str, Tensor]:  # noqa: ANN001
+def _head_outputs(trace) -> dict[str, Tensor]:
     """block name → (1, H, T, d_head) each head's output, softmax(QKᵀ/√d)V, from a recorded trace."""
     return {name: rec.weights @ rec.values for name, rec in trace.attention.items()}
 

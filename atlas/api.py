@@ -478,7 +478,7 @@ def _decoder_pass(model: Checkpoint, text: str, where: str) -> tuple[Analysis, o
     return analysis, *decoder_inputs(model, analysis.text, analysis.target_ids)
 
 
-def _attributed(model, text, position, token, versus, where):  # noqa: ANN001, ANN202
+def _attributed(model, text, position, token, versus, where):
     analysis, source, target = _decoder_pass(model, text, where)
     steps = target.shape[1]
     if position is None:  # a translator's first output word; a language model's next token after the text
@@ -543,7 +543,7 @@ def logit_lens(model: Checkpoint, text: str) -> go.Figure:
 # --- activation patching on a minimal pair ----------------------------------------------------------------------
 
 
-def _patched(model, clean, corrupted, answer, versus, what, approximate, where):  # noqa: ANN001, ANN202
+def _patched(model, clean, corrupted, answer, versus, what, approximate, where):
     if not isinstance(model, Checkpoint):
         raise TypeError(f"{where} takes a loaded model (atlas.load), not {type(model).__name__}")
     if approximate and what != "heads":

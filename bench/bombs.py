@@ -27,14 +27,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import classroom  # noqa: E402 - the bench's own server helpers
-import common  # noqa: E402
-from browser import stop_server  # noqa: E402
+import classroom  # the bench's own server helpers
+import common
+from browser import stop_server
 
-from analysis.analyze import analyze  # noqa: E402
-from analysis.export import to_json, to_npz_bytes  # noqa: E402
-from analysis.imported import MAX_META_BYTES  # noqa: E402
-from inference.checkpoint import load_checkpoint  # noqa: E402
+from analysis.analyze import analyze
+from analysis.export import to_json, to_npz_bytes
+from analysis.imported import MAX_META_BYTES
+from inference.checkpoint import load_checkpoint
 
 MB = 2**20
 CHECKPOINT = common.ROOT / "checkpoints" / "lm-english"
@@ -117,7 +117,7 @@ def upload_at_once(url: str, files: list[Path]) -> list[tuple[str, float]]:
                 done.wait_for(timeout=PAGE_TIMEOUT_S * 1000)
                 errors = page.locator('[data-testid="stAlertContentError"]')
                 text = errors.first.inner_text() if errors.count() else "opened: its summary and views drawn"
-            except Exception as exc:  # noqa: BLE001 - the row says what went wrong instead
+            except Exception as exc:  # the row says what went wrong instead
                 text = f"no answer ({type(exc).__name__})"
             shown.append((" ".join(text.split()), time.perf_counter() - start))
         browser.close()

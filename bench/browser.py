@@ -62,7 +62,7 @@ def start_server(root: Path, port: int, checkpoints: Path, threads: int = 0) -> 
         env["OMP_NUM_THREADS"] = str(threads)
     cmd = [sys.executable, "-m", "atlas", "app", "--server.port", str(port), "--server.headless", "true"]  # README
     cmd += ["--browser.gatherUsageStats", "false"]
-    log = open(LOG, "w")  # noqa: SIM115 - the server writes it until it ends
+    log = open(LOG, "w")  # the server writes it until it ends
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     deadline = time.time() + STARTUP_S
     while time.time() < deadline:

@@ -421,7 +421,7 @@ def spawn(
     if threads:
         env["OMP_NUM_THREADS"] = str(threads)
     cmd = [*prefix, *command(port, cold)]
-    log = open(LOG, "w")  # noqa: SIM115 - the server writes it until it ends
+    log = open(LOG, "w")  # the server writes it until it ends
     proc = subprocess.Popen(cmd, cwd=common.ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return proc, port
 

@@ -508,7 +508,7 @@ def measure(ckpt_dir: Path, args, result: Result) -> str:
     if args.soak:  # --soak 0: no soak
         asyncio.run(soak(ckpt, ckpt_dir, args, result))
     after = uptime()
-    load = lambda line: line.split("load average:")[-1].strip()  # noqa: E731
+    load = lambda line: line.split("load average:")[-1].strip()
     return f"{common.model_name(ckpt_dir)} `{load(before)}` → `{load(after)}`"
 
 

@@ -32,13 +32,13 @@ ROOT = Path(__file__).resolve().parents[1]
 TABLE = "[data-testid='stDataFrame']"
 
 
-def group_rss(proc) -> int:  # noqa: ANN001
+def group_rss(proc) -> int:
     """Resident bytes of the server and every process it started."""
     parent = psutil.Process(proc.pid)
     return sum(p.memory_info().rss for p in [parent, *parent.children(recursive=True)])
 
 
-def rank(page, base: str, query: dict, exact: bool) -> float:  # noqa: ANN001
+def rank(page, base: str, query: dict, exact: bool) -> float:
     page.goto(f"{base}/ablation?{urlencode(query)}")
     page.get_by_role("button", name="Rank every head").wait_for(timeout=300_000)
     page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=300_000)

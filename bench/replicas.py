@@ -88,7 +88,7 @@ def start(replicas: int, logdir: Path) -> tuple[subprocess.Popen, dict]:
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=open(logdir / "run-replicas.err", "w"),  # noqa: SIM115 - lives as long as the process
+        stderr=open(logdir / "run-replicas.err", "w"),  # lives as long as the process
         start_new_session=True,
     )
     try:

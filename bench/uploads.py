@@ -26,8 +26,8 @@ from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 from streamlit.web.server.starlette.starlette_app_utils import generate_xsrf_token_string
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import classroom  # noqa: E402 - the bench's own server helpers
-from browser import stop_server  # noqa: E402
+import classroom  # the bench's own server helpers
+from browser import stop_server
 
 MB = 2**20
 

@@ -161,7 +161,7 @@ def check_dtypes(path: Path) -> None:
     load as numbers without a word and the model writes nonsense ("bbbb…")."""
     try:
         with safe_open(str(path), framework="pt") as file:
-            for name in file.keys():  # noqa: SIM118 - safe_open has keys(), not iteration
+            for name in file.keys():  # safe_open has keys(), not iteration
                 dtype = file.get_slice(name).get_dtype()
                 if dtype not in WEIGHT_DTYPES:
                     raise CheckpointError(

@@ -44,7 +44,7 @@ def _model_type(model_bytes: bytes) -> str:
         proto = model_pb2.ModelProto()
         proto.ParseFromString(model_bytes)
         return model_pb2.TrainerSpec.ModelType.Name(proto.trainer_spec.model_type)
-    except Exception:  # noqa: BLE001 - protobuf missing or a model it cannot parse: the type is unknown
+    except Exception:  # protobuf missing or a model it cannot parse: the type is unknown
         return ""
 
 

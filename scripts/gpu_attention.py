@@ -35,12 +35,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from inference.tokenizer import Tokenizer  # noqa: E402
-from model.attention import MultiHeadedAttention, masked_softmax  # noqa: E402
-from model.factory import build_model  # noqa: E402
-from model.forward import forward  # noqa: E402
-from training.tasks import TASKS, data_dir  # noqa: E402
-from training.train import build, encode_pairs, pair_batches  # noqa: E402
+from inference.tokenizer import Tokenizer
+from model.attention import MultiHeadedAttention, masked_softmax
+from model.factory import build_model
+from model.forward import forward
+from training.tasks import TASKS, data_dir
+from training.train import build, encode_pairs, pair_batches
 
 CODE = MultiHeadedAttention.fused  # what the repository's model runs now
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from analysis.analyze import analyze  # noqa: E402
-from analysis.export import to_json_object  # noqa: E402
-from inference.checkpoint import load_checkpoint  # noqa: E402
-from training.tiny import make_tiny_checkpoint  # noqa: E402
+from analysis.analyze import analyze
+from analysis.export import to_json_object
+from inference.checkpoint import load_checkpoint
+from training.tiny import make_tiny_checkpoint
 
 
 def cut(value, depth=0, keep=3):

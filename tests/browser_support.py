@@ -67,7 +67,7 @@ def serve(extra_env: dict[str, str] | None = None, log_name: str = "server") -> 
     ]
     SHOTS.mkdir(exist_ok=True)
     log_file = f"{log_name}{worker_suffix()}.log"
-    log = open(SHOTS / log_file, "w")  # noqa: SIM115 - closed in the finally below
+    log = open(SHOTS / log_file, "w")  # closed in the finally below
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

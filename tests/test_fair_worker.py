@@ -38,7 +38,7 @@ def _hold(worker: ModelWorker) -> threading.Event:
     """Keep the worker busy until the returned event is set, so that what tests queue meanwhile waits."""
     release, started = threading.Event(), threading.Event()
 
-    def busy(ckpt) -> None:  # noqa: ANN001
+    def busy(ckpt) -> None:
         started.set()
         release.wait(10)
 
@@ -54,7 +54,7 @@ def _ask(worker: ModelWorker, session: str, name: str, ran: list[str], heavy: bo
         WHO.session = session
         try:
             worker.call(lambda ckpt: ran.append(name), heavy=heavy, **kw)
-        except BaseException as exc:  # noqa: BLE001 - recorded for the test to read
+        except BaseException as exc:  # recorded for the test to read
             ran.append(f"{name}: {type(exc).__name__}")
 
     thread = threading.Thread(target=ask, daemon=True)

@@ -281,12 +281,12 @@ def test_the_lessons_numbers_are_the_recorded_activations(tmp_path: Path, kind: 
     result = stream(ckpt, text)
     stack, acts = recorded(ckpt, text)
     assert result.stack == stack  # the page runs without attention records (faster kernels): equal to 1e-5
-    own = lambda name: acts[name][0].numpy()  # noqa: E731
+    own = lambda name: acts[name][0].numpy()
     np.testing.assert_allclose(result.embedded, own(f"{stack}.embed"), atol=1e-5)
     np.testing.assert_allclose(result.hidden, own(f"{stack}.layers.0.feed_forward.hidden"), atol=1e-5)
     np.testing.assert_allclose(result.output, own(f"{stack}.output"), atol=1e-5)
     n_layers = len(stack_layers(ckpt))
-    length = lambda name: np.linalg.norm(own(name), axis=-1).mean()  # noqa: E731
+    length = lambda name: np.linalg.norm(own(name), axis=-1).mean()
     for i in range(n_layers):
         points = [("resid_pre", "self_attn.out", "resid_mid"), ("resid_mid", "feed_forward.out", "resid_post")]
         expected = [[length(f"{stack}.layers.{i}.{p}") for p in sub] for sub in points]

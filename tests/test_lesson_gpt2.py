@@ -11,11 +11,11 @@ import pytest
 import torch
 
 pytest.importorskip("transformers")
-import test_pretrained_gpt2 as gpt2  # noqa: E402
-from plotly_data import decode_typed_array  # noqa: E402
+import test_pretrained_gpt2 as gpt2
+from plotly_data import decode_typed_array
 
-from analysis.lesson import stream  # noqa: E402
-from inference.checkpoint import load_checkpoint  # noqa: E402
+from analysis.lesson import stream
+from inference.checkpoint import load_checkpoint
 
 TEXT = "the cat sat on the mat"
 published = gpt2.published  # the fixture: a tiny random GPT-2 folder saved by transformers

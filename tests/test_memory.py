@@ -46,7 +46,7 @@ def test_a_shared_buffer_counts_once_and_views_do_not_double_it() -> None:
 def full_budget_of_two_stores() -> tuple[Budget, ByteCache, ByteCache]:
     """A 3.5 MB budget shared by two stores, holding 1 MB entries a (first), b (second), c (first), oldest first."""
     budget = Budget(3 * MB + MB // 2)
-    size = lambda v: v.nbytes  # noqa: E731
+    size = lambda v: v.nbytes
     first, second = ByteCache(10 * MB, budget, size), ByteCache(10 * MB, budget, size)
     first.put("a", np.zeros(MB, np.uint8))
     second.put("b", np.zeros(MB, np.uint8))

@@ -22,7 +22,7 @@ app = test_app.app  # the fixture: the app on the tiny checkpoints, run once wit
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def metric(ckpt, setup, ablate) -> float:  # noqa: ANN001
+def metric(ckpt, setup, ablate) -> float:
     logits, _ = forward(ckpt.model, setup.target, setup.source, record=False, ablate=ablate)
     log_p = torch.log_softmax(logits[0, setup.rows].double(), dim=-1)
     return float(log_p.gather(-1, setup.before.argmax(-1)[:, None]).mean())

@@ -83,7 +83,7 @@ def run_in_threads(work, n_cases: int) -> list[list]:
             for j in range(n_cases):
                 i = (t * 3 + j) % n_cases
                 results[t][i] = work(i)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(t,)) for t in range(N_THREADS)]

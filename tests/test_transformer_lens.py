@@ -30,7 +30,7 @@ def test_composition_scores_equal_transformer_lens_on_the_same_matrices(name: st
     model = load_checkpoint(ROOT / "checkpoints" / name).model
     m = head_matrices(model)
     layers, heads = m.n_layers, m.n_heads
-    t = lambda a: torch.from_numpy(a)  # noqa: E731
+    t = lambda a: torch.from_numpy(a)
     ov = FactoredMatrix(t(m.w_v), t(m.w_o))  # (N, d_model, d_model) W_V W_O of every head, factored
     qk = FactoredMatrix(t(m.w_q), t(m.w_k).transpose(-1, -2))  # W_Q W_Kᵀ
     theirs = {

@@ -17,7 +17,7 @@ from model.forward import forward
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def plain_torch(ckpt: Checkpoint, analysis) -> dict[str, np.ndarray]:  # noqa: ANN001
+def plain_torch(ckpt: Checkpoint, analysis) -> dict[str, np.ndarray]:
     """block → (H, Tq, Tk) ‖α_ij (x_j W_V^h + b_V^h) W_O^h‖ / its row's sum, from the layer's input and weights."""
     source = None
     if ckpt.config.has_cross_attention:

@@ -18,7 +18,7 @@ app = test_app.app  # the fixture: the app on the tiny checkpoints, run once wit
 TEXT = "the cat sat on the mat"
 
 
-def weighted(good_dir: Path, text: str = TEXT):  # noqa: ANN201
+def weighted(good_dir: Path, text: str = TEXT):
     return analyze(load_checkpoint(good_dir / LM), text).value_weighted()
 
 

@@ -40,7 +40,7 @@ def test_the_strips_rows_leave_room_for_titles_and_ticks(snapshots: int) -> None
 
     labels = [f"step {100 * i:,} · loss {7 - i / 3:.3f}" for i in range(snapshots)]
     fig = head_over_steps([np.eye(3)] * snapshots, labels, ["a", "b", "c"], ["a", "b", "c"])
-    axis = lambda kind, i: fig.layout[f"{kind}axis{'' if i == 0 else i + 1}"]  # noqa: E731
+    axis = lambda kind, i: fig.layout[f"{kind}axis{'' if i == 0 else i + 1}"]
     cols = 6
     for i in range(snapshots):
         below = i + cols < snapshots

@@ -28,12 +28,12 @@ log = logging.getLogger("attention_atlas")
 
 def _clear_own_state_only(session: AppSession) -> None:
     log.info("a client asked to clear the server's caches; only its own session state was cleared")
-    session._session_state.clear()  # noqa: SLF001 - what Streamlit's own handler does for the session
+    session._session_state.clear()  # what Streamlit's own handler does for the session
 
 
 def refuse_cache_clears() -> None:
     """Make every session's `clear_cache` message clear that session's state only (idempotent)."""
-    AppSession._handle_clear_cache_request = _clear_own_state_only  # noqa: SLF001 - no public switch exists
+    AppSession._handle_clear_cache_request = _clear_own_state_only  # no public switch exists
 
 
 UPLOADS_PER_SESSION = 2 * MAX_UPLOAD_MB * 2**20  # Compare's two boxes, each file read as soon as it arrives
@@ -43,23 +43,23 @@ _arrivals = itertools.count()
 
 def _add_file_bounded(self: MemoryUploadedFileManager, session_id: str, file: UploadedFileRec) -> None:
     """MemoryUploadedFileManager.add_file, keeping the bounds above by letting the oldest held files go."""
-    with self._lock:  # noqa: SLF001 - the manager's own lock, as its own methods take it
+    with self._lock:  # the manager's own lock, as its own methods take it
         arrived = self.__dict__.setdefault("_atlas_arrived", {})
         storage = self.file_storage[session_id]
         _drop(self, session_id, file.file_id)  # a file sent again under its id replaces itself
         _make_room(self, arrived, len(file.data), UPLOADS_PER_SESSION, session_id)
         _make_room(self, arrived, len(file.data), UPLOADS_IN_ALL)
         storage[file.file_id] = file
-        self._total_bytes += len(file.data)  # noqa: SLF001 - the counts its stats report
-        self._file_count += 1  # noqa: SLF001
+        self._total_bytes += len(file.data)  # the counts its stats report
+        self._file_count += 1
         arrived[(session_id, file.file_id)] = next(_arrivals)
 
 
 def _drop(manager: MemoryUploadedFileManager, session_id: str, file_id: str) -> None:
     old = manager.file_storage.get(session_id, {}).pop(file_id, None)
     if old is not None:
-        manager._total_bytes -= len(old.data)  # noqa: SLF001
-        manager._file_count -= 1  # noqa: SLF001
+        manager._total_bytes -= len(old.data)
+        manager._file_count -= 1
 
 
 def _make_room(

@@ -249,7 +249,7 @@ def patching_section(first: Shown, second: Shown) -> None:
             if method == "approximate":
                 result = cache.attribution_patching(first, second.text, ids[answer], ids[versus])
             else:
-                moved = lambda done, total: show(done / total, f"Patching: {done} of {total} runs")  # noqa: E731
+                moved = lambda done, total: show(done / total, f"Patching: {done} of {total} runs")
                 result = cache.activation_patching(first, second.text, what, ids[answer], ids[versus], moved)
     except PairError as exc:
         st.info(errors.shown(str(exc)))

@@ -22,7 +22,7 @@ def from_transformer_lens(cache: Any, tokens: Sequence[str], name: str = "transf
     if not hasattr(cache, "keys") or not hasattr(cache, "__getitem__"):
         raise TraceError(f"a TransformerLens cache is a mapping of hook names to arrays, not {type(cache).__name__}")
     found: dict[int, Any] = {}
-    for key in cache.keys():  # noqa: SIM118 - an ActivationCache has keys(), and iterating it may not give them
+    for key in cache.keys():  # an ActivationCache has keys(), and iterating it may not give them
         match = PATTERN_KEY.fullmatch(str(key))
         if match:
             found[int(match[1])] = key
