@@ -101,3 +101,12 @@ def test_the_strip_shades_each_token_and_writes_its_percentage(translator):
         assert heatmap.text[y][x].endswith(percent(row.probability))  # not colour alone: the number is written
     assert "&lt;/s&gt;" in heatmap.text[cells[-1][0]][cells[-1][1]]  # a piece is escaped, never read as a tag
     assert (heatmap.zmin, heatmap.zmax) == (0.0, 1.0)
+
+
+def test_the_notebook_api_gives_the_pages_table(translator):
+    import atlas
+
+    table = atlas.forced(translator, "the cat sat", "die katze")
+    assert table.equals(forced_frame(forced(translator, "the cat sat", "die katze").rows))
+    with pytest.raises(InputError, match="is empty"):
+        atlas.forced(translator, "the cat sat", "")
