@@ -4,7 +4,8 @@ their `TraceError`; the app's views as Plotly figures, `head`, `heads`, `paper`,
 `value_weighted` (each key's share of what a head moves, for any of them); the `head_stats` table, `detect_heads`
 and `rank_heads` (Head ablation's ranking); how heads compose, from the weights: `composition` and
 `composition_scores`; what heads write toward a prediction: `logit_attribution`, `logit_attribution_scores` and
-`logit_lens`; activation patching on a minimal pair: `patch` and `patch_scores`; `save_figure`, any figure as an
+`logit_lens`; what the model thought of a reference translation or a continuation: `forced`;
+activation patching on a minimal pair: `patch` and `patch_scores`; `save_figure`, any figure as an
 HTML page, SVG, PNG or PDF; `offline()` for figures in a notebook without a network. Layers, heads and positions
 count from 1, as the app's labels do.
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         composition,
         composition_scores,
         detect_heads,
+        forced,
         from_arrays,
         from_huggingface,
         from_transformer_lens,
@@ -53,6 +55,7 @@ __all__ = [
     "composition",
     "composition_scores",
     "detect_heads",
+    "forced",
     "from_arrays",
     "from_huggingface",
     "from_transformer_lens",

@@ -44,6 +44,7 @@ from analysis.circuits import MODES
 from analysis.circuits import composition as _composition
 from analysis.detectors import detect
 from analysis.export import to_json, to_npz_bytes
+from analysis.forced import forced as _forced
 from analysis.imported import MAX_FILE_BYTES, TraceError, from_arrays, from_huggingface, from_transformer_lens
 from analysis.imported import read_trace as _read_trace
 from analysis.induction import measure
@@ -57,6 +58,7 @@ from inference.decoding import Sampling
 from inference.files import check_target, write_file
 from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, parts_frame
 from viz.circuits import composition_heatmap, composition_table
+from viz.forced import forced_frame
 from viz.heads import AVERAGE as AVERAGE  # head(): the mean of the layer's heads, Explore's "average of heads"
 from viz.heads import grid_view, head_view
 from viz.labels import display_piece
@@ -73,6 +75,7 @@ __all__ = [
     "analyze",
     "composition",
     "composition_scores",
+    "forced",
     "from_arrays",
     "from_huggingface",
     "from_transformer_lens",
@@ -526,6 +529,20 @@ def logit_attribution_scores(
     named = model.tokenizer.pieces([parts.token] + ([] if parts.versus is None else [parts.versus]))
     table.attrs |= {"logit": parts.logit, "token": named[0], "versus": named[1] if len(named) > 1 else None}
     table.attrs["position"] = parts.position + 1
+    return table
+
+
+def forced(model: Checkpoint, text: str, reference: str) -> pd.DataFrame:
+    """Forced decoding, the Explore page's reference table: `reference` (a translator's reference translation of
+    `text`, a language model's continuation of it) fed to the decoder token by token, and for each token (from 1)
+    the probability the model gave it, its rank among the whole vocabulary (1: the model's own choice) and that
+    choice with its probability. A translator's last row is the end of text. Raises InputError for an empty or too
+    long reference."""
+    if not isinstance(model, Checkpoint):
+        raise TypeError(f"forced takes a loaded model (atlas.load), not {type(model).__name__}")
+    found = _forced(model, text, reference)
+    table = forced_frame(found.rows)
+    table.attrs["notes"] = found.notes
     return table
 
 

@@ -37,6 +37,8 @@ from analysis.ablation import (
 from analysis.analyze import head_detail as analyze_head_detail
 from analysis.analyze import positional_table as model_positional_table
 from analysis.export import to_json, to_npz_bytes
+from analysis.forced import Forced, ForcedRow, scored
+from analysis.forced import forced as forced_rows
 from analysis.imported import TraceError, read_trace
 from analysis.induction import InductionReport, measure
 from analysis.lesson import CacheTiming, Copying, Cost, Stream, head_on_probe
@@ -66,6 +68,7 @@ class Source:
     ckpt: Checkpoint | None = None
     stamp: float = 0.0  # the checkpoint's modification time (catalog.stamp): a rewritten checkpoint is a new key
     digest: str = ""  # a trace file's sha256: the key of its Analysis in TRACES, shared by sessions opening one file
+    reference: str | None = None  # a translator's decoder reads this text (teacher forcing), not its own output
 
     @classmethod
     def checkpoint(cls, entry: catalog.Entry, ckpt: Checkpoint, stamp: float, text: str) -> Source:
@@ -90,9 +93,9 @@ class Source:
 
     @property
     def key(self) -> tuple:
-        """What names this source in a cache (ui.kept): a checkpoint's path, modification time and text; a trace
-        file's bytes, not its name."""
-        return (self.path, self.stamp, self.text) if self.has_model else ("trace", self.digest)
+        """What names this source in a cache (ui.kept): a checkpoint's path, modification time, text and reference;
+        a trace file's bytes, not its name."""
+        return (self.path, self.stamp, self.text, self.reference) if self.has_model else ("trace", self.digest)
 
     def with_text(self, text: str) -> Source:
         """The same checkpoint with another text (and no analysis)."""
@@ -100,9 +103,16 @@ class Source:
             raise ValueError(f"the trace file {self.name} holds one text's attention: there is no model to run")
         return Source(self.name, text, self.entry, self.ckpt, self.stamp)
 
+    def with_reference(self, reference: str | None) -> Source:
+        """The same checkpoint and text, its decoder fed `reference` (teacher forcing) instead of its own output."""
+        if not self.has_model:
+            raise ValueError(f"the trace file {self.name} holds one text's attention: there is no model to run")
+        return Source(self.name, self.text, self.entry, self.ckpt, self.stamp, reference=reference)
+
     def with_analysis(self, analysis: Analysis) -> Shown:
         """This source with its Analysis: what a page draws."""
-        return Shown(self.name, self.text, self.entry, self.ckpt, self.stamp, self.digest, analysis=analysis)
+        fields = (self.name, self.text, self.entry, self.ckpt, self.stamp, self.digest, self.reference)
+        return Shown(*fields, analysis=analysis)
 
 
 @dataclass(frozen=True)
@@ -116,7 +126,7 @@ class Shown(Source):
     def source(self) -> Source:
         """This without its Analysis: what a session may keep (a button's argument, a fragment's: see `held`)
         without pinning the analysis out of the byte budget's reach."""
-        return Source(self.name, self.text, self.entry, self.ckpt, self.stamp, self.digest)
+        return Source(self.name, self.text, self.entry, self.ckpt, self.stamp, self.digest, self.reference)
 
 
 class TraceGoneError(LookupError):
@@ -224,14 +234,17 @@ def analysis(
     keeps results (analysis.worker): a rerun gets the same object back, not a copy. `full=True`: with the raw
     scores and V of every block (the attention-math page, the export); else the pages' lighter copy. A language
     model first writes `continuation` tokens (greedy, or `sampling`). `heavy`: one of many texts the page asks for
-    at once (a detector's), queued in the session's heavy lane."""
+    at once (a detector's), queued in the session's heavy lane. A translator's source with a `reference`: its
+    decoder reads the reference (teacher forcing) instead of writing its own output."""
     worker = model_worker(ctx.path, ctx.stamp)
     asked = {"k": TOP_K, "full": full, "continuation": continuation, "sampling": sampling}
-    kept = worker.cached(ctx.text, **asked)
+    kept = worker.cached(ctx.text, ctx.reference, **asked)
     if kept is not None:
         return kept
     with st.spinner("Running the model…"):
-        return worker.analyze(ctx.text, **asked, heavy=heavy, waiting=get_run_yield_check() if heavy else None)
+        return worker.analyze(
+            ctx.text, ctx.reference, **asked, heavy=heavy, waiting=get_run_yield_check() if heavy else None
+        )
 
 
 def shown(source: Source, full: bool = False, heavy: bool = False) -> Shown:
@@ -283,6 +296,22 @@ def snapshot_analysis(ctx: Source, step: int, target: str | None = None) -> Anal
         return kept
     with st.spinner(f"Running the model of step {step:,}…"):
         return worker.analyze(ctx.text, target, k=TOP_K)
+
+
+@kept("Feeding the reference to the decoder…")
+def forced(ctx: Source, reference: str) -> Forced:
+    """Each token of `reference` (a translation of `ctx.text`, or a language model's continuation of it) with the
+    model's probability, rank and own choice there (analysis.forced); raises InputError. Run by the worker."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    return worker.call(forced_rows, ctx.text, reference, tokens=worker.tokens(ctx.text + reference))
+
+
+@kept()
+def certainty(ctx: Source, target_ids: tuple[int, ...], start: int) -> tuple[ForcedRow, ...]:
+    """How sure the model was of each token of `target_ids[start:]`, the decoder input an analysis of `ctx.text`
+    gave (analysis.forced.scored): its output's pieces, shaded by the page. Run by the worker."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    return worker.call(scored, ctx.text, target_ids, start, tokens=len(target_ids))
 
 
 @kept("Running the model without those heads…")

@@ -7,7 +7,7 @@ from functools import partial
 import streamlit as st
 
 from inference import catalog
-from ui import cache, charts, errors, sidebar, state
+from ui import cache, charts, errors, reference, sidebar, state
 from ui.cache import Shown, export_bytes
 from ui.markdown import literal
 from ui.widgets import (
@@ -61,7 +61,8 @@ def predictions(ctx: Shown) -> None:
         st.caption(literal(card.get("predictions", "What the model's output at each position scores highest.")))
         st.dataframe(charts.predictions_table(ctx, None), hide_index=True, key="encoder_topk")
     else:
-        st.markdown("**Model output**")
+        fed = ctx.reference is not None  # teacher forcing: the decoder read the reference, not its own output
+        st.markdown("**Reference, fed to the decoder**" if fed else "**Model output**")
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
         st.caption("Each step: the token fed in, the one that came next, and the model's guesses there.")
         small_table(charts.predictions_table(ctx, None))  # wraps beside the heatmap, every guess shown
@@ -126,7 +127,20 @@ def body() -> None:
         return
     if ctx.has_model and (head := catalog.default_head(ctx.ckpt.card)) and head[0] in ctx.analysis.blocks:
         open_on_head(*head)  # the head that shows most, measured on the card (python -m atlas defaults)
+    decodes = ctx.has_model and ctx.analysis.has_decoder
+    translates = ctx.analysis.has_encoder
+    given, found, why = reference.asked(ctx, translates) if decodes else (None, None, None)
+    if found is not None and translates:  # every head of the page drawn on the forced run
+        ctx = cache.shown(ctx.source.with_reference(given))
     heads_view(cache.held(ctx))
+    if decodes:
+        st.header("How sure was the model?")
+        if found is not None:
+            reference.certainty(ctx, found.rows, f"the {reference.label(translates).lower()}", "certainty")
+        else:
+            rows = reference.own(ctx, ctx.analysis.target_ids, 1)
+            reference.certainty(ctx, rows, "its output" if translates else "each token of the text", "certainty")
+        reference.reference_box(ctx, translates, found, why)
     st.header("Export and share")
     if not ctx.has_model:
         st.caption(

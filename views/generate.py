@@ -8,7 +8,7 @@ import streamlit as st
 from analysis.record import Analysis, DecodingSteps
 from inference.decoding import Sampling
 from inference.text import InputError
-from ui import cache, errors, sidebar, state
+from ui import cache, errors, reference, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
 from ui.widgets import layer_and_head, show_chart
@@ -79,7 +79,9 @@ def body() -> None:
             "other, and writes none. Generating needs a language model or a translator: pick one in the sidebar."
         )
         return
-    if not analysis.has_encoder:
+    translates = analysis.has_encoder
+    given, found, why = reference.asked(ctx, translates)
+    if not translates:
         st.caption("The language model continues the text one token at a time, each time feeding its own choice back.")
         written = continuation(ctx)
         if written is None:
@@ -91,12 +93,21 @@ def body() -> None:
             language=None,
             wrap_lines=True,
         )
+        ids = written.target_ids
+        reference.certainty(ctx, reference.own(ctx, ids, len(ids) - written.generated), "what it wrote", "certainty")
+        reference.reference_box(ctx, translates, found, why)
         if written.generated == 0:
             return
     else:
         st.caption("The decoder writes the output one token at a time, reading the encoder's keys and values.")
         st.markdown("**Output**")
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
+        reference.certainty(ctx, reference.own(ctx, analysis.target_ids, 1), "its output", "certainty")
+        reference.reference_box(ctx, translates, found, why)
+        if found is not None:  # the steps below: the decoder reading the reference (teacher forcing)
+            reference.certainty(ctx, found.rows, "the reference translation", "certainty_forced")
+            analysis = cache.shown(ctx.source.with_reference(given)).analysis
+            st.caption("The steps below follow the decoder as it reads the reference, not its own output.")
     pieces = analysis.target_pieces
     decoding = DecodingSteps.of(analysis, cfg.eos_id, st.session_state.get(GEN_TOKENS))
     steps = decoding.count

@@ -1,0 +1,128 @@
+"""Forced decoding (teacher forcing): a text the person gives is fed to the decoder, and at each of its tokens the
+model's probability and rank for that token are read beside the model's own top choice there. A translator's
+mistake becomes a question the class can ask: what did the model think of the right word?
+
+A translator reads a reference translation (bos + reference, ending with eos as its training targets did); a
+language model reads its text, then a continuation. The probabilities are the model's own: one plain forward pass,
+softmax over the whole vocabulary at each position (tests/test_forced.py checks them against a pass of its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from inference.checkpoint import Checkpoint
+from inference.text import (
+    InputError,
+    clean_text,
+    encode_prefix,
+    encode_source,
+    outside_vocabulary,
+    vocabulary_note,
+)
+from model.forward import forward
+
+
+@dataclass(frozen=True)
+class ForcedRow:
+    """One token fed to the decoder: the probability the model gave it at its position, its rank among every
+    token of the vocabulary (1: the model's own top choice), and that top choice with its probability."""
+
+    position: int  # 0-based position of the token in the decoder's input (bos at 0)
+    token: int
+    piece: str
+    probability: float
+    rank: int
+    top_token: int
+    top_piece: str
+    top_probability: float
+
+
+@dataclass(frozen=True)
+class Forced:
+    """A reference (or continuation) read by the model: one row per token of it, in order, and the notes on how it
+    was read (characters outside the vocabulary)."""
+
+    rows: tuple[ForcedRow, ...]
+    notes: tuple[str, ...] = ()
+
+
+@torch.inference_mode()
+def score(ckpt: Checkpoint, target_ids: Sequence[int], source_ids: Sequence[int] | None = None, start: int = 1):
+    """The rows of `target_ids[start:]`: each token's probability and rank where the decoder, fed every token before
+    it (teacher forcing), predicts it. `source_ids`: an encoder-decoder's encoder input. One forward pass, nothing
+    recorded."""
+    ids = list(target_ids)
+    if not 1 <= start < len(ids) <= ckpt.config.max_len:
+        raise InputError(f"Forced decoding scores 1 to {ckpt.config.max_len - 1} tokens after the first.")
+    source = None if source_ids is None else torch.tensor([list(source_ids)])
+    logits, _ = forward(ckpt.model, torch.tensor([ids[:-1]]), source, record=False)  # (1, T-1, vocab)
+    probs = torch.softmax(logits[0].float(), dim=-1)  # (T-1, vocab): row t predicts ids[t + 1]
+    fed = torch.tensor(ids[start:])
+    at = probs[start - 1 :]
+    chosen = at.gather(1, fed[:, None])[:, 0]
+    ranks = (at > chosen[:, None]).sum(dim=1) + 1
+    tops = at.argmax(dim=1)  # greedy decoding's choice: argmax over the whole vocabulary
+    pieces = ckpt.tokenizer.pieces(fed.tolist() + tops.tolist())
+    n = len(fed)
+    return tuple(
+        ForcedRow(
+            start + i,
+            int(fed[i]),
+            pieces[i],
+            float(chosen[i]),
+            int(ranks[i]),
+            int(tops[i]),
+            pieces[n + i],
+            float(at[i, tops[i]]),
+        )
+        for i in range(n)
+    )
+
+
+def _reference_ids(ckpt: Checkpoint, reference: str, room: int, what: str) -> list[int]:
+    """The reference's ids, checked: not empty, at most `room` tokens (the positions the text leaves)."""
+    try:
+        cleaned = clean_text(reference).text
+    except InputError:
+        raise InputError(f"The {what} is empty: type the words you expect the model to write.") from None
+    ids = ckpt.tokenizer.encode(cleaned)
+    if not ids:
+        raise InputError(f"The {what} reads as no token at all: type words, not only symbols the model skips.")
+    if len(ids) > room:
+        raise InputError(
+            f"The {what} is {len(ids)} tokens long; with the text, the model reads at most {room} of them "
+            f"({ckpt.config.max_len} positions, its max_len). Shorten it."
+        )
+    return ids
+
+
+def forced(ckpt: Checkpoint, text: str, reference: str) -> Forced:
+    """`reference` fed to the decoder after `text`, one row per reference token: a translator's reference
+    translation of the source `text` (its rows end with the end of text), a language model's continuation of
+    `text`. Raises InputError for an empty or too long reference, or a model that writes nothing."""
+    cfg = ckpt.config
+    notes: list[str] = []
+    cleaned = clean_text(text).text
+    if not cfg.has_decoder:
+        raise InputError(f"{ckpt.name} is an encoder: it writes nothing, so there is no reference to feed it.")
+    if cfg.has_cross_attention:
+        source = encode_source(ckpt, cleaned, notes)
+        ids = _reference_ids(ckpt, reference, cfg.max_len - 2, "reference translation")  # bos and eos besides
+        target, start = [cfg.bos_id, *ids, cfg.eos_id], 1
+    else:
+        prefix = encode_prefix(ckpt, cleaned, notes)
+        ids = _reference_ids(ckpt, reference, cfg.max_len - len(prefix), "continuation")
+        source, target, start = None, prefix + ids, len(prefix)
+    note = vocabulary_note(ckpt.name, outside_vocabulary(ckpt.tokenizer, clean_text(reference).text))
+    return Forced(score(ckpt, target, source, start), tuple(notes + ([note] if note else [])))
+
+
+def scored(ckpt: Checkpoint, text: str, target_ids: Sequence[int], start: int = 1) -> tuple[ForcedRow, ...]:
+    """The rows of an analysis's own decoder input from `start` (`Analysis.target_ids`: a translator's output, a
+    language model's text and what it wrote): how sure the model was of each token it read or wrote."""
+    source = encode_source(ckpt, clean_text(text).text, []) if ckpt.config.has_cross_attention else None
+    return score(ckpt, target_ids, source, start)

@@ -1,0 +1,94 @@
+"""Forced decoding and the model's certainty: each token fed to the decoder beside the probability and rank the
+model gave it (a table), and tokens shaded by that probability with the percentage written in each (a strip).
+
+The rows are analysis.forced's `ForcedRow`s, read by their fields: viz needs no torch to draw them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Protocol
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from viz.labels import display_piece, escape
+from viz.style import COLORSCALE, finish_layout, unvalidated
+
+PER_LINE = 8  # tokens a line of the strip: each cell keeps about 120 px at 1024 px, a piece and its % in 16 px type
+LINE_PX = 58  # a line of cells: two lines of text
+
+
+class Row(Protocol):
+    position: int
+    piece: str
+    probability: float
+    rank: int
+    top_piece: str
+    top_probability: float
+
+
+def percent(p: float) -> str:
+    """A probability as people read it: `3 %`, `42 %`; below 1 %: `0.4 %` or `<0.1 %`, so nothing small reads 0."""
+    if p >= 0.01:
+        return f"{p * 100:.0f} %"
+    return f"{p * 100:.1f} %" if p >= 0.001 else "<0.1 %"
+
+
+def forced_frame(rows: Sequence[Row]) -> pd.DataFrame:
+    """One line per token fed: its number from 1 (1: the first token after the start), the token, the model's
+    probability for it (as a number and as text), its rank among the whole vocabulary (1: the model's own top
+    choice there), and that top choice with its probability."""
+    return pd.DataFrame(
+        {
+            "token #": [i + 1 for i in range(len(rows))],
+            "token": [display_piece(r.piece) for r in rows],
+            "probability": [r.probability for r in rows],
+            "as %": [percent(r.probability) for r in rows],
+            "rank": [r.rank for r in rows],
+            "model's choice": [display_piece(r.top_piece) for r in rows],
+            "its probability": [percent(r.top_probability) for r in rows],
+        }
+    )
+
+
+def probability_strip(rows: Sequence[Row], title: str, per_line: int = PER_LINE) -> go.Figure:
+    """The tokens in reading order, `per_line` a line, each cell shaded by the probability the model gave it
+    (cividis: dark is unsure, light is sure) and the percentage written under the token: readable without colour.
+    Hover: the token's number from 1, the token, its probability and rank, and the model's own choice there."""
+    if not rows:
+        raise ValueError("no tokens to shade: the strip needs at least one row")
+    lines = math.ceil(len(rows) / per_line)
+    z: list[list[float | None]] = [[None] * per_line for _ in range(lines)]
+    text = [[""] * per_line for _ in range(lines)]
+    hover = [[""] * per_line for _ in range(lines)]
+    for i, r in enumerate(rows):
+        y, x = divmod(i, per_line)
+        piece = escape(display_piece(r.piece))  # Plotly renders tags: a piece such as <s> is escaped
+        z[y][x] = r.probability
+        text[y][x] = f"{piece}<br>{percent(r.probability)}"
+        choice = escape(display_piece(r.top_piece))
+        hover[y][x] = (
+            f"token {i + 1}: {piece}<br>probability {percent(r.probability)}, rank {r.rank}"
+            f"<br>the model's choice: {choice} ({percent(r.top_probability)})"
+        )
+    heatmap = {
+        "type": "heatmap",
+        "z": z,
+        "text": text,
+        "texttemplate": "%{text}",
+        "textfont": {"size": 15},
+        "customdata": hover,
+        "hovertemplate": "%{customdata}<extra></extra>",
+        "colorscale": COLORSCALE,
+        "zmin": 0.0,
+        "zmax": 1.0,
+        "xgap": 3,
+        "ygap": 3,
+        "colorbar": {"title": {"text": "probability"}, "tickformat": ".0%", "len": 1.0, "thickness": 12},
+    }
+    layout = finish_layout(title, 30 + LINE_PX * lines)
+    layout["xaxis"] = {"visible": False, "range": [-0.5, per_line - 0.5], "fixedrange": True}
+    layout["yaxis"] = {"visible": False, "autorange": "reversed", "fixedrange": True}
+    return unvalidated([heatmap], layout)
