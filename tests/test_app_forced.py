@@ -91,3 +91,13 @@ def test_characters_outside_the_vocabulary_are_named(app) -> None:
     at.text_input(key="reference").input("die katze 猫").run()
     assert "猫" in " ".join(w.value for w in ok(at).warning)
     frame(at, "rank")
+
+
+def test_a_reference_goes_when_the_model_changes(app) -> None:
+    """A German reference written for the translator is no continuation for the language model: switching models
+    empties the box (and the link)."""
+    at = app(model=ED, text=TEXT, reference="die katze")
+    assert ok(at).text_input(key="reference").value == "die katze"
+    at.selectbox(key="model").select(LM).run()
+    assert not ok(at).text_input(key="reference").value
+    assert not at.query_params.get("reference"), at.query_params

@@ -9,7 +9,7 @@ import streamlit as st
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError
 from inference.text import InputError
-from ui import cache, errors, state
+from ui import cache, errors, reference, state
 from ui.cache import Shown, Source, TraceGoneError
 from ui.markdown import literal
 from ui.widgets import ATTENTION, PROJECTOR, small_table
@@ -69,8 +69,10 @@ def trace_summary(name: str, analysis) -> list[tuple[str, str]]:
 @errors.safe  # a callback: runs outside the page's guard
 def _on_model_change() -> None:
     """A preset of the previous model's kind gives way to the first preset of the new one; the attention type
-    goes back to the new model's default (cross-attention for an encoder-decoder)."""
+    goes back to the new model's default (cross-attention for an encoder-decoder); a reference translation or
+    continuation, written for the previous model, goes."""
     st.session_state.pop(ATTENTION, None)
+    st.session_state.pop(reference.REFERENCE, None)
     all_presets = {p for family in catalog.PRESETS.values() for p in family}
     if st.session_state.get(TEXT) in all_presets or st.session_state.get(TEXT) == st.session_state.get(OPENED):
         st.session_state.pop(TEXT)
