@@ -32,6 +32,7 @@ guard.bound_uploads()  # nor may its uploads fill the server's memory
 # Each page declares the widget values it keeps (ui.state); these three calls serve every declared one.
 state.keep_state()
 state.restore_from_url()
+st.html(widgets.LAYOUT_CSS)
 if widgets.projector():
     st.html(widgets.PROJECTOR_CSS)
 
