@@ -60,6 +60,7 @@ html { font-size: 22px; }
 [data-testid="stMainBlockContainer"] { padding: 3.9rem 2rem 2rem; max-width: 100%; }
 [data-testid="stMain"] h1 { font-size: 1.6rem; padding: 0.2rem 0; }
 [data-testid="stMain"] h2 { font-size: 1.3rem; padding: 0.2rem 0; }
+[data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.5rem; }
 </style>"""
 # Every mode: below 1100 px wide the main area's side padding (5rem beside an open sidebar) gives way to the charts,
 # so that Explore's heatmap keeps 420 px at 1024 × 768; a table made with `wrap=False` keeps each cell on one line
