@@ -32,6 +32,7 @@ guard.bound_uploads()  # nor may its uploads fill the server's memory
 # Each page declares the widget values it keeps (ui.state); these three calls serve every declared one.
 state.keep_state()
 state.restore_from_url()
+st.html(widgets.LAYOUT_CSS)
 if widgets.projector():
     st.html(widgets.PROJECTOR_CSS)
 
@@ -45,6 +46,8 @@ page = st.navigation(MENU, position="top")
 st.sidebar.title("Attention Atlas")
 errors.guarded(partial(sidebar.sidebar, page.url_path))  # the page's own opening text, where it has one
 sidebar.projector_toggle()
+if widgets.projector() and page.url_path not in sidebar.OWN_TEXT_PAGES:  # the sidebar folded away: its choice in a line
+    errors.guarded(sidebar.projector_summary)
 with cache.page_running():  # the class's pages, which heavy work shares the cores with (analysis.worker)
     page.run()
 state.sync_url()

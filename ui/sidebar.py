@@ -147,6 +147,31 @@ def projector_toggle() -> None:
     )
 
 
+# The Lesson draws its own sentence (or the sidebar's, as the student chooses) and names it: a summary of the
+# sidebar's text above it would name a text the step does not draw.
+OWN_TEXT_PAGES = {"lesson"}
+SUMMARY_CHARS = 70  # the text shown in the projector's one-line summary; the rest is in the sidebar's box
+
+
+def projector_summary() -> None:
+    """On a projector, where the sidebar is folded away: the model (or trace file) and the text in one line above
+    the page, folded over the model's card, so the class sees what is drawn without the card pushing the figure
+    below the first view."""
+    source = st.session_state.get(CHOSEN, (None,))[0]
+    if source is None:
+        return
+    text = " ".join(source.text.split())
+    text = text if len(text) <= SUMMARY_CHARS else f"{text[:SUMMARY_CHARS]}…"
+    what = source.name if source.has_model else f"trace file {source.name}"
+    with st.expander(literal(f"{what} · {text}")):
+        if source.has_model:
+            task, _ = catalog.card_summary(source.entry.card)
+            st.text(task)
+            if line := catalog.headline(source.entry.card):
+                st.caption(line)
+        st.caption("The model and the text are chosen in the sidebar (» at the top left opens it).")
+
+
 def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
     """The model picker and the model's card: the loaded model and its stamp, or the message saying why there is
     none."""

@@ -57,7 +57,20 @@ html { font-size: 22px; }
 [data-testid="stAppViewContainer"] { background: #fff; color: #000; }
 [data-testid="stCaptionContainer"], [data-testid="stWidgetLabel"] p, .stMarkdown p { color: #000 !important; }
 [data-testid="stCaptionContainer"] p { font-size: 0.95rem; }
-[data-testid="stMainBlockContainer"] { padding-left: 2rem; padding-right: 2rem; max-width: 100%; }
+[data-testid="stMainBlockContainer"] { padding: 3.9rem 2rem 2rem; max-width: 100%; }
+[data-testid="stMain"] h1 { font-size: 1.6rem; padding: 0.2rem 0; }
+[data-testid="stMain"] h2 { font-size: 1.3rem; padding: 0.2rem 0; }
+[data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.5rem; }
+</style>"""
+# Every mode: below 1100 px wide the main area's side padding (5rem beside an open sidebar) gives way to the charts,
+# so that Explore's heatmap keeps 420 px at 1024 × 768; a table made with `wrap=False` keeps each cell on one line
+# (ids and pieces read whole) and scrolls sideways inside its column when it is wider.
+LAYOUT_CSS = """<style>
+@media (max-width: 1100px) {
+  [data-testid="stMainBlockContainer"] { padding-left: 1.5rem; padding-right: 1.5rem; }
+}
+.atlas-scroll { overflow-x: auto; }
+.atlas-table.nowrap th, .atlas-table.nowrap td { white-space: nowrap; overflow-wrap: normal; }
 </style>"""
 
 
@@ -243,11 +256,12 @@ TABLE_CSS = (
 )
 
 
-def small_table(frame: object, where: object = None, row_header: str | None = None) -> None:
+def small_table(frame: object, where: object = None, row_header: str | None = None, wrap: bool = True) -> None:
     """A few rows (a top-k, a card's metrics) as a plain HTML table: cells wrap instead of being cut
     ("probabilit…" at 1024 px), a screen reader reads a table, and there is no scrolling box or Tab stop.
     A `probability` column is printed to 3 decimals over a bar of its value; `row_header`: the column whose
-    cells head their rows. Larger tables stay st.dataframe (scrolling, sorting)."""
+    cells head their rows; `wrap=False`: every cell on one line, the table scrolling sideways when wider than its
+    place (LAYOUT_CSS). Larger tables stay st.dataframe (scrolling, sorting)."""
     frame = frame.to_pandas() if hasattr(frame, "to_pandas") else frame
     head = "".join(f'<th scope="col">{html.escape(str(c))}</th>' for c in frame.columns)
     rows = []
@@ -262,5 +276,7 @@ def small_table(frame: object, where: object = None, row_header: str | None = No
                 number = isinstance(value, int | float) and not isinstance(value, bool)
                 cells.append(f"<td{' class=num' if number else ''}>{html.escape(str(value))}</td>")
         rows.append(f"<tr>{''.join(cells)}</tr>")
-    table = f'<table class="atlas-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    kind = "atlas-table" if wrap else "atlas-table nowrap"
+    table = f'<table class="{kind}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    table = table if wrap else f'<div class="atlas-scroll">{table}</div>'
     (where or st).html(TABLE_CSS + table)

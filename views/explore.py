@@ -49,7 +49,7 @@ def predictions(ctx: Shown) -> None:
         after = f"The model's guesses for the token after {labels[pos]} (position {pos + 1} of {len(labels)})."
         st.caption(literal(after))
         table = charts.predictions_table(ctx, pos)
-        small_table(table)
+        small_table(table, wrap=False)  # ids and pieces whole: "▁conduct", never "▁cond / uct"
     elif analysis.blank:
         st.markdown("**The model's guesses for the blank**")
         half = len(analysis.source_pieces or ()) // 2
@@ -82,7 +82,7 @@ def heads_view(source: cache.Source) -> None:
     chosen = "avg" if head == charts.AVERAGE else f"H{head + 1}"
     name = safe_filename("attention", model, attention, f"L{layer + 1}", chosen)  # 1-based, as the labels
     # Projector mode: the heatmap takes the page's width, the predictions go below it.
-    left, right = (st.container(), st.container()) if projector() else st.columns([3, 2])
+    left, right = (st.container(), st.container()) if projector() else st.columns([2, 1])
     with left:
         fig = thaw(charts.head_chart(ctx, attention, layer, head, norms))
         show_chart(fig, "head_chart", name)

@@ -15,8 +15,10 @@ from inference import catalog
 from ui import errors, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
+from ui.widgets import projector
 from views.lesson_steps.cost import quadratic
 from views.lesson_steps.induction import induction, induction_circuit
+from views.lesson_steps.layout import first_chart_in
 from views.lesson_steps.models import model_check
 from views.lesson_steps.paper import (
     cross,
@@ -135,10 +137,14 @@ def body() -> None:
     st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
     navigation(index, "top")
     st.header(f"{index + 1}. {step.title}", anchor=False)
+    # On a projector the step opens on its picture: its first chart goes in `figure`, above the paragraph and the
+    # step's own captions and pickers, so that it is in the first view at 1024 × 768.
+    figure = st.container() if projector() else None
     st.markdown(step.text)
     ctx = sidebar.context()
     if ctx is not None:
-        show(step, ctx)
+        with first_chart_in(figure):
+            show(step, ctx)
     navigation(index, "bottom")
 
 

@@ -14,7 +14,7 @@ from analysis.record import Analysis, DecodingSteps
 from ui import cache, charts, state
 from ui.cache import Shown, Source
 from ui.markdown import literal
-from views.lesson_steps.layout import PROB, chart, side_by_side
+from views.lesson_steps.layout import PROB, chart, figure_place, side_by_side
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece
 from viz.lesson import MOST_COLUMNS, cache_work, masked_head, residual_figure, shift_frame, vectors_heatmap
@@ -201,7 +201,8 @@ def next_token(ctx: Source, analysis: Analysis) -> None:
         "Each position reads its token and is trained to predict the next one: the target column is the input "
         "shifted by one. The model's own first guess at each position, and whether it is the text's next token:"
     )
-    st.dataframe(shift_frame(analysis), hide_index=True, column_config={"probability": PROB}, key="lesson_shift")
+    shift = shift_frame(analysis)  # the step's figure: first on a projector (layout.figure_place)
+    figure_place().dataframe(shift, hide_index=True, column_config={"probability": PROB}, key="lesson_shift")
     st.markdown("**After the last token, it would write**")
     st.dataframe(top_k_frame(analysis, -1), hide_index=True, column_config={"probability": PROB}, key="lesson_next")
 
