@@ -423,7 +423,8 @@ class Circuit:
              (corrupted): the clean run's next token is a copy; the corrupted run has nothing to copy.
     probability: the intact model's probability for the copied token after the clean run.
     patching: every head of the clean run patched into the corrupted one (analysis.patching), answer the copy.
-    together: the heads scoring INDUCTION_AT or more on the probe; restored: what patching them at once restores.
+    together: the heads scoring INDUCTION_AT or more on the probe, (block, head, score); restored: what patching
+              them at once restores.
     attribution: each part's direct contribution to that answer's logit at the clean run's last position.
     """
 
@@ -436,7 +437,7 @@ class Circuit:
     corrupted_pieces: tuple[str, ...]
     probability: float
     patching: Patching
-    together: tuple[tuple[str, int], ...]
+    together: tuple[tuple[str, int, float], ...]
     restored: float
     attribution: Attribution
 
@@ -460,7 +461,7 @@ def circuit(ckpt: Checkpoint, report: InductionReport) -> Circuit:
     runs = prepare_ids(ckpt, clean, corrupted, answer, None)
     patched = patch_runs(ckpt, runs, "heads")
     together = tuple(
-        (name, h) for name, row in report.induction.items() for h, s in enumerate(row) if s >= INDUCTION_AT
+        (name, h, s) for name, row in report.induction.items() for h, s in enumerate(row) if s >= INDUCTION_AT
     )
     parts = attribute(ckpt, None, clean, clean.shape[1] - 1, answer)
     previous, induction = report.best(report.previous_token), report.best(report.induction)
@@ -482,6 +483,6 @@ def circuit(ckpt: Checkpoint, report: InductionReport) -> Circuit:
         probability,
         patched,
         together,
-        patch_together(ckpt, runs, together) if together else 0.0,
+        patch_together(ckpt, runs, [(name, h) for name, h, _ in together]) if together else 0.0,
         parts,
     )

@@ -7,6 +7,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
+from analysis.circuit_told import tell
 from analysis.induction import PROBE_BATCH
 from analysis.lesson import (
     INDUCTION_AT,
@@ -176,8 +177,8 @@ def induction_circuit(ctx: Source) -> None:
     if seen is None:
         st.info("The circuit is traced in a decoder-only language model: choose one in the sidebar.")
         return
-    name, cfg = ctx.entry.name, ctx.ckpt.config
-    (prev_block, prev_head, prev_score), (ind_block, ind_head, ind_score) = seen.previous, seen.induction
+    name = ctx.entry.name
+    (prev_block, prev_head, prev_score), ind_score = seen.previous, seen.induction[2]
     if ind_score < INDUCTION_AT:
         st.info(
             f"No head of {literal(name)} scores {INDUCTION_AT:g} or more as an induction head: the figures below "
@@ -197,35 +198,40 @@ def induction_circuit(ctx: Source) -> None:
         f"{literal(name)} gives “{literal(copied)}” probability {seen.probability:.3f} there, after the run's last "
         "token."
     )
-    prev, ind = head_label(prev_block, prev_head), head_label(ind_block, ind_head)
+    prev = head_label(prev_block, prev_head)
     st.markdown(f"**1. The previous-token head: {prev}** (previous-token score {prev_score:.2f} on the probe)")
     previous_view = head_heatmap(seen.previous_weights, seen.clean_pieces, seen.clean_pieces, f"Decoder {prev}")
     chart(previous_view, "circuit_previous", name)
-    st.caption("Each row's weight sits just left of the diagonal: every token reads the one before it.")
-    st.markdown(f"**2. Its output feeds the keys of the induction head, {ind}** (induction score {ind_score:.2f})")
+    told = tell(seen)
+    st.caption(literal(told.previous))
+    st.markdown(f"**2. {literal(told.keys_heading)}** (induction score {ind_score:.2f})")
     if seen.sources:
-        rows = [(f"layer {layer + 1}, head {head + 1}", score) for layer, head, score in seen.sources[:5]]
-        table = pd.DataFrame(rows, columns=["earlier head", "K-composition"])
+        rows = [
+            (rank + 1, f"layer {layer + 1}, head {head + 1}", score)
+            for rank, (layer, head, score) in enumerate(seen.sources)
+        ]
+        shown = rows[:5] + [r for r in rows[5:] if r[0] == seen.previous_rank]  # the previous-token head's row always
+        table = pd.DataFrame(shown, columns=["rank", "earlier head", "K-composition"])
         st.dataframe(table, hide_index=True, key="circuit_sources")
-        rank = seen.previous_rank
-        where = "reads most from it" if rank == 1 else f"ranks it {rank:d} of {len(seen.sources)}"
         st.caption(
-            f"From the weights (Head statistics draws every pair): ‖W_OV(earlier) · W_QK(induction)ᵀ‖ over their "
-            f"norms. Of every earlier head, {ind} {where}."
+            "From the weights (Head statistics draws every pair): ‖W_OV(earlier) · W_QK(induction)ᵀ‖ over their "
+            f"norms. {literal(told.keys)}"
         )
     else:
-        st.caption(f"{ind} is in the first layer: no earlier head writes into its keys.")
-    st.markdown("**3. Patching confirms it**: the second half changed, then each head taken from the run above")
+        st.caption(literal(told.keys))
+    st.markdown("**3. Patching**: the second half changed, then each head taken from the run above")
     st.code(f"{' '.join(corrupted[n + 1 :])} …", language=None, wrap_lines=True)
     versus = display_piece(ctx.ckpt.tokenizer.pieces([seen.patching.versus])[0])
     labels = [str(i + 1) for i in range(len(seen.clean_pieces))]
     title = patching_title("heads", copied, versus, False)
     chart(patching_heatmap(seen.patching.scores, "heads", labels, title), "circuit_patching", name)
-    best = float(seen.patching.scores.max())
+    if told.shares:
+        shares = pd.DataFrame(told.shares, columns=["induction head", "induction score", "restores alone"])
+        two = {c: st.column_config.NumberColumn(c, format="%.2f") for c in ("induction score", "restores alone")}
+        st.dataframe(shares, hide_index=True, column_config=two, key="circuit_shares")
     st.caption(
-        f"1: the changed run answers “{literal(copied)}” again, as strongly as the original; 0: no change. Each head "
-        f"alone restores at most {best:.2f}; the {len(seen.together)} heads that score {INDUCTION_AT:g} or more as "
-        f"induction heads, patched together, restore {seen.restored:.2f}: they share the copying."
+        f"1: the changed run answers “{literal(copied)}” again, as strongly as the original; 0: no change. "
+        f"{literal(told.patching)}"
     )
     st.markdown(f"**4. What the heads write toward “{literal(copied)}”**")
     parts = seen.attribution
@@ -233,9 +239,7 @@ def induction_circuit(ctx: Source) -> None:
     labels_ = {"decoder.self_attn": "Self-attention (masked)"}
     title = attribution_title(copied, f"{len(clean)}:{clean[-1]}", None)
     chart(heads_heatmap({"decoder.self_attn": heads}, labels_, title), "circuit_attribution", name)
-    layer, head = divmod(int(heads.argmax()), cfg.n_heads)
     st.caption(
         f"Each head's direct contribution to the logit of “{literal(copied)}” ({parts.logit:.2f} in all; the Logit "
-        f"attribution page shows every part). The largest is layer {layer + 1}, head {head + 1}'s: "
-        f"{heads.max():.2f}; {ind} writes {heads[block_layer(ind_block), ind_head]:.2f}."
+        f"attribution page shows every part). {literal(told.writes)}"
     )
