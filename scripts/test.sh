@@ -33,7 +33,7 @@ echo "== ruff"
 
 echo "== pytest"
 # Both cores (pytest-xdist), test by test; a page tests/test_browser_axe.py opens once stays on one worker (its
-# xdist_group). Each worker starts one app server and one chromium for every browser module it runs
+# xdist_group). Each worker starts one app server for every browser module it runs, and one chromium a module
 # (tests/conftest.py). Bytecode is written this once, even where PYTHONDONTWRITEBYTECODE is set, so the many Python
 # processes the tests start (app servers, the command line) do not each compile the repository again.
 unset PYTHONDONTWRITEBYTECODE

@@ -1,7 +1,7 @@
 """What the browser tests share: a streamlit server started as the README starts it, and Debian's chromium.
 
-The fixtures themselves (`server`, `published_server`, `browser`, `page`) are in tests/conftest.py, session-scoped:
-each pytest-xdist worker starts one server of each kind and one chromium, whichever browser modules it runs.
+The fixtures themselves (`server`, `published_server`, `browser`, `page`) are in tests/conftest.py: each pytest-xdist
+worker starts one server of each kind, whichever browser modules it runs (session-scoped), and one chromium a module.
 """
 
 from __future__ import annotations

