@@ -471,7 +471,7 @@ def training_data(
 ) -> TrainingData:
     """The task's batches: pairs of similar length (encoder-decoder), the induction task's sequences drawn on the
     fly, or windows of the text (language model); `rng` orders them."""
-    if config.kind == "encoder-decoder":
+    if config.has_cross_attention:  # pairs of texts, source and target
         train_pairs = encode_pairs(tok, folder, "train", spec.max_train_len)
         batches = pair_batches(train_pairs, spec.batch_tokens, rng, tok.pad_id)
     elif spec.name == "induction":
@@ -483,7 +483,7 @@ def training_data(
         per_batch = max(1, spec.batch_tokens // spec.block_size)
         batches = lm_batches(stream, starts, spec.block_size, per_batch, rng, spec)
     valid = validation_batches(tok, folder, config.kind, config.max_len, spec.batch_tokens, spec.block_size)
-    if config.kind == "encoder-decoder":
+    if config.has_cross_attention:
         size = {"train_pairs": len(train_pairs), "valid_pairs": sum(src.shape[0] for src, _ in valid)}
     else:
         size = {"train_tokens": len(stream), "valid_tokens": sum(v.numel() for v in valid)}
