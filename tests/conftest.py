@@ -165,3 +165,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Move the longest tests to the front, the rest in pytest's order (a stable sort: the pages a module-scoped
     fixture opens stay together)."""
     items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))
+
+
+@pytest.fixture
+def fresh_models(monkeypatch: pytest.MonkeyPatch):
+    """The memory budget a test of trace files expects, whatever earlier tests of this process loaded: each loaded
+    model charges the shared budget (inference.memory.BUDGET) while it lives, what the models leave is what a trace
+    file may take, and under pytest-xdist one worker runs many modules, whose models (SmolLM2's 540 MB among them)
+    some caches keep. Streamlit's resource cache is emptied, and the budget is what the models still held leave
+    plus its default."""
+    import gc
+
+    import streamlit as st
+
+    from inference import memory
+
+    st.cache_resource.clear()
+    gc.collect()
+    wanted = memory.BUDGET.charged + memory.DEFAULT_MB * 2**20
+    monkeypatch.setattr(memory.BUDGET, "max_bytes", max(memory.BUDGET.max_bytes, wanted))

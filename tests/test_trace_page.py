@@ -15,6 +15,8 @@ from analysis.analyze import analyze
 from analysis.export import to_json, to_json_object, to_npz_bytes
 from inference.checkpoint import load_checkpoint
 
+pytestmark = pytest.mark.usefixtures("fresh_models")  # the budget a trace may take (conftest.py)
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 

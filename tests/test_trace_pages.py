@@ -26,7 +26,10 @@ from ui import cache, widgets
 from ui.markdown import literal
 from viz.stats import head_table
 
-pytestmark = pytest.mark.slow  # every page on trace files in AppTest (18 s): CI runs them
+pytestmark = [
+    pytest.mark.slow,  # every page on trace files in AppTest (18 s): CI runs them
+    pytest.mark.usefixtures("fresh_models"),  # the budget a trace may take (conftest.py)
+]
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
