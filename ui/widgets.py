@@ -278,5 +278,7 @@ def small_table(frame: object, where: object = None, row_header: str | None = No
         rows.append(f"<tr>{''.join(cells)}</tr>")
     kind = "atlas-table" if wrap else "atlas-table nowrap"
     table = f'<table class="{kind}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-    table = table if wrap else f'<div class="atlas-scroll">{table}</div>'
+    # focusable, so that a keyboard scrolls it too when it is wider than its place (axe: scrollable-region-focusable)
+    scroll = '<div class="atlas-scroll" tabindex="0" role="region" aria-label="The table, scrolling sideways">'
+    table = table if wrap else f"{scroll}{table}</div>"
     (where or st).html(TABLE_CSS + table)
