@@ -179,6 +179,7 @@ def test_a_trace_too_large_to_keep_is_refused_with_its_size(
 ) -> None:
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
     monkeypatch.setattr(cache.TRACES, "max_bytes", 1000)
+    cache.TRACES.clear()  # the same file opened by an earlier test of this process is kept, and served as kept
     at = AppTest.from_file(APP, default_timeout=60).run()
     at.switch_page("views/trace.py").run()
     at.get("file_uploader")[0].upload("big.json", exported[1]).run()
