@@ -72,6 +72,9 @@ def test_cancel_stops_a_long_patching_and_the_page_draws_without_it(server, brow
         cancel.wait_for(state="visible")
         page.get_by_text("Patching").first.wait_for()  # its bar's text, drawn beside the button
         cancel.click()
+        # the button goes with the rerun the click starts (SETTLED can still hold in the moment before it begins); a
+        # job that ran to its end would draw its chart, which the assertions below rule out
+        page.get_by_role("button", name="Cancel").wait_for(state="detached", timeout=240_000)
         page.wait_for_function(SETTLED, timeout=240_000)  # the page run again without the job, every stale part gone
         shown = page.locator("[data-testid='stMainBlockContainer']").inner_text()[-600:]
         assert page.get_by_role("button", name="Cancel").count() == 0, shown
