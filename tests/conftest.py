@@ -160,6 +160,66 @@ LONGEST_FIRST = (
 )
 
 
+def _module_fixture_of_its_own(item: pytest.Item) -> bool:
+    """Whether `item` uses a module- or class-scoped fixture defined in its own module (not in this conftest)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    module = item.nodeid.split("::")[0]
+    return any(
+        d.scope in ("module", "class") and d.baseid.startswith(module)
+        for defs in info.name2fixturedefs.values()
+        for d in defs
+    )
+
+
+class SharedFixtureGroups:
+    """Registered by pytest_configure below: a conftest holds one function of a hook's name, and this one must run
+    first while the sort (LONGEST_FIRST) runs last."""
+
+    @staticmethod
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+        group_by_shared_fixture(items)
+        if config.getvalue("loadgroup"):  # in a pytest-xdist worker under --dist loadgroup
+            name_the_groups(items)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(SharedFixtureGroups(), "atlas-shared-fixture-groups")
+
+
+def name_the_groups(items: list[pytest.Item]) -> None:
+    """Put each test's xdist_group in its node id, "path::test[params]@group", which is how pytest-xdist's loadgroup
+    scheduler reads it. pytest-xdist 3.8 does this by setting `item._nodeid`, which pytest 9.2 no longer reads (a node
+    id is `item._id` now): without this, every group was split test by test over the workers (seen: a module's tests
+    and a page's two checks ran on both workers, each building its fixture)."""
+    from _pytest.nodeid import coerce_node_id
+
+    for item in items:
+        names = sorted(
+            {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")}
+        )
+        if names and "@" not in item.nodeid.rpartition("]")[2]:
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
+
+
+def group_by_shared_fixture(items: list[pytest.Item]) -> None:
+    """One pytest-xdist worker a costly shared fixture (under `--dist loadgroup`, scripts/test.sh): the tests of a
+    module whose own module-scoped fixture builds something (the executed notebook, a built wheel, a loaded model) run
+    on one worker, which builds it once (test by test, each worker built it: the notebook twice, 58 s + 22 s); the
+    tests on the published models' server run on one worker, which starts that server and loads SmolLM2 once. A test
+    with its own xdist_group keeps it (tests/test_browser_axe.py: one group a page). Before xdist reads the groups
+    (tryfirst; xdist's own hook adds them to the node ids)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        if "published_server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("published-server"))
+        elif _module_fixture_of_its_own(item):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Move the longest tests to the front, the rest in pytest's order (a stable sort: the pages a module-scoped
