@@ -125,7 +125,7 @@ def corrupted_ids(
             if corrupted is not None:  # asked for: an error; the card's pair for another text: a note
                 raise PairError(why)
             return None, why
-        return other[: position + 1], f"{where}: {given}"
+        return other[: position + 1], where
     mixed = shuffled(ids[: position + 1])
     if mixed is None:
         return None, "too few different tokens before the position to shuffle into a corrupted text"

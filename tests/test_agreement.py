@@ -151,6 +151,9 @@ def test_a_text_too_short_to_shuffle_leaves_patching_empty_and_says_why(lm: Chec
     assert np.isnan(found.scores["attribution patching"]).all()
     assert "too few" in found.note and found.versus is None
     assert np.isfinite(found.scores["ablation (zero)"]).all()
+    weights = analyze(lm, TEXT).blocks[block_name("decoder", 0, "self_attn")].weights[:, 1]  # (H, Tk), query 2
+    assert (weights[:, 0] > weights[:, 1]).any()  # a head that puts more on the start of text: left out
+    np.testing.assert_allclose(found.scores["attention"][0], weights[:, 1])
     assert "too few" not in disagreement_line(agreement_frame(found.scores))
 
 
