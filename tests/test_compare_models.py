@@ -1,7 +1,7 @@
 """Compare's "another model" (views/compare.py) in AppTest: one text, two models' heads side by side, each model
 with its own tokenizer. The same model under two names reads the same tokens and differs by zero; a model of other
 size and tokenizer shows its nearest head and says that no difference is drawn; a model without the attention says
-so; the choice comes back from a link."""
+so; the choice comes back from a link, and it opens on a model that reads the same presets."""
 
 from __future__ import annotations
 
@@ -41,8 +41,9 @@ def captions(at: AppTest) -> str:
 def test_the_same_model_under_two_names_differs_by_zero(tiny_checkpoints, tmp_path, monkeypatch) -> None:
     for name in ("lm-a", "lm-b"):
         shutil.copytree(tiny_checkpoints["decoder-only"], tmp_path / name)
+    shutil.copytree(ROOT / "checkpoints" / "fivegram-1L-1H", tmp_path / "fivegram-1L-1H")  # listed first
     at = open_compare(tmp_path, monkeypatch, model="lm-a", L="2", H="3")
-    assert at.selectbox(key="compare_model").value == "lm-b"
+    assert at.selectbox(key="compare_model").value == "lm-b"  # it opens on a model that reads the same presets
     assert at.query_params["compare_with"] == "model" and at.query_params["compare_model"] == "lm-b"
     expected = analyze(load_checkpoint(tmp_path / "lm-b"), TEXT).blocks["decoder.layers.1.self_attn"].weights[2]
     np.testing.assert_allclose(z(chart(at, "compare_second")), expected, atol=1e-6)

@@ -107,15 +107,19 @@ def _second_text(first: Shown) -> Shown | None:
 
 
 def _second_model(first: Shown) -> Shown | None:
-    """The second model's picker (every other checkpoint that loads) and its Analysis of the sidebar's text; None
-    after saying why none."""
+    """The second model's picker and its Analysis of the sidebar's text; None after saying why none. It offers
+    every other checkpoint that loads, and opens on the first that reads the same presets, else on the first that
+    reads any text."""
     root = catalog.checkpoints_dir()
     entries = {e.name: e for e in cache.checkpoint_entries(str(root), catalog.folder_stamp(root))}
     others = [name for name, e in entries.items() if e.ok and name != first.name]
     if not others:
         st.info("This server has one model only: compare another text instead.")
         return None
-    state.keep_valid(SECOND_MODEL, others, others[0])
+    families = {name: catalog.preset_family(name, e.kind, e.card) for name, e in entries.items()}
+    alike = [name for name in others if families[name] == families.get(first.name)]  # reads the same presets
+    readers = [name for name in others if families[name] != "fivegram"]  # a 5-gram model reads a blank only
+    state.keep_valid(SECOND_MODEL, others, (alike or readers or others)[0])
     name = st.selectbox("Second model (the first is the sidebar's)", others, key=SECOND_MODEL)
     entry = entries[name]
     stamp = catalog.stamp(entry.path)
