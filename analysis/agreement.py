@@ -29,7 +29,7 @@ patching.BATCH, and a few more.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -229,26 +229,13 @@ def finish(ckpt: Checkpoint, s: Setup, scores: dict[str, np.ndarray]) -> Agreeme
     )
 
 
-def agreement(
-    ckpt: Checkpoint,
-    text: str,
-    position: int | None = None,
-    corrupted: str | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> Agreement:
+def agreement(ckpt: Checkpoint, text: str, position: int | None = None, corrupted: str | None = None) -> Agreement:
     """Every self-attention head's importance for the prediction after `position` (0-based; None: the last token)
-    by every method (the module's docstring); `progress(done, total)` between the ablations' layers."""
+    by every method (the module's docstring). The app runs the same steps in chunks (ui.cache.agreement)."""
     s = setup(ckpt, text, position, corrupted)
     scores = one_pass_scores(ckpt, s)
     layers = ckpt.config.n_decoder_layers
-    for m, mode in enumerate(("zero", "mean")):
-        rows = []
-        for layer in range(layers):
-            if progress is not None:
-                progress(m * layers + layer, 2 * layers + 1)
-            rows.append(ablation_scores(ckpt, s, mode, layer))
-        scores[f"ablation ({mode})"] = np.stack(rows)
-    if progress is not None:
-        progress(2 * layers, 2 * layers + 1)
+    for mode in ("zero", "mean"):
+        scores[f"ablation ({mode})"] = np.stack([ablation_scores(ckpt, s, mode, layer) for layer in range(layers)])
     scores["activation patching"] = patching_scores(ckpt, s)
     return finish(ckpt, s, scores)
