@@ -22,7 +22,7 @@ VIEWS = [
     ("compare", {"model": "lm-english", "patch": "residual"}, "Patch", "patching"),
     ("attribution", {"model": "induction", "text": REPEATED}, "Compare the methods", "agreement_corr"),
     ("compare", {"model": "lm-english", "compare_with": "model", "compare_model": "induction"}, None, "compare_second"),
-    ("compare", {"model": "translate-en-de", "compare_with": "model"}, None, "compare_second"),
+    ("compare", {"model": "translate-en-de", "compare_with": "model"}, None, "compare_second"),  # beside reverse
     ("heads", {"model": "induction", "detect": "induction"}, None, "detector"),
     ("heads", {"model": "lm-english"}, None, "composition"),
     ("heads", {"model": "translate-en-de"}, None, "composition"),

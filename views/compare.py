@@ -10,6 +10,7 @@ from inference import catalog
 from inference.catalog import MINIMAL_PAIRS, WINOGRAD
 from inference.checkpoint import CheckpointError
 from inference.text import InputError
+from model.names import ATTENTIONS
 from ui import cache, charts, errors, progress, sidebar, state
 from ui.cache import Shown, Source, TraceGoneError
 from ui.downloads import table_downloads
@@ -108,8 +109,8 @@ def _second_text(first: Shown) -> Shown | None:
 
 def _second_model(first: Shown) -> Shown | None:
     """The second model's picker and its Analysis of the sidebar's text; None after saying why none. It offers
-    every other checkpoint that loads, and opens on the first that reads the same presets, else on the first that
-    reads any text."""
+    every other checkpoint that loads, and opens on the first that has every attention the first model has and reads
+    any text, one that reads the same presets first."""
     root = catalog.checkpoints_dir()
     entries = {e.name: e for e in cache.checkpoint_entries(str(root), catalog.folder_stamp(root))}
     others = [name for name, e in entries.items() if e.ok and name != first.name]
@@ -117,9 +118,11 @@ def _second_model(first: Shown) -> Shown | None:
         st.info("This server has one model only: compare another text instead.")
         return None
     families = {name: catalog.preset_family(name, e.kind, e.card) for name, e in entries.items()}
-    alike = [name for name in others if families[name] == families.get(first.name)]  # reads the same presets
-    readers = [name for name in others if families[name] != "fivegram"]  # a 5-gram model reads a blank only
-    state.keep_valid(SECOND_MODEL, others, (alike or readers or others)[0])
+    needed = set(first.analysis.attentions)
+    # a model with every attention of the first, reading any text (a 5-gram model reads a blank only)
+    fits = [n for n in others if needed <= set(ATTENTIONS.get(entries[n].kind, ())) and families[n] != "fivegram"]
+    alike = [name for name in fits if families[name] == families.get(first.name)]  # reads the same presets too
+    state.keep_valid(SECOND_MODEL, others, (alike or fits or others)[0])
     name = st.selectbox("Second model (the first is the sidebar's)", others, key=SECOND_MODEL)
     entry = entries[name]
     stamp = catalog.stamp(entry.path)
