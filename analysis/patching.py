@@ -269,7 +269,11 @@ def attribution_patch(
 ) -> Patching:
     """Every head's patching result approximated with one forward and one backward pass of the corrupted text:
     (clean − corrupted head output) · ∂metric/∂(head output), normalised as `patch` normalises (module docstring)."""
-    runs = prepare(ckpt, clean, corrupted, answer, versus)
+    return attribution_patch_runs(ckpt, prepare(ckpt, clean, corrupted, answer, versus))
+
+
+def attribution_patch_runs(ckpt: Checkpoint, runs: Runs) -> Patching:
+    """`attribution_patch` on prepared runs (`prepare`, `prepare_ids`)."""
     layers, heads = len(ckpt.model.decoder.layers), ckpt.config.n_heads
     with torch.inference_mode():
         _, trace = forward(ckpt.model, runs.corrupted_ids, record=True)

@@ -5,7 +5,8 @@ their `TraceError`; the app's views as Plotly figures, `head`, `heads`, `paper`,
 and `rank_heads` (Head ablation's ranking); how heads compose, from the weights: `composition` and
 `composition_scores`; what heads write toward a prediction: `logit_attribution`, `logit_attribution_scores` and
 `logit_lens`; what the model thought of a reference translation or a continuation: `forced`;
-activation patching on a minimal pair: `patch` and `patch_scores`; `save_figure`, any figure as an
+activation patching on a minimal pair: `patch` and `patch_scores`; whether the methods agree on one prediction:
+`agreement`; `save_figure`, any figure as an
 HTML page, SVG, PNG or PDF; `offline()` for figures in a notebook without a network. Layers, heads and positions
 count from 1, as the app's labels do.
 
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run time __getattr__ finds them
     from atlas.api import (
         TraceError,
+        agreement,
         analyze,
         composition,
         composition_scores,
@@ -51,6 +53,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
 
 __all__ = [
     "TraceError",
+    "agreement",
     "analyze",
     "composition",
     "composition_scores",

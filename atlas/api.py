@@ -37,6 +37,7 @@ import torch
 from plotly.io.base_renderers import NotebookRenderer
 
 from analysis.ablation import head_importance, rank_by_attribution, ranking_setup
+from analysis.agreement import agreement as _agreement
 from analysis.analyze import analyze as _analyze
 from analysis.attribution import attribute, decoder_inputs, token_id
 from analysis.attribution import logit_lens as _logit_lens
@@ -56,6 +57,7 @@ from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
 from inference.files import check_target, write_file
+from viz.agreement import agreement_frame
 from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, parts_frame
 from viz.circuits import composition_heatmap, composition_table
 from viz.forced import forced_frame
@@ -610,6 +612,38 @@ def patch_scores(
     answer_piece, versus_piece = model.tokenizer.pieces([result.answer, result.versus])
     table.attrs |= {"answer": answer_piece, "versus": versus_piece, "clean": result.clean}
     table.attrs |= {"corrupted": result.corrupted, "approximate": result.approximate}
+    return table
+
+
+# --- do the explanations agree? ----------------------------------------------------------------------------------
+
+
+def agreement(model: Checkpoint, text: str, position: int | None = None, corrupted: str | None = None) -> pd.DataFrame:
+    """Every self-attention head's importance for one prediction of a language model — the next token after
+    `position` (from 1; default the text's last token), the model's top guess there — by seven methods, one column
+    each (analysis.agreement): "attention" (the largest weight the position gives any token but the first, the
+    start of text), "value-weighted attention" (the same, of `value_weighted`'s shares), "direct logit attribution"
+    (what `logit_attribution_scores` gives the head), "ablation (zero)" and "ablation (mean)" (the KL divergence at
+    the position with the head switched off alone, as `rank_heads`), "activation patching" and "attribution
+    patching" (the share of the logit difference the head restores, as `patch_scores`). Rows: (layer, head) from 1.
+
+    Patching needs a corrupted text of the same token count: `corrupted`; else the second text of the Compare pair
+    the model's card measured when `text` is its first; else the text up to the position with the tokens between
+    the start of text and it shuffled (seeded). `.attrs` names the answer, versus, the corrupted text and where it
+    came from, and a note when the patching columns are NaN. The methods' Spearman correlations:
+    `frame.abs().rank().corr()` ranks the signed columns by magnitude as the app does. Costs layers × heads × 2
+    forward passes and a few more; ValueError for a model that is not a language model or a position out of range."""
+    if not isinstance(model, Checkpoint):
+        raise TypeError(f"agreement takes a loaded model (atlas.load), not {type(model).__name__}")
+    if position is not None and (isinstance(position, bool) or not isinstance(position, Integral)):
+        raise ValueError(f"position must be a whole number counted from 1, not {position!r}")
+    found = _agreement(model, text, None if position is None else int(position) - 1, corrupted)
+    table = agreement_frame(found.scores)
+    pieces = model.tokenizer.pieces
+    table.attrs |= {"position": found.position + 1, "answer": pieces([found.answer])[0]}
+    table.attrs["versus"] = None if found.versus is None else pieces([found.versus])[0]
+    table.attrs["corrupted"] = None if found.corrupted is None else model.tokenizer.decode(list(found.corrupted[1:]))
+    table.attrs |= {"corrupted_from": found.corrupted_from, "note": found.note}
     return table
 
 

@@ -1,7 +1,8 @@
 """The circuit views in chromium at 1024×768, on the shipped language model, translator and induction model:
-Logit attribution on its defaults, Compare's activation patching after its button, Head statistics' detector and
-its composition on its defaults, and the weight × value norm switch on Explore — each draws its chart, cuts no text
-and passes axe-core (no serious violation)."""
+Logit attribution on its defaults and its methods compared after their button, Compare's activation patching after
+its button and another model beside the first, Head statistics' detector and its composition on its defaults, and
+the weight × value norm switch on Explore — each draws its chart, cuts no text and passes axe-core (no serious
+violation)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,9 @@ VIEWS = [
     ("attribution", {"model": "induction"}, None, "logit_lens"),
     ("compare", {"model": "induction", "text": REPEATED, "compare": CHANGED}, "Patch (8 patched runs)", "patching"),
     ("compare", {"model": "lm-english", "patch": "residual"}, "Patch", "patching"),
+    ("attribution", {"model": "induction", "text": REPEATED}, "Compare the methods", "agreement_corr"),
+    ("compare", {"model": "lm-english", "compare_with": "model", "compare_model": "induction"}, None, "compare_second"),
+    ("compare", {"model": "translate-en-de", "compare_with": "model"}, None, "compare_second"),  # beside reverse
     ("heads", {"model": "induction", "detect": "induction"}, None, "detector"),
     ("heads", {"model": "lm-english"}, None, "composition"),
     ("heads", {"model": "translate-en-de"}, None, "composition"),

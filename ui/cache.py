@@ -24,6 +24,7 @@ import numpy as np
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check, get_script_run_ctx
 
+from analysis import agreement as agree
 from analysis import attribution, circuits, lesson, patching
 from analysis.ablation import (
     Effect,
@@ -518,6 +519,73 @@ def head_detail(ctx: Source, block: str, head: int) -> HeadDetail:
     return worker.call(
         analyze_head_detail, ctx.text, block, head, TOP_K, MAX_TOKENS, target, tokens=worker.tokens(ctx.text)
     )
+
+
+@kept()
+def _agreement_setup(ctx: Source, position: int) -> agree.Setup:
+    worker = model_worker(ctx.path, ctx.stamp)
+    return heavy_chunk(worker, agree.setup, ctx.text, position, tokens=3 * worker.tokens(ctx.text))
+
+
+@kept()
+def _agreement_one_pass(ctx: Source, position: int) -> dict[str, np.ndarray]:
+    worker = model_worker(ctx.path, ctx.stamp)
+    s = _agreement_setup(ctx, position)
+    return heavy_chunk(worker, agree.one_pass_scores, s, tokens=3 * worker.tokens(ctx.text))
+
+
+@kept()
+def _agreement_ablation(ctx: Source, position: int, mode: str, layer: int, heads: tuple[int, ...]) -> np.ndarray:
+    worker = model_worker(ctx.path, ctx.stamp)
+    s = _agreement_setup(ctx, position)
+    tokens = len(heads) * worker.tokens(ctx.text)
+    return heavy_chunk(worker, agree.ablation_scores, s, mode, layer, heads, tokens=tokens)
+
+
+@kept()
+def _agreement_patch(ctx: Source, position: int, start: int, size: int) -> np.ndarray:
+    worker = model_worker(ctx.path, ctx.stamp)
+    runs = _agreement_setup(ctx, position).runs
+    chosen = patching.cells(ctx.ckpt, runs, "heads")[start : start + size]
+    return heavy_chunk(worker, patching.run_cells, runs, "heads", chosen, tokens=len(chosen) * worker.tokens(ctx.text))
+
+
+def agreement(ctx: Source, position: int, progress: Callable[[int, int], None] | None = None) -> agree.Agreement:
+    """Every self-attention head's importance for the prediction after `position` by every method
+    (analysis.agreement), in chunks of the model's worker — the one-pass methods, a few ablated heads, a batch of
+    patched runs — so that other sessions' pages run between them; `progress(done, total)` before each. Cached per
+    chunk, so per (model, text, position)."""
+    s = _agreement_setup(ctx, position)
+    worker = model_worker(ctx.path, ctx.stamp)
+    layers, n_heads = ctx.ckpt.config.n_decoder_layers, ctx.ckpt.config.n_heads
+    step = worker.chunk_rows(worker.tokens(ctx.text))
+    ablations = [
+        (mode, layer, tuple(range(first, min(n_heads, first + step))))
+        for mode in ("zero", "mean")
+        for layer in range(layers)
+        for first in range(0, n_heads, step)
+    ]
+    size = min(patching.BATCH, step)
+    patches = [] if s.runs is None else list(range(0, layers * n_heads, size))
+    total = 1 + len(ablations) + len(patches)
+    tell = progress or (lambda done, total: None)
+    tell(0, total)
+    scores = dict(_agreement_one_pass(ctx, position))
+    found: dict[str, list[np.ndarray]] = {"zero": [], "mean": []}
+    for done, (mode, layer, heads) in enumerate(ablations, start=1):
+        tell(done, total)
+        found[mode].append(_agreement_ablation(ctx, position, mode, layer, heads))
+    for mode, parts in found.items():
+        scores[f"ablation ({mode})"] = np.concatenate(parts).reshape(layers, n_heads)
+    values = []
+    for done, start in enumerate(patches, start=1 + len(ablations)):
+        tell(done, total)
+        values.append(_agreement_patch(ctx, position, start, size))
+    if s.runs is None:
+        scores["activation patching"] = np.full((layers, n_heads), np.nan)
+    else:
+        scores["activation patching"] = patching.finish(ctx.ckpt, s.runs, "heads", np.concatenate(values)).scores
+    return agree.finish(ctx.ckpt, s, scores)
 
 
 def export_bytes(ctx: Source, fmt: str) -> bytes:

@@ -6,10 +6,11 @@ from functools import partial
 
 import streamlit as st
 
-from ui import cache, errors, sidebar, state
+from ui import cache, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
 from ui.widgets import POSITION, show_chart, token_picker
+from viz.agreement import agreement_frame, correlation_heatmap, disagreement_line, rank_correlations, ranks_heatmap
 from viz.attribution import (
     attribution_title,
     heads_heatmap,
@@ -102,6 +103,60 @@ def body() -> None:
         "back. Only higher layers write enough over it to turn it into a guess for the next token."
     )
     table_downloads(partial(lens_frame, readable, lens.prob, labels), lens_name, "logit_lens", "the logit lens")
+    agreement_section(ctx, pos, labels)
+
+
+AGREEMENT_ASKED = "_agreement_asked"  # session: the (model, text, position) whose methods were asked to be compared
+
+
+def agreement_section(ctx: cache.Shown, pos: int, labels: list[str]) -> None:
+    """Do the explanations agree: every head ranked by seven methods for the prediction after `pos`, the methods'
+    rank correlations, and the heads they disagree on most (analysis.agreement)."""
+    st.header("Do the explanations agree?")
+    st.caption(
+        "Every head's importance for this prediction (the model's top guess), by seven methods: attention (the "
+        "largest weight this position gives any token but the first, the start of text, where heads park unused "
+        "attention), value-weighted attention (the same, scaled by what each key's value moves), direct logit "
+        "attribution (above), switching the head off alone (its output zero, or its mean over the positions; the "
+        "KL divergence of the prediction), activation patching and attribution patching (the share of the logit "
+        "difference a head restores in a corrupted text). Signed methods are ranked by magnitude."
+    )
+    if ctx.analysis.has_encoder:
+        st.info("The methods are compared on a language model's next-token prediction: choose one in the sidebar.")
+        return
+    config = ctx.ckpt.config
+    passes = 2 * config.n_decoder_layers * config.n_heads
+    asked = (ctx.path, ctx.text, pos)
+    if st.button(f"Compare the methods (about {passes} passes)", key="agreement_run"):
+        st.session_state[AGREEMENT_ASKED] = asked
+    if st.session_state.get(AGREEMENT_ASKED) != asked:
+        return
+    with progress.running("agreement_run", AGREEMENT_ASKED, first="Scoring every head by each method…") as show:
+        found = cache.agreement(ctx, pos, lambda done, total: show(done / total, f"Chunk {done + 1} of {total}"))
+    frame = agreement_frame(found.scores)
+    where = labels[pos]
+    st.markdown(literal(disagreement_line(frame)))
+    pieces = ctx.ckpt.tokenizer.pieces
+    if found.corrupted is None:
+        st.caption(literal(f"No patching: {found.note}."))
+    else:
+        corrupted = " ".join(display_piece(p) for p in pieces(list(found.corrupted[1:])))
+        st.caption(
+            literal(
+                f"The corrupted text ({found.corrupted_from}): {corrupted}. Patching's logit "
+                f"difference: {display_piece(pieces([found.answer])[0])} − {display_piece(pieces([found.versus])[0])}."
+            )
+        )
+    name = safe_filename("agreement", ctx.name, f"pos{pos + 1}")
+    title = f"Each head's rank by each method, next token after {where}"
+    show_chart(ranks_heatmap(frame, title), "agreement_ranks", f"{name}-ranks")
+    st.caption("Rank 1 is the most important head; ◀ marks the heads whose ranks spread the widest.")
+    alike = correlation_heatmap(rank_correlations(frame), "How alike the methods rank the heads (Spearman)")
+    show_chart(alike, "agreement_corr", f"{name}-correlations")
+    table = frame.reset_index()
+    table_downloads(table, name, "agreement", "every head's scores")
+    with st.expander("Every head's scores"):
+        st.dataframe(table, hide_index=True, key="agreement_table")
 
 
 errors.guarded(body)

@@ -8,14 +8,16 @@ from analysis.patching import PairError
 from analysis.record import Analysis
 from inference import catalog
 from inference.catalog import MINIMAL_PAIRS, WINOGRAD
+from inference.checkpoint import CheckpointError
 from inference.text import InputError
+from model.names import ATTENTIONS
 from ui import cache, charts, errors, progress, sidebar, state
 from ui.cache import Shown, Source, TraceGoneError
 from ui.downloads import table_downloads
 from ui.markdown import literal
 from ui.widgets import head_picker, show_chart, trace_uploader, weighting_picker
 from viz.compare import aligned, difference_heatmap
-from viz.heads import head_title
+from viz.heads import AVERAGE, head_title
 from viz.labels import display_piece, safe_filename
 from viz.patching import WHAT_LABELS, pair_labels, patching_frame, patching_heatmap, patching_title
 from viz.style import thaw
@@ -31,6 +33,9 @@ PATCH_METHOD = state.url_key("patch_method")  # METHODS
 METHODS = {"exact": "patched runs (one per patch)", "approximate": "attribution patching (one backward pass)"}
 WHATS_SHOWN = {"heads": "each head's output", "residual": "the stream at each layer and position"}
 PATCHED = "_compare_patched"  # session: the request whose patching the page shows (the button was pressed for it)
+COMPARE_WITH = state.url_key("compare_with")  # WITH: what the second input is
+WITH = {"text": "another text", "model": "another model"}
+SECOND_MODEL = state.url_key("compare_model", longest=200)  # the second model's name (a checkpoint folder's)
 
 
 def partner(first: str, card: dict | None = None) -> str:
@@ -102,6 +107,42 @@ def _second_text(first: Shown) -> Shown | None:
         return None
 
 
+def _second_model(first: Shown) -> Shown | None:
+    """The second model's picker and its Analysis of the sidebar's text; None after saying why none. It offers
+    every other checkpoint that loads, and opens on the first that has every attention the first model has and reads
+    any text, one that reads the same presets first."""
+    root = catalog.checkpoints_dir()
+    entries = {e.name: e for e in cache.checkpoint_entries(str(root), catalog.folder_stamp(root))}
+    others = [name for name, e in entries.items() if e.ok and name != first.name]
+    if not others:
+        st.info("This server has one model only: compare another text instead.")
+        return None
+    families = {name: catalog.preset_family(name, e.kind, e.card) for name, e in entries.items()}
+    needed = set(first.analysis.attentions)
+    # a model with every attention of the first, reading any text (a 5-gram model reads a blank only)
+    fits = [n for n in others if needed <= set(ATTENTIONS.get(entries[n].kind, ())) and families[n] != "fivegram"]
+    alike = [name for name in fits if families[name] == families.get(first.name)]  # reads the same presets too
+    state.keep_valid(SECOND_MODEL, others, (alike or fits or others)[0])
+    name = st.selectbox("Second model (the first is the sidebar's)", others, key=SECOND_MODEL)
+    entry = entries[name]
+    stamp = catalog.stamp(entry.path)
+    try:
+        ckpt = cache.load_model(str(entry.path), stamp)
+        return cache.shown(Source.checkpoint(entry, ckpt, stamp, first.text))
+    except (CheckpointError, InputError) as exc:
+        st.error(errors.shown(f"Second model {name}: {exc}"))
+        return None
+
+
+def _nearest(first: Analysis, second: Analysis, attention: str, layer: int, head: int | str) -> tuple[int, int | str]:
+    """The second model's head beside the first's (layer, head): the same where it has it, else its last layer or
+    head."""
+    layers = second.layers(attention)
+    near = layer if layer in layers else layers[-1]
+    n_heads = second.block(attention, near).n_heads
+    return near, head if head == AVERAGE or head < n_heads else n_heads - 1
+
+
 def _mismatch(first: Analysis, second: Analysis, attention: str, layer: int) -> str:
     """Why the second trace has no head to put beside the first's chosen one ("" when it has)."""
     if attention not in second.attentions:
@@ -114,14 +155,16 @@ def _mismatch(first: Analysis, second: Analysis, attention: str, layer: int) -> 
     return ""
 
 
-def _outputs(col, ctx: Shown, name: str) -> None:
-    """What the model wrote (a translator) or guessed next (a language model), under its heatmap."""
+def _outputs(col, ctx: Shown, name: str, models: bool = False) -> None:
+    """What the model wrote (a translator) or guessed next (a language model), under its heatmap; `models`: the two
+    inputs are two models on one text, named by the models."""
     analysis = ctx.analysis
+    who = literal(ctx.name) if models else name
     if analysis.output_text is not None:
-        col.markdown(f"**Output ({name})**")
+        col.markdown(f"**Output ({who})**")
         col.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
     elif analysis.predictions:
-        col.markdown(f"**Next token after the {name} text**")
+        col.markdown(f"**Next token by {who}**" if models else f"**Next token after the {name} text**")
         last = len(analysis.target_pieces) - 1
         col.dataframe(charts.predictions_table(ctx, last), hide_index=True, key=f"compare_top_{name}")
 
@@ -130,18 +173,29 @@ def body() -> None:
     st.title("Compare two inputs")
     first = sidebar.chosen(trace=True)
     inputs = "Two texts that differ in a word or two" if first is None or first.has_model else "Two trace files"
+    either = ", or one text read by two models" if first is None or first.has_model else ""
     st.caption(
-        f"{inputs} (a minimal pair): the same head of each, and where both have the same number of tokens, the "
-        "difference second − first (red: the first attends more, blue: the second)."
+        f"{inputs} (a minimal pair){either}: the same head of each, and where both have the same number of tokens, "
+        "the difference second − first (red: the first attends more, blue: the second)."
     )
     if first is None:
         return
-    second = _second_text(first) if first.has_model else _second_trace(first)
+    models = False
+    if first.has_model:
+        state.keep_valid(COMPARE_WITH, list(WITH), "text")
+        with_ = st.radio("Compare with", list(WITH), key=COMPARE_WITH, format_func=WITH.get, horizontal=True)
+        models = with_ == "model"
+        second = _second_model(first) if models else _second_text(first)
+    else:
+        second = _second_trace(first)
     if second is None:
         return
     attention, layer, head = head_picker(first.analysis, with_average=True)
     norms = weighting_picker(first.analysis) and second.analysis.has_value_norms
     state.sync_url()
+    if models:
+        two_models(first, second, attention, layer, head, norms)
+        return
     if why := _mismatch(first.analysis, second.analysis, attention, layer):
         st.error(errors.shown(why))
         return
@@ -150,9 +204,72 @@ def body() -> None:
         fig = thaw(charts.head_chart(ctx, attention, layer, head, norms))
         show_chart(fig, f"compare_{name}", safe_filename("compare", name, ctx.name), where=col)
         _outputs(col, ctx, name)
-    a, b = (charts.shown(x.analysis.block(attention, layer), norms) for x in (first, second))
+    difference(first, second, attention, layer, head, norms)
+    if first.has_model and second.has_model:
+        patching_section(first, second)
+
+
+def two_models(first: Shown, second: Shown, attention: str, layer: int, head: int | str, norms: bool) -> None:
+    """Two models on one text: each model's head side by side, each read by its own tokenizer; the difference only
+    where both read the same tokens."""
+    if attention not in second.analysis.attentions:
+        label = first.analysis.attention_label(attention).lower()
+        st.error(errors.shown(f"{second.name} has no {label} (it is {second.analysis.kind}): choose another model."))
+        return
+    near, near_head = _nearest(first.analysis, second.analysis, attention, layer, head)
+    if (near, near_head) != (layer, head):
+        block = second.analysis.block(attention, near)
+        st.caption(
+            literal(
+                f"{second.name} has {len(second.analysis.layers(attention))} layers of {block.n_heads} heads: beside "
+                f"layer {layer + 1}, its layer {near + 1}"
+                + ("" if near_head == AVERAGE else f", head {near_head + 1}")
+                + "."
+            )
+        )
+    left, right = st.columns(2)
+    for col, ctx, name, (lay, hd) in (
+        (left, first, "first", (layer, head)),
+        (right, second, "second", (near, near_head)),
+    ):
+        fig = thaw(charts.head_chart(ctx, attention, lay, hd, norms))
+        show_chart(fig, f"compare_{name}", safe_filename("compare", name, ctx.name), where=col)
+        _outputs(col, ctx, name, models=True)
+    a, b = (x.analysis.block(attention, lay) for x, lay in ((first, layer), (second, near)))
+    if list(a.query_pieces) != list(b.query_pieces) or list(a.key_pieces) != list(b.key_pieces):
+        st.caption(
+            literal(
+                f"The two heads read different tokens ({first.name}: {len(a.key_pieces)}, {second.name}: "
+                f"{len(b.key_pieces)}): each model reads the text with its own tokenizer (and a translator's decoder "
+                "reads its own output), so no position of one is a position of the other: no difference is drawn."
+            )
+        )
+        return
+    st.caption(
+        literal(f"Both models read the same {len(a.key_pieces)} tokens: the difference is position by position.")
+    )
+    difference(first, second, attention, layer, head, norms, (near, near_head))
+
+
+def difference(
+    first: Shown,
+    second: Shown,
+    attention: str,
+    layer: int,
+    head: int | str,
+    norms: bool,
+    theirs: tuple[int, int | str] | None = None,
+) -> None:
+    """The second head's weights minus the first's where the token axes align (`theirs`: the second's layer and
+    head, when not the first's)."""
+    second_layer, second_head = theirs or (layer, head)
+    a = charts.shown(first.analysis.block(attention, layer), norms)
+    b = charts.shown(second.analysis.block(attention, second_layer), norms)
     nq, nk = min(len(a.query_pieces), len(b.query_pieces)), min(len(a.key_pieces), len(b.key_pieces))
     title = f"Second − first: {head_title(first.analysis.attention_label(attention), layer, head, norms)}"
+    if (second_layer, second_head) != (layer, head):
+        title += f" beside the second's layer {second_layer + 1}"
+        title += "" if second_head == AVERAGE else f", head {second_head + 1}"
     if not (aligned(a.query_pieces, b.query_pieces) and aligned(a.key_pieces, b.key_pieces)):
         st.caption(
             f"The texts have different token counts ({len(a.query_pieces)} × {len(a.key_pieces)} and "
@@ -160,12 +277,10 @@ def body() -> None:
             f"1–{nq} and keys 1–{nk}, matched by position."
         )
         title += f" (queries 1–{nq}, keys 1–{nk})"
-    weights = [charts.head_weights(x, head)[:nq, :nk] for x in (a, b)]
+    weights = [charts.head_weights(x, h)[:nq, :nk] for x, h in ((a, head), (b, second_head))]
     queries, keys = (a.query_pieces[:nq], b.query_pieces[:nq]), (a.key_pieces[:nk], b.key_pieces[:nk])
     diff = difference_heatmap(*weights, queries, keys, title)
     show_chart(diff, "compare_difference", safe_filename("compare-difference", first.name))
-    if first.has_model and second.has_model:
-        patching_section(first, second)
 
 
 def _tokens(first: Shown, second: Shown) -> tuple[list[str], dict[str, int], str, str]:

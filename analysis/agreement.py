@@ -1,0 +1,241 @@
+"""Do the explanations agree? One prediction of a language model, every self-attention head's importance by seven
+methods side by side.
+
+The prediction is the next token after decoder position `position` (0-based; the page and the notebook count
+from 1), the model's top guess there (`answer`). Each method gives every head (layer, head) one number:
+
+- **attention**: the largest weight the predicting position gives any token but the first. The first token is the
+  start of text, where heads park the attention they do not use (0 when the position is the first itself).
+- **value-weighted attention**: the same largest share, read from the weights scaled by what each key's value
+  moves (Kobayashi et al. 2020; analysis.record.Block.value_weighted).
+- **direct logit attribution**: what the head writes directly toward the answer's logit (analysis.attribution).
+- **ablation (zero)** and **ablation (mean)**: KL(intact ‖ ablated) of the next-token distribution at the position
+  with the head switched off alone (analysis.ablation.rank_block): one pass per head each.
+- **activation patching**: the share of the logit difference answer − versus that the head's clean output restores
+  in the corrupted run (analysis.patching, normalised: 1 all of it, 0 none). The corrupted text: the one given;
+  else, when the text is the first of the Compare pair the model's card measured, that pair's second text; else the
+  text up to the position with the tokens between the start of text and the position shuffled (a seeded
+  permutation: the first of seeds 0, 1, … that changes the text). versus: the corrupted run's top guess, or its
+  best guess other than the answer where both agree.
+- **attribution patching**: the same patch to first order, one backward pass (analysis.patching.
+  attribution_patch_runs).
+
+Direct logit attribution and both patchings are signed: a head that pushes against the answer matters as much as
+one that pushes for it, so the ranks read their magnitude (viz.agreement). Where no corrupted text can be made (too
+few tokens to shuffle, two runs with the same logit difference) the two patching columns are NaN and `note` says
+why. Cost: layers × heads × 2 forward passes for the ablations, layers × heads patched runs in batches of
+patching.BATCH, and a few more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from analysis.ablation import RankingSetup, rank_block
+from analysis.analyze import analyze
+from analysis.attribution import attribute
+from analysis.patching import PairError, Runs, attribution_patch_runs, patch_runs, prepare_ids
+from analysis.record import Analysis
+from inference import catalog
+from inference.checkpoint import Checkpoint
+from inference.decoding import top_k
+from inference.text import clean_text, encode_prefix
+from model.forward import forward
+from model.names import block_name
+
+METHODS = (
+    "attention",
+    "value-weighted attention",
+    "direct logit attribution",
+    "ablation (zero)",
+    "ablation (mean)",
+    "activation patching",
+    "attribution patching",
+)
+SEEDS = 20  # shuffles tried before saying the text's tokens cannot be shuffled into another text
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Every self-attention head's importance for one prediction by each method of METHODS (0-based layers, heads
+    and position). scores: method → (L, H). answer / versus: the token ids (versus None without a corrupted run);
+    corrupted: the corrupted run's ids (None without one), corrupted_from: how it was made (one sentence); note:
+    why the patching columns are NaN ("" when they are not)."""
+
+    position: int
+    answer: int
+    versus: int | None
+    corrupted: tuple[int, ...] | None
+    corrupted_from: str
+    note: str
+    scores: dict[str, np.ndarray]
+
+
+def check_model(ckpt: Checkpoint) -> None:
+    """ValueError unless `ckpt` is a language model: patching pairs a language model's texts position by
+    position, and an encoder's output is no next-token prediction."""
+    if ckpt.config.has_encoder or not ckpt.config.has_decoder:
+        raise ValueError(
+            "the methods are compared on a language model's next-token prediction: choose a language model"
+        )
+
+
+def check_position(position: int, steps: int) -> None:
+    """ValueError naming the range (from 1) when `position` (0-based) is not one of the text's `steps` tokens."""
+    if not 0 <= position < steps:
+        raise ValueError(f"position {position + 1} is outside the text's tokens: choose one of 1..{steps}")
+
+
+def shuffled(ids: list[int]) -> list[int] | None:
+    """`ids` (the start of text, the context, the predicting token) with the context shuffled: the first of seeds
+    0, 1, … whose permutation changes the sequence; None when none does (fewer than two context tokens, or all
+    alike)."""
+    context = ids[1:-1]
+    for seed in range(SEEDS):
+        order = torch.randperm(len(context), generator=torch.Generator().manual_seed(seed)).tolist()
+        mixed = [context[i] for i in order]
+        if mixed != context:
+            return [ids[0], *mixed, ids[-1]]
+    return None
+
+
+def corrupted_ids(
+    ckpt: Checkpoint, text: str, ids: list[int], position: int, corrupted: str | None
+) -> tuple[list[int] | None, str]:
+    """The corrupted run's ids up to the position (the module's docstring) and a sentence saying where they came
+    from; (None, why) when there are none; PairError for a `corrupted` text of another token count."""
+    measured = catalog.card_defaults(ckpt.card, "compare") or {}
+    given = corrupted
+    if given is None and measured.get("first") == text and isinstance(measured.get("second"), str):
+        given, where = measured["second"], "the Compare pair the model's card measured"
+    else:
+        where = "the text given"
+    if given is not None:
+        other = encode_prefix(ckpt, clean_text(given).text, [])
+        if len(other) != len(ids):
+            why = (
+                f"the corrupted text ({where}) has {len(other) - 1} tokens and the text {len(ids) - 1}: patching "
+                "pairs position with position"
+            )
+            if corrupted is not None:  # asked for: an error; the card's pair for another text: a note
+                raise PairError(why)
+            return None, why
+        return other[: position + 1], where
+    mixed = shuffled(ids[: position + 1])
+    if mixed is None:
+        return None, "too few different tokens before the position to shuffle into a corrupted text"
+    return mixed, "the text up to the position with the tokens between the start of text and it shuffled"
+
+
+def _top(ckpt: Checkpoint, logits: Tensor, k: int) -> list[int]:
+    return [p.id for p in top_k(logits[None], k, ckpt.tokenizer.pieces, ckpt.tokenizer.never_written)[0]]
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every method of one prediction starts from: the text's analysis, its ids, the position and the answer,
+    the ablations' setup (scored at the position) and the patching runs (None, with `note`, when there are none)."""
+
+    analysis: Analysis
+    ids: Tensor  # (1, T)
+    position: int
+    answer: int
+    ranking: RankingSetup
+    runs: Runs | None
+    corrupted_from: str
+    note: str
+
+
+@torch.inference_mode()
+def setup(ckpt: Checkpoint, text: str, position: int | None = None, corrupted: str | None = None) -> Setup:
+    """The text's analysis, one pass, and the two patching runs (a few passes). `position` None: the last token."""
+    check_model(ckpt)
+    analysis = analyze(ckpt, text)
+    ids = list(analysis.target_ids)
+    position = len(ids) - 1 if position is None else position
+    check_position(position, len(ids))
+    target = torch.tensor([ids])
+    logits, trace = forward(ckpt.model, target, record=True)
+    blocks = tuple((name, rec.keys.shape[1]) for name, rec in trace.attention.items())  # keys: (B, H, Tk, d_head)
+    rows = slice(position, position + 1)
+    ranking = RankingSetup(None, target, rows, logits[0].float()[rows], blocks)
+    answer = _top(ckpt, logits[0, position], 1)[0]
+    other, corrupted_from = corrupted_ids(ckpt, analysis.text, ids, position, corrupted)
+    runs, note = None, "" if other is not None else corrupted_from
+    if other is not None:
+        bad = torch.tensor([other])
+        versus = next(t for t in _top(ckpt, forward(ckpt.model, bad, record=False)[0][0, -1], 2) if t != answer)
+        runs = prepare_ids(ckpt, target[:, : position + 1], bad, answer, versus)
+        if abs(runs.clean - runs.corrupted) < 1e-9:
+            runs, note = None, "the two runs give the same logit difference: there is nothing for a patch to restore"
+    return Setup(analysis, target, position, answer, ranking, runs, corrupted_from, note)
+
+
+def _largest_but_first(weights: np.ndarray, position: int) -> np.ndarray:
+    """(H,) each head's largest weight from query `position` to a key other than the first, of (H, Tq, Tk)."""
+    row = weights[:, position, 1 : position + 1]
+    return row.max(axis=-1) if row.shape[-1] else np.zeros(weights.shape[0])
+
+
+def one_pass_scores(ckpt: Checkpoint, s: Setup) -> dict[str, np.ndarray]:
+    """The methods that need a pass or two for every head at once: attention, value-weighted attention, direct
+    logit attribution, attribution patching."""
+    layers = ckpt.config.n_decoder_layers
+    names = [block_name("decoder", i, "self_attn") for i in range(layers)]
+    blocks = [s.analysis.blocks[n] for n in names]
+    scores = {
+        "attention": np.stack([_largest_but_first(b.weights, s.position) for b in blocks]),
+        "value-weighted attention": np.stack(
+            [_largest_but_first(b.value_weighted().weights, s.position) for b in blocks]
+        ),
+        "direct logit attribution": attribute(ckpt, None, s.ids, s.position).heads["decoder.self_attn"],
+    }
+    empty = np.full((layers, ckpt.config.n_heads), np.nan)
+    scores["attribution patching"] = empty if s.runs is None else attribution_patch_runs(ckpt, s.runs).scores
+    return scores
+
+
+def ablation_scores(
+    ckpt: Checkpoint, s: Setup, mode: str, layer: int, heads: Sequence[int] | None = None
+) -> np.ndarray:
+    """Each head of `layer` (or of `heads`) switched off alone (`mode` "zero" or "mean"): KL at the position."""
+    name = block_name("decoder", layer, "self_attn")
+    return np.array([kl for _, _, kl in rank_block(ckpt, s.ranking, name, mode, heads)])
+
+
+def patching_scores(ckpt: Checkpoint, s: Setup) -> np.ndarray:
+    """(L, H) each head's activation patching result; NaN without a corrupted run."""
+    if s.runs is None:
+        return np.full((ckpt.config.n_decoder_layers, ckpt.config.n_heads), np.nan)
+    return patch_runs(ckpt, s.runs, "heads").scores  # setup refused a zero span: the normalising cannot fail
+
+
+def finish(ckpt: Checkpoint, s: Setup, scores: dict[str, np.ndarray]) -> Agreement:
+    """The methods' scores as one record, in METHODS order."""
+    runs = s.runs
+    return Agreement(
+        position=s.position,
+        answer=s.answer,
+        versus=None if runs is None else runs.versus,
+        corrupted=None if runs is None else tuple(runs.corrupted_ids[0].tolist()),
+        corrupted_from=s.corrupted_from,
+        note=s.note,
+        scores={m: scores[m] for m in METHODS},
+    )
+
+
+def agreement(ckpt: Checkpoint, text: str, position: int | None = None, corrupted: str | None = None) -> Agreement:
+    """Every self-attention head's importance for the prediction after `position` (0-based; None: the last token)
+    by every method (the module's docstring). The app runs the same steps in chunks (ui.cache.agreement)."""
+    s = setup(ckpt, text, position, corrupted)
+    scores = one_pass_scores(ckpt, s)
+    layers = ckpt.config.n_decoder_layers
+    for mode in ("zero", "mean"):
+        scores[f"ablation ({mode})"] = np.stack([ablation_scores(ckpt, s, mode, layer) for layer in range(layers)])
+    scores["activation patching"] = patching_scores(ckpt, s)
+    return finish(ckpt, s, scores)

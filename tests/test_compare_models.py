@@ -1,0 +1,80 @@
+"""Compare's "another model" (views/compare.py) in AppTest: one text, two models' heads side by side, each model
+with its own tokenizer. The same model under two names reads the same tokens and differs by zero; a model of other
+size and tokenizer shows its nearest head and says that no difference is drawn; a model without the attention says
+so; the choice comes back from a link, and it opens on a model that reads the same presets."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_app import APP, chart, ok
+
+from analysis.analyze import analyze
+from inference.checkpoint import load_checkpoint
+from tests.plotly_data import decode_typed_array
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "the cat sat on the mat"
+
+
+def open_compare(folder: Path, monkeypatch: pytest.MonkeyPatch, **query: str) -> AppTest:
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(folder))
+    at = AppTest.from_file(APP, default_timeout=90)
+    at.query_params.update({"text": TEXT, "compare_with": "model", **query})
+    at.run()
+    return ok(at.switch_page("views/compare.py").run())
+
+
+def z(spec: dict) -> np.ndarray:
+    values = spec["data"][0]["z"]
+    return decode_typed_array(values) if isinstance(values, dict) else np.asarray(values, dtype=float)
+
+
+def captions(at: AppTest) -> str:
+    return " ".join(c.value for c in at.caption).replace("\\", "")  # literal() escapes Markdown's punctuation
+
+
+def test_the_same_model_under_two_names_differs_by_zero(tiny_checkpoints, tmp_path, monkeypatch) -> None:
+    for name in ("lm-a", "lm-b"):
+        shutil.copytree(tiny_checkpoints["decoder-only"], tmp_path / name)
+    shutil.copytree(ROOT / "checkpoints" / "fivegram-1L-1H", tmp_path / "fivegram-1L-1H")  # listed first
+    at = open_compare(tmp_path, monkeypatch, model="lm-a", L="2", H="3")
+    assert at.selectbox(key="compare_model").value == "lm-b"  # it opens on a model that reads the same presets
+    assert at.query_params["compare_with"] == "model" and at.query_params["compare_model"] == "lm-b"
+    expected = analyze(load_checkpoint(tmp_path / "lm-b"), TEXT).blocks["decoder.layers.1.self_attn"].weights[2]
+    np.testing.assert_allclose(z(chart(at, "compare_second")), expected, atol=1e-6)
+    assert not np.abs(z(chart(at, "compare_difference"))).max() > 0
+    assert "Both models read the same" in captions(at)
+    assert "Next token by lm-b" in " ".join(m.value for m in at.markdown)
+
+
+def test_another_size_and_tokenizer_shows_its_nearest_head_and_no_difference(
+    tiny_checkpoints, tmp_path, monkeypatch
+) -> None:
+    shutil.copytree(tiny_checkpoints["decoder-only"], tmp_path / "lm-tiny")
+    shutil.copytree(ROOT / "checkpoints" / "lm-english", tmp_path / "lm-english")
+    at = open_compare(tmp_path, monkeypatch, model="lm-english", compare_model="lm-tiny", L="6", H="8")
+    said = captions(at)
+    assert "lm-tiny has 2 layers of 4 heads: beside layer 6, its layer 2, head 4." in said
+    assert "The two heads read different tokens" in said and "compare_difference" not in {
+        c.key for c in at.get("plotly_chart")
+    }
+    tiny = analyze(load_checkpoint(tmp_path / "lm-tiny"), TEXT).blocks["decoder.layers.1.self_attn"].weights[3]
+    np.testing.assert_allclose(z(chart(at, "compare_second")), tiny, atol=1e-6)
+
+
+def test_a_model_without_the_attention_says_so(tiny_checkpoints, tmp_path, monkeypatch) -> None:
+    shutil.copytree(tiny_checkpoints["encoder-decoder"], tmp_path / "translate-tiny")
+    shutil.copytree(ROOT / "checkpoints" / "fivegram-1L-1H", tmp_path / "fivegram-1L-1H")
+    at = open_compare(
+        tmp_path,
+        monkeypatch,
+        model="translate-tiny",
+        compare_model="fivegram-1L-1H",
+        text="the old man ___ to the river",
+    )
+    assert "fivegram-1L-1H has no cross-attention" in " ".join(e.value for e in at.error).replace("\\", "")
