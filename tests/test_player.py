@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
+from test_training_view import TEXT, with_snapshots  # noqa: F401 (a fixture)
 
 from ui import player, state
 
@@ -123,3 +124,32 @@ def test_only_a_playing_player_asks_streamlit_to_rerun_it(generate, monkeypatch:
     assert asked[-1] == player.PLAY_EVERY
     button(at, "play").click().run()
     assert asked[-1] is None
+
+
+def test_training_steps_play_through_the_snapshots_and_stop_at_the_last(
+    with_snapshots: Path,  # noqa: F811 (the fixture imported above)
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(with_snapshots))
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(model="translate-tiny", text=TEXT)
+    at.run()
+    ok(at.switch_page("views/training.py").run())
+
+    def shown() -> int:
+        value = at.select_slider(key="step").value
+        charts = {el.key: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
+        assert f"at step {value:,} ·" in charts["training_head"]["layout"]["title"]["text"].replace("<br>", " ")
+        return value
+
+    assert shown() == 5  # the middle snapshot
+    at.button(key="step_first").click().run()
+    assert shown() == 0 and at.button(key="step_previous").disabled
+    at.button(key="step_play").click().run()
+    assert shown() == 0 and at.button(key="step_play").label == "Pause"
+    seen = []
+    for _ in range(3):
+        at.run()
+        seen.append(shown())
+    assert seen == [5, 20, 20] and at.button(key="step_play").label == "Play"
+    assert at.query_params["step"] == "20"
