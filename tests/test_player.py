@@ -102,10 +102,27 @@ def test_choosing_a_step_while_playing_pauses_there(generate) -> None:
     button(at, "play").click().run()
     button(at, "next").click().run()
     assert step(ok(at)) == 2 and button(at, "play").label == "Play"
+    at.slider(key=KEY).set_value(4).run()  # paused, the slider shows the step chosen
+    assert step(ok(at)) == 4
+
+
+def test_while_playing_the_slider_is_disabled_and_an_older_value_from_the_browser_does_not_move_it_back(
+    generate,
+) -> None:
+    """A timer's rerun carries the slider's value as the browser last drew it, a step or two behind on a busy
+    server: the player keeps its own step."""
+    at = generate(tokens=6)
+    button(at, "first").click().run()
     button(at, "play").click().run()
-    at.slider(key=KEY).set_value(4).run()  # the slider itself pauses too
     at.run()
-    assert step(ok(at)) == 4 and button(at, "play").label == "Play"
+    at.run()
+    assert step(ok(at)) == 3 and at.slider(key=KEY).disabled
+    at.session_state[KEY] = 2  # the browser's stale value, brought by the timer's rerun
+    at.run()
+    assert step(ok(at)) == 4 and button(at, "play").label == "Pause"
+    at.session_state[KEY] = 3
+    button(at, "play").click().run()  # Pause, in the run that brought a stale value
+    assert step(ok(at)) == 4 and button(at, "play").label == "Play" and not at.slider(key=KEY).disabled
 
 
 def test_only_a_playing_player_asks_streamlit_to_rerun_it(generate, monkeypatch: pytest.MonkeyPatch) -> None:

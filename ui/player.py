@@ -6,8 +6,11 @@ what the page already computed and the caches hold: a playing session never runs
 set when the page runs, and only a run of the whole page drops it, so starting, pausing and reaching the last step
 each rerun the page once; stepping while paused reruns the fragment alone.
 
-The state of a player whose step widget has key `key`: `_{key}_playing` (True while it plays) and `_{key}_acted`
-(a button or the step widget was used in this run, which therefore shows that choice rather than the next step).
+The state of a player whose step widget has key `key`: `_{key}_playing` (True while it plays), `_{key}_at` (the
+index of the step it plays) and `_{key}_acted` (a button was used in this run, which therefore shows that choice
+rather than the next step). While it plays, the step widget is disabled and the player, not the widget, says which
+step shows: a timer's rerun carries the widget's value as the browser last drew it, which on a busy server is a step
+or two behind, and would otherwise send the playing back there.
 """
 
 from __future__ import annotations
@@ -39,6 +42,10 @@ def _acted(key: str) -> str:
     return f"_{key}_acted"
 
 
+def _at(key: str) -> str:
+    return f"_{key}_at"
+
+
 def playing(key: str) -> bool:
     """Whether the player of step widget `key` is playing."""
     return bool(st.session_state.get(_playing(key)))
@@ -53,6 +60,9 @@ def player(key: str, body: Callable[..., None], *args: object, every: float = PL
 
 
 def _index(key: str, options: Sequence) -> int:
+    """The index of the step shown: the one playing, else the step widget's value (the last when it is none)."""
+    if playing(key) and _at(key) in st.session_state:
+        return min(int(st.session_state[_at(key)]), len(options) - 1)
     value = st.session_state.get(key)
     return options.index(value) if value in options else len(options) - 1
 
@@ -73,20 +83,31 @@ def move(key: str, options: list, to: str) -> None:
 
 @errors.safe  # a callback: runs outside the page's guard
 def chosen(key: str) -> None:
-    """The person chose a step (a button, or the step widget itself): it is shown, and playing stops there."""
+    """The person chose a step with a button: it is shown, and playing stops there."""
     st.session_state[_acted(key)] = True
     if st.session_state.pop(_playing(key), False):
         _stop()
 
 
 @errors.safe  # a callback: runs outside the page's guard
+def slid(key: str) -> None:
+    """The step widget's value changed: the person's choice while paused (shown as it is). While playing the widget
+    is disabled, and a change is the browser's older value coming back with a timer's rerun: `advance` replaces it."""
+    if not playing(key):
+        st.session_state[_acted(key)] = True
+
+
+@errors.safe  # a callback: runs outside the page's guard
 def play_pause(key: str, options: list) -> None:
     """Play from the step shown (from the first when the last is shown), or pause."""
     st.session_state[_acted(key)] = True
-    if st.session_state.pop(_playing(key), False):
+    if playing(key):
+        st.session_state[key] = options[_index(key, options)]  # the step played, whatever the widget last said
+        st.session_state.pop(_playing(key))
         _stop()
-    if _index(key, options) == len(options) - 1:
-        st.session_state[key] = options[0]
+    at = _index(key, options)
+    at = 0 if at == len(options) - 1 else at
+    st.session_state[key], st.session_state[_at(key)] = options[at], at
     st.session_state[_playing(key)] = True
     _stop()  # the page declares the fragment again, now with its timer
 
@@ -96,10 +117,9 @@ def advance(key: str, options: Sequence) -> None:
     at the last step the player stops."""
     if st.session_state.pop(_acted(key), False) or not playing(key):
         return
-    i = _index(key, options)
-    if i + 1 < len(options):
-        st.session_state[key] = options[i + 1]
-    if i + 2 >= len(options):  # the last step is shown now: stop, and drop the timer
+    i = min(_index(key, options) + 1, len(options) - 1)
+    st.session_state[key], st.session_state[_at(key)] = options[i], i
+    if i == len(options) - 1:  # the last step is shown now: stop, and drop the timer
         st.session_state.pop(_playing(key), None)
         _stop()
 

@@ -141,7 +141,15 @@ def decoding_steps(source: Source, written_tokens: int, sampling: Sampling | Non
         options = list(range(1, steps + 1))
         state.keep_valid(GEN_STEP, options, steps, owner=(analysis.checkpoint, analysis.text))
         player.controls(GEN_STEP, options, "decoding step")
-        step = st.slider("Decoding step", 1, steps, key=GEN_STEP, on_change=player.chosen, args=(GEN_STEP,))
+        step = st.slider(
+            "Decoding step",
+            1,
+            steps,
+            key=GEN_STEP,
+            on_change=player.slid,
+            args=(GEN_STEP,),
+            disabled=player.playing(GEN_STEP),
+        )
     position = decoding.query(step)
     wrote = repr(display_piece(pieces[position + 1])) if position + 1 < len(pieces) else "the end of the output"
     st.markdown(f"**Step {step} of {steps:d}**")

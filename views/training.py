@@ -173,8 +173,9 @@ def snapshot_step(source: Source, attention: str, layer: int, head: int | str) -
         key=STEP,
         format_func=lambda s: f"{s:,}",
         help="The steps a snapshot was kept at.",
-        on_change=player.chosen,
+        on_change=player.slid,
         args=(STEP,),
+        disabled=player.playing(STEP),
     )
     target = ctx.analysis.output_text  # every step's decoder reads the shipped model's output (see body)
     now = cache.snapshot_analysis(ctx, step, target)
