@@ -19,6 +19,7 @@ from ui import cache, errors, state
 from ui.cache import MAX_UPLOAD_MB, Source
 from ui.charts import AVERAGE
 from ui.guard import UPLOADS_IN_ALL
+from viz.labels import indexed_labels
 from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector
 
 # One key per choice, the same on every page that offers it. Indices are 0-based in the session and 1-based in the
@@ -174,6 +175,44 @@ def token_picker(label: str, key: str, labels: list[str], analysis: Analysis, st
     options = list(range(len(labels)))
     state.keep_valid(key, options, options[start], owner=(analysis.checkpoint, analysis.text))
     return st.selectbox(label, options, key=key, format_func=lambda i: labels[i])
+
+
+POINT = state.url_index("point", "point")  # Explore's token pointed at: an index into `pointable` (None: none)
+
+
+def pointable(analysis: Analysis) -> list[tuple[str, int, str]]:
+    """The tokens a page can point at, as (stack, position from 0, label): the encoder's text, then the decoder's;
+    a model with one text labels its tokens `3:▁cat`, a translator `encoder 3:▁cat` and `decoder 2:▁Die`."""
+    texts = []
+    if analysis.has_encoder:
+        texts.append(("encoder", analysis.source_pieces or ()))
+    if analysis.has_decoder:
+        texts.append(("decoder", analysis.target_pieces))
+    return [
+        (stack, i, label if len(texts) == 1 else f"{stack} {label}")
+        for stack, pieces in texts
+        for i, label in enumerate(indexed_labels(pieces))
+    ]
+
+
+def token_pointer(analysis: Analysis, where: Any = None) -> tuple[str, int] | None:
+    """The "Point at a token" select (kept in the URL as `point`, counted from 1 over `pointable`): the token whose
+    row and column every attention figure of the page outlines, as (stack, position); None: no token. The choice
+    belongs to the model and text it was made on."""
+    where = where if where is not None else st
+    tokens = pointable(analysis)
+    options = [None, *range(len(tokens))]
+    state.keep_valid(POINT, options, None, owner=(analysis.checkpoint, analysis.text))
+    labels = {i: tokens[i][2] for i in options[1:]} | {None: "none"}
+    chosen = where.selectbox(
+        "Point at a token",
+        options,
+        key=POINT,
+        format_func=labels.get,
+        help="Outline the token's row (where it attends, as query) and its column (what attends to it, as key) "
+        "in every attention figure of the page.",
+    )
+    return None if chosen is None else tokens[chosen][:2]
 
 
 def trace_uploader(label: str, name: str, opened: Callable[[Source], None]) -> str | None:

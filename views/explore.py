@@ -21,9 +21,11 @@ from ui.widgets import (
     show_chart,
     small_table,
     token_picker,
+    token_pointer,
     weighting_picker,
 )
 from viz.heads import grid_pick, head_frame, select_head
+from viz.highlight import point_at, pointed
 from viz.labels import display_piece, safe_filename
 from viz.style import standalone_html, thaw
 from viz.tables import position_labels
@@ -76,7 +78,10 @@ def heads_view(source: cache.Source) -> None:
     ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
     model, analysis = ctx.name, ctx.analysis
     attention, layer, head = head_picker(analysis, with_average=True)
-    norms = weighting_picker(analysis)
+    top = st.columns(2)
+    norms = weighting_picker(analysis, top[0])
+    point = token_pointer(analysis, top[1])  # (stack, position) or None
+    outline = pointed(attention, *point) if point is not None else None  # its (row, column) in these heads
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
     block = charts.shown(analysis.block(attention, layer), norms)
     chosen = "avg" if head == charts.AVERAGE else f"H{head + 1}"
@@ -84,7 +89,8 @@ def heads_view(source: cache.Source) -> None:
     # Projector mode: the heatmap takes the page's width, the predictions go below it.
     left, right = (st.container(), st.container()) if projector() else st.columns([2, 1])
     with left:
-        fig = thaw(charts.head_chart(ctx, attention, layer, head, norms))
+        spec = charts.head_chart(ctx, attention, layer, head, norms)
+        fig = thaw(spec if outline is None else point_at(spec, outline))
         show_chart(fig, "head_chart", name)
         st.caption("Tokens read position:piece, from 1 (12:▁cat); ▁ is a space before a word, ↵ a new line.")
 
@@ -99,6 +105,7 @@ def heads_view(source: cache.Source) -> None:
     st.header("All heads")
     st.caption("Every head of this attention type: rows are layers, columns heads. Click a tile to open it.")
     spec = charts.grid_chart(ctx, attention, norms)
+    spec = spec if outline is None else point_at(spec, outline)
     grid = thaw(spec) if head == charts.AVERAGE else select_head(spec, (layer, head))
     show_chart(
         grid,

@@ -8,7 +8,7 @@ import streamlit as st
 from analysis.record import Analysis, DecodingSteps
 from inference.decoding import Sampling
 from inference.text import InputError
-from ui import cache, errors, reference, sidebar, state
+from ui import cache, errors, player, reference, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
 from ui.widgets import layer_and_head, show_chart
@@ -52,15 +52,13 @@ def continuation(ctx: Source) -> Analysis | None:
     state.keep_valid(GEN_SEED, state.Between(0, 2**31 - 1), DEFAULT_SEED)
     tokens = cols[0].number_input("Tokens to write", 1, most, key=GEN_TOKENS)
     mode = cols[1].radio("Decoding", MODES, key=GEN_MODE, horizontal=True)
-    sampling = None
     if mode == "sampling":
-        temperature = cols[2].slider("Temperature", 0.1, 2.0, step=0.1, key=GEN_TEMPERATURE)
-        top_k = cols[3].number_input("Top-k (0: all)", 0, vocab, key=GEN_TOP_K)
-        seed = cols[4].number_input("Seed", 0, 2**31 - 1, key=GEN_SEED)
-        sampling = Sampling(float(temperature), int(top_k), int(seed))
+        cols[2].slider("Temperature", 0.1, 2.0, step=0.1, key=GEN_TEMPERATURE)
+        cols[3].number_input("Top-k (0: all)", 0, vocab, key=GEN_TOP_K)
+        cols[4].number_input("Seed", 0, 2**31 - 1, key=GEN_SEED)
     st.caption(SAMPLING_NOTE if mode == "sampling" else GREEDY_NOTE)
     try:
-        return cache.analysis(ctx, continuation=int(tokens), sampling=sampling)
+        return cache.analysis(ctx, continuation=int(tokens), sampling=sampling())
     except InputError as exc:
         st.error(errors.shown(str(exc)))
         return None
@@ -108,16 +106,50 @@ def body() -> None:
             reference.certainty(ctx, found.rows, "the reference translation", "certainty_forced")
             analysis = cache.shown(ctx.source.with_reference(given)).analysis
             st.caption("The steps below follow the decoder as it reads the reference, not its own output.")
-    pieces = analysis.target_pieces
     decoding = DecodingSteps.of(analysis, cfg.eos_id, st.session_state.get(GEN_TOKENS))
-    steps = decoding.count
-    if steps < 1:
+    if decoding.count < 1:
         st.info("The model wrote nothing: there is no decoding step to show.")
         return
+    source = ctx.source.with_reference(given) if translates and found is not None else ctx.source
+    written_tokens = 0 if translates else int(st.session_state[GEN_TOKENS])
+    player.player(GEN_STEP, decoding_steps, source, written_tokens, None if translates else sampling())
+
+
+def sampling() -> Sampling | None:
+    """How the language model writes, as the controls above say (the session holds their values): None for greedy."""
+    if st.session_state.get(GEN_MODE) != "sampling":
+        return None
+    return Sampling(
+        float(st.session_state[GEN_TEMPERATURE]), int(st.session_state[GEN_TOP_K]), int(st.session_state[GEN_SEED])
+    )
+
+
+@errors.safe
+def decoding_steps(source: Source, written_tokens: int, sampling: Sampling | None) -> None:
+    """The step controls and what the chosen decoding step shows: a fragment (ui.player) that reruns alone on a
+    step or head change and while playing, and reads the analysis the page drew from the worker's results."""
+    if written_tokens:
+        analysis = cache.analysis(source, continuation=written_tokens, sampling=sampling)
+    else:
+        analysis = cache.shown(source).analysis
+    cfg = source.ckpt.config
+    pieces = analysis.target_pieces
+    decoding = DecodingSteps.of(analysis, cfg.eos_id, written_tokens or None)
+    steps = decoding.count
     step = 1
     if steps > 1:
-        state.keep_valid(GEN_STEP, range(1, steps + 1), steps, owner=(analysis.checkpoint, analysis.text))
-        step = st.slider("Decoding step", 1, steps, key=GEN_STEP)
+        options = list(range(1, steps + 1))
+        state.keep_valid(GEN_STEP, options, steps, owner=(analysis.checkpoint, analysis.text))
+        player.controls(GEN_STEP, options, "decoding step")
+        step = st.slider(
+            "Decoding step",
+            1,
+            steps,
+            key=GEN_STEP,
+            on_change=player.slid,
+            args=(GEN_STEP,),
+            disabled=player.playing(GEN_STEP),
+        )
     position = decoding.query(step)
     wrote = repr(display_piece(pieces[position + 1])) if position + 1 < len(pieces) else "the end of the output"
     st.markdown(f"**Step {step} of {steps:d}**")
@@ -143,7 +175,7 @@ def body() -> None:
         cols = st.columns(2)
         layer, head = layer_and_head(analysis, "decoder.self_attn", cols)  # the choice every page shares
         block = analysis.block("decoder.self_attn", layer)
-        name = safe_filename("step", ctx.entry.name, f"L{layer + 1}", f"H{head + 1}", f"s{step}")
+        name = safe_filename("step", source.name, f"L{layer + 1}", f"H{head + 1}", f"s{step}")
         row = block.weights[head, position, : position + 1]
         title = f"Self-attention of step {step}, layer {layer + 1}, head {head + 1}"
         fig = attention_row(row, block.key_pieces[: position + 1], title, own=position)
@@ -153,6 +185,7 @@ def body() -> None:
             title = f"Cross-attention of step {step}, layer {layer + 1}, head {head + 1}"
             fig = attention_row(cross_block.weights[head, position], cross_block.key_pieces, title)
             show_chart(fig, "gen_cross_row", f"{name}-cross")
+    state.sync_url()  # a rerun of this fragment alone: the address bar follows the step
 
 
 errors.guarded(body)

@@ -8,7 +8,7 @@ from analysis.record import Analysis
 from inference import catalog
 from inference.snapshots import Snapshot, stored_as
 from model.names import block_layer
-from ui import cache, charts, errors, sidebar, state
+from ui import cache, charts, errors, player, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
 from ui.widgets import head_picker, open_on_head, show_chart
@@ -125,12 +125,6 @@ def body() -> None:
         f"Each snapshot is the run's weights at that step, stored as {literal(stored_as(ctx.path))}. "
         "Its loss is the validation loss of that step's weights."
     )
-    steps = [s.step for s in saved]
-    by_step = {s.step: s for s in saved}
-    state.keep_valid(STEP, steps, steps[len(steps) // 2])
-    step = st.select_slider(
-        "Training step", steps, key=STEP, format_func=lambda s: f"{s:,}", help="The steps a snapshot was kept at."
-    )
     recorded = catalog.recorded_head(ctx.ckpt.card)
     opening = catalog.default_head(ctx.ckpt.card) or (recorded[:2] if recorded else None)
     if opening is not None and opening[0] in final.blocks and opening[1] < final.n_heads:
@@ -146,15 +140,49 @@ def body() -> None:
             f"{measured['last_score']:.2f} at step {measured['last_step']:,} (python -m atlas defaults)."
         )
     state.sync_url()
+    player.player(STEP, snapshot_step, cache.held(ctx), attention, layer, head)
     # Every step's decoder reads the same tokens: the shipped model's output (its untrained snapshots would write
     # outputs of other lengths, and their heads could not be compared).
-    target = final.output_text
-    analyses = [cache.snapshot_analysis(ctx, s.step, target) for s in saved]
-    now = analyses[steps.index(step)]
+    analyses = [cache.snapshot_analysis(ctx, s.step, final.output_text) for s in saved]
+    block = analyses[0].block(attention, layer)
+    where = f"{final.attention_label(attention)}, layer {layer + 1}, {charts.head_name(head)}"
+    st.header("The same head at every snapshot")
+    strip = head_over_steps(
+        [charts.head_weights(a.block(attention, layer), head) for a in analyses],
+        [_step_label(s) for s in saved],
+        block.query_pieces,
+        block.key_pieces,
+        where,
+    )
+    show_chart(strip, "training_strip", safe_filename("steps", ctx.entry.name, where))
+
+
+@errors.safe
+def snapshot_step(source: Source, attention: str, layer: int, head: int | str) -> None:
+    """The step controls and the chosen snapshot's head, loss and prediction: a fragment (ui.player) that reruns
+    alone on a step change and while playing, from the snapshots' kept analyses."""
+    ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
+    saved = cache.snapshots(ctx.path, ctx.stamp)
+    steps = [s.step for s in saved]
+    by_step = {s.step: s for s in saved}
+    state.keep_valid(STEP, steps, steps[len(steps) // 2])
+    player.controls(STEP, steps, "snapshot")
+    step = st.select_slider(
+        "Training step",
+        steps,
+        key=STEP,
+        format_func=lambda s: f"{s:,}",
+        help="The steps a snapshot was kept at.",
+        on_change=player.slid,
+        args=(STEP,),
+        disabled=player.playing(STEP),
+    )
+    target = ctx.analysis.output_text  # every step's decoder reads the shipped model's output (see body)
+    now = cache.snapshot_analysis(ctx, step, target)
     block = now.block(attention, layer)
     weights = charts.head_weights(block, head)
     head_name = charts.head_name(head)
-    where = f"{final.attention_label(attention)}, layer {layer + 1}, {head_name}"
+    where = f"{ctx.analysis.attention_label(attention)}, layer {layer + 1}, {head_name}"
     label = _step_label(by_step[step])
     left, right = st.columns([3, 2])
     fig = head_heatmap(weights, block.query_pieces, block.key_pieces, f"{where} at {label}")
@@ -175,15 +203,7 @@ def body() -> None:
     )
     _prediction(right, own, f"step {step:,}")
     _copying(ctx, step)
-    st.header("The same head at every snapshot")
-    strip = head_over_steps(
-        [charts.head_weights(a.block(attention, layer), head) for a in analyses],
-        [_step_label(s) for s in saved],
-        block.query_pieces,
-        block.key_pieces,
-        where,
-    )
-    show_chart(strip, "training_strip", safe_filename("steps", ctx.entry.name, where))
+    state.sync_url()  # a rerun of this fragment alone: the address bar follows the step
 
 
 errors.guarded(body)

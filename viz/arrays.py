@@ -26,6 +26,13 @@ def _bounds(n: int, size: int) -> np.ndarray:
     return np.linspace(0, n, size + 1).round().astype(int)[:-1]
 
 
+def block_of(n: int, max_size: int, index: int) -> int:
+    """The block of `block_average` (shrinking an axis of `n` to at most `max_size`) that holds position `index`."""
+    if n <= max_size:
+        return index
+    return int(np.searchsorted(_bounds(n, max_size), index, side="right")) - 1
+
+
 def block_average(a: np.ndarray, max_size: int = THUMBNAIL) -> np.ndarray:
     """Shrink the last two axes to at most `max_size` each by averaging contiguous blocks (keeps row sums' mean).
 

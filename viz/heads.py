@@ -12,6 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from viz.arrays import THUMBNAIL, block_average, check_attention, quantize
+from viz.highlight import Pointed, grid_shapes, heatmap_shapes
 from viz.labels import indexed_labels, token_labels
 from viz.style import COLORSCALE, HIGHLIGHT, category_axis, category_hover, finish_layout, thaw, unvalidated
 
@@ -68,8 +69,10 @@ def head_heatmap(
     key_pieces: Sequence[str],
     title: str = "Attention",
     annotate: bool | None = None,
+    point: Pointed | None = None,
 ) -> go.Figure:
     """Heatmap of one head (or an average): query tokens as rows, key tokens as columns, fixed 0–1 cividis scale.
+    `point` = (query row, key column): a token pointed at, its row and column outlined (viz.highlight).
 
     Each axis has one category per token, its label `12:▁cat` (viz.labels.token_labels: the position keeps repeated
     tokens apart), at most 48 of them shown (viz.style.category_axis). Hover reads "query 3:▁on → key 10:▁The: 0.060"
@@ -89,6 +92,8 @@ def head_heatmap(
         "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **category_axis(q_labels)},
         **finish_layout(title, height=min(900, max(360, 22 * len(q_labels) + 160))),
     }
+    if point is not None and (shapes := heatmap_shapes(len(q_labels), len(k_labels), point)):
+        layout["shapes"] = shapes
     return unvalidated([{"type": "heatmap", **heatmap}], layout)
 
 
@@ -151,6 +156,7 @@ def heads_grid(
     title: str = "All heads",
     selected: tuple[int, int] | None = None,
     max_size: int | None = None,
+    point: Pointed | None = None,
 ) -> go.Figure:
     """Layer × head grid of small heatmaps from (L, H, Tq, Tk) weights, one heatmap in all.
 
@@ -158,7 +164,8 @@ def heads_grid(
     model's grid, SmolLM2's 30 × 9, as light as a small one's) and quantised to uint8 (0–255 ↔ weight 0–1). An
     invisible marker sits on each tile's centre so a click selects that head (customdata = [layer, head]). A deep
     model's rows keep at least GRID_ROW_PX each (the chart grows instead of squashing them) and its head labels
-    stand on top, where the grid starts.
+    stand on top, where the grid starts. `point` = (query row, key column): a token pointed at, outlined in every
+    tile (viz.highlight).
     """
     arr = np.asarray(stacked, dtype=np.float32)
     if arr.ndim != 4:
@@ -203,6 +210,8 @@ def heads_grid(
         {"type": "line", "y0": k * h - 0.5, "y1": k * h - 0.5, "x0": -0.5, "x1": n_heads * w - 0.5, "line": line}
         for k in range(1, n_layers)
     ]
+    if point is not None:
+        shapes += grid_shapes(n_layers, n_heads, (h, w), arr.shape[2:], point)
     layout = {
         **({"shapes": shapes} if shapes else {}),
         "xaxis": {
@@ -225,7 +234,7 @@ def heads_grid(
         "hovermode": "closest",
         "hoverdistance": -1,
         "clickmode": "event+select",
-        "meta": {"tile": [h, w]},
+        "meta": {"tile": [h, w], "tokens": [int(arr.shape[2]), int(arr.shape[3])]},
         **finish_layout(title, height=grid_height(n_layers, n_heads)),
     }
     fig = unvalidated([heat, centres], layout)
