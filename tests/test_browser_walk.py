@@ -1,7 +1,6 @@
-"""A walk through every page in chromium at 1024×768 (in two halves of the menu), as a person would: on each page of
-ui/pages.py every choice the page keeps is changed (a different option, a nudged slider, a typed text), the page's
-widgets are read, and the walk goes on through the menu. Then the last page's address is opened in a fresh browser,
-on every page of the half, and
+"""One walk through every page in chromium at 1024×768, as a person would: on each page of ui/pages.py every choice
+the page keeps is changed (a different option, a nudged slider, a typed text), the page's widgets are read, and
+the walk goes on through the menu. Then the last page's address is opened in a fresh browser, on every page, and
 each must show the same widgets with the same values: kept across the pages of one session (nothing reset by
 another page's rerun) and in the URL. A text over 1,000 characters opens from its link too (compressed)."""
 
@@ -246,25 +245,16 @@ def test_every_page_has_its_changes_in_the_walk() -> None:
     assert list(CHANGES) == [p.title for p in PAGES]
 
 
-# The walk in two halves of the menu, one test each, so that pytest-xdist's two workers share it (one walk of every
-# page took 6 minutes on one worker): each half walks its pages in one session and reopens them from its last address.
-HALF = (len(PAGES) + 1) // 2
-HALVES = {"first-half": PAGES[:HALF], "second-half": PAGES[HALF:]}
-
-
-@pytest.mark.parametrize("half", list(HALVES))
-def test_every_choice_on_every_page_reopens_from_the_link(server, browser, half: str) -> None:
-    """Walk the pages of `half` changing their choices, then open the last address in a fresh browser: each page
-    the same."""
-    pages = HALVES[half]
+def test_every_choice_on_every_page_reopens_from_the_link(server, browser) -> None:
+    """Walk every page changing its choices, then open the last address in a fresh browser: each page the same."""
     context = browser.new_context(viewport={"width": 1024, "height": 768})
     page = context.new_page()
     page.set_default_timeout(90_000)
     shown: dict[str, dict[str, str]] = {}
     changed: dict[str, list[str]] = {}
     try:
-        page.goto(f"{server}/{pages[0].url_path}?{urlencode(START)}")
-        for number, p in enumerate(pages):
+        page.goto(f"{server}/?{urlencode(START)}")
+        for number, p in enumerate(PAGES):
             if number:
                 go(page, p.title)
             before = settle(page)
@@ -282,7 +272,7 @@ def test_every_choice_on_every_page_reopens_from_the_link(server, browser, half:
     again.set_default_timeout(90_000)
     reproduced, differences = 0, {}
     try:
-        for p in pages:
+        for p in PAGES:
             again.goto(f"{server}/{p.url_path}?{query}")
             now = settle(again)
             if now == shown[p.title]:
@@ -291,8 +281,8 @@ def test_every_choice_on_every_page_reopens_from_the_link(server, browser, half:
                 differences[p.title] = {k: (v, now.get(k)) for k, v in shown[p.title].items() if now.get(k) != v}
     finally:
         fresh.close()
-    print(f"{reproduced} of {len(pages)} pages reopened as left; changed: {changed}")
-    assert reproduced == len(pages), f"walked → reopened: {differences}\nthe address: {query}"
+    print(f"{reproduced} of {len(PAGES)} pages reopened as left; changed: {changed}")
+    assert reproduced == len(PAGES), f"walked → reopened: {differences}\nthe address: {query}"
 
 
 def test_a_text_over_a_thousand_characters_opens_from_its_link(server, browser) -> None:
