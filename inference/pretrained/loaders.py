@@ -176,10 +176,13 @@ def load_bert(path: Path, name: str | None = None, card: dict[str, Any] | None =
     return _checkpoint(name or path.stem, path, build, tokenizer, card or {"task": task, "source": str(path)})
 
 
-def load_llama_folder(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
+def load_llama_folder(
+    path: Path, name: str | None = None, card: dict[str, Any] | None = None, files: Files | None = None
+) -> Checkpoint:
     """A Llama decoder in Hugging Face's layout (config.json, model.safetensors, tokenizer.json); bos and eos are
-    the config's ids, pad the config's pad id when it differs from them, else the first other special token."""
-    files = Files(path)
+    the config's ids, pad the config's pad id when it differs from them, else the first other special token.
+    `files`: the three files' contents from elsewhere (inference.pretrained.objects: a model in memory)."""
+    files = files or Files(path)
     raw = files.config()
     if raw.get("model_type") != "llama":
         raise CheckpointError(f"{path}: {HF_CONFIG} model_type is {raw.get('model_type')!r}, expected 'llama'")
@@ -262,11 +265,14 @@ def _gpt2_tokenizer(files: Files, raw: dict[str, Any], path: Path) -> Pretrained
         raise CheckpointError(str(exc)) from exc
 
 
-def load_gpt2_folder(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
+def load_gpt2_folder(
+    path: Path, name: str | None = None, card: dict[str, Any] | None = None, files: Files | None = None
+) -> Checkpoint:
     """A GPT-2 in Hugging Face's layout (config.json, model.safetensors, and tokenizer.json or vocab.json +
     merges.txt), as GPT2LMHeadModel or GPT2Model saves it. <|endoftext|> is bos and eos; the pad and unk tokens our
-    model needs are appended to the vocabulary, with zero embeddings and never predicted (mapping.append_rows)."""
-    files = Files(path)
+    model needs are appended to the vocabulary, with zero embeddings and never predicted (mapping.append_rows).
+    `files`: the files' contents from elsewhere (inference.pretrained.objects: a model in memory)."""
+    files = files or Files(path)
     raw = files.config()
     if raw.get("model_type") != "gpt2":
         raise CheckpointError(f"{path}: {HF_CONFIG} model_type is {raw.get('model_type')!r}, expected 'gpt2'")

@@ -1,0 +1,183 @@
+"""The circuit tools on `transformers` objects: a GPT-2 and a Llama built from small random configs (CPU, no
+download) are mapped onto our variants (inference.pretrained.objects), and every circuit function's numbers equal
+what the library itself computes from the same weights on the same ids, within 1e-5."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import atlas
+
+transformers = pytest.importorskip("transformers")
+from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers  # noqa: E402
+
+SPECIALS = ["<|endoftext|>", "<s>", "</s>", "<pad>"]
+WORDS = ["the", "cat", "dog", "sat", "on", "mat", "rug", "a", "."]
+TEXT = "the cat sat on the mat ."
+OTHER = "the dog sat on the rug ."  # as many tokens as TEXT: a minimal pair
+TOL = 1e-5
+
+
+def word_tokenizer() -> transformers.PreTrainedTokenizerFast:
+    """A word-level tokenizer, its specials first (ids 0–3) as a published model's added tokens are."""
+    vocab = {w: i for i, w in enumerate(SPECIALS + WORDS)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<|endoftext|>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
+
+
+def nudged(model: torch.nn.Module) -> torch.nn.Module:
+    """Norm gains and biases moved off transformers' (1, 0) start, seeded: a mapping that drops one shows."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "ln" in name or "norm" in name or name.endswith("bias"):
+                param.add_(torch.randn_like(param) * 0.2)
+    return model.eval()
+
+
+def tiny_gpt2() -> transformers.GPT2LMHeadModel:
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        n_layer=3, n_head=2, n_embd=32, n_positions=24, vocab_size=len(SPECIALS + WORDS), bos_token_id=0, eos_token_id=0
+    )
+    return nudged(transformers.GPT2LMHeadModel(config))
+
+
+def tiny_llama() -> transformers.LlamaForCausalLM:
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(SPECIALS + WORDS),
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=24,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
+    )
+    return nudged(transformers.LlamaForCausalLM(config))
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def hf(request) -> tuple[torch.nn.Module, transformers.PreTrainedTokenizerFast]:
+    return (tiny_gpt2() if request.param == "gpt2" else tiny_llama()), word_tokenizer()
+
+
+def read_ids(model, tokenizer, text: str) -> torch.Tensor:
+    """The ids the rule gives (docs/published-models.md): bos, then the text's tokens."""
+    return torch.tensor([[model.config.bos_token_id, *tokenizer(text, add_special_tokens=False)["input_ids"]]])
+
+
+def own(model, ids: torch.Tensor):
+    """The library's own pass: logits and every layer's attention weights (eager, output_attentions=True)."""
+    before = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            return model(ids, output_attentions=True)
+    finally:
+        model.set_attn_implementation(before)
+
+
+def test_analyze_maps_the_object_and_every_head_equals_its_own_attention(hf) -> None:
+    model, tokenizer = hf
+    analysis = atlas.analyze(model, TEXT, tokenizer=tokenizer)
+    ids = read_ids(model, tokenizer, TEXT)
+    assert analysis.target_ids == tuple(ids[0].tolist())
+    outputs = own(model, ids)
+    for layer, expected in zip(analysis.layers("decoder.self_attn"), outputs.attentions, strict=True):
+        block = analysis.block("decoder.self_attn", layer)
+        np.testing.assert_allclose(block.weights, expected[0].numpy(), atol=TOL, rtol=0)
+        assert block.scores is not None and block.value_norms is not None  # a checkpoint's whole Analysis
+
+
+def test_logit_attribution_sums_to_the_librarys_own_logit(hf) -> None:
+    model, tokenizer = hf
+    table = atlas.logit_attribution_scores(model, TEXT, token="mat", tokenizer=tokenizer)
+    logits = own(model, read_ids(model, tokenizer, TEXT)).logits[0, -1]
+    expected = float(logits[tokenizer.convert_tokens_to_ids("mat")])
+    assert table.attrs["logit"] == pytest.approx(expected, abs=TOL)
+    assert table["contribution"].sum() == pytest.approx(expected, abs=1e-4)
+    figure = atlas.logit_attribution(model, TEXT, tokenizer=tokenizer)
+    assert figure.data
+
+
+def test_patching_reads_the_librarys_own_logit_differences(hf) -> None:
+    model, tokenizer = hf
+    table = atlas.patch_scores(model, TEXT, OTHER, answer="mat", versus="rug", tokenizer=tokenizer)
+    mat, rug = tokenizer.convert_tokens_to_ids(["mat", "rug"])
+    for text, key in ((TEXT, "clean"), (OTHER, "corrupted")):
+        logits = own(model, read_ids(model, tokenizer, text)).logits[0, -1]
+        assert table.attrs[key] == pytest.approx(float(logits[mat] - logits[rug]), abs=TOL)
+    assert len(table) == model.config.num_hidden_layers * model.config.num_attention_heads
+    assert atlas.patch(model, TEXT, OTHER, "mat", "rug", tokenizer=tokenizer, approximate=True).data
+
+
+def test_the_logit_lens_last_row_is_the_librarys_own_prediction(hf) -> None:
+    model, tokenizer = hf
+    figure = atlas.logit_lens(model, TEXT, tokenizer=tokenizer)
+    probs = own(model, read_ids(model, tokenizer, TEXT)).logits[0].softmax(-1)
+    shown = np.asarray(figure.data[0].z)[-1]  # the top row: the model's own top guess at each position
+    np.testing.assert_allclose(shown, probs.max(-1).values.numpy(), atol=TOL, rtol=0)
+
+
+def reading_matrices(model) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Every head's W_Q, W_K, W_V (d_model × d_head, the pre-norm gain folded) and W_O (d_head × d_model, centred
+    for a LayerNorm), straight from the library's modules, as TransformerLens's fold_ln builds them."""
+    cfg = model.config
+    heads, d_model = cfg.num_attention_heads, cfg.hidden_size
+    d_head = d_model // heads
+    wq, wk, wv, wo = [], [], [], []
+    for layer in range(cfg.num_hidden_layers):
+        if cfg.model_type == "gpt2":
+            block = model.transformer.h[layer]
+            gain = block.ln_1.weight.detach().double()
+            q, k, v = block.attn.c_attn.weight.detach().double().split(d_model, dim=1)  # Conv1D: (in, out)
+            o = block.attn.c_proj.weight.detach().double()  # (H·d_head, d_model)
+            o = o - o.mean(dim=1, keepdim=True)
+            group = 1
+        else:
+            block = model.model.layers[layer]
+            gain = block.input_layernorm.weight.detach().double()
+            q, k, v = (getattr(block.self_attn, f"{x}_proj").weight.detach().double().T for x in "qkv")
+            o = block.self_attn.o_proj.weight.detach().double().T
+            group = heads // cfg.num_key_value_heads
+        for h in range(heads):
+            part = slice(h * d_head, (h + 1) * d_head)
+            kv = slice((h // group) * d_head, (h // group + 1) * d_head)
+            wq.append((gain[:, None] * q[:, part]).numpy())
+            wk.append((gain[:, None] * k[:, kv]).numpy())
+            wv.append((gain[:, None] * v[:, kv]).numpy())
+            wo.append(o[part].numpy())
+    return wq, wk, wv, wo
+
+
+def test_composition_equals_the_full_matrices_of_the_librarys_weights(hf) -> None:
+    model, tokenizer = hf
+    table = atlas.composition_scores(model, tokenizer=tokenizer)
+    wq, wk, wv, wo = reading_matrices(model)
+    heads = model.config.num_attention_heads
+    for row in table.head(6).itertuples():
+        early = (row._1 - 1) * heads + row._2 - 1  # earlier layer, earlier head
+        late = (row._3 - 1) * heads + row._4 - 1
+        ov = wv[early] @ wo[early]
+        qk = wq[late] @ wk[late].T
+        expected = np.linalg.norm(ov @ qk.T) / (np.linalg.norm(ov) * np.linalg.norm(qk))
+        assert row.K == pytest.approx(expected, abs=TOL)
+    assert atlas.composition(model, "Q", tokenizer=tokenizer).data
+
+
+def test_a_model_object_without_its_tokenizer_or_of_another_kind_is_named() -> None:
+    with pytest.raises(ValueError, match="needs its tokenizer"):
+        atlas.logit_lens(tiny_gpt2(), TEXT)
+    with pytest.raises(TypeError, match="takes a loaded model \\(atlas.load\\) or a transformers GPT-2 or Llama"):
+        atlas.composition_scores("gpt2")
+    bert = transformers.BertModel(transformers.BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2))
+    with pytest.raises(ValueError, match="'bert' model is not one this app maps onto its own; it reads gpt2, llama"):
+        atlas.patch_scores(bert, TEXT, OTHER, tokenizer=word_tokenizer())
