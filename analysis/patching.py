@@ -64,14 +64,16 @@ class PairError(ValueError):
     model."""
 
 
-def pair_ids(ckpt: Checkpoint, clean: str, corrupted: str) -> tuple[Tensor, Tensor]:
-    """The two texts' ids (1, T) each, as the model reads them; PairError when they cannot be paired."""
+def pair_ids(ckpt: Checkpoint, clean: str, corrupted: str, notes: list[str] | None = None) -> tuple[Tensor, Tensor]:
+    """The two texts' ids (1, T) each, as the model reads them; PairError when they cannot be paired. `notes`
+    gets what was changed in reading them (a text cut to the model's positions)."""
     if ckpt.config.has_encoder:
         raise PairError(
             "activation patching here pairs two texts read by a language model; a translator's two outputs need "
             "not align, and an encoder-only model predicts no next token: choose a language model"
         )
-    ids = [encode_prefix(ckpt, clean_text(t).text, []) for t in (clean, corrupted)]
+    notes = [] if notes is None else notes
+    ids = [encode_prefix(ckpt, clean_text(t).text, notes) for t in (clean, corrupted)]
     if len(ids[0]) != len(ids[1]):
         pieces = [len(i) - 1 for i in ids]  # without <s>
         raise PairError(

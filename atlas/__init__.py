@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run time __getattr__ finds them
     from atlas.api import (
+        AnalysisWarning,
         TraceError,
         analyze,
         composition,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
     )
 
 __all__ = [
+    "AnalysisWarning",
     "TraceError",
     "analyze",
     "composition",

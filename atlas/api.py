@@ -76,6 +76,7 @@ from viz.style import standalone_html
 from viz.tables import heads_frame, position_labels, ranking_frame
 
 __all__ = [
+    "AnalysisWarning",
     "TraceError",
     "analyze",
     "composition",
@@ -228,10 +229,30 @@ def _checkpoint(model: object, tokenizer: object, where: str) -> Checkpoint:
 
 def _transformer_lens(model: Any, text: str) -> Analysis:
     """A TransformerLens model's attention on `text`: its cache's `blocks.{l}.attn.hook_pattern`."""
+    ids = model.to_tokens(text)  # bos first (prepend_bos), the rule of our decoders too
+    ids = _cut({"input_ids": ids}, getattr(getattr(model, "cfg", None), "n_ctx", None))["input_ids"]
     with torch.no_grad():
-        _, cache = model.run_with_cache(text)
+        _, cache = model.run_with_cache(ids)
     name = getattr(getattr(model, "cfg", None), "model_name", None) or "transformer_lens"
-    return from_transformer_lens(cache, model.to_str_tokens(text), name=str(name))
+    return from_transformer_lens(cache, model.to_str_tokens(ids), name=str(name))
+
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx")  # transformers' names for a model's context
+
+
+def _cut(inputs: dict[str, torch.Tensor], context: object) -> dict[str, torch.Tensor]:
+    """`inputs` (each (1, T)) cut to the model's `context` positions, with a warning in the words a checkpoint's
+    note uses (inference.text); unchanged when they fit or the context is unknown."""
+    length = inputs["input_ids"].shape[1]
+    if not isinstance(context, int) or isinstance(context, bool) or length <= context:
+        return inputs
+    warnings.warn(
+        f"The text was cut from {length} to {context} tokens: that fills the model's {context} positions (its "
+        "context).",
+        AnalysisWarning,
+        stacklevel=4,
+    )
+    return {key: value[:, :context] for key, value in inputs.items()}
 
 
 def _huggingface(hf_model: Any, text: str, tokenizer: Any) -> Analysis:
@@ -254,6 +275,9 @@ def _huggingface(hf_model: Any, text: str, tokenizer: Any) -> Analysis:
     if _writes_text(hf_model) and isinstance(bos, int) and (ids.shape[1] == 0 or int(ids[0, 0]) != bos):
         # one tokenization per model (docs/published-models.md): a decoder reads bos + the text's tokens
         inputs = {"input_ids": torch.cat([torch.tensor([[bos]]), ids], dim=1)}
+    inputs = _cut(
+        dict(inputs), next((getattr(hf_model.config, k) for k in CONTEXT_KEYS if hasattr(hf_model.config, k)), None)
+    )
     device = next(hf_model.parameters()).device
     tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist())
     before = getattr(hf_model.config, "_attn_implementation", None)
@@ -660,12 +684,14 @@ def logit_lens(model: Checkpoint | object, text: str, *, tokenizer: object | Non
 def _patched(model, clean, corrupted, answer, versus, what, approximate, where):
     if approximate and what != "heads":
         raise ValueError("attribution patching approximates the heads only: what='heads'")
+    notes: list[str] = []
+    ids = [i[0].tolist() for i in pair_ids(model, clean, corrupted, notes)]
+    _warn_cut(notes)
     chosen = [None if t is None else token_id(model, t) for t in (answer, versus)]
     if approximate:
         result = attribution_patch(model, clean, corrupted, *chosen)
     else:
         result = _patch(model, clean, corrupted, what, *chosen)
-    ids = [i[0].tolist() for i in pair_ids(model, clean, corrupted)]
     labels = pair_labels(*[[display_piece(p) for p in model.tokenizer.pieces(i)] for i in ids])
     return result, labels
 

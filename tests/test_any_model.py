@@ -181,3 +181,50 @@ def test_a_model_object_without_its_tokenizer_or_of_another_kind_is_named() -> N
     bert = transformers.BertModel(transformers.BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2))
     with pytest.raises(ValueError, match="'bert' model is not one this app maps onto its own; it reads gpt2, llama"):
         atlas.patch_scores(bert, TEXT, OTHER, tokenizer=word_tokenizer())
+
+
+def test_one_tokenization_whatever_the_entry_point(tmp_path) -> None:
+    """The object and its saved folder read a text alike: bos, then the text's tokens (docs/published-models.md)."""
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    from_folder = atlas.analyze(atlas.load(tmp_path), TEXT)
+    from_object = atlas.analyze(model, TEXT, tokenizer=tokenizer)
+    assert from_object.target_ids == from_folder.target_ids == tuple(read_ids(model, tokenizer, TEXT)[0].tolist())
+    assert from_object.target_pieces[0] == "<|endoftext|>"
+    for layer in from_folder.layers("decoder.self_attn"):
+        np.testing.assert_array_equal(
+            from_object.block("decoder.self_attn", layer).weights, from_folder.block("decoder.self_attn", layer).weights
+        )
+
+
+LONG = " ".join(["the cat sat on the mat ."] * 5)  # 35 tokens and bos: over the tiny models' 24 positions
+
+
+def test_a_text_over_the_context_is_cut_with_one_warning_for_objects_and_checkpoints(tmp_path) -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    said = []
+    for entry, kwargs in ((model, {"tokenizer": tokenizer}), (atlas.load(tmp_path), {})):
+        with pytest.warns(atlas.AnalysisWarning, match="cut from 35 to 23 tokens") as record:
+            analysis = atlas.analyze(entry, LONG, **kwargs)
+        assert len(analysis.target_ids) == 24
+        said.append(str(record[0].message))
+        with pytest.warns(atlas.AnalysisWarning, match="cut from 35 to 23 tokens"):
+            atlas.logit_attribution_scores(entry, LONG, **kwargs)
+        with pytest.warns(atlas.AnalysisWarning, match="cut from 35 to 23 tokens"):
+            atlas.patch_scores(entry, LONG, LONG.replace("mat", "rug"), "mat", "rug", **kwargs)
+    assert said[0] == said[1]
+
+
+def test_a_text_over_an_unmapped_models_context_is_cut_with_a_warning_not_an_index_error() -> None:
+    torch.manual_seed(0)
+    config = transformers.GPTNeoXConfig(
+        num_hidden_layers=1, num_attention_heads=2, hidden_size=16, intermediate_size=32, max_position_embeddings=24,
+        vocab_size=len(SPECIALS + WORDS), bos_token_id=1, eos_token_id=2,
+    )  # fmt: skip
+    neox = transformers.GPTNeoXForCausalLM(config).eval()
+    with pytest.warns(atlas.AnalysisWarning, match="cut from 36 to 24 tokens"):
+        analysis = atlas.analyze(neox, LONG, tokenizer=word_tokenizer())
+    assert len(analysis.target_pieces) == 24 and analysis.target_pieces[0] == "<s>"
