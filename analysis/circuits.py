@@ -95,18 +95,18 @@ def head_matrices(model: nn.Module, stack: str | None = None) -> HeadMatrices:
         for layer in layers:
             attn = layer.self_attn
             norm = layer.sublayer[0]
-            gain = torch.ones(config.d_model, dtype=torch.float64)
+            gain = torch.ones(config.d_model, dtype=torch.float64, device=attn.w_q.weight.device)
             if norm.pre_norm and getattr(norm.norm, "weight", None) is not None:
                 gain = norm.norm.weight.detach().double()
             kv_heads = getattr(attn, "n_kv_heads", n_heads)  # grouped-query: a key/value head per group
             group = n_heads // kv_heads
-            parts["w_q"].append(_reading(attn.w_q, n_heads, gain).numpy())
-            parts["w_k"].append(_reading(attn.w_k, kv_heads, gain).repeat_interleave(group, dim=0).numpy())
-            parts["w_v"].append(_reading(attn.w_v, kv_heads, gain).repeat_interleave(group, dim=0).numpy())
+            parts["w_q"].append(_reading(attn.w_q, n_heads, gain).cpu().numpy())
+            parts["w_k"].append(_reading(attn.w_k, kv_heads, gain).repeat_interleave(group, dim=0).cpu().numpy())
+            parts["w_v"].append(_reading(attn.w_v, kv_heads, gain).repeat_interleave(group, dim=0).cpu().numpy())
             w_o = attn.w_o.weight.detach().double()  # (d_model, H·d_head): out = heads W_Oᵀ
             if centre:  # what a later LayerNorm subtracts (each output's mean over d_model) no head reads
                 w_o = w_o - w_o.mean(dim=0, keepdim=True)
-            parts["w_o"].append(w_o.T.reshape(n_heads, d_head, config.d_model).numpy())
+            parts["w_o"].append(w_o.T.reshape(n_heads, d_head, config.d_model).cpu().numpy())
     arrays = {name: np.concatenate(chunks) for name, chunks in parts.items()}
     return HeadMatrices(**arrays, stack=stack, n_layers=len(layers), n_heads=n_heads)
 

@@ -23,6 +23,8 @@ imports neither streamlit nor the pages; `import atlas` loads it on first use on
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import importlib.util
 import warnings
 from collections.abc import Sequence
@@ -125,6 +127,7 @@ def analyze(
     max_tokens: int = 64,
     continuation: int = 0,
     sampling: Sampling | None = None,
+    device: str = "cpu",
 ) -> Analysis | list[Analysis]:
     """The Analysis of `text` by `model`: every head's weights, as the app's pages draw them; for a list of texts,
     one Analysis each, in order, run as one padded batch (analysis.analyze.analyze_many).
@@ -144,12 +147,14 @@ def analyze(
 
     The other keywords are a checkpoint's; a model only run by its library gives weights only (no scores or
     predictions). A text longer than the model's context is cut to it with a warning (`AnalysisWarning`) that
-    says so, whatever the model."""
+    says so, whatever the model. `device`: "cpu" (the default) or "cuda" for a model this app runs (a checkpoint,
+    a mapped object; ValueError when no GPU is here); every circuit function takes it too."""
     texts = _texts(text, "analyze")
     model, tokenizer = _mapped(model, tokenizer, "analyze")
     if isinstance(model, Checkpoint):
         if tokenizer is not None:
             raise ValueError("a loaded checkpoint brings its own tokenizer: leave tokenizer out")
+        model = _on(model, device)
         results = analyze_many(model, [Request(t, target, k, max_tokens, continuation, sampling) for t in texts])
         for index, result in enumerate(results):
             if isinstance(result, InputError):
@@ -158,6 +163,8 @@ def analyze(
                 raise InputError(f"text {index + 1}: {result}") from result
             _warn_cut(result.notes)
         return results if isinstance(text, (list, tuple)) else results[0]
+    if _device(device).type != "cpu":
+        raise ValueError("device= moves the models this app maps; a library's own model runs where it is: model.to()")
     if hasattr(model, "run_with_cache") and hasattr(model, "to_str_tokens"):
         found = [_transformer_lens(model, t) for t in texts]
     elif isinstance(model, torch.nn.Module) and hasattr(model, "config"):
@@ -211,14 +218,42 @@ def _mapped(model: object, tokenizer: object, where: str) -> tuple[object, objec
     return model, tokenizer
 
 
-def _checkpoint(model: object, tokenizer: object, where: str) -> Checkpoint:
-    """The Checkpoint a circuit function runs: a loaded one, or a `transformers` GPT-2 or Llama mapped onto ours;
-    anything else a TypeError (a model of another architecture: CheckpointError) that names what it takes."""
+def _device(device: object) -> torch.device:
+    """`device` ("cpu", "cuda", "cuda:1", a torch.device) checked to be here: a ValueError of one line otherwise."""
+    try:
+        chosen = torch.device(device)  # type: ignore[arg-type]
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f'device must be "cpu" or "cuda" (or "cuda:N"), not {device!r}') from exc
+    if chosen.type == "cpu":
+        return chosen
+    if chosen.type != "cuda":
+        raise ValueError(f'device {device!r}: this app runs models on "cpu" or "cuda"')
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for, but torch finds no CUDA GPU here: leave device out (CPU)")
+    if chosen.index is not None and chosen.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s), from cuda:0")
+    return chosen
+
+
+def _on(ckpt: Checkpoint, device: object) -> Checkpoint:
+    """`ckpt` with its model on `device`: itself when it is there already, else a copy moved there (the caller's
+    model stays where it was, for the calls that do not ask)."""
+    chosen = _device(device)
+    here = next(ckpt.model.parameters()).device
+    if here.type == chosen.type and (chosen.index is None or here.index == chosen.index):
+        return ckpt
+    return dataclasses.replace(ckpt, model=copy.deepcopy(ckpt.model).to(chosen))
+
+
+def _checkpoint(model: object, tokenizer: object, where: str, device: object = "cpu") -> Checkpoint:
+    """The Checkpoint a circuit function runs, on `device`: a loaded one, or a `transformers` GPT-2 or Llama mapped
+    onto ours; anything else a TypeError (a model of another architecture: CheckpointError) that names what it
+    takes."""
     mapped, tokenizer = _mapped(model, tokenizer, where)
     if isinstance(mapped, Checkpoint):
         if tokenizer is not None:
             raise ValueError("a loaded checkpoint brings its own tokenizer: leave tokenizer out")
-        return mapped
+        return _on(mapped, device)
     if is_transformers_model(model):
         return from_transformers(model, tokenizer)  # names the architectures it maps
     raise TypeError(
@@ -563,7 +598,12 @@ def detect_heads(
 
 
 def composition(
-    model: Checkpoint | object, mode: str = "K", stack: str | None = None, *, tokenizer: object | None = None
+    model: Checkpoint | object,
+    mode: str = "K",
+    stack: str | None = None,
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> go.Figure:
     """How the self-attention heads of `model` compose, from its weights alone (analysis.circuits: Elhage et al.
     2021): for `mode` "Q", "K" or "V", how much each later head's queries, keys or values read what each earlier
@@ -573,16 +613,16 @@ def composition(
     checkpoint, or a `transformers` GPT-2 or Llama with its `tokenizer` (every circuit function takes either)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
-    model = _checkpoint(model, tokenizer, "composition")
+    model = _checkpoint(model, tokenizer, "composition", device)
     return composition_heatmap(_composition(model.model, stack).scores[mode], mode)
 
 
 def composition_scores(
-    model: Checkpoint | object, stack: str | None = None, *, tokenizer: object | None = None
+    model: Checkpoint | object, stack: str | None = None, *, tokenizer: object | None = None, device: str = "cpu"
 ) -> pd.DataFrame:
     """`composition`'s scores as a table: one row per pair of heads that can compose (earlier layer and head, later
     layer and head, from 1) with its Q, K and V scores, the strongest K-composition first."""
-    model = _checkpoint(model, tokenizer, "composition_scores")
+    model = _checkpoint(model, tokenizer, "composition_scores", device)
     return composition_table(_composition(model.model, stack).scores)
 
 
@@ -614,13 +654,14 @@ def logit_attribution(
     versus: int | str | None = None,
     *,
     tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> go.Figure:
     """The Logit attribution page's heatmap: what each head wrote directly toward `token` (an id, a piece such as
     "▁mat", or a word read as one piece; default: the model's top guess) after decoder position `position` (from
     1; default: the last token of a language model's text, a translator's first output word), minus what it wrote
     toward `versus` when given. The norms' scales are frozen at this pass's values, so every part — heads,
     feed-forwards, embeddings, positions, biases — sums to the logit (`logit_attribution_scores`)."""
-    model = _checkpoint(model, tokenizer, "logit_attribution")
+    model = _checkpoint(model, tokenizer, "logit_attribution", device)
     analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution")
     labels = {a: analysis.attention_label(a) for a in parts.heads}
     named = model.tokenizer.pieces([parts.token] + ([] if parts.versus is None else [parts.versus]))
@@ -631,18 +672,21 @@ def logit_attribution(
 
 def logit_attribution_scores(
     model: Checkpoint | object,
-    text: str,
+    text: str | Sequence[str],
     position: int | None = None,
     token: int | str | None = None,
     versus: int | str | None = None,
     *,
     tokenizer: object | None = None,
-) -> pd.DataFrame:
+    device: str = "cpu",
+) -> pd.DataFrame | list[pd.DataFrame]:
     """`logit_attribution`'s parts as a table: one row per head (attention, layer and head from 1, its
     contribution), the largest push first, then one row per feed-forward layer and the embeddings, positions and
     biases; the contributions sum to the model's logit, kept with the token, versus and position (from 1) in
-    `.attrs`."""
-    model = _checkpoint(model, tokenizer, "logit_attribution_scores")
+    `.attrs`. A list of texts gives a list of tables, in order."""
+    model = _checkpoint(model, tokenizer, "logit_attribution_scores", device)
+    if not isinstance(text, str):  # a list of texts: a list of tables, the model mapped once
+        return [logit_attribution_scores(model, t, position, token, versus) for t in _texts(text, "scores")]
     analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution_scores")
     labels = {a: analysis.attention_label(a) for a in parts.heads}
     table = parts_frame(parts.heads, parts.feed_forward, parts.embeddings, parts.positions, parts.biases, labels)
@@ -666,11 +710,13 @@ def forced(model: Checkpoint, text: str, reference: str) -> pd.DataFrame:
     return table
 
 
-def logit_lens(model: Checkpoint | object, text: str, *, tokenizer: object | None = None) -> go.Figure:
+def logit_lens(
+    model: Checkpoint | object, text: str, *, tokenizer: object | None = None, device: str = "cpu"
+) -> go.Figure:
     """The logit lens: the stream after the embeddings and after each layer, read through the final norm and the
     output layer as if it were the last: each layer's top guess for the next token at every decoder position,
     coloured by its probability; the top row is the model's own prediction."""
-    model = _checkpoint(model, tokenizer, "logit_lens")
+    model = _checkpoint(model, tokenizer, "logit_lens", device)
     analysis, source, target = _decoder_pass(model, text, "logit_lens")
     lens = _logit_lens(model, source, target)
     readable = [[display_piece(p) for p in row] for row in lens.pieces]
@@ -706,13 +752,14 @@ def patch(
     approximate: bool = False,
     *,
     tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> go.Figure:
     """Compare's activation patching: `corrupted` (a language model's text of the same token count as `clean`)
     run again with each head's output (`what="heads"`) or the stream entering each layer at each position
     (`"residual"`) taken from `clean`'s run; the grid shows how much of the logit difference `answer` − `versus`
     each patch restores (1: all, 0: none). `answer` defaults to the clean text's top guess, `versus` to the
     corrupted one's (ids, pieces or one-piece words). `approximate`: attribution patching, one backward pass."""
-    model = _checkpoint(model, tokenizer, "patch")
+    model = _checkpoint(model, tokenizer, "patch", device)
     result, labels = _patched(model, clean, corrupted, answer, versus, what, approximate, "patch")
     named = [display_piece(p) for p in model.tokenizer.pieces([result.answer, result.versus])]
     return patching_heatmap(result.scores, what, labels, patching_title(what, *named, result.approximate))
@@ -720,18 +767,28 @@ def patch(
 
 def patch_scores(
     model: Checkpoint | object,
-    clean: str,
-    corrupted: str,
+    clean: str | Sequence[str],
+    corrupted: str | Sequence[str],
     answer: int | str | None = None,
     versus: int | str | None = None,
     what: str = "heads",
     approximate: bool = False,
     *,
     tokenizer: object | None = None,
-) -> pd.DataFrame:
+    device: str = "cpu",
+) -> pd.DataFrame | list[pd.DataFrame]:
     """`patch`'s results as a table: one row per patch (layer and head, or position and its tokens, from 1) with the
-    share restored, the largest first; the two runs' logit differences and the tokens in `.attrs`."""
-    model = _checkpoint(model, tokenizer, "patch_scores")
+    share restored, the largest first; the two runs' logit differences and the tokens in `.attrs`. Lists of clean
+    and corrupted texts, as long as each other, give a list of tables, one per pair, in order."""
+    model = _checkpoint(model, tokenizer, "patch_scores", device)
+    if not isinstance(clean, str) or not isinstance(corrupted, str):
+        cleans, corrupteds = _texts(clean, "patch_scores"), _texts(corrupted, "patch_scores")
+        if len(cleans) != len(corrupteds):
+            raise ValueError(f"patch_scores pairs texts one to one: {len(cleans)} clean, {len(corrupteds)} corrupted")
+        return [
+            patch_scores(model, c, x, answer, versus, what, approximate)
+            for c, x in zip(cleans, corrupteds, strict=True)
+        ]
     result, labels = _patched(model, clean, corrupted, answer, versus, what, approximate, "patch_scores")
     table = patching_frame(result.scores, what, labels)
     answer_piece, versus_piece = model.tokenizer.pieces([result.answer, result.versus])

@@ -228,3 +228,55 @@ def test_a_text_over_an_unmapped_models_context_is_cut_with_a_warning_not_an_ind
     with pytest.warns(atlas.AnalysisWarning, match="cut from 36 to 24 tokens"):
         analysis = atlas.analyze(neox, LONG, tokenizer=word_tokenizer())
     assert len(analysis.target_pieces) == 24 and analysis.target_pieces[0] == "<s>"
+
+
+def test_a_list_of_texts_gives_a_list_of_analyses_and_of_tables_each_as_alone(hf) -> None:
+    model, tokenizer = hf
+    both = atlas.analyze(model, [TEXT, OTHER], tokenizer=tokenizer)
+    assert isinstance(both, list) and len(both) == 2
+    for text, analysis in zip((TEXT, OTHER), both, strict=True):
+        alone = atlas.analyze(model, text, tokenizer=tokenizer)
+        assert analysis.target_ids == alone.target_ids
+        for name in alone.attentions:
+            for layer in alone.layers(name):
+                np.testing.assert_allclose(
+                    analysis.block(name, layer).weights, alone.block(name, layer).weights, atol=TOL
+                )
+    tables = atlas.logit_attribution_scores(model, [TEXT, OTHER], token="mat", tokenizer=tokenizer)
+    assert [t.attrs["logit"] for t in tables] == [
+        atlas.logit_attribution_scores(model, t, token="mat", tokenizer=tokenizer).attrs["logit"] for t in (TEXT, OTHER)
+    ]
+    pairs = atlas.patch_scores(model, [TEXT, OTHER], [OTHER, TEXT], "mat", "rug", tokenizer=tokenizer)
+    for pair, clean in zip(pairs, (TEXT, OTHER), strict=True):
+        alone = atlas.patch_scores(model, clean, OTHER if clean == TEXT else TEXT, "mat", "rug", tokenizer=tokenizer)
+        assert pair.attrs["clean"] == pytest.approx(alone.attrs["clean"], abs=TOL)
+        np.testing.assert_allclose(pair["restored"], alone["restored"], atol=TOL)
+
+
+def test_a_bad_list_or_text_in_a_list_is_named() -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    with pytest.raises(TypeError, match="a text \\(a str\\) or a list of texts, not an empty list"):
+        atlas.analyze(model, [], tokenizer=tokenizer)
+    with pytest.raises(TypeError, match="not a list holding int"):
+        atlas.analyze(model, [TEXT, 3], tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="^text 2: The text is empty"):
+        atlas.analyze(model, [TEXT, "   "], tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="pairs texts one to one: 2 clean, 1 corrupted"):
+        atlas.patch_scores(model, [TEXT, OTHER], [OTHER], "mat", "rug", tokenizer=tokenizer)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where no GPU is")
+def test_a_gpu_asked_for_where_there_is_none_is_one_clear_line() -> None:
+    with pytest.raises(ValueError, match="device 'cuda' was asked for, but torch finds no CUDA GPU here"):
+        atlas.analyze(tiny_gpt2(), TEXT, tokenizer=word_tokenizer(), device="cuda")
+    with pytest.raises(ValueError, match='device must be "cpu" or "cuda"'):
+        atlas.composition_scores(tiny_gpt2(), tokenizer=word_tokenizer(), device="gpu please")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (bench/any_model_device.py runs them all)")
+def test_the_scores_on_a_gpu_equal_the_cpus() -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    cpu = atlas.logit_attribution_scores(model, TEXT, tokenizer=tokenizer)
+    gpu = atlas.logit_attribution_scores(model, TEXT, tokenizer=tokenizer, device="cuda")
+    np.testing.assert_allclose(gpu["contribution"], cpu["contribution"], atol=1e-4)
+    assert next(model.parameters()).device.type == "cpu"  # the caller's model stays where it was
