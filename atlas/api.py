@@ -45,6 +45,7 @@ from analysis.analyze import analyze as _analyze
 from analysis.attribution import attribute, decoder_inputs, token_id
 from analysis.attribution import logit_lens as _logit_lens
 from analysis.circuits import MODES
+from analysis.circuits import baseline as _chance
 from analysis.circuits import composition as _composition
 from analysis.detectors import detect
 from analysis.export import to_json, to_npz_bytes
@@ -602,6 +603,7 @@ def composition(
     mode: str = "K",
     stack: str | None = None,
     *,
+    centre: bool = False,
     tokenizer: object | None = None,
     device: str = "cpu",
 ) -> go.Figure:
@@ -610,20 +612,39 @@ def composition(
     head writes, as ‖W_OV^early · W_QK^late‖ over the product of their norms, between 0 and 1. Rows are the heads
     that write, columns the heads that read, labelled "L2 H3" (from 1). An induction head K-composes with a
     previous-token head. `stack`: "encoder" or "decoder" (default: the model's first). `model`: a loaded
-    checkpoint, or a `transformers` GPT-2 or Llama with its `tokenizer` (every circuit function takes either)."""
+    checkpoint, or a `transformers` GPT-2 or Llama with its `tokenizer` (every circuit function takes either).
+    `centre`: the reading matrices centred where heads read through a LayerNorm, as TransformerLens's `fold_ln`
+    (analysis.circuits)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
     model = _checkpoint(model, tokenizer, "composition", device)
-    return composition_heatmap(_composition(model.model, stack).scores[mode], mode)
+    return composition_heatmap(_composition(model.model, stack, centre).scores[mode], mode)
 
 
 def composition_scores(
-    model: Checkpoint | object, stack: str | None = None, *, tokenizer: object | None = None, device: str = "cpu"
+    model: Checkpoint | object,
+    stack: str | None = None,
+    *,
+    centre: bool = False,
+    baseline: int | None = None,
+    tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> pd.DataFrame:
     """`composition`'s scores as a table: one row per pair of heads that can compose (earlier layer and head, later
-    layer and head, from 1) with its Q, K and V scores, the strongest K-composition first."""
+    layer and head, from 1) with its Q, K and V scores, the strongest K-composition first. `centre` as
+    `composition`. `baseline` (a seed): `.attrs["baseline"]` holds each mode's mean score over heads of the same
+    shapes with random weights drawn with that seed, what chance gives, and the table a "K over baseline"
+    column (the score divided by it); None: no baseline."""
+    if baseline is not None and (isinstance(baseline, bool) or not isinstance(baseline, Integral)):
+        raise ValueError(f"baseline is the random weights' seed, a whole number (or None), not {baseline!r}")
     model = _checkpoint(model, tokenizer, "composition_scores", device)
-    return composition_table(_composition(model.model, stack).scores)
+    table = composition_table(_composition(model.model, stack, centre).scores)
+    table.attrs["centre"] = centre
+    if baseline is not None:
+        chance = _chance(model.model, int(baseline), stack)
+        table["K over baseline"] = table["K"] / chance["K"]
+        table.attrs["baseline"] = chance
+    return table
 
 
 # --- what heads write: direct logit attribution and the logit lens ------------------------------------------------

@@ -127,7 +127,9 @@ def test_the_logit_lens_last_row_is_the_librarys_own_prediction(hf) -> None:
     np.testing.assert_allclose(shown, probs.max(-1).values.numpy(), atol=TOL, rtol=0)
 
 
-def reading_matrices(model) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+def reading_matrices(
+    model, centre: bool = False
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
     """Every head's W_Q, W_K, W_V (d_model × d_head, the pre-norm gain folded) and W_O (d_head × d_model, centred
     for a LayerNorm), straight from the library's modules, as TransformerLens's fold_ln builds them."""
     cfg = model.config
@@ -151,17 +153,19 @@ def reading_matrices(model) -> tuple[list[np.ndarray], list[np.ndarray], list[np
         for h in range(heads):
             part = slice(h * d_head, (h + 1) * d_head)
             kv = slice((h // group) * d_head, (h // group + 1) * d_head)
-            wq.append((gain[:, None] * q[:, part]).numpy())
-            wk.append((gain[:, None] * k[:, kv]).numpy())
-            wv.append((gain[:, None] * v[:, kv]).numpy())
+            for out, w in ((wq, q[:, part]), (wk, k[:, kv]), (wv, v[:, kv])):
+                w = gain[:, None] * w
+                layer_norm = cfg.model_type == "gpt2"  # a Llama's RMSNorm does not centre: nothing to fold
+                out.append((w - w.mean(dim=0, keepdim=True) if centre and layer_norm else w).numpy())
             wo.append(o[part].numpy())
     return wq, wk, wv, wo
 
 
-def test_composition_equals_the_full_matrices_of_the_librarys_weights(hf) -> None:
+@pytest.mark.parametrize("centre", [False, True])
+def test_composition_equals_the_full_matrices_of_the_librarys_weights(hf, centre) -> None:
     model, tokenizer = hf
-    table = atlas.composition_scores(model, tokenizer=tokenizer)
-    wq, wk, wv, wo = reading_matrices(model)
+    table = atlas.composition_scores(model, tokenizer=tokenizer, centre=centre)
+    wq, wk, wv, wo = reading_matrices(model, centre)
     heads = model.config.num_attention_heads
     for row in table.head(6).itertuples():
         early = (row._1 - 1) * heads + row._2 - 1  # earlier layer, earlier head
@@ -170,6 +174,8 @@ def test_composition_equals_the_full_matrices_of_the_librarys_weights(hf) -> Non
         qk = wq[late] @ wk[late].T
         expected = np.linalg.norm(ov @ qk.T) / (np.linalg.norm(ov) * np.linalg.norm(qk))
         assert row.K == pytest.approx(expected, abs=TOL)
+        value = np.linalg.norm(ov @ (wv[late] @ wo[late])) / (np.linalg.norm(ov) * np.linalg.norm(wv[late] @ wo[late]))
+        assert row.V == pytest.approx(value, abs=TOL)
     assert atlas.composition(model, "Q", tokenizer=tokenizer).data
 
 
@@ -280,3 +286,25 @@ def test_the_scores_on_a_gpu_equal_the_cpus() -> None:
     gpu = atlas.logit_attribution_scores(model, TEXT, tokenizer=tokenizer, device="cuda")
     np.testing.assert_allclose(gpu["contribution"], cpu["contribution"], atol=1e-4)
     assert next(model.parameters()).device.type == "cpu"  # the caller's model stays where it was
+
+
+def test_centring_changes_a_layer_norm_models_scores_only() -> None:
+    tokenizer = word_tokenizer()
+    for model, changes in ((tiny_gpt2(), True), (tiny_llama(), False)):
+        plain = atlas.composition_scores(model, tokenizer=tokenizer)
+        centred = atlas.composition_scores(model, tokenizer=tokenizer, centre=True)
+        gap = np.abs(plain[["Q", "K", "V"]].to_numpy() - centred[["Q", "K", "V"]].to_numpy()).max()
+        assert (gap > 1e-6) == changes, (model.config.model_type, gap)
+
+
+def test_the_random_weights_baseline_is_seeded_and_read_against() -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    table = atlas.composition_scores(model, tokenizer=tokenizer, baseline=0)
+    chance = table.attrs["baseline"]
+    assert chance == atlas.composition_scores(model, tokenizer=tokenizer, baseline=0).attrs["baseline"]
+    assert chance != atlas.composition_scores(model, tokenizer=tokenizer, baseline=1).attrs["baseline"]
+    assert set(chance) == {"Q", "K", "V"} and all(0 < c < 1 for c in chance.values())
+    np.testing.assert_allclose(table["K over baseline"], table["K"] / chance["K"])
+    assert "baseline" not in atlas.composition_scores(model, tokenizer=tokenizer).attrs
+    with pytest.raises(ValueError, match="baseline is the random weights' seed, a whole number"):
+        atlas.composition_scores(model, tokenizer=tokenizer, baseline=0.5)
