@@ -42,7 +42,7 @@ from plotly.io.base_renderers import NotebookRenderer
 from analysis.ablation import head_importance, rank_by_attribution, ranking_setup
 from analysis.analyze import Request, analyze_many
 from analysis.analyze import analyze as _analyze
-from analysis.attribution import attribute, decoder_inputs, token_id
+from analysis.attribution import attribute, decoder_inputs, never_guessed, token_id
 from analysis.attribution import logit_lens as _logit_lens
 from analysis.circuits import MODES
 from analysis.circuits import baseline as _chance
@@ -732,17 +732,50 @@ def forced(model: Checkpoint, text: str, reference: str) -> pd.DataFrame:
 
 
 def logit_lens(
-    model: Checkpoint | object, text: str, *, tokenizer: object | None = None, device: str = "cpu"
-) -> go.Figure:
+    model: Checkpoint | object,
+    text: str,
+    *,
+    as_table: bool = False,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> go.Figure | pd.DataFrame:
     """The logit lens: the stream after the embeddings and after each layer, read through the final norm and the
     output layer as if it were the last: each layer's top guess for the next token at every decoder position,
-    coloured by its probability; the top row is the model's own prediction."""
+    coloured by its probability; the top row is the model's own prediction.
+
+    `as_table`: the same as a DataFrame, one row per layer and position: "layer" (0: the embeddings, then 1 to L),
+    "position" (from 1) and its "token", the "top guess" with its "probability", and "final guess probability"
+    (what this layer gives the model's own final top guess). The guesses leave out the tokens no text is made of
+    (analysis.attribution.never_guessed: padding, the unknown token, a start token never written); they are named
+    in `.attrs["hidden"]`, this model's pieces."""
     model = _checkpoint(model, tokenizer, "logit_lens", device)
     analysis, source, target = _decoder_pass(model, text, "logit_lens")
     lens = _logit_lens(model, source, target)
+    if as_table:
+        return _lens_table(model, analysis, lens)
     readable = [[display_piece(p) for p in row] for row in lens.pieces]
     title = "The logit lens: each layer's guess for the next token"
     return lens_heatmap(readable, lens.prob, position_labels(analysis), title)
+
+
+def _lens_table(model: Checkpoint, analysis: Analysis, lens: Any) -> pd.DataFrame:
+    """The logit lens's rows (analysis.attribution.LogitLens) as a long table, pieces as the tokenizer spells them."""
+    rows = []
+    for layer, guesses in enumerate(lens.pieces):
+        for position, guess in enumerate(guesses):
+            rows.append(
+                {
+                    "layer": layer,
+                    "position": position + 1,
+                    "token": str(analysis.target_pieces[position]),
+                    "top guess": str(guess),
+                    "probability": float(lens.prob[layer, position]),
+                    "final guess probability": float(lens.final_prob[layer, position]),
+                }
+            )
+    table = pd.DataFrame(rows)
+    table.attrs["hidden"] = [str(p) for p in model.tokenizer.pieces(sorted(never_guessed(model.tokenizer)))]
+    return table
 
 
 # --- activation patching on a minimal pair ----------------------------------------------------------------------

@@ -308,3 +308,17 @@ def test_the_random_weights_baseline_is_seeded_and_read_against() -> None:
     assert "baseline" not in atlas.composition_scores(model, tokenizer=tokenizer).attrs
     with pytest.raises(ValueError, match="baseline is the random weights' seed, a whole number"):
         atlas.composition_scores(model, tokenizer=tokenizer, baseline=0.5)
+
+
+def test_the_logit_lens_as_a_table_ends_on_the_librarys_own_guesses_and_names_what_it_hides(hf) -> None:
+    model, tokenizer = hf
+    table = atlas.logit_lens(model, TEXT, tokenizer=tokenizer, as_table=True)
+    layers, ids = model.config.num_hidden_layers, read_ids(model, tokenizer, TEXT)
+    assert sorted(set(table["layer"])) == list(range(layers + 1)) and len(table) == (layers + 1) * ids.shape[1]
+    probs = own(model, ids).logits[0].softmax(-1)
+    last = table[table["layer"] == layers].sort_values("position")
+    assert list(last["top guess"]) == tokenizer.convert_ids_to_tokens(probs.argmax(-1).tolist())
+    np.testing.assert_allclose(last["probability"], probs.max(-1).values.numpy(), atol=TOL, rtol=0)
+    np.testing.assert_allclose(last["final guess probability"], last["probability"], atol=TOL, rtol=0)
+    assert list(last["token"]) == tokenizer.convert_ids_to_tokens(ids[0].tolist())
+    assert table.attrs["hidden"] and not set(table["top guess"]) & set(table.attrs["hidden"])
