@@ -31,12 +31,13 @@ def frame_gap(a, b) -> float:
 def run(label: str, model, kw: dict, text: str, other: str, answer, versus) -> None:
     calls = {
         "analyze": lambda d: atlas.analyze(model, [text, other], device=d, **kw),
-        "logit_attribution_scores": lambda d: atlas.logit_attribution_scores(model, text, device=d, **kw),
+        "logit_attribution_scores": lambda d: atlas.logit_attribution_scores(model, [text, other], device=d, **kw)[1],
         "patch_scores": lambda d: atlas.patch_scores(model, text, other, answer, versus, device=d, **kw),
         "patch_scores approximate": lambda d: atlas.patch_scores(
             model, text, other, answer, versus, approximate=True, device=d, **kw
         ),
-        "composition_scores": lambda d: atlas.composition_scores(model, device=d, **kw),
+        "composition_scores": lambda d: atlas.composition_scores(model, centre=True, baseline=0, device=d, **kw),
+        "logit_lens table": lambda d: atlas.logit_lens(model, text, as_table=True, device=d, **kw),
         "logit_lens": lambda d: atlas.logit_lens(model, text, device=d, **kw),
     }
     for name, call in calls.items():
