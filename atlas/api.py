@@ -207,8 +207,12 @@ def _texts(text: object, where: str) -> list[str]:
 
 
 def _mapped(model: object, tokenizer: object, where: str) -> tuple[object, object]:
-    """A `transformers` GPT-2 or Llama as the Checkpoint its folder would give (tokenizer then inside it); any
-    other model and tokenizer as they are."""
+    """A `transformers` GPT-2 or Llama as the Checkpoint its folder would give (tokenizer then inside it), also
+    inside a TransformerLens bridge (`TransformerBridge.boot_transformers`: its `original_model`, its tokenizer);
+    any other model and tokenizer as they are."""
+    inner = getattr(model, "original_model", None)
+    if hasattr(model, "run_with_cache") and is_transformers_model(inner) and inner.config.model_type in OBJECT_LOADERS:
+        model, tokenizer = inner, tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
     if is_transformers_model(model) and model.config.model_type in OBJECT_LOADERS:
         if tokenizer is None:
             raise ValueError(
@@ -258,8 +262,8 @@ def _checkpoint(model: object, tokenizer: object, where: str, device: object = "
     if is_transformers_model(model):
         return from_transformers(model, tokenizer)  # names the architectures it maps
     raise TypeError(
-        f"{where} takes a loaded model (atlas.load) or a transformers GPT-2 or Llama with tokenizer=, "
-        f"not {type(model).__name__}"
+        f"{where} takes a loaded model (atlas.load), a transformers GPT-2 or Llama with tokenizer=, or a "
+        f"TransformerLens bridge of one, not {type(model).__name__}"
     )
 
 

@@ -182,7 +182,7 @@ def test_composition_equals_the_full_matrices_of_the_librarys_weights(hf, centre
 def test_a_model_object_without_its_tokenizer_or_of_another_kind_is_named() -> None:
     with pytest.raises(ValueError, match="needs its tokenizer"):
         atlas.logit_lens(tiny_gpt2(), TEXT)
-    with pytest.raises(TypeError, match="takes a loaded model \\(atlas.load\\) or a transformers GPT-2 or Llama"):
+    with pytest.raises(TypeError, match="takes a loaded model \\(atlas.load\\), a transformers GPT-2 or Llama with"):
         atlas.composition_scores("gpt2")
     bert = transformers.BertModel(transformers.BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2))
     with pytest.raises(ValueError, match="'bert' model is not one this app maps onto its own; it reads gpt2, llama"):
@@ -322,3 +322,23 @@ def test_the_logit_lens_as_a_table_ends_on_the_librarys_own_guesses_and_names_wh
     np.testing.assert_allclose(last["final guess probability"], last["probability"], atol=TOL, rtol=0)
     assert list(last["token"]) == tokenizer.convert_ids_to_tokens(ids[0].tolist())
     assert table.attrs["hidden"] and not set(table["top guess"]) & set(table.attrs["hidden"])
+
+
+@pytest.mark.slow  # TransformerLens takes about 7 s to import
+def test_a_transformer_lens_bridge_of_a_gpt2_runs_every_circuit_function_equal_to_its_own_cache() -> None:
+    from transformer_lens.model_bridge import TransformerBridge
+
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    bridge = TransformerBridge.boot_transformers("gpt2", hf_model=model, tokenizer=tokenizer)
+    ids = read_ids(model, tokenizer, TEXT)
+    with torch.no_grad():
+        logits, cache = bridge.run_with_cache(ids)
+    analysis = atlas.analyze(bridge, TEXT)  # the bridge's tokenizer, its GPT-2 mapped onto ours
+    assert analysis.target_ids == tuple(ids[0].tolist())
+    for layer in analysis.layers("decoder.self_attn"):
+        expected = cache[f"blocks.{layer}.attn.hook_pattern"][0].numpy()
+        np.testing.assert_allclose(analysis.block("decoder.self_attn", layer).weights, expected, atol=TOL, rtol=0)
+    table = atlas.logit_attribution_scores(bridge, TEXT, token="mat")
+    assert table.attrs["logit"] == pytest.approx(float(logits[0, -1, tokenizer.convert_tokens_to_ids("mat")]), abs=TOL)
+    assert len(atlas.patch_scores(bridge, TEXT, OTHER, "mat", "rug")) == 6
+    assert len(atlas.composition_scores(bridge)) and len(atlas.logit_lens(bridge, TEXT, as_table=True))

@@ -26,6 +26,7 @@ from inference.pretrained.loaders import (
 
 # model_type → the folder loader that maps it; what is not here is refused with the list.
 LOADERS = {"gpt2": load_gpt2_folder, "llama": load_llama_folder}
+WRAPPED = "._original_component"  # TransformerLens's name for the module a bridge component wraps
 # Prefixes a bare backbone's names lack (LlamaModel's "layers.0…" is LlamaForCausalLM's "model.layers.0…").
 BACKBONE = {"llama": "model."}
 
@@ -72,6 +73,20 @@ def tokenizer_json(tokenizer: object, where: str) -> str:
     return backend.to_str()
 
 
+def _own_state(hf_model: Any) -> dict[str, torch.Tensor]:
+    """The model's state dict under the library's own names. A TransformerLens bridge wraps each module in place
+    (its state dict then says `._original_component.` and adds views of its own, `attn.q`, `mlp.in`): the names
+    are unwrapped and kept where a model of the same class and config, built on the meta device (no memory), has
+    them."""
+    state = hf_model.state_dict()
+    if not any(WRAPPED in key for key in state):
+        return state
+    with torch.device("meta"):
+        names = set(type(hf_model)(hf_model.config).state_dict())
+    unwrapped = ((key.replace(WRAPPED, ""), value) for key, value in state.items())
+    return {key: value for key, value in unwrapped if key in names}
+
+
 def from_transformers(hf_model: Any, tokenizer: object, name: str | None = None) -> Checkpoint:
     """`hf_model` (a GPT-2 or Llama of `transformers`, any head or none) with its fast `tokenizer`, as a Checkpoint
     on the CPU in float32, through the folder loaders. CheckpointError (a ValueError) names an architecture this
@@ -89,7 +104,7 @@ def from_transformers(hf_model: Any, tokenizer: object, name: str | None = None)
         raise CheckpointError(f"{path}: a transformers model needs its tokenizer: pass tokenizer=")
     prefix = BACKBONE.get(model_type, "")
     tensors = {}
-    for key, value in hf_model.state_dict().items():
+    for key, value in _own_state(hf_model).items():
         bare = key if not prefix or key.startswith((prefix, "lm_head.")) else prefix + key
         tensors[bare] = value.detach().to("cpu")
     files = ObjectFiles(path, config, tensors, tokenizer_json(tokenizer, str(path)))
