@@ -137,9 +137,10 @@ def analyze(
       position's top `k` predictions, as the app computes them. An encoder-decoder reads `target` as its output so
       far (without it, its own greedy output); a language model with `continuation` first writes that many tokens
       (greedy, or `sampling`). InputError (a ValueError) when the text cannot be read.
-    - A `transformers` GPT-2 or Llama with its `tokenizer`: mapped onto our model (inference.pretrained.objects,
-      the loader its saved folder goes through), then as a checkpoint: the same Analysis as `atlas.load` of its
-      folder, tokenized by the same rule (docs/published-models.md: a decoder reads bos + the text's tokens).
+    - A `transformers` GPT-2, Llama or Qwen2 with its `tokenizer`, or a TransformerLens bridge of one: mapped onto
+      our model (inference.pretrained.objects, the loader its saved folder goes through), then as a checkpoint:
+      the same Analysis as `atlas.load` of its folder, tokenized by the same rule (docs/published-models.md: a
+      decoder reads bos + the text's tokens).
     - Any other `transformers` model (decoder-only or encoder-only) with its `tokenizer`: run once on the text
       with `output_attentions=True`, switched to eager attention for the call (sdpa and flash attention return no
       weights) and back after; then `from_huggingface`. A decoder-only model reads bos first here too.
@@ -262,7 +263,7 @@ def _checkpoint(model: object, tokenizer: object, where: str, device: object = "
     if is_transformers_model(model):
         return from_transformers(model, tokenizer)  # names the architectures it maps
     raise TypeError(
-        f"{where} takes a loaded model (atlas.load), a transformers GPT-2 or Llama with tokenizer=, or a "
+        f"{where} takes a loaded model (atlas.load), a transformers GPT-2, Llama or Qwen2 with tokenizer=, or a "
         f"TransformerLens bridge of one, not {type(model).__name__}"
     )
 

@@ -64,9 +64,30 @@ def tiny_llama() -> transformers.LlamaForCausalLM:
     return nudged(transformers.LlamaForCausalLM(config))
 
 
-@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def tiny_qwen2() -> transformers.Qwen2ForCausalLM:
+    """A Llama with biased queries, keys and values (nudged off zero, so that dropping them shows)."""
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(
+        vocab_size=len(SPECIALS + WORDS),
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=24,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
+    )
+    return nudged(transformers.Qwen2ForCausalLM(config))
+
+
+TINY = {"gpt2": tiny_gpt2, "llama": tiny_llama, "qwen2": tiny_qwen2}
+
+
+@pytest.fixture(scope="module", params=list(TINY))
 def hf(request) -> tuple[torch.nn.Module, transformers.PreTrainedTokenizerFast]:
-    return (tiny_gpt2() if request.param == "gpt2" else tiny_llama()), word_tokenizer()
+    return TINY[request.param](), word_tokenizer()
 
 
 def read_ids(model, tokenizer, text: str) -> torch.Tensor:
@@ -182,22 +203,27 @@ def test_composition_equals_the_full_matrices_of_the_librarys_weights(hf, centre
 def test_a_model_object_without_its_tokenizer_or_of_another_kind_is_named() -> None:
     with pytest.raises(ValueError, match="needs its tokenizer"):
         atlas.logit_lens(tiny_gpt2(), TEXT)
-    with pytest.raises(TypeError, match="takes a loaded model \\(atlas.load\\), a transformers GPT-2 or Llama with"):
+    with pytest.raises(
+        TypeError, match="takes a loaded model \\(atlas.load\\), a transformers GPT-2, Llama or Qwen2 with"
+    ):
         atlas.composition_scores("gpt2")
     bert = transformers.BertModel(transformers.BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2))
-    with pytest.raises(ValueError, match="'bert' model is not one this app maps onto its own; it reads gpt2, llama"):
+    with pytest.raises(
+        ValueError, match="'bert' model is not one this app maps onto its own; it reads gpt2, llama, qwen2"
+    ):
         atlas.patch_scores(bert, TEXT, OTHER, tokenizer=word_tokenizer())
 
 
-def test_one_tokenization_whatever_the_entry_point(tmp_path) -> None:
+@pytest.mark.parametrize("kind", list(TINY))
+def test_one_tokenization_whatever_the_entry_point(tmp_path, kind) -> None:
     """The object and its saved folder read a text alike: bos, then the text's tokens (docs/published-models.md)."""
-    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    model, tokenizer = TINY[kind](), word_tokenizer()
     model.save_pretrained(tmp_path)
     tokenizer.save_pretrained(tmp_path)
     from_folder = atlas.analyze(atlas.load(tmp_path), TEXT)
     from_object = atlas.analyze(model, TEXT, tokenizer=tokenizer)
     assert from_object.target_ids == from_folder.target_ids == tuple(read_ids(model, tokenizer, TEXT)[0].tolist())
-    assert from_object.target_pieces[0] == "<|endoftext|>"
+    assert from_object.target_pieces[0] == SPECIALS[model.config.bos_token_id]
     for layer in from_folder.layers("decoder.self_attn"):
         np.testing.assert_array_equal(
             from_object.block("decoder.self_attn", layer).weights, from_folder.block("decoder.self_attn", layer).weights
