@@ -368,3 +368,11 @@ def test_a_transformer_lens_bridge_of_a_gpt2_runs_every_circuit_function_equal_t
     assert table.attrs["logit"] == pytest.approx(float(logits[0, -1, tokenizer.convert_tokens_to_ids("mat")]), abs=TOL)
     assert len(atlas.patch_scores(bridge, TEXT, OTHER, "mat", "rug")) == 6
     assert len(atlas.composition_scores(bridge)) and len(atlas.logit_lens(bridge, TEXT, as_table=True))
+
+
+def test_value_weighted_attention_reads_a_mapped_objects_analysis() -> None:
+    """A mapped object's Analysis carries values and their norms, as a checkpoint's does: no "read from a file"."""
+    analysis = atlas.analyze(tiny_gpt2(), TEXT, tokenizer=word_tokenizer())
+    weighted = atlas.value_weighted(analysis)
+    block = weighted.block("decoder.self_attn", 0)
+    np.testing.assert_allclose(block.weights.sum(-1), 1.0, atol=1e-5)
