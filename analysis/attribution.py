@@ -212,7 +212,7 @@ def attribute(
             ].double()  # (H, d_head): each head's output
             w_o = attention.w_o.weight.double()  # (d_model, H·d_head)
             per_head = w_o.T.reshape(*z.shape, -1) @ d  # (H, d_head): W_O's slice read along d
-            heads[f"decoder.{part}"][i] = (z * per_head).sum(-1).numpy()
+            heads[f"decoder.{part}"][i] = (z * per_head).sum(-1).cpu().numpy()
             o_bias = _bias(attention.w_o)
             if o_bias is not None:
                 biases += float(o_bias @ d)
@@ -257,4 +257,4 @@ def logit_lens(ckpt: Checkpoint, source: Tensor | None, target: Tensor) -> Logit
     answer = final_shown.argmax(dim=-1)  # (T,)
     final_prob = probs.gather(-1, answer.expand(probs.shape[0], -1)[..., None])[..., 0]
     pieces = tuple(tuple(ckpt.tokenizer.pieces(row)) for row in top.tolist())
-    return LogitLens(top.numpy(), pieces, prob.numpy(), final_prob.numpy())
+    return LogitLens(top.cpu().numpy(), pieces, prob.cpu().numpy(), final_prob.cpu().numpy())

@@ -18,10 +18,12 @@ A = Q R_A and Dᵀ = Q' R_D (Q's orthonormal columns keep every norm). Each pair
 d_model × d_head product, and every later head's goes into one matrix product per earlier head.
 
 In a pre-norm model each head reads the stream through its layer's norm, whose gain is folded into its W_Q, W_K and
-W_V (as TransformerLens's `fold_ln`); the norm's centring and every bias are left out, as there. A post-norm model's
-heads read the stream after the previous layer's norm: no gain is folded. Rotary positions turn queries and keys by
-position and are left out (the scores compare the unturned projections); a grouped-query head uses its group's W_K
-and W_V.
+W_V (as TransformerLens's `fold_ln`); every bias is left out, as there. The LayerNorm's centring is folded into the
+writing matrices W_O always (nothing reads the mean a later LayerNorm subtracts) and into the reading matrices with
+`centre=True`, as `fold_ln` does. `baseline` gives each mode's mean score over heads of the same shapes with random
+weights: a score near it is what chance gives. A post-norm model's heads read the stream after the previous layer's
+norm: no gain is folded. Rotary positions turn queries and keys by position and are left out (the scores compare
+the unturned projections); a grouped-query head uses its group's W_K and W_V.
 """
 
 from __future__ import annotations
@@ -72,41 +74,45 @@ class Composition:
         return [(int(i // self.n_heads), int(i % self.n_heads), float(scores.flat[i])) for i in order]
 
 
-def _reading(linear: nn.Linear, heads: int, gain: torch.Tensor) -> torch.Tensor:
+def _reading(linear: nn.Linear, heads: int, gain: torch.Tensor, centre: bool = False) -> torch.Tensor:
     """A projection that reads the stream (W_Q, W_K or W_V), per head: (heads, d_model, d_head), `gain` folded in
-    (y = x Wᵀ, so the matrix of x ↦ y is Wᵀ)."""
+    (y = x Wᵀ, so the matrix of x ↦ y is Wᵀ); `centre`: each column's mean over d_model taken out, as
+    TransformerLens's fold_ln does for a LayerNorm, whose output has mean 0 (nothing reads the all-ones
+    direction)."""
     d_model = linear.weight.shape[1]
-    w = linear.weight.detach().double().reshape(heads, -1, d_model)
-    return gain[None, :, None] * w.transpose(1, 2)
+    w = gain[None, :, None] * linear.weight.detach().double().reshape(heads, -1, d_model).transpose(1, 2)
+    return w - w.mean(dim=1, keepdim=True) if centre else w
 
 
-def head_matrices(model: nn.Module, stack: str | None = None) -> HeadMatrices:
+def head_matrices(model: nn.Module, stack: str | None = None, centre: bool = False) -> HeadMatrices:
     """The W_Q, W_K, W_V and W_O of every self-attention head of `stack` (default: the model's first: the decoder
-    of a language model, the encoder otherwise), the pre-norm gain folded in."""
+    of a language model, the encoder otherwise), the pre-norm gain folded in; `centre`: the reading matrices
+    centred too where a head reads through a LayerNorm (fold_ln; an RMSNorm or a post-norm model: no change)."""
     config = model.config
     stack = stack or config.first_stack
     if stack not in STACKS or getattr(model, stack, None) is None:
         raise ValueError(f"this {config.kind} model has no {stack} stack")
     layers = getattr(model, stack).layers
     n_heads, d_head = config.n_heads, config.d_head
-    centre = config.norm == "pre" and isinstance(layers[0].sublayer[0].norm, nn.LayerNorm)
+    centred = config.norm == "pre" and isinstance(layers[0].sublayer[0].norm, nn.LayerNorm)
     parts: dict[str, list[np.ndarray]] = {"w_q": [], "w_k": [], "w_v": [], "w_o": []}
     with torch.no_grad():
         for layer in layers:
             attn = layer.self_attn
             norm = layer.sublayer[0]
-            gain = torch.ones(config.d_model, dtype=torch.float64)
+            gain = torch.ones(config.d_model, dtype=torch.float64, device=attn.w_q.weight.device)
             if norm.pre_norm and getattr(norm.norm, "weight", None) is not None:
                 gain = norm.norm.weight.detach().double()
             kv_heads = getattr(attn, "n_kv_heads", n_heads)  # grouped-query: a key/value head per group
             group = n_heads // kv_heads
-            parts["w_q"].append(_reading(attn.w_q, n_heads, gain).numpy())
-            parts["w_k"].append(_reading(attn.w_k, kv_heads, gain).repeat_interleave(group, dim=0).numpy())
-            parts["w_v"].append(_reading(attn.w_v, kv_heads, gain).repeat_interleave(group, dim=0).numpy())
+            c = centre and centred
+            parts["w_q"].append(_reading(attn.w_q, n_heads, gain, c).cpu().numpy())
+            parts["w_k"].append(_reading(attn.w_k, kv_heads, gain, c).repeat_interleave(group, dim=0).cpu().numpy())
+            parts["w_v"].append(_reading(attn.w_v, kv_heads, gain, c).repeat_interleave(group, dim=0).cpu().numpy())
             w_o = attn.w_o.weight.detach().double()  # (d_model, H·d_head): out = heads W_Oᵀ
-            if centre:  # what a later LayerNorm subtracts (each output's mean over d_model) no head reads
+            if centred:  # what a later LayerNorm subtracts (each output's mean over d_model) no head reads
                 w_o = w_o - w_o.mean(dim=0, keepdim=True)
-            parts["w_o"].append(w_o.T.reshape(n_heads, d_head, config.d_model).numpy())
+            parts["w_o"].append(w_o.T.reshape(n_heads, d_head, config.d_model).cpu().numpy())
     arrays = {name: np.concatenate(chunks) for name, chunks in parts.items()}
     return HeadMatrices(**arrays, stack=stack, n_layers=len(layers), n_heads=n_heads)
 
@@ -117,9 +123,30 @@ def _shrunk(factor: np.ndarray) -> np.ndarray:
     return np.linalg.qr(factor, mode="r")
 
 
-def composition(model: nn.Module, stack: str | None = None) -> Composition:
-    """Q-, K- and V-composition of every later self-attention head of `stack` with every earlier one."""
-    m = head_matrices(model, stack)
+def composition(model: nn.Module, stack: str | None = None, centre: bool = False) -> Composition:
+    """Q-, K- and V-composition of every later self-attention head of `stack` with every earlier one; `centre`:
+    the reading matrices centred as fold_ln does (head_matrices)."""
+    return composition_of(head_matrices(model, stack, centre))
+
+
+def random_like(m: HeadMatrices, seed: int) -> HeadMatrices:
+    """Matrices of `m`'s shapes drawn from a standard normal (numpy, `seed`): heads that compose by chance only.
+    Each score divides by the matrices' norms, so the scale of the draw does not matter."""
+    rng = np.random.default_rng(seed)
+    drawn = {name: rng.standard_normal(getattr(m, name).shape) for name in ("w_q", "w_k", "w_v", "w_o")}
+    return HeadMatrices(**drawn, stack=m.stack, n_layers=m.n_layers, n_heads=m.n_heads)
+
+
+def baseline(model: nn.Module, seed: int, stack: str | None = None) -> dict[str, float]:
+    """Each mode's mean score over every pair of heads of a model of `model`'s shapes with random weights
+    (`random_like`, seeded): what a score is by chance, to read the model's own against (Elhage et al. compare
+    with the same)."""
+    scores = composition_of(random_like(head_matrices(model, stack), seed)).scores
+    return {mode: float(np.nanmean(s)) for mode, s in scores.items()}
+
+
+def composition_of(m: HeadMatrices) -> Composition:
+    """Q-, K- and V-composition of the heads whose matrices are `m`."""
     n, layers, heads = m.n_layers * m.n_heads, m.n_layers, m.n_heads
     d_model, d_head = m.w_o.shape[2], m.w_o.shape[1]
     # the earlier head's OV = A B (A = W_V, B = W_O), shrunk to E = R_A B: ‖E M‖_F = ‖A B M‖_F

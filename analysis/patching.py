@@ -64,14 +64,16 @@ class PairError(ValueError):
     model."""
 
 
-def pair_ids(ckpt: Checkpoint, clean: str, corrupted: str) -> tuple[Tensor, Tensor]:
-    """The two texts' ids (1, T) each, as the model reads them; PairError when they cannot be paired."""
+def pair_ids(ckpt: Checkpoint, clean: str, corrupted: str, notes: list[str] | None = None) -> tuple[Tensor, Tensor]:
+    """The two texts' ids (1, T) each, as the model reads them; PairError when they cannot be paired. `notes`
+    gets what was changed in reading them (a text cut to the model's positions)."""
     if ckpt.config.has_encoder:
         raise PairError(
             "activation patching here pairs two texts read by a language model; a translator's two outputs need "
             "not align, and an encoder-only model predicts no next token: choose a language model"
         )
-    ids = [encode_prefix(ckpt, clean_text(t).text, []) for t in (clean, corrupted)]
+    notes = [] if notes is None else notes
+    ids = [encode_prefix(ckpt, clean_text(t).text, notes) for t in (clean, corrupted)]
     if len(ids[0]) != len(ids[1]):
         pieces = [len(i) - 1 for i in ids]  # without <s>
         raise PairError(
@@ -174,7 +176,7 @@ def _heads_patch(runs: Runs, heads: Sequence[tuple[int, int]], layers: int, n_he
     patch = {}
     for i in range(layers):
         name = block_name("decoder", i, "self_attn")
-        where = torch.zeros(1, n_heads, dtype=torch.bool)
+        where = torch.zeros(1, n_heads, dtype=torch.bool, device=runs.heads[name].device)
         for layer, head in heads:
             if layer == i:
                 where[0, head] = True
@@ -187,7 +189,7 @@ def _residual_patch(runs: Runs, layer: int, positions: list[int], layers: int) -
     steps = runs.clean_ids.shape[1]
     patch = {}
     for i in range(layers):
-        where = torch.zeros(1, steps, dtype=torch.bool)
+        where = torch.zeros(1, steps, dtype=torch.bool, device=runs.streams[i].device)
         if i == layer:
             where[0, positions] = True
         patch[f"{layer_name('decoder', i)}.resid_pre"] = Patch(runs.streams[i], where)
@@ -210,7 +212,7 @@ def run_cells(ckpt: Checkpoint, runs: Runs, what: str, chosen: list[tuple[int, i
         rows = [_heads_patch(runs, [cell], layers, heads) for cell in chosen]
     else:
         rows = [_residual_patch(runs, layer, [position], layers) for layer, position in chosen]
-    return _patched(ckpt, runs, rows).numpy()
+    return _patched(ckpt, runs, rows).cpu().numpy()
 
 
 def finish(ckpt: Checkpoint, runs: Runs, what: str, values: np.ndarray) -> Patching:
@@ -261,7 +263,7 @@ def patch_together(ckpt: Checkpoint, runs: Runs, heads: Sequence[tuple[str, int]
     of heads restores together, where each alone may restore little (heads that share the work)."""
     layers, n_heads = len(ckpt.model.decoder.layers), ckpt.config.n_heads
     patch = _heads_patch(runs, [(parse_block_name(block)[1], head) for block, head in heads], layers, n_heads)
-    return float(_normalised(_patched(ckpt, runs, [patch]).numpy(), runs)[0])
+    return float(_normalised(_patched(ckpt, runs, [patch]).cpu().numpy(), runs)[0])
 
 
 def attribution_patch(
@@ -281,7 +283,7 @@ def attribution_patch_runs(ckpt: Checkpoint, runs: Runs) -> Patching:
     nudges = {}
     for name, out in corrupted_heads.items():
         nudges[name] = torch.zeros_like(out, requires_grad=True)  # added to each head's output: 0, with a gradient
-    everywhere = torch.ones(1, heads, dtype=torch.bool)
+    everywhere = torch.ones(1, heads, dtype=torch.bool, device=next(ckpt.model.parameters()).device)
     ablate = {name: Patch(nudge, everywhere, added=True) for name, nudge in nudges.items()}
     names = list(nudges)
     with torch.enable_grad():
@@ -293,6 +295,6 @@ def attribution_patch_runs(ckpt: Checkpoint, runs: Runs) -> Patching:
     for i in range(layers):
         name = block_name("decoder", i, "self_attn")
         delta = (runs.heads[name] - corrupted_heads[name]).double()
-        scores[i] = (delta * grads[name].double()).sum(dim=(0, 2, 3)).numpy()
+        scores[i] = (delta * grads[name].double()).sum(dim=(0, 2, 3)).cpu().numpy()
     scores = _normalised(scores + runs.corrupted, runs)
     return Patching("heads", scores, runs.answer, runs.versus, runs.clean, runs.corrupted, approximate=True)

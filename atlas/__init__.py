@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run time __getattr__ finds them
     from atlas.api import (
+        AnalysisWarning,
         TraceError,
         agreement,
         analyze,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
     )
 
 __all__ = [
+    "AnalysisWarning",
     "TraceError",
     "agreement",
     "analyze",

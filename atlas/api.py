@@ -23,7 +23,10 @@ imports neither streamlit nor the pages; `import atlas` loads it on first use on
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import importlib.util
+import warnings
 from collections.abc import Sequence
 from numbers import Integral
 from pathlib import Path
@@ -38,10 +41,12 @@ from plotly.io.base_renderers import NotebookRenderer
 
 from analysis.ablation import head_importance, rank_by_attribution, ranking_setup
 from analysis.agreement import agreement as _agreement
+from analysis.analyze import Request, analyze_many
 from analysis.analyze import analyze as _analyze
-from analysis.attribution import attribute, decoder_inputs, token_id
+from analysis.attribution import attribute, decoder_inputs, never_guessed, token_id
 from analysis.attribution import logit_lens as _logit_lens
 from analysis.circuits import MODES
+from analysis.circuits import baseline as _chance
 from analysis.circuits import composition as _composition
 from analysis.detectors import detect
 from analysis.export import to_json, to_npz_bytes
@@ -57,6 +62,9 @@ from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
 from inference.files import check_target, write_file
+from inference.pretrained.objects import LOADERS as OBJECT_LOADERS
+from inference.pretrained.objects import from_transformers, is_transformers_model
+from inference.text import InputError
 from viz.agreement import agreement_frame
 from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, parts_frame
 from viz.circuits import composition_heatmap, composition_table
@@ -73,6 +81,7 @@ from viz.style import standalone_html
 from viz.tables import heads_frame, position_labels, ranking_frame
 
 __all__ = [
+    "AnalysisWarning",
     "TraceError",
     "analyze",
     "composition",
@@ -113,7 +122,7 @@ def load(path_or_name: str | Path) -> Checkpoint:
 
 def analyze(
     model: Checkpoint | object,
-    text: str,
+    text: str | Sequence[str],
     *,
     tokenizer: object | None = None,
     target: str | None = None,
@@ -121,42 +130,172 @@ def analyze(
     max_tokens: int = 64,
     continuation: int = 0,
     sampling: Sampling | None = None,
-) -> Analysis:
-    """The Analysis of `text` by `model`: every head's weights, as the app's pages draw them.
+    device: str = "cpu",
+) -> Analysis | list[Analysis]:
+    """The Analysis of `text` by `model`: every head's weights, as the app's pages draw them; for a list of texts,
+    one Analysis each, in order, run as one padded batch (analysis.analyze.analyze_many).
 
     - A loaded checkpoint (atlas.load; analysis.analyze.analyze): also the scores, mask, positional rows and each
       position's top `k` predictions, as the app computes them. An encoder-decoder reads `target` as its output so
       far (without it, its own greedy output); a language model with `continuation` first writes that many tokens
       (greedy, or `sampling`). InputError (a ValueError) when the text cannot be read.
-    - A Hugging Face `transformers` model (decoder-only or encoder-only) with its `tokenizer`: run once on the text
+    - A `transformers` GPT-2, Llama or Qwen2 with its `tokenizer`, or a TransformerLens bridge of one: mapped onto
+      our model (inference.pretrained.objects, the loader its saved folder goes through), then as a checkpoint:
+      the same Analysis as `atlas.load` of its folder, tokenized by the same rule (docs/published-models.md: a
+      decoder reads bos + the text's tokens).
+    - Any other `transformers` model (decoder-only or encoder-only) with its `tokenizer`: run once on the text
       with `output_attentions=True`, switched to eager attention for the call (sdpa and flash attention return no
-      weights) and back after; then `from_huggingface`.
+      weights) and back after; then `from_huggingface`. A decoder-only model reads bos first here too.
     - A TransformerLens model (a TransformerBridge, or a HookedTransformer): `model.run_with_cache(text)` and
       `model.to_str_tokens(text)`, then `from_transformer_lens`.
 
-    The other keywords are a checkpoint's; a model from a library gives weights only (no scores or predictions)."""
+    The other keywords are a checkpoint's; a model only run by its library gives weights only (no scores or
+    predictions). A text longer than the model's context is cut to it with a warning (`AnalysisWarning`) that
+    says so, whatever the model. `device`: "cpu" (the default) or "cuda" for a model this app runs (a checkpoint,
+    a mapped object; ValueError when no GPU is here); every circuit function takes it too."""
+    texts = _texts(text, "analyze")
+    model, tokenizer = _mapped(model, tokenizer, "analyze")
     if isinstance(model, Checkpoint):
         if tokenizer is not None:
             raise ValueError("a loaded checkpoint brings its own tokenizer: leave tokenizer out")
-        return _analyze(model, text, target, k, max_tokens, continuation, sampling)
-    if not isinstance(text, str):
-        raise TypeError(f"analyze reads a text (a str), not {type(text).__name__}")
+        model = _on(model, device)
+        results = analyze_many(model, [Request(t, target, k, max_tokens, continuation, sampling) for t in texts])
+        for index, result in enumerate(results):
+            if isinstance(result, InputError):
+                if len(texts) == 1:
+                    raise result
+                raise InputError(f"text {index + 1}: {result}") from result
+            _warn_cut(result.notes)
+        return results if isinstance(text, (list, tuple)) else results[0]
+    if _device(device).type != "cpu":
+        raise ValueError("device= moves the models this app maps; a library's own model runs where it is: model.to()")
     if hasattr(model, "run_with_cache") and hasattr(model, "to_str_tokens"):
-        return _transformer_lens(model, text)
-    if isinstance(model, torch.nn.Module) and hasattr(model, "config"):
-        return _huggingface(model, text, tokenizer)
+        found = [_transformer_lens(model, t) for t in texts]
+    elif isinstance(model, torch.nn.Module) and hasattr(model, "config"):
+        found = [_huggingface(model, t, tokenizer) for t in texts]
+    else:
+        raise TypeError(
+            f"analyze runs a loaded checkpoint (atlas.load), a Hugging Face model (with tokenizer=) or a "
+            f"TransformerLens model, not {type(model).__name__}"
+        )
+    return found if isinstance(text, (list, tuple)) else found[0]
+
+
+class AnalysisWarning(UserWarning):
+    """Something was changed in what the model read (a text cut to the context): the message says what."""
+
+
+def _warn_cut(notes: Sequence[str]) -> None:
+    """Each note saying the input was cut, as a warning: a notebook shows it, where a note inside the Analysis is
+    easily missed."""
+    for note in notes:
+        if " was cut " in note:
+            warnings.warn(note, AnalysisWarning, stacklevel=3)
+
+
+def _texts(text: object, where: str) -> list[str]:
+    """`text` as a list of texts: one str, or a non-empty list or tuple of them."""
+    if isinstance(text, str):
+        return [text]
+    if isinstance(text, (list, tuple)) and text and all(isinstance(t, str) for t in text):
+        return list(text)
+    if isinstance(text, (list, tuple)):
+        bad = (
+            "an empty list"
+            if not text
+            else f"a list holding {type(next(t for t in text if not isinstance(t, str))).__name__}"
+        )
+        raise TypeError(f"{where} reads a text (a str) or a list of texts, not {bad}")
+    raise TypeError(f"{where} reads a text (a str) or a list of texts, not {type(text).__name__}")
+
+
+def _mapped(model: object, tokenizer: object, where: str) -> tuple[object, object]:
+    """A `transformers` GPT-2 or Llama as the Checkpoint its folder would give (tokenizer then inside it), also
+    inside a TransformerLens bridge (`TransformerBridge.boot_transformers`: its `original_model`, its tokenizer);
+    any other model and tokenizer as they are."""
+    inner = getattr(model, "original_model", None)
+    if hasattr(model, "run_with_cache") and is_transformers_model(inner) and inner.config.model_type in OBJECT_LOADERS:
+        model, tokenizer = inner, tokenizer if tokenizer is not None else getattr(model, "tokenizer", None)
+    if is_transformers_model(model) and model.config.model_type in OBJECT_LOADERS:
+        if tokenizer is None:
+            raise ValueError(
+                f"a Hugging Face model needs its tokenizer: atlas.{where}(model, text, "
+                "tokenizer=AutoTokenizer.from_pretrained(...))"
+            )
+        return from_transformers(model, tokenizer), None
+    return model, tokenizer
+
+
+def _device(device: object) -> torch.device:
+    """`device` ("cpu", "cuda", "cuda:1", a torch.device) checked to be here: a ValueError of one line otherwise."""
+    try:
+        chosen = torch.device(device)  # type: ignore[arg-type]
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f'device must be "cpu" or "cuda" (or "cuda:N"), not {device!r}') from exc
+    if chosen.type == "cpu":
+        return chosen
+    if chosen.type != "cuda":
+        raise ValueError(f'device {device!r}: this app runs models on "cpu" or "cuda"')
+    if not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for, but torch finds no CUDA GPU here: leave device out (CPU)")
+    if chosen.index is not None and chosen.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r}: this machine has {torch.cuda.device_count()} CUDA GPU(s), from cuda:0")
+    return chosen
+
+
+def _on(ckpt: Checkpoint, device: object) -> Checkpoint:
+    """`ckpt` with its model on `device`: itself when it is there already, else a copy moved there (the caller's
+    model stays where it was, for the calls that do not ask)."""
+    chosen = _device(device)
+    here = next(ckpt.model.parameters()).device
+    if here.type == chosen.type and (chosen.index is None or here.index == chosen.index):
+        return ckpt
+    return dataclasses.replace(ckpt, model=copy.deepcopy(ckpt.model).to(chosen))
+
+
+def _checkpoint(model: object, tokenizer: object, where: str, device: object = "cpu") -> Checkpoint:
+    """The Checkpoint a circuit function runs, on `device`: a loaded one, or a `transformers` GPT-2 or Llama mapped
+    onto ours; anything else a TypeError (a model of another architecture: CheckpointError) that names what it
+    takes."""
+    mapped, tokenizer = _mapped(model, tokenizer, where)
+    if isinstance(mapped, Checkpoint):
+        if tokenizer is not None:
+            raise ValueError("a loaded checkpoint brings its own tokenizer: leave tokenizer out")
+        return _on(mapped, device)
+    if is_transformers_model(model):
+        return from_transformers(model, tokenizer)  # names the architectures it maps
     raise TypeError(
-        f"analyze runs a loaded checkpoint (atlas.load), a Hugging Face model (with tokenizer=) or a TransformerLens "
-        f"model, not {type(model).__name__}"
+        f"{where} takes a loaded model (atlas.load), a transformers GPT-2, Llama or Qwen2 with tokenizer=, or a "
+        f"TransformerLens bridge of one, not {type(model).__name__}"
     )
 
 
 def _transformer_lens(model: Any, text: str) -> Analysis:
     """A TransformerLens model's attention on `text`: its cache's `blocks.{l}.attn.hook_pattern`."""
+    ids = model.to_tokens(text)  # bos first (prepend_bos), the rule of our decoders too
+    ids = _cut({"input_ids": ids}, getattr(getattr(model, "cfg", None), "n_ctx", None))["input_ids"]
     with torch.no_grad():
-        _, cache = model.run_with_cache(text)
+        _, cache = model.run_with_cache(ids)
     name = getattr(getattr(model, "cfg", None), "model_name", None) or "transformer_lens"
-    return from_transformer_lens(cache, model.to_str_tokens(text), name=str(name))
+    return from_transformer_lens(cache, model.to_str_tokens(ids), name=str(name))
+
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "n_ctx")  # transformers' names for a model's context
+
+
+def _cut(inputs: dict[str, torch.Tensor], context: object) -> dict[str, torch.Tensor]:
+    """`inputs` (each (1, T)) cut to the model's `context` positions, with a warning in the words a checkpoint's
+    note uses (inference.text); unchanged when they fit or the context is unknown."""
+    length = inputs["input_ids"].shape[1]
+    if not isinstance(context, int) or isinstance(context, bool) or length <= context:
+        return inputs
+    warnings.warn(
+        f"The text was cut from {length} to {context} tokens: that fills the model's {context} positions (its "
+        "context).",
+        AnalysisWarning,
+        stacklevel=4,
+    )
+    return {key: value[:, :context] for key, value in inputs.items()}
 
 
 def _huggingface(hf_model: Any, text: str, tokenizer: Any) -> Analysis:
@@ -174,6 +313,14 @@ def _huggingface(hf_model: Any, text: str, tokenizer: Any) -> Analysis:
             "output_attentions=True, then atlas.from_huggingface(outputs, target_tokens, source_tokens=...)"
         )
     inputs = tokenizer(text, return_tensors="pt")
+    bos = getattr(hf_model.config, "bos_token_id", None)
+    ids = inputs["input_ids"]
+    if _writes_text(hf_model) and isinstance(bos, int) and (ids.shape[1] == 0 or int(ids[0, 0]) != bos):
+        # one tokenization per model (docs/published-models.md): a decoder reads bos + the text's tokens
+        inputs = {"input_ids": torch.cat([torch.tensor([[bos]]), ids], dim=1)}
+    inputs = _cut(
+        dict(inputs), next((getattr(hf_model.config, k) for k in CONTEXT_KEYS if hasattr(hf_model.config, k)), None)
+    )
     device = next(hf_model.parameters()).device
     tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist())
     before = getattr(hf_model.config, "_attn_implementation", None)
@@ -196,6 +343,12 @@ def _huggingface(hf_model: Any, text: str, tokenizer: Any) -> Analysis:
         )
     name = getattr(hf_model.config, "name_or_path", "") or type(hf_model).__name__
     return from_huggingface(outputs, tokens, name=name)
+
+
+def _writes_text(hf_model: Any) -> bool:
+    """Whether a `transformers` model is a language model that writes text (can_generate): a decoder."""
+    can_generate = getattr(hf_model, "can_generate", None)
+    return bool(callable(can_generate) and can_generate())
 
 
 def save(analysis: Analysis, path: str | Path) -> Path:
@@ -452,34 +605,61 @@ def detect_heads(
 # --- circuits: what the weights say about heads ------------------------------------------------------------------
 
 
-def composition(model: Checkpoint, mode: str = "K", stack: str | None = None) -> go.Figure:
+def composition(
+    model: Checkpoint | object,
+    mode: str = "K",
+    stack: str | None = None,
+    *,
+    centre: bool = False,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> go.Figure:
     """How the self-attention heads of `model` compose, from its weights alone (analysis.circuits: Elhage et al.
     2021): for `mode` "Q", "K" or "V", how much each later head's queries, keys or values read what each earlier
     head writes, as ‖W_OV^early · W_QK^late‖ over the product of their norms, between 0 and 1. Rows are the heads
     that write, columns the heads that read, labelled "L2 H3" (from 1). An induction head K-composes with a
-    previous-token head. `stack`: "encoder" or "decoder" (default: the model's first)."""
+    previous-token head. `stack`: "encoder" or "decoder" (default: the model's first). `model`: a loaded
+    checkpoint, or a `transformers` GPT-2 or Llama with its `tokenizer` (every circuit function takes either).
+    `centre`: the reading matrices centred where heads read through a LayerNorm, as TransformerLens's `fold_ln`
+    (analysis.circuits)."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"composition takes a loaded model (atlas.load), not {type(model).__name__}")
-    return composition_heatmap(_composition(model.model, stack).scores[mode], mode)
+    model = _checkpoint(model, tokenizer, "composition", device)
+    return composition_heatmap(_composition(model.model, stack, centre).scores[mode], mode)
 
 
-def composition_scores(model: Checkpoint, stack: str | None = None) -> pd.DataFrame:
+def composition_scores(
+    model: Checkpoint | object,
+    stack: str | None = None,
+    *,
+    centre: bool = False,
+    baseline: int | None = None,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> pd.DataFrame:
     """`composition`'s scores as a table: one row per pair of heads that can compose (earlier layer and head, later
-    layer and head, from 1) with its Q, K and V scores, the strongest K-composition first."""
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"composition_scores takes a loaded model (atlas.load), not {type(model).__name__}")
-    return composition_table(_composition(model.model, stack).scores)
+    layer and head, from 1) with its Q, K and V scores, the strongest K-composition first. `centre` as
+    `composition`. `baseline` (a seed): `.attrs["baseline"]` holds each mode's mean score over heads of the same
+    shapes with random weights drawn with that seed, what chance gives, and the table a "K over baseline"
+    column (the score divided by it); None: no baseline."""
+    if baseline is not None and (isinstance(baseline, bool) or not isinstance(baseline, Integral)):
+        raise ValueError(f"baseline is the random weights' seed, a whole number (or None), not {baseline!r}")
+    model = _checkpoint(model, tokenizer, "composition_scores", device)
+    table = composition_table(_composition(model.model, stack, centre).scores)
+    table.attrs["centre"] = centre
+    if baseline is not None:
+        chance = _chance(model.model, int(baseline), stack)
+        table["K over baseline"] = table["K"] / chance["K"]
+        table.attrs["baseline"] = chance
+    return table
 
 
 # --- what heads write: direct logit attribution and the logit lens ------------------------------------------------
 
 
 def _decoder_pass(model: Checkpoint, text: str, where: str) -> tuple[Analysis, object, object]:
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"{where} takes a loaded model (atlas.load), not {type(model).__name__}")
     analysis = _analyze(model, text)
+    _warn_cut(analysis.notes)
     return analysis, *decoder_inputs(model, analysis.text, analysis.target_ids)
 
 
@@ -495,17 +675,21 @@ def _attributed(model, text, position, token, versus, where):
 
 
 def logit_attribution(
-    model: Checkpoint,
+    model: Checkpoint | object,
     text: str,
     position: int | None = None,
     token: int | str | None = None,
     versus: int | str | None = None,
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> go.Figure:
     """The Logit attribution page's heatmap: what each head wrote directly toward `token` (an id, a piece such as
     "▁mat", or a word read as one piece; default: the model's top guess) after decoder position `position` (from
     1; default: the last token of a language model's text, a translator's first output word), minus what it wrote
     toward `versus` when given. The norms' scales are frozen at this pass's values, so every part — heads,
     feed-forwards, embeddings, positions, biases — sums to the logit (`logit_attribution_scores`)."""
+    model = _checkpoint(model, tokenizer, "logit_attribution", device)
     analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution")
     labels = {a: analysis.attention_label(a) for a in parts.heads}
     named = model.tokenizer.pieces([parts.token] + ([] if parts.versus is None else [parts.versus]))
@@ -515,16 +699,22 @@ def logit_attribution(
 
 
 def logit_attribution_scores(
-    model: Checkpoint,
-    text: str,
+    model: Checkpoint | object,
+    text: str | Sequence[str],
     position: int | None = None,
     token: int | str | None = None,
     versus: int | str | None = None,
-) -> pd.DataFrame:
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> pd.DataFrame | list[pd.DataFrame]:
     """`logit_attribution`'s parts as a table: one row per head (attention, layer and head from 1, its
     contribution), the largest push first, then one row per feed-forward layer and the embeddings, positions and
     biases; the contributions sum to the model's logit, kept with the token, versus and position (from 1) in
-    `.attrs`."""
+    `.attrs`. A list of texts gives a list of tables, in order."""
+    model = _checkpoint(model, tokenizer, "logit_attribution_scores", device)
+    if not isinstance(text, str):  # a list of texts: a list of tables, the model mapped once
+        return [logit_attribution_scores(model, t, position, token, versus) for t in _texts(text, "scores")]
     analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution_scores")
     labels = {a: analysis.attention_label(a) for a in parts.heads}
     table = parts_frame(parts.heads, parts.feed_forward, parts.embeddings, parts.positions, parts.biases, labels)
@@ -548,65 +738,118 @@ def forced(model: Checkpoint, text: str, reference: str) -> pd.DataFrame:
     return table
 
 
-def logit_lens(model: Checkpoint, text: str) -> go.Figure:
+def logit_lens(
+    model: Checkpoint | object,
+    text: str,
+    *,
+    as_table: bool = False,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> go.Figure | pd.DataFrame:
     """The logit lens: the stream after the embeddings and after each layer, read through the final norm and the
     output layer as if it were the last: each layer's top guess for the next token at every decoder position,
-    coloured by its probability; the top row is the model's own prediction."""
+    coloured by its probability; the top row is the model's own prediction.
+
+    `as_table`: the same as a DataFrame, one row per layer and position: "layer" (0: the embeddings, then 1 to L),
+    "position" (from 1) and its "token", the "top guess" with its "probability", and "final guess probability"
+    (what this layer gives the model's own final top guess). The guesses leave out the tokens no text is made of
+    (analysis.attribution.never_guessed: padding, the unknown token, a start token never written); they are named
+    in `.attrs["hidden"]`, this model's pieces."""
+    model = _checkpoint(model, tokenizer, "logit_lens", device)
     analysis, source, target = _decoder_pass(model, text, "logit_lens")
     lens = _logit_lens(model, source, target)
+    if as_table:
+        return _lens_table(model, analysis, lens)
     readable = [[display_piece(p) for p in row] for row in lens.pieces]
     title = "The logit lens: each layer's guess for the next token"
     return lens_heatmap(readable, lens.prob, position_labels(analysis), title)
+
+
+def _lens_table(model: Checkpoint, analysis: Analysis, lens: Any) -> pd.DataFrame:
+    """The logit lens's rows (analysis.attribution.LogitLens) as a long table, pieces as the tokenizer spells them."""
+    rows = []
+    for layer, guesses in enumerate(lens.pieces):
+        for position, guess in enumerate(guesses):
+            rows.append(
+                {
+                    "layer": layer,
+                    "position": position + 1,
+                    "token": str(analysis.target_pieces[position]),
+                    "top guess": str(guess),
+                    "probability": float(lens.prob[layer, position]),
+                    "final guess probability": float(lens.final_prob[layer, position]),
+                }
+            )
+    table = pd.DataFrame(rows)
+    table.attrs["hidden"] = [str(p) for p in model.tokenizer.pieces(sorted(never_guessed(model.tokenizer)))]
+    return table
 
 
 # --- activation patching on a minimal pair ----------------------------------------------------------------------
 
 
 def _patched(model, clean, corrupted, answer, versus, what, approximate, where):
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"{where} takes a loaded model (atlas.load), not {type(model).__name__}")
     if approximate and what != "heads":
         raise ValueError("attribution patching approximates the heads only: what='heads'")
+    notes: list[str] = []
+    ids = [i[0].tolist() for i in pair_ids(model, clean, corrupted, notes)]
+    _warn_cut(notes)
     chosen = [None if t is None else token_id(model, t) for t in (answer, versus)]
     if approximate:
         result = attribution_patch(model, clean, corrupted, *chosen)
     else:
         result = _patch(model, clean, corrupted, what, *chosen)
-    ids = [i[0].tolist() for i in pair_ids(model, clean, corrupted)]
     labels = pair_labels(*[[display_piece(p) for p in model.tokenizer.pieces(i)] for i in ids])
     return result, labels
 
 
 def patch(
-    model: Checkpoint,
+    model: Checkpoint | object,
     clean: str,
     corrupted: str,
     answer: int | str | None = None,
     versus: int | str | None = None,
     what: str = "heads",
     approximate: bool = False,
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> go.Figure:
     """Compare's activation patching: `corrupted` (a language model's text of the same token count as `clean`)
     run again with each head's output (`what="heads"`) or the stream entering each layer at each position
     (`"residual"`) taken from `clean`'s run; the grid shows how much of the logit difference `answer` − `versus`
     each patch restores (1: all, 0: none). `answer` defaults to the clean text's top guess, `versus` to the
     corrupted one's (ids, pieces or one-piece words). `approximate`: attribution patching, one backward pass."""
+    model = _checkpoint(model, tokenizer, "patch", device)
     result, labels = _patched(model, clean, corrupted, answer, versus, what, approximate, "patch")
     named = [display_piece(p) for p in model.tokenizer.pieces([result.answer, result.versus])]
     return patching_heatmap(result.scores, what, labels, patching_title(what, *named, result.approximate))
 
 
 def patch_scores(
-    model: Checkpoint,
-    clean: str,
-    corrupted: str,
+    model: Checkpoint | object,
+    clean: str | Sequence[str],
+    corrupted: str | Sequence[str],
     answer: int | str | None = None,
     versus: int | str | None = None,
     what: str = "heads",
     approximate: bool = False,
-) -> pd.DataFrame:
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> pd.DataFrame | list[pd.DataFrame]:
     """`patch`'s results as a table: one row per patch (layer and head, or position and its tokens, from 1) with the
-    share restored, the largest first; the two runs' logit differences and the tokens in `.attrs`."""
+    share restored, the largest first; the two runs' logit differences and the tokens in `.attrs`. Lists of clean
+    and corrupted texts, as long as each other, give a list of tables, one per pair, in order."""
+    model = _checkpoint(model, tokenizer, "patch_scores", device)
+    if not isinstance(clean, str) or not isinstance(corrupted, str):
+        cleans, corrupteds = _texts(clean, "patch_scores"), _texts(corrupted, "patch_scores")
+        if len(cleans) != len(corrupteds):
+            raise ValueError(f"patch_scores pairs texts one to one: {len(cleans)} clean, {len(corrupteds)} corrupted")
+        return [
+            patch_scores(model, c, x, answer, versus, what, approximate)
+            for c, x in zip(cleans, corrupteds, strict=True)
+        ]
     result, labels = _patched(model, clean, corrupted, answer, versus, what, approximate, "patch_scores")
     table = patching_frame(result.scores, what, labels)
     answer_piece, versus_piece = model.tokenizer.pieces([result.answer, result.versus])

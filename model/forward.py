@@ -36,6 +36,9 @@ def forward(
     ablate:      heads switched off, by block name (model.attention.Ablation).
     activations: also record the residual stream and the feed-forward layers (Trace.activations).
     """
+    device = next(model.parameters()).device  # ids made on the CPU follow a model moved to a GPU
+    ids = ids.to(device)
+    source_ids = None if source_ids is None else source_ids.to(device)
     kind = model.config.kind
     options = {"record": record, "ablate": ablate, "activations": activations}
     if kind == "encoder-decoder":

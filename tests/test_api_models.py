@@ -1,6 +1,7 @@
-"""`atlas.analyze` runs models of other libraries: a Hugging Face `transformers` model with its tokenizer (eager
-attention for the call, its own restored after) and a TransformerLens bridge. Each head's weights equal the
-library's own, on tiny random models built here, with no download."""
+"""`atlas.analyze` runs models of other libraries: a Hugging Face `transformers` model of an architecture not mapped
+onto ours (a GPT-NeoX here; GPT-2 and Llama are mapped: tests/test_any_model.py) with its tokenizer (eager attention
+for the call, its own restored after) and a TransformerLens bridge. Each head's weights equal the library's own, on
+tiny random models built here, with no download."""
 
 from __future__ import annotations
 
@@ -26,13 +27,21 @@ def word_tokenizer() -> transformers.PreTrainedTokenizerFast:
 
 
 @pytest.fixture(scope="module")
-def gpt2() -> transformers.GPT2LMHeadModel:
-    """2 layers × 2 heads, random and seeded, with transformers' default attention (sdpa: no weights returned)."""
+def neox() -> transformers.GPTNeoXForCausalLM:
+    """A GPT-NeoX, 2 layers × 2 heads, random and seeded, with transformers' default attention (sdpa: no weights
+    returned). Not mapped onto ours, so run by its own forward."""
     torch.manual_seed(0)
-    config = transformers.GPT2Config(
-        n_layer=2, n_head=2, n_embd=32, n_positions=16, vocab_size=len(WORDS), bos_token_id=0, eos_token_id=0
+    config = transformers.GPTNeoXConfig(
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        hidden_size=32,
+        intermediate_size=64,
+        max_position_embeddings=16,
+        vocab_size=len(WORDS),
+        bos_token_id=0,
+        eos_token_id=0,
     )
-    return transformers.GPT2LMHeadModel(config).eval()
+    return transformers.GPTNeoXForCausalLM(config).eval()
 
 
 def own_attentions(model, tokenizer, text: str) -> list[np.ndarray]:
@@ -41,38 +50,39 @@ def own_attentions(model, tokenizer, text: str) -> list[np.ndarray]:
     model.set_attn_implementation("eager")
     try:
         with torch.no_grad():
-            outputs = model(**tokenizer(text, return_tensors="pt"), output_attentions=True)
+            ids = [model.config.bos_token_id, *tokenizer(text)["input_ids"]]  # the one rule: bos, then the text
+            outputs = model(torch.tensor([ids]), output_attentions=True)
     finally:
         model.set_attn_implementation(before)
     return [a[0].numpy() for a in outputs.attentions]
 
 
-def test_a_huggingface_gpt2s_every_head_equals_its_own_attention(gpt2) -> None:
+def test_a_huggingface_neoxs_every_head_equals_its_own_attention(neox) -> None:
     tokenizer = word_tokenizer()
-    assert gpt2.config._attn_implementation == "sdpa"
-    analysis = atlas.analyze(gpt2, TEXT, tokenizer=tokenizer)
-    assert gpt2.config._attn_implementation == "sdpa"  # switched back after the call
-    assert analysis.kind == "decoder-only" and list(analysis.target_pieces) == TEXT.split()
-    own = own_attentions(gpt2, tokenizer, TEXT)
+    assert neox.config._attn_implementation == "sdpa"
+    analysis = atlas.analyze(neox, TEXT, tokenizer=tokenizer)
+    assert neox.config._attn_implementation == "sdpa"  # switched back after the call
+    assert analysis.kind == "decoder-only" and list(analysis.target_pieces) == ["<unk>", *TEXT.split()]
+    own = own_attentions(neox, tokenizer, TEXT)
     layers = analysis.layers("decoder.self_attn")
     assert len(layers) == len(own) == 2
     for layer, expected in zip(layers, own, strict=True):
         np.testing.assert_allclose(analysis.block("decoder.self_attn", layer).weights, expected, atol=TOL, rtol=0)
 
 
-def test_a_model_that_returns_no_weights_names_eager_attention(gpt2, monkeypatch) -> None:
-    monkeypatch.setattr(gpt2, "set_attn_implementation", lambda implementation: None)  # stays sdpa: no weights
+def test_a_model_that_returns_no_weights_names_eager_attention(neox, monkeypatch) -> None:
+    monkeypatch.setattr(neox, "set_attn_implementation", lambda implementation: None)  # stays sdpa: no weights
     with pytest.raises(
         atlas.TraceError, match="returned no attention weights: load it with attn_implementation='eager'"
     ):
-        atlas.analyze(gpt2, TEXT, tokenizer=word_tokenizer())
+        atlas.analyze(neox, TEXT, tokenizer=word_tokenizer())
 
 
-def test_a_huggingface_model_without_its_tokenizer_is_told_to_pass_one(gpt2) -> None:
+def test_a_huggingface_model_without_its_tokenizer_is_told_to_pass_one(neox) -> None:
     with pytest.raises(ValueError, match="needs its tokenizer: atlas.analyze\\(model, text, tokenizer="):
-        atlas.analyze(gpt2, TEXT)
+        atlas.analyze(neox, TEXT)
     with pytest.raises(TypeError, match="a Hugging Face model .*, not str"):
-        atlas.analyze("gpt2", TEXT)  # type: ignore[arg-type]
+        atlas.analyze("neox", TEXT)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow  # TransformerLens takes about 7 s to import

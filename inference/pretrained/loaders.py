@@ -29,12 +29,14 @@ from inference.pretrained.mapping import (
     LLAMA_NAMES,
     LLAMA_UNUSED,
     MLM_HEAD,
+    QWEN2_NAMES,
     MappingError,
     append_rows,
     bert_config,
     fill_model,
     gpt2_config,
     llama_config,
+    qwen2_config,
     rename,
     split_gpt2,
 )
@@ -176,13 +178,17 @@ def load_bert(path: Path, name: str | None = None, card: dict[str, Any] | None =
     return _checkpoint(name or path.stem, path, build, tokenizer, card or {"task": task, "source": str(path)})
 
 
-def load_llama_folder(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
-    """A Llama decoder in Hugging Face's layout (config.json, model.safetensors, tokenizer.json); bos and eos are
-    the config's ids, pad the config's pad id when it differs from them, else the first other special token."""
-    files = Files(path)
+def load_llama_folder(
+    path: Path, name: str | None = None, card: dict[str, Any] | None = None, files: Files | None = None
+) -> Checkpoint:
+    """A Llama (or Qwen2) decoder in Hugging Face's layout (config.json, model.safetensors, tokenizer.json); bos and
+    eos are the config's ids, pad the config's pad id when it differs from them, else the first other special token.
+    `files`: the three files' contents from elsewhere (inference.pretrained.objects: a model in memory)."""
+    files = files or Files(path)
     raw = files.config()
-    if raw.get("model_type") != "llama":
-        raise CheckpointError(f"{path}: {HF_CONFIG} model_type is {raw.get('model_type')!r}, expected 'llama'")
+    model_type = raw.get("model_type")
+    if model_type not in ("llama", "qwen2"):
+        raise CheckpointError(f"{path}: {HF_CONFIG} model_type is {model_type!r}, expected 'llama' or 'qwen2'")
     try:
         from tokenizers import Tokenizer
 
@@ -202,12 +208,14 @@ def load_llama_folder(path: Path, name: str | None = None, card: dict[str, Any] 
         raise CheckpointError(f"{path}: {HF_TOKENIZER} is not a tokenizer.json ({exc})") from exc
     tensors = files.tensors()
 
-    def build(specials: dict[str, int]) -> tuple[Any, Any]:
-        config = llama_config(raw, specials, f"{path}: {HF_CONFIG}", _llama_limit(raw))
-        names = f"{path}: {HF_WEIGHTS}"
-        return config, fill_model(config, rename(tensors, LLAMA_NAMES, LLAMA_UNUSED, names), str(path))
+    qwen2 = model_type == "qwen2"  # a Llama with biased queries, keys and values (mapping.qwen2_config)
 
-    card = card or {"task": "Llama decoder", "source": str(path)}
+    def build(specials: dict[str, int]) -> tuple[Any, Any]:
+        config = (qwen2_config if qwen2 else llama_config)(raw, specials, f"{path}: {HF_CONFIG}", _llama_limit(raw))
+        ours = rename(tensors, QWEN2_NAMES if qwen2 else LLAMA_NAMES, LLAMA_UNUSED, f"{path}: {HF_WEIGHTS}")
+        return config, fill_model(config, ours, str(path), zero_biases=qwen2)
+
+    card = card or {"task": "Qwen2 decoder" if qwen2 else "Llama decoder", "source": str(path)}
     return _checkpoint(name or path.name, path, build, tokenizer, card)
 
 
@@ -262,11 +270,14 @@ def _gpt2_tokenizer(files: Files, raw: dict[str, Any], path: Path) -> Pretrained
         raise CheckpointError(str(exc)) from exc
 
 
-def load_gpt2_folder(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
+def load_gpt2_folder(
+    path: Path, name: str | None = None, card: dict[str, Any] | None = None, files: Files | None = None
+) -> Checkpoint:
     """A GPT-2 in Hugging Face's layout (config.json, model.safetensors, and tokenizer.json or vocab.json +
     merges.txt), as GPT2LMHeadModel or GPT2Model saves it. <|endoftext|> is bos and eos; the pad and unk tokens our
-    model needs are appended to the vocabulary, with zero embeddings and never predicted (mapping.append_rows)."""
-    files = Files(path)
+    model needs are appended to the vocabulary, with zero embeddings and never predicted (mapping.append_rows).
+    `files`: the files' contents from elsewhere (inference.pretrained.objects: a model in memory)."""
+    files = files or Files(path)
     raw = files.config()
     if raw.get("model_type") != "gpt2":
         raise CheckpointError(f"{path}: {HF_CONFIG} model_type is {raw.get('model_type')!r}, expected 'gpt2'")
@@ -305,18 +316,19 @@ def load_gguf(path: Path, name: str | None = None, card: dict[str, Any] | None =
 
 
 def load_pretrained(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
-    """Whichever loader fits `path`: a .gguf file, or a folder/zip whose config.json names bert, gpt2 or llama."""
+    """Whichever loader fits `path`: a .gguf file, or a folder/zip whose config.json names bert, gpt2, llama or
+    qwen2."""
     if path.suffix == ".gguf":
         return load_gguf(path, name, card)
     model_type = hf_model_type(path)
     if model_type == "bert":
         return load_bert(path, name, card)
-    if model_type == "llama":
+    if model_type in ("llama", "qwen2"):
         return load_llama_folder(path, name, card)
     if model_type == "gpt2":
         return load_gpt2_folder(path, name, card)
     raise CheckpointError(
         f"{path}: not a checkpoint this app reads: expected our folder (model.safetensors, config.json, "
-        f"tokenizer.model, card.json), a .gguf file, or a Hugging Face BERT/GPT-2/Llama folder ({HF_CONFIG} "
+        f"tokenizer.model, card.json), a .gguf file, or a Hugging Face BERT/GPT-2/Llama/Qwen2 folder ({HF_CONFIG} "
         f"model_type {model_type!r})"
     )

@@ -11,6 +11,7 @@ shape.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -143,6 +144,22 @@ def llama_config(
     )
 
 
+def qwen2_config(
+    config: Mapping[str, Any], specials: Mapping[str, int], source: str = "config.json", max_len: int | None = None
+) -> ModelConfig:
+    """A Qwen2 decoder's config (`Qwen2Config`): a Llama (`llama_config`) whose queries, keys and values have
+    biases. Our `bias` switch gives every projection one: the loader fills those Qwen2 has not (the output
+    projection, the feed-forward, the generator) with zeros (`fill_model(zero_biases=True)`), which computes
+    the same. Sliding-window attention (`use_sliding_window`) is refused: every layer here sees every key."""
+    _require(config, "use_sliding_window", False, source, False)
+    plain = {key: value for key, value in config.items() if key not in ("attention_bias", "mlp_bias")}
+    llama = llama_config(plain, specials, source, max_len)
+    try:
+        return dataclasses.replace(llama, published=dataclasses.replace(llama.published, bias=True))
+    except ConfigError as exc:
+        raise MappingError(f"{source}: {exc}") from exc
+
+
 # GPT-2 activations as ours: "gelu_new" is GELU's tanh approximation under its original name.
 GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
@@ -234,6 +251,11 @@ LLAMA_NAMES: tuple[tuple[str, str], ...] = (
     (r"model\.norm\.weight", "decoder.norm.weight"),
     (r"lm_head\.weight", "generator.weight"),
 )
+QWEN2_NAMES = LLAMA_NAMES + (
+    (r"model\.layers\.(\d+)\.self_attn\.q_proj\.bias", r"decoder.layers.\1.self_attn.w_q.bias"),
+    (r"model\.layers\.(\d+)\.self_attn\.k_proj\.bias", r"decoder.layers.\1.self_attn.w_k.bias"),
+    (r"model\.layers\.(\d+)\.self_attn\.v_proj\.bias", r"decoder.layers.\1.self_attn.w_v.bias"),
+)
 LLAMA_UNUSED = (r"model\.rotary_emb\.inv_freq", r"model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq")
 
 # The names `split_gpt2` gives (GPT2LMHeadModel's without "transformer.", c_attn split into c_attn_q/k/v).
@@ -324,12 +346,13 @@ def rename(
     return out
 
 
-def fill_model(config: ModelConfig, tensors: Mapping[str, Tensor], source: str) -> Model:
+def fill_model(config: ModelConfig, tensors: Mapping[str, Tensor], source: str, zero_biases: bool = False) -> Model:
     """Our model built from `config` holding `tensors` (our names), in eval mode, as float32.
 
     Every parameter must be given, of its shape, finite; tied weights are given once. A generator bias with no
     tensor (BERT without a masked-LM head) is zero: the logits are then the output vectors' dot products with the
-    token embeddings. MappingError names the first tensor that does not fit."""
+    token embeddings. `zero_biases`: any bias not given is zero (a Qwen2's, which has biases on its queries, keys and
+    values only). MappingError names the first tensor that does not fit."""
     model = build_model(config, init=False)  # every weight is given here: none is drawn
     expected = dict(model.named_parameters())  # tied weights appear once
     if config.tie_embeddings and "generator.weight" in tensors:  # a tied copy saved as well (lm_head.weight)
@@ -350,8 +373,8 @@ def fill_model(config: ModelConfig, tensors: Mapping[str, Tensor], source: str) 
         for name, param in expected.items():
             if name in tensors:
                 value = tensors[name].to(torch.float32)
-            elif name in defaults:
-                value = defaults[name](param)
+            elif name in defaults or (zero_biases and name.endswith(".bias")):
+                value = torch.zeros_like(param) if name not in defaults else defaults[name](param)
             else:
                 raise MappingError(f"{source}: tensor {name!r} is missing")
             if not torch.isfinite(value).all():

@@ -1,0 +1,378 @@
+"""The circuit tools on `transformers` objects: a GPT-2 and a Llama built from small random configs (CPU, no
+download) are mapped onto our variants (inference.pretrained.objects), and every circuit function's numbers equal
+what the library itself computes from the same weights on the same ids, within 1e-5."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import atlas
+
+transformers = pytest.importorskip("transformers")
+from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers  # noqa: E402
+
+SPECIALS = ["<|endoftext|>", "<s>", "</s>", "<pad>"]
+WORDS = ["the", "cat", "dog", "sat", "on", "mat", "rug", "a", "."]
+TEXT = "the cat sat on the mat ."
+OTHER = "the dog sat on the rug ."  # as many tokens as TEXT: a minimal pair
+TOL = 1e-5
+
+
+def word_tokenizer() -> transformers.PreTrainedTokenizerFast:
+    """A word-level tokenizer, its specials first (ids 0–3) as a published model's added tokens are."""
+    vocab = {w: i for i, w in enumerate(SPECIALS + WORDS)}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<|endoftext|>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in SPECIALS])
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
+
+
+def nudged(model: torch.nn.Module) -> torch.nn.Module:
+    """Norm gains and biases moved off transformers' (1, 0) start, seeded: a mapping that drops one shows."""
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "ln" in name or "norm" in name or name.endswith("bias"):
+                param.add_(torch.randn_like(param) * 0.2)
+    return model.eval()
+
+
+def tiny_gpt2() -> transformers.GPT2LMHeadModel:
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        n_layer=3, n_head=2, n_embd=32, n_positions=24, vocab_size=len(SPECIALS + WORDS), bos_token_id=0, eos_token_id=0
+    )
+    return nudged(transformers.GPT2LMHeadModel(config))
+
+
+def tiny_llama() -> transformers.LlamaForCausalLM:
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(SPECIALS + WORDS),
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=24,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
+    )
+    return nudged(transformers.LlamaForCausalLM(config))
+
+
+def tiny_qwen2() -> transformers.Qwen2ForCausalLM:
+    """A Llama with biased queries, keys and values (nudged off zero, so that dropping them shows)."""
+    torch.manual_seed(0)
+    config = transformers.Qwen2Config(
+        vocab_size=len(SPECIALS + WORDS),
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=24,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
+    )
+    return nudged(transformers.Qwen2ForCausalLM(config))
+
+
+TINY = {"gpt2": tiny_gpt2, "llama": tiny_llama, "qwen2": tiny_qwen2}
+
+
+@pytest.fixture(scope="module", params=list(TINY))
+def hf(request) -> tuple[torch.nn.Module, transformers.PreTrainedTokenizerFast]:
+    return TINY[request.param](), word_tokenizer()
+
+
+def read_ids(model, tokenizer, text: str) -> torch.Tensor:
+    """The ids the rule gives (docs/published-models.md): bos, then the text's tokens."""
+    return torch.tensor([[model.config.bos_token_id, *tokenizer(text, add_special_tokens=False)["input_ids"]]])
+
+
+def own(model, ids: torch.Tensor):
+    """The library's own pass: logits and every layer's attention weights (eager, output_attentions=True)."""
+    before = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            return model(ids, output_attentions=True)
+    finally:
+        model.set_attn_implementation(before)
+
+
+def test_analyze_maps_the_object_and_every_head_equals_its_own_attention(hf) -> None:
+    model, tokenizer = hf
+    analysis = atlas.analyze(model, TEXT, tokenizer=tokenizer)
+    ids = read_ids(model, tokenizer, TEXT)
+    assert analysis.target_ids == tuple(ids[0].tolist())
+    outputs = own(model, ids)
+    for layer, expected in zip(analysis.layers("decoder.self_attn"), outputs.attentions, strict=True):
+        block = analysis.block("decoder.self_attn", layer)
+        np.testing.assert_allclose(block.weights, expected[0].numpy(), atol=TOL, rtol=0)
+        assert block.scores is not None and block.value_norms is not None  # a checkpoint's whole Analysis
+
+
+def test_logit_attribution_sums_to_the_librarys_own_logit(hf) -> None:
+    model, tokenizer = hf
+    table = atlas.logit_attribution_scores(model, TEXT, token="mat", tokenizer=tokenizer)
+    logits = own(model, read_ids(model, tokenizer, TEXT)).logits[0, -1]
+    expected = float(logits[tokenizer.convert_tokens_to_ids("mat")])
+    assert table.attrs["logit"] == pytest.approx(expected, abs=TOL)
+    assert table["contribution"].sum() == pytest.approx(expected, abs=1e-4)
+    figure = atlas.logit_attribution(model, TEXT, tokenizer=tokenizer)
+    assert figure.data
+
+
+def test_patching_reads_the_librarys_own_logit_differences(hf) -> None:
+    model, tokenizer = hf
+    table = atlas.patch_scores(model, TEXT, OTHER, answer="mat", versus="rug", tokenizer=tokenizer)
+    mat, rug = tokenizer.convert_tokens_to_ids(["mat", "rug"])
+    for text, key in ((TEXT, "clean"), (OTHER, "corrupted")):
+        logits = own(model, read_ids(model, tokenizer, text)).logits[0, -1]
+        assert table.attrs[key] == pytest.approx(float(logits[mat] - logits[rug]), abs=TOL)
+    assert len(table) == model.config.num_hidden_layers * model.config.num_attention_heads
+    assert atlas.patch(model, TEXT, OTHER, "mat", "rug", tokenizer=tokenizer, approximate=True).data
+
+
+def test_the_logit_lens_last_row_is_the_librarys_own_prediction(hf) -> None:
+    model, tokenizer = hf
+    figure = atlas.logit_lens(model, TEXT, tokenizer=tokenizer)
+    probs = own(model, read_ids(model, tokenizer, TEXT)).logits[0].softmax(-1)
+    shown = np.asarray(figure.data[0].z)[-1]  # the top row: the model's own top guess at each position
+    np.testing.assert_allclose(shown, probs.max(-1).values.numpy(), atol=TOL, rtol=0)
+
+
+def reading_matrices(
+    model, centre: bool = False
+) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    """Every head's W_Q, W_K, W_V (d_model × d_head, the pre-norm gain folded) and W_O (d_head × d_model, centred
+    for a LayerNorm), straight from the library's modules, as TransformerLens's fold_ln builds them."""
+    cfg = model.config
+    heads, d_model = cfg.num_attention_heads, cfg.hidden_size
+    d_head = d_model // heads
+    wq, wk, wv, wo = [], [], [], []
+    for layer in range(cfg.num_hidden_layers):
+        if cfg.model_type == "gpt2":
+            block = model.transformer.h[layer]
+            gain = block.ln_1.weight.detach().double()
+            q, k, v = block.attn.c_attn.weight.detach().double().split(d_model, dim=1)  # Conv1D: (in, out)
+            o = block.attn.c_proj.weight.detach().double()  # (H·d_head, d_model)
+            o = o - o.mean(dim=1, keepdim=True)
+            group = 1
+        else:
+            block = model.model.layers[layer]
+            gain = block.input_layernorm.weight.detach().double()
+            q, k, v = (getattr(block.self_attn, f"{x}_proj").weight.detach().double().T for x in "qkv")
+            o = block.self_attn.o_proj.weight.detach().double().T
+            group = heads // cfg.num_key_value_heads
+        for h in range(heads):
+            part = slice(h * d_head, (h + 1) * d_head)
+            kv = slice((h // group) * d_head, (h // group + 1) * d_head)
+            for out, w in ((wq, q[:, part]), (wk, k[:, kv]), (wv, v[:, kv])):
+                w = gain[:, None] * w
+                layer_norm = cfg.model_type == "gpt2"  # a Llama's RMSNorm does not centre: nothing to fold
+                out.append((w - w.mean(dim=0, keepdim=True) if centre and layer_norm else w).numpy())
+            wo.append(o[part].numpy())
+    return wq, wk, wv, wo
+
+
+@pytest.mark.parametrize("centre", [False, True])
+def test_composition_equals_the_full_matrices_of_the_librarys_weights(hf, centre) -> None:
+    model, tokenizer = hf
+    table = atlas.composition_scores(model, tokenizer=tokenizer, centre=centre)
+    wq, wk, wv, wo = reading_matrices(model, centre)
+    heads = model.config.num_attention_heads
+    for row in table.head(6).itertuples():
+        early = (row._1 - 1) * heads + row._2 - 1  # earlier layer, earlier head
+        late = (row._3 - 1) * heads + row._4 - 1
+        ov = wv[early] @ wo[early]
+        qk = wq[late] @ wk[late].T
+        expected = np.linalg.norm(ov @ qk.T) / (np.linalg.norm(ov) * np.linalg.norm(qk))
+        assert row.K == pytest.approx(expected, abs=TOL)
+        value = np.linalg.norm(ov @ (wv[late] @ wo[late])) / (np.linalg.norm(ov) * np.linalg.norm(wv[late] @ wo[late]))
+        assert row.V == pytest.approx(value, abs=TOL)
+    assert atlas.composition(model, "Q", tokenizer=tokenizer).data
+
+
+def test_a_model_object_without_its_tokenizer_or_of_another_kind_is_named() -> None:
+    with pytest.raises(ValueError, match="needs its tokenizer"):
+        atlas.logit_lens(tiny_gpt2(), TEXT)
+    with pytest.raises(
+        TypeError, match="takes a loaded model \\(atlas.load\\), a transformers GPT-2, Llama or Qwen2 with"
+    ):
+        atlas.composition_scores("gpt2")
+    bert = transformers.BertModel(transformers.BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2))
+    with pytest.raises(
+        ValueError, match="'bert' model is not one this app maps onto its own; it reads gpt2, llama, qwen2"
+    ):
+        atlas.patch_scores(bert, TEXT, OTHER, tokenizer=word_tokenizer())
+
+
+@pytest.mark.parametrize("kind", list(TINY))
+def test_one_tokenization_whatever_the_entry_point(tmp_path, kind) -> None:
+    """The object and its saved folder read a text alike: bos, then the text's tokens (docs/published-models.md)."""
+    model, tokenizer = TINY[kind](), word_tokenizer()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    from_folder = atlas.analyze(atlas.load(tmp_path), TEXT)
+    from_object = atlas.analyze(model, TEXT, tokenizer=tokenizer)
+    assert from_object.target_ids == from_folder.target_ids == tuple(read_ids(model, tokenizer, TEXT)[0].tolist())
+    assert from_object.target_pieces[0] == SPECIALS[model.config.bos_token_id]
+    for layer in from_folder.layers("decoder.self_attn"):
+        np.testing.assert_array_equal(
+            from_object.block("decoder.self_attn", layer).weights, from_folder.block("decoder.self_attn", layer).weights
+        )
+
+
+LONG = " ".join(["the cat sat on the mat ."] * 5)  # 35 tokens and bos: over the tiny models' 24 positions
+
+
+def test_a_text_over_the_context_is_cut_with_one_warning_for_objects_and_checkpoints(tmp_path) -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    said = []
+    for entry, kwargs in ((model, {"tokenizer": tokenizer}), (atlas.load(tmp_path), {})):
+        with pytest.warns(atlas.AnalysisWarning, match="cut from 35 to 23 tokens") as record:
+            analysis = atlas.analyze(entry, LONG, **kwargs)
+        assert len(analysis.target_ids) == 24
+        said.append(str(record[0].message))
+        with pytest.warns(atlas.AnalysisWarning, match="cut from 35 to 23 tokens"):
+            atlas.logit_attribution_scores(entry, LONG, **kwargs)
+        with pytest.warns(atlas.AnalysisWarning, match="cut from 35 to 23 tokens"):
+            atlas.patch_scores(entry, LONG, LONG.replace("mat", "rug"), "mat", "rug", **kwargs)
+    assert said[0] == said[1]
+
+
+def test_a_text_over_an_unmapped_models_context_is_cut_with_a_warning_not_an_index_error() -> None:
+    torch.manual_seed(0)
+    config = transformers.GPTNeoXConfig(
+        num_hidden_layers=1, num_attention_heads=2, hidden_size=16, intermediate_size=32, max_position_embeddings=24,
+        vocab_size=len(SPECIALS + WORDS), bos_token_id=1, eos_token_id=2,
+    )  # fmt: skip
+    neox = transformers.GPTNeoXForCausalLM(config).eval()
+    with pytest.warns(atlas.AnalysisWarning, match="cut from 36 to 24 tokens"):
+        analysis = atlas.analyze(neox, LONG, tokenizer=word_tokenizer())
+    assert len(analysis.target_pieces) == 24 and analysis.target_pieces[0] == "<s>"
+
+
+def test_a_list_of_texts_gives_a_list_of_analyses_and_of_tables_each_as_alone(hf) -> None:
+    model, tokenizer = hf
+    both = atlas.analyze(model, [TEXT, OTHER], tokenizer=tokenizer)
+    assert isinstance(both, list) and len(both) == 2
+    for text, analysis in zip((TEXT, OTHER), both, strict=True):
+        alone = atlas.analyze(model, text, tokenizer=tokenizer)
+        assert analysis.target_ids == alone.target_ids
+        for name in alone.attentions:
+            for layer in alone.layers(name):
+                np.testing.assert_allclose(
+                    analysis.block(name, layer).weights, alone.block(name, layer).weights, atol=TOL
+                )
+    tables = atlas.logit_attribution_scores(model, [TEXT, OTHER], token="mat", tokenizer=tokenizer)
+    assert [t.attrs["logit"] for t in tables] == [
+        atlas.logit_attribution_scores(model, t, token="mat", tokenizer=tokenizer).attrs["logit"] for t in (TEXT, OTHER)
+    ]
+    pairs = atlas.patch_scores(model, [TEXT, OTHER], [OTHER, TEXT], "mat", "rug", tokenizer=tokenizer)
+    for pair, clean in zip(pairs, (TEXT, OTHER), strict=True):
+        alone = atlas.patch_scores(model, clean, OTHER if clean == TEXT else TEXT, "mat", "rug", tokenizer=tokenizer)
+        assert pair.attrs["clean"] == pytest.approx(alone.attrs["clean"], abs=TOL)
+        np.testing.assert_allclose(pair["restored"], alone["restored"], atol=TOL)
+
+
+def test_a_bad_list_or_text_in_a_list_is_named() -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    with pytest.raises(TypeError, match="a text \\(a str\\) or a list of texts, not an empty list"):
+        atlas.analyze(model, [], tokenizer=tokenizer)
+    with pytest.raises(TypeError, match="not a list holding int"):
+        atlas.analyze(model, [TEXT, 3], tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="^text 2: The text is empty"):
+        atlas.analyze(model, [TEXT, "   "], tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="pairs texts one to one: 2 clean, 1 corrupted"):
+        atlas.patch_scores(model, [TEXT, OTHER], [OTHER], "mat", "rug", tokenizer=tokenizer)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where no GPU is")
+def test_a_gpu_asked_for_where_there_is_none_is_one_clear_line() -> None:
+    with pytest.raises(ValueError, match="device 'cuda' was asked for, but torch finds no CUDA GPU here"):
+        atlas.analyze(tiny_gpt2(), TEXT, tokenizer=word_tokenizer(), device="cuda")
+    with pytest.raises(ValueError, match='device must be "cpu" or "cuda"'):
+        atlas.composition_scores(tiny_gpt2(), tokenizer=word_tokenizer(), device="gpu please")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (bench/any_model_device.py runs them all)")
+def test_the_scores_on_a_gpu_equal_the_cpus() -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    cpu = atlas.logit_attribution_scores(model, TEXT, tokenizer=tokenizer)
+    gpu = atlas.logit_attribution_scores(model, TEXT, tokenizer=tokenizer, device="cuda")
+    np.testing.assert_allclose(gpu["contribution"], cpu["contribution"], atol=1e-4)
+    assert next(model.parameters()).device.type == "cpu"  # the caller's model stays where it was
+
+
+def test_centring_changes_a_layer_norm_models_scores_only() -> None:
+    tokenizer = word_tokenizer()
+    for model, changes in ((tiny_gpt2(), True), (tiny_llama(), False)):
+        plain = atlas.composition_scores(model, tokenizer=tokenizer)
+        centred = atlas.composition_scores(model, tokenizer=tokenizer, centre=True)
+        gap = np.abs(plain[["Q", "K", "V"]].to_numpy() - centred[["Q", "K", "V"]].to_numpy()).max()
+        assert (gap > 1e-6) == changes, (model.config.model_type, gap)
+
+
+def test_the_random_weights_baseline_is_seeded_and_read_against() -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    table = atlas.composition_scores(model, tokenizer=tokenizer, baseline=0)
+    chance = table.attrs["baseline"]
+    assert chance == atlas.composition_scores(model, tokenizer=tokenizer, baseline=0).attrs["baseline"]
+    assert chance != atlas.composition_scores(model, tokenizer=tokenizer, baseline=1).attrs["baseline"]
+    assert set(chance) == {"Q", "K", "V"} and all(0 < c < 1 for c in chance.values())
+    np.testing.assert_allclose(table["K over baseline"], table["K"] / chance["K"])
+    assert "baseline" not in atlas.composition_scores(model, tokenizer=tokenizer).attrs
+    with pytest.raises(ValueError, match="baseline is the random weights' seed, a whole number"):
+        atlas.composition_scores(model, tokenizer=tokenizer, baseline=0.5)
+
+
+def test_the_logit_lens_as_a_table_ends_on_the_librarys_own_guesses_and_names_what_it_hides(hf) -> None:
+    model, tokenizer = hf
+    table = atlas.logit_lens(model, TEXT, tokenizer=tokenizer, as_table=True)
+    layers, ids = model.config.num_hidden_layers, read_ids(model, tokenizer, TEXT)
+    assert sorted(set(table["layer"])) == list(range(layers + 1)) and len(table) == (layers + 1) * ids.shape[1]
+    probs = own(model, ids).logits[0].softmax(-1)
+    last = table[table["layer"] == layers].sort_values("position")
+    assert list(last["top guess"]) == tokenizer.convert_ids_to_tokens(probs.argmax(-1).tolist())
+    np.testing.assert_allclose(last["probability"], probs.max(-1).values.numpy(), atol=TOL, rtol=0)
+    np.testing.assert_allclose(last["final guess probability"], last["probability"], atol=TOL, rtol=0)
+    assert list(last["token"]) == tokenizer.convert_ids_to_tokens(ids[0].tolist())
+    assert table.attrs["hidden"] and not set(table["top guess"]) & set(table.attrs["hidden"])
+
+
+@pytest.mark.slow  # TransformerLens takes about 7 s to import
+def test_a_transformer_lens_bridge_of_a_gpt2_runs_every_circuit_function_equal_to_its_own_cache() -> None:
+    from transformer_lens.model_bridge import TransformerBridge
+
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    bridge = TransformerBridge.boot_transformers("gpt2", hf_model=model, tokenizer=tokenizer)
+    ids = read_ids(model, tokenizer, TEXT)
+    with torch.no_grad():
+        logits, cache = bridge.run_with_cache(ids)
+    analysis = atlas.analyze(bridge, TEXT)  # the bridge's tokenizer, its GPT-2 mapped onto ours
+    assert analysis.target_ids == tuple(ids[0].tolist())
+    for layer in analysis.layers("decoder.self_attn"):
+        expected = cache[f"blocks.{layer}.attn.hook_pattern"][0].numpy()
+        np.testing.assert_allclose(analysis.block("decoder.self_attn", layer).weights, expected, atol=TOL, rtol=0)
+    table = atlas.logit_attribution_scores(bridge, TEXT, token="mat")
+    assert table.attrs["logit"] == pytest.approx(float(logits[0, -1, tokenizer.convert_tokens_to_ids("mat")]), abs=TOL)
+    assert len(atlas.patch_scores(bridge, TEXT, OTHER, "mat", "rug")) == 6
+    assert len(atlas.composition_scores(bridge)) and len(atlas.logit_lens(bridge, TEXT, as_table=True))
+
+
+def test_value_weighted_attention_reads_a_mapped_objects_analysis() -> None:
+    """A mapped object's Analysis carries values and their norms, as a checkpoint's does: no "read from a file"."""
+    analysis = atlas.analyze(tiny_gpt2(), TEXT, tokenizer=word_tokenizer())
+    weighted = atlas.value_weighted(analysis)
+    block = weighted.block("decoder.self_attn", 0)
+    np.testing.assert_allclose(block.weights.sum(-1), 1.0, atol=1e-5)
