@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 from training.data import pairs as pf
@@ -121,3 +122,80 @@ def test_splits_keep_dings_test_split_and_hold_out_every_test_sentence() -> None
     held = {en for name in ("test", "test-ding", "valid") for en, _ in splits[name]}
     assert not held & {en for en, _ in splits["train"]}
     assert report["train"] == len(splits["train"]) and report["everyday_test"] == len(splits["test"])
+
+
+COURSE_PACK = {
+    "pack_id": "bakery",
+    "phrases": [
+        {
+            "id": "bakery_001",
+            "de": "Ich hätte gern ein Brötchen.",
+            "en": "I would like a bread roll.",
+            "literal": "I would have gladly a bread roll.",
+            "examples": [{"de": "Ich hätte gern einen Kaffee.", "en": "I would like a coffee."}],
+            "variations": [{"de": "Ich nehme ein Brötchen.", "en": "I'll take a bread roll."}],
+        },
+        {"id": "verbs_001", "de": "arbeiten", "en": "to work"},
+    ],
+}
+COURSE_STORY = {
+    "paragraphs": [
+        {"de": "Anna ist müde. Sie geht früh ins Bett.", "en": "Anna is tired. She goes to bed early."},
+        {"de": "Es regnet. Anna nimmt den Schirm mit.", "en": "It is raining, so Anna takes her umbrella."},
+    ],
+    "lines": [{"speaker": "Du", "de": "Guten Morgen!", "en": "Good morning!"}],
+}
+
+
+def test_course_pairs_are_every_en_de_object_with_aligned_paragraphs_split() -> None:
+    assert list(tr.course_pairs(COURSE_PACK)) == [
+        ("I would like a bread roll.", "Ich hätte gern ein Brötchen."),
+        ("I would like a coffee.", "Ich hätte gern einen Kaffee."),
+        ("I'll take a bread roll.", "Ich nehme ein Brötchen."),
+    ], "the literal gloss is not a translation, 'to work' is not a sentence"
+    assert list(tr.course_pairs(COURSE_STORY)) == [
+        ("Anna is tired.", "Anna ist müde."),
+        ("She goes to bed early.", "Sie geht früh ins Bett."),
+        ("It is raining, so Anna takes her umbrella.", "Es regnet. Anna nimmt den Schirm mit."),
+    ], "two sentences against one stay one pair; two words are no sentence"
+
+
+def test_the_course_is_read_from_every_json_file_under_its_content(tmp_path: Path) -> None:
+    (tmp_path / "packs").mkdir()
+    (tmp_path / "packs" / "bakery.json").write_text(json.dumps(COURSE_PACK), encoding="utf-8")
+    (tmp_path / "stories.json").write_text(json.dumps(COURSE_STORY), encoding="utf-8")
+    (tmp_path / "notes.txt").write_text('{"en": "Not read at all.", "de": "Gar nicht gelesen."}', encoding="utf-8")
+    pairs = tr.read_course(tmp_path)
+    assert pairs[0] == ("I would like a bread roll.", "Ich hätte gern ein Brötchen.") and len(pairs) == 6
+
+
+def splits_with(course: list[tuple[str, str]], shown: list[str]) -> tuple[dict, dict]:
+    ding = [(f"Ding sentence {i} here.", f"Ding Satz {i} hier.") for i in range(1_600)]
+    web = [(f"I have time {i} today.", f"Ich habe heute Zeit {i}.") for i in range(2_500)]
+    web += [("I have no time today.", "Ich habe heute keine Zeit.")]
+    help_pairs = [(f"Click button {i} now.", f"Klicken Sie jetzt {i}.") for i in range(400)]
+    return tr.build_splits(ding, web, help_pairs, 0, OFFENSIVE, course, shown)
+
+
+def test_course_pairs_go_to_train_only_repeated_and_never_a_held_out_or_shown_sentence() -> None:
+    before, _ = splits_with([], [])
+    held = before["test"][0]
+    course = [("We need three apples.", "Wir brauchen drei Äpfel."), held, ("Where is the train station?", "Wo?")]
+    splits, report = splits_with(course, ["Where is the train station?"])
+    assert {k: splits[k] for k in ("test", "test-ding", "valid")} == {
+        k: before[k] for k in ("test", "test-ding", "valid")
+    }
+    assert splits["train"].count(course[0]) == tr.AUF_DEUTSCH_REPEAT
+    assert held not in splits["train"] and course[2] not in splits["train"]
+    assert report["course_pairs_in_train"] == 1 and report["train_removed_as_shown_sentence"] == 1
+    assert len(splits["train"]) == len(before["train"]) + tr.AUF_DEUTSCH_REPEAT
+
+
+def test_the_sentences_the_app_shows_are_held_out_of_training() -> None:
+    from inference.catalog import PRESETS
+    from training.evaluate import TRANSLATE_SAMPLES
+
+    shown = tr.shown_sentences()
+    assert set(PRESETS["translate"]) | {en for en, _ in TRANSLATE_SAMPLES} == set(shown)
+    pairs = [("The cat sat on the mat!", "Die Katze saß."), ("The cat sat on a mat.", "Die Katze saß.")]
+    assert pf.drop_english(pairs, shown) == pairs[1:]
