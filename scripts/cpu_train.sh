@@ -104,6 +104,8 @@ compare() {
 card, scored = (json.load(open(f)) for f in sys.argv[1:3])
 open(sys.argv[3], "w").write(json.dumps({**card, **scored}, indent=2, ensure_ascii=False) + "\n")' \
       "$RUN/card.json" "$RUN.eval.json" "$SHIPPED/card.json"
+    cp "$RUN.eval.json" "$SHIPPED_EVAL"  # the new shipped model's figures: not evaluated again
+    sha256sum "$SHIPPED/model.safetensors" | cut -d' ' -f1 > "$SHIPPED_EVAL.sha256"
     echo "better on both: copied into $SHIPPED (check the card's samples, then commit)"
   else
     echo "not better on both: $SHIPPED stays"
