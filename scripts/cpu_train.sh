@@ -58,6 +58,7 @@ start() {
   done=$(card_field "$from" steps_done)
   if [ "$done" -ge "$last" ]; then echo "$RUN: done ($done of $last steps); next: bash $0 compare"; return 0; fi
   local left=$(( last - done ))
+  printf '\n' >> "$LOG"  # a stopped run's last progress line ends in a carriage return
   echo "== $(date -u +%FT%TZ) from $from at step $done: $left steps to $last, cool-down $(( left < cooldown ? left : cooldown ))" >> "$LOG"
   setsid nice -n 19 "$PYTHON" -m atlas train --task translate --threads 1 --resume "$from" --out "$RUN" \
     "${SETTINGS[@]}" --max-steps "$left" --cooldown "$(( left < cooldown ? left : cooldown ))" >> "$LOG" 2>&1 < /dev/null &
