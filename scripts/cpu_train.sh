@@ -68,7 +68,7 @@ start() {
 
 status() {
   if running; then echo "running (pid $(cat "$PID"))"; else echo "not running"; fi
-  [ -f "$LOG" ] && tail -c 4000 "$LOG" | tr '\r' '\n' | grep -v '^ *$' | awk '/^== /{n=0} {line[n++]=$0}
+  [ -f "$LOG" ] && tail -c 4000 "$LOG" | tr '\r' '\n' | grep -av '^ *$' | awk '/^== /{n=0} {line[n++]=$0}
     END{for (i = (n > 4 ? n - 4 : 0); i < n; i++) print line[i]}'  # the last start's last 4 lines
   [ -f "$RUN/card.json" ] && echo "saved: step $(card_field "$RUN" steps_done), best valid loss $(card_field "$RUN" best_valid_loss)"
   return 0
