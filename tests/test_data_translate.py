@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from training.data import pairs as pf
 from training.data import translate as tr
 
+ROOT = Path(__file__).resolve().parents[1]
 OFFENSIVE = (frozenset({"damn", "sex"}), ("fuck", "scheiß"))
 
 
@@ -199,3 +202,50 @@ def test_the_sentences_the_app_shows_are_held_out_of_training() -> None:
     assert set(PRESETS["translate"]) | {en for en, _ in TRANSLATE_SAMPLES} == set(shown)
     pairs = [("The cat sat on the mat!", "Die Katze saß."), ("The cat sat on a mat.", "Die Katze saß.")]
     assert pf.drop_english(pairs, shown) == pairs[1:]
+
+
+FAKE_PYTHON = """#!/bin/sh
+# `python -m atlas evaluate FOLDER`: the figures FOLDER/figures names, and a line in evaluated.log; else Python
+if [ "$1 $2 $3" = "-m atlas evaluate" ]; then
+  echo "$4" >> "$(dirname "$0")/evaluated.log"
+  read -r bleu chrf < "$4/figures"
+  echo "{\\"metrics\\": {\\"bleu\\": $bleu, \\"chrf\\": $chrf}, \\"samples\\": []}"
+  exit 0
+fi
+exec "{python}" "$@"
+"""
+
+
+def cpu_compare(tmp_path: Path, run_figures: str, *args: str) -> str:
+    """`scripts/cpu_train.sh compare ARGS` in tmp_path, the shipped model scoring 42.32 / 64.01 and the run as told."""
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON.replace("{python}", sys.executable))
+    fake.chmod(0o755)
+    for folder, figures, weights in (("shipped", "42.32 64.01", "old"), ("runs/run", run_figures, "new")):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "figures").write_text(figures)
+        (tmp_path / folder / "card.json").write_text('{"training": {"steps_done": 14000}}')
+        for name in ("model.safetensors", "config.json", "tokenizer.model"):
+            (tmp_path / folder / name).write_text(weights)
+    (tmp_path / "scripts").mkdir(exist_ok=True)
+    (tmp_path / "scripts" / "cpu_train.sh").write_bytes(
+        (Path(__file__).parents[1] / "scripts/cpu_train.sh").read_bytes()
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "SHIPPED": "shipped", "RUN": "runs/run"}
+    done = subprocess.run(
+        ["bash", "scripts/cpu_train.sh", "compare", *args], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_cpu_run_lands_only_when_better_on_both_bleu_and_chrf(tmp_path: Path) -> None:
+    assert "not better on both" in cpu_compare(tmp_path, "43.0 63.9")
+    assert (tmp_path / "shipped" / "model.safetensors").read_text() == "old"
+    assert "would ship" in cpu_compare(tmp_path, "43.0 64.5", "--dry-run")
+    assert (tmp_path / "shipped" / "model.safetensors").read_text() == "old"
+    assert "copied into shipped" in cpu_compare(tmp_path, "43.0 64.5")
+    assert (tmp_path / "shipped" / "model.safetensors").read_text() == "new"
+    assert json.loads((tmp_path / "shipped" / "card.json").read_text())["metrics"] == {"bleu": 43.0, "chrf": 64.5}
+    evaluated = (tmp_path / "evaluated.log").read_text().split()
+    assert evaluated.count("shipped") == 1, "the shipped model is evaluated once, its figures kept in runs/"
