@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from training.data import pairs as pf
 from training.data import translate as tr
 
+ROOT = Path(__file__).resolve().parents[1]
 OFFENSIVE = (frozenset({"damn", "sex"}), ("fuck", "scheiß"))
 
 
@@ -121,3 +125,127 @@ def test_splits_keep_dings_test_split_and_hold_out_every_test_sentence() -> None
     held = {en for name in ("test", "test-ding", "valid") for en, _ in splits[name]}
     assert not held & {en for en, _ in splits["train"]}
     assert report["train"] == len(splits["train"]) and report["everyday_test"] == len(splits["test"])
+
+
+COURSE_PACK = {
+    "pack_id": "bakery",
+    "phrases": [
+        {
+            "id": "bakery_001",
+            "de": "Ich hätte gern ein Brötchen.",
+            "en": "I would like a bread roll.",
+            "literal": "I would have gladly a bread roll.",
+            "examples": [{"de": "Ich hätte gern einen Kaffee.", "en": "I would like a coffee."}],
+            "variations": [{"de": "Ich nehme ein Brötchen.", "en": "I'll take a bread roll."}],
+        },
+        {"id": "verbs_001", "de": "arbeiten", "en": "to work"},
+    ],
+}
+COURSE_STORY = {
+    "paragraphs": [
+        {"de": "Anna ist müde. Sie geht früh ins Bett.", "en": "Anna is tired. She goes to bed early."},
+        {"de": "Es regnet. Anna nimmt den Schirm mit.", "en": "It is raining, so Anna takes her umbrella."},
+    ],
+    "lines": [{"speaker": "Du", "de": "Guten Morgen!", "en": "Good morning!"}],
+}
+
+
+def test_course_pairs_are_every_en_de_object_with_aligned_paragraphs_split() -> None:
+    assert list(tr.course_pairs(COURSE_PACK)) == [
+        ("I would like a bread roll.", "Ich hätte gern ein Brötchen."),
+        ("I would like a coffee.", "Ich hätte gern einen Kaffee."),
+        ("I'll take a bread roll.", "Ich nehme ein Brötchen."),
+    ], "the literal gloss is not a translation, 'to work' is not a sentence"
+    assert list(tr.course_pairs(COURSE_STORY)) == [
+        ("Anna is tired.", "Anna ist müde."),
+        ("She goes to bed early.", "Sie geht früh ins Bett."),
+        ("It is raining, so Anna takes her umbrella.", "Es regnet. Anna nimmt den Schirm mit."),
+    ], "two sentences against one stay one pair; two words are no sentence"
+
+
+def test_the_course_is_read_from_every_json_file_under_its_content(tmp_path: Path) -> None:
+    (tmp_path / "packs").mkdir()
+    (tmp_path / "packs" / "bakery.json").write_text(json.dumps(COURSE_PACK), encoding="utf-8")
+    (tmp_path / "stories.json").write_text(json.dumps(COURSE_STORY), encoding="utf-8")
+    (tmp_path / "notes.txt").write_text('{"en": "Not read at all.", "de": "Gar nicht gelesen."}', encoding="utf-8")
+    pairs = tr.read_course(tmp_path)
+    assert pairs[0] == ("I would like a bread roll.", "Ich hätte gern ein Brötchen.") and len(pairs) == 6
+
+
+def splits_with(course: list[tuple[str, str]], shown: list[str]) -> tuple[dict, dict]:
+    ding = [(f"Ding sentence {i} here.", f"Ding Satz {i} hier.") for i in range(1_600)]
+    web = [(f"I have time {i} today.", f"Ich habe heute Zeit {i}.") for i in range(2_500)]
+    web += [("I have no time today.", "Ich habe heute keine Zeit.")]
+    help_pairs = [(f"Click button {i} now.", f"Klicken Sie jetzt {i}.") for i in range(400)]
+    return tr.build_splits(ding, web, help_pairs, 0, OFFENSIVE, course, shown)
+
+
+def test_course_pairs_go_to_train_only_repeated_and_never_a_held_out_or_shown_sentence() -> None:
+    before, _ = splits_with([], [])
+    held = before["test"][0]
+    course = [("We need three apples.", "Wir brauchen drei Äpfel."), held, ("Where is the train station?", "Wo?")]
+    splits, report = splits_with(course, ["Where is the train station?"])
+    assert {k: splits[k] for k in ("test", "test-ding", "valid")} == {
+        k: before[k] for k in ("test", "test-ding", "valid")
+    }
+    assert splits["train"].count(course[0]) == tr.AUF_DEUTSCH_REPEAT
+    assert held not in splits["train"] and course[2] not in splits["train"]
+    assert report["course_pairs_in_train"] == 1 and report["train_removed_as_shown_sentence"] == 1
+    assert len(splits["train"]) == len(before["train"]) + tr.AUF_DEUTSCH_REPEAT
+
+
+def test_the_sentences_the_app_shows_are_held_out_of_training() -> None:
+    from inference.catalog import PRESETS
+    from training.evaluate import TRANSLATE_SAMPLES
+
+    shown = tr.shown_sentences()
+    assert set(PRESETS["translate"]) | {en for en, _ in TRANSLATE_SAMPLES} == set(shown)
+    pairs = [("The cat sat on the mat!", "Die Katze saß."), ("The cat sat on a mat.", "Die Katze saß.")]
+    assert pf.drop_english(pairs, shown) == pairs[1:]
+
+
+FAKE_PYTHON = """#!/bin/sh
+# `python -m atlas evaluate FOLDER`: the figures FOLDER/figures names, and a line in evaluated.log; else Python
+if [ "$1 $2 $3" = "-m atlas evaluate" ]; then
+  echo "$4" >> "$(dirname "$0")/evaluated.log"
+  read -r bleu chrf < "$4/figures"
+  echo "{\\"metrics\\": {\\"bleu\\": $bleu, \\"chrf\\": $chrf}, \\"samples\\": []}"
+  exit 0
+fi
+exec "{python}" "$@"
+"""
+
+
+def cpu_compare(tmp_path: Path, run_figures: str, *args: str) -> str:
+    """`scripts/cpu_train.sh compare ARGS` in tmp_path, the shipped model scoring 42.32 / 64.01 and the run as told."""
+    fake = tmp_path / "python"
+    fake.write_text(FAKE_PYTHON.replace("{python}", sys.executable))
+    fake.chmod(0o755)
+    for folder, figures, weights in (("shipped", "42.32 64.01", "old"), ("runs/run", run_figures, "new")):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "figures").write_text(figures)
+        (tmp_path / folder / "card.json").write_text('{"training": {"steps_done": 14000}}')
+        for name in ("model.safetensors", "config.json", "tokenizer.model"):
+            (tmp_path / folder / name).write_text(weights)
+    (tmp_path / "scripts").mkdir(exist_ok=True)
+    (tmp_path / "scripts" / "cpu_train.sh").write_bytes(
+        (Path(__file__).parents[1] / "scripts/cpu_train.sh").read_bytes()
+    )
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(fake), "SHIPPED": "shipped", "RUN": "runs/run"}
+    done = subprocess.run(
+        ["bash", "scripts/cpu_train.sh", "compare", *args], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_the_cpu_run_lands_only_when_better_on_both_bleu_and_chrf(tmp_path: Path) -> None:
+    assert "not better on both" in cpu_compare(tmp_path, "43.0 63.9")
+    assert (tmp_path / "shipped" / "model.safetensors").read_text() == "old"
+    assert "would ship" in cpu_compare(tmp_path, "43.0 64.5", "--dry-run")
+    assert (tmp_path / "shipped" / "model.safetensors").read_text() == "old"
+    assert "copied into shipped" in cpu_compare(tmp_path, "43.0 64.5")
+    assert (tmp_path / "shipped" / "model.safetensors").read_text() == "new"
+    assert json.loads((tmp_path / "shipped" / "card.json").read_text())["metrics"] == {"bleu": 43.0, "chrf": 64.5}
+    evaluated = (tmp_path / "evaluated.log").read_text().split()
+    assert evaluated.count("shipped") == 1, "the shipped model is evaluated once, its figures kept in runs/"

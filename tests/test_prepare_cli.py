@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import training.data.prepare
 import training.data.translate
 from atlas.cli import main
 
@@ -27,12 +28,30 @@ def assert_one_error_line(code: int, err: str, line: str) -> None:
     assert err.splitlines()[-1] == line
 
 
-def test_translate_without_the_ding_dictionary_names_its_debian_package(capsys, tmp_path, monkeypatch) -> None:
+def test_translate_without_the_ding_dictionary_or_apt_get_names_what_to_install(capsys, tmp_path, monkeypatch) -> None:
+    """Not installed, the dictionary is fetched with `apt-get download`; without apt-get, one line says so."""
     monkeypatch.setattr(training.data.translate, "DING_PATH", tmp_path / "no-ding" / "de-en")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     code, err = prepare(capsys, "translate", "--out", str(tmp_path / "data"))
-    expected = f"error: Ding dictionary not found at {tmp_path}/no-ding/de-en: run `apt-get install trans-de-en`"
+    expected = (
+        "error: could not obtain Debian package trans-de-en: `apt-get` is not installed; run `apt-get install apt`"
+    )
     assert_one_error_line(code, err, expected)
     assert not (tmp_path / "data" / "translate").exists(), "no empty folder that reads as a prepared task"
+
+
+def test_translate_can_keep_a_checkpoints_tokenizer_so_its_run_can_resume(capsys, tmp_path, monkeypatch) -> None:
+    given = []
+
+    def fake_translate(out_dir: Path, seed: int, tokenizer: Path | None = None) -> None:
+        given.append(tokenizer)
+        (out_dir / "sources.json").write_text('{"splits": {}, "tokenizer": {"vocab_size": 8000}}')
+
+    monkeypatch.setitem(training.data.prepare.PREPARERS, "translate", fake_translate)
+    pieces = tmp_path / "tokenizer.model"
+    pieces.write_bytes(b"pieces")
+    code, err = prepare(capsys, "translate", "--out", str(tmp_path / "data"), "--tokenizer", str(pieces))
+    assert code == 0 and given == [pieces], err
 
 
 def fake_tool(folder: Path, name: str, stderr: str) -> None:

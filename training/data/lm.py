@@ -35,6 +35,7 @@ import sentencepiece as spm
 from training.data.common import (
     SPACE_BEFORE_PUNCT,
     SourceError,
+    apt_deb,
     dpkg_version,
     has_control_chars,
     license_field,
@@ -92,17 +93,6 @@ def npm_pack(spec: str, tmp: Path) -> tuple[Path, dict[str, Any], str]:
         tar.extractall(tmp / name, filter="data")
     pkg = tmp / name / "package"
     return pkg, json.loads((pkg / "package.json").read_text(encoding="utf-8")), sha256_file(tarballs[0])
-
-
-def apt_deb(package: str, tmp: Path) -> tuple[Path, str, str]:
-    """``apt-get download PACKAGE``, unpacked into ``tmp/PACKAGE``: that root, the version and the .deb's sha256."""
-    run_cmd(["apt-get", "download", package], f"Debian package {package}", cwd=tmp)
-    debs = sorted(tmp.glob(f"{package}_*.deb"))
-    if not debs:
-        raise SourceError(f"could not obtain {package}: `apt-get download {package}` wrote no .deb in {tmp}")
-    version = run_cmd(["dpkg-deb", "-f", str(debs[0]), "Version"], package).strip()
-    run_cmd(["dpkg-deb", "-x", str(debs[0]), str(tmp / package)], package)
-    return tmp / package, version, sha256_file(debs[0])
 
 
 # --------------------------------------------------------------------------------------------------

@@ -118,6 +118,12 @@ def drop_overlap(pairs: Iterable[Pair], heldout: Iterable[Pair]) -> list[Pair]:
     return [(en, de) for en, de in pairs if pair_key(en) not in en_keys and pair_key(de) not in de_keys]
 
 
+def drop_english(pairs: Iterable[Pair], sentences: Iterable[str]) -> list[Pair]:
+    """Pairs whose English side is none of `sentences` (compared as :func:`pair_key` does)."""
+    keys = {pair_key(s) for s in sentences}
+    return [(en, de) for en, de in pairs if pair_key(en) not in keys]
+
+
 def common_vocabulary(sentences: Iterable[str], size: int) -> frozenset[str]:
     """The ``size`` most frequent lower-cased words of ``sentences`` (ties by first occurrence)."""
     return frozenset(w for w, _ in Counter(w for s in sentences for w in words_of(s)).most_common(size))

