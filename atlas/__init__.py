@@ -5,7 +5,8 @@ their `TraceError`; the app's views as Plotly figures, `head`, `heads`, `paper`,
 and `rank_heads` (Head ablation's ranking); how heads compose, from the weights: `composition` and
 `composition_scores`; what heads write toward a prediction: `logit_attribution`, `logit_attribution_scores` and
 `logit_lens`; what the model thought of a reference translation or a continuation: `forced`;
-activation patching on a minimal pair: `patch` and `patch_scores`; `save_figure`, any figure as an
+activation patching on a minimal pair: `patch` and `patch_scores`; why a head attends where it does: `score_parts`;
+what if the model had written another word: `fork`; `save_figure`, any figure as an
 HTML page, SVG, PNG or PDF; `offline()` for figures in a notebook without a network. Layers, heads and positions
 count from 1, as the app's labels do.
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         composition_scores,
         detect_heads,
         forced,
+        fork,
         from_arrays,
         from_huggingface,
         from_transformer_lens,
@@ -46,6 +48,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         rollout,
         save,
         save_figure,
+        score_parts,
         value_weighted,
     )
 
@@ -56,6 +59,7 @@ __all__ = [
     "composition_scores",
     "detect_heads",
     "forced",
+    "fork",
     "from_arrays",
     "from_huggingface",
     "from_transformer_lens",
@@ -76,6 +80,7 @@ __all__ = [
     "rollout",
     "save",
     "save_figure",
+    "score_parts",
     "value_weighted",
 ]
 

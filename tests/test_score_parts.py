@@ -147,3 +147,22 @@ def test_a_choice_out_of_range_is_a_one_line_error() -> None:
         score_parts(model, ids, None, "decoder.layers.0.self_attn", 0, 0, 6)
     with pytest.raises(ValueError, match="no block 'decoder.layers.5.self_attn'"):
         score_parts(model, ids, None, "decoder.layers.5.self_attn", 0, 0, 0)
+
+
+def test_the_notebook_counts_from_one_and_its_table_sums_to_the_pages_score() -> None:
+    import atlas
+
+    lm = atlas.load("lm-english")
+    text = "The cat sat on the mat because it"
+    split = atlas.score_parts(lm, text, layer=3, head=2, query=8, key=3)
+    block = atlas.analyze(lm, text).block("decoder.self_attn", 2)
+    assert split.score == pytest.approx(float(block.scores[1, 7, 2]), abs=1e-5)  # the page's raw score, from 1
+    assert split.table.to_numpy().sum() == pytest.approx(split.score, abs=1e-5)
+    assert (split.layer, split.head, split.query, split.key, split.masked) == (3, 2, 8, 3, False)
+    assert split.key_token == "3:▁cat" and split.table.index[0] == "token embeddings"
+    assert "L2 H8" in split.table.index and "L3 H1" not in split.table.index
+    assert split.figure().data[0].type == "heatmap"
+    with pytest.raises(ValueError, match="key position 99 is out of range"):
+        atlas.score_parts(lm, text, layer=1, head=1, query=1, key=99)
+    with pytest.raises(TypeError, match="score_parts takes a loaded model"):
+        atlas.score_parts(block, text, layer=1, head=1, query=1, key=1)
