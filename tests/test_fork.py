@@ -22,12 +22,8 @@ from model.factory import build_model
 from model.forward import forward
 
 ROOT = Path(__file__).resolve().parents[1]
-DECODERS = sorted(
-    p.name
-    for p in (ROOT / "checkpoints").iterdir()
-    if (p / "config.json").is_file() and '"decoder-only"' in (p / "config.json").read_text()
-    or (p / "config.json").is_file() and '"encoder-decoder"' in (p / "config.json").read_text()
-)
+CONFIGS = {p.name: p / "config.json" for p in (ROOT / "checkpoints").iterdir() if (p / "config.json").is_file()}
+DECODERS = sorted(name for name, config in CONFIGS.items() if '"encoder-only"' not in config.read_text())
 NEVER = frozenset({0, 2})
 
 
