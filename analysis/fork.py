@@ -16,8 +16,10 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from inference.checkpoint import Checkpoint
 from inference.decoding import top_k
 from inference.prediction import Prediction
+from inference.text import clean_text, encode_source
 from model.forward import forward
 from model.trace import Trace
 
@@ -54,6 +56,13 @@ class Fork:
     choice: int
     greedy: Branch
     forked: Branch
+
+
+def source_of(ckpt: Checkpoint, text: str) -> Tensor | None:
+    """A translator's source ids (1, S) for `text`, as its analysis reads it; None for a language model."""
+    if not ckpt.config.has_cross_attention:
+        return None
+    return torch.tensor([encode_source(ckpt, clean_text(text).text, [])])
 
 
 def _last_row(logits: Tensor, trace: Trace) -> tuple[Tensor, dict[str, np.ndarray]]:

@@ -46,7 +46,7 @@ from analysis.circuits import composition as _composition
 from analysis.detectors import detect
 from analysis.export import to_json, to_npz_bytes
 from analysis.forced import forced as _forced
-from analysis.fork import Branch
+from analysis.fork import Branch, source_of
 from analysis.fork import fork as _fork
 from analysis.imported import MAX_FILE_BYTES, TraceError, from_arrays, from_huggingface, from_transformer_lens
 from analysis.imported import read_trace as _read_trace
@@ -61,7 +61,7 @@ from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
 from inference.files import check_target, write_file
-from inference.text import InputError, clean_text, encode_prefix, encode_source
+from inference.text import InputError, clean_text, encode_prefix
 from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, parts_frame
 from viz.circuits import composition_heatmap, composition_table
 from viz.forced import forced_frame
@@ -718,10 +718,9 @@ def fork(model: Checkpoint, text: str, *, step: int, choice: int = 2, max_tokens
     cleaned, notes = clean_text(text).text, []
     if not cleaned:
         raise InputError("The text is empty: type something for the model to read.")
-    source = None
-    if model.config.has_cross_attention:
-        source, prompt = torch.tensor([encode_source(model, cleaned, notes)]), [model.config.bos_id]
-    else:
+    source = source_of(model, cleaned)
+    prompt = [model.config.bos_id]
+    if source is None:  # a language model continues its text
         prompt = encode_prefix(model, cleaned, notes, reserve=min(max_tokens, model.config.max_len // 2))
     tok = model.tokenizer
     asked = (int(step) - 1, int(choice), int(max_tokens))

@@ -14,12 +14,6 @@ import plotly.graph_objects as go
 from viz.labels import escape
 from viz.style import DIVERGING, finish_layout, unvalidated
 
-FROZEN_NOTE = (
-    "Each normalisation is held at the scale (the per-position denominator σ) it had in this run, which makes it "
-    "linear: every part is centred on its own, so the centring goes into the parts exactly. The cells then sum to "
-    "the score."
-)
-
 
 def score_parts_frame(query_parts: Sequence[str], key_parts: Sequence[str], table: np.ndarray) -> pd.DataFrame:
     """The table as a DataFrame: one row per query part, one column per key part; the cells sum to the score."""
