@@ -10,10 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
 from analysis.analyze import analyze
 from analysis.attribution import decoder_inputs
+from analysis.fork import fork
 from analysis.score_parts import score_parts
 from inference.checkpoint import load_checkpoint
 
@@ -72,3 +74,35 @@ def test_attention_math_splits_a_translators_cross_attention_score(app) -> None:
     fig = charts(ok(at))["why_chart"]
     assert "key part" in json.dumps(fig["layout"]["xaxis"]) and fig["data"][0]["x"][0] == "token embeddings"
     assert len(fig["data"][0]["x"]) > len(fig["data"][0]["y"])  # the key side: the whole encoder's parts
+
+
+def test_generate_forks_at_the_step_and_shows_both_continuations_and_their_heads(app, good_dir: Path) -> None:
+    at = app(model=LM, text="the cat sat", gen_tokens="6", gen_mode="greedy", gen_step="2")
+    at.switch_page("views/generate.py").run()
+    assert ok(at).selectbox(key="gen_fork").value == 0 and "fork_table" not in {d.key for d in at.dataframe}
+    at.selectbox(key="gen_fork").set_value(2).run()
+    assert at.query_params["gen_fork"] == "2"
+    ckpt = load_checkpoint(good_dir / LM)
+    written = analyze(ckpt, "the cat sat", continuation=6)
+    position = len(written.target_pieces) - written.generated  # step 2 feeds the first written token
+    prompt = list(written.target_ids[: position + 1])
+    tok = ckpt.tokenizer
+    expected = fork(ckpt.model, prompt, None, 0, 2, 20, tok.pieces, tok.never_written)
+    codes = [c.value for c in ok(at).code]
+    assert tok.decode(list(expected.greedy.ids)) in codes and tok.decode(list(expected.forked.ids)) in codes
+    table = next(d.value for d in at.dataframe if "forked" in d.value.columns)
+    assert table["step"].iloc[0] == 2 and table["p (forked)"].iloc[0] == pytest.approx(expected.forked.probs[0])
+    at.slider(key="gen_fork_at").set_value(4).run()
+    shown = charts(ok(at))
+    layer, head = at.selectbox(key="layer").value, at.selectbox(key="head").value
+    row = expected.forked.attention[2][f"decoder.layers.{layer}.self_attn"][head]
+    np.testing.assert_allclose(decode_typed_array(shown["fork_forked_self_attn"]["data"][0]["y"]), row, atol=1e-6)
+    assert "fork_greedy_self_attn" in shown
+
+
+def test_generate_forks_a_translators_output_with_its_cross_attention(app) -> None:
+    at = app(model=ED, text="Where is the station?", gen_step="1", gen_fork="3")
+    at.switch_page("views/generate.py").run()
+    shown = charts(ok(at))
+    assert {"fork_greedy_cross_attn", "fork_forked_cross_attn", "fork_forked_self_attn"} <= set(shown)
+    assert any("candidate 3" in el.value for el in at.markdown)
