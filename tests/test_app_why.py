@@ -55,7 +55,7 @@ def test_attention_math_splits_the_score_into_parts_that_sum_to_it(app, good_dir
     at.selectbox(key="why_key").set_value(1).run()
     assert at.query_params["k"] == "2"  # as labelled
     fig = charts(ok(at))["why_chart"]
-    z = np.array(fig["data"][0]["z"])
+    z = decode_typed_array(fig["data"][0]["z"])
     ckpt = load_checkpoint(good_dir / LM)
     analysis = analyze(ckpt, "the cat sat on the mat")
     layer, head = at.selectbox(key="layer").value, at.selectbox(key="head").value

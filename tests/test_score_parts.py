@@ -10,6 +10,7 @@ import copy
 from pathlib import Path
 
 import numpy as np
+import plotly.graph_objects as go
 import pytest
 import torch
 
@@ -131,6 +132,7 @@ def test_the_figure_and_tables_show_the_cells_that_sum_to_the_score() -> None:
     frame = score_parts_frame(parts.query_parts, parts.key_parts, parts.table)
     assert frame.to_numpy().sum() == pytest.approx(parts.score, abs=1e-6)
     fig = score_parts_heatmap(frame, parts.score, "Why")
+    go.Figure(fig.to_dict())  # valid Plotly, though built without validation
     assert np.allclose(np.array(fig.data[0].z), parts.table)
     assert f"{parts.score:+.4f}" in fig.layout.title.text
     top = largest_cells(frame, 3)

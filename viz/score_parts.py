@@ -40,7 +40,7 @@ def score_parts_heatmap(frame: pd.DataFrame, score: float, title: str) -> go.Fig
     z = frame.to_numpy()
     top = float(np.abs(z).max()) or 1.0
     rows, columns = [escape(n) for n in frame.index], [escape(n) for n in frame.columns]
-    series: dict[str, Any] = {"type": "heatmap", "z": z.tolist(), "x": columns, "y": rows}
+    series: dict[str, Any] = {"type": "heatmap", "z": z, "x": columns, "y": rows}  # z: sent as a typed array
     series |= {"zmin": -top, "zmax": top, "zmid": 0.0, "colorscale": DIVERGING}
     series["hovertemplate"] = "query part %{y} · key part %{x}: %{z:+.4f}<extra></extra>"
     series["colorbar"] = {"title": {"text": "share of q·k/√dₖ"}, "thickness": 12}
