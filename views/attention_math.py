@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import streamlit as st
 
 from analysis.record import Block
@@ -80,7 +79,7 @@ def why_view(ctx: cache.Shown, block: Block, head: int, query: int, name: str) -
     keys = indexed_labels(block.key_pieces)
     weights = block.weights[head, query]
     owner = (ctx.analysis.checkpoint, ctx.analysis.text, block.name, head, query)
-    state.keep_valid(WHY_KEY, range(len(keys)), int(np.argmax(weights)), owner=owner)
+    state.keep_valid(WHY_KEY, range(len(keys)), int(weights.argmax()), owner=owner)
     key = st.selectbox("Key token", range(len(keys)), key=WHY_KEY, format_func=lambda i: keys[i])
     state.sync_url()
     parts = cache.score_split(ctx, block.name, head, query, key)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.fork import Fork
 from analysis.record import Analysis, DecodingSteps
 from inference.decoding import Sampling
 from inference.text import InputError
@@ -198,7 +199,7 @@ def fork_view(ctx: Source, analysis: Analysis, step: int, position: int, layer: 
     fork_heads(analysis, found, step, layer, head, fed)
 
 
-def fork_heads(analysis: Analysis, found, step: int, layer: int, head: int, fed: list[list[str]]) -> None:
+def fork_heads(analysis: Analysis, found: Fork, step: int, layer: int, head: int, fed: list[list[str]]) -> None:
     """Both branches' attention rows at one step from the fork on, the page's layer and head, side by side."""
     steps = min(len(found.greedy.attention), len(found.forked.attention))
     at = step
