@@ -6,7 +6,8 @@ and `rank_heads` (Head ablation's ranking); how heads compose, from the weights:
 `composition_scores`; what heads write toward a prediction: `logit_attribution`, `logit_attribution_scores` and
 `logit_lens`; what the model thought of a reference translation or a continuation: `forced`;
 activation patching on a minimal pair: `patch` and `patch_scores`; whether the methods agree on one prediction:
-`agreement`; `save_figure`, any figure as an
+`agreement`; why a head attends where it does: `score_parts`; what if the model had written another word: `fork`;
+`save_figure`, any figure as an
 HTML page, SVG, PNG or PDF; `offline()` for figures in a notebook without a network. Layers, heads and positions
 count from 1, as the app's labels do.
 
@@ -29,6 +30,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         composition_scores,
         detect_heads,
         forced,
+        fork,
         from_arrays,
         from_huggingface,
         from_transformer_lens,
@@ -49,6 +51,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         rollout,
         save,
         save_figure,
+        score_parts,
         value_weighted,
     )
 
@@ -61,6 +64,7 @@ __all__ = [
     "composition_scores",
     "detect_heads",
     "forced",
+    "fork",
     "from_arrays",
     "from_huggingface",
     "from_transformer_lens",
@@ -81,6 +85,7 @@ __all__ = [
     "rollout",
     "save",
     "save_figure",
+    "score_parts",
     "value_weighted",
 ]
 

@@ -28,6 +28,7 @@ import dataclasses
 import importlib.util
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from numbers import Integral
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,8 @@ from analysis.circuits import composition as _composition
 from analysis.detectors import detect
 from analysis.export import to_json, to_npz_bytes
 from analysis.forced import forced as _forced
+from analysis.fork import Branch, source_of
+from analysis.fork import fork as _fork
 from analysis.imported import MAX_FILE_BYTES, TraceError, from_arrays, from_huggingface, from_transformer_lens
 from analysis.imported import read_trace as _read_trace
 from analysis.induction import measure
@@ -58,24 +61,28 @@ from analysis.patching import attribution_patch, pair_ids
 from analysis.patching import patch as _patch
 from analysis.record import Analysis, Block
 from analysis.rollout import analysis_rollout
+from analysis.score_parts import pass_inputs
+from analysis.score_parts import score_parts as _score_parts
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
 from inference.files import check_target, write_file
 from inference.pretrained.objects import LOADERS as OBJECT_LOADERS
 from inference.pretrained.objects import from_transformers, is_transformers_model
-from inference.text import InputError
+from inference.text import InputError, clean_text, encode_prefix
 from viz.agreement import agreement_frame
 from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, parts_frame
 from viz.circuits import composition_heatmap, composition_table
 from viz.forced import forced_frame
+from viz.fork import fork_frame
 from viz.heads import AVERAGE as AVERAGE  # head(): the mean of the layer's heads, Explore's "average of heads"
 from viz.heads import grid_view, head_view
-from viz.labels import display_piece
+from viz.labels import display_piece, indexed_labels
 from viz.masks import mask_view
 from viz.paper import MIN_THRESHOLD, THRESHOLD, opening_threshold, paper_view
 from viz.patching import pair_labels, patching_frame, patching_heatmap, patching_title
 from viz.rollout import rollout_label, rollout_view
+from viz.score_parts import score_parts_frame, score_parts_heatmap
 from viz.stats import for_display, head_table, with_probe_scores
 from viz.style import standalone_html
 from viz.tables import heads_frame, position_labels, ranking_frame
@@ -87,6 +94,7 @@ __all__ = [
     "composition",
     "composition_scores",
     "forced",
+    "fork",
     "from_arrays",
     "from_huggingface",
     "from_transformer_lens",
@@ -101,6 +109,7 @@ __all__ = [
     "rollout",
     "save",
     "save_figure",
+    "score_parts",
 ]
 
 
@@ -888,6 +897,116 @@ def agreement(model: Checkpoint, text: str, position: int | None = None, corrupt
     table.attrs["corrupted"] = None if found.corrupted is None else model.tokenizer.decode(list(found.corrupted[1:]))
     table.attrs |= {"corrupted_from": found.corrupted_from, "note": found.note}
     return table
+
+
+# --- why a head attends where it does; what if the model had written another word ---------------------------------
+
+
+@dataclass(frozen=True)
+class ScoreSplit:
+    """`score_parts`' answer. table: query parts (rows) × key parts (columns), their cells summing to `score`, the
+    model's own raw score q·k/√d_k (before the mask); attention, layer, head, query and key as asked (from 1), with
+    the two tokens' labels; masked: whether the mask forbids this key (its raw score exists all the same)."""
+
+    table: pd.DataFrame
+    score: float
+    attention: str
+    layer: int
+    head: int
+    query: int
+    key: int
+    query_token: str
+    key_token: str
+    masked: bool
+
+    def figure(self) -> go.Figure:
+        """The table as the Attention math page draws it: a heatmap centred on 0."""
+        title = f"Why query {self.query_token} attends to key {self.key_token}: layer {self.layer}, head {self.head}"
+        return score_parts_heatmap(self.table, self.score, title)
+
+
+def score_parts(
+    model: Checkpoint,
+    text: str,
+    *,
+    layer: int,
+    head: int,
+    query: int,
+    key: int,
+    attention: str | None = None,
+) -> ScoreSplit:
+    """Why a head attends where it does: head `head` of layer `layer`'s raw score q·k/√d_k of query position `query`
+    for key position `key` (all from 1, as the Attention math page labels them) split into the residual stream's
+    parts on each side — token embeddings, positions, each earlier head's output, each earlier feed-forward layer,
+    biases (analysis.score_parts). Every normalisation is held at the scale (its per-position denominator) it had in
+    this run, which makes it linear; each part is centred on its own, so the cells sum to the model's raw score
+    exactly. For cross-attention the key side is the encoder's output, split into the encoder's parts. `attention`
+    as in `head` (None: the cross-attention if the model has one, else its first)."""
+    if not isinstance(model, Checkpoint):
+        raise TypeError(f"score_parts takes a loaded model (atlas.load), not {type(model).__name__}")
+    analysis = _analyze(model, text)
+    attention = _attention(analysis, attention, _opening_attention(analysis))
+    block, index = _block(analysis, attention, layer)
+    where = f"layer {index + 1} of {analysis.attention_label(attention)}"
+    h = _index(head, block.n_heads, "head", where)
+    q = _index(query, len(block.query_pieces), "query position", where)
+    k = _index(key, len(block.key_pieces), "key position", where)
+    ids, source = pass_inputs(model, analysis.text, analysis.target_ids)
+    parts = _score_parts(model.model, ids, source, block.name, h, q, k)
+    table = score_parts_frame(parts.query_parts, parts.key_parts, parts.table)
+    labels = [indexed_labels(block.query_pieces)[q], indexed_labels(block.key_pieces)[k]]
+    return ScoreSplit(table, parts.score, attention, index + 1, h + 1, q + 1, k + 1, *labels, parts.masked)
+
+
+@dataclass(frozen=True)
+class Forked:
+    """`fork`'s answer: the two continuations from the fork step on. table: one row per step (from the fork's, from
+    1), each branch's token and its probability; greedy / forked: analysis.fork.Branch, each with its ids, the
+    probability of each token, the logits (steps, vocab) it chose from, the top candidates of each step and every
+    decoder head's attention row at each step (block name → (heads, keys)); the two texts as decoded; step and
+    choice as asked (from 1); shared: the text written before the fork, the same in both."""
+
+    table: pd.DataFrame
+    greedy: Branch
+    forked: Branch
+    greedy_text: str
+    forked_text: str
+    shared: str
+    step: int
+    choice: int
+
+
+def fork(model: Checkpoint, text: str, *, step: int, choice: int = 2, max_tokens: int = 20) -> Forked:
+    """What if the model had written another word? Decode greedily after `text` (a language model's prompt, a
+    translator's source), and at decoding step `step` (from 1: the first token written) take the `choice`-th likeliest
+    candidate (1: greedy's own; up to 5) instead, then continue greedily both ways, up to `max_tokens` tokens
+    written in all (analysis.fork). Deterministic; the key/value cache of the shared prefix is computed once and
+    reused by both branches. A fork at choice 1 is greedy decoding itself."""
+    if not isinstance(model, Checkpoint):
+        raise TypeError(f"fork takes a loaded model (atlas.load), not {type(model).__name__}")
+    if not model.config.has_decoder:
+        raise ValueError(f"{model.name} is an encoder and writes nothing: choose a language model or translator")
+    for what, value in (("step", step), ("choice", choice), ("max_tokens", max_tokens)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{what} must be a whole number from 1, not {value!r}")
+    if not isinstance(text, str):
+        raise TypeError(f"fork reads a text (a str), not {type(text).__name__}")
+    cleaned, notes = clean_text(text).text, []
+    if not cleaned:
+        raise InputError("The text is empty: type something for the model to read.")
+    source = source_of(model, cleaned)
+    prompt = [model.config.bos_id]
+    if source is None:  # a language model continues its text
+        prompt = encode_prefix(model, cleaned, notes, reserve=min(max_tokens, model.config.max_len // 2))
+    tok = model.tokenizer
+    asked = (int(step) - 1, int(choice), int(max_tokens))
+    found = _fork(model.model, prompt, source, *asked, tok.pieces, tok.never_written)
+    branches = [found.greedy, found.forked]
+    pieces = [tok.pieces(list(b.ids)) for b in branches]
+    table = fork_frame(int(step), pieces[0], found.greedy.probs, pieces[1], found.forked.probs)
+    shared = list(found.shared)
+    texts = [tok.decode(shared + list(b.ids)) for b in branches]
+    return Forked(table, *branches, *texts, tok.decode(shared), int(step), int(choice))
 
 
 # --- figures as files ----------------------------------------------------------------------------------------------

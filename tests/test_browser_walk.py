@@ -154,7 +154,8 @@ def generate(page) -> None:
     radio_other(page, "Decoding")
     if page.get_by_label("Seed", exact=True).count():
         type_text(page, "Seed", "7")
-    # Not changed: "Decoding step", kept in the URL but dropped on another page (views/generate.py: GEN_STEP).
+    # Not changed: "Decoding step", kept in the URL but dropped on another page (views/generate.py: GEN_STEP), nor
+    # "Write instead" and "Compare the heads at step", which belong to that step (FORK, FORK_AT).
 
 
 def paper(page) -> None:
@@ -164,6 +165,10 @@ def paper(page) -> None:
 
 def attention_math(page) -> None:
     choose_other(page, "Query token")
+    split, address = "Split the score into the stream's parts", page.url
+    page.get_by_text(split, exact=True).click()
+    changed(page, address, split)
+    choose_other(page, "Key token")
 
 
 def positional(page) -> None:

@@ -25,7 +25,7 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check, get_script_run_ctx
 
 from analysis import agreement as agree
-from analysis import attribution, circuits, lesson, patching
+from analysis import attribution, circuits, fork, lesson, patching, score_parts
 from analysis.ablation import (
     Effect,
     RankingSetup,
@@ -443,6 +443,34 @@ def logit_lens(ctx: Shown) -> attribution.LogitLens:
     """Each layer's top guess at each decoder position (analysis.attribution.logit_lens); run by the worker."""
     worker = model_worker(ctx.path, ctx.stamp)
     return worker.call(_lens, ctx.text, ctx.analysis.target_ids, tokens=worker.tokens(ctx.text))
+
+
+def _score_parts(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...], block: str, head: int, q: int, k: int):
+    ids, source = score_parts.pass_inputs(ckpt, text, target_ids)
+    return score_parts.score_parts(ckpt.model, ids, source, block, head, q, k)
+
+
+@kept("Splitting the score into what wrote it…")
+def score_split(ctx: Shown, block: str, head: int, query: int, key: int) -> score_parts.ScoreParts:
+    """Head `head`'s raw score of `query` for `key` in `block` (0-based) split into the stream's parts on each side
+    (analysis.score_parts), for the pass the text's analysis made; run by the model's worker."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    ids = ctx.analysis.target_ids
+    return worker.call(_score_parts, ctx.text, ids, block, head, query, key, tokens=worker.tokens(ctx.text))
+
+
+def _fork(ckpt: Checkpoint, text: str, prompt: tuple[int, ...], choice: int, max_tokens: int) -> fork.Fork:
+    tok = ckpt.tokenizer
+    source = fork.source_of(ckpt, text)
+    return fork.fork(ckpt.model, list(prompt), source, 0, choice, max_tokens, tok.pieces, tok.never_written)
+
+
+@kept("Writing both continuations…")
+def forked(ctx: Source, prompt: tuple[int, ...], choice: int, max_tokens: int) -> fork.Fork:
+    """The decoder's likeliest next token after `prompt` (its ids, bos first) and its `choice`-th (from 1), each
+    continued greedily for up to `max_tokens` tokens (analysis.fork), one cache of the prompt shared; by the worker."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    return worker.call(_fork, ctx.text, prompt, choice, max_tokens, tokens=worker.tokens(ctx.text) + max_tokens)
 
 
 @kept()

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.record import Block
 from ui import cache, errors, sidebar, state, widgets
+from ui.markdown import literal
 from ui.widgets import QUERY, head_picker, show_chart, token_picker
 from viz.labels import indexed_labels, safe_filename
+from viz.score_parts import largest_cells, score_parts_frame, score_parts_heatmap
 from viz.steps import (
     FORMULA,
     WINDOW,
@@ -22,6 +25,8 @@ from viz.steps import (
 )
 
 FIRST_KEY = state.url_key("steps_first_key", int, url="first_key")  # the first key of the window shown, from 1
+WHY = state.url_switch("why_split", url="why")  # the score split into the stream's parts: on demand (a model run)
+WHY_KEY = state.url_index("why_key", "k")  # the key whose score is split, from 1 in the URL
 
 
 @state.fragment
@@ -52,6 +57,41 @@ def steps_view(source: cache.Source) -> None:
     show_chart(output_figure(steps), "output_chart", f"{name}-output")
     with st.expander("The numbers", expanded=len(labels) <= 16):
         st.dataframe(steps_table(steps, window), hide_index=True, key="steps_table")
+    why_view(ctx, block, head, query, name)
+
+
+def why_view(ctx: cache.Shown, block: Block, head: int, query: int, name: str) -> None:
+    """The section "Why does query i attend to key j?": this head's raw score for the page's query and a chosen
+    key, split into what wrote the stream on each side (analysis.score_parts): query parts × key parts."""
+    st.header("Why does this query attend to a key?")
+    if not ctx.has_model:
+        st.info("Splitting a score needs the model's weights: a trace file holds its attention only.")
+        return
+    st.caption(
+        "The raw score q·k/√dₖ is a dot product of two projections of the residual stream, and the stream is a sum: "
+        "the token embeddings, the positions, what each earlier head and feed-forward layer wrote, and biases. So "
+        "the score splits into one number per pair of parts, query side × key side. Each normalisation is held "
+        "at the scale (the per-position denominator σ) it had in this run, which makes it linear: every part is "
+        "centred on its own, so the centring goes into the parts exactly, and the cells sum to the score."
+    )
+    if not st.toggle("Split the score into the stream's parts", key=WHY):
+        return
+    keys = indexed_labels(block.key_pieces)
+    weights = block.weights[head, query]
+    owner = (ctx.analysis.checkpoint, ctx.analysis.text, block.name, head, query)
+    state.keep_valid(WHY_KEY, range(len(keys)), int(weights.argmax()), owner=owner)
+    key = st.selectbox("Key token", range(len(keys)), key=WHY_KEY, format_func=lambda i: keys[i])
+    state.sync_url()
+    parts = cache.score_split(ctx, block.name, head, query, key)
+    frame = score_parts_frame(parts.query_parts, parts.key_parts, parts.table)
+    query_label = indexed_labels(block.query_pieces)[query]
+    title = f"Why query {query_label} attends to key {keys[key]}: layer {block.layer + 1}, head {head + 1}"
+    show_chart(score_parts_heatmap(frame, parts.score, title), "why_chart", f"{name}-why-k{key + 1}")
+    said = f"The cells sum to {parts.total:+.4f}; the model's raw score is {parts.score:+.4f}"
+    said += f", its weight {weights[key]:.3f}." if not parts.masked else ", but the mask forbids this key: weight 0."
+    st.caption(literal(said))
+    st.markdown("**The largest cells**, whichever way they push")
+    st.dataframe(largest_cells(frame), hide_index=True, key="why_cells")
 
 
 def body() -> None:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.fork import Fork
 from analysis.record import Analysis, DecodingSteps
 from inference.decoding import Sampling
 from inference.text import InputError
+from model.names import parse_attention_type
 from ui import cache, errors, player, reference, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
 from ui.widgets import layer_and_head, show_chart
+from viz.fork import fork_frame
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece, safe_filename
 from viz.tables import top_k_frame
@@ -38,6 +41,9 @@ GEN_TEMPERATURE = state.url_key("gen_temperature", float)
 GEN_TOP_K = state.url_key("gen_top_k", int)
 GEN_SEED = state.url_key("gen_seed", int)
 GEN_STEP = state.url_key("gen_step", int, across_pages=False)  # in the URL; dropped when another page shows
+FORK = state.url_key("gen_fork", int, across_pages=False)  # the candidate written instead at the step; 0: none
+FORK_AT = state.url_key("gen_fork_at", int, across_pages=False)  # the step whose heads the two branches compare
+FORK_TOKENS = 20  # what each branch writes from the fork on: enough for the two texts to part and often meet again
 
 
 def continuation(ctx: Source) -> Analysis | None:
@@ -186,6 +192,64 @@ def decoding_steps(source: Source, written_tokens: int, sampling: Sampling | Non
             fig = attention_row(cross_block.weights[head, position], cross_block.key_pieces, title)
             show_chart(fig, "gen_cross_row", f"{name}-cross")
     state.sync_url()  # a rerun of this fragment alone: the address bar follows the step
+    fork_view(source, analysis, step, position, layer, head)
+
+
+def fork_view(ctx: Source, analysis: Analysis, step: int, position: int, layer: int, head: int) -> None:
+    """The section "Fork here": at this step the likeliest token and another candidate, each continued greedily
+    (analysis.fork, the cache of what came before shared), side by side, and one head of both at one step."""
+    st.header("Fork here")
+    st.caption(
+        "What if the model had written another word at this step? Choose a candidate: the model writes it instead "
+        "of the likeliest one, and both continue greedily (the likeliest token each time) from there, reading the "
+        "same keys and values for everything before the fork."
+    )
+    candidates = analysis.predictions[position]
+    labels = {0: "nothing (no fork)"}
+    labels |= {c: f"candidate {c}: {display_piece(p.piece)} (p = {p.prob:.3f})" for c, p in enumerate(candidates, 1)}
+    options = [0, *range(2, len(candidates) + 1)]
+    state.keep_valid(FORK, options, 0, owner=(analysis.checkpoint, analysis.text, step))
+    choice = st.selectbox("Write instead", options, key=FORK, format_func=labels.get)
+    state.sync_url()
+    if not choice:
+        return
+    prompt = analysis.target_ids[: position + 1]
+    try:
+        found = cache.forked(ctx, prompt, choice, FORK_TOKENS)
+    except ValueError as exc:
+        st.error(errors.shown(str(exc)))
+        return
+    tokenizer = ctx.ckpt.tokenizer
+    branches = {"the likeliest": found.greedy, labels[choice]: found.forked}
+    for column, (what, branch) in zip(st.columns(2), branches.items()):
+        column.markdown(f"**After {literal(what)}**")
+        text = tokenizer.decode(list(branch.ids)) or "(nothing: it ended the text)"
+        column.code(text, language=None, wrap_lines=True)
+    pieces = [tokenizer.pieces(list(b.ids)) for b in branches.values()]
+    table = fork_frame(step, pieces[0], found.greedy.probs, pieces[1], found.forked.probs)
+    st.dataframe(table, hide_index=True, key="fork_table")
+    fed = [tokenizer.pieces([*prompt, *b.ids]) for b in branches.values()]  # every branch's keys, the last step's too
+    fork_heads(analysis, found, step, layer, head, fed)
+
+
+def fork_heads(analysis: Analysis, found: Fork, step: int, layer: int, head: int, fed: list[list[str]]) -> None:
+    """Both branches' attention rows at one step from the fork on, the page's layer and head, side by side."""
+    steps = min(len(found.greedy.attention), len(found.forked.attention))
+    at = step
+    if steps > 1:
+        state.keep_valid(FORK_AT, range(step, step + steps), step + 1, owner=(analysis.checkpoint, analysis.text, step))
+        at = st.slider("Compare the heads at step", step, step + steps - 1, key=FORK_AT)
+    s = at - step  # steps after the fork
+    types = [t for t in ("decoder.self_attn", "decoder.cross_attn") if t in analysis.attentions]
+    for column, branch, pieces in zip(st.columns(2), (found.greedy, found.forked), fed):
+        for attention in types:
+            block = analysis.block(attention, layer).name
+            row = branch.attention[s][block][head]
+            keys = pieces[: len(row)] if attention == "decoder.self_attn" else analysis.source_pieces
+            title = f"{analysis.attention_label(attention)} of step {at}, layer {layer + 1}, head {head + 1}"
+            own = len(row) - 1 if attention == "decoder.self_attn" else None
+            key = f"fork_{'greedy' if branch is found.greedy else 'forked'}_{parse_attention_type(attention)[1]}"
+            show_chart(attention_row(row, keys, title, own=own), key, key, where=column)
 
 
 errors.guarded(body)
