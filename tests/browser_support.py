@@ -133,6 +133,39 @@ CLIPPED = """() => {
   }
   return out; }"""
 
+# Text drawn under the element that follows it: in a column of the page's elements, an element whose text runs below
+# the top of the next one (its box shorter than its text, as a heading's negative margin makes it when the gap
+# between elements is narrowed), so that the next one, a chart with its white background, covers the text's bottom.
+OVERLAPPED = """() => {
+  const out = [];
+  const textBottom = e => {
+    let bottom = -Infinity;
+    const walk = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      // an icon's name is drawn as one glyph of its font (a ligature), not as the text it measures
+      if (!n.textContent.trim() || n.parentElement.closest('[data-testid="stIconMaterial"]')) continue;
+      const range = document.createRange();
+      range.selectNodeContents(n);
+      let clip = Infinity;  // text a box of its own hides is not drawn
+      for (let a = n.parentElement; a && a !== e.parentElement; a = a.parentElement)
+        if (getComputedStyle(a).overflowY !== 'visible') clip = Math.min(clip, a.getBoundingClientRect().bottom);
+      if (!n.parentElement.checkVisibility({visibilityProperty: true})) continue;  // a folded expander's, hidden
+      for (const r of range.getClientRects())
+        if (r.width > 0 && r.height > 0 && r.top < clip) bottom = Math.max(bottom, Math.min(r.bottom, clip));
+    }
+    return bottom;
+  };
+  for (const block of document.querySelectorAll('[data-testid="stMain"] [data-testid="stVerticalBlock"]')) {
+    const items = [...block.children].filter(e => e.getBoundingClientRect().height > 0);
+    for (let i = 0; i + 1 < items.length; i++) {
+      const below = items[i + 1].getBoundingClientRect(), bottom = textBottom(items[i]);
+      if (bottom > below.top + 1)
+        out.push(`"${items[i].innerText.trim().slice(0, 40)}": its text ends at y = ${bottom.toFixed(0)}, under `
+                 + `the next element (${items[i + 1].getAttribute('data-testid')}), from y = ${below.top.toFixed(0)}`);
+    }
+  }
+  return out; }"""
+
 
 def settle(page) -> None:
     """Wait until `page` has settled, and once more after a moment: a rerun its first run started (fragments,
