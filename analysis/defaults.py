@@ -104,7 +104,8 @@ def alignment(ckpt: Checkpoint, text: str) -> dict[str, list[float]]:
 
 def opening_head(ckpt: Checkpoint) -> dict[str, Any]:
     """The head that shows most: a translator's sharpest cross-attention head on its first preset; a language
-    model's strongest induction head on repeated random tokens (analysis.induction's probe)."""
+    model's strongest induction head on repeated random tokens (analysis.induction's probe), with the text that
+    repeats on which it attends most as one (Explore opens on it)."""
     if ckpt.config.has_cross_attention:
         text = presets(ckpt.card.get("name", ""), ckpt.config.kind, ckpt.card)[0]
         scores = alignment(ckpt, text)
@@ -117,7 +118,7 @@ def opening_head(ckpt: Checkpoint) -> dict[str, Any]:
         what = "induction"
     block, head = max(((b, h) for b, row in scores.items() for h in range(len(row))), key=lambda k: scores[k[0]][k[1]])
     first = next(iter(scores))
-    return {
+    record: dict[str, Any] = {
         "block": block,
         "head": head + 1,
         "what": what,
@@ -125,6 +126,23 @@ def opening_head(ckpt: Checkpoint) -> dict[str, Any]:
         "first_head_score": round(scores[first][0], ROUND),  # layer 1, head 1 of the same attention: the old default
         "measure": measure,
     }
+    if what == "induction" and (found := repeating_text(ckpt, block, head)) is not None:
+        record |= {"text": found[0], "text_score": round(found[1], ROUND)}  # where Explore opens
+    return record
+
+
+@torch.inference_mode()
+def repeating_text(ckpt: Checkpoint, block: str, head: int) -> tuple[str, float] | None:
+    """Of a language model's presets and REPEATED, the text on which head `head` (0-based) of `block` attends most
+    as an induction head, and that attention: Explore opens on it, so that the first view shows the pattern the
+    head was chosen for. None when no text repeats a token the head can look back to."""
+    scored = []
+    for text in _candidates(ckpt):
+        ids = _known(ckpt, text)
+        _, trace = forward(ckpt.model, torch.tensor([ids]))
+        scored.append((induction_attention(trace.attention[block].weights[0, head], ids), text))
+    score, text = max(scored, key=lambda s: s[0], default=(0.0, ""))  # the first of equal scores
+    return (text, score) if score > 0 else None
 
 
 def _candidates(ckpt: Checkpoint) -> list[str]:

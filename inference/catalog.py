@@ -324,7 +324,13 @@ def recorded_head(card: dict[str, Any]) -> tuple[str, int, str] | None:
 
 
 # The pages that open on a text of their own, and where the card's `defaults` (python -m atlas defaults) keeps it.
-PAGE_TEXTS = {"ablation": ("ablation", "text"), "compare": ("compare", "first"), "training": ("training", "text")}
+# Explore (address "") opens on the repeating text where a language model's opening induction head shows its pattern.
+PAGE_TEXTS = {
+    "": ("head", "text"),
+    "ablation": ("ablation", "text"),
+    "compare": ("compare", "first"),
+    "training": ("training", "text"),
+}
 
 
 def card_defaults(card: dict[str, Any], what: str) -> dict[str, Any] | None:

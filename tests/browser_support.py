@@ -133,6 +133,43 @@ CLIPPED = """() => {
   }
   return out; }"""
 
+# Text drawn under the element that follows it: in a column of the page's elements, an element whose text runs below
+# the top of what the next one draws (its text, a chart, a table, a widget's box), as when a heading's negative
+# margin outlasts a narrowed gap between elements and the chart below, with its white background, covers the
+# heading's bottom. An element's empty margin may overlap its neighbour: nothing is covered there.
+OVERLAPPED = """() => {
+  const out = [];
+  const texts = e => {
+    const rects = [];
+    const walk = document.createTreeWalker(e, NodeFilter.SHOW_TEXT);
+    for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+      // an icon's name is drawn as one glyph of its font (a ligature), not as the text it measures
+      if (!n.textContent.trim() || n.parentElement.closest('[data-testid="stIconMaterial"]')) continue;
+      if (!n.parentElement.checkVisibility({visibilityProperty: true})) continue;  // a folded expander's, hidden
+      let clip = Infinity;  // text a box of its own hides is not drawn
+      for (let a = n.parentElement; a && a !== e.parentElement; a = a.parentElement)
+        if (getComputedStyle(a).overflowY !== 'visible') clip = Math.min(clip, a.getBoundingClientRect().bottom);
+      const range = document.createRange();
+      range.selectNodeContents(n);
+      for (const r of range.getClientRects())
+        if (r.width > 0 && r.height > 0 && r.top < clip) rects.push({top: r.top, bottom: Math.min(r.bottom, clip)});
+    }
+    return rects;
+  };
+  const PAINTED = 'svg.main-svg, canvas, img, input, textarea, button, [data-baseweb="select"]';
+  const drawnTop = e => Math.min(...texts(e).map(r => r.top),
+    ...[...e.querySelectorAll(PAINTED)].filter(p => p.checkVisibility()).map(p => p.getBoundingClientRect().top));
+  for (const block of document.querySelectorAll('[data-testid="stMain"] [data-testid="stVerticalBlock"]')) {
+    const items = [...block.children].filter(e => e.getBoundingClientRect().height > 0);
+    for (let i = 0; i + 1 < items.length; i++) {
+      const bottom = Math.max(...texts(items[i]).map(r => r.bottom)), top = drawnTop(items[i + 1]);
+      if (bottom > top + 1)
+        out.push(`"${items[i].innerText.trim().slice(0, 40)}": its text ends at y = ${bottom.toFixed(0)}, under what `
+                 + `the next element (${items[i + 1].getAttribute('data-testid')}) draws from y = ${top.toFixed(0)}`);
+    }
+  }
+  return out; }"""
+
 
 def settle(page) -> None:
     """Wait until `page` has settled, and once more after a moment: a rerun its first run started (fragments,

@@ -1,13 +1,13 @@
 """The figure first, in a real browser: at 1024×768 in projector mode every page's main figure (its first chart in
 the main area; the upload box on "Open a trace file", which has no chart until a file is opened) starts inside the
-first view, on every page of the menu and every step of the Lesson, on lm-english. Without projector mode, at
-1024×768 Explore's heatmap is at least 420 px wide and no cell of its predictions table wraps. Screenshots go to
-screenshots/first-figure-*.png (git-ignored)."""
+first view, on every page of the menu and every step of the Lesson, on lm-english, and no text is covered by the
+element below it. Without projector mode, at 1024×768 Explore's heatmap is at least 420 px wide and no cell of its
+predictions table wraps. Screenshots go to screenshots/first-figure-*.png (git-ignored)."""
 
 from __future__ import annotations
 
 import pytest
-from browser_support import settle
+from browser_support import OVERLAPPED, settle
 from test_browser import SHOTS, drawn_without_error
 
 from course.lesson import SLUGS
@@ -16,9 +16,11 @@ from ui.pages import PAGES
 pytestmark = pytest.mark.browser
 WIDTH, HEIGHT = 1024, 768
 # What a page opens on: its first chart in the main area; Generate's is the text the model wrote (its charts show one
-# decoding step of it); the upload box where the page has no chart before a file.
+# decoding step of it); Head ablation's, the intact model's guesses beside the ablated one's (its chart, the ranking,
+# waits for a click); the upload box where the page has no chart before a file.
 FIGURE = {
     "generate": "[data-testid='stMain'] [data-testid='stCode']",
+    "ablation": "[data-testid='stMain'] [data-testid='stDataFrame']",
     "trace": "[data-testid='stMain'] [data-testid='stFileUploader']",
 }
 CHART = "[data-testid='stMain'] .stPlotlyChart"
@@ -31,7 +33,8 @@ TOP = """s => {
 
 
 def figure_top(page, url: str, selector: str, shot: str) -> float:
-    """The top of the page's main figure once `url` has drawn, at 1024×768; a screenshot of the first view."""
+    """The top of the page's main figure once `url` has drawn, at 1024×768; a screenshot of the first view. No text
+    runs under the element below it (a heading's bottom under the figure, on a projector's narrower gaps)."""
     page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
     page.goto(url)
     page.locator(selector).first.wait_for()
@@ -39,21 +42,12 @@ def figure_top(page, url: str, selector: str, shot: str) -> float:
     drawn_without_error(page)
     top = page.evaluate(TOP, selector)
     page.screenshot(path=str(SHOTS / shot))
+    covered = page.evaluate(OVERLAPPED)
+    assert not covered, f"{url}: text under the element below it: {covered}"
     return top
 
 
-# Pages whose introduction and pickers still come before the figure on a projector (issue 48, part 1, left open):
-# measured at 1024×768 with projector mode on, their first chart starts at y = 1,476 (Head statistics), 1,755
-# (Experiment) and below the first view (Head ablation). Strict: the test fails once a page is fixed, to be moved out.
-NOT_YET = {"heads", "experiment", "ablation"}
-
-
-def _page_param(path: str):
-    not_yet = pytest.mark.xfail(reason="its figure is not first yet on a projector", strict=True)
-    return pytest.param(path, id=path or "explore", marks=[not_yet] if path in NOT_YET else [])
-
-
-@pytest.mark.parametrize("path", [_page_param(p.url_path) for p in PAGES])
+@pytest.mark.parametrize("path", [pytest.param(p.url_path, id=p.url_path or "explore") for p in PAGES])
 def test_each_pages_figure_is_in_the_first_view_on_a_projector(server, page, path: str) -> None:
     selector = FIGURE.get(path, CHART)
     url = f"{server}/{path}?model=lm-english&projector=1"

@@ -7,9 +7,13 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+import torch
 
 from analysis import defaults
+from inference.catalog import presets
 from inference.checkpoint import load_checkpoint
+from inference.text import encode_prefix
+from model.forward import forward
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ("lm-english", "translate-en-de", "reverse", "induction")
@@ -52,6 +56,24 @@ def test_the_translator_opens_on_a_head_that_aligns_better_than_layer_1_head_1()
 
 
 @pytest.mark.parametrize("name", ("lm-english", "induction"))
+def test_explore_opens_on_a_text_where_the_induction_head_shows_its_pattern(name: str) -> None:
+    """A text that repeats (lm-english's first preset does not: there the head rests on <s>), on which the opening
+    head puts more than half its weight on the token after the earlier copy, averaged over the repeated tokens, and
+    at least as much as on the first preset."""
+    head = measured(name)["head"]
+    ckpt = load_checkpoint(ROOT / "checkpoints" / name)
+
+    def induction(text: str) -> float:
+        ids = encode_prefix(ckpt, text, [])
+        _, trace = forward(ckpt.model, torch.tensor([ids]))
+        return defaults.induction_attention(trace.attention[head["block"]].weights[0, head["head"] - 1], ids)
+
+    assert induction(head["text"]) == pytest.approx(head["text_score"], abs=1e-4)
+    assert head["text_score"] > 0.5, head
+    assert head["text_score"] >= induction(presets(name, ckpt.config.kind, ckpt.card)[0])
+
+
+@pytest.mark.parametrize("name", ("lm-english", "induction"))
 def test_compare_opens_on_a_pair_each_text_answers_its_own_way(name: str) -> None:
     pair = measured(name)["compare"]
     assert pair["answered"] and pair["first_difference"] > 0 > pair["second_difference"], pair
@@ -85,7 +107,8 @@ def test_pages_open_on_the_measured_defaults(shipped_app) -> None:
     found = card("lm-english")
     assert not at.exception
     assert at.selectbox(key="model").value == "lm-english"
-    # Explore: the measured head, on the first preset
+    # Explore: the measured head, on the repeating text where it shows its induction pattern
+    assert at.text_area(key="text").value == found["head"]["text"] != "The cat sat on the mat."
     assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (2, 6)
     # Head ablation: the measured head switched off, on the measured text
     at.switch_page("views/ablation.py").run()
@@ -135,3 +158,20 @@ def test_a_link_naming_a_text_and_heads_opens_them(monkeypatch) -> None:
     assert not at.exception
     assert at.text_area(key="text").value == "The capital of France is"
     assert at.multiselect(key="ablate_heads").value == ["decoder.layers.0.self_attn:1"]
+
+
+def test_a_refused_link_text_says_the_box_holds_the_text_the_page_opens_on(monkeypatch) -> None:
+    """Explore on lm-english opens on its measured text, not the first preset: the warning names what is shown."""
+    from streamlit.testing.v1 import AppTest
+
+    from ui.state import PACKED
+
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(ROOT / "checkpoints"))
+    monkeypatch.setenv("ATLAS_PRETRAINED", "0")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params.update({"model": "lm-english", "text": PACKED + "!!!!"})
+    at.run()
+    assert not at.exception
+    assert at.text_area(key="text").value == card("lm-english")["head"]["text"]
+    [warning] = [w.value for w in at.sidebar.warning]
+    assert warning.startswith("The link's text was not opened (") and warning.endswith("the text this page opens on.")

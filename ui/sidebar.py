@@ -101,14 +101,16 @@ def sidebar(page: str = "") -> None:
         return
     entry, ckpt, stamp = picked
     presets = catalog.presets(entry.name, entry.kind, entry.card)
+    opening = catalog.opening_text(entry.card, page) or presets[0]
     if TEXT not in st.session_state or st.session_state[TEXT] == st.session_state.get(OPENED):
-        st.session_state[TEXT] = st.session_state[OPENED] = catalog.opening_text(entry.card, page) or presets[0]
+        st.session_state[TEXT] = st.session_state[OPENED] = opening
     side = st.sidebar
     side.selectbox("Preset sentence", presets, index=None, key=PRESET, on_change=_on_preset, placeholder="Pick one…")
     text = side.text_area("Text", key=TEXT, height=110, help="Ctrl+Enter applies the text.")
     why = state.refused(TEXT)
-    if why and text == presets[0]:  # said while the box holds the sentence shown in its place
-        side.warning(f"The link's text was not opened ({literal(why)}); this is the model's first preset sentence.")
+    if why and text == opening:  # said while the box holds the sentence shown in its place
+        shown = "the model's first preset sentence" if opening == presets[0] else "the text this page opens on"
+        side.warning(f"The link's text was not opened ({literal(why)}); this is {shown}.")
     st.session_state[CHOSEN] = (Source.checkpoint(entry, ckpt, stamp, text), "")
     _card(entry, ckpt)
 

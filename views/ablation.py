@@ -86,11 +86,6 @@ def side_by_side(effect, switched_off: int, column_config: dict) -> None:
 
 def body() -> None:
     st.title("Head ablation")
-    st.caption(
-        "Switch heads off and run the model again: what does it predict without them? The attention pictures stay "
-        "what each head computed; only the chosen heads' outputs are cut before they are concatenated and "
-        "projected (W^O)."
-    )
     ctx = sidebar.chosen()
     if ctx is None:
         return
@@ -105,10 +100,11 @@ def body() -> None:
     head = measured or (recorded[:2] if recorded else None)
     opening = [f"{head[0]}:{head[1]}"] if head and f"{head[0]}:{head[1]}" in options else []
     state.keep_valid(ABLATE_HEADS, options, opening)
+    note = ""  # why the page opened on its head: said below the figure, which comes first
     if measured and st.session_state.get(ABLATE_HEADS) == opening:
-        st.caption(literal(measured_note(card, opening[0], ctx.text)))
+        note = literal(measured_note(card, opening[0], ctx.text))
     elif opening and st.session_state.get(ABLATE_HEADS) == opening:
-        st.caption(
+        note = (
             f"Opened with the model's {literal(recorded[2])} head switched off "
             f"({literal(where_label(opening[0]))}), the head "
             "its training run recorded forming. Remove it from the list to see the intact model alone."
@@ -158,6 +154,13 @@ def body() -> None:
         steps["change"] = steps["log p ablated"] - steps["log p intact"]
         st.caption("Each token of the intact output, and how probable the ablated model finds it in the same place.")
         st.dataframe(steps, hide_index=True, key="ablate_steps")
+    st.caption(
+        "Switch heads off and run the model again: what does it predict without them? The attention pictures stay "
+        "what each head computed; only the chosen heads' outputs are cut before they are concatenated and "
+        "projected (W^O)."
+    )
+    if note:
+        st.caption(note)
     st.header("Most important heads")
     st.caption(
         "Each head switched off alone, ranked by how far the predictions move (KL divergence, at the last position "

@@ -20,7 +20,7 @@ from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen, show_chart
 from viz.attribution import heads_heatmap
 from viz.circuits import composition_table
 from viz.labels import safe_filename
-from viz.stats import for_display, with_probe_scores
+from viz.stats import column_grid, for_display, with_probe_scores
 from viz.style import thaw
 from viz.tables import heads_frame
 
@@ -47,6 +47,8 @@ PATTERN_HELP = (
     "itself. same token: at an earlier copy of itself. induction: at the token that followed an earlier copy of "
     "itself (Olsson et al. 2022)."
 )
+GRID_COLUMNS = ("induction", "previous_token_probe", "previous_token", "first_token", "diagonal")  # 0 to 1
+COLOUR = state.url_key("stats_colour")  # the score of GRID_COLUMNS the heads' picture shows
 # The table's row to open on Explore: in the session only, for a row number depends on the table's order; it
 # starts on the head chosen on any page, which the URL keeps.
 STATS_PICK = state.session_key("stats_pick")
@@ -81,6 +83,7 @@ def body() -> None:
             f"Here the best is layer {layer + 1}, head {head + 1} ({score:.2f}); the loss on the second copy is "
             f"{probe.second_copy_loss:.2f} nats against {probe.first_copy_loss:.2f} on the first."
         )
+    heads_picture(ctx, table)
     st.caption(caption)
     st.dataframe(
         for_display(table),
@@ -106,6 +109,22 @@ def body() -> None:
     detector(ctx)
     if ctx.has_model:
         composition(ctx, probe)
+
+
+def heads_picture(ctx: cache.Shown, table) -> None:
+    """The page's figure, first: every head coloured by one score of the table (those from 0 to 1), the induction
+    probe's where the model has one, so that the heads that stand out are seen before the table is read."""
+    shown = [c for c in GRID_COLUMNS if c in table and column_grid(table, c)]
+    if not shown:
+        return
+    state.keep_valid(COLOUR, shown, "induction" if "induction" in shown else "previous_token")
+    left, _ = st.columns([2, 3])  # a short picker: the figure comes straight after it
+    column = left.selectbox("Colour each head by", shown, key=COLOUR, format_func=lambda c: COLUMNS[c].get("label"))
+    grids = column_grid(table, column)
+    labels = {a: ctx.analysis.attention_label(a) for a in grids}
+    title = f"Every head: {COLUMNS[column].get('label')}"
+    figure = heads_heatmap(grids, labels, title, value="score", signed=False)
+    show_chart(figure, "stats_grid", safe_filename("head-statistics", ctx.name, column))
 
 
 def detector(ctx: cache.Shown) -> None:

@@ -111,3 +111,14 @@ def with_probe_scores(
             for name, head in zip(names, table["head"], strict=True)
         ]
     return out
+
+
+def column_grid(table: pd.DataFrame, column: str) -> dict[str, np.ndarray]:
+    """One column of the head table as attention type → (layers, heads) grid, for a heatmap of every head; the
+    attention types the column leaves empty (a probe score on cross-attention) are left out."""
+    grids = {}
+    for attention, rows in table.groupby("attention", sort=False):
+        grid = rows.pivot(index="layer", columns="head", values=column).sort_index().sort_index(axis=1)
+        if not grid.isna().to_numpy().any():
+            grids[str(attention)] = grid.to_numpy(dtype=float)
+    return grids
