@@ -36,7 +36,8 @@ def forward(
     ablate:      heads switched off, by block name (model.attention.Ablation).
     activations: also record the residual stream and the feed-forward layers (Trace.activations).
     """
-    device = next(model.parameters()).device  # ids made on the CPU follow a model moved to a GPU
+    # ids made on the CPU follow a model moved to a GPU; a model without parameters (a test's stand-in) keeps them
+    device = next((p.device for p in model.parameters()), ids.device)
     ids = ids.to(device)
     source_ids = None if source_ids is None else source_ids.to(device)
     kind = model.config.kind

@@ -181,7 +181,7 @@ class SharedFixtureGroups:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
         group_by_shared_fixture(items)
-        if config.getvalue("loadgroup"):  # in a pytest-xdist worker under --dist loadgroup
+        if getattr(config.option, "loadgroup", False):  # a pytest-xdist worker under --dist loadgroup (set there)
             name_the_groups(items)
 
 
