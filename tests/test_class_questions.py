@@ -45,3 +45,15 @@ def test_the_next_token_offers_the_models_top_guesses_in_alphabetical_order(anal
     assert asked.choices[asked.model_answer] == top[0].piece
     with pytest.raises(QuestionError, match="not one of"):
         class_questions.next_token(analysis, position + 1)
+
+
+def test_the_reveal_draws_the_class_beside_the_model_and_escapes_tokens() -> None:
+    from viz.classroom import answers_figure
+
+    fig = answers_figure("Which?", ("1:<b>", "2:cat", "3:mat"), [1, 2, 0], 2)
+    bar = fig.data[0]
+    assert list(bar.x) == [1, 2, 0]
+    assert fig.layout.yaxis.ticktext == ("1:&lt;b&gt;", "2:cat", "3:mat  ◀ the model")
+    assert bar.marker.color[2] != bar.marker.color[0] == bar.marker.color[1]
+    with pytest.raises(ValueError, match="do not fit"):
+        answers_figure("Which?", ("a", "b"), [1], 0)

@@ -159,4 +159,7 @@ def test_many_sessions_at_once_lose_no_answer(room: Classroom) -> None:
 
 
 def test_a_typed_code_is_read_as_the_classroom_keys_it() -> None:
-    assert classroom.normal_code(" ab c12 ") == "ABC12"
+    assert classroom.normal_code(" ab c23 ") == "ABC23"
+    for wrong in ("ABC1", "ABC234", "[x](y)"):
+        with pytest.raises(ValueError, match="5 letters and digits"):
+            classroom.normal_code(wrong)

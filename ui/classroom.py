@@ -250,8 +250,12 @@ def _new_code(taken: Mapping[str, object]) -> str:
 
 
 def normal_code(text: str) -> str:
-    """A typed or linked class code as the classroom keys it: upper case, without spaces."""
-    return "".join(str(text).split()).upper()[: CODE_LENGTH * 4]
+    """A typed or linked class code as the classroom keys it: upper case, without spaces; ValueError when it is
+    not CODE_LENGTH of CODE_LETTERS (a link's parameter then is skipped, and the page says so)."""
+    code = "".join(str(text).split()).upper()
+    if len(code) != CODE_LENGTH or not set(code) <= set(CODE_LETTERS):
+        raise ValueError(f"a class code is {CODE_LENGTH} letters and digits, such as ABC23")
+    return code
 
 
 CLASSROOM = Classroom()  # the server's own: every session of the process shares it

@@ -256,11 +256,12 @@ def keep_state() -> None:
             st.session_state[decl.key] = st.session_state[decl.key]
 
 
-def fragment(body: Callable[..., None]) -> Callable[..., None]:
-    """`st.fragment(body)` whose every run first keeps the values kept across pages (`keep_state`). A fragment's
-    rerun is a script run of its own, which app.py's `keep_state` does not reach, and at its end Streamlit drops
-    the value of every kept widget the page does not draw (the Explore page's token position, rerunning Attention
-    math's fragment). A page's fragment is declared with this, never with st.fragment (tests/test_state.py)."""
+def fragment(body: Callable[..., None], *, run_every: float | None = None) -> Callable[..., None]:
+    """`st.fragment(body, run_every=run_every)` whose every run first keeps the values kept across pages
+    (`keep_state`); `run_every`: seconds between reruns of its own (a class's follower polls). A fragment's rerun
+    is a script run of its own, which app.py's `keep_state` does not reach, and at its end Streamlit drops the value
+    of every kept widget the page does not draw (the Explore page's token position, rerunning Attention math's
+    fragment). A page's fragment is declared with this, never with st.fragment (tests/test_state.py)."""
 
     @functools.wraps(body)
     def run(*args: object, **kwargs: object) -> None:
@@ -269,7 +270,7 @@ def fragment(body: Callable[..., None]) -> Callable[..., None]:
             keep_state()
         body(*args, **kwargs)
 
-    return st.fragment(run)
+    return st.fragment(run, run_every=run_every)
 
 
 def _in_url(decl: Declaration) -> str | None:
