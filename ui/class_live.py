@@ -10,6 +10,8 @@ second (a pick inside another page's fragment reruns only that fragment, not app
 
 from __future__ import annotations
 
+import base64
+import html
 import secrets
 from urllib.parse import urlsplit
 
@@ -252,6 +254,12 @@ def _student_link(code: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/?class={code}"
 
 
+def _qr_image(link: str, label: str) -> str:
+    """The link's QR code as an <img> of an SVG data URI (st.html's sanitizer keeps an image, not inline SVG)."""
+    data = base64.b64encode(qr.svg(link, label).encode("ascii")).decode("ascii")
+    return f'<img src="data:image/svg+xml;base64,{data}" alt="{html.escape(label, quote=True)}" width="296">'
+
+
 def _teacher_panel(code: str, page: str) -> None:
     question = ROOM.question(code)
     link = _student_link(code)
@@ -259,7 +267,7 @@ def _teacher_panel(code: str, page: str) -> None:
         st.html(LINK_CSS)
         with st.container(key="class_link"):
             st.code(link, language=None)
-        st.html(qr.svg(link, f"QR code of the students' link, class {code}"))
+        st.html(_qr_image(link, f"QR code of the students' link, class {code}"))
         st.button("End the class", key="class_end", on_click=end_class)
     with st.expander("Ask the class", expanded=False):
         st.radio("Question", list(KIND_LABELS), key="class_kind", format_func=KIND_LABELS.get)
