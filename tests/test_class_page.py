@@ -101,3 +101,14 @@ def test_a_question_is_answered_then_revealed_to_each_student(start) -> None:
 def test_the_followed_lesson_keys_are_the_ones_the_lesson_declares() -> None:
     declared = set(re.findall(r'state\.url_key\("(\w+)"', (ROOT / "views" / "lesson.py").read_text()))
     assert {"lesson", "lesson_source"} <= declared and {"lesson", "lesson_source"} <= set(class_live.FOLLOWED)
+
+
+def test_a_student_follows_the_teacher_to_the_lesson_and_its_step(start) -> None:
+    teacher, student, code = teacher_and_student(start)
+    ok(teacher.switch_page("views/lesson.py").run())
+    ok(button(teacher, "lesson_next_top").click().run())
+    step = teacher.session_state["lesson"]
+    ok(student.run())
+    assert student.session_state["lesson"] == step
+    shown = [h.value for h in (*student.title, *student.header)]
+    assert any(h.startswith("2. ") for h in shown), shown  # the page is the Lesson, at its second step
