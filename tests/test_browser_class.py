@@ -1,5 +1,5 @@
 """A live class in a real browser (the shipped checkpoints, headless chromium): a teacher and three students, each in
-a context of their own. The students follow the teacher's layer and head, and text; a wrong teach=
+a context of their own. The students follow the teacher's layer and head, text and Lesson step; a wrong teach=
 moves nothing; a question gets three answers, the teacher sees the count, and the reveal shows on every page.
 axe-core finds nothing serious on the teacher's page or a student's (1024 × 768)."""
 
@@ -10,7 +10,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from browser_support import settle, settled_violations
-from test_browser import choose
+from test_browser import choose, open_page
 
 pytestmark = pytest.mark.browser
 TEXT = "The old man went to the river and the old man went"
@@ -91,6 +91,13 @@ def test_a_teacher_and_three_students(server, browser) -> None:
             student.get_by_text(re.compile(r"^(Right: you picked|Not this time: you picked)")).wait_for()
         assert not settled_violations(teacher)
 
+        # The Lesson's step
+        open_page(teacher, "Lesson")
+        teacher.get_by_role("button", name="Next →").first.click()
+        teacher.wait_for_url(re.compile(r"lesson="))
+        step = param(teacher, "lesson")
+        for student in students:
+            wait_param(student, "lesson", step)
         for pg in (teacher, *students):
             assert pg.get_by_text("Something went wrong").count() == 0
     finally:
