@@ -262,7 +262,7 @@ def fragment(body: Callable[..., None], *, run_every: float | None = None) -> Ca
     the value of every kept widget the page does not draw (the Explore page's token position, rerunning Attention
     math's fragment). A page's fragment is declared with this, never with st.fragment (tests/test_state.py).
     `run_every`: seconds between the reruns Streamlit starts by itself (None: none), for a page that declares its
-    fragment on each run (ui.widgets.player)."""
+    fragment on each run (ui.player) or a class's follower polling (ui.class_live)."""
 
     @functools.wraps(body)
     def run(*args: object, **kwargs: object) -> None:
@@ -276,11 +276,15 @@ def fragment(body: Callable[..., None], *, run_every: float | None = None) -> Ca
 
 def _in_url(decl: Declaration) -> str | None:
     """What the URL holds for `decl`'s current value; None when it holds nothing (no value, off, an empty list, or
-    a value longer than `longest`)."""
+    a value longer than `longest`, or one it cannot write: a picker's stale label, which a browser whose options
+    the server changed under it (a class's follower) sends back until the page's check replaces it)."""
     value = st.session_state.get(decl.key)
     if decl.url is None or value is None or (value is False and not decl.keep_off) or (decl.is_list and not value):
         return None
-    text = ",".join(map(decl.write, value)) if decl.is_list else decl.write(value)
+    try:
+        text = ",".join(map(decl.write, value)) if decl.is_list else decl.write(value)
+    except (TypeError, ValueError):
+        return None
     return text if decl.longest is None or len(text) <= decl.longest else None
 
 

@@ -1,0 +1,225 @@
+"""A live class: N followers over the websocket while the teacher changes the view, and what idle followers cost.
+
+Starts the server as the README does (bench/classroom.py's `serve`) and talks Streamlit's protocol as a browser
+does (BackMsg / ForwardMsg over `/_stcore/stream`):
+  1. the teacher opens the app and presses "Start a class" (a trigger on the button's widget id); the class code
+     comes back in the address (`page_info_changed`);
+  2. N followers open `?class=CODE`; each learns its poll fragment from the server's `auto_rerun` message and, as
+     the browser's timer does, asks for that fragment's rerun every interval (`rerun_script` with `fragment_id`);
+  3. idle: for --idle seconds nobody changes anything, and the server process's CPU time is read from /proc
+     before and after: what N polling followers cost (and the same window with no follower, for the baseline);
+  4. the teacher types a new text (the sidebar's text area, what Ctrl+Enter sends) every --every seconds,
+     --changes times; a follower has followed when its address holds the new text (its page ran with the
+     teacher's view). Follow latency: from the teacher's send to that moment, p50 / p95 / max over all followers
+     and changes.
+
+    python bench/class_follow.py [--followers 30] [--changes 5] [--every 3] [--idle 10] [--model lm-english]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+from pathlib import Path
+from urllib.parse import parse_qs, quote
+
+import websockets
+from browser import stop_server
+from classroom import serve
+from streamlit.proto.BackMsg_pb2 import BackMsg
+from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_P95_S = 1.5
+TIMEOUT_S = 120
+FOLLOW_TIMEOUT_S = 30  # a follow slower than this is counted as missed
+
+
+class Client:
+    """One browser session: its websocket, the page it is on, the widget ids it learned, its address."""
+
+    def __init__(self, url: str, query: str) -> None:
+        self.url, self.query = url, query
+        self.page_hash = ""
+        self.ids: dict[str, str] = {}  # widget key → id
+        self.fragment = ""  # the auto-rerun fragment's id
+        self.interval = 1.0
+        self.address: dict[str, list[str]] = {}
+        self.finished = asyncio.Event()
+        self.changed = asyncio.Condition()
+
+    async def open(self) -> None:
+        self.ws = await websockets.connect(self.url, subprotocols=["streamlit"], max_size=None, ping_interval=None)
+        self.reader = asyncio.create_task(self.read())
+        await self.send()
+        await self.wait_finished()
+
+    async def send(self, widget: tuple[str, str, object] | None = None, fragment: bool = False) -> None:
+        msg = BackMsg()
+        rerun = msg.rerun_script
+        rerun.query_string = self.query
+        if self.page_hash:
+            rerun.page_script_hash = self.page_hash
+        if widget is not None:
+            key, kind, value = widget
+            state = rerun.widget_states.widgets.add()
+            state.id = self.ids[key]
+            setattr(state, kind, value)
+        if fragment:
+            rerun.fragment_id, rerun.is_auto_rerun = self.fragment, True
+        rerun.context_info.timezone, rerun.context_info.locale = "UTC", "en-US"
+        self.finished.clear()
+        await self.ws.send(msg.SerializeToString())
+
+    async def wait_finished(self) -> None:
+        await asyncio.wait_for(self.finished.wait(), TIMEOUT_S)
+
+    async def read(self) -> None:
+        while True:
+            fwd = ForwardMsg()
+            try:
+                fwd.ParseFromString(await self.ws.recv())
+            except websockets.ConnectionClosed:
+                return
+            kind = fwd.WhichOneof("type")
+            if kind == "script_finished":
+                self.finished.set()
+            elif kind == "new_session":
+                self.page_hash = fwd.new_session.page_script_hash
+            elif kind == "page_info_changed":
+                self.query = fwd.page_info_changed.query_string
+                self.address = parse_qs(self.query)
+                async with self.changed:
+                    self.changed.notify_all()
+            elif kind == "auto_rerun":
+                self.fragment, self.interval = fwd.auto_rerun.fragment_id, fwd.auto_rerun.interval
+            elif kind == "delta" and fwd.delta.WhichOneof("type") == "new_element":
+                element = fwd.delta.new_element
+                what = element.WhichOneof("type")
+                if what in ("button", "text_area"):
+                    found = getattr(element, what)
+                    self.ids[found.id.rsplit("-", 1)[-1]] = found.id
+
+    async def poll(self, stop: asyncio.Event) -> None:
+        """The browser's timer: the fragment's rerun every interval."""
+        while not stop.is_set():
+            if self.fragment:
+                await self.send(fragment=True)
+            await asyncio.sleep(self.interval)
+
+    async def text_is(self, text: str) -> float | None:
+        """When this page's address came to hold `text`; None when it did not within FOLLOW_TIMEOUT_S."""
+        try:
+            async with self.changed:
+                await asyncio.wait_for(
+                    self.changed.wait_for(lambda: self.address.get("text") == [text]), FOLLOW_TIMEOUT_S
+                )
+        except TimeoutError:
+            return None
+        return time.perf_counter()
+
+    async def close(self) -> None:
+        await self.ws.close()
+        self.reader.cancel()
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` and its threads, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def idle_cpu(pid: int, seconds: float) -> float:
+    """The server's CPU over `seconds`, as a share of one core."""
+    before, start = cpu_seconds(pid), time.perf_counter()
+    await asyncio.sleep(seconds)
+    return (cpu_seconds(pid) - before) / (time.perf_counter() - start)
+
+
+async def run(url: str, pid: int, args: argparse.Namespace) -> dict:
+    baseline = await idle_cpu(pid, args.idle)
+    teacher = Client(url, f"model={quote(args.model)}")
+    await teacher.open()
+    await teacher.send(("class_start", "trigger_value", True))
+    await teacher.wait_finished()
+    code = teacher.address["class"][0]
+    followers = [Client(url, f"class={code}") for _ in range(args.followers)]
+    opened = time.perf_counter()
+    for follower in followers:  # one after another, as a class arrives: their first page is timed elsewhere
+        await follower.open()
+    opened = time.perf_counter() - opened
+    stop = asyncio.Event()
+    polls = [asyncio.create_task(f.poll(stop)) for f in followers]
+    await asyncio.sleep(2)  # every timer started
+    idle = await idle_cpu(pid, args.idle)
+    latencies: list[float] = []
+    missed = 0
+    teacher_runs: list[float] = []  # the teacher's own run: the new text analysed, drawn and published
+    for change in range(args.changes):
+        text = f"The class reads sentence number {change + 1} of the teacher's."
+        waits = [asyncio.create_task(f.text_is(text)) for f in followers]
+        sent = time.perf_counter()
+        await teacher.send(("text", "string_value", text))
+        await teacher.wait_finished()
+        teacher_runs.append(time.perf_counter() - sent)
+        arrived = await asyncio.gather(*waits)
+        latencies += [t - sent for t in arrived if t is not None]
+        missed += sum(t is None for t in arrived)
+        await asyncio.sleep(max(0.0, args.every - (time.perf_counter() - sent)))
+    stop.set()
+    await asyncio.gather(*polls)
+    for client in (teacher, *followers):
+        await client.close()
+    return {
+        "baseline": baseline,
+        "idle": idle,
+        "latencies": latencies,
+        "teacher": teacher_runs,
+        "missed": missed,
+        "opened": opened,
+        "code": code,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--followers", type=int, default=30)
+    parser.add_argument("--changes", type=int, default=5)
+    parser.add_argument("--every", type=float, default=3.0, help="seconds between the teacher's changes")
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle window")
+    parser.add_argument("--model", default="lm-english")
+    parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    proc, url = serve(args.checkpoints / args.model, args.threads)
+    try:
+        found = asyncio.run(run(url, proc.pid, args))
+    finally:
+        stop_server(proc)
+    latencies = sorted(found["latencies"])
+    p95 = latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))]
+    print(f"class {found['code']}: {args.followers} followers, {args.changes} changes every {args.every:g} s")
+    if found["missed"]:
+        print(f"  MISSED: {found['missed']} follows did not arrive within {FOLLOW_TIMEOUT_S} s")
+    print(f"  followers' first pages, one after another: {found['opened']:.1f} s")
+    print(
+        f"  follow latency (teacher's send → follower's page holds the new text), {len(latencies)} follows: "
+        f"p50 {statistics.median(latencies):.2f} s, p95 {p95:.2f} s, max {latencies[-1]:.2f} s "
+        f"(target p95 ≤ {TARGET_P95_S} s: {'met' if p95 <= TARGET_P95_S else 'NOT met'})"
+    )
+    print(
+        f"  the teacher's own run (the new text analysed, drawn, published): p50"
+        f" {statistics.median(found['teacher']):.2f} s"
+    )
+    print(
+        f"  server CPU, idle: {found['baseline']:.1%} of a core with no session, {found['idle']:.1%} with "
+        f"{args.followers} followers polling once a second ({found['idle'] / max(args.followers, 1):.2%} each)"
+    )
+    print(f"  cores: {os.cpu_count()}, load average now: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""A live class in a real browser (the shipped checkpoints, headless chromium): a teacher and three students, each in
+a context of their own. The students follow the teacher's layer and head, text and Lesson step; a wrong teach=
+moves nothing; a question gets three answers, the teacher sees the count, and the reveal shows on every page.
+axe-core finds nothing serious on the teacher's page or a student's (1024 × 768)."""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from browser_support import settle, settled_violations
+from test_browser import choose, open_page
+
+pytestmark = pytest.mark.browser
+TEXT = "The old man went to the river and the old man went"
+
+
+def param(page, name: str) -> str | None:
+    return parse_qs(urlparse(page.url).query).get(name, [None])[0]
+
+
+def wait_param(page, name: str, value: str) -> None:
+    page.wait_for_function(
+        "([n, v]) => new URLSearchParams(location.search).get(n) === v", arg=[name, value], timeout=120_000
+    )
+
+
+def test_a_teacher_and_three_students(server, browser) -> None:
+    contexts = [browser.new_context(viewport={"width": 1400, "height": 1000})]
+    contexts += [browser.new_context(viewport={"width": 1024, "height": 768}) for _ in range(4)]
+    teacher, *students, intruder = [c.new_page() for c in contexts]
+    for pg in (teacher, *students, intruder):
+        pg.set_default_timeout(120_000)  # five pages at once on a loaded CI machine
+    try:
+        teacher.goto(f"{server}/?model=lm-english")
+        settle(teacher)
+        teacher.get_by_role("button", name="Start a class", exact=True).click()
+        teacher.wait_for_url(re.compile(r"teach="))
+        code = param(teacher, "class")
+        assert code and param(teacher, "teach")
+        assert teacher.get_by_role("img", name=re.compile("QR code")).is_visible()
+        link = teacher.locator(".st-key-class_link code").first.text_content()
+        assert f"/?class={code}" in link, link
+        for student in students:
+            student.goto(f"{server}/?class={code}")
+            student.get_by_text("following the teacher").wait_for()
+            assert param(student, "teach") is None
+        assert not settled_violations(students[0])
+
+        # Layer and head
+        choose(teacher, "Layer", "layer 2")
+        choose(teacher, "Head", "head 3")
+        for student in students:
+            wait_param(student, "L", "2")
+            wait_param(student, "H", "3")
+
+        # A wrong key: refused in one line, and what it picks moves no one
+        intruder.goto(f"{server}/?class={code}&teach=guessed")
+        intruder.get_by_text(re.compile("teacher key is not class")).wait_for()
+        assert param(intruder, "teach") is None
+        choose(intruder, "Head", "head 1")
+        wait_param(intruder, "H", "1")
+        choose(teacher, "Layer", "layer 1")
+        for student in students:
+            wait_param(student, "L", "1")
+            assert param(student, "H") == "3"
+
+        # The text
+        box = teacher.get_by_role("textbox", name="Text")
+        box.fill(TEXT)
+        box.press("Control+Enter")
+        for student in students:
+            student.wait_for_function(
+                "t => document.querySelector('[data-testid=stSidebar] textarea')?.value === t", arg=TEXT
+            )
+
+        # A question, three answers, the reveal
+        teacher.get_by_text("Ask the class").click()
+        teacher.get_by_role("button", name="Ask", exact=True).click()
+        for i, student in enumerate(students):
+            question = student.locator('[data-testid="stRadio"]').filter(has_text="Question 1")
+            question.locator("label").nth(i + 1).click()
+            student.get_by_role("button", name="Answer").click()
+            student.get_by_text("Your answer").wait_for()
+        teacher.get_by_text("3 answers so far").wait_for()
+        teacher.get_by_role("button", name="Reveal").click()
+        teacher.locator(".st-key-class_answers_1 .main-svg").first.wait_for()
+        for student in students:
+            student.locator(".st-key-class_answers_1 .main-svg").first.wait_for()
+            student.get_by_text(re.compile(r"^(Right: you picked|Not this time: you picked)")).wait_for()
+        assert not settled_violations(teacher)
+
+        # The Lesson's step
+        open_page(teacher, "Lesson")
+        teacher.get_by_role("button", name="Next →").first.click()
+        teacher.wait_for_url(re.compile(r"lesson="))
+        step = param(teacher, "lesson")
+        for student in students:
+            wait_param(student, "lesson", step)
+        for pg in (teacher, *students):
+            assert pg.get_by_text("Something went wrong").count() == 0
+    finally:
+        for context in contexts:
+            context.close()

@@ -1,0 +1,114 @@
+"""A live class in AppTest: the teacher starts it from the sidebar and gets teach= in the address, a student's page
+follows the teacher's layer, head and text, detaches and follows again, a wrong key moves nothing, and a question
+goes from ask to answer to reveal."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+from test_app import APP, LM, ok
+
+from ui import class_live
+from ui.class_live import ROOM
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def start(good_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
+
+    def make(**query: str) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=60)
+        at.query_params.update({"model": LM, **query})
+        return ok(at.run())
+
+    return make
+
+
+def button(at: AppTest, key: str):
+    return next(b for b in at.button if b.key == key)
+
+
+def teacher_and_student(start) -> tuple[AppTest, AppTest, str]:
+    teacher = start()
+    ok(button(teacher, "class_start").click().run())
+    code = teacher.query_params["class"]
+    assert teacher.query_params["teach"] and ROOM.is_teacher(code, teacher.query_params["teach"])
+    student = start(**{"class": code})
+    return teacher, student, code
+
+
+def test_the_teacher_gets_a_key_in_the_address_and_the_link_large_with_a_qr_code(start) -> None:
+    teacher, student, code = teacher_and_student(start)
+    assert any(c.value.endswith(f"/?class={code}") for c in teacher.code)
+    assert any("data:image/svg+xml" in h.proto.body and "QR code" in h.proto.body for h in teacher.get("html"))
+    assert "teach" not in student.query_params and "Class " + code in student.markdown[0].value.replace("*", "")
+
+
+def test_a_student_follows_the_teachers_head_and_text_and_detaches(start) -> None:
+    teacher, student, code = teacher_and_student(start)
+    teacher.selectbox(key="layer").select(1).run()
+    teacher.selectbox(key="head").select(2).run()
+    teacher.sidebar.text_area(key="text").input("A new sentence for the class.").run()
+    ok(teacher)
+    ok(student.run())  # what the poll's rerun does
+    assert student.selectbox(key="layer").value == 1 and student.selectbox(key="head").value == 2
+    assert student.sidebar.text_area(key="text").value == "A new sentence for the class."
+    ok(button(student, "class_detach").click().run())
+    teacher.selectbox(key="head").select(0).run()
+    ok(student.run())
+    assert student.selectbox(key="head").value == 2  # on its own
+    ok(button(student, "class_follow").click().run())
+    assert student.selectbox(key="head").value == 0
+
+
+def test_a_wrong_teacher_key_is_refused_in_one_line_and_moves_nothing(start) -> None:
+    teacher, _, code = teacher_and_student(start)
+    before = ROOM.view(code)
+    intruder = start(**{"class": code, "teach": "guessed-key"})
+    [warning] = [w.value for w in intruder.warning if "teacher key" in w.value]
+    assert "\n" not in warning
+    ok(intruder.selectbox(key="head").select(3).run())
+    assert ROOM.view(code) == before and "teach" not in intruder.query_params
+
+
+def test_a_question_is_answered_then_revealed_to_each_student(start) -> None:
+    teacher, student, code = teacher_and_student(start)
+    other = start(**{"class": code})
+    ok(button(teacher, "class_ask").click().run())
+    question = ROOM.question(code)
+    assert question is not None and question.kind == "attend"
+    for who, choice in ((student, question.model_answer), (other, (question.model_answer + 1) % 2)):
+        ok(who.run())
+        who.radio(key=f"class_pick_{question.number}").set_value(choice)
+        ok(button(who, f"class_answer_{question.number}").click().run())
+        assert any("Your answer" in i.value for i in who.info)
+    assert sum(ROOM.counts(code, question.number)) == 2
+    teacher.run()
+    ok(button(teacher, "class_reveal").click().run())
+    ok(teacher.run())
+    assert f"class_answers_{question.number}" in {c.key for c in teacher.get("plotly_chart")}
+    ok(student.run())
+    ok(other.run())
+    assert any(s.value.startswith("Right") for s in student.success)
+    assert any(i.value.startswith("Not this time") for i in other.info)
+
+
+def test_the_followed_lesson_keys_are_the_ones_the_lesson_declares() -> None:
+    declared = set(re.findall(r'state\.url_key\("(\w+)"', (ROOT / "views" / "lesson.py").read_text()))
+    assert {"lesson", "lesson_source"} <= declared and {"lesson", "lesson_source"} <= set(class_live.FOLLOWED)
+
+
+def test_a_student_follows_the_teacher_to_the_lesson_and_its_step(start) -> None:
+    teacher, student, code = teacher_and_student(start)
+    ok(teacher.switch_page("views/lesson.py").run())
+    ok(button(teacher, "lesson_next_top").click().run())
+    step = teacher.session_state["lesson"]
+    ok(student.run())
+    assert student.session_state["lesson"] == step
+    shown = [h.value for h in (*student.title, *student.header)]
+    assert any(h.startswith("2. ") for h in shown), shown  # the page is the Lesson, at its second step

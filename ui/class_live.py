@@ -1,0 +1,362 @@
+"""A live class on the page (ui/classroom.py holds its state): the sidebar's "Start a class", the teacher's link and
+QR code, students following the teacher's view, and a question the class answers before the reveal.
+
+app.py calls `follow` before the sidebar (a follower takes the teacher's view, and page, before any widget is
+drawn), `panel` above the page and `publish` after it. A follower's page polls the class's version once a second
+in a fragment that draws nothing and reruns the page only when the version moved: an idle follower costs a
+dictionary read a second. The teacher's page publishes its view after each run and, from a fragment, every half
+second (a pick inside another page's fragment reruns only that fragment, not app.py).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import secrets
+from urllib.parse import urlsplit
+
+import streamlit as st
+
+from analysis import class_questions
+from analysis.class_questions import QuestionError
+from ui import cache, classroom, errors, reference, sidebar, state, widgets
+from ui.classroom import ClassError, View
+from ui.markdown import literal
+from ui.pages import PAGES
+from viz import qr
+from viz.classroom import answers_figure
+from viz.heads import AVERAGE
+
+CLASS = state.url_key("class_code", classroom.normal_code, url="class")  # the students' link holds only this
+TEACH = state.url_key("class_key", url="teach")  # the teacher's address holds the class's secret key as well
+STUDENT = "_class_student"  # session key: this browser session's random id, which its answers are kept under
+DETACHED = "_class_detached"  # session key: the student explores on their own
+APPLIED = "_class_applied"  # session key: the class version whose view this follower took
+SEEN = "_class_seen"  # session key: the class version the page was drawn at (a change reruns the page)
+TEACHER_SEEN = "_class_teacher_seen"  # session key: (question, revealed) the teacher's page was drawn at
+NOTE = "_class_note"  # session key: a one-line refusal to show on the next run (from a callback)
+# What a follower copies: the model, the text, attention type, layer, head, query, position and the Lesson's step
+# and sentence (views/lesson.py declares those two; tests/test_class_page.py checks the names).
+FOLLOWED = (
+    sidebar.MODEL,
+    sidebar.TEXT,
+    widgets.ATTENTION,
+    widgets.LAYER,
+    widgets.HEAD,
+    widgets.QUERY,
+    widgets.POSITION,
+    "lesson",
+    "lesson_source",
+)
+FOLLOW_POLL_S = 1.0
+TEACHER_POLL_S = 0.5
+ROOM = classroom.CLASSROOM
+SCRIPTS = {page.url_path: page.script for page in PAGES}
+KIND_LABELS = {
+    "attend": "Where will the query attend most?",
+    "head": "Which head is the induction head?",
+    "next": "What will the model predict next?",
+}
+LINK_CSS = "<style>.st-key-class_link code{font-size:2.4rem;line-height:1.3;white-space:pre-wrap}</style>"
+
+
+def _code() -> str | None:
+    return st.session_state.get(CLASS) or None
+
+
+def _teacher() -> tuple[str, str] | None:
+    """The class and key when this page is its teacher's."""
+    code, key = _code(), st.session_state.get(TEACH)
+    return (code, key) if code and key and ROOM.is_teacher(code, key) else None
+
+
+def student_id() -> str:
+    """This browser session's random id: its answers are kept under it, and nothing of the person."""
+    return st.session_state.setdefault(STUDENT, secrets.token_urlsafe(12))
+
+
+def _refuse_wrong_key() -> None:
+    """A teach= that is not the class's key is dropped, said in one line, and changes nothing: the page follows."""
+    code, key = _code(), st.session_state.get(TEACH)
+    if key and not (code and ROOM.is_teacher(code, key)):
+        st.session_state.pop(TEACH)
+        if code and ROOM.version(code) is not None:
+            st.session_state[NOTE] = f"This link's teacher key is not class {code}'s: the page follows the class."
+
+
+@errors.safe
+def follow(page: str) -> None:
+    """A student following: take the teacher's view when the class moved, and go to the teacher's page."""
+    _refuse_wrong_key()
+    code = _code()
+    if code is None or st.session_state.get(TEACH) or st.session_state.get(DETACHED):
+        return
+    version = ROOM.version(code)
+    if version is None or version == st.session_state.get(APPLIED):
+        return
+    version, view = ROOM.view(code)
+    st.session_state[APPLIED] = version
+    _take(view)
+    if view.page != page and view.page in SCRIPTS:
+        st.switch_page(SCRIPTS[view.page])
+
+
+def _take(view: View) -> None:
+    values = dict(view.values)
+    if values.get(sidebar.MODEL) != st.session_state.get(sidebar.MODEL):
+        st.session_state.pop(reference.REFERENCE, None)  # written for the previous model
+    for key in FOLLOWED:
+        if values.get(key) is None:
+            st.session_state.pop(key, None)
+        else:
+            st.session_state[key] = values[key]
+    # Taken as from a link: a page's checks keep them (state.keep_valid), and its opening head does not replace them.
+    st.session_state.setdefault(state.FROM_URL, set()).update(k for k in FOLLOWED if values.get(k) is not None)
+    st.session_state[widgets.HEAD_PICKED] = True
+
+
+def _view(page: str) -> View:
+    return View.of(page, {key: st.session_state.get(key) for key in FOLLOWED})
+
+
+def publish(page: str) -> None:
+    """The teacher's page: its view becomes the class's (the version moves only when it changed)."""
+    teacher = _teacher()
+    if teacher is not None:
+        try:
+            ROOM.show(*teacher, _view(page))
+        except ClassError as exc:
+            st.session_state[NOTE] = str(exc)
+
+
+# Callbacks -------------------------------------------------------------------------------------------------------
+
+
+@errors.safe  # a callback: runs outside the page's guard
+def start_class() -> None:
+    """Open a class with this page as its teacher's."""
+    try:
+        code, key = ROOM.start()
+    except ClassError as exc:
+        st.session_state[NOTE] = str(exc)
+        return
+    st.session_state[CLASS], st.session_state[TEACH] = code, key
+    st.session_state.pop(DETACHED, None)
+
+
+@errors.safe  # a callback: runs outside the page's guard
+def end_class() -> None:
+    teacher = _teacher()
+    if teacher is not None:
+        ROOM.end(*teacher)
+    for key in (CLASS, TEACH, TEACHER_SEEN):
+        st.session_state.pop(key, None)
+
+
+@errors.safe  # a callback: runs outside the page's guard
+def detach() -> None:
+    st.session_state[DETACHED] = True
+
+
+@errors.safe  # a callback: runs outside the page's guard
+def follow_again() -> None:
+    st.session_state.pop(DETACHED, None)
+    st.session_state.pop(APPLIED, None)  # the next run takes the teacher's view whatever its version
+
+
+@errors.safe  # a callback: runs outside the page's guard
+def ask(page: str) -> None:
+    """The teacher asks the question picked in "Ask the class" of the model and text the sidebar chose."""
+    teacher = _teacher()
+    source = st.session_state.get(sidebar.CHOSEN, (None,))[0]
+    if teacher is None or source is None:
+        return
+    try:
+        asked = _question(cache.shown(source).analysis, st.session_state.get("class_kind", "attend"), page)
+        ROOM.ask(*teacher, asked.kind, asked.prompt, asked.choices, asked.model_answer)
+    except (ClassError, QuestionError) as exc:
+        st.session_state[NOTE] = str(exc)
+
+
+def _question(analysis, kind: str, page: str) -> class_questions.Asked:
+    if kind == "head":
+        return class_questions.induction_head(analysis)
+    attention = st.session_state.get(widgets.ATTENTION) or analysis.attentions[0]
+    attention = attention if attention in analysis.attentions else analysis.attentions[0]
+    n_queries = len(analysis.block(attention, analysis.layers(attention)[0]).query_pieces)
+    asked_query = st.session_state.get(widgets.QUERY if page == "math" else widgets.POSITION)
+    query = asked_query if isinstance(asked_query, int) and 0 <= asked_query < n_queries else n_queries - 1
+    if kind == "next":
+        return class_questions.next_token(analysis, query)
+    head = st.session_state.get(widgets.HEAD, 0)
+    if head == AVERAGE:
+        raise QuestionError("the head picked is the layers' average: pick one head to ask where it attends")
+    layer = st.session_state.get(widgets.LAYER, 0)
+    return class_questions.attend(analysis, attention, int(layer), int(head), query)
+
+
+@errors.safe  # a callback: runs outside the page's guard
+def reveal(number: int) -> None:
+    teacher = _teacher()
+    if teacher is not None:
+        ROOM.reveal(*teacher, number)
+
+
+@errors.safe  # a callback: runs outside the page's guard
+def answer(number: int) -> None:
+    code, choice = _code(), st.session_state.get(f"class_pick_{number}")
+    if code is None or choice is None:
+        st.session_state[NOTE] = "Pick one of the choices first."
+        return
+    try:
+        ROOM.answer(code, student_id(), number, int(choice))
+    except ClassError as exc:
+        st.session_state[NOTE] = str(exc)
+
+
+# Drawing -----------------------------------------------------------------------------------------------------------
+
+
+def sidebar_start() -> None:
+    """The sidebar's "Start a class", while this page is in none."""
+    if _code() is None:
+        st.sidebar.button(
+            "Start a class",
+            key="class_start",
+            on_click=start_class,
+            help="Students open a link (or its QR code) and follow this page; you ask, they predict, you reveal.",
+        )
+
+
+@errors.safe
+def panel(page: str) -> None:
+    """Above the page: the teacher's link, QR code and questions, or the student's following and answering."""
+    if note := st.session_state.pop(NOTE, None):
+        st.warning(literal(note))
+    if why := state.refused(CLASS):
+        st.error(literal(f"The link's class code is not one: {why}."))
+    code = _code()
+    if code is None:
+        return
+    if ROOM.version(code) is None:
+        st.error(literal(f"There is no class {code} on this server: it has ended, or the code is mistyped."))
+        for key in (CLASS, TEACH, APPLIED, SEEN):
+            st.session_state.pop(key, None)
+        return
+    if _teacher() is not None:
+        _teacher_panel(code, page)
+    else:
+        _student_panel(code)
+
+
+def _student_link(code: str) -> str:
+    parts = urlsplit(st.context.url or "http://localhost:8501/")
+    return f"{parts.scheme}://{parts.netloc}/?class={code}"
+
+
+def _qr_image(link: str, label: str) -> str:
+    """The link's QR code as an <img> of an SVG data URI (st.html's sanitizer keeps an image, not inline SVG)."""
+    data = base64.b64encode(qr.svg(link, label).encode("ascii")).decode("ascii")
+    return f'<img src="data:image/svg+xml;base64,{data}" alt="{html.escape(label, quote=True)}" width="296">'
+
+
+def _teacher_panel(code: str, page: str) -> None:
+    question = ROOM.question(code)
+    link = _student_link(code)
+    with st.expander(literal(f"Class {code}: the students' link and QR code"), expanded=question is None):
+        st.html(LINK_CSS)
+        with st.container(key="class_link"):
+            st.code(link, language=None)
+        st.html(_qr_image(link, f"QR code of the students' link, class {code}"))
+        st.button("End the class", key="class_end", on_click=end_class)
+    with st.expander("Ask the class", expanded=False):
+        st.radio("Question", list(KIND_LABELS), key="class_kind", format_func=KIND_LABELS.get)
+        st.caption(
+            "Asked of the model, text, attention type, layer and head shown now; the query is the token the page "
+            "picked (Attention math's query, Explore's position) or the last one."
+        )
+        st.button("Ask", key="class_ask", on_click=ask, args=(page,), type="primary")
+    if question is not None and question.revealed:
+        _reveal_chart(code, question)
+    _teacher_live(code, page)
+
+
+@errors.safe
+def _teacher_live_body(code: str, page: str) -> None:
+    publish(page)
+    question = ROOM.question(code)
+    shown = None if question is None else (question.number, question.revealed)
+    if shown != st.session_state.setdefault(TEACHER_SEEN, shown):
+        st.session_state[TEACHER_SEEN] = shown
+        st.rerun(scope="app")  # a question asked or revealed: the page draws it
+    if question is None or question.revealed:
+        return
+    answered = sum(ROOM.counts(code, question.number))
+    st.markdown(f"**Question {literal(question.number)}:** {literal(question.prompt)}")
+    st.markdown(f"**{answered}** {'answer' if answered == 1 else 'answers'} so far")
+    st.button("Reveal", key="class_reveal", on_click=reveal, args=(question.number,), type="primary")
+
+
+_teacher_live = state.fragment(_teacher_live_body, run_every=TEACHER_POLL_S)
+
+
+def _reveal_chart(code: str, question: classroom.Question) -> None:
+    counts = ROOM.counts(code, question.number)
+    fig = answers_figure(
+        f"Question {question.number}: {question.prompt}", question.choices, counts, question.model_answer
+    )
+    widgets.show_chart(fig, f"class_answers_{question.number}", f"class-{code}-question-{question.number}")
+
+
+def _student_panel(code: str) -> None:
+    following = not st.session_state.get(DETACHED)
+    left, right = st.columns([3, 1])
+    doing = "following the teacher." if following else "exploring on your own."
+    left.markdown(f"**Class {literal(code)}**: {doing}")
+    if following:
+        right.button("Explore on my own", key="class_detach", on_click=detach)
+    else:
+        right.button("Follow again", key="class_follow", on_click=follow_again, type="primary")
+    st.session_state[SEEN] = ROOM.version(code)
+    question = ROOM.question(code)
+    if question is not None:
+        _student_question(code, question)
+    _poll(code)
+
+
+def _student_question(code: str, question: classroom.Question) -> None:
+    mine = ROOM.answer_of(code, question.number, student_id())
+    if not question.revealed:
+        if mine is None:
+            with st.container(border=True):
+                st.radio(
+                    literal(f"Question {question.number}: {question.prompt}"),
+                    list(range(len(question.choices))),
+                    index=None,
+                    key=f"class_pick_{question.number}",
+                    format_func=lambda i: literal(question.choices[i]),
+                    horizontal=True,
+                )
+                st.button("Answer", key=f"class_answer_{question.number}", on_click=answer, args=(question.number,))
+        else:
+            st.info(literal(f"Your answer: {question.choices[mine]}. The teacher reveals the class's answers next."))
+        return
+    model = question.choices[question.model_answer]
+    if mine is None:
+        said = f"You did not answer. The model: {model}."
+    elif mine == question.model_answer:
+        said = f"Right: you picked {model}, as the model does."
+    else:
+        said = f"Not this time: you picked {question.choices[mine]}, the model {model}."
+    (st.success if mine == question.model_answer else st.info)(literal(said))
+    _reveal_chart(code, question)
+
+
+@errors.safe
+def _poll_body(code: str) -> None:
+    """Every second: one integer read; the page reruns only when the class moved (or ended)."""
+    if ROOM.version(code) != st.session_state.get(SEEN):
+        st.rerun(scope="app")
+
+
+_poll = state.fragment(_poll_body, run_every=FOLLOW_POLL_S)
