@@ -96,6 +96,7 @@ def test_explore_points_at_a_token_in_the_heatmap_and_the_grid_and_a_link_keeps_
     assert all(not shapes for figure in drawn(at).values() for shapes in figure.values()), "none: no outline"
     point = at.selectbox(key="point")
     assert point.options[0] == "none" and point.options[2].startswith("2:")  # counted from 1, shown as text
+    assert point.value is None and point.proto.placeholder == "none"  # the box reads "none", not "Choose an option"
     point.select(1).run()
     figures = drawn(at)
     assert [(s["y0"], s["x0"]) for s in figures["head_chart"][QUERY] + figures["head_chart"][KEY]] == [

@@ -212,6 +212,7 @@ def token_pointer(analysis: Analysis, where: Any = None) -> tuple[str, int] | No
         options,
         key=POINT,
         format_func=labels.get,
+        placeholder="none",  # Streamlit shows a None value as the placeholder ("Choose an option" by default)
         help="Outline the token's row (where it attends, as query) and its column (what attends to it, as key) "
         "in every attention figure of the page.",
     )
