@@ -98,6 +98,24 @@ def good_dir(tiny_checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPat
     return root
 
 
+@pytest.fixture
+def app(good_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    """`app(**query_params)` → the app (app.py) run once as an AppTest against `good_dir`; `folder=` another
+    checkpoints folder. A module may define its own `app`, which takes precedence."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
+
+    def make(folder: Path | None = None, **query: str) -> AppTest:
+        if folder is not None:
+            monkeypatch.setenv("ATLAS_CHECKPOINTS", str(folder))
+        at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=60)
+        at.query_params.update(query)
+        return at.run()
+
+    return make
+
+
 # --- the browser tests' server (one per pytest-xdist worker) and chromium (one per module): browser_support.py ---
 
 

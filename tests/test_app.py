@@ -6,7 +6,6 @@ import io
 import json
 import os
 import shutil
-from collections.abc import Callable
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -29,21 +28,6 @@ from viz.style import PROJECTOR_FONT
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 LM, ED = "lm-tiny", "translate-tiny"
-
-
-@pytest.fixture
-def app(good_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., AppTest]:
-    """`app(**query_params)` → the app run once against `good_dir`."""
-    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
-
-    def make(folder: Path | None = None, **query: str) -> AppTest:
-        if folder is not None:
-            monkeypatch.setenv("ATLAS_CHECKPOINTS", str(folder))
-        at = AppTest.from_file(APP, default_timeout=60)
-        at.query_params.update(query)
-        return at.run()
-
-    return make
 
 
 def ok(at: AppTest) -> AppTest:

@@ -5,7 +5,6 @@ side, and their heads at one step)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -21,18 +20,6 @@ from inference.checkpoint import load_checkpoint
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 LM, ED = "lm-tiny", "translate-tiny"
-
-
-@pytest.fixture
-def app(good_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., AppTest]:
-    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
-
-    def make(**query: str) -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=60)
-        at.query_params.update(query)
-        return at.run()
-
-    return make
 
 
 def ok(at: AppTest) -> AppTest:

@@ -4,11 +4,9 @@ figure of the page, on the cached figures as on those built with `point=`, and n
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-import pytest
 from streamlit.testing.v1 import AppTest
 
 from viz.heads import head_heatmap, heads_grid
@@ -71,18 +69,6 @@ def test_a_cached_figure_pointed_at_draws_what_the_figure_built_with_the_token_d
         cached = frozen(build(None))
         assert point_at(cached, (2, 3))["layout"]["shapes"] == frozen(build((2, 3)))["layout"]["shapes"]
         assert point_at(cached, (None, None)) is cached, "no token: the cached figure itself"
-
-
-@pytest.fixture
-def app(good_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., AppTest]:
-    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
-
-    def make(**query: str) -> AppTest:
-        at = AppTest.from_file(APP, default_timeout=60)
-        at.query_params.update(query)
-        return at.run()
-
-    return make
 
 
 def drawn(at: AppTest) -> dict[str, dict[str, list[dict]]]:
