@@ -7,14 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import test_app
 from test_app import ED, LM, chart, ok
 
 from analysis.agreement import agreement
 from inference.checkpoint import load_checkpoint
 from viz.agreement import agreement_frame, disagreement_line, importance_ranks, rank_correlations
 
-app = test_app.app  # the fixture: the app on the tiny checkpoints, run once with the given URL parameters
 TEXT = "the cat sat on the mat"
 
 

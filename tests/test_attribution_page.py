@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import test_app
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 from test_app import APP, ED, LM, chart, ok
@@ -18,7 +17,6 @@ from analysis.attribution import attribute, decoder_inputs
 from inference.checkpoint import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
-app = test_app.app  # the fixture: the app on the tiny checkpoints, run once with the given URL parameters
 TEXT = "the cat sat on the mat"
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import test_app
 from plotly_data import decode_typed_array
 from streamlit.runtime.media_file_manager import MediaFileManager
 from streamlit.testing.v1 import AppTest
@@ -23,7 +22,6 @@ from inference.checkpoint import load_checkpoint
 from ui.downloads import csv_text, json_text
 
 ROOT = Path(__file__).resolve().parents[1]
-app = test_app.app  # the fixture: the app on the tiny checkpoints, run once with the given URL parameters
 TEXT = "the cat sat on the mat"
 REPEATED = "freedom election movies garden river freedom election movies garden"
 CHANGED = "freedom election movies garden river window science market doctor"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import test_app
 import torch
 from test_app import LM, frame, ok
 
@@ -18,7 +17,6 @@ from inference.checkpoint import load_checkpoint
 from model.attention import Patch
 from model.forward import forward
 
-app = test_app.app  # the fixture: the app on the tiny checkpoints, run once with the given URL parameters
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -9,7 +9,6 @@ import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 import pytest
-import test_app
 from test_app import ED, LM, chart, errors, ok, z
 
 from analysis.analyze import analyze
@@ -19,7 +18,6 @@ from inference.checkpoint import load_checkpoint
 from viz.rollout import rollout_heatmap
 
 ROLLOUT_PAGE = "views/rollout.py"
-app = test_app.app  # the fixture of tests/test_app.py: the app run (good_dir: tests/conftest.py)
 
 
 def stochastic(rng: np.random.Generator, *shape: int) -> np.ndarray:

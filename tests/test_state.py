@@ -6,15 +6,12 @@ import ast
 from pathlib import Path
 
 import pytest
-import test_app
 from streamlit.testing.v1 import AppTest
 from test_app import ED, LM, ok
 
 from ui import state
 from ui.charts import AVERAGE
 from ui.widgets import head_from_url, head_to_url
-
-app = test_app.app  # the fixture: the app on the tiny checkpoints, run once with the given URL parameters
 
 
 def index_script() -> None:

@@ -9,14 +9,12 @@ import zlib
 from pathlib import Path
 
 import pytest
-import test_app
 from streamlit.testing.v1 import AppTest
 from test_app import LM, ok
 
 from inference.text import MAX_CHARS
 from ui.state import PACKED, PLAIN_LONGEST, URL_LONGEST, pack_text, unpack_text
 
-app = test_app.app  # the fixture: the app on the tiny checkpoints, run once with the given URL parameters
 ENGLISH = " ".join(p.read_text() for p in sorted(Path("course/steps").glob("*.md")))[:5000]
 
 

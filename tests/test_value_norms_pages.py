@@ -7,14 +7,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import test_app
 from test_app import LM, chart, ok, z
 
 from analysis.analyze import analyze
 from analysis.rollout import analysis_rollout
 from inference.checkpoint import load_checkpoint
 
-app = test_app.app  # the fixture: the app on the tiny checkpoints, run once with the given URL parameters
 TEXT = "the cat sat on the mat"
 
 
