@@ -13,6 +13,7 @@ from test_app import APP, LM, ok
 
 from ui import class_live
 from ui.class_live import ROOM
+from ui.classroom import View
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,6 +65,28 @@ def test_a_student_follows_the_teachers_head_and_text_and_detaches(start) -> Non
     assert student.selectbox(key="head").value == 2  # on its own
     ok(button(student, "class_follow").click().run())
     assert student.selectbox(key="head").value == 0
+
+
+def test_a_change_made_while_a_followers_page_draws_is_followed_next(start, monkeypatch) -> None:
+    """The teacher moves after the follower's run took the view and before its panel is drawn: the page must count
+    itself behind, so that its poll (run once in the page's own run too) reruns it, not mark the new version seen
+    and keep the old view for good."""
+    teacher, student, code = teacher_and_student(start)
+    key = teacher.query_params["teach"]
+    taken = class_live.follow
+    moved = "Moved while the page drew."
+
+    def follow_then_the_teacher_moves(page: str) -> None:
+        taken(page)
+        _, view = ROOM.view(code)
+        if dict(view.values).get("text") != moved:  # once
+            ROOM.show(code, key, View.of(view.page, {**dict(view.values), "text": moved}))
+
+    monkeypatch.setattr(class_live, "follow", follow_then_the_teacher_moves)
+    teacher.sidebar.text_area(key="text").input("A new sentence for the class.").run()
+    ok(student.run())
+    assert student.sidebar.text_area(key="text").value == moved
+    assert student.session_state[class_live.SEEN] == ROOM.version(code)
 
 
 def test_a_wrong_teacher_key_is_refused_in_one_line_and_moves_nothing(start) -> None:

@@ -317,11 +317,17 @@ def _student_panel(code: str) -> None:
         right.button("Explore on my own", key="class_detach", on_click=detach)
     else:
         right.button("Follow again", key="class_follow", on_click=follow_again, type="primary")
-    st.session_state[SEEN] = ROOM.version(code)
-    question = ROOM.question(code)
-    if question is not None:
-        _student_question(code, question)
-    _poll(code)
+    # The version this page is drawn at, read before the question below. A follower's is the one whose view it
+    # took in `follow`, not the class's now: a change the teacher made while this run drew would else be marked
+    # seen and never followed (the poll compares the class's version with this one).
+    applied = st.session_state.get(APPLIED) if following else None
+    st.session_state[SEEN] = applied if applied is not None else ROOM.version(code)
+    try:
+        question = ROOM.question(code)
+        if question is not None:
+            _student_question(code, question)
+    finally:
+        _poll(code)  # whatever the question's drawing did: without the poll the page stops following for good
 
 
 def _student_question(code: str, question: classroom.Question) -> None:
