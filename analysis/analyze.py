@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from analysis.record import Analysis, BatchMasks, Block, HeadDetail, query_key_pieces
+from inference.catalog import decoding_beam
 from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling, generate, greedy_many, pad_rows, top_k
 from inference.text import (
@@ -154,9 +155,10 @@ def analyze_many(ckpt: Checkpoint, requests: Sequence[Request]) -> list[Analysis
 
 @torch.inference_mode()
 def decode_outputs(ckpt: Checkpoint, requests: Sequence[Request]) -> list[tuple[int, ...] | InputError | None]:
-    """Encoder-decoder: the output each request's analysis shows, decoded for all of them in one batch (greedy,
-    with the cache, nothing traced): `(bos, *ids)` to pass as its `Request.target_ids` (the analysis then equals
-    the one that decodes itself); None for a request that gives its target; the InputError of one it cannot take.
+    """Encoder-decoder: the output each request's analysis shows, decoded for all of them (greedy in one batch, or
+    the card's measured beam; with the cache, nothing traced): `(bos, *ids)` to pass as its `Request.target_ids`
+    (the analysis then equals the one that decodes itself); None for a request that gives its target; the InputError of
+    one it cannot take.
 
     The model worker decodes a class's texts together this way and traces them in smaller batches: a traced pass
     holds every head's T × T weights per row, the decoding only its keys and values."""
@@ -171,28 +173,45 @@ def decode_outputs(ckpt: Checkpoint, requests: Sequence[Request]) -> list[tuple[
         except InputError as exc:
             out[i] = exc
     if todo:
-        max_tokens = max(p.request.max_tokens for _, p in todo)
-        outputs = greedy_many(ckpt.model, [p.source_ids for _, p in todo], max_tokens)
-        for (i, p), generated in zip(todo, outputs):
-            out[i] = (cfg.bos_id, *generated.ids[: p.request.max_tokens])
+        for (i, _), ids in zip(todo, _own_outputs(ckpt, [p for _, p in todo])):
+            out[i] = (cfg.bos_id, *ids)
     return out
+
+
+def _own_outputs(
+    ckpt: Checkpoint, ready: list[_Prepared], start: tuple[torch.Tensor, Trace] | None = None, skip: Sequence[int] = ()
+) -> list[list[int]]:
+    """Encoder-decoder: what the model writes for each of `ready`'s sources (at most its request's max_tokens; rows in
+    `skip` empty): greedy, all rows in one batch with the cache (`start`: a pass that already fed bos), or one beam
+    search per row with the card's measured beam (inference.catalog.decoding_beam)."""
+    beam = decoding_beam(ckpt.card)
+    if beam > 1:
+        return [
+            []
+            if row in skip
+            else generate(
+                ckpt.model, [ckpt.config.bos_id], torch.tensor([p.source_ids]), p.request.max_tokens, beam
+            ).ids
+            for row, p in enumerate(ready)
+        ]
+    max_tokens = max(p.request.max_tokens for row, p in enumerate(ready) if row not in skip)
+    outputs = greedy_many(ckpt.model, [p.source_ids for p in ready], max_tokens, start=start, skip=skip)
+    return [out.ids[: p.request.max_tokens] for p, out in zip(ready, outputs)]
 
 
 def _encode_decode_trace(ckpt: Checkpoint, ready: list[_Prepared], results: list, slots: list[int]) -> None:
     """Encoder-decoder: the encoder runs once per request, traced, with the decoder's first step (bos); the rows
-    without a given target decode greedily from there, reusing its keys and values; then the decoder runs traced
-    over each row's whole target, reusing the encoder's cross-attention keys and values (`Trace.encoder_part`)."""
+    without a given target decode from there (greedy, reusing its keys and values, or the card's beam); then the
+    decoder runs traced over each row's whole target, reusing the encoder's cross-attention keys and values
+    (`Trace.encoder_part`)."""
     cfg = ckpt.config
     source = pad_rows([p.source_ids for p in ready], cfg.pad_id)
     first_logits, first = forward(ckpt.model, torch.full((len(ready), 1), cfg.bos_id), source)
     given = [row for row, p in enumerate(ready) if p.target_ids is not None]
-    if len(given) < len(ready):  # the model writes its own output: all such rows in one batch
-        max_tokens = max(p.request.max_tokens for p in ready if p.target_ids is None)
-        sources = [p.source_ids for p in ready]
-        outputs = greedy_many(ckpt.model, sources, max_tokens, start=(first_logits, first), skip=given)
-        for p, out in zip(ready, outputs):
+    if len(given) < len(ready):  # the model writes its own output (greedy: all such rows in one batch)
+        for p, ids in zip(ready, _own_outputs(ckpt, ready, start=(first_logits, first), skip=given)):
             if p.target_ids is None:
-                p.target_ids = [cfg.bos_id] + out.ids[: p.request.max_tokens]
+                p.target_ids = [cfg.bos_id] + ids
     targets = pad_rows([p.target_ids for p in ready], cfg.pad_id)
     logits, decoded = forward(ckpt.model, targets, source, first.encoder_part())
     encoder = {name: rec for name, rec in first.attention.items() if name.startswith("encoder.")}
@@ -262,10 +281,9 @@ def analyze(
     """Clean and tokenize `text`, run the model once with every head recorded, and return the Analysis.
 
     Encoder-decoder: `target` is the decoder's text, or `target_ids` its ids as an analysis decoded them (see
-    Request); without either the model's own greedy output is used. Language model: with `continuation`, it first
-    writes that many tokens after the text (greedy, or `sampling`). Raises InputError when the text cannot be
-    analysed.
-    """
+    Request); without either the model's own output is used (greedy, or the beam its card measured better).
+    Language model: with `continuation`, it first writes that many tokens after the text (greedy, or `sampling`). Raises
+    InputError when the text cannot be analysed."""
     result = analyze_many(ckpt, [Request(text, target, k, max_tokens, continuation, sampling, target_ids)])[0]
     if isinstance(result, InputError):
         raise result

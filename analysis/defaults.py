@@ -243,6 +243,28 @@ def forming(ckpt: Checkpoint, block: str, head: int, text: str) -> dict[str, Any
     }
 
 
+def decoding(card: dict[str, Any]) -> dict[str, Any] | None:
+    """How the app decodes an encoder-decoder's own output: beam 4 where the card's evaluation (`python -m atlas
+    evaluate`, run first) measured it better than greedy decoding on the everyday test set in both BLEU and chrF,
+    else greedy (beam 1); None without such figures (a model that is not a translator, or not evaluated)."""
+    metrics = card.get("metrics")
+    sets = metrics.get("test_sets") if isinstance(metrics, dict) else None
+    everyday = sets.get("everyday") if isinstance(sets, dict) else None
+    if not isinstance(everyday, dict) or not all(isinstance(everyday.get(k), dict) for k in ("greedy", "beam4")):
+        return None
+    greedy, beam = everyday["greedy"], everyday["beam4"]
+    try:
+        better = beam["bleu"] > greedy["bleu"] and beam["chrf"] > greedy["chrf"]
+    except (KeyError, TypeError):
+        return None
+    return {
+        "beam": 4 if better else 1,
+        "measure": "everyday test set (python -m atlas evaluate): BLEU and chrF, greedy and beam 4",
+        "greedy": {"bleu": greedy["bleu"], "chrf": greedy["chrf"]},
+        "beam4": {"bleu": beam["bleu"], "chrf": beam["chrf"]},
+    }
+
+
 def measure(ckpt: Checkpoint) -> dict[str, Any]:
     """Every default of `ckpt`, as the card records it under `defaults`."""
     head = opening_head(ckpt)
@@ -254,4 +276,6 @@ def measure(ckpt: Checkpoint) -> dict[str, Any]:
         record["compare_tried"] = pairs
     if (steps := forming(ckpt, block, index, ablation["text"])) is not None:
         record["training"] = steps
+    if ckpt.config.has_cross_attention and (chosen := decoding(ckpt.card)) is not None:
+        record["decoding"] = chosen
     return record

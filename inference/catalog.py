@@ -297,7 +297,14 @@ def headline(card: dict[str, Any]) -> str:
     if (bleu := number("bleu")) is not None:
         pairs = number("test_pairs")
         many = f" {int(pairs):,}" if pairs is not None else ""
-        return f"Scores BLEU {bleu:.1f} (of 100) on{many} held-out sentences, against one human translation each."
+        how = ""
+        if (beam := decoding_beam(card)) > 1:  # the figure of the decoding the app uses, where the card has it
+            measured = ((card.get("defaults") or {}).get("decoding") or {}).get(f"beam{beam}") or {}
+            if isinstance(measured.get("bleu"), int | float):
+                bleu, how = float(measured["bleu"]), f", written with beam search ({beam}) as here,"
+        return (
+            f"Scores BLEU {bleu:.1f} (of 100) on{many} held-out sentences{how} against one reference translation each."
+        )
     if (exact := number("exact_match")) is not None:
         return f"Writes {_percent(exact)} of held-out inputs exactly right."
     if (second := number("second_run_top1_accuracy")) is not None:
@@ -339,6 +346,16 @@ def card_defaults(card: dict[str, Any], what: str) -> dict[str, Any] | None:
     found = card.get("defaults")
     found = found.get(what) if isinstance(found, dict) else None
     return found if isinstance(found, dict) else None
+
+
+MAX_BEAM = 8
+
+
+def decoding_beam(card: dict[str, Any]) -> int:
+    """The beam an encoder-decoder's own output is decoded with in the app: the card's measured `defaults.decoding`
+    (analysis.defaults.decoding: beam 4 only where evaluate measured it better), else 1 (greedy)."""
+    beam = (card_defaults(card, "decoding") or {}).get("beam")
+    return beam if isinstance(beam, int) and not isinstance(beam, bool) and 1 <= beam <= MAX_BEAM else 1
 
 
 def default_head(card: dict[str, Any], what: str = "head") -> tuple[str, int] | None:

@@ -21,7 +21,7 @@ def card(name: str) -> dict:
     ("name", "said"),
     [
         ("lm-english", "Guesses the next token right 28% of the time on held-out text (perplexity 51.4)."),
-        ("translate-en-de", "Scores BLEU 42.3 (of 100) on 1,000 held-out sentences"),
+        ("translate-en-de", "Scores BLEU 47.4 (of 100) on 1,000 held-out sentences, written with beam search (4)"),
         ("reverse", "Writes 99.9% of held-out inputs exactly right."),
         ("induction", "Copies a repeated run of random words right 99.4% of the time, against 0.1% on the first"),
         ("fivegram-1L-1H", "Guesses the centre word right 25% of the time"),

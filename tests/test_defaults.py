@@ -32,7 +32,7 @@ def test_the_translator_opens_on_a_sentence_it_translates_right() -> None:
     on the mat." comes out "… auf dem Mat.", which a class reads as a failure)."""
     text = opening_text("translate-en-de")
     output = analyze(load_checkpoint(ROOT / "checkpoints" / "translate-en-de"), text).output_text
-    assert text == "I would like a cup of coffee, please." and output == "Ich möchte bitte eine Tasse Kaffee."
+    assert text == "I would like a cup of coffee, please." and output == "Ich möchte eine Tasse Kaffee, bitte."
 
 
 def test_head_ablation_opens_with_the_recorded_head_switched_off(good_dir: Path, tmp_path: Path, monkeypatch) -> None:

@@ -7,6 +7,7 @@ import streamlit as st
 
 from analysis.fork import Fork
 from analysis.record import Analysis, DecodingSteps
+from inference import catalog
 from inference.decoding import Sampling
 from inference.text import InputError
 from model.names import parse_attention_type
@@ -103,7 +104,14 @@ def body() -> None:
         if written.generated == 0:
             return
     else:
-        st.caption("The decoder writes the output one token at a time, reading the encoder's keys and values.")
+        caption = "The decoder writes the output one token at a time, reading the encoder's keys and values."
+        if (beam := catalog.decoding_beam(ctx.ckpt.card)) > 1:
+            caption += (
+                f" It keeps the {beam} likeliest outputs so far at every step (beam search, which this model's card "
+                "measured better than taking the likeliest token each time), so a step's written token is not always "
+                "the top one in its table."
+            )
+        st.caption(caption)
         st.markdown("**Output**")
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
         reference.certainty(ctx, reference.own(ctx, analysis.target_ids, 1), "its output", "certainty")
