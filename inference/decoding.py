@@ -238,3 +238,67 @@ def greedy_many(
         step = torch.tensor([[cfg.pad_id if f else o[-1]] for f, o in zip(finished, out)])
         logits, past = forward(model, step, source, past, record=False)
     return [Generation(ids, done and i not in skip) for i, (ids, done) in enumerate(zip(out, finished))]
+
+
+@torch.inference_mode()
+def beam_many(
+    model: EncoderDecoder, sources: list[list[int]], max_tokens: Sequence[int], beam: int
+) -> list[Generation]:
+    """Beam search for several sources in one batch, with the cache: row i's tokens equal `generate(model, [bos],
+    sources[i], max_tokens[i], beam)` (tests/test_decoding_default.py). Every text's live hypotheses are rows of
+    one batch (padded sources, masked), chosen text by text as `generate` chooses them; a text leaves the batch
+    when it is done. A class's texts decode together in about the time of one (greedy_many does the same for beam
+    1)."""
+    if beam < 1:
+        raise ValueError(f"beam must be at least 1, got {beam}")
+    cfg = model.config
+    eos = cfg.eos_id
+    limits = [max(0, min(m, cfg.max_len - 1)) for m in max_tokens]
+    padded = pad_rows(sources, cfg.pad_id)
+    hyps: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]  # each text's live hypotheses
+    done: list[list[tuple[list[int], float]]] = [[] for _ in sources]
+    owner = list(range(len(sources)))  # the text of each batch row; a text's rows are consecutive, in hyps' order
+    fed = torch.full((len(sources), 1), cfg.bos_id)
+    logits, past = forward(model, fed, padded, record=False)
+    log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
+    step = 0
+    while owner:
+        first_row = {}
+        for row, text in enumerate(owner):
+            first_row.setdefault(text, row)
+        order, new_owner, last = [], [], []
+        for text in dict.fromkeys(owner):
+            if step >= limits[text]:
+                continue  # its live hypotheses stand, as generate's after its last step
+            candidates = []
+            for b, (seq, score) in enumerate(hyps[text]):
+                values, indices = log_probs[first_row[text] + b].topk(beam)
+                candidates += [(seq + [int(i)], score + float(v), first_row[text] + b) for v, i in zip(values, indices)]
+            candidates.sort(key=lambda c: -c[1])
+            keep = []
+            for seq, score, row in candidates:
+                if seq[-1] == eos:
+                    done[text].append((seq[:-1], score))
+                else:
+                    keep.append((seq, score, row))
+                if len(keep) == beam:
+                    break
+            if len(done[text]) >= beam or not keep:
+                continue
+            hyps[text] = [(seq, score) for seq, score, _ in keep]
+            order += [row for _, _, row in keep]
+            new_owner += [text] * len(keep)
+            last += [seq[-1] for seq, _, _ in keep]
+        step += 1
+        owner = new_owner
+        if not owner:
+            break
+        rows = torch.tensor(order)
+        fed = torch.cat([fed.index_select(0, rows), torch.tensor(last)[:, None]], dim=1)
+        past = past.select(rows)
+        logits, past = forward(model, fed[:, -1:], padded.index_select(0, torch.tensor(owner)), past, record=False)
+        log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
+    return [
+        Generation(max(d, key=lambda x: x[1] / (len(x[0]) + 1))[0], True) if d else Generation(h[0][0], False)
+        for h, d in zip(hyps, done)
+    ]

@@ -14,7 +14,7 @@ from analysis.analyze import Request, analyze, decode_outputs
 from analysis.defaults import decoding
 from inference.catalog import decoding_beam
 from inference.checkpoint import load_checkpoint
-from inference.decoding import generate
+from inference.decoding import beam_many, generate
 from inference.text import encode_source
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +58,23 @@ def test_the_shipped_translator_decodes_with_the_beam_its_card_measured(translat
     plain = replace(translator, card={k: v for k, v in translator.card.items() if k != "defaults"})
     assert list(analyze(plain, COFFEE).target_ids[1:]) == greedy
     assert list(decode_outputs(plain, [Request(COFFEE)])[0][1:]) == greedy
+
+
+def test_beam_search_of_many_texts_in_one_batch_equals_each_alone(translator) -> None:
+    """The worker decodes a class's texts together: each one's beam search must be the one it gets alone, with
+    its own length limit (a limit cut short is not the same search truncated), and with texts leaving the batch
+    as they finish."""
+    texts = [s["input"] for s in translator.card["samples"]] + ["Hi.", "The dog sleeps under the bed."]
+    sources = [encode_source(translator, text, []) for text in texts]
+    limits = [64 if i % 3 else 4 for i in range(len(texts))] + [0]
+    sources.append(sources[0])
+    bos = translator.config.bos_id
+    alone = [generate(translator.model, [bos], torch.tensor([s]), m, 4) for s, m in zip(sources, limits)]
+    assert beam_many(translator.model, sources, limits, 4) == alone
+    assert alone[-1].ids == [] and any(not g.finished for g in alone) and any(g.finished for g in alone)
+    assert beam_many(translator.model, sources[:3], [64] * 3, 1) == [
+        generate(translator.model, [bos], torch.tensor([s]), 64, 1) for s in sources[:3]
+    ]
 
 
 def test_generate_says_the_translator_writes_with_beam_search(app) -> None:

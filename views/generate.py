@@ -107,9 +107,9 @@ def body() -> None:
         caption = "The decoder writes the output one token at a time, reading the encoder's keys and values."
         if (beam := catalog.decoding_beam(ctx.ckpt.card)) > 1:
             caption += (
-                f" It keeps the {literal(beam)} likeliest outputs so far at every step (beam search, which this model's card "
-                "measured better than taking the likeliest token each time), so a step's written token is not always "
-                "the top one in its table."
+                f" It keeps the {literal(beam)} likeliest outputs so far at every step (beam search, which this "
+                "model's card measured better than taking the likeliest token each time), so a step's written token "
+                "is not always the top one in its table."
             )
         st.caption(caption)
         st.markdown("**Output**")
