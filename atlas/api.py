@@ -146,8 +146,9 @@ def analyze(
 
     - A loaded checkpoint (atlas.load; analysis.analyze.analyze): also the scores, mask, positional rows and each
       position's top `k` predictions, as the app computes them. An encoder-decoder reads `target` as its output so
-      far (without it, its own greedy output); a language model with `continuation` first writes that many tokens
-      (greedy, or `sampling`). InputError (a ValueError) when the text cannot be read.
+      far (without it, its own output: greedy, or the beam its card measured better); a language model with
+      `continuation` first writes that many tokens (greedy, or `sampling`). InputError (a ValueError) when the text
+      cannot be read.
     - A `transformers` GPT-2, Llama or Qwen2 with its `tokenizer`, or a TransformerLens bridge of one: mapped onto
       our model (inference.pretrained.objects, the loader its saved folder goes through), then as a checkpoint:
       the same Analysis as `atlas.load` of its folder, tokenized by the same rule (docs/published-models.md: a

@@ -156,7 +156,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("trace", help="the whole trace as JSON (docs/trace-format.md; the file says its format)")
     p.add_argument("checkpoint")
     p.add_argument("text", nargs="?")
-    p.add_argument("--target", help="decoder text for an encoder-decoder (default: its own greedy output)")
+    p.add_argument(
+        "--target", help="decoder text for an encoder-decoder (default: its own output, greedy or its card's beam)"
+    )
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("--input-file", help=".txt (one input per line) or .jsonl (one JSON string per line)")
     p.add_argument("-o", "--output", help="OUT.json, OUT.npz, or OUT.jsonl with --input-file")
