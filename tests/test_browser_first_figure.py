@@ -47,26 +47,7 @@ def figure_top(page, url: str, selector: str, shot: str) -> float:
     return top
 
 
-# Pushed below the first view by this stop's merged controls (Compare's "Compare with" choice, Training steps' player
-# and head picker above its figure: 789 and 798 px in CI at c4462b7), and next-token's heading 3 px under the
-# element below it: strict, so the day they pass the mark must go.
-NOT_YET = {"training", "compare"}
-STEPS_NOT_YET = {"next-token"}
-
-
-def _page(path: str):
-    marks = [pytest.mark.xfail(strict=True, reason="its figure is pushed below the first view")] * (path in NOT_YET)
-    return pytest.param(path, id=path or "explore", marks=marks)
-
-
-def _step(slug: str):
-    marks = [pytest.mark.xfail(strict=True, reason="its heading runs 3 px under the element below")] * (
-        slug in STEPS_NOT_YET
-    )
-    return pytest.param(slug, id=slug, marks=marks)
-
-
-@pytest.mark.parametrize("path", [_page(p.url_path) for p in PAGES])
+@pytest.mark.parametrize("path", [pytest.param(p.url_path, id=p.url_path or "explore") for p in PAGES])
 def test_each_pages_figure_is_in_the_first_view_on_a_projector(server, page, path: str) -> None:
     selector = FIGURE.get(path, CHART)
     url = f"{server}/{path}?model=lm-english&projector=1"
@@ -74,7 +55,7 @@ def test_each_pages_figure_is_in_the_first_view_on_a_projector(server, page, pat
     assert top < HEIGHT, f"/{path}: the main figure starts at y = {top:.0f}, below the first view ({HEIGHT} px)"
 
 
-@pytest.mark.parametrize("slug", [_step(slug) for slug in SLUGS])
+@pytest.mark.parametrize("slug", SLUGS)
 def test_each_lesson_steps_figure_is_in_the_first_view_on_a_projector(server, page, slug: str) -> None:
     url = f"{server}/lesson?model=lm-english&lesson={slug}&projector=1"
     top = figure_top(page, url, STEP_FIGURE, f"first-figure-lesson-{slug}-projector.png")

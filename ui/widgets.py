@@ -62,6 +62,7 @@ html { font-size: 22px; }
 [data-testid="stCaptionContainer"] p { font-size: 0.95rem; }
 [data-testid="stMainBlockContainer"] { padding: 3.9rem 2rem 2rem; max-width: 100%; }
 [data-testid="stMain"] h1 { font-size: 1.6rem; padding: 0.2rem 0; }
+.st-key-lesson_figure { margin-top: 0.4rem; } /* a step's heading's last line clear of the figure lifted under it */
 [data-testid="stMain"] h2 { font-size: 1.3rem; padding: 0.2rem 0; }
 [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.5rem; }
 [data-testid="stMain"] [data-testid="stHeading"] [data-testid="stMarkdownContainer"] { margin-bottom: -0.5rem; }

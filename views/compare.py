@@ -183,9 +183,11 @@ def body() -> None:
     models = False
     if first.has_model:
         state.keep_valid(COMPARE_WITH, list(WITH), "text")
-        with_ = st.radio("Compare with", list(WITH), key=COMPARE_WITH, format_func=WITH.get, horizontal=True)
+        choice, what = st.columns([1, 3])  # side by side: on a projector the figure starts in the first view
+        with_ = choice.radio("Compare with", list(WITH), key=COMPARE_WITH, format_func=WITH.get)
         models = with_ == "model"
-        second = _second_model(first) if models else _second_text(first)
+        with what:
+            second = _second_model(first) if models else _second_text(first)
     else:
         second = _second_trace(first)
     if second is None:

@@ -139,7 +139,7 @@ def body() -> None:
     st.header(f"{index + 1}. {step.title}", anchor=False)
     # On a projector the step opens on its picture: its first chart goes in `figure`, above the paragraph and the
     # step's own captions and pickers, so that it is in the first view at 1024 × 768.
-    figure = st.container() if projector() else None
+    figure = st.container(key="lesson_figure") if projector() else None
     st.markdown(step.text)
     ctx = sidebar.context()
     if ctx is not None:

@@ -121,10 +121,6 @@ def body() -> None:
     if not saved:
         _without_snapshots(ctx)
         return
-    st.caption(
-        f"Each snapshot is the run's weights at that step, stored as {literal(stored_as(ctx.path))}. "
-        "Its loss is the validation loss of that step's weights."
-    )
     recorded = catalog.recorded_head(ctx.ckpt.card)
     opening = catalog.default_head(ctx.ckpt.card) or (recorded[:2] if recorded else None)
     if opening is not None and opening[0] in final.blocks and opening[1] < final.n_heads:
@@ -132,6 +128,9 @@ def body() -> None:
     attention, layer, head = head_picker(final, with_average=True)
     if recorded is not None:
         _recorded_note(recorded)
+    state.sync_url()
+    player.player(STEP, snapshot_step, cache.held(ctx), attention, layer, head)
+    # Below the step's figure, so that on a projector the figure starts in the first view.
     measured = catalog.card_defaults(ctx.ckpt.card, "training")
     if measured and measured.get("text") == ctx.text:
         st.caption(
@@ -139,8 +138,10 @@ def body() -> None:
             f"occurrence averages {measured['first_score']:.2f} at step {measured['first_step']:,} and "
             f"{measured['last_score']:.2f} at step {measured['last_step']:,} (python -m atlas defaults)."
         )
-    state.sync_url()
-    player.player(STEP, snapshot_step, cache.held(ctx), attention, layer, head)
+    st.caption(
+        f"Each snapshot is the run's weights at that step, stored as {literal(stored_as(ctx.path))}. "
+        "Its loss is the validation loss of that step's weights."
+    )
     # Every step's decoder reads the same tokens: the shipped model's output (its untrained snapshots would write
     # outputs of other lengths, and their heads could not be compared).
     analyses = [cache.snapshot_analysis(ctx, s.step, final.output_text) for s in saved]
