@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from browser_support import settle, settled_violations
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_browser import choose, open_page
 
 pytestmark = pytest.mark.browser
@@ -26,6 +27,10 @@ def wait_param(page, name: str, value: str) -> None:
     )
 
 
+# Issue 50, open: under CI's load a student's page sometimes never shows what the teacher did (the question at stop
+# 54, the text at stop 55: 120 s), and passes here, loaded too. Only that wait timing out is expected; any other
+# failure (a wrong value, an error on a page, an axe violation) still fails the test.
+@pytest.mark.xfail(raises=PlaywrightTimeout, strict=False, reason="issue 50: a follow lost under CI's load")
 def test_a_teacher_and_three_students(server, browser) -> None:
     contexts = [browser.new_context(viewport={"width": 1400, "height": 1000})]
     contexts += [browser.new_context(viewport={"width": 1024, "height": 768}) for _ in range(4)]
