@@ -299,8 +299,10 @@ def headline(card: dict[str, Any]) -> str:
         many = f" {int(pairs):,}" if pairs is not None else ""
         how = ""
         if (beam := decoding_beam(card)) > 1:  # the figure of the decoding the app uses, where the card has it
-            measured = ((card.get("defaults") or {}).get("decoding") or {}).get(f"beam{beam}") or {}
-            if isinstance(measured.get("bleu"), int | float):
+            sets = metrics.get("test_sets")
+            everyday = sets.get("everyday") if isinstance(sets, dict) else None
+            measured = everyday.get(f"beam{beam}") if isinstance(everyday, dict) else None
+            if isinstance(measured, dict) and isinstance(measured.get("bleu"), int | float):
                 bleu, how = float(measured["bleu"]), f", written with beam search ({beam}) as here,"
         return (
             f"Scores BLEU {bleu:.1f} (of 100) on{many} held-out sentences{how} against one reference translation each."

@@ -150,20 +150,8 @@ def generate(
     hyps: list[tuple[list[int], float]] = [([], 0.0)]
     done: list[tuple[list[int], float]] = []
     for _ in range(max_tokens):
-        candidates = []
-        for b, (seq, score) in enumerate(hyps):
-            values, indices = log_probs[b].topk(beam)
-            candidates += [(seq + [int(i)], score + float(v), b) for v, i in zip(values, indices)]
-        candidates.sort(key=lambda c: -c[1])
-        keep = []
-        for seq, score, b in candidates:
-            if seq[-1] == eos:
-                done.append((seq[:-1], score))
-            else:
-                keep.append((seq, score, b))
-            if len(keep) == beam:
-                break
-        if len(done) >= beam or not keep:
+        keep = _beam_step(hyps, log_probs, 0, beam, eos, done)
+        if not keep:
             break
         hyps = [(s, sc) for s, sc, _ in keep]
         order = torch.tensor([b for _, _, b in keep])
@@ -171,7 +159,37 @@ def generate(
         if past is not None and order.tolist() != list(range(log_probs.shape[0])):  # greedy never reorders
             past = past.select(order)
         log_probs, past = next_log_probs(model, source_ids, fed, past, cache, ablate)
-    if done:  # finished hypotheses win; among them, the best log-probability per token
+    return _beam_result(hyps, done)
+
+
+Hypothesis = tuple[list[int], float]  # the tokens written so far, their summed log-probability
+
+
+def _beam_step(
+    hyps: list[Hypothesis], log_probs: Tensor, first_row: int, beam: int, eos: int, done: list[Hypothesis]
+) -> list[tuple[list[int], float, int]]:
+    """One step of one text's beam search: its hypotheses' rows of `log_probs` begin at `first_row`; the `beam`
+    best continuations that do not end (with the batch row each continues), those that end added to `done`; empty
+    when the search is over (`beam` finished, or none left)."""
+    candidates = []
+    for b, (seq, score) in enumerate(hyps):
+        values, indices = log_probs[first_row + b].topk(beam)
+        candidates += [(seq + [int(i)], score + float(v), first_row + b) for v, i in zip(values, indices)]
+    candidates.sort(key=lambda c: -c[1])
+    keep = []
+    for seq, score, row in candidates:
+        if seq[-1] == eos:
+            done.append((seq[:-1], score))
+        else:
+            keep.append((seq, score, row))
+        if len(keep) == beam:
+            break
+    return [] if len(done) >= beam else keep
+
+
+def _beam_result(hyps: list[Hypothesis], done: list[Hypothesis]) -> Generation:
+    """Finished hypotheses win; among them, the best log-probability per token; else the best live one."""
+    if done:
         return Generation(max(done, key=lambda d: d[1] / (len(d[0]) + 1))[0], True)
     return Generation(hyps[0][0], False)
 
@@ -255,8 +273,8 @@ def beam_many(
     eos = cfg.eos_id
     limits = [max(0, min(m, cfg.max_len - 1)) for m in max_tokens]
     padded = pad_rows(sources, cfg.pad_id)
-    hyps: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]  # each text's live hypotheses
-    done: list[list[tuple[list[int], float]]] = [[] for _ in sources]
+    hyps: list[list[Hypothesis]] = [[([], 0.0)] for _ in sources]  # each text's live hypotheses
+    done: list[list[Hypothesis]] = [[] for _ in sources]
     owner = list(range(len(sources)))  # the text of each batch row; a text's rows are consecutive, in hyps' order
     fed = torch.full((len(sources), 1), cfg.bos_id)
     logits, past = forward(model, fed, padded, record=False)
@@ -270,20 +288,8 @@ def beam_many(
         for text in dict.fromkeys(owner):
             if step >= limits[text]:
                 continue  # its live hypotheses stand, as generate's after its last step
-            candidates = []
-            for b, (seq, score) in enumerate(hyps[text]):
-                values, indices = log_probs[first_row[text] + b].topk(beam)
-                candidates += [(seq + [int(i)], score + float(v), first_row[text] + b) for v, i in zip(values, indices)]
-            candidates.sort(key=lambda c: -c[1])
-            keep = []
-            for seq, score, row in candidates:
-                if seq[-1] == eos:
-                    done[text].append((seq[:-1], score))
-                else:
-                    keep.append((seq, score, row))
-                if len(keep) == beam:
-                    break
-            if len(done[text]) >= beam or not keep:
+            keep = _beam_step(hyps[text], log_probs, first_row[text], beam, eos, done[text])
+            if not keep:
                 continue
             hyps[text] = [(seq, score) for seq, score, _ in keep]
             order += [row for _, _, row in keep]
@@ -298,7 +304,4 @@ def beam_many(
         past = past.select(rows)
         logits, past = forward(model, fed[:, -1:], padded.index_select(0, torch.tensor(owner)), past, record=False)
         log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
-    return [
-        Generation(max(d, key=lambda x: x[1] / (len(x[0]) + 1))[0], True) if d else Generation(h[0][0], False)
-        for h, d in zip(hyps, done)
-    ]
+    return [_beam_result(h, d) for h, d in zip(hyps, done)]
