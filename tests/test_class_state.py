@@ -1,14 +1,24 @@
 """The live class's state (ui/classroom.py): codes and keys, the followed view and its version, questions and
-answers, the bounds and the idle hour, and many threads at once."""
+answers, the bounds and the idle hour, and many threads at once; each in the server's memory, in Redis's rules
+(fakeredis) and in a real redis-server where one is installed (scripts/test.sh installs it), where two replicas
+share one class."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
 import threading
+import time
+from pathlib import Path
 
+import fakeredis
 import pytest
 
-from ui import classroom
+from ui import class_store, classroom
 from ui.classroom import ClassError, Classroom, View
+
+STORES = ("memory", "fakeredis", "redis-server")
 
 
 class Clock:
@@ -19,9 +29,62 @@ class Clock:
         return self.now
 
 
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    """A redis-server of this test run on a Unix socket (no port, nothing kept on disk)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server; scripts/test.sh installs it)")
+    folder = tmp_path_factory.mktemp("redis")
+    socket = folder / "redis.sock"
+    args = [
+        binary,
+        "--port",
+        "0",
+        "--unixsocket",
+        str(socket),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+        "--dir",
+        str(folder),
+    ]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 20
+    while not socket.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"
+        time.sleep(0.05)
+    yield f"unix://{socket}"
+    proc.terminate()
+    proc.wait(10)
+
+
+def _replicas(request):
+    """Makes a Classroom as each replica of one server sees it: the memory is one replica's own, the Redis ones
+    share the store (a clock given, for the idle hour)."""
+    if request.param == "memory":
+        own = Classroom()
+        yield lambda clock=None: own if clock is None else Classroom(clock)
+        return
+    if request.param == "fakeredis":
+        server = fakeredis.FakeServer()
+        yield lambda clock=time.time: Classroom.on_redis("redis://fake", fakeredis.FakeRedis(server=server), clock)
+        return
+    url = request.getfixturevalue("redis_server")
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+    yield lambda clock=time.time: Classroom.on_redis(url, clock=clock)
+
+
+replicas = pytest.fixture(params=STORES)(_replicas)
+shared_replicas = pytest.fixture(params=STORES[1:])(_replicas)
+
+
 @pytest.fixture
-def room() -> Classroom:
-    return Classroom()
+def room(replicas) -> Classroom:
+    return replicas()
 
 
 def test_a_class_has_a_short_readable_code_and_a_long_secret_key(room: Classroom) -> None:
@@ -100,11 +163,12 @@ def test_the_reveal_shows_once_and_closes_the_question(room: Classroom) -> None:
         room.answer(code, "late", number, 0)
 
 
-def test_a_class_ends_after_an_idle_hour_and_activity_keeps_it() -> None:
+def test_a_class_ends_after_an_idle_hour_and_activity_keeps_it(replicas) -> None:
     clock = Clock()
-    room = Classroom(clock)
+    clock.now = time.time()
+    room = replicas(clock)
     code, key = room.start()
-    clock.now = classroom.IDLE_S - 1
+    clock.now += classroom.IDLE_S - 1
     room.show(code, key, View.of("", {"layer": 1}))  # the teacher's page keeps it open
     clock.now += classroom.IDLE_S - 1
     assert room.version(code) is not None
@@ -163,3 +227,48 @@ def test_a_typed_code_is_read_as_the_classroom_keys_it() -> None:
     for wrong in ("ABC1", "ABC234", "[x](y)"):
         with pytest.raises(ValueError, match="5 letters and digits"):
             classroom.normal_code(wrong)
+
+
+def test_a_class_started_on_one_replica_is_followed_and_answered_on_another(shared_replicas) -> None:
+    first, second = shared_replicas(), shared_replicas()
+    code, key = first.start()
+    assert second.is_teacher(code, key) and not second.is_teacher(code, "guessed")
+    view = View.of("math", {"layer": 2, "text": "The cat sat."})
+    version = first.show(code, key, view)
+    assert second.version(code) == version and second.view(code) == (version, view)
+    number = second.ask(code, key, "attend", "Where?", ("The", "cat", "sat"), 1)
+    first.answer(code, "s1", number, 1)
+    second.answer(code, "s2", number, 0)
+    assert first.counts(code, number) == second.counts(code, number) == [1, 1, 0]
+    assert first.answered(code) == (second.version(code), 2)
+    second.reveal(code, key, number)
+    assert first.question(code).revealed and first.answer_of(code, number, "s2") == 0
+    first.end(code, key)
+    assert second.version(code) is None and len(second) == 0
+
+
+def test_an_unreachable_or_misnamed_store_is_said_in_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    room = Classroom.on_redis("redis://127.0.0.1:1/0")
+    for call in (room.start, lambda: room.version("ABCDE"), lambda: room.show("ABCDE", "k", View())):
+        with pytest.raises(ClassError, match=r"class store \(redis://127.0.0.1:1/0\) did not answer") as raised:
+            call()
+        assert "\n" not in str(raised.value)
+    monkeypatch.setenv(class_store.ENV, "localhost:6379")
+    with pytest.raises(ClassError, match="is a redis:// URL"):
+        Classroom.from_environment()
+    monkeypatch.delenv(class_store.ENV)
+    assert isinstance(Classroom.from_environment()._store, class_store.MemoryStore)
+
+
+def test_the_server_refuses_to_start_on_a_store_that_does_not_answer() -> None:
+    env = {"ATLAS_CLASS_STORE": "redis://127.0.0.1:1/0", "PATH": "/usr/bin:/bin"}
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "atlas", "app"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stderr.strip().startswith("atlas app: the class store"), done.stderr

@@ -15,11 +15,17 @@ answer revealed), so that a follower's poll reads one integer.
 from __future__ import annotations
 
 import hmac
+import json
 import secrets
-import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import TypeVar
+
+from ui import class_store
+from ui.class_store import ClassError, MemoryStore, RedisStore
+
+R = TypeVar("R")
 
 MAX_CLASSES = 64
 MAX_STUDENTS = 300
@@ -30,10 +36,6 @@ IDLE_S = 3600.0
 CODE_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: read aloud and typed from a projector
 CODE_LENGTH = 5
 KINDS = ("attend", "head", "next")  # where will this query attend most · which head · what will the model predict
-
-
-class ClassError(ValueError):
-    """A one-line refusal a page shows as it is: no such class, a wrong key, a bound reached."""
 
 
 @dataclass(frozen=True)
@@ -81,51 +83,82 @@ class _Class:
     asked: int = 0
 
 
-class Classroom:
-    """Every class of one server. `clock` is injectable for the idle-hour test."""
+def _dumps(found: _Class) -> str:
+    return json.dumps(asdict(found) | {"students": sorted(found.students)}, separators=(",", ":"))
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+
+def _loads(text: str) -> _Class:
+    """A record as `_dumps` wrote it (JSON's keys are text: the questions' numbers come back as int)."""
+    raw = json.loads(text)
+    view = View(raw["view"]["page"], tuple((k, v) for k, v in raw["view"]["values"]))
+    questions = {int(n): Question(**(q | {"choices": tuple(q["choices"])})) for n, q in raw["questions"].items()}
+    answers = {int(n): dict(given) for n, given in raw["answers"].items()}
+    return _Class(
+        raw["code"],
+        raw["key"],
+        raw["touched"],
+        raw["version"],
+        view,
+        questions,
+        answers,
+        set(raw["students"]),
+        raw["asked"],
+    )
+
+
+class Classroom:
+    """Every class of one server, or of every replica sharing a store (ui/class_store.py). `clock` is injectable
+    for the idle-hour test; a shared store needs the wall clock that every replica reads alike."""
+
+    def __init__(
+        self, clock: Callable[[], float] = time.monotonic, store: MemoryStore | RedisStore | None = None
+    ) -> None:
         self._clock = clock
-        self._lock = threading.Lock()
-        self._classes: dict[str, _Class] = {}
+        self._store = MemoryStore() if store is None else store
+
+    @classmethod
+    def from_environment(cls) -> Classroom:
+        """This server's memory, or the Redis server $ATLAS_CLASS_STORE names (read by every replica)."""
+        url = class_store.url_from_environment()
+        return cls() if url is None else cls.on_redis(url)
+
+    @classmethod
+    def on_redis(cls, url: str, client: object = None, clock: Callable[[], float] = time.time) -> Classroom:
+        """The classes every replica shares, in the Redis server at `url` (or `client`, a test's fakeredis)."""
+        return cls(clock, RedisStore(url, _dumps, _loads, IDLE_S, client=client))
 
     def start(self) -> tuple[str, str]:
         """Open a new class: its code (for students) and its key (for the teacher only)."""
-        with self._lock:
-            self._end_idle()
-            if len(self._classes) >= MAX_CLASSES:
-                raise ClassError(f"this server already holds {MAX_CLASSES} classes: try again when one has ended")
-            code = _new_code(self._classes)
-            key = secrets.token_urlsafe(16)
-            self._classes[code] = _Class(code, key, self._clock())
-            return code, key
+        key = secrets.token_urlsafe(16)
+        made = self._store.add(lambda taken: _Class(_new_code(taken), key, self._clock()), MAX_CLASSES, self._alive())
+        if made is None:
+            raise ClassError(f"this server already holds {MAX_CLASSES} classes: try again when one has ended")
+        return made.code, key
 
     def version(self, code: str) -> int | None:
         """The class's version (a follower's one-integer poll); None when there is no such class (or it ended)."""
-        with self._lock:
-            found = self._classes.get(code)
-            return None if found is None or self._idle(found) else found.version
+        stamp = self._store.stamp(code)
+        return None if stamp is None or stamp[1] < self._alive() else stamp[0]
 
     def view(self, code: str) -> tuple[int, View]:
         """The class's version and the teacher's view."""
-        with self._lock:
-            found = self._find(code)
-            return found.version, found.view
+        return self._read(code, lambda found: (found.version, found.view))
 
     def is_teacher(self, code: str, key: str) -> bool:
         """Whether `key` is the key of class `code` (which exists)."""
-        with self._lock:
-            found = self._classes.get(code)
-            return found is not None and not self._idle(found) and _same(found.key, key)
+        found = self._store.read(code, lambda found: found)
+        return found is not None and not self._idle(found) and _same(found.key, key)
 
     def show(self, code: str, key: str, view: View) -> int:
         """The teacher shows `view`: the version grows when it differs from the last. Returns the version."""
-        with self._lock:
-            found = self._teacher(code, key)
+
+        def change(found: _Class) -> int:
             if view != found.view:
                 found.view = view
                 found.version += 1
             return found.version
+
+        return self._teach(code, key, change)
 
     def ask(self, code: str, key: str, kind: str, prompt: str, choices: tuple[str, ...], model_answer: int) -> int:
         """The teacher asks a question with `choices` that the model answers `model_answer`; returns its number."""
@@ -135,8 +168,8 @@ class Classroom:
             raise ClassError(f"a question offers 2 to {MAX_CHOICES} choices, not {len(choices)}")
         if not 0 <= model_answer < len(choices):
             raise ClassError(f"the model's answer {model_answer + 1} is not one of the {len(choices)} choices")
-        with self._lock:
-            found = self._teacher(code, key)
+
+        def change(found: _Class) -> int:
             found.asked += 1
             found.questions[found.asked] = Question(found.asked, kind, prompt, tuple(choices), model_answer)
             found.answers[found.asked] = {}
@@ -146,19 +179,24 @@ class Classroom:
             found.version += 1
             return found.asked
 
+        return self._teach(code, key, change)
+
     def reveal(self, code: str, key: str, number: int) -> None:
         """The teacher reveals question `number`'s answers to the class."""
-        with self._lock:
-            found = self._teacher(code, key)
+
+        def change(found: _Class) -> None:
             question = self._question(found, number)
             if not question.revealed:
                 found.questions[number] = replace(question, revealed=True)
                 found.version += 1
 
+        self._teach(code, key, change)
+
     def answer(self, code: str, student: str, number: int, choice: int) -> None:
         """Student `student` picks choice `choice` of question `number`: once, before the reveal."""
-        with self._lock:
-            found = self._find(code)
+
+        def change(found: _Class | None) -> None:
+            found = self._find(code, found)
             question = self._question(found, number)
             if question.revealed:
                 raise ClassError("the answers are already revealed: this question takes no more")
@@ -173,61 +211,74 @@ class Classroom:
             given[student] = choice
             found.touched = self._clock()
 
+        self._store.update(code, change)
+
+    def answered(self, code: str) -> tuple[int, int] | None:
+        """The class's version and how many answered its latest question (what the teacher's count shows); None when
+        there is no such class."""
+        found = self._store.read(code, lambda found: found)
+        if found is None or self._idle(found):
+            return None
+        return found.version, len(found.answers.get(found.asked, {}))
+
     def question(self, code: str) -> Question | None:
         """The class's latest question, or None before the first."""
-        with self._lock:
-            found = self._find(code)
-            return found.questions[found.asked] if found.asked in found.questions else None
+        return self._read(code, lambda found: found.questions.get(found.asked))
 
     def counts(self, code: str, number: int) -> list[int]:
         """How many students picked each choice of question `number`."""
-        with self._lock:
-            found = self._find(code)
-            question = self._question(found, number)
-            counts = [0] * len(question.choices)
+
+        def use(found: _Class) -> list[int]:
+            counts = [0] * len(self._question(found, number).choices)
             for choice in found.answers[number].values():
                 counts[choice] += 1
             return counts
 
+        return self._read(code, use)
+
     def answer_of(self, code: str, number: int, student: str) -> int | None:
         """The choice `student` picked on question `number`, or None."""
-        with self._lock:
-            found = self._find(code)
+
+        def use(found: _Class) -> int | None:
             self._question(found, number)
             return found.answers[number].get(student)
 
+        return self._read(code, use)
+
     def end(self, code: str, key: str) -> None:
         """The teacher ends the class: its code stops working and its answers are forgotten."""
-        with self._lock:
-            self._teacher(code, key)
-            del self._classes[code]
+        self._teach(code, key, lambda found: None)
+        self._store.remove(code)
 
     def __len__(self) -> int:
-        with self._lock:
-            self._end_idle()
-            return len(self._classes)
+        return self._store.count(self._alive())
 
-    # Called with the lock held.
+    def _alive(self) -> float:
+        """The earliest last touch of a class that has not ended idle."""
+        return self._clock() - IDLE_S
+
     def _idle(self, found: _Class) -> bool:
-        return self._clock() - found.touched > IDLE_S
+        return found.touched < self._alive()
 
-    def _end_idle(self) -> None:
-        for code in [c for c, found in self._classes.items() if self._idle(found)]:
-            del self._classes[code]
+    def _read(self, code: str, use: Callable[[_Class], R]) -> R:
+        return self._store.read(code, lambda found: use(self._find(code, found)))
 
-    def _find(self, code: str) -> _Class:
-        found = self._classes.get(code)
+    def _teach(self, code: str, key: str, change: Callable[[_Class], R]) -> R:
+        """`change` made by the class's teacher (the key checked first), which keeps the class from its idle end."""
+
+        def checked(found: _Class | None) -> R:
+            found = self._find(code, found)
+            if not _same(found.key, key):
+                raise ClassError("this link's teacher key is not the class's: only its teacher changes the class")
+            found.touched = self._clock()
+            return change(found)
+
+        return self._store.update(code, checked)
+
+    def _find(self, code: str, found: _Class | None) -> _Class:
         if found is None or self._idle(found):
-            self._classes.pop(code, None)
             shown = code if len(code) <= CODE_LENGTH * 2 else f"{code[: CODE_LENGTH * 2]}…"
             raise ClassError(f"there is no class {shown} on this server: it has ended, or the code is mistyped")
-        return found
-
-    def _teacher(self, code: str, key: str) -> _Class:
-        found = self._find(code)
-        if not _same(found.key, key):
-            raise ClassError("this link's teacher key is not the class's: only its teacher changes the class")
-        found.touched = self._clock()
         return found
 
     @staticmethod
@@ -242,7 +293,7 @@ def _same(expected: str, given: str) -> bool:
     return hmac.compare_digest(expected.encode("utf-8"), str(given).encode("utf-8", "replace"))
 
 
-def _new_code(taken: Mapping[str, object]) -> str:
+def _new_code(taken: Collection[str]) -> str:
     while True:
         code = "".join(secrets.choice(CODE_LETTERS) for _ in range(CODE_LENGTH))
         if code not in taken:
@@ -258,4 +309,4 @@ def normal_code(text: str) -> str:
     return code
 
 
-CLASSROOM = Classroom()  # the server's own: every session of the process shares it
+CLASSROOM = Classroom.from_environment()  # every session of the process shares it (and every replica, with Redis)

@@ -63,6 +63,20 @@ def warm_then(run: Callable[..., None], model: str | None) -> Callable[..., None
     return run_warm
 
 
+def class_store_problem() -> str | None:
+    """Why the class store $ATLAS_CLASS_STORE names cannot serve (a wrong URL, no answer), or None: said before the
+    server starts rather than by the first class."""
+    from ui.class_store import ClassError
+
+    try:
+        from ui.classroom import Classroom
+
+        len(Classroom.from_environment())  # one round trip to a shared store
+    except ClassError as exc:
+        return str(exc)
+    return None
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m atlas app",
@@ -78,6 +92,9 @@ def main(argv: list[str]) -> int:
             print(f"atlas app: no model “{args.model}” here; the models are: {', '.join(names)}", file=sys.stderr)
             return 2
         os.environ[catalog.MODEL_VAR] = args.model  # every session's first page reads it (ui/sidebar.py)
+    if problem := class_store_problem():
+        print(f"atlas app: {problem}", file=sys.stderr)
+        return 2
     from streamlit.web import bootstrap, cli
 
     bootstrap.run = warm_then(bootstrap.run, args.model)  # the CLI looks it up when it calls it
