@@ -56,7 +56,7 @@ def test_a_student_follows_the_teachers_head_and_text_and_detaches(start) -> Non
     teacher.selectbox(key="head").select(2).run()
     teacher.sidebar.text_area(key="text").input("A new sentence for the class.").run()
     ok(teacher)
-    ok(student.run())  # what the poll's rerun does
+    ok(student.run())  # what the server's rerun does
     assert student.selectbox(key="layer").value == 1 and student.selectbox(key="head").value == 2
     assert student.sidebar.text_area(key="text").value == "A new sentence for the class."
     ok(button(student, "class_detach").click().run())
@@ -69,8 +69,10 @@ def test_a_student_follows_the_teachers_head_and_text_and_detaches(start) -> Non
 
 def test_a_change_made_while_a_followers_page_draws_is_followed_next(start, monkeypatch) -> None:
     """The teacher moves after the follower's run took the view and before its panel is drawn: the page must count
-    itself behind, so that its poll (run once in the page's own run too) reruns it, not mark the new version seen
-    and keep the old view for good."""
+    itself behind, so that the server reruns it (ui/class_push.py), not mark the new version seen and keep the old
+    view for good."""
+    asked: list = []
+    monkeypatch.setattr(class_live, "_rerun_session", lambda session, rerun: asked.append(rerun) or True)
     teacher, student, code = teacher_and_student(start)
     key = teacher.query_params["teach"]
     taken = class_live.follow
@@ -85,8 +87,36 @@ def test_a_change_made_while_a_followers_page_draws_is_followed_next(start, monk
     monkeypatch.setattr(class_live, "follow", follow_then_the_teacher_moves)
     teacher.sidebar.text_area(key="text").input("A new sentence for the class.").run()
     ok(student.run())
+    assert student.session_state[class_live.SEEN] < ROOM.version(code)  # drawn at the view it took: behind
+    class_live.FOLLOWERS.tick()
+    assert any(not rerun.fragment_id for rerun in asked)  # the server asks the student's page to run again
+    ok(student.run())
     assert student.sidebar.text_area(key="text").value == moved
     assert student.session_state[class_live.SEEN] == ROOM.version(code)
+
+
+def test_the_server_reruns_a_follower_when_the_class_moves_and_the_teachers_count_on_an_answer(
+    start, monkeypatch
+) -> None:
+    asked: list = []
+    monkeypatch.setattr(class_live, "_rerun_session", lambda session, rerun: asked.append(rerun) or True)
+    teacher, student, code = teacher_and_student(start)
+    class_live.FOLLOWERS.tick()
+    asked.clear()
+    assert class_live.FOLLOWERS.tick() == 0  # nothing moved: nobody rerun
+    teacher.selectbox(key="head").select(2).run()
+    class_live.FOLLOWERS.tick()
+    [page] = [r for r in asked if not r.fragment_id]  # the student's whole page, on the page it shows
+    assert page.page_script_hash and "class=" in page.query_string
+    ok(student.run())
+    assert student.selectbox(key="head").value == 2
+    ok(button(teacher, "class_ask").click().run())
+    ok(student.run())
+    asked.clear()
+    student.radio(key="class_pick_1").set_value(0)
+    ok(button(student, "class_answer_1").click().run())
+    class_live.FOLLOWERS.tick()
+    assert [r for r in asked if r.fragment_id]  # the teacher's count of answers: its fragment alone
 
 
 def test_a_wrong_teacher_key_is_refused_in_one_line_and_moves_nothing(start) -> None:

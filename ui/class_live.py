@@ -2,10 +2,10 @@
 QR code, students following the teacher's view, and a question the class answers before the reveal.
 
 app.py calls `follow` before the sidebar (a follower takes the teacher's view, and page, before any widget is
-drawn), `panel` above the page and `publish` after it. A follower's page polls the class's version once a second
-in a fragment that draws nothing and reruns the page only when the version moved: an idle follower costs a
-dictionary read a second. The teacher's page publishes its view after each run and, from a fragment, every half
-second (a pick inside another page's fragment reruns only that fragment, not app.py).
+drawn), `panel` above the page and `publish` after it. The server tells a page when its class moved
+(ui/class_push.py): a student's page is rerun when the class's version leaves the one it drew, the teacher's count
+of answers when an answer arrives; an idle follower costs nothing. The teacher's page publishes its view after each
+run of the page and of any of its fragments (a pick inside a page's fragment reruns only that fragment).
 """
 
 from __future__ import annotations
@@ -13,13 +13,18 @@ from __future__ import annotations
 import base64
 import html
 import secrets
+from functools import partial
 from urllib.parse import urlsplit
 
 import streamlit as st
+from streamlit.proto.ClientState_pb2 import ClientState
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
 
 from analysis import class_questions
 from analysis.class_questions import QuestionError
-from ui import cache, classroom, errors, reference, sidebar, state, widgets
+from ui import cache, class_push, classroom, errors, reference, sidebar, state, widgets
 from ui.classroom import ClassError, View
 from ui.markdown import literal
 from ui.pages import PAGES
@@ -29,10 +34,11 @@ from viz.heads import AVERAGE
 
 CLASS = state.url_key("class_code", classroom.normal_code, url="class")  # the students' link holds only this
 TEACH = state.url_key("class_key", url="teach")  # the teacher's address holds the class's secret key as well
-STUDENT = "_class_student"  # session key: this browser session's random id, which its answers are kept under
+STUDENT = "_class_student"  # session key: this browser session's random id (its answers, its entry in FOLLOWERS)
 DETACHED = "_class_detached"  # session key: the student explores on their own
 APPLIED = "_class_applied"  # session key: the class version whose view this follower took
 SEEN = "_class_seen"  # session key: the class version the page was drawn at (a change reruns the page)
+PAGE = "_class_page"  # session key: the page this session shows (what a fragment's run publishes)
 TEACHER_SEEN = "_class_teacher_seen"  # session key: (question, revealed) the teacher's page was drawn at
 NOTE = "_class_note"  # session key: a one-line refusal to show on the next run (from a callback)
 # What a follower copies: the model, the text, attention type, layer, head, query, position and the Lesson's step
@@ -48,9 +54,8 @@ FOLLOWED = (
     "lesson",
     "lesson_source",
 )
-FOLLOW_POLL_S = 1.0
-TEACHER_POLL_S = 0.5
 ROOM = classroom.CLASSROOM
+FOLLOWERS = class_push.Followers({"version": ROOM.version, "answers": ROOM.answered})
 SCRIPTS = {page.url_path: page.script for page in PAGES}
 KIND_LABELS = {
     "attend": "Where will the query attend most?",
@@ -120,13 +125,51 @@ def _view(page: str) -> View:
 
 
 def publish(page: str) -> None:
-    """The teacher's page: its view becomes the class's (the version moves only when it changed)."""
+    """The teacher's page: its view becomes the class's (the version moves only when it changed). Also called after
+    each run of a page's fragment (`_publish_after_fragment`), which app.py's own call does not follow."""
     teacher = _teacher()
     if teacher is not None:
         try:
             ROOM.show(*teacher, _view(page))
         except ClassError as exc:
             st.session_state[NOTE] = str(exc)
+
+
+def _publish_after_fragment() -> None:
+    if PAGE in st.session_state:
+        publish(st.session_state[PAGE])
+
+
+state.after_each_fragment(_publish_after_fragment)
+
+
+def _told(code: str, look: str, seen: object, fragment: bool = False) -> None:
+    """The server reruns this session's page (or, `fragment`, the fragment drawing now) when the class's `look`
+    leaves `seen` (ui/class_push.py)."""
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return
+    rerun = ClientState()
+    rerun.page_script_hash, rerun.query_string = ctx.page_script_hash, ctx.query_string
+    if ctx.context_info:
+        rerun.context_info.CopyFrom(ctx.context_info)
+    if fragment and (fragment_id := ThreadState.get().fragment_id):
+        rerun.fragment_id = fragment_id
+    FOLLOWERS.drawn(student_id(), code, look, seen, partial(_rerun_session, ctx.session_id, rerun))
+
+
+def _rerun_session(session_id: str, rerun: ClientState) -> bool:
+    """Ask session `session_id`'s rerun, as Streamlit's own "run on save" asks it; False when it is gone."""
+    session = Runtime.instance().get_app_session(session_id) if Runtime.exists() else None
+    if session is None:
+        return False
+    session.request_rerun(rerun)
+    return True
+
+
+def _not_told() -> None:
+    if STUDENT in st.session_state:
+        FOLLOWERS.left(student_id())
 
 
 # Callbacks -------------------------------------------------------------------------------------------------------
@@ -231,14 +274,17 @@ def sidebar_start() -> None:
 @errors.safe
 def panel(page: str) -> None:
     """Above the page: the teacher's link, QR code and questions, or the student's following and answering."""
+    st.session_state[PAGE] = page
     if note := st.session_state.pop(NOTE, None):
         st.warning(literal(note))
     if why := state.refused(CLASS):
         st.error(literal(f"The link's class code is not one: {why}."))
     code = _code()
     if code is None:
+        _not_told()
         return
     if ROOM.version(code) is None:
+        _not_told()
         st.error(literal(f"There is no class {code} on this server: it has ended, or the code is mistyped."))
         for key in (CLASS, TEACH, APPLIED, SEEN):
             st.session_state.pop(key, None)
@@ -283,7 +329,13 @@ def _teacher_panel(code: str, page: str) -> None:
 
 @errors.safe
 def _teacher_live_body(code: str, page: str) -> None:
-    publish(page)
+    try:
+        _teacher_live_draw(code, page)
+    finally:  # the server reruns this fragment when an answer arrives (the count) or the class moves
+        _told(code, "answers", ROOM.answered(code), fragment=True)
+
+
+def _teacher_live_draw(code: str, page: str) -> None:
     question = ROOM.question(code)
     shown = None if question is None else (question.number, question.revealed)
     if shown != st.session_state.setdefault(TEACHER_SEEN, shown):
@@ -297,7 +349,7 @@ def _teacher_live_body(code: str, page: str) -> None:
     st.button("Reveal", key="class_reveal", on_click=reveal, args=(question.number,), type="primary")
 
 
-_teacher_live = state.fragment(_teacher_live_body, run_every=TEACHER_POLL_S)
+_teacher_live = state.fragment(_teacher_live_body)
 
 
 def _reveal_chart(code: str, question: classroom.Question) -> None:
@@ -326,8 +378,8 @@ def _student_panel(code: str) -> None:
         question = ROOM.question(code)
         if question is not None:
             _student_question(code, question)
-    finally:
-        _poll(code)  # whatever the question's drawing did: without the poll the page stops following for good
+    finally:  # whatever the question's drawing did: the server reruns this page when the class moves on
+        _told(code, "version", st.session_state[SEEN])
 
 
 def _student_question(code: str, question: classroom.Question) -> None:
@@ -356,13 +408,3 @@ def _student_question(code: str, question: classroom.Question) -> None:
         said = f"Not this time: you picked {question.choices[mine]}, the model {model}."
     (st.success if mine == question.model_answer else st.info)(literal(said))
     _reveal_chart(code, question)
-
-
-@errors.safe
-def _poll_body(code: str) -> None:
-    """Every second: one integer read; the page reruns only when the class moved (or ended)."""
-    if ROOM.version(code) != st.session_state.get(SEEN):
-        st.rerun(scope="app")
-
-
-_poll = state.fragment(_poll_body, run_every=FOLLOW_POLL_S)

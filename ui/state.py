@@ -256,6 +256,16 @@ def keep_state() -> None:
             st.session_state[decl.key] = st.session_state[decl.key]
 
 
+_after_fragment: list[Callable[[], None]] = []
+
+
+def after_each_fragment(hook: Callable[[], None]) -> None:
+    """Call `hook` after every rerun of a fragment alone (a page's fragment reruns only itself, not app.py's last
+    lines: a class's teacher publishes the view from here, ui/class_live.py)."""
+    if hook not in _after_fragment:
+        _after_fragment.append(hook)
+
+
 def fragment(body: Callable[..., None], *, run_every: float | None = None) -> Callable[..., None]:
     """`st.fragment(body)` whose every run first keeps the values kept across pages (`keep_state`). A fragment's
     rerun is a script run of its own, which app.py's `keep_state` does not reach, and at its end Streamlit drops
@@ -267,9 +277,13 @@ def fragment(body: Callable[..., None], *, run_every: float | None = None) -> Ca
     @functools.wraps(body)
     def run(*args: object, **kwargs: object) -> None:
         ctx = get_script_run_ctx()
-        if ctx is not None and ctx.fragment_ids_this_run:  # rerun alone; in a page's run, app.py kept them
+        alone = ctx is not None and bool(ctx.fragment_ids_this_run)  # rerun alone; in a page's run, app.py does
+        if alone:
             keep_state()
         body(*args, **kwargs)
+        if alone:
+            for hook in list(_after_fragment):
+                hook()
 
     return st.fragment(run, run_every=run_every)
 

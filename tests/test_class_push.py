@@ -1,0 +1,91 @@
+"""The server's push to a live class's followers (ui/class_push.py): a rerun asked once per move, one read a class
+whatever its followers, a session gone or a class ended dropped, a store that did not answer looked at again."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ui.class_push import Followers
+
+
+class Class:
+    def __init__(self) -> None:
+        self.version: int | None = 1
+        self.reads = 0
+
+    def read(self, code: str) -> int | None:
+        self.reads += 1
+        return self.version
+
+
+def rerun_log(log: list[str], name: str, alive: bool = True):
+    return lambda: log.append(name) or alive
+
+
+def test_a_follower_is_rerun_once_when_its_class_moves_and_not_while_it_stays() -> None:
+    cls, log = Class(), []
+    followers = Followers({"version": cls.read}, tick_s=3600)
+    followers.drawn("s1", "ABCDE", "version", 1, rerun_log(log, "s1"))
+    assert followers.tick() == 0 and log == []
+    cls.version = 2
+    assert followers.tick() == 1 and log == ["s1"]
+    assert followers.tick() == 0 and log == ["s1"]  # asked once for version 2, however long its run takes
+    followers.drawn("s1", "ABCDE", "version", 2, rerun_log(log, "s1"))  # its page ran at 2
+    cls.version = 3
+    followers.tick()
+    assert log == ["s1", "s1"]
+
+
+def test_one_read_a_class_whatever_its_followers() -> None:
+    cls, log = Class(), []
+    followers = Followers({"version": cls.read}, tick_s=3600)
+    for i in range(30):
+        followers.drawn(f"s{i}", "ABCDE", "version", 1, rerun_log(log, f"s{i}"))
+    cls.version = 2
+    assert followers.tick() == 30 and cls.reads == 1 and len(set(log)) == 30
+
+
+def test_a_session_gone_or_a_class_ended_is_dropped() -> None:
+    cls, log = Class(), []
+    followers = Followers({"version": cls.read}, tick_s=3600)
+    followers.drawn("gone", "ABCDE", "version", 1, rerun_log(log, "gone", alive=False))
+    followers.drawn("here", "ABCDE", "version", 1, rerun_log(log, "here"))
+    cls.version = 2
+    followers.tick()
+    assert len(followers) == 1
+    cls.version = None  # the class ended: its page is rerun once to say so, then nothing more
+    followers.tick()
+    assert log == ["gone", "here", "here"] and len(followers) == 0
+
+
+def test_a_store_that_does_not_answer_is_looked_at_again_next_tick() -> None:
+    log: list[str] = []
+    calls = iter([RuntimeError("no answer"), 2])
+
+    def flaky(code: str) -> int:
+        got = next(calls)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    followers = Followers({"version": flaky}, tick_s=3600)
+    followers.drawn("s1", "ABCDE", "version", 1, rerun_log(log, "s1"))
+    assert followers.tick() == 0 and followers.tick() == 1 and log == ["s1"]
+
+
+def test_the_thread_asks_the_rerun_by_itself() -> None:
+    cls, log = Class(), []
+    followers = Followers({"version": cls.read}, tick_s=0.01)
+    followers.drawn("s1", "ABCDE", "version", 1, rerun_log(log, "s1"))
+    cls.version = 2
+    deadline = time.monotonic() + 10
+    while not log and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log == ["s1"]
+
+
+def test_a_look_that_is_not_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="watches one of version"):
+        Followers({"version": Class().read}).drawn("s1", "ABCDE", "answers", 1, lambda: True)

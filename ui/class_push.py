@@ -1,0 +1,104 @@
+"""A live class's followers, told by the server when their class moves (ui/class_live.py registers them).
+
+One thread per server looks at the version of each class that has followers here, every TICK_S seconds (one
+integer read a class, whatever the number of its followers), and asks a rerun of each follower's page whose drawn
+version is behind, once per version. An idle follower costs nothing but its entry here: no timer in its browser, no
+message on its websocket, no run of its page. A browser's own timer (a fragment's `run_every`) is not used for this:
+Streamlit's frontend skips its ticks while a run is under way and stops them when the fragment is replaced, and a
+follower whose timer stopped never followed again (issue 50).
+
+Plain Python: the rerun itself is a callable the page gives (Streamlit's session, ui/class_live.py), so that the
+rules here are tested without a server. Bounded: one entry a browser session, dropped when the session is gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+
+TICK_S = 0.2
+MAX_FOLLOWERS = 10_000  # entries are a few hundred bytes; a server holds far fewer sessions than this
+_LOGGER = logging.getLogger(__name__)
+
+
+@dataclass
+class _Follower:
+    code: str
+    look: str  # what of the class it watches: a name of Followers' `looks`
+    drawn: Hashable  # what that was when its page was drawn (None: no such class)
+    rerun: Callable[[], bool]  # asks its page's (or fragment's) rerun; False when its session is gone
+    asked: Hashable = None  # what a rerun was asked for, so that it is asked once
+
+
+class Followers:
+    """The followers of every class on this server, and the thread that reruns each when its class moves.
+
+    `looks`: what a follower can watch of a class by name, each read by code and None when there is no such class
+    (a student's page watches the class's version; the teacher's count of answers watches the answers too)."""
+
+    def __init__(self, looks: Mapping[str, Callable[[str], Hashable]], tick_s: float = TICK_S) -> None:
+        self._looks = dict(looks)
+        self._tick_s = tick_s
+        self._lock = threading.Lock()
+        self._followers: dict[str, _Follower] = {}  # session id → its entry
+        self._thread: threading.Thread | None = None
+
+    def drawn(self, session: str, code: str, look: str, seen: Hashable, rerun: Callable[[], bool]) -> None:
+        """Session `session` drew class `code` when its `look` was `seen`: `rerun` it when that moves."""
+        if look not in self._looks:
+            raise ValueError(f"a follower watches one of {', '.join(self._looks)}, not {look!r}")
+        with self._lock:
+            if session not in self._followers and len(self._followers) >= MAX_FOLLOWERS:
+                return  # beyond the bound a page is drawn but not told; it follows on its next own run
+            self._followers[session] = _Follower(code, look, seen, rerun)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._watch, name="class-followers", daemon=True)
+                self._thread.start()
+
+    def left(self, session: str) -> None:
+        """The session is no class's follower any more (its teacher's page, or the class ended)."""
+        with self._lock:
+            self._followers.pop(session, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._followers)
+
+    def tick(self) -> int:
+        """Look at each followed class once; ask the reruns its move calls for. Returns how many were asked."""
+        with self._lock:
+            by_class: dict[tuple[str, str], list[tuple[str, _Follower]]] = {}
+            for session, follower in self._followers.items():
+                by_class.setdefault((follower.code, follower.look), []).append((session, follower))
+        asked = 0
+        for (code, look), group in by_class.items():
+            try:
+                now = self._looks[look](code)
+            except Exception:  # a shared store that did not answer: looked at again next tick
+                _LOGGER.warning("class %s: its %s could not be read", code, look, exc_info=True)
+                continue
+            for session, follower in group:
+                if now == follower.drawn or (now is not None and now == follower.asked):
+                    continue
+                follower.asked = now
+                asked += 1
+                if not follower.rerun() or now is None:  # gone, or told its class ended: nothing more to follow
+                    self._drop(session, follower)
+        return asked
+
+    def _drop(self, session: str, follower: _Follower) -> None:
+        """Forget `follower`, unless its session drew again meanwhile (a new entry)."""
+        with self._lock:
+            if self._followers.get(session) is follower:
+                del self._followers[session]
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(self._tick_s)
+            try:
+                self.tick()
+            except Exception:  # the thread serves every class: it logs and goes on
+                _LOGGER.exception("class followers: a tick failed")
