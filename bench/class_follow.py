@@ -4,16 +4,19 @@ Starts the server as the README does (bench/classroom.py's `serve`) and talks St
 does (BackMsg / ForwardMsg over `/_stcore/stream`):
   1. the teacher opens the app and presses "Start a class" (a trigger on the button's widget id); the class code
      comes back in the address (`page_info_changed`);
-  2. N followers open `?class=CODE`; each learns its poll fragment from the server's `auto_rerun` message and, as
-     the browser's timer does, asks for that fragment's rerun every interval (`rerun_script` with `fragment_id`);
-  3. idle: for --idle seconds nobody changes anything, and the server process's CPU time is read from /proc
-     before and after: what N polling followers cost (and the same window with no follower, for the baseline);
+  2. N followers open `?class=CODE`; the server reruns each when the class moves (ui/class_push.py). Were a page to
+     declare a timer (an `auto_rerun` message), a follower would ask that fragment's rerun every interval, as a
+     browser does (`rerun_script` with `fragment_id`);
+  3. idle: for --idle seconds nobody changes anything, and the server processes' CPU time is read from /proc
+     before and after: what N idle followers cost (and the same window with no follower, for the baseline);
   4. the teacher types a new text (the sidebar's text area, what Ctrl+Enter sends) every --every seconds,
      --changes times; a follower has followed when its address holds the new text (its page ran with the
      teacher's view). Follow latency: from the teacher's send to that moment, p50 / p95 / max over all followers
      and changes.
 
     python bench/class_follow.py [--followers 30] [--changes 5] [--every 3] [--idle 10] [--model lm-english]
+    python bench/class_follow.py --replicas 2   # two servers sharing a redis-server (ATLAS_CLASS_STORE): the teacher
+                                               # on the first, the followers alternating between them
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import statistics
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 from urllib.parse import parse_qs, quote
@@ -132,21 +138,39 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-async def idle_cpu(pid: int, seconds: float) -> float:
-    """The server's CPU over `seconds`, as a share of one core."""
-    before, start = cpu_seconds(pid), time.perf_counter()
+async def idle_cpu(pids: list[int], seconds: float) -> float:
+    """The servers' CPU over `seconds`, as a share of one core."""
+    before, start = sum(map(cpu_seconds, pids)), time.perf_counter()
     await asyncio.sleep(seconds)
-    return (cpu_seconds(pid) - before) / (time.perf_counter() - start)
+    return (sum(map(cpu_seconds, pids)) - before) / (time.perf_counter() - start)
 
 
-async def run(url: str, pid: int, args: argparse.Namespace) -> dict:
-    baseline = await idle_cpu(pid, args.idle)
-    teacher = Client(url, f"model={quote(args.model)}")
+def start_redis(folder: Path) -> tuple[subprocess.Popen, str]:
+    """A redis-server on a Unix socket in `folder`, as deploy/run-replicas.sh starts one: its URL."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise SystemExit("--replicas needs redis-server (apt-get install redis-server)")
+    socket = folder / "redis.sock"
+    proc = subprocess.Popen(
+        [binary, "--port", "0", "--unixsocket", str(socket), "--save", "", "--appendonly", "no", "--dir", str(folder)],
+        stdout=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 20
+    while not socket.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit("redis-server did not start")
+        time.sleep(0.05)
+    return proc, f"unix://{socket}"
+
+
+async def run(urls: list[str], pids: list[int], args: argparse.Namespace) -> dict:
+    baseline = await idle_cpu(pids, args.idle)
+    teacher = Client(urls[0], f"model={quote(args.model)}")
     await teacher.open()
     await teacher.send(("class_start", "trigger_value", True))
     await teacher.wait_finished()
     code = teacher.address["class"][0]
-    followers = [Client(url, f"class={code}") for _ in range(args.followers)]
+    followers = [Client(urls[i % len(urls)], f"class={code}") for i in range(args.followers)]
     opened = time.perf_counter()
     for follower in followers:  # one after another, as a class arrives: their first page is timed elsewhere
         await follower.open()
@@ -154,7 +178,7 @@ async def run(url: str, pid: int, args: argparse.Namespace) -> dict:
     stop = asyncio.Event()
     polls = [asyncio.create_task(f.poll(stop)) for f in followers]
     await asyncio.sleep(2)  # every timer started
-    idle = await idle_cpu(pid, args.idle)
+    idle = await idle_cpu(pids, args.idle)
     latencies: list[float] = []
     missed = 0
     teacher_runs: list[float] = []  # the teacher's own run: the new text analysed, drawn and published
@@ -193,15 +217,26 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="lm-english")
     parser.add_argument("--checkpoints", type=Path, default=ROOT / "checkpoints")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--replicas", type=int, default=1, help="servers sharing one redis-server (1: no Redis)")
     args = parser.parse_args(argv)
-    proc, url = serve(args.checkpoints / args.model, args.threads)
-    try:
-        found = asyncio.run(run(url, proc.pid, args))
-    finally:
-        stop_server(proc)
+    servers, redis = [], None
+    with tempfile.TemporaryDirectory() as folder:
+        try:
+            if args.replicas > 1:
+                redis, os.environ["ATLAS_CLASS_STORE"] = start_redis(Path(folder))
+            for _ in range(args.replicas):
+                servers.append(serve(args.checkpoints / args.model, args.threads))
+            found = asyncio.run(run([url for _, url in servers], [proc.pid for proc, _ in servers], args))
+        finally:
+            for proc, _ in servers:
+                stop_server(proc)
+            if redis is not None:
+                redis.terminate()
+                redis.wait(10)
     latencies = sorted(found["latencies"])
     p95 = latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))]
-    print(f"class {found['code']}: {args.followers} followers, {args.changes} changes every {args.every:g} s")
+    where = f", {args.replicas} replicas sharing a redis-server" if args.replicas > 1 else ""
+    print(f"class {found['code']}: {args.followers} followers, {args.changes} changes every {args.every:g} s{where}")
     if found["missed"]:
         print(f"  MISSED: {found['missed']} follows did not arrive within {FOLLOW_TIMEOUT_S} s")
     print(f"  followers' first pages, one after another: {found['opened']:.1f} s")
@@ -216,7 +251,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(
         f"  server CPU, idle: {found['baseline']:.1%} of a core with no session, {found['idle']:.1%} with "
-        f"{args.followers} followers polling once a second ({found['idle'] / max(args.followers, 1):.2%} each)"
+        f"{args.followers} idle followers ({found['idle'] / max(args.followers, 1):.2%} each)"
     )
     print(f"  cores: {os.cpu_count()}, load average now: {os.getloadavg()[0]:.1f}")
 
