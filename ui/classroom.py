@@ -214,12 +214,12 @@ class Classroom:
         self._store.update(code, change)
 
     def answered(self, code: str) -> tuple[int, int] | None:
-        """The class's version and how many answered its latest question (what the teacher's count shows); None when
-        there is no such class."""
+        """The latest question's number and how many answered it (what the teacher's count shows; 0 before the
+        first question); None when there is no such class."""
         found = self._store.read(code, lambda found: found)
         if found is None or self._idle(found):
             return None
-        return found.version, len(found.answers.get(found.asked, {}))
+        return found.asked, len(found.answers.get(found.asked, {}))
 
     def question(self, code: str) -> Question | None:
         """The class's latest question, or None before the first."""
