@@ -5,6 +5,7 @@ what the library itself computes from the same weights on the same ids, within 1
 from __future__ import annotations
 
 import numpy as np
+import pandas.testing as pd_testing
 import pytest
 import torch
 
@@ -350,24 +351,80 @@ def test_the_logit_lens_as_a_table_ends_on_the_librarys_own_guesses_and_names_wh
     assert table.attrs["hidden"] and not set(table["top guess"]) & set(table.attrs["hidden"])
 
 
+def head_outputs_weight(model) -> list[torch.Tensor]:
+    """Each layer's W^O as (heads, d_head, d_model), from the library's own modules (GPT-2's Conv1D is (in, out))."""
+    cfg, out = model.config, []
+    heads = cfg.num_attention_heads
+    for layer in range(cfg.num_hidden_layers):
+        if cfg.model_type == "gpt2":
+            w_o = model.transformer.h[layer].attn.c_proj.weight.detach()
+        else:
+            w_o = model.model.layers[layer].self_attn.o_proj.weight.detach().T
+        out.append(w_o.reshape(heads, -1, w_o.shape[-1]))
+    return out
+
+
 @pytest.mark.slow  # TransformerLens takes about 7 s to import
-def test_a_transformer_lens_bridge_of_a_gpt2_runs_every_circuit_function_equal_to_its_own_cache() -> None:
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_a_transformer_lens_bridge_runs_every_circuit_function_equal_to_its_own_cache(kind) -> None:
+    """Weights, value norms, logit attribution, the logit lens at every layer, activation patching of every head and
+    composition, each against what the bridge itself records (`run_with_cache`, `run_with_hooks`) within 1e-5."""
     from transformer_lens.model_bridge import TransformerBridge
 
-    model, tokenizer = tiny_gpt2(), word_tokenizer()
-    bridge = TransformerBridge.boot_transformers("gpt2", hf_model=model, tokenizer=tokenizer)
-    ids = read_ids(model, tokenizer, TEXT)
+    model, tokenizer = TINY[kind](), word_tokenizer()
+    bridge = TransformerBridge.boot_transformers(kind, hf_model=model, tokenizer=tokenizer)
+    ids, other = read_ids(model, tokenizer, TEXT), read_ids(model, tokenizer, OTHER)
     with torch.no_grad():
         logits, cache = bridge.run_with_cache(ids)
-    analysis = atlas.analyze(bridge, TEXT)  # the bridge's tokenizer, its GPT-2 mapped onto ours
+        other_logits, _ = bridge.run_with_cache(other)
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    analysis = atlas.analyze(bridge, TEXT)  # the bridge's tokenizer, its model mapped onto ours
     assert analysis.target_ids == tuple(ids[0].tolist())
-    for layer in analysis.layers("decoder.self_attn"):
+    for layer, w_o in zip(analysis.layers("decoder.self_attn"), head_outputs_weight(model), strict=True):
+        block = analysis.block("decoder.self_attn", layer)
         expected = cache[f"blocks.{layer}.attn.hook_pattern"][0].numpy()
-        np.testing.assert_allclose(analysis.block("decoder.self_attn", layer).weights, expected, atol=TOL, rtol=0)
+        np.testing.assert_allclose(block.weights, expected, atol=TOL, rtol=0)
+        v = cache[f"blocks.{layer}.attn.hook_v"][0]  # (T, kv heads, d_head): a grouped-query model's fewer heads
+        v = v.repeat_interleave(heads // v.shape[1], dim=1)
+        norms = torch.einsum("thd,hdm->htm", v, w_o).norm(dim=-1)  # ‖v_j W_O^h‖ (Kobayashi et al. 2020)
+        np.testing.assert_allclose(block.value_norms, norms.numpy(), atol=TOL, rtol=1e-5)
+
+    mat, rug = tokenizer.convert_tokens_to_ids(["mat", "rug"])
     table = atlas.logit_attribution_scores(bridge, TEXT, token="mat")
-    assert table.attrs["logit"] == pytest.approx(float(logits[0, -1, tokenizer.convert_tokens_to_ids("mat")]), abs=TOL)
-    assert len(atlas.patch_scores(bridge, TEXT, OTHER, "mat", "rug")) == 6
-    assert len(atlas.composition_scores(bridge)) and len(atlas.logit_lens(bridge, TEXT, as_table=True))
+    assert table.attrs["logit"] == pytest.approx(float(logits[0, -1, mat]), abs=TOL)
+
+    lens = atlas.logit_lens(bridge, TEXT, as_table=True)
+    for layer in range(layers + 1):
+        with torch.no_grad():  # the stream entering each block (and the last block's output) read as the last
+            stream = (
+                cache[f"blocks.{layer}.hook_resid_pre"]
+                if layer < layers
+                else cache[f"blocks.{layer - 1}.hook_resid_post"]
+            )
+            probs = bridge.unembed(bridge.ln_final(stream))[0].softmax(-1)
+        rows = lens[lens["layer"] == layer].sort_values("position")
+        np.testing.assert_allclose(rows["probability"], probs.max(-1).values.numpy(), atol=TOL, rtol=0)
+    np.testing.assert_allclose(probs.numpy(), logits[0].softmax(-1).numpy(), atol=TOL)  # the last: its prediction
+
+    patched = atlas.patch_scores(bridge, TEXT, OTHER, "mat", "rug").set_index(["layer", "head"])["restored"]
+    # the logit differences as the bridge gives them; the GPT-2's two differ by 1.6e-4 only, so the shares are
+    # compared unnormalised (a 1e-8 difference of two logits would move a share by 1e-4)
+    clean, corrupted = (float(x[0, -1, mat] - x[0, -1, rug]) for x in (logits, other_logits))
+    for layer in range(layers):
+        for head in range(heads):
+
+            def from_clean(z, hook, head=head, layer=layer):  # this head's output, softmax(QKᵀ/√d)V, before W^O
+                z[:, :, head] = cache[f"blocks.{layer}.attn.hook_z"][:, :, head]
+                return z
+
+            with torch.no_grad():
+                run = bridge.run_with_hooks(other, fwd_hooks=[(f"blocks.{layer}.attn.hook_z", from_clean)])
+            ours = corrupted + patched[(layer + 1, head + 1)] * (clean - corrupted)  # the share, unnormalised
+            assert ours == pytest.approx(float(run[0, -1, mat] - run[0, -1, rug]), abs=1e-6), (layer, head)
+
+    pd_testing.assert_frame_equal(
+        atlas.composition_scores(bridge), atlas.composition_scores(model, tokenizer=tokenizer)
+    )
 
 
 def test_value_weighted_attention_reads_a_mapped_objects_analysis() -> None:
