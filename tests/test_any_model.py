@@ -433,3 +433,50 @@ def test_value_weighted_attention_reads_a_mapped_objects_analysis() -> None:
     weighted = atlas.value_weighted(analysis)
     block = weighted.block("decoder.self_attn", 0)
     np.testing.assert_allclose(block.weights.sum(-1), 1.0, atol=1e-5)
+
+
+def test_token_ids_read_as_the_text_they_spell_in_every_circuit_function(hf) -> None:
+    """Ids with the start token (a tensor, as a tokenizer returns them) or without it (a list: it is put first)
+    give what the text gives: the same Analysis, logit attribution, lens and patching."""
+    model, tokenizer = hf
+    with_bos = read_ids(model, tokenizer, TEXT)  # (1, T)
+    bare = tokenizer(TEXT, add_special_tokens=False)["input_ids"]
+    by_text = atlas.analyze(model, TEXT, tokenizer=tokenizer)
+    for given in (with_bos, bare):
+        analysis = atlas.analyze(model, given, tokenizer=tokenizer)
+        assert analysis.target_ids == by_text.target_ids and analysis.text == TEXT
+        np.testing.assert_array_equal(
+            analysis.block("decoder.self_attn", 0).weights, by_text.block("decoder.self_attn", 0).weights
+        )
+    kwargs = {"token": "mat", "tokenizer": tokenizer}
+    pd_testing.assert_frame_equal(
+        atlas.logit_attribution_scores(model, bare, **kwargs), atlas.logit_attribution_scores(model, TEXT, **kwargs)
+    )
+    pd_testing.assert_frame_equal(
+        atlas.logit_lens(model, with_bos, as_table=True, tokenizer=tokenizer),
+        atlas.logit_lens(model, TEXT, as_table=True, tokenizer=tokenizer),
+    )
+    other = tokenizer(OTHER, add_special_tokens=False)["input_ids"]
+    for approximate in (False, True):
+        by_ids = atlas.patch_scores(model, bare, other, "mat", "rug", approximate=approximate, tokenizer=tokenizer)
+        pd_testing.assert_frame_equal(
+            by_ids, atlas.patch_scores(model, TEXT, OTHER, "mat", "rug", approximate=approximate, tokenizer=tokenizer)
+        )
+
+
+def test_token_ids_that_cannot_be_read_are_one_line_each() -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    with pytest.raises(ValueError, match="^token ids are 0 to 14 for .*; these have others$"):
+        atlas.logit_lens(model, [4, 99], tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="^30 token ids with the start token, over .*'s 24 positions"):
+        atlas.analyze(model, [4] * 29, tokenizer=tokenizer)
+    with pytest.raises(TypeError, match="pairs two texts or two rows of token ids, not one of each"):
+        atlas.patch_scores(model, TEXT, [4, 5, 6], tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="the ids are 3 and 2 long"):
+        atlas.patch_scores(model, [4, 5], [4], tokenizer=tokenizer)
+    with pytest.raises(
+        ValueError, match="reads one row of token ids, \\(T,\\) or \\(1, T\\), not a tensor of \\(2, 3\\)"
+    ):
+        atlas.analyze(model, torch.ones(2, 3, dtype=torch.long), tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="token ids for a language model only; translate-en-de reads a text"):
+        atlas.logit_attribution_scores(atlas.load("translate-en-de"), [5, 6])
