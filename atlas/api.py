@@ -1003,7 +1003,7 @@ class ScoreSplit:
 
 
 def score_parts(
-    model: Checkpoint,
+    model: Checkpoint | object,
     text: str,
     *,
     layer: int,
@@ -1011,6 +1011,7 @@ def score_parts(
     query: int,
     key: int,
     attention: str | None = None,
+    tokenizer: object | None = None,
 ) -> ScoreSplit:
     """Why a head attends where it does: head `head` of layer `layer`'s raw score q·k/√d_k of query position `query`
     for key position `key` (all from 1, as the Attention math page labels them) split into the residual stream's
@@ -1018,9 +1019,10 @@ def score_parts(
     biases (analysis.score_parts). Every normalisation is held at the scale (its per-position denominator) it had in
     this run, which makes it linear; each part is centred on its own, so the cells sum to the model's raw score
     exactly. For cross-attention the key side is the encoder's output, split into the encoder's parts. `attention`
-    as in `head` (None: the cross-attention if the model has one, else its first)."""
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"score_parts takes a loaded model (atlas.load), not {type(model).__name__}")
+    as in `head` (None: the cross-attention if the model has one, else its first). `model`: a loaded checkpoint,
+    or a `transformers` GPT-2, Llama or Qwen2 with its `tokenizer` (or a TransformerLens bridge of one), mapped as
+    the circuit functions map it."""
+    model = _checkpoint(model, tokenizer, "score_parts")
     analysis = _analyze(model, text)
     attention = _attention(analysis, attention, _opening_attention(analysis))
     block, index = _block(analysis, attention, layer)

@@ -426,6 +426,23 @@ def test_a_transformer_lens_bridge_runs_every_circuit_function_equal_to_its_own_
         atlas.composition_scores(bridge), atlas.composition_scores(model, tokenizer=tokenizer)
     )
 
+    split = atlas.score_parts(bridge, TEXT, layer=layers, head=heads, query=8, key=3)  # counted from 1
+    expected = float(cache[f"blocks.{layers - 1}.attn.hook_attn_scores"][0, heads - 1, 7, 2])
+    assert split.score == pytest.approx(expected, abs=TOL)
+    assert split.table.to_numpy().sum() == pytest.approx(expected, abs=TOL)
+
+
+def test_the_score_split_of_an_object_sums_to_its_raw_score(hf) -> None:
+    """Why a head attends, on the mapped GPT-2, Llama and Qwen2: the parts (the earlier layers' heads among them)
+    sum to the score the Analysis records; the bridge test holds that score to TransformerLens's own."""
+    model, tokenizer = hf
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    split = atlas.score_parts(model, TEXT, layer=layers, head=heads, query=8, key=3, tokenizer=tokenizer)
+    block = atlas.analyze(model, TEXT, tokenizer=tokenizer).block("decoder.self_attn", layers - 1)
+    assert split.score == pytest.approx(float(block.scores[heads - 1, 7, 2]), abs=TOL)
+    assert split.table.to_numpy().sum() == pytest.approx(split.score, abs=TOL)
+    assert f"L{layers - 1} H{heads}" in split.table.index and "token embeddings" in split.table.columns
+
 
 def test_value_weighted_attention_reads_a_mapped_objects_analysis() -> None:
     """A mapped object's Analysis carries values and their norms, as a checkpoint's does: no "read from a file"."""
