@@ -82,8 +82,8 @@ class Request:
     max_tokens: int = 64
     continuation: int = 0
     sampling: Sampling | None = None
-    target_ids: tuple[int, ...] | None = None  # encoder-decoder: the decoder's ids as an analysis gave them (its
-    # `target_ids`, bos first): used as they are, so a second look at a text decodes nothing again
+    target_ids: tuple[int, ...] | None = None  # the decoder's ids, bos first, used as they are: an encoder-decoder's
+    # as an analysis gave them (a second look decodes nothing again), a language model's given instead of `text`
 
 
 @dataclass
@@ -105,6 +105,8 @@ def _prepare(ckpt: Checkpoint, request: Request) -> _Prepared:
         if not 0 <= request.continuation <= ckpt.config.max_len // 2:
             raise InputError(f"A continuation is 0 to {ckpt.config.max_len // 2} tokens, not {request.continuation}.")
         reserve = request.continuation
+        if request.target_ids is not None:  # token ids read as they are: no tokenizer, so no cut (a clear error)
+            return _Prepared(request, cleaned.text, notes, None, _given_target(ckpt, request.target_ids, reserve))
         return _Prepared(request, cleaned.text, notes, None, encode_prefix(ckpt, cleaned.text, notes, reserve))
     source = encode_source(ckpt, cleaned.text, notes)
     target = None if request.target is None else encode_prefix(ckpt, clean_text(request.target).text, notes)
@@ -113,11 +115,16 @@ def _prepare(ckpt: Checkpoint, request: Request) -> _Prepared:
     return _Prepared(request, cleaned.text, notes, source, target)
 
 
-def _given_target(ckpt: Checkpoint, ids: tuple[int, ...]) -> list[int]:
-    """The decoder's ids as given (see Request.target_ids), checked: bos first, within the vocabulary and max_len."""
+def _given_target(ckpt: Checkpoint, ids: tuple[int, ...], reserve: int = 0) -> list[int]:
+    """The decoder's ids as given (see Request.target_ids), checked: bos first, within the vocabulary and max_len
+    (less `reserve` positions kept for a continuation)."""
     cfg = ckpt.config
-    if not ids or ids[0] != cfg.bos_id or len(ids) > cfg.max_len or not all(0 <= i < cfg.vocab_size for i in ids):
-        raise InputError(f"The decoder's ids must start with <s> and be 1 to {cfg.max_len} ids of the vocabulary.")
+    most = cfg.max_len - reserve
+    if not ids or ids[0] != cfg.bos_id or len(ids) > most or not all(0 <= i < cfg.vocab_size for i in ids):
+        raise InputError(
+            f"The decoder's ids must start with <s> and be 1 to {most} ids of the vocabulary (0 to "
+            f"{cfg.vocab_size - 1}); these are {len(ids)}."
+        )
     return list(ids)
 
 

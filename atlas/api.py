@@ -57,8 +57,7 @@ from analysis.fork import fork as _fork
 from analysis.imported import MAX_FILE_BYTES, TraceError, from_arrays, from_huggingface, from_transformer_lens
 from analysis.imported import read_trace as _read_trace
 from analysis.induction import measure
-from analysis.patching import attribution_patch, pair_ids
-from analysis.patching import patch as _patch
+from analysis.patching import WHATS, PairError, attribution_patch_runs, pair_ids, patch_runs, prepare_ids
 from analysis.record import Analysis, Block
 from analysis.rollout import analysis_rollout
 from analysis.score_parts import pass_inputs
@@ -131,7 +130,7 @@ def load(path_or_name: str | Path) -> Checkpoint:
 
 def analyze(
     model: Checkpoint | object,
-    text: str | Sequence[str],
+    text: str | Sequence[str] | Sequence[int] | torch.Tensor,
     *,
     tokenizer: object | None = None,
     target: str | None = None,
@@ -162,23 +161,36 @@ def analyze(
     The other keywords are a checkpoint's; a model only run by its library gives weights only (no scores or
     predictions). A text longer than the model's context is cut to it with a warning (`AnalysisWarning`) that
     says so, whatever the model. `device`: "cpu" (the default) or "cuda" for a model this app runs (a checkpoint,
-    a mapped object; ValueError when no GPU is here); every circuit function takes it too."""
-    texts = _texts(text, "analyze")
+    a mapped object; ValueError when no GPU is here); every circuit function takes it too.
+
+    `text` may be token ids instead (a list of ints, or a tensor of one row as `tokenizer(text,
+    return_tensors="pt")["input_ids"]`) for a language model this app runs: read as they are, the start token put
+    first when they do not begin with it, never cut; the Analysis's text is what they decode to. The circuit
+    functions (`logit_attribution`, `logit_lens`, `patch`, with their `_scores`) take ids the same way."""
+    ids = _is_ids(text)
+    texts = [text] if ids else _texts(text, "analyze")
     model, tokenizer = _mapped(model, tokenizer, "analyze")
     if isinstance(model, Checkpoint):
         if tokenizer is not None:
             raise ValueError("a loaded checkpoint brings its own tokenizer: leave tokenizer out")
         model = _on(model, device)
-        results = analyze_many(model, [Request(t, target, k, max_tokens, continuation, sampling) for t in texts])
+        given = [_token_ids(model, text, "analyze")] if ids else [(t, None) for t in texts]
+        requests = [Request(t, target, k, max_tokens, continuation, sampling, i) for t, i in given]
+        results = analyze_many(model, requests)
         for index, result in enumerate(results):
             if isinstance(result, InputError):
                 if len(texts) == 1:
                     raise result
                 raise InputError(f"text {index + 1}: {result}") from result
             _warn_cut(result.notes)
-        return results if isinstance(text, (list, tuple)) else results[0]
+        return results if isinstance(text, (list, tuple)) and not ids else results[0]
     if _device(device).type != "cpu":
         raise ValueError("device= moves the models this app maps; a library's own model runs where it is: model.to()")
+    if ids:
+        raise ValueError(
+            "token ids go to a loaded checkpoint or a mapped GPT-2, Llama or Qwen2; this model is run by its own "
+            "library on a text: pass the text"
+        )
     if hasattr(model, "run_with_cache") and hasattr(model, "to_str_tokens"):
         found = [_transformer_lens(model, t) for t in texts]
     elif isinstance(model, torch.nn.Module) and hasattr(model, "config"):
@@ -217,6 +229,55 @@ def _texts(text: object, where: str) -> list[str]:
         )
         raise TypeError(f"{where} reads a text (a str) or a list of texts, not {bad}")
     raise TypeError(f"{where} reads a text (a str) or a list of texts, not {type(text).__name__}")
+
+
+def _is_ids(text: object) -> bool:
+    """Whether `text` is token ids rather than text: a non-empty list or tuple of whole numbers, or an integer
+    tensor of one row ((T,) or (1, T), as a tokenizer's `return_tensors="pt"` gives)."""
+    if isinstance(text, torch.Tensor):
+        return not text.is_floating_point() and not text.is_complex() and text.dtype != torch.bool
+    return (
+        isinstance(text, (list, tuple))
+        and bool(text)
+        and all(isinstance(i, Integral) and not isinstance(i, bool) for i in text)
+    )
+
+
+def _token_ids(model: Checkpoint, ids: object, where: str) -> tuple[str, tuple[int, ...]]:
+    """Token ids given instead of a text, for a language model: as the rule reads a text (docs/published-models.md),
+    the start token first, put there when the ids do not begin with it; and the text they decode to, the Analysis's
+    `text`. Read as they are otherwise: nothing is cut (more ids than the context is an InputError)."""
+    if model.config.has_encoder:
+        raise ValueError(
+            f"{where} reads token ids for a language model only; {model.name} reads a text (its encoder's input "
+            "goes through its own tokenizer)"
+        )
+    if isinstance(ids, torch.Tensor):
+        if ids.dim() == 2 and ids.shape[0] == 1:
+            ids = ids[0]
+        if ids.dim() != 1 or ids.numel() == 0:
+            raise ValueError(f"{where} reads one row of token ids, (T,) or (1, T), not a tensor of {tuple(ids.shape)}")
+        ids = ids.tolist()
+    read = [int(i) for i in ids]  # type: ignore[union-attr]
+    if read[0] != model.config.bos_id:
+        read = [model.config.bos_id, *read]
+    cfg = model.config
+    if not all(0 <= i < cfg.vocab_size for i in read):
+        raise InputError(f"token ids are 0 to {cfg.vocab_size - 1} for {model.name}; these have others")
+    if len(read) > cfg.max_len:
+        raise InputError(
+            f"{len(read)} token ids with the start token, over {model.name}'s {cfg.max_len} positions: ids are read "
+            f"as they are, never cut; pass at most {cfg.max_len - 1} after the start token"
+        )
+    return model.tokenizer.decode(read[1:]), tuple(read)
+
+
+def _analysis_of(model: Checkpoint, text: object, where: str) -> Analysis:
+    """The Analysis of a text, or of token ids (`_token_ids`)."""
+    if _is_ids(text):
+        decoded, ids = _token_ids(model, text, where)
+        return _analyze(model, decoded, target_ids=ids)
+    return _analyze(model, text)
 
 
 def _mapped(model: object, tokenizer: object, where: str) -> tuple[object, object]:
@@ -667,8 +728,8 @@ def composition_scores(
 # --- what heads write: direct logit attribution and the logit lens ------------------------------------------------
 
 
-def _decoder_pass(model: Checkpoint, text: str, where: str) -> tuple[Analysis, object, object]:
-    analysis = _analyze(model, text)
+def _decoder_pass(model: Checkpoint, text: object, where: str) -> tuple[Analysis, object, object]:
+    analysis = _analysis_of(model, text, where)
     _warn_cut(analysis.notes)
     return analysis, *decoder_inputs(model, analysis.text, analysis.target_ids)
 
@@ -686,7 +747,7 @@ def _attributed(model, text, position, token, versus, where):
 
 def logit_attribution(
     model: Checkpoint | object,
-    text: str,
+    text: str | Sequence[int] | torch.Tensor,
     position: int | None = None,
     token: int | str | None = None,
     versus: int | str | None = None,
@@ -710,7 +771,7 @@ def logit_attribution(
 
 def logit_attribution_scores(
     model: Checkpoint | object,
-    text: str | Sequence[str],
+    text: str | Sequence[str] | Sequence[int] | torch.Tensor,
     position: int | None = None,
     token: int | str | None = None,
     versus: int | str | None = None,
@@ -723,7 +784,7 @@ def logit_attribution_scores(
     biases; the contributions sum to the model's logit, kept with the token, versus and position (from 1) in
     `.attrs`. A list of texts gives a list of tables, in order."""
     model = _checkpoint(model, tokenizer, "logit_attribution_scores", device)
-    if not isinstance(text, str):  # a list of texts: a list of tables, the model mapped once
+    if not isinstance(text, str) and not _is_ids(text):  # a list of texts: a list of tables, the model mapped once
         return [logit_attribution_scores(model, t, position, token, versus) for t in _texts(text, "scores")]
     analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution_scores")
     labels = {a: analysis.attention_label(a) for a in parts.heads}
@@ -750,7 +811,7 @@ def forced(model: Checkpoint, text: str, reference: str) -> pd.DataFrame:
 
 def logit_lens(
     model: Checkpoint | object,
-    text: str,
+    text: str | Sequence[int] | torch.Tensor,
     *,
     as_table: bool = False,
     tokenizer: object | None = None,
@@ -801,22 +862,37 @@ def _lens_table(model: Checkpoint, analysis: Analysis, lens: Any) -> pd.DataFram
 def _patched(model, clean, corrupted, answer, versus, what, approximate, where):
     if approximate and what != "heads":
         raise ValueError("attribution patching approximates the heads only: what='heads'")
-    notes: list[str] = []
-    ids = [i[0].tolist() for i in pair_ids(model, clean, corrupted, notes)]
-    _warn_cut(notes)
+    if what not in WHATS:
+        raise ValueError(f"what is one of {', '.join(map(repr, WHATS))}, not {what!r}")
+    pair = _pair(model, clean, corrupted, where)
+    ids = [i[0].tolist() for i in pair]
     chosen = [None if t is None else token_id(model, t) for t in (answer, versus)]
-    if approximate:
-        result = attribution_patch(model, clean, corrupted, *chosen)
-    else:
-        result = _patch(model, clean, corrupted, what, *chosen)
+    runs = prepare_ids(model, *pair, *chosen)
+    result = attribution_patch_runs(model, runs) if approximate else patch_runs(model, runs, what)
     labels = pair_labels(*[[display_piece(p) for p in model.tokenizer.pieces(i)] for i in ids])
     return result, labels
 
 
+def _pair(model: Checkpoint, clean: object, corrupted: object, where: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The pair's ids (1, T) each: two texts as patching reads them, or two rows of token ids (`_token_ids`);
+    PairError when their lengths differ."""
+    if not _is_ids(clean) and not _is_ids(corrupted):
+        notes: list[str] = []
+        pair = pair_ids(model, clean, corrupted, notes)
+        _warn_cut(notes)
+        return pair
+    if not (_is_ids(clean) and _is_ids(corrupted)):
+        raise TypeError(f"{where} pairs two texts or two rows of token ids, not one of each")
+    pair = [_token_ids(model, x, where)[1] for x in (clean, corrupted)]
+    if len(pair[0]) != len(pair[1]):
+        raise PairError(f"patching pairs position with position: the ids are {len(pair[0])} and {len(pair[1])} long")
+    return torch.tensor([pair[0]]), torch.tensor([pair[1]])
+
+
 def patch(
     model: Checkpoint | object,
-    clean: str,
-    corrupted: str,
+    clean: str | Sequence[int] | torch.Tensor,
+    corrupted: str | Sequence[int] | torch.Tensor,
     answer: int | str | None = None,
     versus: int | str | None = None,
     what: str = "heads",
@@ -838,8 +914,8 @@ def patch(
 
 def patch_scores(
     model: Checkpoint | object,
-    clean: str | Sequence[str],
-    corrupted: str | Sequence[str],
+    clean: str | Sequence[str] | Sequence[int] | torch.Tensor,
+    corrupted: str | Sequence[str] | Sequence[int] | torch.Tensor,
     answer: int | str | None = None,
     versus: int | str | None = None,
     what: str = "heads",
@@ -852,7 +928,7 @@ def patch_scores(
     share restored, the largest first; the two runs' logit differences and the tokens in `.attrs`. Lists of clean
     and corrupted texts, as long as each other, give a list of tables, one per pair, in order."""
     model = _checkpoint(model, tokenizer, "patch_scores", device)
-    if not isinstance(clean, str) or not isinstance(corrupted, str):
+    if not (isinstance(clean, str) or _is_ids(clean)) or not (isinstance(corrupted, str) or _is_ids(corrupted)):
         cleans, corrupteds = _texts(clean, "patch_scores"), _texts(corrupted, "patch_scores")
         if len(cleans) != len(corrupteds):
             raise ValueError(f"patch_scores pairs texts one to one: {len(cleans)} clean, {len(corrupteds)} corrupted")
@@ -927,7 +1003,7 @@ class ScoreSplit:
 
 
 def score_parts(
-    model: Checkpoint,
+    model: Checkpoint | object,
     text: str,
     *,
     layer: int,
@@ -935,6 +1011,7 @@ def score_parts(
     query: int,
     key: int,
     attention: str | None = None,
+    tokenizer: object | None = None,
 ) -> ScoreSplit:
     """Why a head attends where it does: head `head` of layer `layer`'s raw score q·k/√d_k of query position `query`
     for key position `key` (all from 1, as the Attention math page labels them) split into the residual stream's
@@ -942,9 +1019,10 @@ def score_parts(
     biases (analysis.score_parts). Every normalisation is held at the scale (its per-position denominator) it had in
     this run, which makes it linear; each part is centred on its own, so the cells sum to the model's raw score
     exactly. For cross-attention the key side is the encoder's output, split into the encoder's parts. `attention`
-    as in `head` (None: the cross-attention if the model has one, else its first)."""
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"score_parts takes a loaded model (atlas.load), not {type(model).__name__}")
+    as in `head` (None: the cross-attention if the model has one, else its first). `model`: a loaded checkpoint,
+    or a `transformers` GPT-2, Llama or Qwen2 with its `tokenizer` (or a TransformerLens bridge of one), mapped as
+    the circuit functions map it."""
+    model = _checkpoint(model, tokenizer, "score_parts")
     analysis = _analyze(model, text)
     attention = _attention(analysis, attention, _opening_attention(analysis))
     block, index = _block(analysis, attention, layer)

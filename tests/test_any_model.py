@@ -5,6 +5,7 @@ what the library itself computes from the same weights on the same ids, within 1
 from __future__ import annotations
 
 import numpy as np
+import pandas.testing as pd_testing
 import pytest
 import torch
 
@@ -350,24 +351,97 @@ def test_the_logit_lens_as_a_table_ends_on_the_librarys_own_guesses_and_names_wh
     assert table.attrs["hidden"] and not set(table["top guess"]) & set(table.attrs["hidden"])
 
 
+def head_outputs_weight(model) -> list[torch.Tensor]:
+    """Each layer's W^O as (heads, d_head, d_model), from the library's own modules (GPT-2's Conv1D is (in, out))."""
+    cfg, out = model.config, []
+    heads = cfg.num_attention_heads
+    for layer in range(cfg.num_hidden_layers):
+        if cfg.model_type == "gpt2":
+            w_o = model.transformer.h[layer].attn.c_proj.weight.detach()
+        else:
+            w_o = model.model.layers[layer].self_attn.o_proj.weight.detach().T
+        out.append(w_o.reshape(heads, -1, w_o.shape[-1]))
+    return out
+
+
 @pytest.mark.slow  # TransformerLens takes about 7 s to import
-def test_a_transformer_lens_bridge_of_a_gpt2_runs_every_circuit_function_equal_to_its_own_cache() -> None:
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_a_transformer_lens_bridge_runs_every_circuit_function_equal_to_its_own_cache(kind) -> None:
+    """Weights, value norms, logit attribution, the logit lens at every layer, activation patching of every head and
+    composition, each against what the bridge itself records (`run_with_cache`, `run_with_hooks`) within 1e-5."""
     from transformer_lens.model_bridge import TransformerBridge
 
-    model, tokenizer = tiny_gpt2(), word_tokenizer()
-    bridge = TransformerBridge.boot_transformers("gpt2", hf_model=model, tokenizer=tokenizer)
-    ids = read_ids(model, tokenizer, TEXT)
+    model, tokenizer = TINY[kind](), word_tokenizer()
+    bridge = TransformerBridge.boot_transformers(kind, hf_model=model, tokenizer=tokenizer)
+    ids, other = read_ids(model, tokenizer, TEXT), read_ids(model, tokenizer, OTHER)
     with torch.no_grad():
         logits, cache = bridge.run_with_cache(ids)
-    analysis = atlas.analyze(bridge, TEXT)  # the bridge's tokenizer, its GPT-2 mapped onto ours
+        other_logits, _ = bridge.run_with_cache(other)
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    analysis = atlas.analyze(bridge, TEXT)  # the bridge's tokenizer, its model mapped onto ours
     assert analysis.target_ids == tuple(ids[0].tolist())
-    for layer in analysis.layers("decoder.self_attn"):
+    for layer, w_o in zip(analysis.layers("decoder.self_attn"), head_outputs_weight(model), strict=True):
+        block = analysis.block("decoder.self_attn", layer)
         expected = cache[f"blocks.{layer}.attn.hook_pattern"][0].numpy()
-        np.testing.assert_allclose(analysis.block("decoder.self_attn", layer).weights, expected, atol=TOL, rtol=0)
+        np.testing.assert_allclose(block.weights, expected, atol=TOL, rtol=0)
+        v = cache[f"blocks.{layer}.attn.hook_v"][0]  # (T, kv heads, d_head): a grouped-query model's fewer heads
+        v = v.repeat_interleave(heads // v.shape[1], dim=1)
+        norms = torch.einsum("thd,hdm->htm", v, w_o).norm(dim=-1)  # ‖v_j W_O^h‖ (Kobayashi et al. 2020)
+        np.testing.assert_allclose(block.value_norms, norms.numpy(), atol=TOL, rtol=1e-5)
+
+    mat, rug = tokenizer.convert_tokens_to_ids(["mat", "rug"])
     table = atlas.logit_attribution_scores(bridge, TEXT, token="mat")
-    assert table.attrs["logit"] == pytest.approx(float(logits[0, -1, tokenizer.convert_tokens_to_ids("mat")]), abs=TOL)
-    assert len(atlas.patch_scores(bridge, TEXT, OTHER, "mat", "rug")) == 6
-    assert len(atlas.composition_scores(bridge)) and len(atlas.logit_lens(bridge, TEXT, as_table=True))
+    assert table.attrs["logit"] == pytest.approx(float(logits[0, -1, mat]), abs=TOL)
+
+    lens = atlas.logit_lens(bridge, TEXT, as_table=True)
+    for layer in range(layers + 1):
+        with torch.no_grad():  # the stream entering each block (and the last block's output) read as the last
+            stream = (
+                cache[f"blocks.{layer}.hook_resid_pre"]
+                if layer < layers
+                else cache[f"blocks.{layer - 1}.hook_resid_post"]
+            )
+            probs = bridge.unembed(bridge.ln_final(stream))[0].softmax(-1)
+        rows = lens[lens["layer"] == layer].sort_values("position")
+        np.testing.assert_allclose(rows["probability"], probs.max(-1).values.numpy(), atol=TOL, rtol=0)
+    np.testing.assert_allclose(probs.numpy(), logits[0].softmax(-1).numpy(), atol=TOL)  # the last: its prediction
+
+    patched = atlas.patch_scores(bridge, TEXT, OTHER, "mat", "rug").set_index(["layer", "head"])["restored"]
+    # the logit differences as the bridge gives them; the GPT-2's two differ by 1.6e-4 only, so the shares are
+    # compared unnormalised (a 1e-8 difference of two logits would move a share by 1e-4)
+    clean, corrupted = (float(x[0, -1, mat] - x[0, -1, rug]) for x in (logits, other_logits))
+    for layer in range(layers):
+        for head in range(heads):
+
+            def from_clean(z, hook, head=head, layer=layer):  # this head's output, softmax(QKᵀ/√d)V, before W^O
+                z[:, :, head] = cache[f"blocks.{layer}.attn.hook_z"][:, :, head]
+                return z
+
+            with torch.no_grad():
+                run = bridge.run_with_hooks(other, fwd_hooks=[(f"blocks.{layer}.attn.hook_z", from_clean)])
+            ours = corrupted + patched[(layer + 1, head + 1)] * (clean - corrupted)  # the share, unnormalised
+            assert ours == pytest.approx(float(run[0, -1, mat] - run[0, -1, rug]), abs=1e-6), (layer, head)
+
+    pd_testing.assert_frame_equal(
+        atlas.composition_scores(bridge), atlas.composition_scores(model, tokenizer=tokenizer)
+    )
+
+    split = atlas.score_parts(bridge, TEXT, layer=layers, head=heads, query=8, key=3)  # counted from 1
+    expected = float(cache[f"blocks.{layers - 1}.attn.hook_attn_scores"][0, heads - 1, 7, 2])
+    assert split.score == pytest.approx(expected, abs=TOL)
+    assert split.table.to_numpy().sum() == pytest.approx(expected, abs=TOL)
+
+
+def test_the_score_split_of_an_object_sums_to_its_raw_score(hf) -> None:
+    """Why a head attends, on the mapped GPT-2, Llama and Qwen2: the parts (the earlier layers' heads among them)
+    sum to the score the Analysis records; the bridge test holds that score to TransformerLens's own."""
+    model, tokenizer = hf
+    layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    split = atlas.score_parts(model, TEXT, layer=layers, head=heads, query=8, key=3, tokenizer=tokenizer)
+    block = atlas.analyze(model, TEXT, tokenizer=tokenizer).block("decoder.self_attn", layers - 1)
+    assert split.score == pytest.approx(float(block.scores[heads - 1, 7, 2]), abs=TOL)
+    assert split.table.to_numpy().sum() == pytest.approx(split.score, abs=TOL)
+    assert f"L{layers - 1} H{heads}" in split.table.index and "token embeddings" in split.table.columns
 
 
 def test_value_weighted_attention_reads_a_mapped_objects_analysis() -> None:
@@ -376,3 +450,50 @@ def test_value_weighted_attention_reads_a_mapped_objects_analysis() -> None:
     weighted = atlas.value_weighted(analysis)
     block = weighted.block("decoder.self_attn", 0)
     np.testing.assert_allclose(block.weights.sum(-1), 1.0, atol=1e-5)
+
+
+def test_token_ids_read_as_the_text_they_spell_in_every_circuit_function(hf) -> None:
+    """Ids with the start token (a tensor, as a tokenizer returns them) or without it (a list: it is put first)
+    give what the text gives: the same Analysis, logit attribution, lens and patching."""
+    model, tokenizer = hf
+    with_bos = read_ids(model, tokenizer, TEXT)  # (1, T)
+    bare = tokenizer(TEXT, add_special_tokens=False)["input_ids"]
+    by_text = atlas.analyze(model, TEXT, tokenizer=tokenizer)
+    for given in (with_bos, bare):
+        analysis = atlas.analyze(model, given, tokenizer=tokenizer)
+        assert analysis.target_ids == by_text.target_ids and analysis.text == TEXT
+        np.testing.assert_array_equal(
+            analysis.block("decoder.self_attn", 0).weights, by_text.block("decoder.self_attn", 0).weights
+        )
+    kwargs = {"token": "mat", "tokenizer": tokenizer}
+    pd_testing.assert_frame_equal(
+        atlas.logit_attribution_scores(model, bare, **kwargs), atlas.logit_attribution_scores(model, TEXT, **kwargs)
+    )
+    pd_testing.assert_frame_equal(
+        atlas.logit_lens(model, with_bos, as_table=True, tokenizer=tokenizer),
+        atlas.logit_lens(model, TEXT, as_table=True, tokenizer=tokenizer),
+    )
+    other = tokenizer(OTHER, add_special_tokens=False)["input_ids"]
+    for approximate in (False, True):
+        by_ids = atlas.patch_scores(model, bare, other, "mat", "rug", approximate=approximate, tokenizer=tokenizer)
+        pd_testing.assert_frame_equal(
+            by_ids, atlas.patch_scores(model, TEXT, OTHER, "mat", "rug", approximate=approximate, tokenizer=tokenizer)
+        )
+
+
+def test_token_ids_that_cannot_be_read_are_one_line_each() -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    with pytest.raises(ValueError, match="^token ids are 0 to 14 for .*; these have others$"):
+        atlas.logit_lens(model, [4, 99], tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="^30 token ids with the start token, over .*'s 24 positions"):
+        atlas.analyze(model, [4] * 29, tokenizer=tokenizer)
+    with pytest.raises(TypeError, match="pairs two texts or two rows of token ids, not one of each"):
+        atlas.patch_scores(model, TEXT, [4, 5, 6], tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="the ids are 3 and 2 long"):
+        atlas.patch_scores(model, [4, 5], [4], tokenizer=tokenizer)
+    with pytest.raises(
+        ValueError, match="reads one row of token ids, \\(T,\\) or \\(1, T\\), not a tensor of \\(2, 3\\)"
+    ):
+        atlas.analyze(model, torch.ones(2, 3, dtype=torch.long), tokenizer=tokenizer)
+    with pytest.raises(ValueError, match="token ids for a language model only; translate-en-de reads a text"):
+        atlas.logit_attribution_scores(atlas.load("translate-en-de"), [5, 6])

@@ -52,6 +52,10 @@ def test_attention_math_splits_the_score_into_parts_that_sum_to_it(app, good_dir
     block = f"decoder.layers.{layer}.self_attn"
     np.testing.assert_allclose(z, score_parts(ckpt.model, ids, source, block, head, query, 1).table, atol=1e-6)
     assert "sum to" in " ".join(c.value for c in at.caption) and key is not None
+    at.selectbox(key="layer").set_value(0).run()  # nothing wrote before layer 1: the note says where heads show
+    assert "choose a later layer" in " ".join(c.value for c in ok(at).caption)
+    at.selectbox(key="layer").set_value(1).run()
+    assert "choose a later layer" not in " ".join(c.value for c in ok(at).caption)
 
 
 def test_attention_math_splits_a_translators_cross_attention_score(app) -> None:

@@ -1,6 +1,8 @@
 """Issue 51's sections in chromium at 1024×768 on the shipped language model and translator: Attention math's score
-split (switched on by its link) and Generate's fork (a candidate chosen by its link): drawn, axe-core clean (serious,
-critical and heading order), no text cut off, and their controls reachable by the keyboard. One page load each."""
+split (switched on by its link), Generate's fork (a candidate chosen by its link) and, on the language model (a
+translator has no next token to explain), Logit attribution's methods compared (after its button): drawn, axe-core
+clean (serious, critical and heading order), no text cut off, and their controls reachable by the keyboard. One
+page load each. (Compare's second model: tests/test_browser_circuits.py.)"""
 
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ SHOWN = [
         "Write instead",
     ),
     ("generate", "translate-en-de", {"gen_fork": "2"}, "fork_forked_self_attn", "Write instead"),
+    ("attribution", "lm-english", {}, "agreement_corr", "Compare the methods (about 96 passes)"),
 ]
+PRESSED = {"agreement_corr": "Compare the methods"}  # a section drawn after its button (about 96 passes)
 
 
 @pytest.mark.parametrize(("path", "model", "query", "element", "control"), SHOWN, ids=[f"{s[0]}-{s[1]}" for s in SHOWN])
@@ -32,6 +36,9 @@ def test_the_section_is_drawn_accessible_and_whole(server, browser, path, model,
     try:
         page.goto(f"{server}/{path}?{urlencode({'model': model, **query})}")
         settle(page)
+        if element in PRESSED:
+            page.get_by_role("button", name=PRESSED[element]).first.click()
+            settle(page)
         page.wait_for_selector(f".st-key-{element}")
         settle(page)
         assert control in page.evaluate(TAB_ORDER)

@@ -67,6 +67,17 @@ def test_another_size_and_tokenizer_shows_its_nearest_head_and_no_difference(
     np.testing.assert_allclose(z(chart(at, "compare_second")), tiny, atol=1e-6)
 
 
+def test_what_the_second_model_cannot_read_is_said_under_it(tiny_checkpoints, tmp_path, monkeypatch) -> None:
+    """lm-english's opening names read by the induction model, whose vocabulary has none of them: its note (the
+    words it reads as <unk>) under its heatmap, where the sidebar says only the first model's."""
+    for name in ("lm-english", "induction"):
+        shutil.copytree(ROOT / "checkpoints" / name, tmp_path / name)
+    text = "Anna Pavlova met Boris Godunov. Anna Pavlova met Boris"
+    at = open_compare(tmp_path, monkeypatch, model="lm-english", compare_model="induction", text=text)
+    (note,) = analyze(load_checkpoint(tmp_path / "induction"), text).notes
+    assert "not in induction's vocabulary" in note and note.replace("\\", "") in captions(at)
+
+
 def test_a_model_without_the_attention_says_so(tiny_checkpoints, tmp_path, monkeypatch) -> None:
     shutil.copytree(tiny_checkpoints["encoder-decoder"], tmp_path / "translate-tiny")
     shutil.copytree(ROOT / "checkpoints" / "fivegram-1L-1H", tmp_path / "fivegram-1L-1H")

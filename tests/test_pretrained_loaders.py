@@ -222,6 +222,30 @@ def test_a_gguf_file_loads_as_transformers_loads_it(published) -> None:
     assert 0 < (logits - published["hf_llama"](ids).logits).abs().max() < 0.05
 
 
+def test_the_circuit_functions_read_a_gguf_as_transformers_reads_it(published) -> None:
+    """Logit attribution and activation patching on `atlas.load` of the GGUF, given token ids (a pair one token
+    apart), read the logits transformers computes from the same file, within the parity test's 1e-4."""
+    import atlas
+
+    path = published["gguf"]
+    reference = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
+    ).eval()
+    model = atlas.load(path)
+    ids = [1, *model.tokenizer.encode("the cat sat on the mat")]
+    other = [*ids[:2], ids[3], *ids[3:]]  # one token changed, as many tokens
+    with torch.no_grad():
+        clean, corrupted = (reference(torch.tensor([x])).logits[0, -1] for x in (ids, other))
+    answer, versus = int(clean.argmax()), int(corrupted.argmin())
+    table = atlas.logit_attribution_scores(model, ids, token=answer)
+    assert table.attrs["logit"] == pytest.approx(float(clean[answer]), abs=1e-4)
+    assert table["contribution"].sum() == pytest.approx(float(clean[answer]), abs=1e-4)
+    patched = atlas.patch_scores(model, ids, other, answer, versus)
+    assert patched.attrs["clean"] == pytest.approx(float(clean[answer] - clean[versus]), abs=1e-4)
+    assert patched.attrs["corrupted"] == pytest.approx(float(corrupted[answer] - corrupted[versus]), abs=1e-4)
+    assert len(patched) == model.config.n_decoder_layers * model.config.n_heads
+
+
 def test_the_gguf_tokenizer_reads_the_files_vocabulary_merges_and_specials(published) -> None:
     tok = load_checkpoint(published["gguf"]).tokenizer
     ids = tok.encode(" the cat 42")

@@ -135,6 +135,9 @@ def test_the_figure_and_tables_show_the_cells_that_sum_to_the_score() -> None:
     go.Figure(fig.to_dict())  # valid Plotly, though built without validation
     assert np.allclose(np.array(fig.data[0].z), parts.table)
     assert f"{parts.score:+.4f}" in fig.layout.title.text
+    assert fig.data[0].colorbar.title.text == "part of q·k/√dₖ"  # the score's own units, not a share of it
+    assert list(fig.layout.xaxis.ticktext) == list(frame.columns)  # every part named where they fit
+    assert list(fig.layout.yaxis.ticktext) == list(frame.index)
     top = largest_cells(frame, 3)
     assert list(top.columns) == ["query part", "key part", "contribution", "share of all"]
     assert abs(top["contribution"].iloc[0]) == pytest.approx(np.abs(parts.table).max())

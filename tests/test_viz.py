@@ -442,6 +442,8 @@ def test_generation_figures_row_cache_and_their_numbers() -> None:
     go.Figure(growth.to_dict())
     with pytest.raises(ValueError, match="does not match"):
         attention_row(row, ["a", "b"], "x")
+    many = attention_row(np.full(69, 1 / 69), [f"t{i}" for i in range(69)], "in a column", most=16)
+    assert len(many.layout.xaxis.ticktext) <= 16  # a half-width chart names fewer keys than a full one
 
 
 def test_long_titles_wrap_after_a_comma_and_the_chart_grows_to_hold_them() -> None:

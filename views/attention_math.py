@@ -90,6 +90,12 @@ def why_view(ctx: cache.Shown, block: Block, head: int, query: int, name: str) -
     said = f"The cells sum to {parts.total:+.4f}; the model's raw score is {parts.score:+.4f}"
     said += f", its weight {weights[key]:.3f}." if not parts.masked else ", but the mask forbids this key: weight 0."
     st.caption(literal(said))
+    if not any(part.startswith("L") for part in parts.query_parts):  # names of heads and layers: `L1 H2`
+        st.caption(
+            "Nothing wrote into the stream before this layer's first block, so its parts are the embeddings, "
+            "the positions and biases only: choose a later layer to see what earlier heads and feed-forward "
+            "layers put into this score."
+        )
     st.markdown("**The largest cells**, whichever way they push")
     st.dataframe(largest_cells(frame), hide_index=True, key="why_cells")
 

@@ -236,6 +236,9 @@ def two_models(first: Shown, second: Shown, attention: str, layer: int, head: in
     ):
         fig = thaw(charts.head_chart(ctx, attention, lay, hd, norms))
         show_chart(fig, f"compare_{name}", safe_filename("compare", name, ctx.name), where=col)
+        if ctx is second:  # the sidebar says the first model's; the second may read the text quite otherwise
+            for note in ctx.analysis.notes:
+                col.caption(literal(note))
         _outputs(col, ctx, name, models=True)
     a, b = (x.analysis.block(attention, lay) for x, lay in ((first, layer), (second, near)))
     if list(a.query_pieces) != list(b.query_pieces) or list(a.key_pieces) != list(b.key_pieces):

@@ -18,6 +18,7 @@ from ui.widgets import layer_and_head, show_chart
 from viz.fork import fork_frame
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece, safe_filename
+from viz.style import COLUMN_LABELS
 from viz.tables import top_k_frame
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
@@ -192,12 +193,12 @@ def decoding_steps(source: Source, written_tokens: int, sampling: Sampling | Non
         name = safe_filename("step", source.name, f"L{layer + 1}", f"H{head + 1}", f"s{step}")
         row = block.weights[head, position, : position + 1]
         title = f"Self-attention of step {step}, layer {layer + 1}, head {head + 1}"
-        fig = attention_row(row, block.key_pieces[: position + 1], title, own=position)
+        fig = attention_row(row, block.key_pieces[: position + 1], title, own=position, most=COLUMN_LABELS)
         show_chart(fig, "gen_self_row", name)
         if "decoder.cross_attn" in analysis.attentions:
             cross_block = analysis.block("decoder.cross_attn", layer)
             title = f"Cross-attention of step {step}, layer {layer + 1}, head {head + 1}"
-            fig = attention_row(cross_block.weights[head, position], cross_block.key_pieces, title)
+            fig = attention_row(cross_block.weights[head, position], cross_block.key_pieces, title, most=COLUMN_LABELS)
             show_chart(fig, "gen_cross_row", f"{name}-cross")
     state.sync_url()  # a rerun of this fragment alone: the address bar follows the step
     fork_view(source, analysis, step, position, layer, head)
@@ -257,7 +258,7 @@ def fork_heads(analysis: Analysis, found: Fork, step: int, layer: int, head: int
             title = f"{analysis.attention_label(attention)} of step {at}, layer {layer + 1}, head {head + 1}"
             own = len(row) - 1 if attention == "decoder.self_attn" else None
             key = f"fork_{'greedy' if branch is found.greedy else 'forked'}_{parse_attention_type(attention)[1]}"
-            show_chart(attention_row(row, keys, title, own=own), key, key, where=column)
+            show_chart(attention_row(row, keys, title, own=own, most=COLUMN_LABELS), key, key, where=column)
 
 
 errors.guarded(body)

@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.labels import escape, indexed_labels
-from viz.style import HIGHLIGHT, finish_layout, tick_step, unvalidated
+from viz.style import AXIS_LABELS, HIGHLIGHT, finish_layout, tick_step, unvalidated
 
 
 def kv_cache_numbers(n_layers: int, d_model: int, positions: int) -> int:
@@ -17,15 +17,18 @@ def kv_cache_numbers(n_layers: int, d_model: int, positions: int) -> int:
     return 2 * n_layers * positions * d_model
 
 
-def attention_row(weights: np.ndarray, key_pieces: Sequence[str], title: str, own: int | None = None) -> go.Figure:
-    """One query's attention weights over its keys as bars (keys labelled `i:piece`, counted from 1); the bar of
-    the query's own position (`own`, 0-based) in the highlight colour."""
+def attention_row(
+    weights: np.ndarray, key_pieces: Sequence[str], title: str, own: int | None = None, most: int = AXIS_LABELS
+) -> go.Figure:
+    """One query's attention weights over its keys as bars (keys labelled `i:piece`, counted from 1, at most `most`
+    labels: fewer for a chart in a column); the bar of the query's own position (`own`, 0-based) in the highlight
+    colour."""
     w = np.asarray(weights, dtype=np.float32)
     if w.ndim != 1 or w.shape[0] != len(key_pieces):
         raise ValueError(f"a row of {w.shape} weights does not match {len(key_pieces)} keys")
     labels = [escape(label) for label in indexed_labels(key_pieces)]  # Plotly renders tags: escaped
     colours = [HIGHLIGHT if i == own else "#35608d" for i in range(len(labels))]  # cividis's blue
-    step = tick_step(len(labels), most=48)
+    step = tick_step(len(labels), most=most)
     bars = {
         "type": "bar",
         "x": list(range(len(labels))),

@@ -12,7 +12,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from viz.labels import escape
-from viz.style import DIVERGING, finish_layout, unvalidated
+from viz.style import DIVERGING, category_axis, finish_layout, unvalidated
 
 
 def score_parts_frame(query_parts: Sequence[str], key_parts: Sequence[str], table: np.ndarray) -> pd.DataFrame:
@@ -34,22 +34,24 @@ def largest_cells(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
 
 
 def score_parts_heatmap(frame: pd.DataFrame, score: float, title: str) -> go.Figure:
-    """The table as a heatmap: query parts as rows (model order, top to bottom), key parts as columns; blue for a
-    part pair that raises the score, red for one that lowers it, on one scale centred on 0. The title's last line
-    gives the cells' sum and the model's own score."""
+    """The table as a heatmap: query parts as rows (model order, top to bottom), key parts as columns, each named up
+    to viz.style.AXIS_LABELS of them; blue for a part pair that raises the score, red for one that lowers it, on
+    one scale centred on 0, in the score's own units. The title's last line gives the cells' sum and the model's
+    own score."""
     z = frame.to_numpy()
     top = float(np.abs(z).max()) or 1.0
     rows, columns = [escape(n) for n in frame.index], [escape(n) for n in frame.columns]
     series: dict[str, Any] = {"type": "heatmap", "z": z, "x": columns, "y": rows}  # z: sent as a typed array
     series |= {"zmin": -top, "zmax": top, "zmid": 0.0, "colorscale": DIVERGING}
     series["hovertemplate"] = "query part %{y} · key part %{x}: %{z:+.4f}<extra></extra>"
-    series["colorbar"] = {"title": {"text": "share of q·k/√dₖ"}, "thickness": 12}
+    series["colorbar"] = {"title": {"text": "part of q·k/√dₖ"}, "thickness": 12}  # the score's units: not a share
     if z.size <= 12 * 12:
         series |= {"texttemplate": "%{z:.2f}", "textfont": {"size": 11}}
     full = f"{title}. The cells sum to {float(z.sum()):+.4f}; the model's raw score is {score:+.4f}"
     layout = {
-        "xaxis": {"title": {"text": "key part"}, "type": "category", "tickangle": -45, "showgrid": False},
-        "yaxis": {"title": {"text": "query part"}, "type": "category", "autorange": "reversed", "showgrid": False},
+        # every part named (a translator's 30 key parts fit at 1024 px), else every few as a token axis is
+        "xaxis": category_axis(columns) | {"title": {"text": "key part"}, "tickangle": -45},
+        "yaxis": category_axis(rows) | {"title": {"text": "query part"}, "autorange": "reversed"},
         **finish_layout(full, height=min(1100, max(360, 16 * len(rows) + 220))),
     }
     return unvalidated([series], layout)

@@ -93,6 +93,7 @@ AT_FIRST = {"x0": FIRST, "y0": FIRST}  # a heatmap trace's cells from FIRST, so 
 
 
 AXIS_LABELS = 48  # at most this many labels on a token axis: more overlap at 1024 × 768
+COLUMN_LABELS = 16  # the same for a chart in one of two columns (about 300 px of axis at 1024 × 768)
 
 
 def token_axis(labels: list[str]) -> dict[str, Any]:
