@@ -89,3 +89,21 @@ def test_the_thread_asks_the_rerun_by_itself() -> None:
 def test_a_look_that_is_not_one_is_refused() -> None:
     with pytest.raises(ValueError, match="watches one of version"):
         Followers({"version": Class().read}).drawn("s1", "ABCDE", "answers", 1, lambda: True)
+
+
+def test_the_streamlit_calls_the_push_makes_are_there() -> None:
+    """ui/class_live.py reruns a session as Streamlit's run-on-save does, through calls its pinned version has: a
+    Streamlit upgrade that drops one fails here, not silently in the watching thread."""
+    import dataclasses
+    import inspect
+
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.app_session import AppSession
+    from streamlit.runtime.scriptrunner_utils.script_run_context import FragmentThreadState, ThreadState
+
+    from ui import class_live
+
+    assert list(inspect.signature(Runtime.get_app_session).parameters) == ["self", "session_id"]
+    assert list(inspect.signature(AppSession.request_rerun).parameters) == ["self", "client_state"]
+    assert "fragment_id" in {f.name for f in dataclasses.fields(FragmentThreadState)} and callable(ThreadState.get)
+    assert class_live._rerun_session("no such session", class_live.ClientState()) is False  # no server: no rerun
