@@ -11,6 +11,7 @@ run of the page and of any of its fragments (a pick inside a page's fragment rer
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import secrets
 from functools import partial
@@ -300,6 +301,7 @@ def _student_link(code: str) -> str:
     return f"{parts.scheme}://{parts.netloc}/?class={code}"
 
 
+@functools.lru_cache(maxsize=64)  # the same link on every run of the teacher's page: drawn once (tens of ms)
 def _qr_image(link: str, label: str) -> str:
     """The link's QR code as an <img> of an SVG data URI (st.html's sanitizer keeps an image, not inline SVG)."""
     data = base64.b64encode(qr.svg(link, label).encode("ascii")).decode("ascii")
