@@ -44,16 +44,22 @@ WIDGETS = """(kinds) => Object.fromEntries([...document.querySelectorAll(
 NO_SKELETON = """() => !document.querySelector('[data-testid="stSkeleton"]')"""
 
 
+HOLD_MS = 700  # how long the widgets must hold still: a fragment or a chart can rerun once after the first run
+
+
+def settled_widgets(page) -> dict[str, str]:
+    page.wait_for_function(SETTLED)
+    page.wait_for_function(NO_SKELETON)
+    return page.evaluate(WIDGETS, KINDS)
+
+
 def settle(page) -> dict[str, str]:
-    """Wait until the page has settled, no widget is still a skeleton, and its widgets hold still (a fragment or a
-    chart can rerun once after the first run); the widgets' values by label."""
-    last: dict[str, str] = {}
+    """Wait until the page has settled, no widget is still a skeleton, and its widgets hold still: the same values
+    read twice, HOLD_MS apart, the page settled at both reads; the widgets' values by label."""
+    last = settled_widgets(page)
     for _ in range(20):
-        page.wait_for_function(SETTLED)
-        page.wait_for_function(NO_SKELETON)
-        page.wait_for_timeout(700)
-        page.wait_for_function(SETTLED)
-        now = page.evaluate(WIDGETS, KINDS)
+        page.wait_for_timeout(HOLD_MS)
+        now = settled_widgets(page)
         if now and now == last:
             return now
         last = now

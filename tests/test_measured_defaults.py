@@ -17,6 +17,9 @@ from model.forward import forward
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = ("lm-english", "translate-en-de", "reverse", "induction")
+# One pytest-xdist worker for the module: its tests share `measured`, a cache of this process (the translator's
+# measurement takes a minute), which each worker would otherwise fill again.
+pytestmark = pytest.mark.xdist_group("tests/test_measured_defaults.py")
 
 
 @cache

@@ -16,6 +16,9 @@ from streamlit.testing.v1 import AppTest
 from inference.pretrained.packages import MINILM, SMOLLM2
 
 ROOT = Path(__file__).resolve().parents[1]
+# One pytest-xdist worker for the module: its AppTests share the models Streamlit's resource cache holds in this
+# process (SmolLM2's 540 MB, loaded in about 10 s, and its composition scores), which each worker would load again.
+pytestmark = pytest.mark.xdist_group("tests/test_pretrained_pages.py")
 PAGES = (
     "views/explore.py",
     "views/lesson.py",
