@@ -38,4 +38,6 @@ echo "== pytest"
 # (tests/conftest.py). Bytecode is written this once, even where PYTHONDONTWRITEBYTECODE is set, so the many Python
 # processes the tests start (app servers, the command line) do not each compile the repository again.
 unset PYTHONDONTWRITEBYTECODE
-.venv/bin/python -m pytest -n "${ATLAS_TEST_WORKERS:-2}" --dist loadgroup "$@"
+# --no-loadscope-reorder: xdist would send the groups with most tests first, so that the longest single tests
+# (conftest's LONGEST_FIRST: the walk, 4 minutes) started last and one worker ran on alone at the end.
+.venv/bin/python -m pytest -n "${ATLAS_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"

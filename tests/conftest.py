@@ -175,6 +175,9 @@ LONGEST_FIRST = (
     "tests/test_browser_lesson.py::test_a_student_walks_every_step_of_the_lesson",
     "tests/test_pretrained_pages.py::test_every_page_draws_a_published_model_without_error[SmolLM2-135M-Instruct-head",
     "tests/test_pretrained_models.py::test_every_hostile_input_gives_an_analysis_or_an_input_error",
+    "tests/test_browser_class.py",
+    "tests/test_measured_defaults.py",
+    "tests/test_replicas.py",
 )
 
 
