@@ -210,7 +210,9 @@ def load_llama_folder(
         specials = {"pad_id": pad, "unk_id": unk, "bos_id": bos, "eos_id": eos}
         tokenizer = PretrainedTokenizer(hf, specials, f"{path}: tokenizer")
     except (TokenizerError, StopIteration, TypeError) as exc:
-        raise CheckpointError(f"{path}: {HF_TOKENIZER} lacks the special tokens a Llama needs ({exc})") from exc
+        raise CheckpointError(
+            f"{path}: {HF_TOKENIZER} lacks the special tokens a {model_type} decoder needs ({exc})"
+        ) from exc
     except Exception as exc:  # tokenizers raises its own Exception subclass with the parser's message
         raise CheckpointError(f"{path}: {HF_TOKENIZER} is not a tokenizer.json ({exc})") from exc
     tensors = files.tensors()
