@@ -148,10 +148,10 @@ def analyze(
       far (without it, its own output: greedy, or the beam its card measured better); a language model with
       `continuation` first writes that many tokens (greedy, or `sampling`). InputError (a ValueError) when the text
       cannot be read.
-    - A `transformers` GPT-2, Llama or Qwen2 with its `tokenizer`, or a TransformerLens bridge of one: mapped onto
-      our model (inference.pretrained.objects, the loader its saved folder goes through), then as a checkpoint:
-      the same Analysis as `atlas.load` of its folder, tokenized by the same rule (docs/published-models.md: a
-      decoder reads bos + the text's tokens).
+    - A `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer`, or a TransformerLens bridge of one:
+      mapped onto our model (inference.pretrained.objects, the loader its saved folder goes through), then as a
+      checkpoint: the same Analysis as `atlas.load` of its folder, tokenized by the same rule
+      (docs/published-models.md: a decoder reads bos + the text's tokens).
     - Any other `transformers` model (decoder-only or encoder-only) with its `tokenizer`: run once on the text
       with `output_attentions=True`, switched to eager attention for the call (sdpa and flash attention return no
       weights) and back after; then `from_huggingface`. A decoder-only model reads bos first here too.
@@ -188,8 +188,8 @@ def analyze(
         raise ValueError("device= moves the models this app maps; a library's own model runs where it is: model.to()")
     if ids:
         raise ValueError(
-            "token ids go to a loaded checkpoint or a mapped GPT-2, Llama or Qwen2; this model is run by its own "
-            "library on a text: pass the text"
+            "token ids go to a loaded checkpoint or a mapped GPT-2, Llama, Qwen2 or GPT-NeoX; this model is run by "
+            "its own library on a text: pass the text"
         )
     if hasattr(model, "run_with_cache") and hasattr(model, "to_str_tokens"):
         found = [_transformer_lens(model, t) for t in texts]
@@ -336,8 +336,8 @@ def _checkpoint(model: object, tokenizer: object, where: str, device: object = "
     if is_transformers_model(model):
         return from_transformers(model, tokenizer)  # names the architectures it maps
     raise TypeError(
-        f"{where} takes a loaded model (atlas.load), a transformers GPT-2, Llama or Qwen2 with tokenizer=, or a "
-        f"TransformerLens bridge of one, not {type(model).__name__}"
+        f"{where} takes a loaded model (atlas.load), a transformers GPT-2, Llama, Qwen2 or GPT-NeoX with tokenizer=, "
+        f"or a TransformerLens bridge of one, not {type(model).__name__}"
     )
 
 
@@ -1020,8 +1020,8 @@ def score_parts(
     this run, which makes it linear; each part is centred on its own, so the cells sum to the model's raw score
     exactly. For cross-attention the key side is the encoder's output, split into the encoder's parts. `attention`
     as in `head` (None: the cross-attention if the model has one, else its first). `model`: a loaded checkpoint,
-    or a `transformers` GPT-2, Llama or Qwen2 with its `tokenizer` (or a TransformerLens bridge of one), mapped as
-    the circuit functions map it."""
+    or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a TransformerLens bridge of one),
+    mapped as the circuit functions map it."""
     model = _checkpoint(model, tokenizer, "score_parts")
     analysis = _analyze(model, text)
     attention = _attention(analysis, attention, _opening_attention(analysis))

@@ -94,7 +94,8 @@ class Published:
     activation="swiglu", bias=False, embed_scale=False and its rope_base. GPT-2: activation="gelu_tanh" (GELU's tanh
     approximation, as GPT-2 was trained with) and embed_scale=False. Seed 003's centre-word predictor (a student
     report's 5-gram model): kind="encoder-only", embed_scale=False, sum_outputs=True and, for its shared layers,
-    shared_layers=True.
+    shared_layers=True. GPT-NeoX (Pythia): activation="gelu", embed_scale=False, rotary_fraction (its rotary_pct)
+    and parallel_residual (its use_parallel_residual).
     """
 
     n_kv_heads: int | None = None  # None: one key/value head per query head (the paper's multi-head attention)
@@ -109,14 +110,28 @@ class Published:
     mlm_head: bool = False  # BERT's masked-LM head: dense + activation + norm before the output projection
     sum_outputs: bool = False  # the outputs of every position summed into one prediction (seed 003's centre word)
     shared_layers: bool = False  # one encoder layer's weights applied n_encoder_layers times (seed 003, Appendix B)
+    rotary_fraction: float = 1.0  # the share of each head's features rotary positions turn (GPT-NeoX: 0.25)
+    parallel_residual: bool = False  # x + attn(norm₁(x)) + ffn(norm₂(x)): both read the layer's input (GPT-NeoX)
 
     def __post_init__(self) -> None:
         _choice("norm_type", self.norm_type, NORM_TYPES)
         _choice("activation", self.activation, ACTIVATIONS)
-        for name in ("bias", "embed_scale", "embed_norm", "mlm_head", "sum_outputs", "shared_layers"):
+        for name in (
+            "bias",
+            "embed_scale",
+            "embed_norm",
+            "mlm_head",
+            "sum_outputs",
+            "shared_layers",
+            "parallel_residual",
+        ):
             _flag(name, getattr(self, name))
-        for name in ("norm_eps", "rope_base"):
+        for name in ("norm_eps", "rope_base", "rotary_fraction"):
             _positive_number(name, getattr(self, name))
+        if self.rotary_fraction > 1:
+            raise ConfigError(
+                f"rotary_fraction is a share of each head's features: at most 1, got {self.rotary_fraction}"
+            )
         if self.shared_layers and not self.sum_outputs:
             raise ConfigError("shared_layers belongs to the centre-word predictor: it needs sum_outputs=true")
         if self.sum_outputs and self.bert_input_or_output:
@@ -224,6 +239,15 @@ class ModelConfig(Capabilities):
             )
         if self.positional == "rotary" and self.d_head % 2:
             raise ConfigError(f"rotary positions rotate pairs of features: d_head must be even, got {self.d_head}")
+        if self.positional == "rotary" and (self.rotary_dims < 2 or self.rotary_dims % 2):
+            raise ConfigError(
+                f"rotary_fraction {self.switches.rotary_fraction} of d_head {self.d_head} turns {self.rotary_dims} "
+                "features: rotary positions need an even number, at least 2"
+            )
+        if self.switches.parallel_residual and (self.has_encoder or not self.has_decoder or self.norm != "pre"):
+            raise ConfigError(
+                "parallel_residual is GPT-NeoX's pre-norm decoder block: it needs a pre-norm decoder-only model"
+            )
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")
 
@@ -268,6 +292,11 @@ class ModelConfig(Capabilities):
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def rotary_dims(self) -> int:
+        """How many of each head's features rotary positions turn: the first int(d_head · rotary_fraction)."""
+        return int(self.d_head * self.switches.rotary_fraction)
 
     @property
     def kv_heads(self) -> int:

@@ -19,6 +19,7 @@ from model.components.embeddings import UnscaledEmbeddings
 from model.components.feed_forward import GatedFeedForward, GELUFeedForward
 from model.components.grouped_query import GroupedQueryAttention
 from model.components.no_bias import linear_without_bias
+from model.components.parallel import ParallelDecoderLM
 from model.components.rotary import RotaryAttention, RotaryPositions
 from model.config import PAPER, ModelConfig
 from model.transformer import (
@@ -73,8 +74,9 @@ def parts_for(config: ModelConfig) -> Parts:
     if not switches.embed_scale:
         parts = replace(parts, embeddings=partial(UnscaledEmbeddings, config.vocab_size, config.d_model))
     if config.positional == "rotary":  # cross-attention keeps its keys unturned: they are the encoder's outputs
-        turned = partial(RotaryAttention, *heads, config.kv_heads, config.max_len, switches.rope_base, linear)
-        positions = partial(RotaryPositions, config.max_len, config.d_head, switches.rope_base)
+        base, dims = switches.rope_base, config.rotary_dims
+        turned = partial(RotaryAttention, *heads, config.kv_heads, config.max_len, base, linear, dims)
+        positions = partial(RotaryPositions, config.max_len, dims, base)
         parts = replace(parts, positions=positions, self_attention=turned)
     return parts
 
@@ -114,6 +116,8 @@ def build_model(config: ModelConfig, init: bool = True) -> Model:
         model_class = BertEncoder
     elif config.switches.sum_outputs:
         model_class = CentreWordPredictor
+    elif config.switches.parallel_residual:
+        model_class = ParallelDecoderLM
     with NoRandomDraws():
         model = model_class(config, parts_for(config))
     if init:

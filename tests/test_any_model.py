@@ -1,6 +1,6 @@
-"""The circuit tools on `transformers` objects: a GPT-2 and a Llama built from small random configs (CPU, no
-download) are mapped onto our variants (inference.pretrained.objects), and every circuit function's numbers equal
-what the library itself computes from the same weights on the same ids, within 1e-5."""
+"""The circuit tools on `transformers` objects: a GPT-2, a Llama, a Qwen2 and a GPT-NeoX built from small random
+configs (CPU, no download) are mapped onto our variants (inference.pretrained.objects), and every circuit
+function's numbers equal what the library itself computes from the same weights on the same ids, within 1e-5."""
 
 from __future__ import annotations
 
@@ -83,7 +83,27 @@ def tiny_qwen2() -> transformers.Qwen2ForCausalLM:
     return nudged(transformers.Qwen2ForCausalLM(config))
 
 
-TINY = {"gpt2": tiny_gpt2, "llama": tiny_llama, "qwen2": tiny_qwen2}
+def tiny_neox(parallel: bool = True, rotary_pct: float = 0.25) -> transformers.GPTNeoXForCausalLM:
+    """A GPT-NeoX as Pythia is built: its fused queries, keys and values, rotary positions on a quarter of each
+    head's features, and attention and feed-forward in parallel (or, with `parallel` False, one after the other)."""
+    torch.manual_seed(0)
+    config = transformers.GPTNeoXConfig(
+        vocab_size=len(SPECIALS + WORDS),
+        hidden_size=32,
+        intermediate_size=48,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        max_position_embeddings=24,
+        rotary_pct=rotary_pct,
+        use_parallel_residual=parallel,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=3,
+    )
+    return nudged(transformers.GPTNeoXForCausalLM(config))
+
+
+TINY = {"gpt2": tiny_gpt2, "llama": tiny_llama, "qwen2": tiny_qwen2, "gpt_neox": tiny_neox}
 
 
 @pytest.fixture(scope="module", params=list(TINY))
@@ -166,6 +186,14 @@ def reading_matrices(
             o = block.attn.c_proj.weight.detach().double()  # (H·d_head, d_model)
             o = o - o.mean(dim=1, keepdim=True)
             group = 1
+        elif cfg.model_type == "gpt_neox":
+            block = model.gpt_neox.layers[layer]
+            gain = block.input_layernorm.weight.detach().double()
+            fused = block.attention.query_key_value.weight.detach().double()  # (H·3·d_head, d_model), per head
+            q, k, v = (fused.view(heads, 3, d_head, d_model)[:, i].reshape(d_model, d_model).T for i in range(3))
+            o = block.attention.dense.weight.detach().double().T  # (H·d_head, d_model)
+            o = o - o.mean(dim=1, keepdim=True)
+            group = 1
         else:
             block = model.model.layers[layer]
             gain = block.input_layernorm.weight.detach().double()
@@ -177,7 +205,7 @@ def reading_matrices(
             kv = slice((h // group) * d_head, (h // group + 1) * d_head)
             for out, w in ((wq, q[:, part]), (wk, k[:, kv]), (wv, v[:, kv])):
                 w = gain[:, None] * w
-                layer_norm = cfg.model_type == "gpt2"  # a Llama's RMSNorm does not centre: nothing to fold
+                layer_norm = cfg.model_type in ("gpt2", "gpt_neox")  # a Llama's RMSNorm does not centre
                 out.append((w - w.mean(dim=0, keepdim=True) if centre and layer_norm else w).numpy())
             wo.append(o[part].numpy())
     return wq, wk, wv, wo
@@ -205,12 +233,12 @@ def test_a_model_object_without_its_tokenizer_or_of_another_kind_is_named() -> N
     with pytest.raises(ValueError, match="needs its tokenizer"):
         atlas.logit_lens(tiny_gpt2(), TEXT)
     with pytest.raises(
-        TypeError, match="takes a loaded model \\(atlas.load\\), a transformers GPT-2, Llama or Qwen2 with"
+        TypeError, match="takes a loaded model \\(atlas.load\\), a transformers GPT-2, Llama, Qwen2 or GPT-NeoX with"
     ):
         atlas.composition_scores("gpt2")
     bert = transformers.BertModel(transformers.BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2))
     with pytest.raises(
-        ValueError, match="'bert' model is not one this app maps onto its own; it reads gpt2, llama, qwen2"
+        ValueError, match="'bert' model is not one this app maps onto its own; it reads gpt2, gpt_neox, llama, qwen2"
     ):
         atlas.patch_scores(bert, TEXT, OTHER, tokenizer=word_tokenizer())
 

@@ -27,21 +27,23 @@ def word_tokenizer() -> transformers.PreTrainedTokenizerFast:
 
 
 @pytest.fixture(scope="module")
-def neox() -> transformers.GPTNeoXForCausalLM:
-    """A GPT-NeoX, 2 layers × 2 heads, random and seeded, with transformers' default attention (sdpa: no weights
-    returned). Not mapped onto ours, so run by its own forward."""
+def unmapped() -> transformers.OPTForCausalLM:
+    """An OPT, 2 layers × 2 heads, random and seeded, with transformers' default attention (sdpa: no weights
+    returned). Not mapped onto ours (GPT-NeoX now is), so run by its own forward."""
     torch.manual_seed(0)
-    config = transformers.GPTNeoXConfig(
+    config = transformers.OPTConfig(
         num_hidden_layers=2,
         num_attention_heads=2,
         hidden_size=32,
-        intermediate_size=64,
+        word_embed_proj_dim=32,
+        ffn_dim=64,
         max_position_embeddings=16,
         vocab_size=len(WORDS),
         bos_token_id=0,
         eos_token_id=0,
+        pad_token_id=0,
     )
-    return transformers.GPTNeoXForCausalLM(config).eval()
+    return transformers.OPTForCausalLM(config).eval()
 
 
 def own_attentions(model, tokenizer, text: str) -> list[np.ndarray]:
@@ -57,30 +59,30 @@ def own_attentions(model, tokenizer, text: str) -> list[np.ndarray]:
     return [a[0].numpy() for a in outputs.attentions]
 
 
-def test_a_huggingface_neoxs_every_head_equals_its_own_attention(neox) -> None:
+def test_an_unmapped_huggingface_models_every_head_equals_its_own_attention(unmapped) -> None:
     tokenizer = word_tokenizer()
-    assert neox.config._attn_implementation == "sdpa"
-    analysis = atlas.analyze(neox, TEXT, tokenizer=tokenizer)
-    assert neox.config._attn_implementation == "sdpa"  # switched back after the call
+    assert unmapped.config._attn_implementation == "sdpa"
+    analysis = atlas.analyze(unmapped, TEXT, tokenizer=tokenizer)
+    assert unmapped.config._attn_implementation == "sdpa"  # switched back after the call
     assert analysis.kind == "decoder-only" and list(analysis.target_pieces) == ["<unk>", *TEXT.split()]
-    own = own_attentions(neox, tokenizer, TEXT)
+    own = own_attentions(unmapped, tokenizer, TEXT)
     layers = analysis.layers("decoder.self_attn")
     assert len(layers) == len(own) == 2
     for layer, expected in zip(layers, own, strict=True):
         np.testing.assert_allclose(analysis.block("decoder.self_attn", layer).weights, expected, atol=TOL, rtol=0)
 
 
-def test_a_model_that_returns_no_weights_names_eager_attention(neox, monkeypatch) -> None:
-    monkeypatch.setattr(neox, "set_attn_implementation", lambda implementation: None)  # stays sdpa: no weights
+def test_a_model_that_returns_no_weights_names_eager_attention(unmapped, monkeypatch) -> None:
+    monkeypatch.setattr(unmapped, "set_attn_implementation", lambda implementation: None)  # stays sdpa: no weights
     with pytest.raises(
         atlas.TraceError, match="returned no attention weights: load it with attn_implementation='eager'"
     ):
-        atlas.analyze(neox, TEXT, tokenizer=word_tokenizer())
+        atlas.analyze(unmapped, TEXT, tokenizer=word_tokenizer())
 
 
-def test_a_huggingface_model_without_its_tokenizer_is_told_to_pass_one(neox) -> None:
+def test_a_huggingface_model_without_its_tokenizer_is_told_to_pass_one(unmapped) -> None:
     with pytest.raises(ValueError, match="needs its tokenizer: atlas.analyze\\(model, text, tokenizer="):
-        atlas.analyze(neox, TEXT)
+        atlas.analyze(unmapped, TEXT)
     with pytest.raises(TypeError, match="a Hugging Face model .*, not str"):
         atlas.analyze("neox", TEXT)  # type: ignore[arg-type]
 

@@ -29,6 +29,8 @@ from inference.pretrained.mapping import (
     LLAMA_NAMES,
     LLAMA_UNUSED,
     MLM_HEAD,
+    NEOX_NAMES,
+    NEOX_UNUSED,
     QWEN2_NAMES,
     MappingError,
     append_rows,
@@ -36,9 +38,11 @@ from inference.pretrained.mapping import (
     fill_model,
     gpt2_config,
     llama_config,
+    neox_config,
     qwen2_config,
     rename,
     split_gpt2,
+    split_neox,
 )
 from inference.pretrained.tokenizer import PretrainedTokenizer
 from inference.tokenizer import TokenizerError
@@ -181,14 +185,17 @@ def load_bert(path: Path, name: str | None = None, card: dict[str, Any] | None =
 def load_llama_folder(
     path: Path, name: str | None = None, card: dict[str, Any] | None = None, files: Files | None = None
 ) -> Checkpoint:
-    """A Llama (or Qwen2) decoder in Hugging Face's layout (config.json, model.safetensors, tokenizer.json); bos and
-    eos are the config's ids, pad the config's pad id when it differs from them, else the first other special token.
-    `files`: the three files' contents from elsewhere (inference.pretrained.objects: a model in memory)."""
+    """A Llama, Qwen2 or GPT-NeoX decoder in Hugging Face's layout (config.json, model.safetensors,
+    tokenizer.json); bos and eos are the config's ids, pad the config's pad id when it differs from them, else the
+    first other special token. `files`: the three files' contents from elsewhere (inference.pretrained.objects: a
+    model in memory)."""
     files = files or Files(path)
     raw = files.config()
     model_type = raw.get("model_type")
-    if model_type not in ("llama", "qwen2"):
-        raise CheckpointError(f"{path}: {HF_CONFIG} model_type is {model_type!r}, expected 'llama' or 'qwen2'")
+    if model_type not in ("llama", "qwen2", "gpt_neox"):
+        raise CheckpointError(
+            f"{path}: {HF_CONFIG} model_type is {model_type!r}, expected 'llama', 'qwen2' or 'gpt_neox'"
+        )
     try:
         from tokenizers import Tokenizer
 
@@ -203,7 +210,9 @@ def load_llama_folder(
         specials = {"pad_id": pad, "unk_id": unk, "bos_id": bos, "eos_id": eos}
         tokenizer = PretrainedTokenizer(hf, specials, f"{path}: tokenizer")
     except (TokenizerError, StopIteration, TypeError) as exc:
-        raise CheckpointError(f"{path}: {HF_TOKENIZER} lacks the special tokens a Llama needs ({exc})") from exc
+        raise CheckpointError(
+            f"{path}: {HF_TOKENIZER} lacks the special tokens a {model_type} decoder needs ({exc})"
+        ) from exc
     except Exception as exc:  # tokenizers raises its own Exception subclass with the parser's message
         raise CheckpointError(f"{path}: {HF_TOKENIZER} is not a tokenizer.json ({exc})") from exc
     tensors = files.tensors()
@@ -211,11 +220,17 @@ def load_llama_folder(
     qwen2 = model_type == "qwen2"  # a Llama with biased queries, keys and values (mapping.qwen2_config)
 
     def build(specials: dict[str, int]) -> tuple[Any, Any]:
+        where = f"{path}: {HF_WEIGHTS}"
+        if model_type == "gpt_neox":
+            config = neox_config(raw, specials, f"{path}: {HF_CONFIG}", _llama_limit(raw))
+            ours = rename(split_neox(tensors, config.n_heads, where), NEOX_NAMES, NEOX_UNUSED, where)
+            return config, fill_model(config, ours, str(path))  # embed_out has no bias: the generator's is zero
         config = (qwen2_config if qwen2 else llama_config)(raw, specials, f"{path}: {HF_CONFIG}", _llama_limit(raw))
-        ours = rename(tensors, QWEN2_NAMES if qwen2 else LLAMA_NAMES, LLAMA_UNUSED, f"{path}: {HF_WEIGHTS}")
+        ours = rename(tensors, QWEN2_NAMES if qwen2 else LLAMA_NAMES, LLAMA_UNUSED, where)
         return config, fill_model(config, ours, str(path), zero_biases=qwen2)
 
-    card = card or {"task": "Qwen2 decoder" if qwen2 else "Llama decoder", "source": str(path)}
+    task = {"qwen2": "Qwen2 decoder", "gpt_neox": "GPT-NeoX decoder"}.get(model_type, "Llama decoder")
+    card = card or {"task": task, "source": str(path)}
     return _checkpoint(name or path.name, path, build, tokenizer, card)
 
 
@@ -316,19 +331,19 @@ def load_gguf(path: Path, name: str | None = None, card: dict[str, Any] | None =
 
 
 def load_pretrained(path: Path, name: str | None = None, card: dict[str, Any] | None = None) -> Checkpoint:
-    """Whichever loader fits `path`: a .gguf file, or a folder/zip whose config.json names bert, gpt2, llama or
-    qwen2."""
+    """Whichever loader fits `path`: a .gguf file, or a folder/zip whose config.json names bert, gpt2, llama,
+    qwen2 or gpt_neox."""
     if path.suffix == ".gguf":
         return load_gguf(path, name, card)
     model_type = hf_model_type(path)
     if model_type == "bert":
         return load_bert(path, name, card)
-    if model_type in ("llama", "qwen2"):
+    if model_type in ("llama", "qwen2", "gpt_neox"):
         return load_llama_folder(path, name, card)
     if model_type == "gpt2":
         return load_gpt2_folder(path, name, card)
     raise CheckpointError(
         f"{path}: not a checkpoint this app reads: expected our folder (model.safetensors, config.json, "
-        f"tokenizer.model, card.json), a .gguf file, or a Hugging Face BERT/GPT-2/Llama/Qwen2 folder ({HF_CONFIG} "
-        f"model_type {model_type!r})"
+        f"tokenizer.model, card.json), a .gguf file, or a Hugging Face BERT/GPT-2/Llama/Qwen2/GPT-NeoX folder "
+        f"({HF_CONFIG} model_type {model_type!r})"
     )

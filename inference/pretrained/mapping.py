@@ -1,10 +1,11 @@
 """Published architectures as our ModelConfig with its Published group of switches, and their tensor names mapped
 onto our modules.
 
-Three layouts, all as Hugging Face `transformers` writes them (config.json keys, state-dict names): BERT
-(`BertModel`), GPT-2 (`GPT2LMHeadModel`, `GPT2Model`) and Llama (`LlamaForCausalLM`). The GGUF reader renames
-llama.cpp's tensors to the Llama names first, so one mapping serves both files; GPT-2's fused, transposed
-attention weights are split into one tensor per projection first (`split_gpt2`). `fill_model` then checks every
+Four layouts, all as Hugging Face `transformers` writes them (config.json keys, state-dict names): BERT
+(`BertModel`), GPT-2 (`GPT2LMHeadModel`, `GPT2Model`), Llama (`LlamaForCausalLM`) and GPT-NeoX
+(`GPTNeoXForCausalLM`). The GGUF reader renames llama.cpp's tensors to the Llama names first, so one mapping
+serves both files; GPT-2's and GPT-NeoX's fused attention weights are split into one tensor per projection first
+(`split_gpt2`, `split_neox`). `fill_model` then checks every
 tensor against the model the config builds and names the first one that is missing, unexpected or of the wrong
 shape.
 """
@@ -160,6 +161,49 @@ def qwen2_config(
         raise MappingError(f"{source}: {exc}") from exc
 
 
+def neox_config(
+    config: Mapping[str, Any], specials: Mapping[str, int], source: str = "config.json", max_len: int | None = None
+) -> ModelConfig:
+    """A GPT-NeoX's config (`GPTNeoXConfig`, Pythia) as our switches: decoder-only, pre-LayerNorm with biases and
+    its eps, rotary positions on the first rotary_pct of each head's features, GELU, biases, the output weights
+    (`embed_out`) untied, embeddings unscaled, and `use_parallel_residual` as parallel_residual. `specials` and
+    `max_len` as in llama_config."""
+    activation = _field(config, "hidden_act", source, "gelu")
+    if activation not in GPT2_ACTIVATIONS or activation == "relu":
+        raise MappingError(f"{source}: hidden_act is {activation!r}; only the GELUs are supported")
+    _require(config, "attention_bias", True, source, True)
+    rope = config.get("rope_parameters") or {}
+    _require(rope, "rope_type", "default", source, "default")
+    if config.get("rope_scaling"):
+        raise MappingError(f"{source}: rope_scaling is {config['rope_scaling']!r}; only plain RoPE is supported")
+    fraction = rope.get("partial_rotary_factor", config.get("rotary_pct", 0.25))
+    switches = {
+        "rope_base": float(rope.get("rope_theta", config.get("rotary_emb_base", 10000.0))),
+        "rotary_fraction": float(fraction) if isinstance(fraction, int | float) else fraction,
+        "parallel_residual": config.get("use_parallel_residual", True),
+        "norm_eps": float(_field(config, "layer_norm_eps", source, 1e-5)),
+        "activation": GPT2_ACTIVATIONS[activation],
+        "embed_scale": False,
+    }
+    return _make(
+        source,
+        switches,
+        kind="decoder-only",
+        vocab_size=_field(config, "vocab_size", source),
+        d_model=_field(config, "hidden_size", source),
+        n_heads=_field(config, "num_attention_heads", source),
+        n_encoder_layers=0,
+        n_decoder_layers=_field(config, "num_hidden_layers", source),
+        d_ff=_field(config, "intermediate_size", source),
+        dropout=0.0,
+        max_len=min(_count(config, "max_position_embeddings", source), max_len or 2**31),
+        positional="rotary",
+        norm="pre",
+        tie_embeddings=bool(config.get("tie_word_embeddings", False)),
+        **specials,
+    )
+
+
 # GPT-2 activations as ours: "gelu_new" is GELU's tanh approximation under its original name.
 GPT2_ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu", "relu": "relu"}
 
@@ -301,6 +345,48 @@ def split_gpt2(tensors: Mapping[str, Tensor], source: str) -> dict[str, Tensor]:
             )
         for part, piece in zip("qkv", tensor.chunk(3, dim=0), strict=True):  # (3·d_model, …) → 3 × (d_model, …)
             out[bare.replace("c_attn", f"c_attn_{part}")] = piece.contiguous()
+    return out
+
+
+# The names `split_neox` gives (GPTNeoXForCausalLM's, query_key_value split into query/key/value).
+NEOX_NAMES: tuple[tuple[str, str], ...] = (
+    (r"gpt_neox\.embed_in\.weight", "embed.lut.weight"),
+    (r"gpt_neox\.layers\.(\d+)\.input_layernorm\.(weight|bias)", r"decoder.layers.\1.sublayer.0.norm.\2"),
+    (r"gpt_neox\.layers\.(\d+)\.post_attention_layernorm\.(weight|bias)", r"decoder.layers.\1.sublayer.1.norm.\2"),
+    (r"gpt_neox\.layers\.(\d+)\.attention\.query\.(weight|bias)", r"decoder.layers.\1.self_attn.w_q.\2"),
+    (r"gpt_neox\.layers\.(\d+)\.attention\.key\.(weight|bias)", r"decoder.layers.\1.self_attn.w_k.\2"),
+    (r"gpt_neox\.layers\.(\d+)\.attention\.value\.(weight|bias)", r"decoder.layers.\1.self_attn.w_v.\2"),
+    (r"gpt_neox\.layers\.(\d+)\.attention\.dense\.(weight|bias)", r"decoder.layers.\1.self_attn.w_o.\2"),
+    (r"gpt_neox\.layers\.(\d+)\.mlp\.dense_h_to_4h\.(weight|bias)", r"decoder.layers.\1.feed_forward.w_1.\2"),
+    (r"gpt_neox\.layers\.(\d+)\.mlp\.dense_4h_to_h\.(weight|bias)", r"decoder.layers.\1.feed_forward.w_2.\2"),
+    (r"gpt_neox\.final_layer_norm\.(weight|bias)", r"decoder.norm.\1"),
+    (r"(?:embed_out|lm_head)\.weight", "generator.weight"),  # embed_out before transformers 5
+)
+# Buffers older transformers saved: the causal mask, its fill value, the rotary frequencies (ours are rebuilt).
+NEOX_UNUSED = (
+    r"gpt_neox\.layers\.\d+\.attention\.(?:bias|masked_bias)",
+    r"gpt_neox\.(?:layers\.\d+\.attention\.)?rotary_emb\.inv_freq",
+)
+NEOX_FUSED = re.compile(r"gpt_neox\.layers\.\d+\.attention\.query_key_value\.(?:weight|bias)")
+
+
+def split_neox(tensors: Mapping[str, Tensor], n_heads: int, source: str) -> dict[str, Tensor]:
+    """GPT-NeoX's tensors with each fused query_key_value split into query, key and value. Its outputs are laid
+    out per head, [n_heads, 3, d_head] (head 1's q, k, v, then head 2's …), not GPT-2's [3, n_heads, d_head]."""
+    out: dict[str, Tensor] = {}
+    for name, tensor in tensors.items():
+        if not NEOX_FUSED.fullmatch(name):
+            out[name] = tensor
+            continue
+        if tensor.ndim == 0 or tensor.shape[0] % (3 * n_heads):
+            raise MappingError(
+                f"{source}: tensor {name!r} has shape {tuple(tensor.shape)}: its outputs are not {n_heads} heads' "
+                "queries, keys and values"
+            )
+        per_head = tensor.reshape(n_heads, 3, -1, *tensor.shape[1:])  # (H, 3, d_head, …)
+        for i, part in enumerate(("query", "key", "value")):
+            piece = per_head[:, i].reshape(-1, *tensor.shape[1:])  # (H·d_head, …)
+            out[name.replace("query_key_value", part)] = piece.contiguous()
     return out
 
 

@@ -25,10 +25,15 @@ from inference.pretrained.loaders import (
 )
 
 # model_type → the folder loader that maps it; what is not here is refused with the list.
-LOADERS = {"gpt2": load_gpt2_folder, "llama": load_llama_folder, "qwen2": load_llama_folder}
+LOADERS = {
+    "gpt2": load_gpt2_folder,
+    "llama": load_llama_folder,
+    "qwen2": load_llama_folder,
+    "gpt_neox": load_llama_folder,
+}
 WRAPPED = "._original_component"  # TransformerLens's name for the module a bridge component wraps
 # Prefixes a bare backbone's names lack (LlamaModel's "layers.0…" is LlamaForCausalLM's "model.layers.0…").
-BACKBONE = {"llama": "model.", "qwen2": "model."}
+BACKBONE = {"llama": "model.", "qwen2": "model.", "gpt_neox": "gpt_neox."}
 
 
 class ObjectFiles(Files):
@@ -88,9 +93,10 @@ def _own_state(hf_model: Any) -> dict[str, torch.Tensor]:
 
 
 def from_transformers(hf_model: Any, tokenizer: object, name: str | None = None) -> Checkpoint:
-    """`hf_model` (a GPT-2, Llama or Qwen2 of `transformers`, any head or none) with its fast `tokenizer`, as a
-    Checkpoint on the CPU in float32, through the folder loaders. CheckpointError (a ValueError) names an
-    architecture this app does not map, a missing tokenizer, or the first tensor or field that does not fit."""
+    """`hf_model` (a GPT-2, Llama, Qwen2 or GPT-NeoX of `transformers`, any head or none) with its fast
+    `tokenizer`, as a Checkpoint on the CPU in float32, through the folder loaders. CheckpointError (a ValueError)
+    names an architecture this app does not map, a missing tokenizer, or the first tensor or field that does not
+    fit."""
     config = hf_model.config.to_dict()
     model_type = config.get("model_type")
     label = name or getattr(hf_model.config, "name_or_path", "") or type(hf_model).__name__
@@ -105,7 +111,7 @@ def from_transformers(hf_model: Any, tokenizer: object, name: str | None = None)
     prefix = BACKBONE.get(model_type, "")
     tensors = {}
     for key, value in _own_state(hf_model).items():
-        bare = key if not prefix or key.startswith((prefix, "lm_head.")) else prefix + key
+        bare = key if not prefix or key.startswith((prefix, "lm_head.", "embed_out.")) else prefix + key
         tensors[bare] = value.detach().to("cpu")
     files = ObjectFiles(path, config, tensors, tokenizer_json(tokenizer, str(path)))
     card = {"task": f"{model_type} model from transformers ({type(hf_model).__name__})", "source": label}

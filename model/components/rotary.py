@@ -23,12 +23,14 @@ def rotary_table(positions: Tensor, d_head: int, base: float = 10000.0) -> Tenso
 
 
 def rotate(x: Tensor, rows: Tensor) -> Tensor:
-    """Rotate each feature pair (x_i, x_{i+d/2}) of `x` (B, H, T, d_head) by its row of `rows` (T, d_head):
-    the scores q_m·k_n of rotated vectors then depend on the positions only through m - n."""
-    half = x.shape[-1] // 2
-    cos, sin = rows[:, :half], rows[:, half:]  # (T, d_head/2) each
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    """Rotate each feature pair (x_i, x_{i+d/2}) of `x` (B, H, T, d_head) by its row of `rows` (T, d): the scores
+    q_m·k_n of rotated vectors then depend on the positions only through m - n. With d < d_head (GPT-NeoX's
+    partial rotary) only the first d features turn, paired within them; the rest pass unchanged."""
+    d = rows.shape[-1]
+    half = d // 2
+    cos, sin = rows[:, :half], rows[:, half:]  # (T, d/2) each
+    x1, x2, rest = x[..., :half], x[..., half:d], x[..., d:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin, rest], dim=-1)
 
 
 def _rows(table: Tensor, start: int, length: int) -> Tensor:
@@ -57,7 +59,8 @@ class RotaryPositions(nn.Module):
 class RotaryAttention(GroupedQueryAttention):
     """Self-attention that turns its queries and new keys by their positions, from its own table: the first new
     token's position is the number of keys the past record holds. (Its keys are stored turned, so a past's are
-    not turned again.) Grouped-query attention with n_kv_heads == n_heads is the paper's full set of heads."""
+    not turned again.) Grouped-query attention with n_kv_heads == n_heads is the paper's full set of heads;
+    `rotary_dims` < d_head turns only that many leading features of each head (GPT-NeoX's rotary_pct)."""
 
     def __init__(
         self,
@@ -68,9 +71,11 @@ class RotaryAttention(GroupedQueryAttention):
         max_len: int,
         base: float,
         linear: Linear = nn.Linear,
+        rotary_dims: int | None = None,
     ) -> None:
         super().__init__(n_heads, d_model, dropout, n_kv_heads, linear)
-        self.register_buffer("table", rotary_table(torch.arange(max_len), self.d_head, base), persistent=False)
+        dims = rotary_dims or self.d_head  # fewer: only the first `rotary_dims` features of each head turn
+        self.register_buffer("table", rotary_table(torch.arange(max_len), dims, base), persistent=False)
 
     def queries(self, query: Tensor, start: int) -> Tensor:
         q = super().queries(query, start)  # (B, H, Tq, d_head)
