@@ -281,13 +281,13 @@ def test_a_text_over_the_context_is_cut_with_one_warning_for_objects_and_checkpo
 
 def test_a_text_over_an_unmapped_models_context_is_cut_with_a_warning_not_an_index_error() -> None:
     torch.manual_seed(0)
-    config = transformers.GPTNeoXConfig(
-        num_hidden_layers=1, num_attention_heads=2, hidden_size=16, intermediate_size=32, max_position_embeddings=24,
-        vocab_size=len(SPECIALS + WORDS), bos_token_id=1, eos_token_id=2,
+    config = transformers.OPTConfig(  # an OPT is not mapped onto ours: run by its own forward
+        num_hidden_layers=1, num_attention_heads=2, hidden_size=16, word_embed_proj_dim=16, ffn_dim=32,
+        max_position_embeddings=24, vocab_size=len(SPECIALS + WORDS), bos_token_id=1, eos_token_id=2, pad_token_id=0,
     )  # fmt: skip
-    neox = transformers.GPTNeoXForCausalLM(config).eval()
+    unmapped = transformers.OPTForCausalLM(config).eval()
     with pytest.warns(atlas.AnalysisWarning, match="cut from 36 to 24 tokens"):
-        analysis = atlas.analyze(neox, LONG, tokenizer=word_tokenizer())
+        analysis = atlas.analyze(unmapped, LONG, tokenizer=word_tokenizer())
     assert len(analysis.target_pieces) == 24 and analysis.target_pieces[0] == "<s>"
 
 
