@@ -100,32 +100,26 @@ def bert_config(
     )
 
 
-def llama_config(
-    config: Mapping[str, Any], specials: Mapping[str, int], source: str = "config.json", max_len: int | None = None
-) -> ModelConfig:
-    """A Llama decoder's config (`LlamaConfig` keys) as our switches: decoder-only, pre-RMSNorm, rotary positions,
-    grouped-query attention, SwiGLU, no biases, embeddings unscaled. `specials`: pad/unk/bos/eos ids. `max_len`:
-    read at most this many positions (None: the model's whole context; rotary positions have no table to cut)."""
-    _require(config, "hidden_act", "silu", source, "silu")
-    for key in ("attention_bias", "mlp_bias"):
-        _require(config, key, False, source, False)
+def _plain_rope(config: Mapping[str, Any], source: str) -> Mapping[str, Any]:
+    """The config's rope parameters (transformers 5's `rope_parameters`, or none), refused unless plain RoPE."""
     rope = config.get("rope_parameters") or {}
     _require(rope, "rope_type", "default", source, "default")
     if config.get("rope_scaling"):
         raise MappingError(f"{source}: rope_scaling is {config['rope_scaling']!r}; only plain RoPE is supported")
-    d_model, n_heads = _field(config, "hidden_size", source), _field(config, "num_attention_heads", source)
-    head_dim = config.get("head_dim") or d_model // n_heads
-    if head_dim * n_heads != d_model:
-        raise MappingError(f"{source}: head_dim {head_dim} × {n_heads} heads is not hidden_size {d_model}")
-    switches = {
-        "n_kv_heads": config.get("num_key_value_heads") or n_heads,
-        "rope_base": float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
-        "norm_type": "rms",
-        "norm_eps": float(_field(config, "rms_norm_eps", source)),
-        "activation": "swiglu",
-        "bias": False,
-        "embed_scale": False,
-    }
+    return rope
+
+
+def _rotary_decoder(
+    config: Mapping[str, Any],
+    switches: dict[str, Any],
+    specials: Mapping[str, int],
+    source: str,
+    max_len: int | None,
+    d_model: int,
+    n_heads: int,
+) -> ModelConfig:
+    """A pre-norm decoder-only model with rotary positions (a Llama's, a GPT-NeoX's) and `switches`: the sizes
+    read from transformers' common keys, `max_len` as in llama_config."""
     return _make(
         source,
         switches,
@@ -143,6 +137,32 @@ def llama_config(
         tie_embeddings=bool(config.get("tie_word_embeddings", False)),
         **specials,
     )
+
+
+def llama_config(
+    config: Mapping[str, Any], specials: Mapping[str, int], source: str = "config.json", max_len: int | None = None
+) -> ModelConfig:
+    """A Llama decoder's config (`LlamaConfig` keys) as our switches: decoder-only, pre-RMSNorm, rotary positions,
+    grouped-query attention, SwiGLU, no biases, embeddings unscaled. `specials`: pad/unk/bos/eos ids. `max_len`:
+    read at most this many positions (None: the model's whole context; rotary positions have no table to cut)."""
+    _require(config, "hidden_act", "silu", source, "silu")
+    for key in ("attention_bias", "mlp_bias"):
+        _require(config, key, False, source, False)
+    rope = _plain_rope(config, source)
+    d_model, n_heads = _field(config, "hidden_size", source), _field(config, "num_attention_heads", source)
+    head_dim = config.get("head_dim") or d_model // n_heads
+    if head_dim * n_heads != d_model:
+        raise MappingError(f"{source}: head_dim {head_dim} × {n_heads} heads is not hidden_size {d_model}")
+    switches = {
+        "n_kv_heads": config.get("num_key_value_heads") or n_heads,
+        "rope_base": float(rope.get("rope_theta", config.get("rope_theta", 10000.0))),
+        "norm_type": "rms",
+        "norm_eps": float(_field(config, "rms_norm_eps", source)),
+        "activation": "swiglu",
+        "bias": False,
+        "embed_scale": False,
+    }
+    return _rotary_decoder(config, switches, specials, source, max_len, d_model, n_heads)
 
 
 def qwen2_config(
@@ -172,10 +192,7 @@ def neox_config(
     if activation not in GPT2_ACTIVATIONS or activation == "relu":
         raise MappingError(f"{source}: hidden_act is {activation!r}; only the GELUs are supported")
     _require(config, "attention_bias", True, source, True)
-    rope = config.get("rope_parameters") or {}
-    _require(rope, "rope_type", "default", source, "default")
-    if config.get("rope_scaling"):
-        raise MappingError(f"{source}: rope_scaling is {config['rope_scaling']!r}; only plain RoPE is supported")
+    rope = _plain_rope(config, source)
     fraction = rope.get("partial_rotary_factor", config.get("rotary_pct", 0.25))
     switches = {
         "rope_base": float(rope.get("rope_theta", config.get("rotary_emb_base", 10000.0))),
@@ -185,23 +202,8 @@ def neox_config(
         "activation": GPT2_ACTIVATIONS[activation],
         "embed_scale": False,
     }
-    return _make(
-        source,
-        switches,
-        kind="decoder-only",
-        vocab_size=_field(config, "vocab_size", source),
-        d_model=_field(config, "hidden_size", source),
-        n_heads=_field(config, "num_attention_heads", source),
-        n_encoder_layers=0,
-        n_decoder_layers=_field(config, "num_hidden_layers", source),
-        d_ff=_field(config, "intermediate_size", source),
-        dropout=0.0,
-        max_len=min(_count(config, "max_position_embeddings", source), max_len or 2**31),
-        positional="rotary",
-        norm="pre",
-        tie_embeddings=bool(config.get("tie_word_embeddings", False)),
-        **specials,
-    )
+    d_model, n_heads = _field(config, "hidden_size", source), _field(config, "num_attention_heads", source)
+    return _rotary_decoder(config, switches, specials, source, max_len, d_model, n_heads)
 
 
 # GPT-2 activations as ours: "gelu_new" is GELU's tanh approximation under its original name.
