@@ -14,7 +14,6 @@ import base64
 import functools
 import html
 import secrets
-from functools import partial
 from urllib.parse import urlsplit
 
 import streamlit as st
@@ -156,7 +155,7 @@ def _told(code: str, look: str, seen: object, fragment: bool = False) -> None:
         rerun.context_info.CopyFrom(ctx.context_info)
     if fragment and (fragment_id := ThreadState.get().fragment_id):
         rerun.fragment_id = fragment_id
-    FOLLOWERS.drawn(student_id(), code, look, seen, partial(_rerun_session, ctx.session_id, rerun))
+    FOLLOWERS.drawn(student_id(), code, look, seen, functools.partial(_rerun_session, ctx.session_id, rerun))
 
 
 def _rerun_session(session_id: str, rerun: ClientState) -> bool:

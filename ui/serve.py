@@ -69,9 +69,9 @@ def class_store_problem() -> str | None:
     from ui.class_store import ClassError
 
     try:
-        from ui.classroom import Classroom
+        from ui.classroom import CLASSROOM  # made at import: a misnamed store is refused there
 
-        len(Classroom.from_environment())  # one round trip to a shared store
+        len(CLASSROOM)  # one round trip to a shared store
     except ClassError as exc:
         return str(exc)
     return None
