@@ -26,7 +26,7 @@ from viz.masks import mask_heatmap, padding_heatmap
 from viz.positional import encoding_curves, encoding_heatmap, similarity, similarity_heatmap
 from viz.stats import entropy_bits, head_scores, head_table
 from viz.steps import attention_steps, output_figure, steps_figure, steps_table
-from viz.style import chart_config
+from viz.style import chart_config, frozen
 from viz.tables import generation_frame, top_k_frame
 
 
@@ -479,3 +479,6 @@ def test_cell_numbers_need_a_box_wide_enough_for_every_column() -> None:
     assert big.layout.font.size == PROJECTOR_FONT and big.data[0].textfont.size == PROJECTOR_CELL_FONT
     assert big.layout.xaxis.tickfont.size == PROJECTOR_FONT == 20  # ticks as large as the page's text
     assert cell_numbers_width(big) > cell_numbers_width(head_heatmap(np.full((10, 10), 0.1), pieces, pieces, "x"))
+    # A frozen figure (what the chart caches hold) is measured as it is, to the same width as its Figure.
+    for fig in (small, wider, big, heads_grid(np.full((2, 3, 4, 4), 0.25), "grid")):
+        assert cell_numbers_width(frozen(fig)) == cell_numbers_width(fig)

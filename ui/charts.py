@@ -2,8 +2,8 @@
 
 Each takes the page's `Shown` (ui.cache) and reads its Analysis: none looks the analysis up again. A figure is
 built once per (model, text, view), kept in the server's byte budget (ui.kept) and frozen: a rerun or a head
-switch sends a built figure (Streamlit copies it to JSON) instead of building Plotly objects again
-(bench/pages.py); `viz.style.thaw` one before changing it.
+switch sends a built figure as it is (ui.widgets.show_chart takes the frozen dict: nothing is copied or encoded
+again) instead of building Plotly objects again (bench/pages.py); `viz.style.thaw` one before changing it.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ import html
 from collections.abc import Callable
 from typing import Any
 
+import plotly.graph_objects as go
 import streamlit as st
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -20,7 +21,7 @@ from ui.cache import MAX_UPLOAD_MB, Source
 from ui.charts import AVERAGE
 from ui.guard import UPLOADS_IN_ALL
 from viz.labels import indexed_labels
-from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector
+from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector, thaw
 
 # One key per choice, the same on every page that offers it. Indices are 0-based in the session and 1-based in the
 # URL, as the labels read (L=3&H=5 is "layer 3, head 5").
@@ -278,17 +279,40 @@ def projector() -> bool:
     return bool(st.session_state.get(PROJECTOR))
 
 
-def show_chart(fig, key: str, file_name: str, where=None, **kwargs):
-    """st.plotly_chart of `fig` (a Figure), in large type in projector mode, its heatmap cell numbers hidden
-    by CSS wherever the chart is too narrow for them (viz.style.cell_numbers_css); returns what
-    st.plotly_chart returns (the selection, with on_select). `where`: a column or tab (default: the page)."""
+class _Frozen(go.Figure):
+    """A `frozen` figure (viz.style.frozen: the JSON plotly.js receives, its arrays already base64) as st.plotly_chart
+    draws it without copying it. Given a Figure, st.plotly_chart asks it for `to_dict()` (plotly.tools.
+    return_figure_from_figure_or_data: a deep copy of every list, then a walk encoding arrays) and writes that as
+    JSON; a chart page drawn for a class of followers did this for each of them (issue 50: a third of a follower's
+    chart time). Here `to_dict` is the frozen JSON with its traces copied one level (plotly.io.to_json pops each
+    trace's "uid"): nothing else of a Figure is built or asked for. tests/test_widgets.py checks that
+    st.plotly_chart's spec is the same as for the thawed Figure."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:  # no Figure is built: that is the cost saved
+        object.__setattr__(self, "_frozen", spec)
+
+    def to_dict(self) -> dict[str, Any]:
+        spec = self._frozen
+        return {**spec, "data": [dict(trace) for trace in spec.get("data", ())]}
+
+    def __repr__(self) -> str:
+        return f"_Frozen({len(self._frozen.get('data', ()))} traces)"
+
+
+def show_chart(fig: go.Figure | dict[str, Any], key: str, file_name: str, where=None, **kwargs):
+    """st.plotly_chart of `fig` (a Figure, or a `frozen` one as the chart caches keep them), in large type in
+    projector mode, its heatmap cell numbers hidden by CSS wherever the chart is too narrow for them
+    (viz.style.cell_numbers_css); returns what st.plotly_chart returns (the selection, with on_select). `where`: a
+    column or tab (default: the page). A frozen figure is drawn as it is, uncopied, unless projector mode restyles a
+    thawed copy of it."""
     where = where if where is not None else st
     if projector():
-        fig = for_projector(fig)
+        fig = for_projector(thaw(fig) if isinstance(fig, dict) else fig)
     width = cell_numbers_width(fig)
     if width:
         where.html(f"<style>{cell_numbers_css(key, width)}</style>")
-    return where.plotly_chart(fig, key=key, config=chart_config(file_name), **kwargs)
+    drawn = _Frozen(fig) if isinstance(fig, dict) else fig
+    return where.plotly_chart(drawn, key=key, config=chart_config(file_name), **kwargs)
 
 
 TABLE_CSS = (

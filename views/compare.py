@@ -20,7 +20,6 @@ from viz.compare import aligned, difference_heatmap
 from viz.heads import AVERAGE, head_title
 from viz.labels import display_piece, safe_filename
 from viz.patching import WHAT_LABELS, pair_labels, patching_frame, patching_heatmap, patching_title
-from viz.style import thaw
 
 COMPARE = state.url_text("compare")  # the second text
 PAIRED_WITH = state.session_key("compare_paired_with")  # the first text the second was last chosen for
@@ -112,7 +111,7 @@ def _second_model(first: Shown) -> Shown | None:
     every other checkpoint that loads, and opens on the first that has every attention the first model has and reads
     any text, one that reads the same presets first."""
     root = catalog.checkpoints_dir()
-    entries = {e.name: e for e in cache.checkpoint_entries(str(root), catalog.folder_stamp(root))}
+    entries = {e.name: e for e in cache.checkpoints(root)}
     others = [name for name, e in entries.items() if e.ok and name != first.name]
     if not others:
         st.info("This server has one model only: compare another text instead.")
@@ -203,8 +202,12 @@ def body() -> None:
         return
     left, right = st.columns(2)
     for col, ctx, name in ((left, first, "first"), (right, second, "second")):
-        fig = thaw(charts.head_chart(ctx, attention, layer, head, norms))
-        show_chart(fig, f"compare_{name}", safe_filename("compare", name, ctx.name), where=col)
+        show_chart(
+            charts.head_chart(ctx, attention, layer, head, norms),
+            f"compare_{name}",
+            safe_filename("compare", name, ctx.name),
+            where=col,
+        )
         _outputs(col, ctx, name)
     difference(first, second, attention, layer, head, norms)
     if first.has_model and second.has_model:
@@ -234,8 +237,12 @@ def two_models(first: Shown, second: Shown, attention: str, layer: int, head: in
         (left, first, "first", (layer, head)),
         (right, second, "second", (near, near_head)),
     ):
-        fig = thaw(charts.head_chart(ctx, attention, lay, hd, norms))
-        show_chart(fig, f"compare_{name}", safe_filename("compare", name, ctx.name), where=col)
+        show_chart(
+            charts.head_chart(ctx, attention, lay, hd, norms),
+            f"compare_{name}",
+            safe_filename("compare", name, ctx.name),
+            where=col,
+        )
         if ctx is second:  # the sidebar says the first model's; the second may read the text quite otherwise
             for note in ctx.analysis.notes:
                 col.caption(literal(note))

@@ -24,10 +24,10 @@ from ui.widgets import (
     token_pointer,
     weighting_picker,
 )
-from viz.heads import grid_pick, head_frame, select_head
+from viz.heads import grid_pick, head_frame, outlined
 from viz.highlight import point_at, pointed
 from viz.labels import display_piece, safe_filename
-from viz.style import standalone_html, thaw
+from viz.style import standalone_html
 from viz.tables import position_labels
 
 
@@ -90,8 +90,7 @@ def heads_view(source: cache.Source) -> None:
     left, right = (st.container(), st.container()) if projector() else st.columns([2, 1])
     with left:
         spec = charts.head_chart(ctx, attention, layer, head, norms)
-        fig = thaw(spec if outline is None else point_at(spec, outline))
-        show_chart(fig, "head_chart", name)
+        show_chart(spec if outline is None else point_at(spec, outline), "head_chart", name)  # frozen: not copied
         st.caption("Tokens read position:piece, from 1 (12:▁cat); ▁ is a space before a word, ↵ a new line.")
 
         def csv() -> str:  # built on click
@@ -106,9 +105,8 @@ def heads_view(source: cache.Source) -> None:
     st.caption("Every head of this attention type: rows are layers, columns heads. Click a tile to open it.")
     spec = charts.grid_chart(ctx, attention, norms)
     spec = spec if outline is None else point_at(spec, outline)
-    grid = thaw(spec) if head == charts.AVERAGE else select_head(spec, (layer, head))
     show_chart(
-        grid,
+        spec if head == charts.AVERAGE else outlined(spec, (layer, head)),
         "grid",
         safe_filename("heads", model, attention),
         on_select=partial(_on_grid_select, block.n_heads),

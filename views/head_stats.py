@@ -21,7 +21,6 @@ from viz.attribution import heads_heatmap
 from viz.circuits import composition_table
 from viz.labels import safe_filename
 from viz.stats import column_grid, for_display, with_probe_scores
-from viz.style import thaw
 from viz.tables import heads_frame
 
 FMT = st.column_config.NumberColumn
@@ -208,7 +207,7 @@ def composition(ctx: cache.Source, probe: InductionReport | None) -> None:
     )
     state.keep_valid(COMPOSE, list(MODES), "K")
     mode = st.radio("Composition", MODES, key=COMPOSE, horizontal=True, format_func=MODE_NAMES.get)
-    show_chart(thaw(charts.composition_chart(ctx.path, ctx.stamp, mode)), "composition", f"composition-{mode}")
+    show_chart(charts.composition_chart(ctx.path, ctx.stamp, mode), "composition", f"composition-{mode}")
     what = "the composition scores (Q, K and V)"
     table = partial(composition_table, composed.scores)  # built on click: a pair of heads a row
     table_downloads(table, safe_filename("composition", ctx.name), "composition", what)

@@ -245,13 +245,16 @@ def select_head(grid: go.Figure | dict[str, Any], selected: tuple[int, int]) -> 
     """A copy of a `heads_grid` figure (or its `frozen` dict) with head `selected` = (layer, head) outlined. The
     grid is not changed, so one built grid serves every head switch: the copy skips Plotly's validation (only a
     rectangle is added)."""
-    spec = grid.to_dict() if isinstance(grid, go.Figure) else grid
+    return thaw(outlined(grid.to_dict() if isinstance(grid, go.Figure) else grid, selected))
+
+
+def outlined(spec: dict[str, Any], selected: tuple[int, int]) -> dict[str, Any]:
+    """`select_head` on a `frozen` grid, frozen: a new top level and layout, every other part shared with `spec`."""
     h, w = spec["layout"]["meta"]["tile"]
     layer, head = selected
     box = {"x0": head * w - 0.5, "x1": (head + 1) * w - 0.5, "y0": layer * h - 0.5, "y1": (layer + 1) * h - 0.5}
     rect = {"type": "rect", "line": {"color": HIGHLIGHT, "width": 4}, **box}
-    layout = {**spec["layout"], "shapes": [*spec["layout"].get("shapes", []), rect]}
-    return thaw({**spec, "layout": layout})
+    return {**spec, "layout": {**spec["layout"], "shapes": [*spec["layout"].get("shapes", []), rect]}}
 
 
 def grid_pick(selection: Mapping[str, Any] | None, n_heads: int) -> tuple[int, int] | None:

@@ -157,11 +157,11 @@ PROJECTOR_FONT = 20  # chart text in projector mode, as large as its body text (
 PROJECTOR_CELL_FONT = 16  # numbers inside heatmap cells: larger, and 15 tokens' numbers no longer fit 1024 px
 
 
-def _number_chars(heatmap: Any) -> int:
+def _number_chars(heatmap: dict[str, Any]) -> int:
     """How many characters the widest number in a heatmap's cells has: "0.00" for %{z:.2f}, else its text."""
-    template = heatmap.texttemplate or ""
-    if "%{text}" in template and heatmap.text is not None:
-        return max((len(str(t)) for row in heatmap.text for t in row), default=0)
+    template = heatmap.get("texttemplate") or ""
+    if "%{text}" in template and heatmap.get("text") is not None:
+        return max((len(str(t)) for row in heatmap["text"] for t in row), default=0)
     return 4
 
 
@@ -171,24 +171,27 @@ def _z_columns(z: Any) -> int:
     return int(np.shape(z)[-1]) if np.ndim(z) == 2 else 0
 
 
-def cell_numbers_width(fig: go.Figure) -> int:
+def cell_numbers_width(fig: go.Figure | dict[str, Any]) -> int:
     """The narrowest chart box (px) in which every heatmap's cell numbers fit side by side, or 0 when it prints
-    none. Cells share the plot's width with the y labels (about 7 px a character), the axis titles and colour bar."""
+    none. Cells share the plot's width with the y labels (about 7 px a character), the axis titles and colour bar.
+    `fig`: a Figure, or a `frozen` one (read as it is: nothing is copied)."""
+    spec = fig.to_plotly_json() if isinstance(fig, go.Figure) else fig  # a Figure's own dicts, not a copy
+    layout = spec.get("layout") or {}
     need = 0.0
     labels = 0
     for axis in ("yaxis", "yaxis2"):
-        ticks = fig.layout[axis].ticktext if axis in fig.layout else None
-        labels = max(labels, max((len(str(t)) for t in ticks or ()), default=0))
+        ticks = (layout.get(axis) or {}).get("ticktext")
+        labels = max(labels, max((len(str(t)) for t in (() if ticks is None else ticks)), default=0))
     chrome = 170 + 7 * min(labels, 24)
-    for series in fig.data:
-        if series.type != "heatmap" or not series.texttemplate:
+    for series in spec.get("data") or ():
+        if series.get("type") != "heatmap" or not series.get("texttemplate"):
             continue
-        font = (series.textfont.size if series.textfont and series.textfont.size else 12) or 12
+        font = (series.get("textfont") or {}).get("size") or 12
         cell = _number_chars(series) * DIGIT_EM * font + CELL_PAD_PX
-        axis = "xaxis" + (series.xaxis or "x")[1:]
-        domain = fig.layout[axis].domain if axis in fig.layout and fig.layout[axis].domain else (0, 1)
+        axis = "xaxis" + (series.get("xaxis") or "x")[1:]
+        domain = (layout.get(axis) or {}).get("domain") or (0, 1)
         share = max(domain[1] - domain[0], 0.05)
-        need = max(need, _z_columns(series.z) * cell / share + chrome)
+        need = max(need, _z_columns(series.get("z")) * cell / share + chrome)
     return int(need)
 
 

@@ -29,7 +29,6 @@ from viz.steps import (
     steps_figure,
     steps_latex,
 )
-from viz.style import thaw
 from viz.tables import top_k_frame
 
 SHORT = "Hi!"  # the short sentence padded beside the lesson's
@@ -146,7 +145,7 @@ def multi_head(ctx: Shown, analysis: Analysis) -> None:
         f"head's {d_head} output numbers per token are concatenated back to {cfg.n_heads} × {d_head} = {cfg.d_model} "
         "and multiplied by W^O. Below, every head of every layer on the sentence: each attends in its own way."
     )
-    chart(thaw(charts.grid_chart(ctx, attention)), "heads", ctx.entry.name)
+    chart(charts.grid_chart(ctx, attention), "heads", ctx.entry.name)
 
 
 def feed_forward(ctx: Source, analysis: Analysis) -> None:
@@ -192,8 +191,7 @@ def cross(ctx: Shown, analysis: Analysis) -> None:
         f"Rows are the decoder's steps: the step that reads a token is writing the next one, and looks for it in the "
         f"source (columns). Layer {last + 1}, the average of its heads."
     )
-    fig = thaw(charts.head_chart(ctx, "decoder.cross_attn", last, charts.AVERAGE))
-    chart(fig, "cross", ctx.entry.name)
+    chart(charts.head_chart(ctx, "decoder.cross_attn", last, charts.AVERAGE), "cross", ctx.entry.name)
 
 
 def next_token(ctx: Source, analysis: Analysis) -> None:
