@@ -13,6 +13,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -262,10 +263,43 @@ def shown(source: Source, full: bool = False, heavy: bool = False) -> Shown:
     return source.with_analysis(found)
 
 
+def checkpoints(root: Path) -> list[catalog.Entry]:
+    """The checkpoints under `root` (catalog.list_checkpoints), read again only when the folder's stamp changes."""
+    return checkpoint_entries(str(root), folder_stamp(root))
+
+
 @st.cache_resource(max_entries=4, show_spinner=False)
 def checkpoint_entries(root: str, stamp: tuple) -> list[catalog.Entry]:
     """The checkpoints under `root`, read again only when a folder's stamp changes (catalog.folder_stamp)."""
     return catalog.list_checkpoints(Path(root))
+
+
+STAMP_FRESH_S = 1.0  # a checkpoint replaced in place is seen within this
+_STAMPS: dict[str, tuple[float, int, tuple]] = {}  # folder → (when stamped, the folder's own mtime, its stamp)
+_STAMPS_LOCK = threading.Lock()
+
+
+def folder_stamp(root: Path, clock: Callable[[], float] = time.monotonic) -> tuple:
+    """catalog.folder_stamp of `root`, taken at most once every STAMP_FRESH_S for the whole server, and again at
+    once when the folder itself changes (a checkpoint added, removed or renamed changes its mtime). It is a few
+    hundred stat calls: every run of every page took it, 30 followers of a class 30 times for one move (issue 50).
+    A checkpoint's files replaced in place show within STAMP_FRESH_S (its model's own stamp, catalog.stamp, is
+    exact: the weights are never stale)."""
+    try:
+        mtime = root.stat().st_mtime_ns
+    except OSError:
+        mtime = -1
+    now = clock()
+    with _STAMPS_LOCK:
+        held = _STAMPS.get(str(root))
+    if held is not None and held[1] == mtime and now - held[0] < STAMP_FRESH_S:
+        return held[2]
+    stamp = catalog.folder_stamp(root)
+    with _STAMPS_LOCK:
+        if len(_STAMPS) >= 16:  # folders a server reads: its own, and a test's few
+            _STAMPS.clear()
+        _STAMPS[str(root)] = (now, mtime, stamp)
+    return stamp
 
 
 @kept()

@@ -178,7 +178,7 @@ def _model_picker() -> tuple[catalog.Entry, Checkpoint, float] | str:
     """The model picker and the model's card: the loaded model and its stamp, or the message saying why there is
     none."""
     root = catalog.checkpoints_dir()
-    entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
+    entries = cache.checkpoints(root)
     if not entries:
         return errors.shown(
             f"No checkpoints found in “{root.name}” (the folder {catalog.ENV_VAR} names, or checkpoints/ beside the "

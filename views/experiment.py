@@ -167,7 +167,7 @@ def body() -> None:
         st.switch_page("views/explore.py")
     st.caption(LEAD)
     root = catalog.checkpoints_dir()
-    entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
+    entries = cache.checkpoints(root)
     cards = {e.name: e.card for e in entries if e.ok and experiment.is_experiment_model(e.card)}
     rows = experiment.table(cards)
     if not rows:

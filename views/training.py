@@ -34,7 +34,7 @@ def _step_label(snapshot: Snapshot) -> str:
 def _without_snapshots(ctx: Source) -> None:
     """Say why there is no slider, and offer the shipped models that have snapshots."""
     root = catalog.checkpoints_dir()
-    entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
+    entries = cache.checkpoints(root)
     having = [
         e.name
         for e in entries

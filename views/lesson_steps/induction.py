@@ -53,7 +53,7 @@ def copying_models(but: str) -> list[str]:
     """The listed checkpoints other than `but` whose card records an induction head scoring INDUCTION_AT or more,
     the most fitting first (FAMILY_ORDER: a model of real English before the random-word one)."""
     root = catalog.checkpoints_dir()
-    entries = cache.checkpoint_entries(str(root), catalog.folder_stamp(root))
+    entries = cache.checkpoints(root)
     copying = [e for e in entries if e.ok and e.name != but and induction_score(e.card) >= INDUCTION_AT]
     return [e.name for e in sorted(copying, key=lambda e: preference(HEAD_STEPS[0], e))]
 

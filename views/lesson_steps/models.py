@@ -43,7 +43,7 @@ def fitting_models(step: Step) -> list[str]:
     """The readable checkpoints that can show `step`, the most fitting first (FAMILY_ORDER)."""
     root = catalog.checkpoints_dir()
     fitting = []
-    for entry in cache.checkpoint_entries(str(root), catalog.folder_stamp(root)):
+    for entry in cache.checkpoints(root):
         try:
             if entry.ok and step.fits(load_config(entry.path)[0]):
                 fitting.append(entry)
@@ -56,7 +56,7 @@ def borrowed(step: Step, ctx: Source) -> Source | None:
     """The step's own model, loaded for this step only (the app's model stays the sidebar's), with the same text;
     None when no readable checkpoint can show it."""
     root = catalog.checkpoints_dir()
-    entries = {e.name: e for e in cache.checkpoint_entries(str(root), catalog.folder_stamp(root))}
+    entries = {e.name: e for e in cache.checkpoints(root)}
     for name in fitting_models(step):
         stamp = catalog.stamp(entries[name].path)
         try:
