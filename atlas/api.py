@@ -44,8 +44,8 @@ from analysis.ablation import head_importance, rank_by_attribution, ranking_setu
 from analysis.agreement import agreement as _agreement
 from analysis.analyze import Request, analyze_many
 from analysis.analyze import analyze as _analyze
-from analysis.attribution import attribute, decoder_inputs, never_guessed, token_id
-from analysis.attribution import logit_lens as _logit_lens
+from analysis.attribution import Pass, attribute_many, decoder_inputs, never_guessed, token_id
+from analysis.attribution import logit_lens_many as _logit_lens_many
 from analysis.circuits import MODES
 from analysis.circuits import baseline as _chance
 from analysis.circuits import composition as _composition
@@ -270,14 +270,6 @@ def _token_ids(model: Checkpoint, ids: object, where: str) -> tuple[str, tuple[i
             f"as they are, never cut; pass at most {cfg.max_len - 1} after the start token"
         )
     return model.tokenizer.decode(read[1:]), tuple(read)
-
-
-def _analysis_of(model: Checkpoint, text: object, where: str) -> Analysis:
-    """The Analysis of a text, or of token ids (`_token_ids`)."""
-    if _is_ids(text):
-        decoded, ids = _token_ids(model, text, where)
-        return _analyze(model, decoded, target_ids=ids)
-    return _analyze(model, text)
 
 
 def _mapped(model: object, tokenizer: object, where: str) -> tuple[object, object]:
@@ -728,21 +720,45 @@ def composition_scores(
 # --- what heads write: direct logit attribution and the logit lens ------------------------------------------------
 
 
-def _decoder_pass(model: Checkpoint, text: object, where: str) -> tuple[Analysis, object, object]:
-    analysis = _analysis_of(model, text, where)
-    _warn_cut(analysis.notes)
-    return analysis, *decoder_inputs(model, analysis.text, analysis.target_ids)
-
-
-def _attributed(model, text, position, token, versus, where):
-    analysis, source, target = _decoder_pass(model, text, where)
-    steps = target.shape[1]
-    if position is None:  # a translator's first output word; a language model's next token after the text
-        index = 0 if model.config.has_cross_attention else steps - 1
+def _decoder_passes(model: Checkpoint, text: object, where: str) -> list[tuple[Analysis, Pass]]:
+    """Each text's Analysis (one text, a row of token ids, or a list of texts: analysed as one padded batch,
+    analysis.analyze.analyze_many) with the decoder pass it made (decoder_inputs), in order; an InputError names
+    the text of a list that cannot be read (from 1)."""
+    if _is_ids(text):
+        decoded, ids = _token_ids(model, text, where)
+        requests = [Request(decoded, target_ids=ids)]
     else:
-        index = _index(position, steps, "position", f"the decoder's input ({steps} tokens)")
+        requests = [Request(t) for t in _texts(text, where)]
+    found = []
+    for index, result in enumerate(analyze_many(model, requests)):
+        if isinstance(result, InputError):
+            if len(requests) == 1:
+                raise result
+            raise InputError(f"text {index + 1}: {result}") from result
+        _warn_cut(result.notes)
+        found.append((result, decoder_inputs(model, result.text, result.target_ids)))
+    return found
+
+
+def _attributed(model, text, position, token, versus, where) -> list[tuple[Analysis, Any]]:
+    """Each text's Analysis and its Attribution at `position` (from 1; None: the model's default), all texts'
+    from one padded batch (analysis.attribution.attribute_many)."""
+    passes = _decoder_passes(model, text, where)
+    indices = []
+    for _, (_, target) in passes:
+        steps = target.shape[1]
+        if position is None:  # a translator's first output word; a language model's next token after the text
+            indices.append(0 if model.config.has_cross_attention else steps - 1)
+        else:
+            indices.append(_index(position, steps, "position", f"the decoder's input ({steps} tokens)"))
     chosen = [None if t is None else token_id(model, t) for t in (token, versus)]
-    return analysis, attribute(model, source, target, index, *chosen)
+    parts = attribute_many(model, [p for _, p in passes], indices, *chosen)
+    return [(analysis, found) for (analysis, _), found in zip(passes, parts, strict=True)]
+
+
+def _one_or_list(text: object, found: list) -> Any:
+    """A list of texts' answers as a list, in order; one text's (or one row of ids') as itself."""
+    return found if isinstance(text, (list, tuple)) and not _is_ids(text) else found[0]
 
 
 def logit_attribution(
@@ -761,7 +777,12 @@ def logit_attribution(
     toward `versus` when given. The norms' scales are frozen at this pass's values, so every part — heads,
     feed-forwards, embeddings, positions, biases — sums to the logit (`logit_attribution_scores`)."""
     model = _checkpoint(model, tokenizer, "logit_attribution", device)
-    analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution")
+    if not isinstance(text, str) and not _is_ids(text):
+        raise TypeError(
+            f"logit_attribution draws one text (a str), not {type(text).__name__}: "
+            "logit_attribution_scores takes a list"
+        )
+    [(analysis, parts)] = _attributed(model, text, position, token, versus, "logit_attribution")
     labels = {a: analysis.attention_label(a) for a in parts.heads}
     named = model.tokenizer.pieces([parts.token] + ([] if parts.versus is None else [parts.versus]))
     where = position_labels(analysis)[parts.position]
@@ -784,9 +805,12 @@ def logit_attribution_scores(
     biases; the contributions sum to the model's logit, kept with the token, versus and position (from 1) in
     `.attrs`. A list of texts gives a list of tables, in order."""
     model = _checkpoint(model, tokenizer, "logit_attribution_scores", device)
-    if not isinstance(text, str) and not _is_ids(text):  # a list of texts: a list of tables, the model mapped once
-        return [logit_attribution_scores(model, t, position, token, versus) for t in _texts(text, "scores")]
-    analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution_scores")
+    found = _attributed(model, text, position, token, versus, "logit_attribution_scores")
+    return _one_or_list(text, [_parts_table(model, analysis, parts) for analysis, parts in found])
+
+
+def _parts_table(model: Checkpoint, analysis: Analysis, parts: Any) -> pd.DataFrame:
+    """One Attribution as `logit_attribution_scores`' table."""
     labels = {a: analysis.attention_label(a) for a in parts.heads}
     table = parts_frame(parts.heads, parts.feed_forward, parts.embeddings, parts.positions, parts.biases, labels)
     named = model.tokenizer.pieces([parts.token] + ([] if parts.versus is None else [parts.versus]))
@@ -811,12 +835,12 @@ def forced(model: Checkpoint, text: str, reference: str) -> pd.DataFrame:
 
 def logit_lens(
     model: Checkpoint | object,
-    text: str | Sequence[int] | torch.Tensor,
+    text: str | Sequence[str] | Sequence[int] | torch.Tensor,
     *,
     as_table: bool = False,
     tokenizer: object | None = None,
     device: str = "cpu",
-) -> go.Figure | pd.DataFrame:
+) -> go.Figure | pd.DataFrame | list[go.Figure] | list[pd.DataFrame]:
     """The logit lens: the stream after the embeddings and after each layer, read through the final norm and the
     output layer as if it were the last: each layer's top guess for the next token at every decoder position,
     coloured by its probability; the top row is the model's own prediction.
@@ -825,15 +849,20 @@ def logit_lens(
     "position" (from 1) and its "token", the "top guess" with its "probability", and "final guess probability"
     (what this layer gives the model's own final top guess). The guesses leave out the tokens no text is made of
     (analysis.attribution.never_guessed: padding, the unknown token, a start token never written); they are named
-    in `.attrs["hidden"]`, this model's pieces."""
+    in `.attrs["hidden"]`, this model's pieces. A list of texts gives a list of figures (or tables), in order, from
+    one padded batch (analysis.attribution.logit_lens_many)."""
     model = _checkpoint(model, tokenizer, "logit_lens", device)
-    analysis, source, target = _decoder_pass(model, text, "logit_lens")
-    lens = _logit_lens(model, source, target)
-    if as_table:
-        return _lens_table(model, analysis, lens)
-    readable = [[display_piece(p) for p in row] for row in lens.pieces]
-    title = "The logit lens: each layer's guess for the next token"
-    return lens_heatmap(readable, lens.prob, position_labels(analysis), title)
+    passes = _decoder_passes(model, text, "logit_lens")
+    lenses = _logit_lens_many(model, [p for _, p in passes])
+    found = []
+    for (analysis, _), lens in zip(passes, lenses, strict=True):
+        if as_table:
+            found.append(_lens_table(model, analysis, lens))
+            continue
+        readable = [[display_piece(p) for p in row] for row in lens.pieces]
+        title = "The logit lens: each layer's guess for the next token"
+        found.append(lens_heatmap(readable, lens.prob, position_labels(analysis), title))
+    return _one_or_list(text, found)
 
 
 def _lens_table(model: Checkpoint, analysis: Analysis, lens: Any) -> pd.DataFrame:

@@ -304,14 +304,49 @@ def test_a_list_of_texts_gives_a_list_of_analyses_and_of_tables_each_as_alone(hf
                     analysis.block(name, layer).weights, alone.block(name, layer).weights, atol=TOL
                 )
     tables = atlas.logit_attribution_scores(model, [TEXT, OTHER], token="mat", tokenizer=tokenizer)
-    assert [t.attrs["logit"] for t in tables] == [
-        atlas.logit_attribution_scores(model, t, token="mat", tokenizer=tokenizer).attrs["logit"] for t in (TEXT, OTHER)
-    ]
+    assert [t.attrs["logit"] for t in tables] == pytest.approx(
+        [
+            atlas.logit_attribution_scores(model, t, token="mat", tokenizer=tokenizer).attrs["logit"]
+            for t in (TEXT, OTHER)
+        ],
+        abs=TOL,
+    )
     pairs = atlas.patch_scores(model, [TEXT, OTHER], [OTHER, TEXT], "mat", "rug", tokenizer=tokenizer)
     for pair, clean in zip(pairs, (TEXT, OTHER), strict=True):
         alone = atlas.patch_scores(model, clean, OTHER if clean == TEXT else TEXT, "mat", "rug", tokenizer=tokenizer)
         assert pair.attrs["clean"] == pytest.approx(alone.attrs["clean"], abs=TOL)
         np.testing.assert_allclose(pair["restored"], alone["restored"], atol=TOL)
+
+
+UNEVEN = [TEXT, "the cat sat .", "a dog sat on a rug"]  # 7, 4 and 6 words: padded to the longest in a batch
+
+
+def same_table(batched, alone) -> None:
+    """Two tables equal within TOL: the same rows and labels, numbers within TOL, the same `.attrs`."""
+    pd_testing.assert_frame_equal(batched, alone, check_exact=False, atol=TOL, rtol=0)
+    assert batched.attrs.keys() == alone.attrs.keys()
+    for key, value in alone.attrs.items():
+        assert batched.attrs[key] == (pytest.approx(value, abs=TOL) if isinstance(value, float) else value), key
+
+
+def test_a_list_of_texts_of_other_lengths_runs_as_one_batch_equal_to_each_alone(hf, monkeypatch) -> None:
+    model, tokenizer = hf
+    import analysis.attribution
+
+    passes = []
+    forward = analysis.attribution.forward
+    monkeypatch.setattr(
+        analysis.attribution, "forward", lambda m, ids, *a, **k: passes.append(ids.shape) or forward(m, ids, *a, **k)
+    )
+    tables = atlas.logit_attribution_scores(model, UNEVEN, tokenizer=tokenizer)
+    lenses = atlas.logit_lens(model, UNEVEN, as_table=True, tokenizer=tokenizer)
+    longest = max(read_ids(model, tokenizer, t).shape[1] for t in UNEVEN)
+    assert passes == [(3, longest), (3, longest)]  # one padded pass each, not one per text
+    for text, table, lens in zip(UNEVEN, tables, lenses, strict=True):
+        same_table(table, atlas.logit_attribution_scores(model, text, tokenizer=tokenizer))
+        same_table(lens, atlas.logit_lens(model, text, as_table=True, tokenizer=tokenizer))
+    figures = atlas.logit_lens(model, UNEVEN, tokenizer=tokenizer)
+    assert [len(f.data[0].z[0]) for f in figures] == [read_ids(model, tokenizer, t).shape[1] for t in UNEVEN]
 
 
 def test_a_bad_list_or_text_in_a_list_is_named() -> None:
