@@ -654,7 +654,7 @@ def detect_heads(
         if texts is None:
             raise ValueError("detect_heads needs texts to run the model on: a string or a list of them")
         lines = [texts] if isinstance(texts, str) else list(texts)
-        analyses = [_analyze(model, line) for line in lines]
+        analyses = _analyzed(model, lines)
     else:
         if texts is not None:
             raise ValueError("texts go with a loaded model; Analyses carry their own texts")
@@ -663,6 +663,18 @@ def detect_heads(
             raise TypeError("detect_heads takes a loaded model (atlas.load) with texts, or Analyses")
     scores = detect(analyses, pattern)
     return heads_frame(scores, {a: analyses[0].attention_label(a) for a in scores}, "score")
+
+
+def _analyzed(model: Checkpoint, lines: list[str]) -> list[Analysis]:
+    """Each line's Analysis, from one padded batch (analyze_many); an InputError names the line (from 1)."""
+    found = []
+    for index, result in enumerate(analyze_many(model, [Request(line) for line in lines])):
+        if isinstance(result, InputError):
+            if len(lines) == 1:
+                raise result
+            raise InputError(f"text {index + 1}: {result}") from result
+        found.append(result)
+    return found
 
 
 # --- circuits: what the weights say about heads ------------------------------------------------------------------
@@ -955,7 +967,10 @@ def patch_scores(
 ) -> pd.DataFrame | list[pd.DataFrame]:
     """`patch`'s results as a table: one row per patch (layer and head, or position and its tokens, from 1) with the
     share restored, the largest first; the two runs' logit differences and the tokens in `.attrs`. Lists of clean
-    and corrupted texts, as long as each other, give a list of tables, one per pair, in order."""
+    and corrupted texts, as long as each other, give a list of tables, one per pair, in order: pair by pair, not
+    stacked into one batch, since a pair's patched runs already fill batches of their own (analysis.patching.BATCH
+    rows per pass, all on that pair's corrupted text with that pair's clean activations patched in); stacking
+    pairs would save at most one pass per pair and pad every patched run to the longest pair."""
     model = _checkpoint(model, tokenizer, "patch_scores", device)
     if not (isinstance(clean, str) or _is_ids(clean)) or not (isinstance(corrupted, str) or _is_ids(corrupted)):
         cleans, corrupteds = _texts(clean, "patch_scores"), _texts(corrupted, "patch_scores")

@@ -36,3 +36,9 @@ def test_an_unreadable_text_in_a_list_is_named_by_its_place(ckpt) -> None:
         atlas.logit_lens(ckpt, [TEXTS[0], "   "])
     with pytest.raises(TypeError, match="logit_attribution_scores takes a list"):
         atlas.logit_attribution(ckpt, TEXTS)
+
+
+def test_detecting_heads_over_a_list_equals_detecting_them_over_each_texts_analysis(ckpt) -> None:
+    batched = atlas.detect_heads(ckpt, TEXTS, "previous token")
+    alone = atlas.detect_heads([atlas.analyze(ckpt, text) for text in TEXTS], pattern="previous token")
+    pd_testing.assert_frame_equal(batched, alone, check_exact=False, atol=TOL, rtol=0)
