@@ -293,8 +293,9 @@ def _device(device: object) -> torch.device:
     """`device` ("cpu", "cuda", "cuda:1", a torch.device) checked to be here: a ValueError of one line otherwise."""
     try:
         chosen = torch.device(device)  # type: ignore[arg-type]
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f'device must be "cpu" or "cuda" (or "cuda:N"), not {device!r}') from exc
+    except (RuntimeError, TypeError):
+        # from None: the one line says it all; torch's own parse error under it would read as a crash
+        raise ValueError(f'device must be "cpu" or "cuda" (or "cuda:N"), not {device!r}') from None
     if chosen.type == "cpu":
         return chosen
     if chosen.type != "cuda":
@@ -1056,6 +1057,7 @@ def score_parts(
     key: int,
     attention: str | None = None,
     tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> ScoreSplit:
     """Why a head attends where it does: head `head` of layer `layer`'s raw score q·k/√d_k of query position `query`
     for key position `key` (all from 1, as the Attention math page labels them) split into the residual stream's
@@ -1065,8 +1067,8 @@ def score_parts(
     exactly. For cross-attention the key side is the encoder's output, split into the encoder's parts. `attention`
     as in `head` (None: the cross-attention if the model has one, else its first). `model`: a loaded checkpoint,
     or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a TransformerLens bridge of one),
-    mapped as the circuit functions map it."""
-    model = _checkpoint(model, tokenizer, "score_parts")
+    mapped as the circuit functions map it, and run on `device` as they are."""
+    model = _checkpoint(model, tokenizer, "score_parts", device)
     analysis = _analyze(model, text)
     attention = _attention(analysis, attention, _opening_attention(analysis))
     block, index = _block(analysis, attention, layer)

@@ -361,12 +361,38 @@ def test_a_bad_list_or_text_in_a_list_is_named() -> None:
         atlas.patch_scores(model, [TEXT, OTHER], [OTHER], "mat", "rug", tokenizer=tokenizer)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where no GPU is")
-def test_a_gpu_asked_for_where_there_is_none_is_one_clear_line() -> None:
-    with pytest.raises(ValueError, match="device 'cuda' was asked for, but torch finds no CUDA GPU here"):
-        atlas.analyze(tiny_gpt2(), TEXT, tokenizer=word_tokenizer(), device="cuda")
-    with pytest.raises(ValueError, match='device must be "cpu" or "cuda"'):
-        atlas.composition_scores(tiny_gpt2(), tokenizer=word_tokenizer(), device="gpu please")
+DEVICE_CALLS = {  # every function of the notebook API that takes device=, called on a tiny GPT-2
+    "analyze": lambda m, t, **k: atlas.analyze(m, TEXT, tokenizer=t, **k).block("decoder.self_attn", 0).weights,
+    "composition": lambda m, t, **k: atlas.composition(m, tokenizer=t, **k).data[0].z,
+    "composition_scores": lambda m, t, **k: atlas.composition_scores(m, tokenizer=t, **k)[["Q", "K", "V"]],
+    "logit_attribution": lambda m, t, **k: atlas.logit_attribution(m, TEXT, tokenizer=t, **k).data[0].z,
+    "logit_attribution_scores": lambda m, t, **k: atlas.logit_attribution_scores(m, [TEXT], tokenizer=t, **k)[0][
+        "contribution"
+    ],
+    "logit_lens": lambda m, t, **k: atlas.logit_lens(m, TEXT, as_table=True, tokenizer=t, **k)["probability"],
+    "patch": lambda m, t, **k: atlas.patch(m, TEXT, OTHER, "mat", "rug", tokenizer=t, **k).data[0].z,
+    "patch_scores": lambda m, t, **k: atlas.patch_scores(m, TEXT, OTHER, "mat", "rug", tokenizer=t, **k)["restored"],
+    "score_parts": lambda m, t, **k: (
+        atlas.score_parts(m, TEXT, layer=2, head=1, query=4, key=2, tokenizer=t, **k).table
+    ),
+}
+
+
+def test_every_device_keyword_takes_cpu_and_names_a_missing_gpu_in_one_line() -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    for name, call in DEVICE_CALLS.items():
+        default = np.asarray(call(model, tokenizer), dtype=float)
+        np.testing.assert_allclose(np.asarray(call(model, tokenizer, device="cpu"), dtype=float), default, err_msg=name)
+        for device, words in (("gpu please", 'device must be "cpu" or "cuda"'), ("mps", "runs models on")):
+            with pytest.raises(ValueError, match=words) as error:
+                call(model, tokenizer, device=device)
+            assert "\n" not in str(error.value) and error.value.__cause__ is None, name
+        if not torch.cuda.is_available():
+            with pytest.raises(ValueError) as error:
+                call(model, tokenizer, device="cuda")
+            assert str(error.value) == (
+                "device 'cuda' was asked for, but torch finds no CUDA GPU here: leave device out (CPU)"
+            ), name
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (bench/any_model_device.py runs them all)")
