@@ -1042,9 +1042,10 @@ class ScoreSplit:
     masked: bool
 
     def figure(self) -> go.Figure:
-        """The table as the Attention math page draws it: a heatmap centred on 0."""
-        title = f"Why query {self.query_token} attends to key {self.key_token}: layer {self.layer}, head {self.head}"
-        return score_parts_heatmap(self.table, self.score, title)
+        """The table as the Attention math page draws it: a heatmap centred on 0, titled with the raw score the
+        cells sum to (the page says it below the figure)."""
+        title = f"Why {self.query_token} attends to {self.key_token}: layer {self.layer}, head {self.head}"
+        return score_parts_heatmap(self.table, f"{title}, raw score {self.score:+.4f}")
 
 
 def score_parts(
