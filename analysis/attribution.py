@@ -22,6 +22,7 @@ sum over positions are not linear in the stream.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,11 +30,12 @@ import torch
 from torch import Tensor, nn
 
 from inference.checkpoint import Checkpoint
-from inference.decoding import top_k
+from inference.decoding import pad_rows, top_k
 from inference.text import clean_text, encode_source
 from inference.tokenizer import TokenizerLike
 from model.forward import forward
 from model.names import block_name, layer_name
+from model.trace import Trace
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,20 @@ def _bias(linear: nn.Module) -> Tensor | None:
     return linear.bias.double() if getattr(linear, "bias", None) is not None else None
 
 
-@torch.inference_mode()
+Pass = tuple[Tensor | None, Tensor]  # (source (1, S) or None, target (1, T)): decoder_inputs' answer
+
+
+def _padded(ckpt: Checkpoint, passes: Sequence[Pass]) -> tuple[Tensor | None, Tensor]:
+    """The passes' sources and targets, each stacked into one batch padded at the end with the pad id: the model
+    masks padded keys (model.attention.padding_mask), and a target's own positions come before its padding, which
+    the causal mask keeps them from reading, so each row's positions compute what its pass alone computes."""
+    pad = ckpt.config.pad_id
+    targets = pad_rows([t[0].tolist() for _, t in passes], pad)
+    if passes[0][0] is None:
+        return None, targets
+    return pad_rows([s[0].tolist() for s, _ in passes], pad), targets
+
+
 def attribute(
     ckpt: Checkpoint,
     source: Tensor | None,
@@ -156,28 +171,52 @@ def attribute(
     """The logit of `token` (default: the model's top prediction) after decoder position `position` (0-based) of
     the pass over `target` (1, T) — minus `versus`'s when given — split into what each part wrote (the module's
     docstring). One traced forward pass."""
+    return attribute_many(ckpt, [(source, target)], [position], token, versus)[0]
+
+
+@torch.inference_mode()
+def attribute_many(
+    ckpt: Checkpoint,
+    passes: Sequence[Pass],
+    positions: Sequence[int],
+    token: int | None = None,
+    versus: int | None = None,
+) -> list[Attribution]:
+    """`attribute` of each pass at its position (0-based), from one traced forward pass over them all, padded
+    (`_padded`): each equals its pass's `attribute` alone (tests/test_any_model.py)."""
+    source, target = _padded(ckpt, passes)
+    logits, trace = forward(ckpt.model, target, source, record=True, activations=True)
+    found = []
+    for row, ((_, alone), position) in enumerate(zip(passes, positions, strict=True)):
+        steps = alone.shape[1]
+        if not 0 <= position < steps:
+            raise ValueError(f"position {position + 1} is outside 1..{steps}")
+        found.append(_split(ckpt, logits, trace, row, position, token, versus))
+    return found
+
+
+def _split(
+    ckpt: Checkpoint, logits: Tensor, trace: Trace, row: int, position: int, token: int | None, versus: int | None
+) -> Attribution:
+    """Row `row` of a traced batch's logit at `position` split into its parts (`attribute`)."""
     model = ckpt.model
-    logits, trace = forward(model, target, source, record=True, activations=True)
-    steps = target.shape[1]
-    if not 0 <= position < steps:
-        raise ValueError(f"position {position + 1} is outside 1..{steps}")
     vocab = logits.shape[-1]
     if token is None:
-        token = top_k(logits[:, position], 1, ckpt.tokenizer.pieces, ckpt.tokenizer.never_written)[0][0].id
+        token = top_k(logits[row : row + 1, position], 1, ckpt.tokenizer.pieces, ckpt.tokenizer.never_written)[0][0].id
     for name, value in (("token", token), ("versus", versus)):
         if value is not None and not 0 <= value < vocab:
             raise ValueError(f"{name} id {value} is outside the vocabulary (0..{vocab - 1})")
-    acts = {name: t[0, position].double() for name, t in trace.activations.items() if name.startswith("decoder.")}
+    acts = {name: t[row, position].double() for name, t in trace.activations.items() if name.startswith("decoder.")}
     generator = model.generator
     u = generator.weight[token].double()
-    logit = float(logits[0, position, token])
+    logit = float(logits[row, position, token])
     biases = 0.0
     gen_bias = _bias(generator)
     if gen_bias is not None:
         biases += float(gen_bias[token])
     if versus is not None:
         u = u - generator.weight[versus].double()
-        logit -= float(logits[0, position, versus])
+        logit -= float(logits[row, position, versus])
         if gen_bias is not None:
             biases -= float(gen_bias[versus])
 
@@ -207,7 +246,7 @@ def attribute(
                 continue
             attention = getattr(layer, part)
             record = trace.attention[block_name("decoder", i, part)]
-            z = (record.weights[0, :, position, None] @ record.values[0])[
+            z = (record.weights[row, :, position, None] @ record.values[row])[
                 :, 0
             ].double()  # (H, d_head): each head's output
             w_o = attention.w_o.weight.double()  # (d_model, H·d_head)
@@ -238,23 +277,35 @@ def never_guessed(tokenizer: TokenizerLike) -> frozenset[int]:
     return tokenizer.never_written | ({tokenizer.unk_id} - {tokenizer.eos_id})
 
 
-@torch.inference_mode()
 def logit_lens(ckpt: Checkpoint, source: Tensor | None, target: Tensor) -> LogitLens:
     """Every layer's stream through the final norm and the generator (the module's docstring): one traced pass."""
+    return logit_lens_many(ckpt, [(source, target)])[0]
+
+
+@torch.inference_mode()
+def logit_lens_many(ckpt: Checkpoint, passes: Sequence[Pass]) -> list[LogitLens]:
+    """`logit_lens` of each pass, from one traced forward pass over them all, padded (`_padded`); each pass's
+    padding is dropped before its streams are decoded."""
     model = ckpt.model
+    source, target = _padded(ckpt, passes)
     logits, trace = forward(model, target, source, record=False, activations=True)
     layers = len(model.decoder.layers)
     streams = [trace.activations[f"{layer_name('decoder', 0)}.resid_pre"]]
     streams += [trace.activations[f"{layer_name('decoder', i)}.resid_post"] for i in range(layers)]
-    decoded = model.logits(model.decoder.norm(torch.cat(streams)))  # (L + 1, T, vocab)
-    probs = torch.softmax(decoded.float(), dim=-1)  # the model's probabilities, over its whole vocabulary
-    final = torch.softmax(logits[0].float(), dim=-1)
     never = sorted(never_guessed(ckpt.tokenizer))
-    shown, final_shown = probs.clone(), final.clone()
-    shown[..., never], final_shown[..., never] = -1.0, -1.0
-    top = shown.argmax(dim=-1)  # (L + 1, T)
-    prob = probs.gather(-1, top[..., None])[..., 0]
-    answer = final_shown.argmax(dim=-1)  # (T,)
-    final_prob = probs.gather(-1, answer.expand(probs.shape[0], -1)[..., None])[..., 0]
-    pieces = tuple(tuple(ckpt.tokenizer.pieces(row)) for row in top.tolist())
-    return LogitLens(top.cpu().numpy(), pieces, prob.cpu().numpy(), final_prob.cpu().numpy())
+    found = []
+    for row, (_, alone) in enumerate(passes):
+        steps = alone.shape[1]
+        own = torch.stack([s[row, :steps] for s in streams])  # (L + 1, T, d_model): this pass's positions only
+        decoded = model.logits(model.decoder.norm(own))  # (L + 1, T, vocab)
+        probs = torch.softmax(decoded.float(), dim=-1)  # the model's probabilities, over its whole vocabulary
+        final = torch.softmax(logits[row, :steps].float(), dim=-1)
+        shown, final_shown = probs.clone(), final.clone()
+        shown[..., never], final_shown[..., never] = -1.0, -1.0
+        top = shown.argmax(dim=-1)  # (L + 1, T)
+        prob = probs.gather(-1, top[..., None])[..., 0]
+        answer = final_shown.argmax(dim=-1)  # (T,)
+        final_prob = probs.gather(-1, answer.expand(probs.shape[0], -1)[..., None])[..., 0]
+        pieces = tuple(tuple(ckpt.tokenizer.pieces(r)) for r in top.tolist())
+        found.append(LogitLens(top.cpu().numpy(), pieces, prob.cpu().numpy(), final_prob.cpu().numpy()))
+    return found

@@ -44,8 +44,8 @@ from analysis.ablation import head_importance, rank_by_attribution, ranking_setu
 from analysis.agreement import agreement as _agreement
 from analysis.analyze import Request, analyze_many
 from analysis.analyze import analyze as _analyze
-from analysis.attribution import attribute, decoder_inputs, never_guessed, token_id
-from analysis.attribution import logit_lens as _logit_lens
+from analysis.attribution import Pass, attribute_many, decoder_inputs, never_guessed, token_id
+from analysis.attribution import logit_lens_many as _logit_lens_many
 from analysis.circuits import MODES
 from analysis.circuits import baseline as _chance
 from analysis.circuits import composition as _composition
@@ -272,14 +272,6 @@ def _token_ids(model: Checkpoint, ids: object, where: str) -> tuple[str, tuple[i
     return model.tokenizer.decode(read[1:]), tuple(read)
 
 
-def _analysis_of(model: Checkpoint, text: object, where: str) -> Analysis:
-    """The Analysis of a text, or of token ids (`_token_ids`)."""
-    if _is_ids(text):
-        decoded, ids = _token_ids(model, text, where)
-        return _analyze(model, decoded, target_ids=ids)
-    return _analyze(model, text)
-
-
 def _mapped(model: object, tokenizer: object, where: str) -> tuple[object, object]:
     """A `transformers` GPT-2 or Llama as the Checkpoint its folder would give (tokenizer then inside it), also
     inside a TransformerLens bridge (`TransformerBridge.boot_transformers`: its `original_model`, its tokenizer);
@@ -301,8 +293,9 @@ def _device(device: object) -> torch.device:
     """`device` ("cpu", "cuda", "cuda:1", a torch.device) checked to be here: a ValueError of one line otherwise."""
     try:
         chosen = torch.device(device)  # type: ignore[arg-type]
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f'device must be "cpu" or "cuda" (or "cuda:N"), not {device!r}') from exc
+    except (RuntimeError, TypeError):
+        # from None: the one line says it all; torch's own parse error under it would read as a crash
+        raise ValueError(f'device must be "cpu" or "cuda" (or "cuda:N"), not {device!r}') from None
     if chosen.type == "cpu":
         return chosen
     if chosen.type != "cuda":
@@ -662,7 +655,7 @@ def detect_heads(
         if texts is None:
             raise ValueError("detect_heads needs texts to run the model on: a string or a list of them")
         lines = [texts] if isinstance(texts, str) else list(texts)
-        analyses = [_analyze(model, line) for line in lines]
+        analyses = _analyzed(model, lines)
     else:
         if texts is not None:
             raise ValueError("texts go with a loaded model; Analyses carry their own texts")
@@ -671,6 +664,18 @@ def detect_heads(
             raise TypeError("detect_heads takes a loaded model (atlas.load) with texts, or Analyses")
     scores = detect(analyses, pattern)
     return heads_frame(scores, {a: analyses[0].attention_label(a) for a in scores}, "score")
+
+
+def _analyzed(model: Checkpoint, lines: list[str]) -> list[Analysis]:
+    """Each line's Analysis, from one padded batch (analyze_many); an InputError names the line (from 1)."""
+    found = []
+    for index, result in enumerate(analyze_many(model, [Request(line) for line in lines])):
+        if isinstance(result, InputError):
+            if len(lines) == 1:
+                raise result
+            raise InputError(f"text {index + 1}: {result}") from result
+        found.append(result)
+    return found
 
 
 # --- circuits: what the weights say about heads ------------------------------------------------------------------
@@ -728,21 +733,45 @@ def composition_scores(
 # --- what heads write: direct logit attribution and the logit lens ------------------------------------------------
 
 
-def _decoder_pass(model: Checkpoint, text: object, where: str) -> tuple[Analysis, object, object]:
-    analysis = _analysis_of(model, text, where)
-    _warn_cut(analysis.notes)
-    return analysis, *decoder_inputs(model, analysis.text, analysis.target_ids)
-
-
-def _attributed(model, text, position, token, versus, where):
-    analysis, source, target = _decoder_pass(model, text, where)
-    steps = target.shape[1]
-    if position is None:  # a translator's first output word; a language model's next token after the text
-        index = 0 if model.config.has_cross_attention else steps - 1
+def _decoder_passes(model: Checkpoint, text: object, where: str) -> list[tuple[Analysis, Pass]]:
+    """Each text's Analysis (one text, a row of token ids, or a list of texts: analysed as one padded batch,
+    analysis.analyze.analyze_many) with the decoder pass it made (decoder_inputs), in order; an InputError names
+    the text of a list that cannot be read (from 1)."""
+    if _is_ids(text):
+        decoded, ids = _token_ids(model, text, where)
+        requests = [Request(decoded, target_ids=ids)]
     else:
-        index = _index(position, steps, "position", f"the decoder's input ({steps} tokens)")
+        requests = [Request(t) for t in _texts(text, where)]
+    found = []
+    for index, result in enumerate(analyze_many(model, requests)):
+        if isinstance(result, InputError):
+            if len(requests) == 1:
+                raise result
+            raise InputError(f"text {index + 1}: {result}") from result
+        _warn_cut(result.notes)
+        found.append((result, decoder_inputs(model, result.text, result.target_ids)))
+    return found
+
+
+def _attributed(model, text, position, token, versus, where) -> list[tuple[Analysis, Any]]:
+    """Each text's Analysis and its Attribution at `position` (from 1; None: the model's default), all texts'
+    from one padded batch (analysis.attribution.attribute_many)."""
+    passes = _decoder_passes(model, text, where)
+    indices = []
+    for _, (_, target) in passes:
+        steps = target.shape[1]
+        if position is None:  # a translator's first output word; a language model's next token after the text
+            indices.append(0 if model.config.has_cross_attention else steps - 1)
+        else:
+            indices.append(_index(position, steps, "position", f"the decoder's input ({steps} tokens)"))
     chosen = [None if t is None else token_id(model, t) for t in (token, versus)]
-    return analysis, attribute(model, source, target, index, *chosen)
+    parts = attribute_many(model, [p for _, p in passes], indices, *chosen)
+    return [(analysis, found) for (analysis, _), found in zip(passes, parts, strict=True)]
+
+
+def _one_or_list(text: object, found: list) -> Any:
+    """A list of texts' answers as a list, in order; one text's (or one row of ids') as itself."""
+    return found if isinstance(text, (list, tuple)) and not _is_ids(text) else found[0]
 
 
 def logit_attribution(
@@ -761,7 +790,12 @@ def logit_attribution(
     toward `versus` when given. The norms' scales are frozen at this pass's values, so every part — heads,
     feed-forwards, embeddings, positions, biases — sums to the logit (`logit_attribution_scores`)."""
     model = _checkpoint(model, tokenizer, "logit_attribution", device)
-    analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution")
+    if not isinstance(text, str) and not _is_ids(text):
+        raise TypeError(
+            f"logit_attribution draws one text (a str), not {type(text).__name__}: "
+            "logit_attribution_scores takes a list"
+        )
+    [(analysis, parts)] = _attributed(model, text, position, token, versus, "logit_attribution")
     labels = {a: analysis.attention_label(a) for a in parts.heads}
     named = model.tokenizer.pieces([parts.token] + ([] if parts.versus is None else [parts.versus]))
     where = position_labels(analysis)[parts.position]
@@ -784,9 +818,12 @@ def logit_attribution_scores(
     biases; the contributions sum to the model's logit, kept with the token, versus and position (from 1) in
     `.attrs`. A list of texts gives a list of tables, in order."""
     model = _checkpoint(model, tokenizer, "logit_attribution_scores", device)
-    if not isinstance(text, str) and not _is_ids(text):  # a list of texts: a list of tables, the model mapped once
-        return [logit_attribution_scores(model, t, position, token, versus) for t in _texts(text, "scores")]
-    analysis, parts = _attributed(model, text, position, token, versus, "logit_attribution_scores")
+    found = _attributed(model, text, position, token, versus, "logit_attribution_scores")
+    return _one_or_list(text, [_parts_table(model, analysis, parts) for analysis, parts in found])
+
+
+def _parts_table(model: Checkpoint, analysis: Analysis, parts: Any) -> pd.DataFrame:
+    """One Attribution as `logit_attribution_scores`' table."""
     labels = {a: analysis.attention_label(a) for a in parts.heads}
     table = parts_frame(parts.heads, parts.feed_forward, parts.embeddings, parts.positions, parts.biases, labels)
     named = model.tokenizer.pieces([parts.token] + ([] if parts.versus is None else [parts.versus]))
@@ -811,12 +848,12 @@ def forced(model: Checkpoint, text: str, reference: str) -> pd.DataFrame:
 
 def logit_lens(
     model: Checkpoint | object,
-    text: str | Sequence[int] | torch.Tensor,
+    text: str | Sequence[str] | Sequence[int] | torch.Tensor,
     *,
     as_table: bool = False,
     tokenizer: object | None = None,
     device: str = "cpu",
-) -> go.Figure | pd.DataFrame:
+) -> go.Figure | pd.DataFrame | list[go.Figure] | list[pd.DataFrame]:
     """The logit lens: the stream after the embeddings and after each layer, read through the final norm and the
     output layer as if it were the last: each layer's top guess for the next token at every decoder position,
     coloured by its probability; the top row is the model's own prediction.
@@ -825,15 +862,20 @@ def logit_lens(
     "position" (from 1) and its "token", the "top guess" with its "probability", and "final guess probability"
     (what this layer gives the model's own final top guess). The guesses leave out the tokens no text is made of
     (analysis.attribution.never_guessed: padding, the unknown token, a start token never written); they are named
-    in `.attrs["hidden"]`, this model's pieces."""
+    in `.attrs["hidden"]`, this model's pieces. A list of texts gives a list of figures (or tables), in order, from
+    one padded batch (analysis.attribution.logit_lens_many)."""
     model = _checkpoint(model, tokenizer, "logit_lens", device)
-    analysis, source, target = _decoder_pass(model, text, "logit_lens")
-    lens = _logit_lens(model, source, target)
-    if as_table:
-        return _lens_table(model, analysis, lens)
-    readable = [[display_piece(p) for p in row] for row in lens.pieces]
-    title = "The logit lens: each layer's guess for the next token"
-    return lens_heatmap(readable, lens.prob, position_labels(analysis), title)
+    passes = _decoder_passes(model, text, "logit_lens")
+    lenses = _logit_lens_many(model, [p for _, p in passes])
+    found = []
+    for (analysis, _), lens in zip(passes, lenses, strict=True):
+        if as_table:
+            found.append(_lens_table(model, analysis, lens))
+            continue
+        readable = [[display_piece(p) for p in row] for row in lens.pieces]
+        title = "The logit lens: each layer's guess for the next token"
+        found.append(lens_heatmap(readable, lens.prob, position_labels(analysis), title))
+    return _one_or_list(text, found)
 
 
 def _lens_table(model: Checkpoint, analysis: Analysis, lens: Any) -> pd.DataFrame:
@@ -926,7 +968,10 @@ def patch_scores(
 ) -> pd.DataFrame | list[pd.DataFrame]:
     """`patch`'s results as a table: one row per patch (layer and head, or position and its tokens, from 1) with the
     share restored, the largest first; the two runs' logit differences and the tokens in `.attrs`. Lists of clean
-    and corrupted texts, as long as each other, give a list of tables, one per pair, in order."""
+    and corrupted texts, as long as each other, give a list of tables, one per pair, in order: pair by pair, not
+    stacked into one batch, since a pair's patched runs already fill batches of their own (analysis.patching.BATCH
+    rows per pass, all on that pair's corrupted text with that pair's clean activations patched in); stacking
+    pairs would save at most one pass per pair and pad every patched run to the longest pair."""
     model = _checkpoint(model, tokenizer, "patch_scores", device)
     if not (isinstance(clean, str) or _is_ids(clean)) or not (isinstance(corrupted, str) or _is_ids(corrupted)):
         cleans, corrupteds = _texts(clean, "patch_scores"), _texts(corrupted, "patch_scores")
@@ -997,9 +1042,10 @@ class ScoreSplit:
     masked: bool
 
     def figure(self) -> go.Figure:
-        """The table as the Attention math page draws it: a heatmap centred on 0."""
-        title = f"Why query {self.query_token} attends to key {self.key_token}: layer {self.layer}, head {self.head}"
-        return score_parts_heatmap(self.table, self.score, title)
+        """The table as the Attention math page draws it: a heatmap centred on 0, titled with the raw score the
+        cells sum to (the page says it below the figure)."""
+        title = f"Why {self.query_token} attends to {self.key_token}: layer {self.layer}, head {self.head}"
+        return score_parts_heatmap(self.table, f"{title}, raw score {self.score:+.4f}")
 
 
 def score_parts(
@@ -1012,6 +1058,7 @@ def score_parts(
     key: int,
     attention: str | None = None,
     tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> ScoreSplit:
     """Why a head attends where it does: head `head` of layer `layer`'s raw score q·k/√d_k of query position `query`
     for key position `key` (all from 1, as the Attention math page labels them) split into the residual stream's
@@ -1021,8 +1068,8 @@ def score_parts(
     exactly. For cross-attention the key side is the encoder's output, split into the encoder's parts. `attention`
     as in `head` (None: the cross-attention if the model has one, else its first). `model`: a loaded checkpoint,
     or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a TransformerLens bridge of one),
-    mapped as the circuit functions map it."""
-    model = _checkpoint(model, tokenizer, "score_parts")
+    mapped as the circuit functions map it, and run on `device` as they are."""
+    model = _checkpoint(model, tokenizer, "score_parts", device)
     analysis = _analyze(model, text)
     attention = _attention(analysis, attention, _opening_attention(analysis))
     block, index = _block(analysis, attention, layer)

@@ -304,14 +304,49 @@ def test_a_list_of_texts_gives_a_list_of_analyses_and_of_tables_each_as_alone(hf
                     analysis.block(name, layer).weights, alone.block(name, layer).weights, atol=TOL
                 )
     tables = atlas.logit_attribution_scores(model, [TEXT, OTHER], token="mat", tokenizer=tokenizer)
-    assert [t.attrs["logit"] for t in tables] == [
-        atlas.logit_attribution_scores(model, t, token="mat", tokenizer=tokenizer).attrs["logit"] for t in (TEXT, OTHER)
-    ]
+    assert [t.attrs["logit"] for t in tables] == pytest.approx(
+        [
+            atlas.logit_attribution_scores(model, t, token="mat", tokenizer=tokenizer).attrs["logit"]
+            for t in (TEXT, OTHER)
+        ],
+        abs=TOL,
+    )
     pairs = atlas.patch_scores(model, [TEXT, OTHER], [OTHER, TEXT], "mat", "rug", tokenizer=tokenizer)
     for pair, clean in zip(pairs, (TEXT, OTHER), strict=True):
         alone = atlas.patch_scores(model, clean, OTHER if clean == TEXT else TEXT, "mat", "rug", tokenizer=tokenizer)
         assert pair.attrs["clean"] == pytest.approx(alone.attrs["clean"], abs=TOL)
         np.testing.assert_allclose(pair["restored"], alone["restored"], atol=TOL)
+
+
+UNEVEN = [TEXT, "the cat sat .", "a dog sat on a rug"]  # 7, 4 and 6 words: padded to the longest in a batch
+
+
+def same_table(batched, alone) -> None:
+    """Two tables equal within TOL: the same rows and labels, numbers within TOL, the same `.attrs`."""
+    pd_testing.assert_frame_equal(batched, alone, check_exact=False, atol=TOL, rtol=0)
+    assert batched.attrs.keys() == alone.attrs.keys()
+    for key, value in alone.attrs.items():
+        assert batched.attrs[key] == (pytest.approx(value, abs=TOL) if isinstance(value, float) else value), key
+
+
+def test_a_list_of_texts_of_other_lengths_runs_as_one_batch_equal_to_each_alone(hf, monkeypatch) -> None:
+    model, tokenizer = hf
+    import analysis.attribution
+
+    passes = []
+    forward = analysis.attribution.forward
+    monkeypatch.setattr(
+        analysis.attribution, "forward", lambda m, ids, *a, **k: passes.append(ids.shape) or forward(m, ids, *a, **k)
+    )
+    tables = atlas.logit_attribution_scores(model, UNEVEN, tokenizer=tokenizer)
+    lenses = atlas.logit_lens(model, UNEVEN, as_table=True, tokenizer=tokenizer)
+    longest = max(read_ids(model, tokenizer, t).shape[1] for t in UNEVEN)
+    assert passes == [(3, longest), (3, longest)]  # one padded pass each, not one per text
+    for text, table, lens in zip(UNEVEN, tables, lenses, strict=True):
+        same_table(table, atlas.logit_attribution_scores(model, text, tokenizer=tokenizer))
+        same_table(lens, atlas.logit_lens(model, text, as_table=True, tokenizer=tokenizer))
+    figures = atlas.logit_lens(model, UNEVEN, tokenizer=tokenizer)
+    assert [len(f.data[0].z[0]) for f in figures] == [read_ids(model, tokenizer, t).shape[1] for t in UNEVEN]
 
 
 def test_a_bad_list_or_text_in_a_list_is_named() -> None:
@@ -326,12 +361,38 @@ def test_a_bad_list_or_text_in_a_list_is_named() -> None:
         atlas.patch_scores(model, [TEXT, OTHER], [OTHER], "mat", "rug", tokenizer=tokenizer)
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message where no GPU is")
-def test_a_gpu_asked_for_where_there_is_none_is_one_clear_line() -> None:
-    with pytest.raises(ValueError, match="device 'cuda' was asked for, but torch finds no CUDA GPU here"):
-        atlas.analyze(tiny_gpt2(), TEXT, tokenizer=word_tokenizer(), device="cuda")
-    with pytest.raises(ValueError, match='device must be "cpu" or "cuda"'):
-        atlas.composition_scores(tiny_gpt2(), tokenizer=word_tokenizer(), device="gpu please")
+DEVICE_CALLS = {  # every function of the notebook API that takes device=, called on a tiny GPT-2
+    "analyze": lambda m, t, **k: atlas.analyze(m, TEXT, tokenizer=t, **k).block("decoder.self_attn", 0).weights,
+    "composition": lambda m, t, **k: atlas.composition(m, tokenizer=t, **k).data[0].z,
+    "composition_scores": lambda m, t, **k: atlas.composition_scores(m, tokenizer=t, **k)[["Q", "K", "V"]],
+    "logit_attribution": lambda m, t, **k: atlas.logit_attribution(m, TEXT, tokenizer=t, **k).data[0].z,
+    "logit_attribution_scores": lambda m, t, **k: atlas.logit_attribution_scores(m, [TEXT], tokenizer=t, **k)[0][
+        "contribution"
+    ],
+    "logit_lens": lambda m, t, **k: atlas.logit_lens(m, TEXT, as_table=True, tokenizer=t, **k)["probability"],
+    "patch": lambda m, t, **k: atlas.patch(m, TEXT, OTHER, "mat", "rug", tokenizer=t, **k).data[0].z,
+    "patch_scores": lambda m, t, **k: atlas.patch_scores(m, TEXT, OTHER, "mat", "rug", tokenizer=t, **k)["restored"],
+    "score_parts": lambda m, t, **k: (
+        atlas.score_parts(m, TEXT, layer=2, head=1, query=4, key=2, tokenizer=t, **k).table
+    ),
+}
+
+
+def test_every_device_keyword_takes_cpu_and_names_a_missing_gpu_in_one_line() -> None:
+    model, tokenizer = tiny_gpt2(), word_tokenizer()
+    for name, call in DEVICE_CALLS.items():
+        default = np.asarray(call(model, tokenizer), dtype=float)
+        np.testing.assert_allclose(np.asarray(call(model, tokenizer, device="cpu"), dtype=float), default, err_msg=name)
+        for device, words in (("gpu please", 'device must be "cpu" or "cuda"'), ("mps", "runs models on")):
+            with pytest.raises(ValueError, match=words) as error:
+                call(model, tokenizer, device=device)
+            assert "\n" not in str(error.value) and error.value.__cause__ is None, name
+        if not torch.cuda.is_available():
+            with pytest.raises(ValueError) as error:
+                call(model, tokenizer, device="cuda")
+            assert str(error.value) == (
+                "device 'cuda' was asked for, but torch finds no CUDA GPU here: leave device out (CPU)"
+            ), name
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (bench/any_model_device.py runs them all)")

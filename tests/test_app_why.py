@@ -52,6 +52,8 @@ def test_attention_math_splits_the_score_into_parts_that_sum_to_it(app, good_dir
     block = f"decoder.layers.{layer}.self_attn"
     np.testing.assert_allclose(z, score_parts(ckpt.model, ids, source, block, head, query, 1).table, atol=1e-6)
     assert "sum to" in " ".join(c.value for c in at.caption) and key is not None
+    assert "<br>" not in fig["layout"]["title"]["text"], "one line at 1024 px: the detail is in the caption"
+    assert f"Layer {layer + 1}, head {head + 1}. Rows" in " ".join(c.value for c in at.caption)
     at.selectbox(key="layer").set_value(0).run()  # nothing wrote before layer 1: the note says where heads show
     assert "choose a later layer" in " ".join(c.value for c in ok(at).caption)
     at.selectbox(key="layer").set_value(1).run()
@@ -82,7 +84,7 @@ def test_generate_forks_at_the_step_and_shows_both_continuations_and_their_heads
     codes = [c.value for c in ok(at).code]
     assert tok.decode(list(expected.greedy.ids)) in codes and tok.decode(list(expected.forked.ids)) in codes
     table = next(d.value for d in at.dataframe if "forked" in d.value.columns)
-    assert table["step"].iloc[0] == 2 and table["p (forked)"].iloc[0] == pytest.approx(expected.forked.probs[0])
+    assert table["step"].iloc[0] == 2 and table["p (forked)"].iloc[0] == f"{expected.forked.probs[0]:.3f}"
     at.slider(key="gen_fork_at").set_value(4).run()
     shown = charts(ok(at))
     layer, head = at.selectbox(key="layer").value, at.selectbox(key="head").value

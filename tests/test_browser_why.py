@@ -9,7 +9,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from browser_support import CLIPPED, TAB_ORDER, settle, settled_violations
+from browser_support import CLIPPED, SHOTS, TAB_ORDER, settle, settled_violations
 
 pytestmark = pytest.mark.browser
 SHOWN = [
@@ -41,6 +41,11 @@ def test_the_section_is_drawn_accessible_and_whole(server, browser, path, model,
             settle(page)
         page.wait_for_selector(f".st-key-{element}")
         settle(page)
+        SHOTS.mkdir(exist_ok=True)
+        # the fork's table sits under the two continuations, the first of them headed "After the likeliest"
+        shown = page.get_by_text("After the likeliest") if path == "generate" else page.locator(f".st-key-{element}")
+        shown.first.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / f"why-{path}-{model}.png"))  # looked at by hand: the title, the blank cells
         assert control in page.evaluate(TAB_ORDER)
         violations = settled_violations(page, settled=True)
         assert violations == [], "\n".join(violations)

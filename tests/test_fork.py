@@ -20,6 +20,7 @@ from inference.text import encode_prefix, encode_source
 from model.config import ModelConfig
 from model.factory import build_model
 from model.forward import forward
+from viz.fork import fork_frame, fork_shown
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = {p.name: p / "config.json" for p in (ROOT / "checkpoints").iterdir() if (p / "config.json").is_file()}
@@ -128,3 +129,11 @@ def test_the_notebook_fork_counts_steps_from_one_and_names_both_branches() -> No
         atlas.fork(lm, "The cat", step=0)
     with pytest.raises(ValueError, match="is an encoder and writes nothing"):
         atlas.fork(atlas.load("fivegram-1L-1H"), "the old man ___ to the", step=1)
+
+
+def test_the_pages_fork_table_leaves_the_steps_after_a_branch_ended_blank() -> None:
+    table = fork_frame(3, ["▁a", "▁b"], np.array([0.5, 0.25]), ["▁c", "▁d", "▁e", "▁f"], np.array([0.1, 0.2, 0.3, 0.4]))
+    assert table["likeliest"].isna().tolist() == [False, False, False, True]  # the data keeps its missing values
+    shown = fork_shown(table)
+    assert shown.iloc[2].tolist() == [5, "(end of text)", "", "▁e", "0.300"]
+    assert shown.iloc[3].tolist() == [6, "", "", "▁f", "0.400"]  # blank, not "None" or "nan"

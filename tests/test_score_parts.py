@@ -131,10 +131,10 @@ def test_the_figure_and_tables_show_the_cells_that_sum_to_the_score() -> None:
     parts = score_parts(model, ids, None, "decoder.layers.1.self_attn", 1, 5, 2)
     frame = score_parts_frame(parts.query_parts, parts.key_parts, parts.table)
     assert frame.to_numpy().sum() == pytest.approx(parts.score, abs=1e-6)
-    fig = score_parts_heatmap(frame, parts.score, "Why")
+    fig = score_parts_heatmap(frame, "Why")
     go.Figure(fig.to_dict())  # valid Plotly, though built without validation
     assert np.allclose(np.array(fig.data[0].z), parts.table)
-    assert f"{parts.score:+.4f}" in fig.layout.title.text
+    assert fig.layout.title.text == "Why"  # the sums are said beside it: in the title they wrapped it to 4 lines
     assert fig.data[0].colorbar.title.text == "part of q·k/√dₖ"  # the score's own units, not a share of it
     assert list(fig.layout.xaxis.ticktext) == list(frame.columns)  # every part named where they fit
     assert list(fig.layout.yaxis.ticktext) == list(frame.index)
@@ -166,7 +166,7 @@ def test_the_notebook_counts_from_one_and_its_table_sums_to_the_pages_score() ->
     assert (split.layer, split.head, split.query, split.key, split.masked) == (3, 2, 8, 3, False)
     assert split.key_token == "3:▁cat" and split.table.index[0] == "token embeddings"
     assert "L2 H8" in split.table.index and "L3 H1" not in split.table.index
-    assert split.figure().data[0].type == "heatmap"
+    assert split.figure().data[0].type == "heatmap" and f"{split.score:+.4f}" in split.figure().layout.title.text
     with pytest.raises(ValueError, match="key position 99 is out of range"):
         atlas.score_parts(lm, text, layer=1, head=1, query=1, key=99)
     with pytest.raises(TypeError, match="score_parts takes a loaded model"):

@@ -85,9 +85,10 @@ def why_view(ctx: cache.Shown, block: Block, head: int, query: int, name: str) -
     parts = cache.score_split(ctx, block.name, head, query, key)
     frame = score_parts_frame(parts.query_parts, parts.key_parts, parts.table)
     query_label = indexed_labels(block.query_pieces)[query]
-    title = f"Why query {query_label} attends to key {keys[key]}: layer {block.layer + 1}, head {head + 1}"
-    show_chart(score_parts_heatmap(frame, parts.score, title), "why_chart", f"{name}-why-k{key + 1}")
-    said = f"The cells sum to {parts.total:+.4f}; the model's raw score is {parts.score:+.4f}"
+    title = f"Why {query_label} attends to {keys[key]}"  # one line at 1024 px; the rest is said below
+    show_chart(score_parts_heatmap(frame, title), "why_chart", f"{name}-why-k{key + 1}")
+    said = f"Layer {block.layer + 1}, head {head + 1}. Rows: the parts of query {query_label}; columns: the parts "
+    said += f"of key {keys[key]}. The cells sum to {parts.total:+.4f}; the model's raw score is {parts.score:+.4f}"
     said += f", its weight {weights[key]:.3f}." if not parts.masked else ", but the mask forbids this key: weight 0."
     st.caption(literal(said))
     if not any(part.startswith("L") for part in parts.query_parts):  # names of heads and layers: `L1 H2`

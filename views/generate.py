@@ -15,7 +15,7 @@ from ui import cache, errors, player, reference, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
 from ui.widgets import layer_and_head, show_chart
-from viz.fork import fork_frame
+from viz.fork import fork_frame, fork_shown
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece, safe_filename
 from viz.style import COLUMN_LABELS
@@ -236,7 +236,7 @@ def fork_view(ctx: Source, analysis: Analysis, step: int, position: int, layer: 
         column.code(text, language=None, wrap_lines=True)
     pieces = [tokenizer.pieces(list(b.ids)) for b in branches.values()]
     table = fork_frame(step, pieces[0], found.greedy.probs, pieces[1], found.forked.probs)
-    st.dataframe(table, hide_index=True, key="fork_table")
+    st.dataframe(fork_shown(table), hide_index=True, key="fork_table")
     fed = [tokenizer.pieces([*prompt, *b.ids]) for b in branches.values()]  # every branch's keys, the last step's too
     fork_heads(analysis, found, step, layer, head, fed)
 

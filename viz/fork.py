@@ -37,3 +37,17 @@ def fork_frame(
             "p (forked)": pad(np.asarray(forked_probs, dtype=float)),
         }
     )
+
+
+PROBABILITIES = ("p (likeliest)", "p (forked)")
+
+
+def fork_shown(table: pd.DataFrame) -> pd.DataFrame:
+    """`fork_frame`'s table as a page shows it: the cells after a branch ended blank, where the grid writes "None"
+    for a missing value (whatever a Styler's na_rep says), so the probabilities become text, to three places."""
+    shown = table.copy()
+    for column in ("likeliest", "forked"):
+        shown[column] = [piece if isinstance(piece, str) else "" for piece in table[column]]
+    for column in PROBABILITIES:
+        shown[column] = ["" if np.isnan(p) else f"{p:.3f}" for p in table[column]]
+    return shown

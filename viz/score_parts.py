@@ -33,11 +33,11 @@ def largest_cells(frame: pd.DataFrame, count: int = 10) -> pd.DataFrame:
     return cells.loc[size.sort_values(ascending=False).index[:count]].reset_index(drop=True)
 
 
-def score_parts_heatmap(frame: pd.DataFrame, score: float, title: str) -> go.Figure:
+def score_parts_heatmap(frame: pd.DataFrame, title: str) -> go.Figure:
     """The table as a heatmap: query parts as rows (model order, top to bottom), key parts as columns, each named up
     to viz.style.AXIS_LABELS of them; blue for a part pair that raises the score, red for one that lowers it, on
-    one scale centred on 0, in the score's own units. The title's last line gives the cells' sum and the model's
-    own score."""
+    one scale centred on 0, in the score's own units. The cells' sum and the model's own score go beside it (a
+    caption, the title of a figure that has none): in the title they wrapped it to four lines at 1024 px."""
     z = frame.to_numpy()
     top = float(np.abs(z).max()) or 1.0
     rows, columns = [escape(n) for n in frame.index], [escape(n) for n in frame.columns]
@@ -47,11 +47,10 @@ def score_parts_heatmap(frame: pd.DataFrame, score: float, title: str) -> go.Fig
     series["colorbar"] = {"title": {"text": "part of q·k/√dₖ"}, "thickness": 12}  # the score's units: not a share
     if z.size <= 12 * 12:
         series |= {"texttemplate": "%{z:.2f}", "textfont": {"size": 11}}
-    full = f"{title}. The cells sum to {float(z.sum()):+.4f}; the model's raw score is {score:+.4f}"
     layout = {
         # every part named (a translator's 30 key parts fit at 1024 px), else every few as a token axis is
         "xaxis": category_axis(columns) | {"title": {"text": "key part"}, "tickangle": -45},
         "yaxis": category_axis(rows) | {"title": {"text": "query part"}, "autorange": "reversed"},
-        **finish_layout(full, height=min(1100, max(360, 16 * len(rows) + 220))),
+        **finish_layout(title, height=min(1100, max(360, 16 * len(rows) + 220))),
     }
     return unvalidated([series], layout)
