@@ -6,6 +6,7 @@ worker starts one server of each kind, whichever browser modules it runs (sessio
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -171,11 +172,37 @@ OVERLAPPED = """() => {
   return out; }"""
 
 
+# A page holds still: no "Running…" status, nothing stale, no skeleton, and what it shows (its elements, its charts
+# and their drawn plots, the length of its text) unchanged for `quiet` ms since this wait (`token`) began. A rerun
+# the first run starts (a fragment, a widget set on mount) puts up the status widget at once, so a page that holds
+# still this long has settled, however long the machine took to get there.
+HOLDS_STILL = """([token, quiet]) => {
+  const idle = !document.querySelector('[data-testid="stStatusWidget"]')
+    && !document.querySelector('[data-stale="true"]') && !document.querySelector('[data-testid="stSkeleton"]');
+  const shown = idle && [document.querySelectorAll('[data-testid="stElementContainer"]').length,
+    document.querySelectorAll('.stPlotlyChart').length, document.querySelectorAll('.main-svg').length,
+    document.body.innerText.length].join();
+  const now = performance.now(), last = window.__atlasStill;
+  if (!idle || !last || last.token !== token || last.shown !== shown) {
+    window.__atlasStill = {token, shown, since: now};
+    return false;
+  }
+  return now - last.since >= quiet;
+}"""
+QUIET_MS = 600
+_waits = itertools.count()
+
+
+def hold_still(page, quiet_ms: int = QUIET_MS) -> None:
+    """Wait until `page` shows the same thing, idle, for `quiet_ms` (HOLDS_STILL), polled every 100 ms."""
+    page.wait_for_function(HOLDS_STILL, arg=[f"{os.getpid()}-{next(_waits)}", quiet_ms], polling=100)
+
+
 def settle(page) -> None:
-    """Wait until `page` has settled, and once more after a moment: a rerun its first run started (fragments,
-    charts) settles too."""
+    """Wait until `page` has settled (SETTLED: its title drawn) and then holds still: a rerun its first run started
+    (fragments, charts) settles too."""
     page.wait_for_function(SETTLED)
-    page.wait_for_timeout(1500)
+    hold_still(page)
     page.wait_for_function(SETTLED)
 
 

@@ -10,7 +10,7 @@ import re
 from urllib.parse import quote
 
 import pytest
-from browser_support import ROOT, SHOTS, free_port  # noqa: F401 - other browser modules read these here
+from browser_support import ROOT, SHOTS, free_port, hold_still  # noqa: F401 - other browser modules read these here
 
 pytestmark = pytest.mark.browser
 PAGES = {"explore": "", "math": "math", "positional": "positional", "masks": "masks", "heads": "heads"}
@@ -106,7 +106,7 @@ def drawn_without_error(page) -> None:
     page.wait_for_function(
         "() => [...document.querySelectorAll('.stPlotlyChart')].every(c => c.querySelector('.main-svg'))"
     )
-    page.wait_for_timeout(1000)
+    hold_still(page)  # an error a rerun draws after the charts shows before the page holds still
     assert page.locator('[data-testid="stException"]').count() == 0
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
 

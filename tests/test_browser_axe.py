@@ -1,11 +1,14 @@
 """Every page of the shipped language model and translator, in chromium at 1024×768, in plain and in projector
-mode, on each page's defaults; each page is opened once and checked twice:
+mode, on each page's defaults; each page is opened once and every check reads that one visit:
 
 - accessibility: axe-core (npm `axe-core`, injected into the page; scripts/test.sh fetches it into .venv/axe-core):
   any serious or critical violation fails, and headings out of order (a moderate one), named with the elements it
   found;
 - nothing cut off: no element clips its own text (a box narrower or shorter than the text it holds, with its
-  overflow hidden or an ellipsis). Data grids scroll and charts wrap their titles (tests/test_browser_projector.py).
+  overflow hidden or an ellipsis). Data grids scroll and charts wrap their titles (tests/test_browser_projector.py);
+- the figure first (tests/test_browser_first_figure.py, which checks the Lesson's steps): on lm-english in projector
+  mode each page's main figure starts inside the first view, and no text is covered by the element below it; on
+  Explore without projector mode the heatmap is at least 420 px wide and no cell of the predictions table wraps.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from urllib.parse import urlencode
 
 import pytest
 from browser_support import CLIPPED, TAB_ORDER, settle, settled_violations
+from test_browser import SHOTS, drawn_without_error
+from test_browser_first_figure import CHART, FIGURE, HEIGHT, WIDTH, figure_top
 
 from ui.pages import PAGES as APP_PAGES
 
@@ -23,16 +28,23 @@ MODELS = ("lm-english", "translate-en-de")
 SHOWN = [(path, model, projector) for path in PAGES for model in MODELS for projector in (False, True)]
 
 
-def _shown_param(path: str, model: str, projector: bool):
+def _shown_param(path: str, model: str, projector: bool, test_id: str | None = None):
+    """The visit (path, model, projector) as a parameter of `shown`; `test_id`, the test's id when not the visit's
+    name. pytest groups the tests by the visit's value, whatever their ids, and opens it once for them all."""
     name = f"{path or 'explore'}-{model}-{'projector' if projector else 'plain'}"
-    # one xdist group a page: under `--dist loadgroup` (scripts/test.sh) both of its checks run on the one worker
-    return pytest.param((path, model, projector), id=name, marks=pytest.mark.xdist_group(f"page-{name}"))
+    # one xdist group a page: under `--dist loadgroup` (scripts/test.sh) all of its checks run on the one worker
+    return pytest.param((path, model, projector), id=test_id or name, marks=pytest.mark.xdist_group(f"page-{name}"))
 
 
-@pytest.fixture(scope="module", params=[_shown_param(*one) for one in SHOWN])
+EVERY_PAGE = [_shown_param(*one) for one in SHOWN]
+ON_A_PROJECTOR = [_shown_param(path, "lm-english", True, path or "explore") for path in PAGES]
+
+
+@pytest.fixture(scope="module")
 def shown(request, server, browser):
-    """The page of this (path, model, projector mode) at 1024×768, opened once and settled: pytest runs every test
-    that reads it before it opens the next (and pytest-xdist runs them on one worker)."""
+    """The page of this (path, model, projector mode) at 1024×768 (a test's `shown` parameter, from `_shown_param`),
+    opened once and settled: pytest runs every test that reads it before it opens the next (and pytest-xdist runs
+    them on one worker)."""
     path, model, projector = request.param
     context = browser.new_context(viewport={"width": 1024, "height": 768})
     page = context.new_page()
@@ -46,14 +58,49 @@ def shown(request, server, browser):
         context.close()
 
 
+@pytest.mark.parametrize("shown", EVERY_PAGE, indirect=True)
 def test_no_serious_accessibility_violation(shown) -> None:
     violations = settled_violations(shown, settled=True)
     assert violations == [], "\n".join(violations)
 
 
+@pytest.mark.parametrize("shown", EVERY_PAGE, indirect=True)
 def test_no_text_is_cut_off_at_1024x768(shown) -> None:
     clipped = shown.evaluate(CLIPPED)
     assert clipped == [], "\n".join(clipped)
+
+
+@pytest.mark.parametrize("shown", ON_A_PROJECTOR, indirect=True)
+def test_each_pages_figure_is_in_the_first_view_on_a_projector(shown) -> None:
+    path = shown.url.split("?")[0].rpartition("/")[2]
+    top = figure_top(shown, FIGURE.get(path, CHART), f"first-figure-{path or 'explore'}-projector.png")
+    assert top < HEIGHT, f"/{path}: the main figure starts at y = {top:.0f}, below the first view ({HEIGHT} px)"
+
+
+# The predictions table's cells: each cell's height against one line of its text.
+CELLS = """() => [...document.querySelectorAll("[data-testid='stMain'] .atlas-table td, "
+    + "[data-testid='stMain'] .atlas-table th")].map(c => {
+  const s = getComputedStyle(c);
+  const line = parseFloat(s.lineHeight) || 1.6 * parseFloat(s.fontSize);
+  const inner = c.clientHeight - parseFloat(s.paddingTop) - parseFloat(s.paddingBottom);
+  return {text: c.innerText, inner, line};
+})"""
+
+
+@pytest.mark.parametrize("shown", [_shown_param("", "lm-english", False)], indirect=True)
+def test_explore_on_a_laptop_draws_a_wide_heatmap_and_an_unwrapped_table(shown) -> None:
+    page = shown
+    assert page.viewport_size == {"width": WIDTH, "height": HEIGHT}
+    page.locator(CHART).first.wait_for()
+    page.locator("[data-testid='stMain'] .atlas-table").first.wait_for()
+    drawn_without_error(page)
+    width = page.locator(CHART).first.evaluate("e => e.getBoundingClientRect().width")
+    assert width >= 420, f"Explore's heatmap is {width:.0f} px wide at 1024×768"
+    cells = page.evaluate(CELLS)
+    assert cells
+    wrapped = [c["text"] for c in cells if c["inner"] > 1.5 * c["line"]]
+    assert not wrapped, f"cells of the predictions table wrap: {wrapped}"
+    page.screenshot(path=str(SHOTS / "first-figure-explore-laptop.png"))
 
 
 @pytest.mark.parametrize("model", ["lm-english", "translate-en-de"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from browser_support import CLIPPED, SETTLED, settled_violations
+from browser_support import CLIPPED, SETTLED, settle, settled_violations
 
 pytestmark = pytest.mark.browser
 REPEATED = "freedom election movies garden river freedom election movies garden"
@@ -41,11 +41,8 @@ def test_each_circuit_view_draws_whole_and_accessible(server, browser, path, que
         page.goto(f"{server}/{path}?{urlencode(query)}")
         page.wait_for_function(SETTLED)
         if button is not None:
-            page.get_by_role("button", name=button).first.click()
-            page.wait_for_timeout(500)
-        page.wait_for_function(SETTLED)
-        page.wait_for_timeout(1500)
-        page.wait_for_function(SETTLED)
+            page.get_by_role("button", name=button).first.click()  # puts up the status widget at once: a rerun
+        settle(page)
         holder = page.locator(f".st-key-{chart}")
         holder.scroll_into_view_if_needed()  # a chart below the fold is drawn when it comes into view
         page.locator(f".st-key-{chart} .js-plotly-plot").wait_for(state="visible", timeout=30_000)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import test_browser
-from browser_support import CLIPPED, SETTLED
+from browser_support import CLIPPED, settle
 
 from ui.pages import PAGES
 
@@ -19,6 +19,11 @@ IN_VIEW = """([w, h]) => [...document.querySelectorAll(
     .map(e => { const r = e.getBoundingClientRect();
         return [e.innerText.trim(), r.top >= 0 && r.left >= 0 && r.bottom <= h && r.right <= w]; })"""
 
+MENU_CLOSED = """() => !document.querySelector('[role="menuitem"]')"""
+# No animation or transition running in the sidebar (an expander opening).
+SIDEBAR_STILL = """() => document.querySelector('[data-testid="stSidebar"]').getAnimations({subtree: true})
+    .every(a => a.playState !== 'running')"""
+
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 @pytest.mark.parametrize("model", ["lm-english", "translate-en-de"])
@@ -29,9 +34,7 @@ def test_every_page_is_reached_from_the_first_view(server, browser, model: str, 
     page.set_default_timeout(90_000)
     try:
         page.goto(f"{server}/?model={model}")
-        page.wait_for_function(SETTLED)
-        page.wait_for_timeout(1500)
-        page.wait_for_function(SETTLED)
+        settle(page)
         shown = page.evaluate(IN_VIEW, [width, height])
         assert shown and all(inside for _, inside in shown), shown
         reached: list[str] = []
@@ -45,7 +48,7 @@ def test_every_page_is_reached_from_the_first_view(server, browser, model: str, 
             items.first.wait_for()
             reached += [items.nth(i).inner_text().strip() for i in range(items.count())]
             page.keyboard.press("Escape")
-            page.wait_for_timeout(300)
+            page.wait_for_function(MENU_CLOSED)
         assert sorted(reached) == sorted(p.title for p in PAGES)
         lesson = page.locator('[data-testid="stMainBlockContainer"]').get_by_role("link", name="Lesson", exact=False)
         box = lesson.first.bounding_box()
@@ -57,7 +60,7 @@ def test_every_page_is_reached_from_the_first_view(server, browser, model: str, 
             assert jargon not in text, f"{jargon!r} shown before the details are opened"
         side.get_by_text("Model details").click()
         side.locator("table.atlas-table").wait_for()
-        page.wait_for_timeout(1000)  # the expander's opening animation: measured mid-way it reads as cut
+        page.wait_for_function(SIDEBAR_STILL)  # the expander's opening animation: measured mid-way it reads as cut
         assert "python -m training.evaluate" in side.inner_text()  # the command behind the figures
         wider = page.evaluate("""() => [...document.querySelectorAll('[data-testid="stSidebar"] table')]
             .filter(t => t.getBoundingClientRect().width > t.parentElement.clientWidth + 1).map(t => t.innerText)""")

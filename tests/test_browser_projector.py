@@ -7,6 +7,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
+from browser_support import settle
 from test_browser import SHOTS
 
 pytestmark = pytest.mark.browser
@@ -68,7 +69,7 @@ def test_cell_numbers_fit_their_cells_and_titles_fit_their_charts(server, browse
         page.goto(f"{server}/{path}?{urlencode(query)}")
         page.get_by_role("heading", name=heading).first.wait_for()
         page.locator(".stPlotlyChart .heatmaplayer").first.wait_for(state="attached")
-        page.wait_for_timeout(1500)  # the last charts and the CSS that hides numbers settle
+        settle(page)  # the last charts and the CSS that hides numbers settle
         charts = page.evaluate(MEASURE_JS)
         assert charts
         for chart in charts:
