@@ -86,6 +86,20 @@ def test_the_thread_asks_the_rerun_by_itself() -> None:
     assert log == ["s1"]
 
 
+def test_a_poke_looks_at_once_without_waiting_for_the_tick() -> None:
+    cls, log = Class(), []
+    followers = Followers({"version": cls.read}, tick_s=3600)
+    followers.drawn("s1", "ABCDE", "version", 1, rerun_log(log, "s1"))  # starts the thread: it waits an hour
+    cls.version = 2
+    time.sleep(0.2)
+    assert log == []  # nobody poked: the move waits for the tick
+    followers.poke()
+    deadline = time.monotonic() + 10
+    while not log and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log == ["s1"]
+
+
 def test_a_look_that_is_not_one_is_refused() -> None:
     with pytest.raises(ValueError, match="watches one of version"):
         Followers({"version": Class().read}).drawn("s1", "ABCDE", "answers", 1, lambda: True)

@@ -12,10 +12,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from analysis.forced import ForcedRow
 from analysis.record import Block
 from ui.cache import Shown, composition
 from ui.kept import kept
 from viz.circuits import composition_heatmap
+from viz.forced import probability_strip
 from viz.heads import AVERAGE as AVERAGE  # re-exported: the pages choose heads through this module
 from viz.heads import grid_view, head_heatmap, head_title, swap_head
 from viz.heads import head_name as head_name  # re-exported, as AVERAGE
@@ -59,6 +61,12 @@ def grid_chart(ctx: Shown, attention: str, norms: bool = False) -> dict:
     (viz.heads.select_head outlines one on a copy), frozen."""
     analysis = ctx.analysis.value_weighted() if norms else ctx.analysis
     return frozen(grid_view(analysis.stacked(attention), analysis.attention_label(attention), norms))
+
+
+@kept()
+def certainty_chart(rows: tuple[ForcedRow, ...], title: str) -> dict:
+    """viz.forced.probability_strip of `rows` (how sure the model was of each token), frozen."""
+    return frozen(probability_strip(rows, title))
 
 
 @kept()

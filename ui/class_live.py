@@ -133,6 +133,8 @@ def publish(page: str) -> None:
             ROOM.show(*teacher, _view(page))
         except ClassError as exc:
             st.session_state[NOTE] = str(exc)
+        else:
+            FOLLOWERS.poke()  # this server's followers start at once, not at the next tick
 
 
 def _publish_after_fragment() -> None:

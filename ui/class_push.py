@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
@@ -45,6 +44,7 @@ class Followers:
         self._lock = threading.Lock()
         self._followers: dict[str, _Follower] = {}  # session id → its entry
         self._thread: threading.Thread | None = None
+        self._poked = threading.Event()
 
     def drawn(self, session: str, code: str, look: str, seen: Hashable, rerun: Callable[[], bool]) -> None:
         """Session `session` drew class `code` when its `look` was `seen`: `rerun` it when that moves."""
@@ -62,6 +62,12 @@ class Followers:
         """The session is no class's follower any more (its teacher's page, or the class ended)."""
         with self._lock:
             self._followers.pop(session, None)
+
+    def poke(self) -> None:
+        """A class on this server moved: look now rather than at the next tick (the teacher's page calls it after
+        publishing, so that followers on its own server start their reruns at once; other replicas see the move
+        at their next tick)."""
+        self._poked.set()
 
     def __len__(self) -> int:
         with self._lock:
@@ -97,7 +103,8 @@ class Followers:
 
     def _watch(self) -> None:
         while True:
-            time.sleep(self._tick_s)
+            self._poked.wait(self._tick_s)
+            self._poked.clear()
             try:
                 self.tick()
             except Exception:  # the thread serves every class: it logs and goes on

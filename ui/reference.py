@@ -7,11 +7,11 @@ import streamlit as st
 
 from analysis.forced import Forced, ForcedRow
 from inference.text import InputError
-from ui import cache, errors, state
+from ui import cache, charts, errors, state
 from ui.cache import Source
 from ui.markdown import literal
 from ui.widgets import show_chart
-from viz.forced import forced_frame, percent, probability_strip
+from viz.forced import forced_frame, percent
 from viz.labels import display_piece, safe_filename
 
 REFERENCE = state.url_text("reference")  # kept in the URL as the main text is, and bounded the same way
@@ -46,7 +46,7 @@ def certainty(ctx: Source, rows: tuple[ForcedRow, ...], what: str, key: str) -> 
     if not rows:
         return
     title = f"How sure the model was of {what}"
-    show_chart(probability_strip(rows, title), key, safe_filename("certainty", ctx.name))
+    show_chart(charts.certainty_chart(rows, title), key, safe_filename("certainty", ctx.name))
     least = min(rows, key=lambda r: r.probability)
     said = f"Least sure: “{display_piece(least.piece)}” ({percent(least.probability)}, rank {least.rank})" + (
         "."
