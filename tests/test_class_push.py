@@ -116,6 +116,8 @@ def test_a_few_reruns_at_a_time_the_next_when_one_is_over() -> None:
     clock[0] += 2.5  # s2 and s3 never said their runs were over: their places are not held for ever
     assert followers.tick() == 1 and log == ["s1", "s2", "s3", "s4"]
     assert followers.tick() == 0  # each asked once for the move
+    cls.version = 3  # s4 still running: asked again in the place it holds, and s1 takes the other
+    assert followers.tick() == 2 and log[-2:] == ["s1", "s4"]
 
 
 def test_a_look_that_is_not_one_is_refused() -> None:

@@ -19,12 +19,13 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
-TICK_S = 0.2
-# Reruns under way at once: a page run is Python, one core at a time whatever the threads, and 30 runs interleaved
-# cost a fifth more CPU each than the same runs one after another (bench/class_follow.py: 47 → 37 ms a run) and
-# all end last; a few at a time, the first followers see the move in a tenth of the time.
-RUNNING = 2
-RUN_STALE_S = 2.0  # a rerun asked this long ago and never reported over no longer holds its place
+TICK_S = 0.1  # a move made on another replica is seen within this (the teacher's own server is poked at once)
+# Reruns under way at once. A page run is Python, one core at a time whatever the threads: 30 follower runs asked
+# together interleave, cost more CPU each (47 against 37 ms a run) and all end last, and the event loop that sends
+# their messages waits behind them. One at a time, the next asked as one ends, the first followers see the move
+# within a tenth of a second and the last no later (bench/class_follow.py: p50 1.4 → 0.9 s).
+RUNNING = 1
+RUN_STALE_S = 1.0  # a rerun asked this long ago that never reported its end no longer holds its place
 MAX_FOLLOWERS = 10_000  # entries are a few hundred bytes; a server holds far fewer sessions than this
 _LOGGER = logging.getLogger(__name__)
 
@@ -113,15 +114,18 @@ class Followers:
             for session, follower in group:
                 if now == follower.drawn or (now is not None and now == follower.asked):
                     continue
-                if asked >= room:  # the others wait for a place: `ran` pokes the thread when one is free
-                    break
+                with self._lock:
+                    holds = session in self._running  # asked again mid-run: it restarts in the place it holds
+                    if not holds and room <= 0:  # the others wait for a place: `ran` pokes the thread when one is free
+                        continue
+                    room -= 0 if holds else 1
+                    self._running[session] = now_s
                 follower.asked = now
                 asked += 1
-                with self._lock:
-                    self._running[session] = now_s
                 if not follower.rerun() or now is None:  # gone, or told its class ended: nothing more to follow
                     self._drop(session, follower)
                     self.ran(session)
+                    room += 0 if holds else 1  # no run holds the place
         return asked
 
     def _drop(self, session: str, follower: _Follower) -> None:
