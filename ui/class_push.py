@@ -15,17 +15,10 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
-TICK_S = 0.1  # a move made on another replica is seen within this (the teacher's own server is poked at once)
-# Reruns under way at once. A page run is Python, one core at a time whatever the threads: 30 follower runs asked
-# together interleave, cost more CPU each (47 against 37 ms a run) and all end last, and the event loop that sends
-# their messages waits behind them. One at a time, the next asked as one ends, the first followers see the move
-# within a tenth of a second and the last no later (bench/class_follow.py: p50 1.4 → 0.9 s).
-RUNNING = 1
-RUN_STALE_S = 1.0  # a rerun asked this long ago that never reported its end no longer holds its place
+TICK_S = 0.2
 MAX_FOLLOWERS = 10_000  # entries are a few hundred bytes; a server holds far fewer sessions than this
 _LOGGER = logging.getLogger(__name__)
 
@@ -45,17 +38,9 @@ class Followers:
     `looks`: what a follower can watch of a class by name, each read by code and None when there is no such class
     (a student's page watches the class's version; the teacher's count of answers watches the answers too)."""
 
-    def __init__(
-        self,
-        looks: Mapping[str, Callable[[str], Hashable]],
-        tick_s: float = TICK_S,
-        running: int = RUNNING,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    def __init__(self, looks: Mapping[str, Callable[[str], Hashable]], tick_s: float = TICK_S) -> None:
         self._looks = dict(looks)
         self._tick_s = tick_s
-        self._most_running, self._clock = running, clock
-        self._running: dict[str, float] = {}  # session → when its rerun was asked, until its run is over
         self._lock = threading.Lock()
         self._followers: dict[str, _Follower] = {}  # session id → its entry
         self._thread: threading.Thread | None = None
@@ -78,13 +63,6 @@ class Followers:
         with self._lock:
             self._followers.pop(session, None)
 
-    def ran(self, session: str) -> None:
-        """`session`'s page run is over (app.py's last line, or a fragment's): its place goes to the next follower."""
-        with self._lock:
-            held = self._running.pop(session, None)
-        if held is not None:
-            self._poked.set()
-
     def poke(self) -> None:
         """A class on this server moved: look now rather than at the next tick (the teacher's page calls it after
         publishing, so that followers on its own server start their reruns at once; other replicas see the move
@@ -101,9 +79,6 @@ class Followers:
             by_class: dict[tuple[str, str], list[tuple[str, _Follower]]] = {}
             for session, follower in self._followers.items():
                 by_class.setdefault((follower.code, follower.look), []).append((session, follower))
-            now_s = self._clock()
-            self._running = {s: t for s, t in self._running.items() if now_s - t < RUN_STALE_S}
-            room = self._most_running - len(self._running)
         asked = 0
         for (code, look), group in by_class.items():
             try:
@@ -114,18 +89,10 @@ class Followers:
             for session, follower in group:
                 if now == follower.drawn or (now is not None and now == follower.asked):
                     continue
-                with self._lock:
-                    holds = session in self._running  # asked again mid-run: it restarts in the place it holds
-                    if not holds and room <= 0:  # the others wait for a place: `ran` pokes the thread when one is free
-                        continue
-                    room -= 0 if holds else 1
-                    self._running[session] = now_s
                 follower.asked = now
                 asked += 1
                 if not follower.rerun() or now is None:  # gone, or told its class ended: nothing more to follow
                     self._drop(session, follower)
-                    self.ran(session)
-                    room += 0 if holds else 1  # no run holds the place
         return asked
 
     def _drop(self, session: str, follower: _Follower) -> None:
