@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ui.class_push import Followers
+from ui.class_push import RETRY_MAX_S, RETRY_S, Followers
 
 
 class Class:
@@ -21,7 +21,15 @@ class Class:
 
 
 def rerun_log(log: list[str], name: str, alive: bool = True):
-    return lambda: log.append(name) or alive
+    return lambda whole=False: log.append(name + (" whole" if whole else "")) or alive
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def test_a_follower_is_rerun_once_when_its_class_moves_and_not_while_it_stays() -> None:
@@ -31,11 +39,40 @@ def test_a_follower_is_rerun_once_when_its_class_moves_and_not_while_it_stays() 
     assert followers.tick() == 0 and log == []
     cls.version = 2
     assert followers.tick() == 1 and log == ["s1"]
-    assert followers.tick() == 0 and log == ["s1"]  # asked once for version 2, however long its run takes
+    assert followers.tick() == 0 and log == ["s1"]  # asked once for version 2 while its run may be under way
     followers.drawn("s1", "ABCDE", "version", 2, rerun_log(log, "s1"))  # its page ran at 2
     cls.version = 3
     followers.tick()
     assert log == ["s1", "s1"]
+
+
+def test_a_rerun_not_drawn_in_time_is_asked_again_of_the_whole_page_waiting_longer_each_time() -> None:
+    """Streamlit drops some rerun requests without a word (a fragment's whose fragment a full run removed): a
+    follower whose page has not drawn the move is asked again, of its whole page, then after twice as long."""
+    cls, log, clock = Class(), [], Clock()
+    followers = Followers({"version": cls.read}, tick_s=3600, clock=clock)
+    followers.drawn("s1", "ABCDE", "version", 1, rerun_log(log, "s1"))
+    cls.version = 2
+    assert followers.tick() == 1 and log == ["s1"]
+    clock.now = RETRY_S - 0.1
+    assert followers.tick() == 0  # its run may still be under way
+    clock.now = RETRY_S
+    assert followers.tick() == 1 and log == ["s1", "s1 whole"]
+    clock.now = RETRY_S + 2 * RETRY_S - 0.1
+    assert followers.tick() == 0  # the second ask waits twice as long
+    clock.now += 0.1
+    assert followers.tick() == 1 and log[-1] == "s1 whole"
+    for _ in range(10):  # never more often than every RETRY_MAX_S
+        clock.now += RETRY_MAX_S
+        assert followers.tick() == 1
+    assert followers.tick() == 0
+    followers.drawn("s1", "ABCDE", "version", 2, rerun_log(log, "s1"))  # drawn at last: nothing more asked
+    clock.now += 10 * RETRY_MAX_S
+    assert followers.tick() == 0
+    cls.version = 3  # the next move: asked at once, and given the first wait again
+    assert followers.tick() == 1 and log[-1] == "s1"
+    clock.now += RETRY_S
+    assert followers.tick() == 1 and log[-1] == "s1 whole"
 
 
 def test_one_read_a_class_whatever_its_followers() -> None:
@@ -102,7 +139,7 @@ def test_a_poke_looks_at_once_without_waiting_for_the_tick() -> None:
 
 def test_a_look_that_is_not_one_is_refused() -> None:
     with pytest.raises(ValueError, match="watches one of version"):
-        Followers({"version": Class().read}).drawn("s1", "ABCDE", "answers", 1, lambda: True)
+        Followers({"version": Class().read}).drawn("s1", "ABCDE", "answers", 1, lambda whole=False: True)
 
 
 def test_the_streamlit_calls_the_push_makes_are_there() -> None:
@@ -121,3 +158,13 @@ def test_the_streamlit_calls_the_push_makes_are_there() -> None:
     assert list(inspect.signature(AppSession.request_rerun).parameters) == ["self", "client_state"]
     assert "fragment_id" in {f.name for f in dataclasses.fields(FragmentThreadState)} and callable(ThreadState.get)
     assert class_live._rerun_session("no such session", class_live.ClientState()) is False  # no server: no rerun
+
+
+def test_a_fragments_rerun_asked_again_is_its_whole_pages() -> None:
+    from ui import class_live
+
+    rerun = class_live.ClientState(page_script_hash="h", query_string="class=ABCDE", fragment_id="f1")
+    rerun.context_info.timezone = "Asia/Tokyo"
+    page = class_live._whole_page(rerun)
+    assert page.fragment_id == "" and rerun.fragment_id == "f1"  # the follower's own request is kept for next time
+    assert (page.page_script_hash, page.query_string, page.context_info.timezone) == ("h", "class=ABCDE", "Asia/Tokyo")

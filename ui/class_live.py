@@ -160,13 +160,22 @@ def _told(code: str, look: str, seen: object, fragment: bool = False) -> None:
     FOLLOWERS.drawn(student_id(), code, look, seen, functools.partial(_rerun_session, ctx.session_id, rerun))
 
 
-def _rerun_session(session_id: str, rerun: ClientState) -> bool:
-    """Ask session `session_id`'s rerun, as Streamlit's own "run on save" asks it; False when it is gone."""
+def _rerun_session(session_id: str, rerun: ClientState, whole: bool = False) -> bool:
+    """Ask session `session_id`'s rerun, as Streamlit's own "run on save" asks it (`whole`: the page's, not the
+    fragment's: asked again, a fragment's request may have been dropped with its fragment); False when it is gone."""
     session = Runtime.instance().get_app_session(session_id) if Runtime.exists() else None
     if session is None:
         return False
-    session.request_rerun(rerun)
+    session.request_rerun(_whole_page(rerun) if whole else rerun)
     return True
+
+
+def _whole_page(rerun: ClientState) -> ClientState:
+    """The same rerun of the whole page: its fragment's id dropped, its page, address and browser kept."""
+    page = ClientState()
+    page.CopyFrom(rerun)
+    page.ClearField("fragment_id")
+    return page
 
 
 def _not_told() -> None:

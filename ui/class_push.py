@@ -15,10 +15,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
 TICK_S = 0.2
+# A rerun asked and not drawn this long after is asked again, of the whole page, then after twice as long, up to
+# RETRY_MAX_S. Streamlit drops some rerun requests without a word (a fragment's, when a full run removed the
+# fragment), and a follower whose one request was lost stayed on the old view until the next move: it must not.
+# A run slower than this (a loaded server) is restarted once, then given twice the time: it ends.
+RETRY_S = 3.0
+RETRY_MAX_S = 30.0
 MAX_FOLLOWERS = 10_000  # entries are a few hundred bytes; a server holds far fewer sessions than this
 _LOGGER = logging.getLogger(__name__)
 
@@ -28,8 +35,10 @@ class _Follower:
     code: str
     look: str  # what of the class it watches: a name of Followers' `looks`
     drawn: Hashable  # what that was when its page was drawn (None: no such class)
-    rerun: Callable[[], bool]  # asks its page's (or fragment's) rerun; False when its session is gone
-    asked: Hashable = None  # what a rerun was asked for, so that it is asked once
+    rerun: Callable[[bool], bool]  # asks its page's (or fragment's; True: the whole page's) rerun; False: gone
+    asked: Hashable = None  # what a rerun was asked for, so that it is asked once (until `due`)
+    due: float = 0.0  # when to ask again if the page has not drawn `asked` by then
+    wait_s: float = RETRY_S  # how long the next ask waits before it is asked again
 
 
 class Followers:
@@ -38,16 +47,23 @@ class Followers:
     `looks`: what a follower can watch of a class by name, each read by code and None when there is no such class
     (a student's page watches the class's version; the teacher's count of answers watches the answers too)."""
 
-    def __init__(self, looks: Mapping[str, Callable[[str], Hashable]], tick_s: float = TICK_S) -> None:
+    def __init__(
+        self,
+        looks: Mapping[str, Callable[[str], Hashable]],
+        tick_s: float = TICK_S,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._looks = dict(looks)
         self._tick_s = tick_s
+        self._clock = clock
         self._lock = threading.Lock()
         self._followers: dict[str, _Follower] = {}  # session id → its entry
         self._thread: threading.Thread | None = None
         self._poked = threading.Event()
 
-    def drawn(self, session: str, code: str, look: str, seen: Hashable, rerun: Callable[[], bool]) -> None:
-        """Session `session` drew class `code` when its `look` was `seen`: `rerun` it when that moves."""
+    def drawn(self, session: str, code: str, look: str, seen: Hashable, rerun: Callable[[bool], bool]) -> None:
+        """Session `session` drew class `code` when its `look` was `seen`: `rerun` it when that moves (`rerun(True)`:
+        the whole page, when a first ask went unanswered)."""
         if look not in self._looks:
             raise ValueError(f"a follower watches one of {', '.join(self._looks)}, not {look!r}")
         with self._lock:
@@ -79,7 +95,7 @@ class Followers:
             by_class: dict[tuple[str, str], list[tuple[str, _Follower]]] = {}
             for session, follower in self._followers.items():
                 by_class.setdefault((follower.code, follower.look), []).append((session, follower))
-        asked = 0
+        asked, now_s = 0, self._clock()
         for (code, look), group in by_class.items():
             try:
                 now = self._looks[look](code)
@@ -87,11 +103,15 @@ class Followers:
                 _LOGGER.warning("class %s: its %s could not be read", code, look, exc_info=True)
                 continue
             for session, follower in group:
-                if now == follower.drawn or (now is not None and now == follower.asked):
+                if now == follower.drawn:
                     continue
-                follower.asked = now
+                again = now is not None and now == follower.asked
+                if again and now_s < follower.due:
+                    continue  # asked; its run is under way
+                follower.wait_s = min(2 * follower.wait_s, RETRY_MAX_S) if again else RETRY_S
+                follower.asked, follower.due = now, now_s + follower.wait_s
                 asked += 1
-                if not follower.rerun() or now is None:  # gone, or told its class ended: nothing more to follow
+                if not follower.rerun(again) or now is None:  # gone, or told its class ended: nothing more
                     self._drop(session, follower)
         return asked
 
