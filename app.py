@@ -51,7 +51,10 @@ class_live.sidebar_start()
 if widgets.projector() and page.url_path not in sidebar.OWN_TEXT_PAGES:  # the sidebar folded away: its choice in a line
     errors.guarded(sidebar.projector_summary)
 class_live.panel(page.url_path)  # a class's link, questions and following, above the page
-with cache.page_running():  # the class's pages, which heavy work shares the cores with (analysis.worker)
-    page.run()
-state.sync_url()
-class_live.publish(page.url_path)  # the teacher's view, to the class
+try:
+    with cache.page_running():  # the class's pages, which heavy work shares the cores with (analysis.worker)
+        page.run()
+    state.sync_url()
+    class_live.publish(page.url_path)  # the teacher's view, to the class
+finally:  # a rerun asked of this page is over, however it ended (a follower's place goes to the next)
+    class_live.run_over()

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from ui.class_push import RETRY_MAX_S, RETRY_S, Followers
+from ui.class_push import RETRY_MAX_S, RETRY_S, RUN_STALE_S, Followers
 
 
 class Class:
@@ -77,7 +77,7 @@ def test_a_rerun_not_drawn_in_time_is_asked_again_of_the_whole_page_waiting_long
 
 def test_one_read_a_class_whatever_its_followers() -> None:
     cls, log = Class(), []
-    followers = Followers({"version": cls.read}, tick_s=3600)
+    followers = Followers({"version": cls.read}, tick_s=3600, running=30)
     for i in range(30):
         followers.drawn(f"s{i}", "ABCDE", "version", 1, rerun_log(log, f"s{i}"))
     cls.version = 2
@@ -135,6 +135,25 @@ def test_a_poke_looks_at_once_without_waiting_for_the_tick() -> None:
     while not log and time.monotonic() < deadline:
         time.sleep(0.01)
     assert log == ["s1"]
+
+
+def test_a_few_reruns_at_a_time_the_next_when_one_is_over() -> None:
+    cls, log, clock = Class(), [], Clock()
+    followers = Followers({"version": cls.read}, tick_s=3600, running=2, clock=clock)
+    for name in ("s1", "s2", "s3", "s4"):
+        followers.drawn(name, "ABCDE", "version", 1, rerun_log(log, name))
+    cls.version = 2
+    assert followers.tick() == 2 and log == ["s1", "s2"]  # two places
+    assert followers.tick() == 0  # both still running: the others wait
+    followers.ran("s1")
+    assert followers.tick() == 1 and log[-1] == "s3"  # s1's place
+    followers.ran("nobody")  # a session the push did not ask: frees nothing
+    assert followers.tick() == 0
+    clock.now += RUN_STALE_S  # s2 and s3 never said their runs were over: their places are not held for ever
+    assert followers.tick() == 1 and log == ["s1", "s2", "s3", "s4"]
+    assert followers.tick() == 0  # each asked once for the move
+    cls.version = 3  # s4 still running: asked again in the place it holds, and s1 takes the other
+    assert followers.tick() == 2 and log[-2:] == ["s1", "s4"]
 
 
 def test_a_look_that_is_not_one_is_refused() -> None:

@@ -137,9 +137,17 @@ def publish(page: str) -> None:
             FOLLOWERS.poke()  # this server's followers start at once, not at the next tick
 
 
+def run_over() -> None:
+    """This session's page run is over (app.py's last step, and after each fragment's run): when the push asked
+    it, its place goes to the next follower (ui/class_push.py, RUNNING)."""
+    if STUDENT in st.session_state:
+        FOLLOWERS.ran(st.session_state[STUDENT])
+
+
 def _publish_after_fragment() -> None:
     if PAGE in st.session_state:
         publish(st.session_state[PAGE])
+    run_over()
 
 
 state.after_each_fragment(_publish_after_fragment)
