@@ -80,6 +80,7 @@ def test_a_teacher_and_three_students(server, browser) -> None:
         # A question, three answers, the reveal
         teacher.get_by_text("Ask the class").click()
         teacher.get_by_role("button", name="Ask", exact=True).click()
+        teacher.get_by_text("0 answers so far").wait_for()  # asked: the teacher's page counts the answers
         for i, student in enumerate(students):
             question = student.locator('[data-testid="stRadio"]').filter(has_text="Question 1")
             question.locator("label").nth(i + 1).click()
