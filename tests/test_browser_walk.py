@@ -99,6 +99,9 @@ def choose_other(page, label: str, tries: int = 4) -> None:
     combo = page.get_by_role("combobox", name=label, exact=True).first
     for attempt in range(tries):
         now, address = combo.input_value(), page.url
+        # Scrolled into view first, as a person would: clicked below the first view, a box is scrolled to the
+        # window's edge and its list does not open (the retry below waited 15 s for it).
+        combo.scroll_into_view_if_needed()
         combo.click()
         try:
             options = page.get_by_role("option")
