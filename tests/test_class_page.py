@@ -72,7 +72,7 @@ def test_a_change_made_while_a_followers_page_draws_is_followed_next(start, monk
     itself behind, so that the server reruns it (ui/class_push.py), not mark the new version seen and keep the old
     view for good."""
     asked: list = []
-    monkeypatch.setattr(class_live, "_rerun_session", lambda session, rerun: asked.append(rerun) or True)
+    monkeypatch.setattr(class_live, "_rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
     teacher, student, code = teacher_and_student(start)
     key = teacher.query_params["teach"]
     taken = class_live.follow
@@ -99,7 +99,7 @@ def test_the_server_reruns_a_follower_when_the_class_moves_and_the_teachers_coun
     start, monkeypatch
 ) -> None:
     asked: list = []
-    monkeypatch.setattr(class_live, "_rerun_session", lambda session, rerun: asked.append(rerun) or True)
+    monkeypatch.setattr(class_live, "_rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
     teacher, student, code = teacher_and_student(start)
     class_live.FOLLOWERS.tick()
     asked.clear()
