@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import math
+import tokenize
 import zipfile
 import zlib
 from typing import Any
@@ -66,7 +67,7 @@ def _npz_members(data: bytes, filename: str) -> dict[str, tuple[np.dtype, tuple[
                 if version not in read:
                     raise ValueError(f".npy format {version[0]}.{version[1]}; 1.0 and 2.0 are read")
                 shape, _, dtype = read[version](member, max_header_size=MAX_HEADER_BYTES)
-        except (*ZIP_FAULTS, SyntaxError) as exc:
+        except (*ZIP_FAULTS, SyntaxError, tokenize.TokenError) as exc:  # numpy tokenizes a header it cannot parse
             raise TraceError(f"{filename}: array {key!r} has no readable .npy header ({exc})") from exc
         what, kinds = _role(key)
         if dtype.hasobject or dtype.kind not in kinds or (kinds == "u" and dtype.itemsize != 1):
