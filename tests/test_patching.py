@@ -127,7 +127,8 @@ def test_each_residual_patch_equals_the_stream_patched_by_hand_at_one_layer_only
             logits = residual_patched_by_hand(lm, streams, layer, position)
             value = float(logits[answer] - logits[versus])
             expected = (value - result.corrupted) / (result.clean - result.corrupted)
-            assert result.scores[layer, position] == pytest.approx(expected, abs=1e-4), (layer, position)
+            # batched and one by one, float32 sums differ in their last bits (1.2e-4 seen); a leak differs by 0.1s
+            assert result.scores[layer, position] == pytest.approx(expected, abs=1e-3), (layer, position)
 
 
 def test_a_heads_patch_in_the_last_layer_equals_plain_torch(lm) -> None:
