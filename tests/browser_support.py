@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-# Debian's chromium-headless-shell (the same Blink, without the full browser's windowing and GPU process): on a
-# page of charts it spends about a third less CPU than /usr/bin/chromium (bench/test_browsers.py: less machine CPU per visit), and the browser
-# tests are most of CI's time. ATLAS_TEST_CHROMIUM names another; the full chromium serves where the shell is absent.
+# Debian's chromium-headless-shell (the same Blink, without the full browser's windowing and GPU process) spends
+# less machine CPU on a page visit than /usr/bin/chromium (bench/test_browsers.py), and the browser tests are most of
+# CI's time. ATLAS_TEST_CHROMIUM names another; the full chromium serves where the shell is absent.
 HEADLESS_SHELL = "/usr/bin/chromium-headless-shell"
 CHROMIUM = os.environ.get("ATLAS_TEST_CHROMIUM") or (
     HEADLESS_SHELL if Path(HEADLESS_SHELL).exists() else "/usr/bin/chromium"
