@@ -115,6 +115,21 @@ def test_a_teacher_and_three_students(server, browser) -> None:
         teacher.locator(".st-key-class_answers_1 .main-svg").first.wait_for()
         settle(teacher)
         teacher.screenshot(path=str(SHOTS / "class-teacher-projector.png"))
+    except Exception:
+        keep_the_pages({"teacher": teacher, **{f"student{i + 1}": s for i, s in enumerate(students)}})
+        raise
     finally:
         for context in contexts:
             context.close()
+
+
+def keep_the_pages(pages: dict) -> None:
+    """A failure's evidence, for a failure that is rare (a loaded machine): each page's screenshot, address and text
+    (screenshots/class-failure-NAME.png and .txt)."""
+    for name, pg in pages.items():
+        try:
+            pg.screenshot(path=str(SHOTS / f"class-failure-{name}.png"), timeout=10_000)
+            text = pg.evaluate("() => document.body.innerText")
+            (SHOTS / f"class-failure-{name}.txt").write_text(f"{pg.url}\n\n{text}")
+        except Exception as exc:  # a page already gone: the others are still kept
+            (SHOTS / f"class-failure-{name}.txt").write_text(f"not kept: {exc}")
