@@ -20,6 +20,7 @@ import streamlit as st
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
 
 from analysis import class_questions
@@ -170,12 +171,36 @@ def _told(code: str, look: str, seen: object, fragment: bool = False) -> None:
 
 def _rerun_session(session_id: str, rerun: ClientState, whole: bool = False) -> bool:
     """Ask session `session_id`'s rerun, as Streamlit's own "run on save" asks it (`whole`: the page's, not the
-    fragment's: asked again, a fragment's request may have been dropped with its fragment); False when it is gone."""
+    fragment's: asked again, a fragment's request may have been dropped with its fragment); False when it is gone.
+    Asked on the session's event loop (`_rerun_now`), where its browser's own requests are handled, not from the
+    push's thread: AppSession replaces its script runner without a lock."""
     session = Runtime.instance().get_app_session(session_id) if Runtime.exists() else None
     if session is None:
         return False
-    session.request_rerun(_whole_page(rerun) if whole else rerun)
+    session._call_soon_on_event_loop(functools.partial(_rerun_now, session, _whole_page(rerun) if whole else rerun))
     return True
+
+
+def _rerun_now(session, rerun: ClientState) -> None:
+    """On `session`'s event loop: rerun its page. A run under way or about to start (a click's, whose callback has
+    not run yet) is not stopped: a whole page's rerun joins it, as a rerun does with fastReruns off, keeping the
+    click (with fastReruns on, Streamlit's default, AppSession stops that run and starts this one in its place,
+    and the click is lost: a teacher's Ask was, once in about ten runs of the class test on a loaded machine). A
+    fragment's rerun never stops a run; Streamlit itself drops one whose fragment is gone."""
+    runner = session._scriptrunner
+    if runner is not None and not rerun.fragment_id and runner.request_rerun(_rerun_data(rerun)):
+        return
+    session.request_rerun(rerun)
+
+
+def _rerun_data(rerun: ClientState) -> RerunData:
+    """The whole page's rerun as a script runner takes it: no widget states of its own, so that those of a run it
+    joins (a click's trigger among them) are kept."""
+    return RerunData(
+        query_string=rerun.query_string,
+        page_script_hash=rerun.page_script_hash,
+        context_info=rerun.context_info if rerun.HasField("context_info") else None,
+    )
 
 
 def _whole_page(rerun: ClientState) -> ClientState:
