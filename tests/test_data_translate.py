@@ -196,10 +196,13 @@ def test_course_pairs_go_to_train_only_repeated_and_never_a_held_out_or_shown_se
 
 def test_the_sentences_the_app_shows_are_held_out_of_training() -> None:
     from inference.catalog import PRESETS
+    from training.data.unseen import english_sentences
     from training.evaluate import TRANSLATE_SAMPLES
 
     shown = tr.shown_sentences()
-    assert set(PRESETS["translate"]) | {en for en, _ in TRANSLATE_SAMPLES} == set(shown)
+    judged = english_sentences()
+    assert len(judged) == 32 and "The shop opens at nine o'clock." in judged
+    assert set(PRESETS["translate"]) | {en for en, _ in TRANSLATE_SAMPLES} | set(judged) == set(shown)
     pairs = [("The cat sat on the mat!", "Die Katze saß."), ("The cat sat on a mat.", "Die Katze saß.")]
     assert pf.drop_english(pairs, shown) == pairs[1:]
 

@@ -367,12 +367,14 @@ def ding_splits(pairs: list[Pair], seed: int) -> dict[str, list[Pair]]:
 
 
 def shown_sentences() -> list[str]:
-    """The English sentences a class is shown: the app's presets and the card's samples (training.evaluate). Kept
-    out of training as the test sentences are, so the card's outputs are translations, not recall."""
+    """The English sentences a class is shown: the app's presets and the card's samples (training.evaluate), and
+    those kept for judging the model by hand (training.data.unseen). Kept out of training as the test sentences
+    are, so the outputs are translations, not recall."""
     from inference.catalog import PRESETS
+    from training.data.unseen import english_sentences
     from training.evaluate import TRANSLATE_SAMPLES
 
-    return list(dict.fromkeys([*PRESETS["translate"], *(en for en, _ in TRANSLATE_SAMPLES)]))
+    return list(dict.fromkeys([*PRESETS["translate"], *(en for en, _ in TRANSLATE_SAMPLES), *english_sentences()]))
 
 
 def build_splits(
