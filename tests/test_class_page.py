@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 from test_app import APP, LM, ok
 
@@ -156,12 +157,25 @@ def test_the_followed_lesson_keys_are_the_ones_the_lesson_declares() -> None:
     assert {"lesson", "lesson_source"} <= declared and {"lesson", "lesson_source"} <= set(class_live.FOLLOWED)
 
 
-def test_a_student_follows_the_teacher_to_the_lesson_and_its_step(start) -> None:
+def test_a_student_follows_the_teacher_to_the_lesson_and_its_step(start, monkeypatch) -> None:
     teacher, student, code = teacher_and_student(start)
     ok(teacher.switch_page("views/lesson.py").run())
     ok(button(teacher, "lesson_next_top").click().run())
     step = teacher.session_state["lesson"]
+    switches = []
+    switch_page = st.switch_page
+
+    def recorded(page, **kwargs):
+        switches.append((page, kwargs.get("query_params")))
+        switch_page(page, **kwargs)
+
+    monkeypatch.setattr(st, "switch_page", recorded)
     ok(student.run())
     assert student.session_state["lesson"] == step
+    # The switch carries the view's parameters: a browser that writes the new page's path with the query it holds
+    # then does not end on a bare /lesson (seen once under load in tests/test_browser_class.py).
+    (page, query), *_ = switches
+    assert page.endswith("lesson.py") and query["lesson"] == teacher.query_params["lesson"], switches
+    assert query["class"] == code and "teach" not in query
     shown = [h.value for h in (*student.title, *student.header)]
     assert any(h.startswith("2. ") for h in shown), shown  # the page is the Lesson, at its second step

@@ -104,7 +104,10 @@ def follow(page: str) -> None:
     st.session_state[APPLIED] = version
     _take(view)
     if view.page != page and view.page in SCRIPTS:
-        st.switch_page(SCRIPTS[view.page])
+        # The view's parameters go with the switch. Without them Streamlit empties the query first, and the
+        # browser, which writes the new page's path with the query it holds then, could end on a bare /lesson
+        # when the new page's own write of the query reached it before the page change (seen under load).
+        st.switch_page(SCRIPTS[view.page], query_params=state.url_values())
 
 
 def _take(view: View) -> None:

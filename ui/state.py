@@ -309,13 +309,20 @@ def in_url(key: str) -> bool:
     return decl is not None and _in_url(decl) is not None
 
 
-def sync_url() -> None:
-    """Write the current view into the URL so that a copied link restores it."""
-    values = dict(st.session_state.get(PENDING, {}))  # parameters no page has declared yet stay in the link
+def url_values() -> dict[str, str]:
+    """The URL's parameters for the current view: each declared key's value that a link can hold, and the
+    parameters no page has declared yet (they stay in the link)."""
+    values = dict(st.session_state.get(PENDING, {}))
     for decl in declared():
         text = _in_url(decl)
         if text is not None:
             values[decl.url] = text
+    return values
+
+
+def sync_url() -> None:
+    """Write the current view into the URL so that a copied link restores it."""
+    values = url_values()
     if st.query_params.to_dict() != values:
         st.query_params.from_dict(values)
 
