@@ -19,7 +19,7 @@ import zlib
 from pathlib import Path
 
 from training.data.common import SourceError, apt_deb, normalize_text
-from training.data.pairs import dedupe, filter_pairs, is_offensive, is_plain_text, n_words, pair_key
+from training.data.pairs import clean_pairs, is_offensive, is_plain_text, n_words, pair_key
 
 Pair = tuple[str, str]
 TUXPAINT_DEB = "tuxpaint-stamps-default"
@@ -160,6 +160,4 @@ def clean_words(pairs: list[Pair], offensive: tuple) -> tuple[list[Pair], dict]:
         ("untranslated", lambda p: pair_key(p[0]) != pair_key(p[1])),
         ("offensive", lambda p: not (is_offensive(p[0], *offensive) or is_offensive(p[1], *offensive))),
     ]
-    kept, removed = filter_pairs(pairs, checks)
-    unique = dedupe(kept)
-    return unique, {"removed": {**removed, "duplicate": len(kept) - len(unique)}, "kept": len(unique)}
+    return clean_pairs(pairs, checks)

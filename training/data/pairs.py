@@ -99,6 +99,13 @@ def standard_checks(offensive: tuple[frozenset[str], tuple[str, ...]]) -> list[t
     ]
 
 
+def clean_pairs(pairs: Iterable[Pair], checks: Sequence[tuple[str, Callable[[Pair], bool]]]) -> tuple[list[Pair], dict]:
+    """`checks` (filter_pairs), then duplicates (dedupe); the counts say what each step removed."""
+    kept, removed = filter_pairs(pairs, checks)
+    unique = dedupe(kept)
+    return unique, {"removed": {**removed, "duplicate": len(kept) - len(unique)}, "kept": len(unique)}
+
+
 def dedupe(pairs: Iterable[Pair]) -> list[Pair]:
     """First pair for each English sentence (by :func:`pair_key`), in order."""
     seen: set[str] = set()

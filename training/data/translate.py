@@ -45,11 +45,11 @@ from training.data.common import (
 from training.data.pairs import (
     OFFENSIVE_WORDS_FILE,
     Pair,
+    clean_pairs,
     common_vocabulary,
     dedupe,
     drop_english,
     drop_overlap,
-    filter_pairs,
     is_everyday,
     is_offensive,
     load_word_list,
@@ -356,9 +356,7 @@ def fetch_auf_deutsch(tmp: Path) -> tuple[list[Pair], dict]:
 
 def clean_source(pairs: list[Pair], offensive: tuple) -> tuple[list[Pair], dict]:
     """Standard filters, then duplicates; the counts say what each step removed."""
-    kept, removed = filter_pairs(pairs, standard_checks(offensive))
-    unique = dedupe(kept)
-    return unique, {"removed": {**removed, "duplicate": len(kept) - len(unique)}, "kept": len(unique)}
+    return clean_pairs(pairs, standard_checks(offensive))
 
 
 def ding_splits(pairs: list[Pair], seed: int) -> dict[str, list[Pair]]:
