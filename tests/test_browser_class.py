@@ -10,7 +10,7 @@ import re
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from browser_support import settle, settled_violations
+from browser_support import SentFrames, click_sent, settle, settled_violations
 from test_browser import SHOTS, choose, open_page
 
 pytestmark = pytest.mark.browser
@@ -33,6 +33,7 @@ def test_a_teacher_and_three_students(server, browser) -> None:
     teacher, *students, intruder = [c.new_page() for c in contexts]
     for pg in (teacher, *students, intruder):
         pg.set_default_timeout(120_000)  # five pages at once on a loaded CI machine
+    sent = SentFrames(teacher)
     try:
         teacher.goto(f"{server}/?model=lm-english")
         settle(teacher)
@@ -79,7 +80,8 @@ def test_a_teacher_and_three_students(server, browser) -> None:
 
         # A question, three answers, the reveal
         teacher.get_by_text("Ask the class").click()
-        teacher.get_by_role("button", name="Ask", exact=True).click()
+        # Once the expander has opened, and again if the browser sent nothing (browser_support.click_sent)
+        click_sent(teacher, teacher.get_by_role("button", name="Ask", exact=True), sent, "class_ask")
         teacher.get_by_text("0 answers so far").wait_for()  # asked: the teacher's page counts the answers
         for i, student in enumerate(students):
             question = student.locator('[data-testid="stRadio"]').filter(has_text="Question 1")
