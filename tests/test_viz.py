@@ -354,6 +354,28 @@ def test_the_folder_stamp_changes_when_a_checkpoint_is_added_or_replaced(tiny_ch
     assert catalog.folder_stamp(tmp_path / "missing") == ()
 
 
+def test_the_cached_checkpoint_list_follows_whether_packages_are_listed(
+    tiny_checkpoints, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One folder, one stamp: the list with the installed packages and the one without are two cache entries, so a
+    process that lists them after one that did not (tests, a bench) never gets the shorter list."""
+    from ui import cache
+
+    shutil.copytree(tiny_checkpoints["decoder-only"], tmp_path / "lm-english")
+    asked: list[bool] = []
+
+    def listed(root: Path, packages: bool | None = None) -> list:
+        asked.append(packages)
+        return [f"{root.name}:{packages}"]
+
+    monkeypatch.setattr(catalog, "list_checkpoints", listed)
+    monkeypatch.setenv(catalog.PRETRAINED_VAR, "0")
+    without = cache.checkpoints(tmp_path)
+    monkeypatch.setenv(catalog.PRETRAINED_VAR, "1")
+    assert cache.checkpoints(tmp_path) != without
+    assert asked == [False, True]
+
+
 def test_a_frozen_figure_thaws_to_the_same_json_and_select_head_leaves_it_unchanged() -> None:
     """ui caches frozen figures shared by every session: thawing and outlining a head must not alter them."""
     import copy

@@ -264,14 +264,16 @@ def shown(source: Source, full: bool = False, heavy: bool = False) -> Shown:
 
 
 def checkpoints(root: Path) -> list[catalog.Entry]:
-    """The checkpoints under `root` (catalog.list_checkpoints), read again only when the folder's stamp changes."""
-    return checkpoint_entries(str(root), folder_stamp(root))
+    """The checkpoints under `root` (catalog.list_checkpoints), read again only when the folder's stamp changes; with
+    the installed model packages when `catalog.pretrained_listed` says so, which is part of the key: a list made
+    without them is never served where they are listed (seen in CI: a page showed lm-english for SmolLM2)."""
+    return checkpoint_entries(str(root), folder_stamp(root), catalog.pretrained_listed(root))
 
 
 @st.cache_resource(max_entries=4, show_spinner=False)
-def checkpoint_entries(root: str, stamp: tuple) -> list[catalog.Entry]:
+def checkpoint_entries(root: str, stamp: tuple, packages: bool) -> list[catalog.Entry]:
     """The checkpoints under `root`, read again only when a folder's stamp changes (catalog.folder_stamp)."""
-    return catalog.list_checkpoints(Path(root))
+    return catalog.list_checkpoints(Path(root), packages)
 
 
 STAMP_FRESH_S = 1.0  # a checkpoint replaced in place is seen within this
