@@ -2,9 +2,12 @@
 
 A run given minutes, not steps, must still end on a finished learning-rate schedule (its cool-down included) and
 leave time to validate and save. So the run times its own steps once, after a few warm-up steps, and times one
-validation; from those it fits how many steps the budget holds, and the schedule is laid over that many. Past the
-fit a guard stops the run early when a slower stretch (another process, a thermal limit) would overrun the budget,
-so the folder always holds a saved, loadable checkpoint when the minutes are up.
+validation; from those it fits how many steps the budget holds, and the schedule is laid over that many. At each
+validation before the cool-down begins it fits again, from the speed since the last fit: a run whose first steps
+were slowed by another process (a niced run on a shared machine) or sped up still fills its minutes, and the rate
+it has already used is never bent (the cool-down, once begun, stays where it was laid). A guard stops the run early
+when a slower stretch (another process, a thermal limit) would overrun the budget anyway, so the folder always
+holds a saved, loadable checkpoint when the minutes are up.
 
 The fit is recorded on the card; `--max-steps` with the fitted number replays the same run without a clock.
 """
@@ -21,21 +24,27 @@ SAVE_SECONDS = 5.0  # kept back for the last save (weights, optimizer state, car
 MARGIN = 0.9  # the share of the spare time fitted with steps: speed drifts, and saves at validations take time too
 
 
+def now() -> float:
+    """The wall clock a budget reads (time.time): one function, so that a test can drive a run's budget."""
+    return time.time()
+
+
 @dataclass
 class Clock:
     """The budget of one run, started at `started` (time.time())."""
 
     minutes: float
-    started: float = field(default_factory=time.time)
+    started: float = field(default_factory=lambda: now())
     timing_from: float | None = None  # when the timed steps began
-    validation_seconds: float = 0.0  # one validation, measured at the fit
+    validation_seconds: float = 0.0  # one validation, measured at the last fit
+    mark: tuple[int, float] = (0, 0.0)  # the step and time of the last fit: the next one times the steps since
 
     @property
     def seconds(self) -> float:
         return self.minutes * 60
 
-    def left(self, now: float | None = None) -> float:
-        return self.seconds - ((now or time.time()) - self.started)
+    def left(self) -> float:
+        return self.seconds - (now() - self.started)
 
     def fit(self, seconds_per_step: float, validation_seconds: float, eval_every: int) -> int:
         """How many more steps the budget holds, each costing `seconds_per_step` plus a share of a validation every

@@ -40,6 +40,7 @@ from inference.tokenizer import Tokenizer
 from model.config import ModelConfig
 from model.factory import build_model
 from model.forward import forward
+from training import clock as wall
 from training.clock import TIMED_STEPS, WARM_STEPS, Clock
 from training.data.common import read_lines
 from training.data.induction import random_run
@@ -405,7 +406,10 @@ def train(
             fit_to_budget(run, step, bar)
         cut = run.clock is not None and step < run.last and run.clock.must_stop()
         if step % spec.eval_every == 0 or step == run.last or cut:
+            began = wall.now()
             validate(run, step, loss, snapshot=step in run.snapshots or cut)
+            if run.fitted and not cut and step < run.last:
+                refit_to_budget(run, step, wall.now() - began, bar)
         elif step in run.snapshots:
             save_snapshot(out, run.model, step, run.valid_loss())
         if cut:
@@ -601,7 +605,7 @@ def set_up(
         seconds_before=before.seconds_before,
         history=list(before.history),
         started=started,
-        clock=Clock(minutes, started) if minutes else None,
+        clock=Clock(minutes, wall.now()) if minutes else None,
         last=last,
         cooldown=spec_cooldown(spec, spec.max_steps),
         snapshots=planned_snapshots(spec, before.start, last),
@@ -629,13 +633,14 @@ def fit_to_budget(run: Run, step: int, bar: tqdm) -> None:
     clock = run.clock
     if step - run.start == WARM_STEPS:
         sync(run.where)
-        clock.timing_from = time.time()
+        clock.timing_from = wall.now()
     elif step - run.start == WARM_STEPS + TIMED_STEPS:
         sync(run.where)
-        per_step = (time.time() - clock.timing_from) / TIMED_STEPS
-        begun = time.time()
+        per_step = (wall.now() - clock.timing_from) / TIMED_STEPS
+        begun = wall.now()
         run.valid_loss(), copying(run.model, run.config)  # timed, not recorded
-        more = clock.fit(per_step, time.time() - begun, run.spec.eval_every)
+        more = clock.fit(per_step, wall.now() - begun, run.spec.eval_every)
+        clock.mark = (step, wall.now())
         run.last = min(run.last, step + more)
         run.cooldown = spec_cooldown(run.spec, run.last - run.start)
         run.snapshots = planned_snapshots(run.spec, run.start, run.last)
@@ -648,6 +653,35 @@ def fit_to_budget(run: Run, step: int, bar: tqdm) -> None:
             "cooldown": run.cooldown,
         }
         tqdm.write(f"{clock.minutes} min: {json.dumps(run.fitted)}", file=sys.stderr)
+
+
+def refit_to_budget(run: Run, step: int, validation_seconds: float, bar: tqdm) -> None:
+    """After a validation at `step`, while the cool-down has not begun: the budget fitted again from the speed of the
+    steps since the last fit, the run's last step and cool-down moved to match (at most the task's steps). Before
+    its cool-down the rate does not depend on the last step, so the rate already used stays what the new plan would
+    have used: a replay with `--max-steps` the final fit is the same run. A plan that would have begun its cool-down
+    before `step` is lengthened until it begins here; the guard (`Clock.must_stop`) still stops an overrun."""
+    clock = run.clock
+    sync(run.where)
+    mark_step, mark_time = clock.mark
+    at = wall.now()
+    clock.mark = (step, at)
+    if step >= run.last - run.cooldown or step <= mark_step:
+        return  # the cool-down's line down is laid
+    per_step = max(at - mark_time - validation_seconds, 0.0) / (step - mark_step)
+    cap = run.start + run.spec.max_steps
+    last = min(cap, step + clock.fit(per_step, validation_seconds, run.spec.eval_every))
+    while last < run.last and last - spec_cooldown(run.spec, last - run.start) < step:
+        last += 1
+    if last == run.last:
+        return
+    run.last, run.cooldown = last, spec_cooldown(run.spec, last - run.start)
+    run.snapshots = {s for s in run.snapshots if s <= step} | planned_snapshots(run.spec, run.start, run.last)
+    bar.total = run.last
+    refits = run.fitted.setdefault("refits", [])
+    refits.append({"step": step, "seconds_per_step": round(per_step, 4), "steps_fitted": run.last - run.start})
+    run.fitted.update(steps_fitted=run.last - run.start, cooldown=run.cooldown)
+    tqdm.write(f"{clock.minutes} min, refitted at step {step:,}: {json.dumps(refits[-1])}", file=sys.stderr)
 
 
 def validate(run: Run, step: int, train_loss: Tensor, snapshot: bool) -> None:
