@@ -59,9 +59,7 @@ def test_a_budget_fits_the_run_and_leaves_a_finished_resumable_checkpoint(
     assert snapshots[0]["step"] == 0 and snapshots[-1]["step"] == fitted, "snapshots over the fitted run"
     assert load_file(out / OPTIMIZER).keys() >= {f"weights.{k}" for k in load_file(out / "model.safetensors")}
 
-    replay = train(replace(spec, max_steps=fitted), tmp_path / "data", tmp_path / "b", seed=0, threads=1, command="r")
-    a, b = load_file(out / "model.safetensors"), load_file(replay / "model.safetensors")
-    assert all(torch.equal(a[k], b[k]) for k in a), "--max-steps with the fitted count replays the run"
+    assert replays(spec, tmp_path, out, fitted), "--max-steps with the fitted count replays the run"
 
 
 def drive_the_clock(monkeypatch: pytest.MonkeyPatch, seconds_per_step) -> list[float]:
@@ -85,17 +83,30 @@ def first_fit(minutes: float, seconds_per_step: float) -> int:
     return int(MARGIN * (60 * minutes - spent - SAVE_SECONDS) / seconds_per_step)
 
 
+def run_on_the_clock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, seconds_per_step, minutes: float):
+    """A tiny language model's budgeted run (a validation every 50 steps, a fifth of it cooling down) on a clock
+    the test moves (drive_the_clock): its spec, folder, card's training record and the clock."""
+    write_task(tmp_path / "data", "lm")
+    now = drive_the_clock(monkeypatch, seconds_per_step)
+    spec = replace(tiny_spec("lm"), max_steps=100_000, eval_every=50, cooldown_share=0.2)
+    out = train(spec, tmp_path / "data", tmp_path / "run", seed=0, threads=1, command="t", minutes=minutes)
+    return spec, out, load_checkpoint(out).card["training"], now
+
+
+def replays(spec, tmp_path: Path, out: Path, steps: int) -> bool:
+    """Whether the same spec run for `steps` steps without a clock ends on the same weights as `out`."""
+    replay = train(replace(spec, max_steps=steps), tmp_path / "data", tmp_path / "b", seed=0, threads=1, command="r")
+    a, b = load_file(out / "model.safetensors"), load_file(replay / "model.safetensors")
+    return all(torch.equal(a[k], b[k]) for k in a)
+
+
 @pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
 def test_a_run_slow_at_first_refits_its_budget_and_fills_its_minutes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A niced run whose first steps met a busy machine: 1 s a step until step 40, then 0.1 s. The first fit lays
     the schedule over what 1 s a step allows; the refits at the validations before the cool-down lengthen it."""
-    write_task(tmp_path / "data", "lm")
-    now = drive_the_clock(monkeypatch, lambda step: 1.0 if step <= 40 else 0.1)
-    spec = replace(tiny_spec("lm"), max_steps=100_000, eval_every=50, cooldown_share=0.2)
-    out = train(spec, tmp_path / "data", tmp_path / "run", seed=0, threads=1, command="t", minutes=2.0)
-    training = load_checkpoint(out).card["training"]
+    spec, out, training, now = run_on_the_clock(tmp_path, monkeypatch, lambda step: 1.0 if step <= 40 else 0.1, 2.0)
     budget, first = training["budget"], WARM_STEPS + TIMED_STEPS + first_fit(2.0, 1.0)
     fitted = budget["steps_fitted"]
     assert budget["refits"] and budget["refits"][0]["step"] == 50, "refitted at the first validation"
@@ -103,10 +114,7 @@ def test_a_run_slow_at_first_refits_its_budget_and_fills_its_minutes(
     assert budget["cooldown"] == round(0.2 * fitted)
     assert training["finished"] and training["steps_done"] == fitted == budget["stopped_at"]
     assert 0.8 * 120 < now[0] <= 120, f"{now[0]:.1f} of 120 s used"
-
-    replay = train(replace(spec, max_steps=fitted), tmp_path / "data", tmp_path / "b", seed=0, threads=1, command="r")
-    a, b = load_file(out / "model.safetensors"), load_file(replay / "model.safetensors")
-    assert all(torch.equal(a[k], b[k]) for k in a), "the refits bent no rate: --max-steps replays the run"
+    assert replays(spec, tmp_path, out, fitted), "the refits bent no rate: --max-steps replays the run"
 
 
 @pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
@@ -115,20 +123,14 @@ def test_a_run_slowed_later_shortens_its_plan_and_still_cools_down(
 ) -> None:
     """0.1 s a step, then 0.3 s from step 61 (another process began): the plan the first fit laid would overrun and
     be cut by the guard before its cool-down; the refits shorten it, and the run ends on its finished schedule."""
-    write_task(tmp_path / "data", "lm")
-    now = drive_the_clock(monkeypatch, lambda step: 0.1 if step <= 60 else 0.3)
-    spec = replace(tiny_spec("lm"), max_steps=100_000, eval_every=50, cooldown_share=0.2)
-    out = train(spec, tmp_path / "data", tmp_path / "run", seed=0, threads=1, command="t", minutes=1.0)
-    training = load_checkpoint(out).card["training"]
+    spec, out, training, now = run_on_the_clock(tmp_path, monkeypatch, lambda step: 0.1 if step <= 60 else 0.3, 1.0)
     budget, first = training["budget"], WARM_STEPS + TIMED_STEPS + first_fit(1.0, 0.1)
     fitted = budget["steps_fitted"]
     assert fitted < first / 2, f"{fitted} steps: the slower steps were not fitted (first fit: {first})"
     assert all(refit["step"] <= fitted - budget["cooldown"] for refit in budget["refits"]), "none in the cool-down"
     assert training["finished"] and training["steps_done"] == fitted == budget["stopped_at"], "not cut: cooled"
     assert now[0] <= 60
-    replay = train(replace(spec, max_steps=fitted), tmp_path / "data", tmp_path / "b", seed=0, threads=1, command="r")
-    a, b = load_file(out / "model.safetensors"), load_file(replay / "model.safetensors")
-    assert all(torch.equal(a[k], b[k]) for k in a), "the refits bent no rate: --max-steps replays the run"
+    assert replays(spec, tmp_path, out, fitted), "the refits bent no rate: --max-steps replays the run"
 
 
 def test_a_refit_never_lays_the_cool_down_before_the_step_it_is_made_at(
@@ -136,11 +138,8 @@ def test_a_refit_never_lays_the_cool_down_before_the_step_it_is_made_at(
 ) -> None:
     """Ten times slower from step 61: what is left fits fewer steps than the cool-down needs from step 100 on, so the
     plan ends as soon as a cool-down beginning at step 100 allows (the guard then stops what still overruns)."""
-    write_task(tmp_path / "data", "lm")
-    drive_the_clock(monkeypatch, lambda step: 0.1 if step <= 60 else 1.0)
-    spec = replace(tiny_spec("lm"), max_steps=100_000, eval_every=50, cooldown_share=0.2)
-    out = train(spec, tmp_path / "data", tmp_path / "run", seed=0, threads=1, command="t", minutes=1.0)
-    refit = load_checkpoint(out).card["training"]["budget"]["refits"][-1]
+    _, _, training, _ = run_on_the_clock(tmp_path, monkeypatch, lambda step: 0.1 if step <= 60 else 1.0, 1.0)
+    refit = training["budget"]["refits"][-1]
     assert refit["step"] == 100
     last = refit["steps_fitted"]
     assert last - round(0.2 * last) == 100, f"{last}: its cool-down begins at {last - round(0.2 * last)}"
