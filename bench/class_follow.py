@@ -4,7 +4,7 @@ Starts the server as the README does (bench/classroom.py's `serve`) and talks St
 does (BackMsg / ForwardMsg over `/_stcore/stream`):
   1. the teacher opens the app and presses "Start a class" (a trigger on the button's widget id); the class code
      comes back in the address (`page_info_changed`);
-  2. N followers open `?class=CODE`; the server reruns each when the class moves (ui/class_push.py). Were a page to
+  2. N followers open `?class=CODE`; the server reruns each when the class moves (live/push.py). Were a page to
      declare a timer (an `auto_rerun` message), a follower would ask that fragment's rerun every interval, as a
      browser does (`rerun_script` with `fragment_id`);
   3. idle: for --idle seconds nobody changes anything, and the server processes' CPU time is read from /proc

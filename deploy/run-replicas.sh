@@ -35,7 +35,7 @@ trap 'exit 130' INT TERM
 if [ -z "${ATLAS_CLASS_STORE:-}" ]; then
   REDIS="${REDIS:-$(command -v redis-server || echo /usr/bin/redis-server)}"
   [ -x "$REDIS" ] || { echo "redis-server not found (a class spans the replicas through it): apt-get install redis-server" >&2; exit 1; }
-  # Nothing kept on disk, memory bounded (the classes themselves are bounded: ui/classroom.py).
+  # Nothing kept on disk, memory bounded (the classes themselves are bounded: live/rules.py).
   "$REDIS" --port 0 --unixsocket "$LOGDIR/redis.sock" --unixsocketperm 700 --save "" --appendonly no \
     --maxmemory 256mb --maxmemory-policy noeviction --dir "$LOGDIR" >"$LOGDIR/redis.log" 2>&1 &
   PIDS+=($!)

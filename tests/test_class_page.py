@@ -12,9 +12,9 @@ import streamlit as st
 from streamlit.testing.v1 import AppTest
 from test_app import APP, LM, ok
 
-from ui import class_live
+from live.rules import View
+from ui import class_live, class_rerun
 from ui.class_live import ROOM
-from ui.classroom import View
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,10 +70,10 @@ def test_a_student_follows_the_teachers_head_and_text_and_detaches(start) -> Non
 
 def test_a_change_made_while_a_followers_page_draws_is_followed_next(start, monkeypatch) -> None:
     """The teacher moves after the follower's run took the view and before its panel is drawn: the page must count
-    itself behind, so that the server reruns it (ui/class_push.py), not mark the new version seen and keep the old
+    itself behind, so that the server reruns it (live/push.py), not mark the new version seen and keep the old
     view for good."""
     asked: list = []
-    monkeypatch.setattr(class_live, "_rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
+    monkeypatch.setattr(class_rerun, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
     teacher, student, code = teacher_and_student(start)
     key = teacher.query_params["teach"]
     taken = class_live.follow
@@ -100,7 +100,7 @@ def test_the_server_reruns_a_follower_when_the_class_moves_and_the_teachers_coun
     start, monkeypatch
 ) -> None:
     asked: list = []
-    monkeypatch.setattr(class_live, "_rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
+    monkeypatch.setattr(class_rerun, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
     teacher, student, code = teacher_and_student(start)
     class_live.FOLLOWERS.tick()
     asked.clear()

@@ -1,4 +1,4 @@
-"""The live class's state (ui/classroom.py): codes and keys, the followed view and its version, questions and
+"""The live class's state (live/rules.py): codes and keys, the followed view and its version, questions and
 answers, the bounds and the idle hour, and many threads at once; each in the server's memory, in Redis's rules
 (fakeredis) and in a real redis-server where one is installed (scripts/test.sh installs it), where two replicas
 share one class."""
@@ -15,8 +15,9 @@ from pathlib import Path
 import fakeredis
 import pytest
 
-from ui import class_store, classroom
-from ui.classroom import ClassError, Classroom, View
+from live import rules as classroom
+from live import store as class_store
+from live.rules import ClassError, Classroom, View
 
 STORES = ("memory", "fakeredis", "redis-server")
 

@@ -15,6 +15,7 @@ PACKAGES = (
     "app",
     "atlas",
     "bench",
+    "live",
     "course",
     "inference",
     "model",
@@ -127,6 +128,8 @@ LAYERS = [
     ("course", ("streamlit", "plotly", "torch", "inference", "analysis", "ui", "views", "viz")),  # text, for the pages
     ("inference", ("analysis", "streamlit", "plotly", "viz", "ui", "views", "atlas", "training")),  # runs, never reads
     ("analysis", ("streamlit", "plotly", "viz", "ui", "views", "atlas", "training")),
+    # A live class's rules, store and push: plain Python on the ground floor, which the pages draw.
+    ("live", ("streamlit", "plotly", "torch", "model", "inference", "analysis", "viz", "ui", "views", "atlas")),
 ]
 
 

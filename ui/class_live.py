@@ -1,9 +1,9 @@
-"""A live class on the page (ui/classroom.py holds its state): the sidebar's "Start a class", the teacher's link and
-QR code, students following the teacher's view, and a question the class answers before the reveal.
+"""A live class on the page (live/ holds its rules, store and push): the sidebar's "Start a class", the teacher's
+link and QR code, students following the teacher's view, and a question the class answers before the reveal.
 
 app.py calls `follow` before the sidebar (a follower takes the teacher's view, and page, before any widget is
 drawn), `panel` above the page and `publish` after it. The server tells a page when its class moved
-(ui/class_push.py): a student's page is rerun when the class's version leaves the one it drew, the teacher's count
+(live/push.py): a student's page is rerun when the class's version leaves the one it drew, the teacher's count
 of answers when an answer arrives; an idle follower costs nothing. The teacher's page publishes its view after each
 run of the page and of any of its fragments (a pick inside a page's fragment reruns only that fragment).
 """
@@ -17,16 +17,13 @@ import secrets
 from urllib.parse import urlsplit
 
 import streamlit as st
-from streamlit.proto.ClientState_pb2 import ClientState
-from streamlit.runtime import Runtime
-from streamlit.runtime.scriptrunner import get_script_run_ctx
-from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
-from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
 
 from analysis import class_questions
 from analysis.class_questions import QuestionError
-from ui import cache, class_push, classroom, errors, reference, sidebar, state, widgets
-from ui.classroom import ClassError, View
+from live import rules as classroom
+from live.push import Followers
+from live.rules import ClassError, Classroom, View
+from ui import cache, class_rerun, errors, reference, sidebar, state, widgets
 from ui.markdown import literal
 from ui.pages import PAGES
 from viz import qr
@@ -55,8 +52,8 @@ FOLLOWED = (
     "lesson",
     "lesson_source",
 )
-ROOM = classroom.CLASSROOM
-FOLLOWERS = class_push.Followers({"version": ROOM.version, "answers": ROOM.answered})
+ROOM = Classroom.from_environment()  # every session of the process shares it (and every replica, with Redis)
+FOLLOWERS = Followers({"version": ROOM.version, "answers": ROOM.answered})
 SCRIPTS = {page.url_path: page.script for page in PAGES}
 KIND_LABELS = {
     "attend": "Where will the query attend most?",
@@ -143,7 +140,7 @@ def publish(page: str) -> None:
 
 def run_over() -> None:
     """This session's page run is over (app.py's last step, and after each fragment's run): when the push asked
-    it, its place goes to the next follower (ui/class_push.py, RUNNING)."""
+    it, its place goes to the next follower (live/push.py, RUNNING)."""
     if STUDENT in st.session_state:
         FOLLOWERS.ran(st.session_state[STUDENT])
 
@@ -159,59 +156,10 @@ state.after_each_fragment(_publish_after_fragment)
 
 def _told(code: str, look: str, seen: object, fragment: bool = False) -> None:
     """The server reruns this session's page (or, `fragment`, the fragment drawing now) when the class's `look`
-    leaves `seen` (ui/class_push.py)."""
-    ctx = get_script_run_ctx()
-    if ctx is None:
-        return
-    rerun = ClientState()
-    rerun.page_script_hash, rerun.query_string = ctx.page_script_hash, ctx.query_string
-    if ctx.context_info:
-        rerun.context_info.CopyFrom(ctx.context_info)
-    if fragment and (fragment_id := ThreadState.get().fragment_id):
-        rerun.fragment_id = fragment_id
-    FOLLOWERS.drawn(student_id(), code, look, seen, functools.partial(_rerun_session, ctx.session_id, rerun))
-
-
-def _rerun_session(session_id: str, rerun: ClientState, whole: bool = False) -> bool:
-    """Ask session `session_id`'s rerun, as Streamlit's own "run on save" asks it (`whole`: the page's, not the
-    fragment's: asked again, a fragment's request may have been dropped with its fragment); False when it is gone.
-    Asked on the session's event loop (`_rerun_now`), where its browser's own requests are handled, not from the
-    push's thread: AppSession replaces its script runner without a lock."""
-    session = Runtime.instance().get_app_session(session_id) if Runtime.exists() else None
-    if session is None:
-        return False
-    session._call_soon_on_event_loop(functools.partial(_rerun_now, session, _whole_page(rerun) if whole else rerun))
-    return True
-
-
-def _rerun_now(session, rerun: ClientState) -> None:
-    """On `session`'s event loop: rerun its page. A run under way or about to start (a click's, whose callback has
-    not run yet) is not stopped: a whole page's rerun joins it, as a rerun does with fastReruns off, keeping the
-    click (with fastReruns on, Streamlit's default, AppSession stops that run and starts this one in its place,
-    and the click is lost: a teacher's Ask was, once in about ten runs of the class test on a loaded machine). A
-    fragment's rerun never stops a run; Streamlit itself drops one whose fragment is gone."""
-    runner = session._scriptrunner
-    if runner is not None and not rerun.fragment_id and runner.request_rerun(_rerun_data(rerun)):
-        return
-    session.request_rerun(rerun)
-
-
-def _rerun_data(rerun: ClientState) -> RerunData:
-    """The whole page's rerun as a script runner takes it: no widget states of its own, so that those of a run it
-    joins (a click's trigger among them) are kept."""
-    return RerunData(
-        query_string=rerun.query_string,
-        page_script_hash=rerun.page_script_hash,
-        context_info=rerun.context_info if rerun.HasField("context_info") else None,
-    )
-
-
-def _whole_page(rerun: ClientState) -> ClientState:
-    """The same rerun of the whole page: its fragment's id dropped, its page, address and browser kept."""
-    page = ClientState()
-    page.CopyFrom(rerun)
-    page.ClearField("fragment_id")
-    return page
+    leaves `seen` (live/push.py)."""
+    rerun = class_rerun.this_run(fragment)
+    if rerun is not None:
+        FOLLOWERS.drawn(student_id(), code, look, seen, rerun)
 
 
 def _not_told() -> None:

@@ -66,12 +66,10 @@ def warm_then(run: Callable[..., None], model: str | None) -> Callable[..., None
 def class_store_problem() -> str | None:
     """Why the class store $ATLAS_CLASS_STORE names cannot serve (a wrong URL, no answer), or None: said before the
     server starts rather than by the first class."""
-    from ui.class_store import ClassError
+    from live.rules import ClassError, Classroom
 
     try:
-        from ui.classroom import CLASSROOM  # made at import: a misnamed store is refused there
-
-        len(CLASSROOM)  # one round trip to a shared store
+        len(Classroom.from_environment())  # a misnamed store is refused as it is made; then one round trip
     except ClassError as exc:
         return str(exc)
     return None

@@ -1,4 +1,4 @@
-"""Where a live class's state lives (ui/classroom.py holds what it is and the rules): in this server's memory, or in
+"""Where a live class's state lives (live/rules.py holds what it is and the rules): in this server's memory, or in
 a Redis server that every replica behind the proxy shares (deploy/run-replicas.sh starts one), so that a teacher on
 one replica and students on another are in the same class.
 
@@ -26,7 +26,7 @@ TIMEOUT_S = 2.0  # a Redis call that takes longer fails in one line instead of h
 
 
 class Record(Protocol):
-    """What a store reads of a class's record: its code, version and last touch (ui/classroom.py's _Class)."""
+    """What a store reads of a class's record: its code, version and last touch (live/rules.py's _Class)."""
 
     code: str
     version: int

@@ -22,8 +22,8 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import TypeVar
 
-from ui import class_store
-from ui.class_store import ClassError, MemoryStore, RedisStore
+from live import store as class_store
+from live.store import ClassError, MemoryStore, RedisStore
 
 R = TypeVar("R")
 
@@ -107,7 +107,7 @@ def _loads(text: str) -> _Class:
 
 
 class Classroom:
-    """Every class of one server, or of every replica sharing a store (ui/class_store.py). `clock` is injectable
+    """Every class of one server, or of every replica sharing a store (live/store.py). `clock` is injectable
     for the idle-hour test; a shared store needs the wall clock that every replica reads alike."""
 
     def __init__(
@@ -307,6 +307,3 @@ def normal_code(text: str) -> str:
     if len(code) != CODE_LENGTH or not set(code) <= set(CODE_LETTERS):
         raise ValueError(f"a class code is {CODE_LENGTH} letters and digits, such as ABC23")
     return code
-
-
-CLASSROOM = Classroom.from_environment()  # every session of the process shares it (and every replica, with Redis)

@@ -7,7 +7,7 @@ message on its websocket, no run of its page. A browser's own timer (a fragment'
 Streamlit's frontend skips its ticks while a run is under way and stops them when the fragment is replaced, and a
 follower whose timer stopped never followed again (issue 50).
 
-Plain Python: the rerun itself is a callable the page gives (Streamlit's session, ui/class_live.py), so that the
+Plain Python: the rerun itself is a callable the page gives (Streamlit's session, ui/class_rerun.py), so that the
 rules here are tested without a server. Bounded: one entry a browser session, dropped when the session is gone.
 """
 

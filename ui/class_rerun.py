@@ -1,0 +1,71 @@
+"""The one place a live class touches Streamlit's private API: asking another session's page to rerun, from the
+push's thread (live/push.py), as Streamlit's own "run on save" asks it. tests/test_class_rerun.py checks that
+every call made here is in the pinned Streamlit, so an upgrade that drops one fails there, not silently here."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+from streamlit.proto.ClientState_pb2 import ClientState
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner import get_script_run_ctx
+from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
+
+
+def this_run(fragment: bool = False) -> Callable[[bool], bool] | None:
+    """A callable that reruns the page drawing now (`fragment`: the fragment drawing now) from any thread; called
+    with True it reruns the whole page. None outside a page's run."""
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return None
+    rerun = ClientState()
+    rerun.page_script_hash, rerun.query_string = ctx.page_script_hash, ctx.query_string
+    if ctx.context_info:
+        rerun.context_info.CopyFrom(ctx.context_info)
+    if fragment and (fragment_id := ThreadState.get().fragment_id):
+        rerun.fragment_id = fragment_id
+    return functools.partial(rerun_session, ctx.session_id, rerun)
+
+
+def rerun_session(session_id: str, rerun: ClientState, whole: bool = False) -> bool:
+    """Ask session `session_id`'s rerun (`whole`: the page's, not the fragment's: asked again, a fragment's request
+    may have been dropped with its fragment); False when it is gone. Asked on the session's event loop
+    (`rerun_now`), where its browser's own requests are handled, not from the push's thread: AppSession replaces
+    its script runner without a lock."""
+    session = Runtime.instance().get_app_session(session_id) if Runtime.exists() else None
+    if session is None:
+        return False
+    session._call_soon_on_event_loop(functools.partial(rerun_now, session, whole_page(rerun) if whole else rerun))
+    return True
+
+
+def rerun_now(session, rerun: ClientState) -> None:
+    """On `session`'s event loop: rerun its page. A run under way or about to start (a click's, whose callback has
+    not run yet) is not stopped: a whole page's rerun joins it, as a rerun does with fastReruns off, keeping the
+    click (with fastReruns on, Streamlit's default, AppSession stops that run and starts this one in its place,
+    and the click is lost: a teacher's Ask was, once in about ten runs of the class test on a loaded machine). A
+    fragment's rerun never stops a run; Streamlit itself drops one whose fragment is gone."""
+    runner = session._scriptrunner
+    if runner is not None and not rerun.fragment_id and runner.request_rerun(_rerun_data(rerun)):
+        return
+    session.request_rerun(rerun)
+
+
+def _rerun_data(rerun: ClientState) -> RerunData:
+    """The whole page's rerun as a script runner takes it: no widget states of its own, so that those of a run it
+    joins (a click's trigger among them) are kept."""
+    return RerunData(
+        query_string=rerun.query_string,
+        page_script_hash=rerun.page_script_hash,
+        context_info=rerun.context_info if rerun.HasField("context_info") else None,
+    )
+
+
+def whole_page(rerun: ClientState) -> ClientState:
+    """The same rerun of the whole page: its fragment's id dropped, its page, address and browser kept."""
+    page = ClientState()
+    page.CopyFrom(rerun)
+    page.ClearField("fragment_id")
+    return page
