@@ -10,6 +10,11 @@ until that session ends, whatever widget asked for it: fifteen requests of 100 M
 upload as soon as it arrives and forgets it (ui.widgets.trace_uploader), so the server holds at most
 UPLOADS_PER_SESSION bytes of one session's uploads and UPLOADS_IN_ALL of everyone's: past either, the oldest held
 files go first (a file still held after newer ones arrived is one no box of the app claimed).
+
+Each widget declares the kind of value its browser part sends (a radio a string, a slider numbers); a client may
+send any kind for any widget, and Streamlit hands, say, a JSON object to the radio's own decoder, which fails with
+a traceback before any of the app's code runs. A value of another kind than its widget declared is dropped: the
+widget keeps the value it had, as if the message had not named it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import logging
 
 from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.state.session_state import Serialized, WStates
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
 from ui.cache import MAX_UPLOAD_MB
@@ -88,3 +94,46 @@ def _make_room(
 def bound_uploads() -> None:
     """Keep Streamlit's held uploads within UPLOADS_PER_SESSION and UPLOADS_IN_ALL (idempotent)."""
     MemoryUploadedFileManager.add_file = _add_file_bounded
+
+
+# The kinds of value a built-in widget declares; a custom component's JSON may carry any, so it is left alone.
+FIXED_KINDS = frozenset(
+    {
+        "bool_value",
+        "double_array_value",
+        "double_value",
+        "int_value",
+        "string_array_value",
+        "string_trigger_value",
+        "string_value",
+        "trigger_value",
+    }
+)
+_set_widget_from_proto = WStates.set_widget_from_proto
+_set_widget_metadata = WStates.set_widget_metadata
+
+
+def _drop_mistyped(states: WStates, widget_id: str) -> None:
+    held, meta = states.states.get(widget_id), states.widget_metadata.get(widget_id)
+    if not isinstance(held, Serialized) or meta is None or meta.value_type not in FIXED_KINDS:
+        return
+    sent = held.value.WhichOneof("value")
+    if sent is not None and sent != meta.value_type:
+        del states.states[widget_id]
+        log.info("a client sent a %s for a widget that takes a %s; it was dropped", sent, meta.value_type)
+
+
+def _set_widget_from_proto_typed(self: WStates, widget_state) -> None:
+    _set_widget_from_proto(self, widget_state)
+    _drop_mistyped(self, widget_state.id)
+
+
+def _set_widget_metadata_typed(self: WStates, widget_meta) -> None:
+    _set_widget_metadata(self, widget_meta)  # a value may arrive before its widget is first drawn
+    _drop_mistyped(self, widget_meta.id)
+
+
+def refuse_mistyped_widget_values() -> None:
+    """Drop every widget value a client sends of another kind than its widget declared (idempotent)."""
+    WStates.set_widget_from_proto = _set_widget_from_proto_typed  # no public switch exists
+    WStates.set_widget_metadata = _set_widget_metadata_typed
