@@ -11,10 +11,11 @@ upload as soon as it arrives and forgets it (ui.widgets.trace_uploader), so the 
 UPLOADS_PER_SESSION bytes of one session's uploads and UPLOADS_IN_ALL of everyone's: past either, the oldest held
 files go first (a file still held after newer ones arrived is one no box of the app claimed).
 
-Each widget declares the kind of value its browser part sends (a radio a string, a slider numbers); a client may
-send any kind for any widget, and Streamlit hands, say, a JSON object to the radio's own decoder, which fails with
-a traceback before any of the app's code runs. A value of another kind than its widget declared is dropped: the
-widget keeps the value it had, as if the message had not named it.
+A client may send any kind of value for any widget (a JSON object for a radio), and Streamlit hands it to the
+widget's own decoder, which fails with a traceback before any of the app's code runs. A value its decoder fails on
+is dropped, as is one Streamlit could not write back in the kind it came in (a boolean for a radio): the widget
+keeps the value it had, as if the message had not named it. (The kind alone cannot tell: the browser itself sends
+an int for a whole-number box that declares a float.)
 """
 
 from __future__ import annotations
@@ -96,44 +97,29 @@ def bound_uploads() -> None:
     MemoryUploadedFileManager.add_file = _add_file_bounded
 
 
-# The kinds of value a built-in widget declares; a custom component's JSON may carry any, so it is left alone.
-FIXED_KINDS = frozenset(
-    {
-        "bool_value",
-        "double_array_value",
-        "double_value",
-        "int_value",
-        "string_array_value",
-        "string_trigger_value",
-        "string_value",
-        "trigger_value",
-    }
-)
-_set_widget_from_proto = WStates.set_widget_from_proto
-_set_widget_metadata = WStates.set_widget_metadata
+_decoded = WStates.__getitem__
 
 
-def _drop_mistyped(states: WStates, widget_id: str) -> None:
-    held, meta = states.states.get(widget_id), states.widget_metadata.get(widget_id)
-    if not isinstance(held, Serialized) or meta is None or meta.value_type not in FIXED_KINDS:
-        return
-    sent = held.value.WhichOneof("value")
-    if sent is not None and sent != meta.value_type:
-        del states.states[widget_id]
-        log.info("a client sent a %s for a widget that takes a %s; it was dropped", sent, meta.value_type)
+def _getitem_decodable(self: WStates, key: str):
+    """WStates.__getitem__, dropping a client's value that its widget's decoder fails on, or whose decoded value
+    cannot be written back in the kind the client sent (Streamlit answers in that kind: a bool for a radio)."""
+    held, meta = self.states.get(key), self.widget_metadata.get(key)
+    try:
+        value = _decoded(self, key)
+        if isinstance(held, Serialized):
+            self.get_serialized(key)
+        return value
+    except KeyError:
+        raise
+    except Exception as exc:  # whatever a widget's serde raises: a value only a forged message sends
+        if not isinstance(held, Serialized):
+            raise
+        self.states[key] = held  # as it came (the mapping may be iterated over right now), and its widget as declared
+        self.widget_metadata[key] = meta
+        log.info("a client's value for a widget failed its decoder (%s); it was dropped", type(exc).__name__)
+        raise KeyError(key) from None  # what Streamlit meets for a value it cannot use yet: the previous one serves
 
 
-def _set_widget_from_proto_typed(self: WStates, widget_state) -> None:
-    _set_widget_from_proto(self, widget_state)
-    _drop_mistyped(self, widget_state.id)
-
-
-def _set_widget_metadata_typed(self: WStates, widget_meta) -> None:
-    _set_widget_metadata(self, widget_meta)  # a value may arrive before its widget is first drawn
-    _drop_mistyped(self, widget_meta.id)
-
-
-def refuse_mistyped_widget_values() -> None:
-    """Drop every widget value a client sends of another kind than its widget declared (idempotent)."""
-    WStates.set_widget_from_proto = _set_widget_from_proto_typed  # no public switch exists
-    WStates.set_widget_metadata = _set_widget_metadata_typed
+def refuse_undecodable_widget_values() -> None:
+    """Drop every widget value a client sends that its widget's decoder fails on (idempotent)."""
+    WStates.__getitem__ = _getitem_decodable  # no public switch exists
