@@ -354,3 +354,12 @@ def test_a_tilde_is_the_home_folder(writers, writer, tmp_path, monkeypatch) -> N
     monkeypatch.setenv("HOME", str(tmp_path))
     suffix, write = writers[writer]
     assert write(f"~/x{suffix}") == tmp_path / f"x{suffix}" and (tmp_path / f"x{suffix}").stat().st_size > 100
+
+
+def test_train_text_refuses_a_sparse_20_gb_file_by_its_size_unopened(tmp_path, capsys, monkeypatch) -> None:
+    text = tmp_path / "huge.txt"
+    with text.open("wb") as file:
+        file.truncate(20 * 2**30)
+    monkeypatch.setattr(Path, "open", lambda self, *a, **k: pytest.fail(f"{self} opened"))
+    assert main(["train", "--task", "lm", "--text", str(text), "--out", str(tmp_path / "out"), "--max-steps", "1"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"error: {text}: larger than 100 MB;")
