@@ -28,6 +28,7 @@ st.set_page_config(
 cache.freeze_heap_once()
 guard.refuse_cache_clears()  # a client's "clear cache" must not empty every session's caches
 guard.bound_uploads()  # nor may its uploads fill the server's memory
+guard.refuse_undecodable_widget_values()  # nor a forged widget value show a traceback
 
 # Each page declares the widget values it keeps (ui.state); these three calls serve every declared one.
 state.keep_state()

@@ -65,7 +65,7 @@ from analysis.score_parts import score_parts as _score_parts
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
-from inference.files import check_target, write_file
+from inference.files import SourceError, check_target, read_source, user_path, write_file
 from inference.pretrained.objects import LOADERS as OBJECT_LOADERS
 from inference.pretrained.objects import from_transformers, is_transformers_model
 from inference.text import InputError, clean_text, encode_prefix
@@ -426,7 +426,7 @@ def save(analysis: Analysis, path: str | Path) -> Path:
         raise TypeError(f"save writes an Analysis (atlas.analyze's, or an imported one), not {type(analysis).__name__}")
     if not isinstance(path, (str, Path)):
         raise TypeError(f"save writes to a path (a str or Path), not {type(path).__name__}")
-    path = Path(path).expanduser()
+    path = user_path(path)
     suffix = path.suffix.lower()
     if suffix not in (".json", ".npz"):
         raise ValueError(f"{path}: save writes a .json trace or an .npz archive, not {suffix or 'a file without one'}")
@@ -437,8 +437,9 @@ def read_trace(source: str | Path | bytes, filename: str | None = None) -> Analy
     """The Analysis in a trace file that `save`, the app's downloads or `python -m atlas trace -o` wrote
     (analysis.imported.read_trace: `.json` or `.npz`, told apart by the suffix): `read_trace("cat.json")` reads the
     file at that path (a str or Path); `read_trace(data, "cat.json")` reads bytes already in memory, as the app's
-    upload does, `filename` saying which format they are. FileNotFoundError names a path with no file there; every
-    problem with the file itself is a TraceError naming it."""
+    upload does, `filename` saying which format they are. FileNotFoundError names a path with no file there (or a
+    folder); every problem with the file itself (a named pipe or a device, never opened; a file too big, refused by
+    its size unread; no permission; a `~user` this machine does not know; its content) is a TraceError naming it."""
     if filename is not None or isinstance(source, (bytes, bytearray, memoryview)):
         return _read_trace(source, filename)  # type: ignore[arg-type]  # it names a wrong type itself
     if not isinstance(source, (str, Path)):
@@ -446,14 +447,18 @@ def read_trace(source: str | Path | bytes, filename: str | None = None) -> Analy
             f"read_trace reads a trace file's path (a str or Path), or its bytes with their file name, "
             f"not {type(source).__name__}"
         )
-    path = Path(source).expanduser()
-    if not path.is_file():
-        what = "a folder, not a trace file" if path.is_dir() else "no such file"
-        raise FileNotFoundError(f"{path}: {what}; read_trace reads a .json or .npz that atlas.save wrote")
-    size = path.stat().st_size  # measured before reading: a file too big for a trace is refused unread
-    if size > MAX_FILE_BYTES:
-        raise TraceError(f"{path}: {size / 2**20:.0f} MB, more than the {MAX_FILE_BYTES // 2**20} MB a trace may be")
-    return _read_trace(path.read_bytes(), path.name)
+    try:
+        path = user_path(source)
+    except ValueError as exc:
+        raise TraceError(str(exc)) from None
+    try:  # measured before reading: a named pipe, a device or a file too big for a trace is refused unopened
+        data = read_source(path, MAX_FILE_BYTES, "trace file")
+    except (FileNotFoundError, SourceError) as exc:
+        if path.is_dir() or isinstance(exc, FileNotFoundError):
+            what = "a folder, not a trace file" if path.is_dir() else "no such file"
+            raise FileNotFoundError(f"{path}: {what}; read_trace reads a .json or .npz that atlas.save wrote") from None
+        raise TraceError(str(exc)) from None
+    return _read_trace(data, path.name)
 
 
 # --- choosing what to draw: names as the app has them, numbers counted from 1 --------------------------------------
@@ -1159,7 +1164,7 @@ def save_figure(
         raise TypeError(f"save_figure writes a plotly Figure (atlas.head and the rest), not {type(fig).__name__}")
     if not isinstance(path, (str, Path)):
         raise TypeError(f"save_figure writes to a path (a str or Path), not {type(path).__name__}")
-    path = Path(path).expanduser()
+    path = user_path(path)
     suffix = path.suffix.lower()
     if suffix not in FIGURE_SUFFIXES:
         raise ValueError(f"{path}: save_figure writes {', '.join(FIGURE_SUFFIXES)}, not {suffix or 'a bare name'}")

@@ -9,14 +9,14 @@ import importlib
 import json
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import IO, Any
 
 from analysis.analyze import analyze, generate_text
 from analysis.export import to_json, to_npz_bytes
 from inference import catalog
 from inference.checkpoint import CARD, Checkpoint, CheckpointError, load_checkpoint
-from inference.jsonfile import JsonFileError, parse_json
+from inference.files import read_source, user_path
+from inference.jsonfile import MAX_BYTES, JsonFileError, parse_json
 from inference.score import perplexity
 from inference.text import InputError
 from model.transformer import EncoderDecoder
@@ -43,13 +43,24 @@ def text_or_error(value: str, where: str) -> str | InputError:
 
 def read_inputs(path: str, utf8_only: bool = False) -> Iterator[str]:
     """`.jsonl`: one JSON string per line (inputs may hold newlines); otherwise one input per line. `utf8_only`: a
-    string that cannot be written as UTF-8 comes as an InputError naming its line (see text_or_error)."""
-    file = Path(path)
-    if not file.is_file():
-        raise UsageError(f"{path}: input file not found")
-    lines = file.read_text(encoding="utf-8", errors="replace").splitlines()
+    string that cannot be written as UTF-8 comes as an InputError naming its line (see text_or_error). The file is
+    read here, before any output is opened: one that is not a readable regular file of at most MAX_BYTES, or is
+    mostly NUL bytes, is a UsageError (inference.files.read_source)."""
+    try:
+        file = user_path(path)
+        data = read_source(file, MAX_BYTES)
+    except (FileNotFoundError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    # UTF-8 text holds no NUL; a stray one stays its line's own input, but a file mostly of them is binary (UTF-16
+    # text of Latin letters is half NULs)
+    if data.count(0) * 4 > len(data):
+        raise UsageError(f"{path}: the input file is mostly NUL bytes: binary (or UTF-16), not text; save it as UTF-8")
+    return _inputs(path, file.suffix, data.decode("utf-8", errors="replace").splitlines(), utf8_only)
+
+
+def _inputs(path: str, suffix: str, lines: list[str], utf8_only: bool) -> Iterator[str]:
     for number, line in enumerate(lines, 1):
-        if file.suffix == ".jsonl":
+        if suffix == ".jsonl":
             if not line.strip():
                 continue
             try:  # depth and digits checked as for every JSON file read here: one line's error, never a crash
@@ -75,9 +86,10 @@ def open_output(path: str, mode: str) -> IO[Any]:
 
 def cmd_trace(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     if args.input_file:
+        texts = read_inputs(args.input_file)  # read before the output is opened: a bad input writes nothing
         out = open_output(args.output, "w") if args.output else sys.stdout
         with out if args.output else contextlib.nullcontext(out):
-            for text in read_inputs(args.input_file):
+            for text in texts:
                 try:
                     if isinstance(text, InputError):
                         raise text

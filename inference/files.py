@@ -2,7 +2,8 @@
 file is written whole or not at all.
 
 Opening a named pipe blocks until something writes into it, /dev/zero never ends and a socket cannot be opened: a
-path is looked at (os.stat) before it is opened, and whatever is not a regular file is refused by name. A write
+path is looked at (os.stat) before it is opened, and whatever is not a regular file is refused by name; a file
+read is measured before a byte of it is (read_source), so a 20 GB file is refused at once. A write
 goes to a temporary file in the target's folder, renamed over the target once complete, so a full disk leaves
 the old file or none, never half of one. Every failure is a ValueError of one line that names the path and what
 to do (inference.jsonfile reads the JSON files of a checkpoint folder the same careful way).
@@ -62,6 +63,74 @@ def check_target(path: Path) -> None:
         raise ValueError(why_not_written(path, exc)) from exc
     if not stat.S_ISREG(info.st_mode):
         raise ValueError(f"{path}: is {kind(info.st_mode)}, not a regular file; give the path of a file to write")
+
+
+class SourceError(ValueError):
+    """A file a person named to be read cannot be: the message names it, what it is and what to do."""
+
+
+def user_path(path: str | Path) -> Path:
+    """`path` with a leading `~` or `~user` expanded; a user this machine does not know is a ValueError of one
+    line (Path.expanduser raises RuntimeError)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        head = str(path).split(os.sep, 1)[0]
+        who = f"no user {head[1:]!r} on this machine" if len(head) > 1 else "no home folder for this user"
+        raise ValueError(f"{path}: there is {who}, so {head} names no folder; give the full path") from None
+
+
+def check_source(path: Path, max_bytes: int, what: str = "input file") -> int:
+    """The size of `path` if it is a regular file of at most `max_bytes` that this user may read, told without
+    opening it (os.stat, os.access): a named pipe waits for no writer, a 20 GB file is refused by its size at
+    once. FileNotFoundError when nothing is there; otherwise a SourceError of one line that names `what` it is."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path}: {what} not found") from None
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot look at the {what} ({exc.strerror})") from exc
+    if stat.S_ISDIR(info.st_mode):
+        raise SourceError(f"{path}: the {what} is a folder, not a file")
+    if not stat.S_ISREG(info.st_mode):
+        raise SourceError(f"{path}: the {what} is {kind(info.st_mode)}, not a regular file; it is not opened")
+    if info.st_size > max_bytes:
+        raise SourceError(f"{path}: the {what} is {_size(info.st_size)}, more than the {_size(max_bytes)} allowed")
+    if not os.access(path, os.R_OK):
+        raise SourceError(f"{path}: no permission to read the {what}")
+    return info.st_size
+
+
+def read_source(path: Path, max_bytes: int, what: str = "input file") -> bytes:
+    """The bytes of `path`, checked first as check_source says; opened without blocking and checked again by its
+    open descriptor (a name swapped since for a pipe or a larger file), read no further than the cap."""
+    check_source(path, max_bytes, what)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except PermissionError:
+        raise SourceError(f"{path}: no permission to read the {what}") from None
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read the {what} ({exc.strerror})") from exc
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > max_bytes:
+            raise SourceError(f"{path}: the {what} changed while it was opened; give it again")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as file:
+            data = file.read(max_bytes + 1)
+    except OSError as exc:
+        raise SourceError(f"{path}: cannot read the {what} ({exc.strerror})") from exc
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:  # it grew after it was measured
+        raise SourceError(f"{path}: the {what} is more than the {_size(max_bytes)} allowed")
+    return data
+
+
+def _size(count: int) -> str:
+    if count >= 2**30:
+        return f"{count / 2**30:.1f} GB"
+    return f"{count / 2**20:.1f} MB" if count >= 2**20 else f"{count:,} bytes"
 
 
 def write_file(path: Path, data: bytes) -> Path:

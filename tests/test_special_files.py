@@ -191,3 +191,175 @@ def test_a_written_file_has_the_permissions_a_new_file_gets(writers, tmp_path) -
     plain.write_text("")
     written = write(tmp_path / "trace.json")
     assert written.stat().st_mode == plain.stat().st_mode
+
+
+# --- files read: `python -m atlas trace/generate/score --input-file`, atlas.read_trace -------------------------------
+
+INPUT_COMMANDS = ("trace", "generate", "score")
+NOBODY = "~nosuchuser-atlas"  # a user no test machine has
+
+
+def read_inputs(checkpoints, command: str, source: Path, tmp_path: Path, capsys) -> tuple[int, str]:
+    """`command` on the tiny language model reading `source` (trace writing into out.jsonl): exit code, stderr."""
+    out = ["-o", str(tmp_path / "out.jsonl")] if command == "trace" else []
+    code = main([command, str(checkpoints["decoder-only"]), "--input-file", str(source), *out])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "could not write the output" not in err, err
+    assert not (tmp_path / "out.jsonl").exists(), "a bad input opens no output"
+    return code, err.splitlines()[-1]
+
+
+def refuse_to_open(monkeypatch: pytest.MonkeyPatch, path: Path, error: type[OSError] = AssertionError) -> None:
+    """os.open of `path` raises `error` (by default the test fails: the file was to be refused unopened)."""
+    real = os.open
+
+    def guarded(name, *args, **kwargs):
+        if Path(name) == path:
+            raise error(errno.EACCES, "Permission denied") if error is PermissionError else error(f"{path} opened")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", guarded)
+
+
+@pytest.mark.parametrize("command", INPUT_COMMANDS)
+@pytest.mark.parametrize("what", WHATS)
+def test_an_input_file_that_is_not_a_file_is_named_as_what_it_is(
+    tiny_checkpoints, command, what, tmp_path, capsys
+) -> None:
+    source = special(tmp_path, what, "inputs.txt")
+    with unblocked(source):
+        code, last = read_inputs(tiny_checkpoints, command, source, tmp_path, capsys)
+    said = "a folder, not a file" if what == "a folder" else f"{WHATS[what]}, not a regular file; it is not opened"
+    assert (code, last) == (2, f"error: {source}: the input file is {said}")
+
+
+def test_a_missing_input_file_is_still_not_found(tiny_checkpoints, tmp_path, capsys) -> None:
+    source = tmp_path / "nowhere.txt"
+    assert read_inputs(tiny_checkpoints, "trace", source, tmp_path, capsys) == (
+        2,
+        f"error: {source}: input file not found",
+    )
+
+
+@pytest.mark.parametrize("command", INPUT_COMMANDS)
+def test_a_sparse_20_gb_input_is_refused_by_its_size_unopened(
+    tiny_checkpoints, command, tmp_path, capsys, monkeypatch
+) -> None:
+    source = tmp_path / "huge.txt"
+    with source.open("wb") as file:
+        file.truncate(20 * 2**30)  # sparse: no disk is used
+    refuse_to_open(monkeypatch, source)
+    code, last = read_inputs(tiny_checkpoints, command, source, tmp_path, capsys)
+    assert (code, last) == (2, f"error: {source}: the input file is 20.0 GB, more than the 32.0 MB allowed")
+
+
+def test_an_input_one_byte_past_the_bound_is_refused_and_one_at_it_is_read(
+    tiny_checkpoints, tmp_path, capsys, monkeypatch
+) -> None:
+    monkeypatch.setattr("atlas.cli.MAX_BYTES", 1000)
+    source = tmp_path / "inputs.txt"
+    source.write_text("ab\n" * 333 + "a")  # 1,000 bytes
+    assert (
+        main(["generate", str(tiny_checkpoints["decoder-only"]), "--input-file", str(source), "--max-tokens", "1"]) == 0
+    )
+    assert len(capsys.readouterr().out.splitlines()) == 334
+    source.write_text("ab\n" * 333 + "ab")
+    code, last = read_inputs(tiny_checkpoints, "generate", source, tmp_path, capsys)
+    assert (code, last) == (2, f"error: {source}: the input file is 1,001 bytes, more than the 1,000 bytes allowed")
+
+
+@pytest.mark.parametrize("command", INPUT_COMMANDS)
+def test_an_input_of_nul_bytes_is_refused_as_not_text(tiny_checkpoints, command, tmp_path, capsys) -> None:
+    source = tmp_path / "zeros.txt"
+    source.write_bytes(b"\x00" * 100_000)
+    code, last = read_inputs(tiny_checkpoints, command, source, tmp_path, capsys)
+    assert code == 2 and last == (
+        f"error: {source}: the input file is mostly NUL bytes: binary (or UTF-16), not text; save it as UTF-8"
+    )
+
+
+@pytest.mark.parametrize("how", ["chmod 000", "os.access says no", "open says no"])
+@pytest.mark.parametrize("command", INPUT_COMMANDS)
+def test_an_unreadable_input_is_named_as_the_input(
+    tiny_checkpoints, command, how, tmp_path, capsys, monkeypatch
+) -> None:
+    source = tmp_path / "inputs.txt"
+    source.write_text("The cat sat.\n")
+    if how == "chmod 000":
+        if os.geteuid() == 0:
+            pytest.skip("root reads a file of mode 000: the two cases beside simulate what another user meets")
+        source.chmod(0)
+    elif how == "os.access says no":
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode, **kw: Path(path) != source and real(path, mode, **kw))
+    else:
+        refuse_to_open(monkeypatch, source, PermissionError)
+    code, last = read_inputs(tiny_checkpoints, command, source, tmp_path, capsys)
+    assert (code, last) == (2, f"error: {source}: no permission to read the input file")
+
+
+def test_an_input_under_an_unknown_users_home_is_one_line(tiny_checkpoints, tmp_path, capsys) -> None:
+    source = f"{NOBODY}/inputs.txt"
+    code, last = read_inputs(tiny_checkpoints, "trace", source, tmp_path, capsys)
+    assert (code, last) == (
+        2,
+        f"error: {source}: there is no user 'nosuchuser-atlas' on this machine, so {NOBODY} names no folder; "
+        "give the full path",
+    )
+
+
+@pytest.mark.parametrize("what", WHATS)
+def test_read_trace_names_a_special_file_without_opening_it(what, tmp_path) -> None:
+    source = special(tmp_path, what, "trace.json")
+    with unblocked(source), pytest.raises((atlas.TraceError, FileNotFoundError)) as refused:
+        atlas.read_trace(source)
+    if what == "a folder":
+        assert isinstance(refused.value, FileNotFoundError) and "a folder, not a trace file" in str(refused.value)
+    else:
+        said = f"{source}: the trace file is {WHATS[what]}, not a regular file; it is not opened"
+        assert isinstance(refused.value, atlas.TraceError) and str(refused.value) == said
+
+
+def test_read_trace_refuses_a_sparse_20_gb_file_by_its_size_unopened(tmp_path, monkeypatch) -> None:
+    source = tmp_path / "huge.json"
+    with source.open("wb") as file:
+        file.truncate(20 * 2**30)
+    refuse_to_open(monkeypatch, source)
+    with pytest.raises(atlas.TraceError, match=r"the trace file is 20\.0 GB, more than the 200\.0 MB allowed$"):
+        atlas.read_trace(source)
+
+
+def test_read_trace_says_in_one_line_that_it_may_not_read_a_file(tmp_path, monkeypatch) -> None:
+    source = tmp_path / "trace.json"
+    source.write_text("{}")
+    refuse_to_open(monkeypatch, source, PermissionError)
+    with pytest.raises(atlas.TraceError) as refused:
+        atlas.read_trace(source)
+    assert str(refused.value) == f"{source}: no permission to read the trace file"
+
+
+@pytest.mark.parametrize("writer", ["save", "save_figure", "read_trace"])
+def test_an_unknown_users_home_is_one_line(writers, writer, tmp_path) -> None:
+    suffix, write = writers.get(writer, (".json", atlas.read_trace))
+    path = f"{NOBODY}/x{suffix}"
+    with pytest.raises(ValueError) as refused:
+        write(path)
+    assert str(refused.value) == (
+        f"{path}: there is no user 'nosuchuser-atlas' on this machine, so {NOBODY} names no folder; give the full path"
+    )
+
+
+@pytest.mark.parametrize("writer", ["save", "save_figure"])
+def test_a_tilde_is_the_home_folder(writers, writer, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    suffix, write = writers[writer]
+    assert write(f"~/x{suffix}") == tmp_path / f"x{suffix}" and (tmp_path / f"x{suffix}").stat().st_size > 100
+
+
+def test_train_text_refuses_a_sparse_20_gb_file_by_its_size_unopened(tmp_path, capsys, monkeypatch) -> None:
+    text = tmp_path / "huge.txt"
+    with text.open("wb") as file:
+        file.truncate(20 * 2**30)
+    monkeypatch.setattr(Path, "open", lambda self, *a, **k: pytest.fail(f"{self} opened"))
+    assert main(["train", "--task", "lm", "--text", str(text), "--out", str(tmp_path / "out"), "--max-steps", "1"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"error: {text}: larger than 100 MB;")

@@ -184,7 +184,9 @@ def test_every_page_draws_the_text_model(trained, page: str, monkeypatch: pytest
     assert at.selectbox(key="model").value == out.name
 
 
-def test_a_text_over_the_size_cap_is_refused_while_reading_not_after(tmp_path: Path, monkeypatch) -> None:
+def test_a_text_over_the_size_cap_is_refused_unread_and_one_within_is_read_a_megabyte_at_a_time(
+    tmp_path: Path, monkeypatch
+) -> None:
     from training.data import text as text_module
 
     big = tmp_path / "big.txt"
@@ -202,6 +204,8 @@ def test_a_text_over_the_size_cap_is_refused_while_reading_not_after(tmp_path: P
     assert big.stat().st_size > 100_000
     with pytest.raises(text_module.TextError, match="larger than 0 MB; a run reads at most 6 M tokens"):
         text_module.read_text(big, max_bytes=100_000)
+    assert not reads, "refused by its size, unread"
+    text_module.read_text(big, max_bytes=big.stat().st_size)
     assert reads and all(0 < n <= 2**20 for n in reads), "read a megabyte at a time, never the whole file"
 
 

@@ -246,8 +246,13 @@ def answer(number: int) -> None:
     if code is None or choice is None:
         st.session_state[NOTE] = "Pick one of the choices first."
         return
+    # The radio's options are the choices' indices; any other value ("1.5", a huge number, 1 MB of text) is a
+    # client's own. Within MAX_CHOICES, ROOM.answer checks it against the question's own choices.
+    if type(choice) is not int or not 0 <= choice < classroom.MAX_CHOICES:  # bool is an int's subclass
+        st.session_state[NOTE] = "That answer is not one of the choices."
+        return
     try:
-        ROOM.answer(code, student_id(), number, int(choice))
+        ROOM.answer(code, student_id(), number, choice)
     except ClassError as exc:
         st.session_state[NOTE] = str(exc)
 

@@ -10,6 +10,12 @@ until that session ends, whatever widget asked for it: fifteen requests of 100 M
 upload as soon as it arrives and forgets it (ui.widgets.trace_uploader), so the server holds at most
 UPLOADS_PER_SESSION bytes of one session's uploads and UPLOADS_IN_ALL of everyone's: past either, the oldest held
 files go first (a file still held after newer ones arrived is one no box of the app claimed).
+
+A client may send any kind of value for any widget (a JSON object for a radio), and Streamlit hands it to the
+widget's own decoder, which fails with a traceback before any of the app's code runs. A value its decoder fails on
+is dropped, as is one Streamlit could not write back in the kind it came in (a boolean for a radio): the widget
+keeps the value it had, as if the message had not named it. (The kind alone cannot tell: the browser itself sends
+an int for a whole-number box that declares a float.)
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import logging
 
 from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
+from streamlit.runtime.state.session_state import Serialized, WStates
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
 from ui.cache import MAX_UPLOAD_MB
@@ -88,3 +95,31 @@ def _make_room(
 def bound_uploads() -> None:
     """Keep Streamlit's held uploads within UPLOADS_PER_SESSION and UPLOADS_IN_ALL (idempotent)."""
     MemoryUploadedFileManager.add_file = _add_file_bounded
+
+
+_decoded = WStates.__getitem__
+
+
+def _getitem_decodable(self: WStates, key: str):
+    """WStates.__getitem__, dropping a client's value that its widget's decoder fails on, or whose decoded value
+    cannot be written back in the kind the client sent (Streamlit answers in that kind: a bool for a radio)."""
+    held, meta = self.states.get(key), self.widget_metadata.get(key)
+    try:
+        value = _decoded(self, key)
+        if isinstance(held, Serialized):
+            self.get_serialized(key)
+        return value
+    except KeyError:
+        raise
+    except Exception as exc:  # whatever a widget's serde raises: a value only a forged message sends
+        if not isinstance(held, Serialized):
+            raise
+        self.states[key] = held  # as it came (the mapping may be iterated over right now), and its widget as declared
+        self.widget_metadata[key] = meta
+        log.info("a client's value for a widget failed its decoder (%s); it was dropped", type(exc).__name__)
+        raise KeyError(key) from None  # what Streamlit meets for a value it cannot use yet: the previous one serves
+
+
+def refuse_undecodable_widget_values() -> None:
+    """Drop every widget value a client sends that its widget's decoder fails on (idempotent)."""
+    WStates.__getitem__ = _getitem_decodable  # no public switch exists

@@ -58,7 +58,8 @@ def read_text(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> str:
     is refused without being held in memory. A named pipe, a device or a socket is named and never opened:
     opening a pipe would wait for a writer, and /dev/zero never ends."""
     try:
-        mode = path.stat().st_mode
+        info = path.stat()
+        mode = info.st_mode
     except FileNotFoundError:
         raise TextError(f"{path}: file not found") from None
     except OSError as exc:
@@ -67,17 +68,20 @@ def read_text(path: Path, max_bytes: int = MAX_TEXT_BYTES) -> str:
         raise TextError(f"{path}: is a folder; give --text a UTF-8 text file")
     if not stat.S_ISREG(mode):
         raise TextError(f"{path}: is {kind(mode)}, not a regular file; give --text a UTF-8 text file")
+    too_big = TextError(
+        f"{path}: larger than {max_bytes / 1e6:.0f} MB; a run reads at most "
+        f"{TEXT_MAX_STEPS * TEXT_BATCH_TOKENS / 1e6:.0f} M tokens, so give it the first part "
+        f"(e.g. head -c {max_bytes // 10**6}M)"
+    )
+    if info.st_size > max_bytes:  # by its size, unread (a sparse file of 20 GB is one quick stat)
+        raise too_big
     decoder = codecs.getincrementaldecoder("utf-8-sig")()
     parts, offset = [], 0
     try:
         with path.open("rb") as file:
             while chunk := file.read(2**20):
-                if offset + len(chunk) > max_bytes:
-                    raise TextError(
-                        f"{path}: larger than {max_bytes / 1e6:.0f} MB; a run reads at most "
-                        f"{TEXT_MAX_STEPS * TEXT_BATCH_TOKENS / 1e6:.0f} M tokens, so give it the first part "
-                        f"(e.g. head -c {max_bytes // 10**6}M)"
-                    )
+                if offset + len(chunk) > max_bytes:  # it grew since it was measured
+                    raise too_big
                 if b"\x00" in chunk:
                     raise TextError(
                         f"{path}: holds NUL bytes, so it is binary (or UTF-16) rather than UTF-8 text; save it as UTF-8"
