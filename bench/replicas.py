@@ -112,7 +112,8 @@ def _busy(port: int) -> bool:
 
 
 def stop(proc: subprocess.Popen) -> None:
-    """SIGTERM to the script (its trap stops replicas and proxy), then the whole group if it lingers."""
+    """SIGTERM to the script, which is supervisord (it stops every program), then the whole group if it lingers
+    (supervisord's programs have process groups of their own: that last resort leaves them running)."""
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(30)

@@ -26,6 +26,7 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromium-headless-shell ]; then
 fi
 [ -x /usr/sbin/haproxy ] || { S=""; [ "$(id -u)" -ne 0 ] && S="sudo"; $S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $S apt-get install -y -qq haproxy >/dev/null; }  # tests/test_replicas.py
 [ -x /usr/bin/redis-server ] || { S=""; [ "$(id -u)" -ne 0 ] && S="sudo"; $S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $S apt-get install -y -qq redis-server >/dev/null; }  # tests/test_class_state.py
+[ -x /usr/bin/supervisord ] || { S=""; [ "$(id -u)" -ne 0 ] && S="sudo"; $S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $S apt-get install -y -qq supervisor >/dev/null; }  # tests/test_supervised.py
 [ -x /usr/bin/strace ] || { S=""; [ "$(id -u)" -ne 0 ] && S="sudo"; $S apt-get update -qq && DEBIAN_FRONTEND=noninteractive $S apt-get install -y -qq strace >/dev/null; }  # tests/test_offline_server.py
 
 .venv/bin/python scripts/fetch_axe.py  # axe-core for tests/test_browser_axe.py, from the npm registry
