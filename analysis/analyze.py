@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from analysis.forced import rows_of
 from analysis.record import Analysis, BatchMasks, Block, HeadDetail, query_key_pieces
 from inference.catalog import decoding_beam
 from inference.checkpoint import Checkpoint
@@ -273,6 +274,7 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         notes=tuple(notes),
         unknown_pieces=unknown,
         blank=cfg.switches.sum_outputs,
+        certainty=rows_of(ckpt, p.target_ids, logits) if cfg.has_decoder and len(p.target_ids) > 1 else (),
     )
 
 

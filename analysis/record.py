@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from analysis.forced import ForcedRow
 from inference.prediction import Prediction
 from model.names import Capabilities, attention_type, block_name, parse_attention_type, parse_block_name
 
@@ -135,6 +136,8 @@ class Analysis(Capabilities):
     generated: int = 0  # language model: the last `generated` target tokens are its own continuation
     continuation: str | None = None  # language model: the text of that continuation (None: none was asked)
     blank: bool = False  # a centre-word model (seed 003's): one prediction, the word missing between its halves
+    # a decoder's: how sure the traced pass was of each target token after the first (analysis.forced.rows_of)
+    certainty: tuple[ForcedRow, ...] = ()
 
     @property
     def n_heads(self) -> int:
