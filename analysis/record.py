@@ -11,12 +11,15 @@ of attention across layers. Layers and heads are 0-based here and in files; labe
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from analysis.forced import ForcedRow
 from inference.prediction import Prediction
 from model.names import Capabilities, attention_type, block_name, parse_attention_type, parse_block_name
+
+if TYPE_CHECKING:  # analysis.forced runs the model (torch): a record is read without it (tests/test_imported.py)
+    from analysis.forced import ForcedRow
 
 ATTENTION_LABELS = {
     "encoder.self_attn": "Encoder self-attention",
