@@ -11,10 +11,11 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from analysis.forced import rows_of
 from analysis.record import Analysis, BatchMasks, Block, HeadDetail, query_key_pieces
 from inference.catalog import decoding_beam
 from inference.checkpoint import Checkpoint
-from inference.decoding import Sampling, beam_many, generate, greedy_many, pad_rows, top_k
+from inference.decoding import Sampling, beam_many, decoding_cache, generate, greedy_many, pad_rows, top_k
 from inference.text import (
     InputError,
     centre_context,
@@ -189,14 +190,17 @@ def _own_outputs(
     ckpt: Checkpoint, ready: list[_Prepared], start: tuple[torch.Tensor, Trace] | None = None, skip: Sequence[int] = ()
 ) -> list[list[int]]:
     """Encoder-decoder: what the model writes for each of `ready`'s sources (at most its request's max_tokens; rows in
-    `skip` empty), all rows in one batch with the cache: greedy (`start`: a pass that already fed bos), or beam search
-    with the card's measured beam (inference.catalog.decoding_beam)."""
+    `skip` empty), all rows in one batch with the cache, from `start` (a pass that already fed bos) where given:
+    greedy, or beam search with the card's measured beam (inference.catalog.decoding_beam)."""
     beam = decoding_beam(ckpt.card)
     if beam > 1:
         rows = [row for row in range(len(ready)) if row not in skip]
-        written = beam_many(
-            ckpt.model, [ready[r].source_ids for r in rows], [ready[r].request.max_tokens for r in rows], beam
-        )
+        begun = None
+        if start is not None:  # the traced pass already fed bos: its rows' logits and keys and values
+            picked = torch.tensor(rows)
+            begun = (start[0].index_select(0, picked), decoding_cache(start[1], picked))
+        sources, limits = [ready[r].source_ids for r in rows], [ready[r].request.max_tokens for r in rows]
+        written = beam_many(ckpt.model, sources, limits, beam, start=begun)
         by_row = dict(zip(rows, written))
         return [by_row[row].ids if row in by_row else [] for row in range(len(ready))]
     max_tokens = max(p.request.max_tokens for row, p in enumerate(ready) if row not in skip)
@@ -270,6 +274,7 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         notes=tuple(notes),
         unknown_pieces=unknown,
         blank=cfg.switches.sum_outputs,
+        certainty=rows_of(ckpt, p.target_ids, logits) if cfg.has_decoder and len(p.target_ids) > 1 else (),
     )
 
 

@@ -60,25 +60,25 @@ def score(ckpt: Checkpoint, target_ids: Sequence[int], source_ids: Sequence[int]
         raise InputError(f"Forced decoding scores 1 to {ckpt.config.max_len - 1} tokens after the first.")
     source = None if source_ids is None else torch.tensor([list(source_ids)])
     logits, _ = forward(ckpt.model, torch.tensor([ids[:-1]]), source, record=False)  # (1, T-1, vocab)
-    probs = torch.softmax(logits[0].float(), dim=-1)  # (T-1, vocab): row t predicts ids[t + 1]
+    return rows_of(ckpt, ids, logits[0], start)
+
+
+def rows_of(ckpt: Checkpoint, target_ids: Sequence[int], logits: torch.Tensor, start: int = 1) -> tuple[ForcedRow, ...]:
+    """The rows of `target_ids[start:]` from the logits (≥ T-1, vocab) of a pass that fed them (row t predicts token
+    t + 1): `score` without its forward pass, for an analysis whose traced pass computed them already. The
+    probabilities are exp(logit - logsumexp): no (T, vocab) softmax beside the logits."""
+    ids = list(target_ids)
+    at = logits[start - 1 : len(ids) - 1].float()  # (n, vocab): row i predicts ids[start + i]
     fed = torch.tensor(ids[start:])
-    at = probs[start - 1 :]
+    total = torch.logsumexp(at, dim=-1)  # (n,)
     chosen = at.gather(1, fed[:, None])[:, 0]
     ranks = (at > chosen[:, None]).sum(dim=1) + 1
-    tops = at.argmax(dim=1)  # greedy decoding's choice: argmax over the whole vocabulary
+    best, tops = at.max(dim=1)  # greedy decoding's choice: argmax over the whole vocabulary
+    chosen_p, top_p = torch.exp(chosen - total).tolist(), torch.exp(best - total).tolist()
     pieces = ckpt.tokenizer.pieces(fed.tolist() + tops.tolist())
     n = len(fed)
     return tuple(
-        ForcedRow(
-            start + i,
-            int(fed[i]),
-            pieces[i],
-            float(chosen[i]),
-            int(ranks[i]),
-            int(tops[i]),
-            pieces[n + i],
-            float(at[i, tops[i]]),
-        )
+        ForcedRow(start + i, int(fed[i]), pieces[i], chosen_p[i], int(ranks[i]), int(tops[i]), pieces[n + i], top_p[i])
         for i in range(n)
     )
 

@@ -11,11 +11,15 @@ of attention across layers. Layers and heads are 0-based here and in files; labe
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from inference.prediction import Prediction
 from model.names import Capabilities, attention_type, block_name, parse_attention_type, parse_block_name
+
+if TYPE_CHECKING:  # analysis.forced runs the model (torch): a record is read without it (tests/test_imported.py)
+    from analysis.forced import ForcedRow
 
 ATTENTION_LABELS = {
     "encoder.self_attn": "Encoder self-attention",
@@ -135,6 +139,8 @@ class Analysis(Capabilities):
     generated: int = 0  # language model: the last `generated` target tokens are its own continuation
     continuation: str | None = None  # language model: the text of that continuation (None: none was asked)
     blank: bool = False  # a centre-word model (seed 003's): one prediction, the word missing between its halves
+    # a decoder's: how sure the traced pass was of each target token after the first (analysis.forced.rows_of)
+    certainty: tuple[ForcedRow, ...] = ()
 
     @property
     def n_heads(self) -> int:

@@ -270,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{common.machine_line()}; the server's torch uses 1 thread (app.py); commit {git_commit()}; "
         f"`{uptime()}` at the end",
         f"- models: {what}",
+        common.decoding_line(m.path for m in models),
         f"- {args.sessions} sessions over Streamlit's websocket open the link (`?model=NAME`) together, then each "
         "types its own text on Explore, opens Attention math, then Head ablation; every session starts each step "
         "together. Times from sending to that run's `script_finished`, in seconds (the link's from connecting). "

@@ -526,6 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         machine.split(" intra-op")[0].rsplit(",", 1)[0] + "; the server's torch uses 1 thread (app.py)",
         f"- models: {what}",
+        common.decoding_line(dirs),
         f"- {args.sessions} sessions over Streamlit's websocket protocol open the teacher's link (model and text in "
         "the query string) at the same moment: first page = from connecting to that page's `script_finished` "
         "(the browser's fetch of the static HTML and JavaScript before it connects is not timed). Then each types "

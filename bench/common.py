@@ -351,3 +351,20 @@ def machine_line() -> str:
 def load_average(uptime_line: str) -> str:
     """The 1, 5 and 15 minute load averages of an `uptime` line."""
     return uptime_line.split("load average:")[-1].strip()
+
+
+def decoding_line(paths: Iterable[Path | None]) -> str:
+    """Which decoding each listed encoder-decoder's own output gets in the app: its card's measured beam
+    (inference.catalog.decoding_beam), read as the server reads it; a line for a bench's header."""
+    from inference.catalog import decoding_beam
+    from inference.checkpoint import load_card, load_config
+
+    said = []
+    for path in paths:
+        if path is None or not (path / CONFIG).exists():
+            continue
+        config, _ = load_config(path)
+        if config.has_cross_attention:
+            beam = decoding_beam(load_card(path))
+            said.append(f"{model_name(path)} {'greedy' if beam == 1 else f'beam {beam}'}")
+    return "- decoding (the app's default, its card's): " + (", ".join(said) if said else "no encoder-decoder")

@@ -8,12 +8,13 @@ Both give the same tokens (tests/test_inference.py): the cache only saves work.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
 
 from inference.prediction import Prediction
+from model.attention import AttentionRecord
 from model.forward import forward
 from model.trace import Trace
 from model.transformer import NONE, Ablations, DecoderOnlyLM, EncoderDecoder
@@ -150,7 +151,7 @@ def generate(
     hyps: list[tuple[list[int], float]] = [([], 0.0)]
     done: list[tuple[list[int], float]] = []
     for _ in range(max_tokens):
-        keep = _beam_step(hyps, log_probs, 0, beam, eos, done)
+        keep = _beam_step(hyps, _top_rows(log_probs, beam), 0, beam, eos, done)
         if not keep:
             break
         hyps = [(s, sc) for s, sc, _ in keep]
@@ -163,18 +164,25 @@ def generate(
 
 
 Hypothesis = tuple[list[int], float]  # the tokens written so far, their summed log-probability
+TopRows = list[list[tuple[float, int]]]  # per batch row, its `beam` best (log-probability, token id), best first
+
+
+def _top_rows(log_probs: Tensor, beam: int) -> TopRows:
+    """(B, vocab) → each row's `beam` best continuations, in one topk and one copy to Python for the whole batch
+    (a topk per hypothesis cost more than the step's arithmetic)."""
+    values, indices = log_probs.topk(beam, dim=-1)
+    return [list(zip(v, i)) for v, i in zip(values.tolist(), indices.tolist())]
 
 
 def _beam_step(
-    hyps: list[Hypothesis], log_probs: Tensor, first_row: int, beam: int, eos: int, done: list[Hypothesis]
+    hyps: list[Hypothesis], top: TopRows, first_row: int, beam: int, eos: int, done: list[Hypothesis]
 ) -> list[tuple[list[int], float, int]]:
-    """One step of one text's beam search: its hypotheses' rows of `log_probs` begin at `first_row`; the `beam`
-    best continuations that do not end (with the batch row each continues), those that end added to `done`; empty
-    when the search is over (`beam` finished, or none left)."""
+    """One step of one text's beam search: its hypotheses' rows of `top` (_top_rows) begin at `first_row`; the
+    `beam` best continuations that do not end (with the batch row each continues), those that end added to `done`;
+    empty when the search is over (`beam` finished, or none left)."""
     candidates = []
     for b, (seq, score) in enumerate(hyps):
-        values, indices = log_probs[first_row + b].topk(beam)
-        candidates += [(seq + [int(i)], score + float(v), first_row + b) for v, i in zip(values, indices)]
+        candidates += [(seq + [i], score + v, first_row + b) for v, i in top[first_row + b]]
     candidates.sort(key=lambda c: -c[1])
     keep = []
     for seq, score, row in candidates:
@@ -258,26 +266,47 @@ def greedy_many(
     return [Generation(ids, done and i not in skip) for i, (ids, done) in enumerate(zip(out, finished))]
 
 
+def decoding_cache(trace: Trace, rows: Tensor) -> Trace:
+    """Batch rows `rows` of a decoder pass's trace as the cache a decoding carries from step to step: the decoder
+    blocks' masks, keys and values only (a traced pass also holds the encoder's records and every head's scores and
+    weights, which no later step reads and beam search would otherwise copy at every step)."""
+    attention = {
+        name: AttentionRecord(rec.mask, rec.keys, rec.values)
+        for name, rec in trace.attention.items()
+        if name.startswith("decoder.")
+    }
+    return replace(trace, attention=attention, activations={}).select(rows)
+
+
 @torch.inference_mode()
 def beam_many(
-    model: EncoderDecoder, sources: list[list[int]], max_tokens: Sequence[int], beam: int
+    model: EncoderDecoder,
+    sources: list[list[int]],
+    max_tokens: Sequence[int],
+    beam: int,
+    start: tuple[Tensor, Trace] | None = None,
 ) -> list[Generation]:
     """Beam search for several sources in one batch, with the cache: row i's tokens equal `generate(model, [bos],
     sources[i], max_tokens[i], beam)` (tests/test_decoding_default.py). Every text's live hypotheses are rows of
     one batch (padded sources, masked), chosen text by text as `generate` chooses them; a text leaves the batch
     when it is done. A class's texts decode together in about the time of one (greedy_many does the same for beam
-    1)."""
+    1). `start`: the (logits, cache) of a pass that already fed bos to these sources, one row each
+    (`decoding_cache` of analysis.analyze's traced pass: the encoder runs once); its padded sources are used."""
     if beam < 1:
         raise ValueError(f"beam must be at least 1, got {beam}")
     cfg = model.config
     eos = cfg.eos_id
     limits = [max(0, min(m, cfg.max_len - 1)) for m in max_tokens]
-    padded = pad_rows(sources, cfg.pad_id)
     hyps: list[list[Hypothesis]] = [[([], 0.0)] for _ in sources]  # each text's live hypotheses
     done: list[list[Hypothesis]] = [[] for _ in sources]
     owner = list(range(len(sources)))  # the text of each batch row; a text's rows are consecutive, in hyps' order
     fed = torch.full((len(sources), 1), cfg.bos_id)
-    logits, past = forward(model, fed, padded, record=False)
+    if start is None:
+        padded = pad_rows(sources, cfg.pad_id)
+        logits, past = forward(model, fed, padded, record=False)
+    else:
+        logits, past = start
+        padded = past.source_ids
     log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
     step = 0
     while owner:
@@ -285,10 +314,11 @@ def beam_many(
         for row, text in enumerate(owner):
             first_row.setdefault(text, row)
         order, new_owner, last = [], [], []
+        top = _top_rows(log_probs, beam)
         for text in dict.fromkeys(owner):
             if step >= limits[text]:
                 continue  # its live hypotheses stand, as generate's after its last step
-            keep = _beam_step(hyps[text], log_probs, first_row[text], beam, eos, done[text])
+            keep = _beam_step(hyps[text], top, first_row[text], beam, eos, done[text])
             if not keep:
                 continue
             hyps[text] = [(seq, score) for seq, score, _ in keep]

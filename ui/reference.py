@@ -36,8 +36,14 @@ def asked(ctx: Source, translates: bool) -> tuple[str | None, Forced | None, str
 
 
 def own(ctx: Source, target_ids: tuple[int, ...], start: int) -> tuple[ForcedRow, ...]:
-    """How sure the model was of each token of an analysis's decoder input from `start` (none when there is none)."""
-    return cache.certainty(ctx, tuple(target_ids), start) if 1 <= start < len(target_ids) else ()
+    """How sure the model was of each token of an analysis's decoder input from `start` (none when there is none):
+    the rows its traced pass gave (Analysis.certainty) where these are its ids, else a pass of their own."""
+    if not 1 <= start < len(target_ids):
+        return ()
+    analysis = getattr(ctx, "analysis", None)  # a Shown's: the page's analysis
+    if analysis is not None and analysis.certainty and tuple(analysis.target_ids) == tuple(target_ids):
+        return analysis.certainty[start - 1 :]
+    return cache.certainty(ctx, tuple(target_ids), start)
 
 
 def certainty(ctx: Source, rows: tuple[ForcedRow, ...], what: str, key: str) -> None:

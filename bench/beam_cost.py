@@ -1,0 +1,87 @@
+"""What the translator's default decoding (its card's beam 4) costs beside greedy, in one run.
+
+For each sentence: the decoding alone (beam_many against greedy_many, one text, with the cache); a whole
+analysis as analyze() runs it (the CLI and the API: the traced pass decodes from its own first step); and as the
+server's model worker runs it (decode_outputs, then the traced pass over that output: ModelWorker._analyse), each
+as the translator's card says (beam 4) and with the card's decoding set to greedy. The machine is shared: read the
+ratios, not the times; each figure is the best of --repeats runs.
+
+    python bench/beam_cost.py [--repeats N] [--checkpoints DIR]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import statistics
+import subprocess
+
+import common
+
+from analysis.analyze import Request, analyze, analyze_many, decode_outputs, encode_source
+from inference.decoding import beam_many, greedy_many
+from inference.text import clean_text
+
+SENTENCES = (
+    "Good morning!",
+    "The cat sat on the mat.",
+    "Where is the train station?",
+    "I would like a cup of coffee, please.",
+    "My brother lives in a small house near the river and works at the school.",
+    "We went to the market on Saturday, bought fresh bread and cheese, and ate it in the park.",
+)
+TARGET_RATIO = 1.3  # issue 68: the translator's default costs at most 1.3 × greedy
+
+
+def best(fn, repeats: int) -> float:
+    return min(common.timed(fn)[0] for _ in range(repeats))
+
+
+def worker_page(ckpt, text: str):
+    """What ModelWorker._analyse does for one page: decode the output, then trace the pass over it."""
+    (ids,) = decode_outputs(ckpt, [Request(text)])
+    return analyze_many(ckpt, [Request(text, target_ids=ids)])
+
+
+def greedy_card(ckpt):
+    """The same checkpoint with its card's decoding set to greedy (beam 1)."""
+    defaults = {**ckpt.card.get("defaults", {}), "decoding": {"beam": 1}}
+    return dataclasses.replace(ckpt, card={**ckpt.card, "defaults": defaults})
+
+
+def main() -> None:
+    args = common.parser(__doc__.splitlines()[0], repeats=5).parse_args()
+    common.setup(args)
+    ckpts, _ = common.load_all(args)
+    ckpt = next(c for c in ckpts if c.name.startswith("translate"))
+    greedy = greedy_card(ckpt)
+    print(f"{ckpt.name}: beam {ckpt.card['defaults']['decoding']['beam']} against greedy; best of {args.repeats}")
+    columns = f"{'dec greedy':>10} {'dec beam':>9} {'ratio':>6} {'analyze':>8} {'server':>7}  (ratios beam/greedy)"
+    print(f"{'sentence':<40} {columns}")
+    dec_ratios, page_ratios, server_ratios = [], [], []
+    for text in SENTENCES:
+        source = encode_source(ckpt, clean_text(text).text, [])
+        analyze(ckpt, text), analyze(greedy, text)  # warm up
+        d_g = best(lambda s=source: greedy_many(ckpt.model, [s], 64), args.repeats)
+        d_b = best(lambda s=source: beam_many(ckpt.model, [s], [64], 4), args.repeats)
+        p_g = best(lambda t=text: analyze(greedy, t), args.repeats)
+        p_b = best(lambda t=text: analyze(ckpt, t), args.repeats)
+        s_g = best(lambda t=text: worker_page(greedy, t), args.repeats)
+        s_b = best(lambda t=text: worker_page(ckpt, t), args.repeats)
+        dec_ratios.append(d_b / d_g)
+        page_ratios.append(p_b / p_g)
+        server_ratios.append(s_b / s_g)
+        print(
+            f"{text[:40]:<40} {common.ms(d_g):>10} {common.ms(d_b):>9} {d_b / d_g:>6.2f}"
+            f" {p_b / p_g:>8.2f} {s_b / s_g:>7.2f}"
+        )
+    dec, page, server = (statistics.median(r) for r in (dec_ratios, page_ratios, server_ratios))
+    print(
+        f"median ratio beam/greedy: decoding {dec:.2f}, analyze {page:.2f}, server's page {server:.2f}"
+        f" (target ≤ {TARGET_RATIO})"
+    )
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), f"cores {os.cpu_count()}")
+
+
+if __name__ == "__main__":
+    main()
