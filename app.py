@@ -53,7 +53,7 @@ if widgets.projector() and page.url_path not in sidebar.OWN_TEXT_PAGES:  # the s
     errors.guarded(sidebar.projector_summary)
 class_live.panel(page.url_path)  # a class's link, questions and following, above the page
 try:
-    with cache.page_running():  # the class's pages, which heavy work shares the cores with (analysis.worker)
+    with cache.page_running(class_live.leads_or_follows()):  # heavy work shares the cores (analysis.worker)
         page.run()
     state.sync_url()
     class_live.publish(page.url_path)  # the teacher's view, to the class

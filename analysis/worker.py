@@ -28,6 +28,13 @@ share of the machine: after a chunk of t seconds the next waits t × active / he
 drawing pages beside one heavy tab get twenty turns to its one; with no page drawn, it runs at full speed.
 A session keeps at most one heavy chunk queued (a new one replaces it), and a chunk whose session stopped waiting
 for it (it left, pressed Cancel, or ran its page again) is dropped before it runs.
+
+The class first: a page marked as a live class's (its teacher's or a follower's, `PAGES.running(owner, first=True)`)
+is not shared with at all. While one is being drawn no heavy chunk starts (a chunk under way cannot be stopped, so
+the page would else wait behind the next one too, and on a loaded machine a chunk takes seconds), for at most
+CLASS_HOLD_S at a time so that a class's stream of follower runs never stops the heavy work; and while a class is
+live (a page of it drawn in the last ACTIVE_S seconds) the chunks are cut to CLASS_CHUNK_TOKENS, so that a class
+page never waits long behind the one under way.
 """
 
 from __future__ import annotations
@@ -75,6 +82,9 @@ ACTIVE_S = 10.0  # a session that asked for a heavy chunk this recently is a hea
 CHUNK_TOKENS = 512
 TICK_S = 0.25  # a heavy chunk's waiting session is asked this often whether it still wants it (`waiting`)
 MOST_HEAVY_WAIT_S = 30.0  # the longest a heavy chunk waits for its share while the class is busy
+CLASS_CHUNK_TOKENS = 128  # a heavy chunk's padded tokens while a live class's pages are drawn (see the docstring)
+CLASS_HOLD_S = 2.0  # the longest heavy chunks are held back, at a time, while a live class's pages are drawn
+HOLD_POLL_S = 0.01  # how often a held-back heavy chunk looks whether the class's pages are drawn (they end anywhere)
 Owner = Hashable | None  # who asked: a browser session's id (ui.cache), None for a notebook or a test
 
 
@@ -104,14 +114,21 @@ class Pages:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._running: Counter[Owner] = Counter()
+        self._first: Counter[Owner] = Counter()  # of those, the pages of a live class (`first`)
+        self._first_seen = -float("inf")  # when a live class's page was last drawn (monotonic seconds)
 
     @contextmanager
-    def running(self, owner: Owner) -> Iterator[None]:
+    def running(self, owner: Owner, first: bool = False) -> Iterator[None]:
+        """Around `owner`'s page run; `first`: the page of a live class (its teacher's or a follower's), which
+        heavy chunks do not start beside (see the module's docstring)."""
         if owner is None:
             yield
             return
         with self._lock:
             self._running[owner] += 1
+            if first:
+                self._first[owner] += 1
+                self._first_seen = time.monotonic()
         try:
             yield
         finally:
@@ -119,10 +136,25 @@ class Pages:
                 self._running[owner] -= 1
                 if self._running[owner] <= 0:
                     del self._running[owner]
+                if first:
+                    self._first[owner] -= 1
+                    self._first_seen = time.monotonic()
+                    if self._first[owner] <= 0:
+                        del self._first[owner]
 
     def owners(self) -> set[Owner]:
         with self._lock:
             return set(self._running)
+
+    def first(self) -> set[Owner]:
+        """The sessions drawing a live class's page now."""
+        with self._lock:
+            return set(self._first)
+
+    def class_live(self) -> bool:
+        """Whether a live class's page is drawn now or was in the last ACTIVE_S seconds."""
+        with self._lock:
+            return bool(self._first) or time.monotonic() - self._first_seen <= ACTIVE_S
 
 
 PAGES = Pages()
@@ -203,6 +235,7 @@ class ModelWorker:
         self._heavy_seen: dict[Owner, float] = {}  # each session's last heavy chunk (monotonic seconds)
         self._heavy_after = 0.0  # no heavy chunk starts before this while others are active
         self._sharing = False  # the chunk running is heavy and others are active
+        self._held_since: float | None = None  # since when heavy chunks are held back for a live class's pages
         self._thread = threading.Thread(target=self._run, name=f"model-worker-{ckpt.name}", daemon=True)
         self._thread.start()
 
@@ -336,8 +369,8 @@ class ModelWorker:
 
     @staticmethod
     def chunk_rows(tokens: int) -> int:
-        """How many runs of `tokens` tokens one heavy chunk may hold (at least one)."""
-        return max(1, CHUNK_TOKENS // max(1, tokens))
+        """How many runs of `tokens` tokens one heavy chunk may hold (at least one): fewer while a class is live."""
+        return max(1, (CLASS_CHUNK_TOKENS if PAGES.class_live() else CHUNK_TOKENS) // max(1, tokens))
 
     @staticmethod
     def tokens(text: str) -> int:
@@ -405,6 +438,19 @@ class ModelWorker:
             del self._heavy_seen[owner]
         return len(PAGES.owners() - self._heavy_seen.keys())
 
+    def _class_holds(self, now: float) -> bool:
+        """Whether heavy chunks wait now for a live class's page being drawn (not a heavy session's own page), at
+        most CLASS_HOLD_S at a time: past it one chunk goes, and the hold starts again. Called holding `_ready`."""
+        if not PAGES.first() - self._heavy_seen.keys():
+            self._held_since = None
+            return False
+        if self._held_since is None:
+            self._held_since = now
+        if now - self._held_since < CLASS_HOLD_S:
+            return True
+        self._held_since = None
+        return False
+
     def _take(self, timeout: float | None = None, light_only: bool = False) -> _Item | None:
         """The next item to run: a stop, else light work round-robin, else (unless `light_only`) a heavy chunk
         once its share allows. Waits up to `timeout` seconds (None: until there is one)."""
@@ -419,12 +465,15 @@ class ModelWorker:
                 now = time.monotonic()
                 wait = None if deadline is None else deadline - now
                 if not light_only and self._heavy:
-                    if now >= self._heavy_after or not self._active_others():
+                    if self._class_holds(now):  # a class page's end is not signalled here: looked at again soon
+                        wait = HOLD_POLL_S if wait is None else min(wait, HOLD_POLL_S)
+                    elif now >= self._heavy_after or not self._active_others():
                         item = self._next(self._heavy)
                         if item is not None:
                             return item
                         continue
-                    wait = self._heavy_after - now if wait is None else min(wait, self._heavy_after - now)
+                    else:
+                        wait = self._heavy_after - now if wait is None else min(wait, self._heavy_after - now)
                 if wait is not None and wait <= 0:
                     return None
                 self._ready.wait(wait)

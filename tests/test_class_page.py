@@ -179,3 +179,24 @@ def test_a_student_follows_the_teacher_to_the_lesson_and_its_step(start, monkeyp
     assert query["class"] == code and "teach" not in query
     shown = [h.value for h in (*student.title, *student.header)]
     assert any(h.startswith("2. ") for h in shown), shown  # the page is the Lesson, at its second step
+
+
+def test_the_teachers_and_a_followers_page_runs_go_first_and_a_detached_students_do_not(start, monkeypatch) -> None:
+    """app.py marks a class's teacher's and follower's page runs for the worker (analysis.worker: no heavy chunk
+    starts beside them); a student exploring on their own, or a page in no class, is an ordinary page."""
+    from analysis import worker
+
+    marked: list[bool] = []
+    running = worker.PAGES.running
+    monkeypatch.setattr(worker.PAGES, "running", lambda owner, first=False: marked.append(first) or running(owner))
+    start()  # a page in no class
+    assert marked == [False]
+    teacher, student, code = teacher_and_student(start)
+    marked.clear()
+    ok(teacher.run())
+    ok(student.run())
+    assert marked == [True, True]
+    ok(button(student, "class_detach").click().run())
+    marked.clear()
+    ok(student.run())
+    assert marked == [False]

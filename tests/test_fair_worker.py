@@ -251,3 +251,92 @@ def test_heavy_chunks_of_nobodys_threads_are_all_kept(worker) -> None:
     release.set()
     _join(threads)
     assert ran == ["first", "second"]
+
+
+def _ran(ran: list[str], name: str) -> None:
+    """Wait until `name` is among what ran."""
+    deadline = time.monotonic() + 10
+    while name not in ran and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert name in ran, ran
+
+
+def test_a_class_page_drawn_beside_a_heavy_job_goes_before_its_next_chunk(worker) -> None:
+    """A chunk under way cannot be stopped; the next one does not start while a live class's page is drawn, so
+    the page's request, asked after the chunk was queued and after the worker freed, runs first."""
+    release, ran = _hold(worker), []  # the heavy job's chunk under way
+    chunk = _ask(worker, "researcher", "next chunk", ran, heavy=True)
+    _queued(worker, 1)
+    with worker_module.PAGES.running("teacher", first=True):
+        release.set()  # the chunk under way ends while the teacher's page is being drawn
+        page = _ask(worker, "teacher", "teacher's page", ran)
+        _join([page])
+        assert ran == ["teacher's page"]
+    _join([chunk])
+    assert ran == ["teacher's page", "next chunk"]
+
+
+def test_a_heavy_job_is_not_held_when_no_class_page_is_drawn(worker) -> None:
+    """An ordinary student's page shares the machine as before (t × pages / heavy sessions), it does not hold the
+    chunks back; with no page at all the chunks run one after another at full speed."""
+    ran = []
+    with worker_module.PAGES.running("student"):
+        with worker._ready:
+            assert not worker._class_holds(time.monotonic())
+    for i in range(3):
+        _join([_ask(worker, "researcher", f"chunk {i + 1}", ran, heavy=True)])
+    assert ran == ["chunk 1", "chunk 2", "chunk 3"]
+
+
+def test_a_heavy_sessions_own_page_in_a_class_does_not_hold_its_chunks(worker) -> None:
+    """A follower who ranks every head draws its page while its chunks wait: its own page holds nothing back."""
+    release, ran = _hold(worker), []
+    chunk = _ask(worker, "researcher", "chunk", ran, heavy=True)
+    _queued(worker, 1)
+    with worker_module.PAGES.running("researcher", first=True):
+        with worker._ready:
+            assert not worker._class_holds(time.monotonic())
+        release.set()
+        _join([chunk])
+    assert ran == ["chunk"]
+
+
+def _until(condition) -> None:
+    """Wait until `condition()` holds, counting tries rather than reading the clock (a test may fake it)."""
+    for _ in range(2000):
+        if condition():
+            return
+        time.sleep(0.005)
+    raise AssertionError("the state waited for never came")
+
+
+def test_heavy_chunks_are_held_for_a_class_at_most_class_hold_s_at_a_time(worker, monkeypatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
+    ran = []
+    with worker_module.PAGES.running("follower", first=True):  # a class's pages drawn without end
+        chunk = _ask(worker, "researcher", "chunk", ran, heavy=True)
+        _until(lambda: worker._held_since is not None)  # the worker found the chunk and holds it back
+        now[0] += worker_module.CLASS_HOLD_S - 0.01  # one hundredth short: still held
+        time.sleep(5 * worker_module.HOLD_POLL_S)  # the worker looks again meanwhile (nothing may happen)
+        assert ran == []
+        now[0] += 0.01  # the hold's end: the chunk goes
+        _join([chunk])
+        assert ran == ["chunk"]
+
+
+def test_heavy_chunks_are_cut_smaller_while_a_class_is_live(monkeypatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
+    pages = worker_module.Pages()
+    monkeypatch.setattr(worker_module, "PAGES", pages)
+    tokens = 16
+    assert ModelWorker.chunk_rows(tokens) == worker_module.CHUNK_TOKENS // tokens  # no class
+    with pages.running("student"):  # an ordinary page: no class
+        assert ModelWorker.chunk_rows(tokens) == worker_module.CHUNK_TOKENS // tokens
+    with pages.running("teacher", first=True):
+        assert ModelWorker.chunk_rows(tokens) == worker_module.CLASS_CHUNK_TOKENS // tokens
+    now[0] += worker_module.ACTIVE_S  # the class's last page ACTIVE_S ago: still live
+    assert ModelWorker.chunk_rows(tokens) == worker_module.CLASS_CHUNK_TOKENS // tokens
+    now[0] += 0.01  # one past: the class has gone quiet
+    assert ModelWorker.chunk_rows(tokens) == worker_module.CHUNK_TOKENS // tokens

@@ -73,6 +73,12 @@ def _teacher() -> tuple[str, str] | None:
     return (code, key) if code and key and ROOM.is_teacher(code, key) else None
 
 
+def leads_or_follows() -> bool:
+    """Whether this page is a class's teacher's or a follower's (not a student exploring on their own): its run
+    goes before heavy work (analysis.worker)."""
+    return _code() is not None and (bool(st.session_state.get(TEACH)) or not st.session_state.get(DETACHED))
+
+
 def student_id() -> str:
     """This browser session's random id: its answers are kept under it, and nothing of the person."""
     return st.session_state.setdefault(STUDENT, secrets.token_urlsafe(12))
