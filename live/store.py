@@ -78,10 +78,10 @@ class MemoryStore(Generic[C]):
             return record
 
     def alive(self, alive_since: float) -> list[C]:
-        """Every record touched since `alive_since` (a copy of each: changes go through `update`)."""
+        """Every record touched since `alive_since`, to read (a shallow copy of each: changes go through `update`)."""
         with self._lock:
             self._drop_before(alive_since)
-            return [copy.deepcopy(record) for record in self._records.values()]
+            return [copy.copy(record) for record in self._records.values()]
 
     def remove(self, code: str) -> None:
         with self._lock:
