@@ -101,3 +101,9 @@ def test_the_teacher_password_is_the_files_first_line(tmp_path: Path) -> None:
     path = tmp_path / "password"
     path.write_text("correct horse\nnot this\n")
     assert serve.teacher_password(str(path)) == ("correct horse", None)
+
+
+def test_atlas_app_with_a_missing_password_file_stops_in_one_line(tmp_path: Path, capsys) -> None:
+    assert serve.main(["--teacher-password-file", str(tmp_path / "none")]) == 2
+    said = capsys.readouterr().err.strip()
+    assert said.startswith("atlas app: the teacher password file") and "\n" not in said
