@@ -1,11 +1,13 @@
-"""Who starts a class and one answer a device (live/rules.py), on an injected clock, in the server's memory and in
-Redis's rules (fakeredis): a few classes an address, the teacher password, a class freed when its teacher left, new
-devices from one address at a bounded rate, a device that joins again is the same one, and the lock."""
+"""Who starts a class and one answer a device (live/rules.py), on an injected clock, in the server's memory, in
+Redis's rules (fakeredis) and in a real redis-server: a few classes an address, the teacher password, a class freed
+when its teacher left, new devices from one address at a bounded rate, a device that joins again is the same one,
+and the lock."""
 
 from __future__ import annotations
 
 import fakeredis
 import pytest
+from test_class_state import redis_server  # noqa: F401  (a fixture: a redis-server of this test run)
 
 from live import rules as classroom
 from live.rules import ClassError, Classroom
@@ -22,13 +24,19 @@ class Clock:
         return self.now
 
 
-@pytest.fixture(params=("memory", "fakeredis"))
+@pytest.fixture(params=("memory", "fakeredis", "redis-server"))
 def make(request):
     """Makes a Classroom on `clock` (and `password`) in the store the parameter names."""
+    url = request.getfixturevalue("redis_server") if request.param == "redis-server" else None
 
     def made(clock: Clock, password: str | None = None) -> Classroom:
         if request.param == "memory":
             return Classroom(clock, password=password)
+        if url is not None:
+            import redis
+
+            redis.Redis.from_url(url).flushdb()
+            return Classroom.on_redis(url, clock=clock, password=password)
         client = fakeredis.FakeRedis(server=fakeredis.FakeServer())
         return Classroom.on_redis("redis://fake", client, clock, password=password)
 
