@@ -61,6 +61,7 @@ def test_atlas_app_puts_the_device_cookie_before_streamlits_middleware(monkeypat
 def test_the_address_is_the_proxys_forwarded_one_only_from_a_trusted_proxy() -> None:
     assert address_of(None, "198.51.100.4, 203.0.113.7", set()) == "203.0.113.7"  # the loopback's proxy: its hop
     assert address_of("10.0.0.2", "203.0.113.7", {"10.0.0.2"}) == "203.0.113.7"
+    assert address_of("2001:db8::1", "203.0.113.7", {"2001:DB8:0::1"}) == "203.0.113.7"  # one address, two spellings
     assert address_of("192.0.2.66", "203.0.113.7", {"10.0.0.2"}) == "192.0.2.66"  # a client forging the header
     assert address_of(None, "not an address", set()) == "loopback"
     assert address_of(None, None, set()) == "loopback"

@@ -109,7 +109,7 @@ def address_of(peer: object, forwarded_for: object, trusted: Collection[str]) ->
     the loopback (None) or one of the `trusted` proxies, else the peer; "loopback" when neither is an address."""
     peer = _address(peer)
     forwarded = _address(forwarded_for.split(",")[-1]) if isinstance(forwarded_for, str) else None
-    if forwarded and (peer is None or peer in trusted):
+    if forwarded and (peer is None or peer in {_address(one) for one in trusted}):
         return forwarded
     return peer or "loopback"
 
@@ -257,7 +257,10 @@ def end_class() -> None:
 def lock_class(locked: bool) -> None:
     teacher = _teacher()
     if teacher is not None:
-        ROOM.lock(*teacher, locked)
+        try:
+            ROOM.lock(*teacher, locked)
+        except ClassError as exc:
+            st.session_state[NOTE] = str(exc)
 
 
 @errors.safe  # a callback: runs outside the page's guard
