@@ -6,16 +6,23 @@ write takes the one lock, and each holds it for a few dictionary operations. A c
 A student is a random id made per browser session; an answer is the index of a choice the question offered, never
 text, so nothing a student types reaches another's page.
 
-Bounded: at most MAX_CLASSES classes, MAX_STUDENTS students answering in one, MAX_QUESTIONS questions kept (the
+Bounded: at most MAX_CLASSES classes, MAX_STUDENTS devices answering in one, MAX_QUESTIONS questions kept (the
 oldest goes first), MAX_CHOICES choices a question; a class that neither its teacher nor a student has touched for
-IDLE_S seconds ends. The version number grows with each change students must see (the view, a question asked, an
-answer revealed), so that a follower's poll reads one integer.
+IDLE_S seconds ends, and so does one whose teacher has had no page open for TEACHER_AWAY_S (the open page
+touches its class: live/heartbeat.py). Who starts a class: with a teacher password set, only
+those who give it; without, one client address starts at most MAX_CLASSES_PER_ADDRESS live classes (students never
+start one, so a school behind one NAT address is fine). A device (a browser's cookie) joins a class once; new
+devices from one address come at most JOIN_BURST at once, then one each JOIN_EVERY_S; the teacher may lock the
+class, after which a device that had not joined follows but does not answer. The version number grows with each
+change students must see (the view, a question asked, an answer revealed), so that a follower's poll reads one
+integer.
 """
 
 from __future__ import annotations
 
 import hmac
 import json
+import os
 import secrets
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -33,8 +40,13 @@ MAX_QUESTIONS = 50  # kept per class; asking one more forgets the oldest and its
 MAX_CHOICES = 64
 MAX_VIEW_CHARS = 50_000  # all of a view's values together: a text box's longest text is far less
 IDLE_S = 3600.0
+TEACHER_AWAY_S = 900.0  # no teacher's page open this long: the class ends and frees its starter's place
+MAX_CLASSES_PER_ADDRESS = 3  # live classes one client address starts, without a teacher password
+JOIN_BURST = 40  # new devices one address joins at once: a class of thirty behind one NAT address
+JOIN_EVERY_S = 6.0  # then one more each 6 s: three hundred from one client take half an hour
 CODE_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: read aloud and typed from a projector
 CODE_LENGTH = 5
+PASSWORD_ENV = "ATLAS_TEACHER_PASSWORD"  # the teacher password, when the operator set one
 KINDS = ("attend", "head", "next")  # where will this query attend most · which head · what will the model predict
 
 
@@ -81,10 +93,16 @@ class _Class:
     answers: dict[int, dict[str, int]] = field(default_factory=dict)  # number → student → choice
     students: set[str] = field(default_factory=set)
     asked: int = 0
+    starter: str = ""  # the client address that started it
+    teacher_seen: float = 0.0  # the last touch of the teacher's page (its heartbeat among them)
+    devices: set[str] = field(default_factory=set)  # joined: each may answer
+    locked: bool = False  # no new device joins
+    joins: dict[str, list[float]] = field(default_factory=dict)  # address → [tokens left, when counted]
 
 
 def _dumps(found: _Class) -> str:
-    return json.dumps(asdict(found) | {"students": sorted(found.students)}, separators=(",", ":"))
+    shown = {"students": sorted(found.students), "devices": sorted(found.devices)}
+    return json.dumps(asdict(found) | shown, separators=(",", ":"))
 
 
 def _loads(text: str) -> _Class:
@@ -103,6 +121,11 @@ def _loads(text: str) -> _Class:
         answers,
         set(raw["students"]),
         raw["asked"],
+        raw.get("starter", ""),
+        raw.get("teacher_seen", raw["touched"]),
+        set(raw.get("devices", ())),
+        raw.get("locked", False),
+        dict(raw.get("joins", {})),
     )
 
 
@@ -111,26 +134,54 @@ class Classroom:
     for the idle-hour test; a shared store needs the wall clock that every replica reads alike."""
 
     def __init__(
-        self, clock: Callable[[], float] = time.monotonic, store: MemoryStore | RedisStore | None = None
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        store: MemoryStore | RedisStore | None = None,
+        password: str | None = None,
     ) -> None:
+        """`password`: the teacher password the operator set (`atlas app --teacher-password-file`), or None."""
         self._clock = clock
         self._store = MemoryStore() if store is None else store
+        self._password = password or None
 
     @classmethod
     def from_environment(cls) -> Classroom:
         """This server's memory, or the Redis server $ATLAS_CLASS_STORE names (read by every replica)."""
-        url = class_store.url_from_environment()
-        return cls() if url is None else cls.on_redis(url)
+        url, password = class_store.url_from_environment(), os.environ.get(PASSWORD_ENV) or None
+        return cls(password=password) if url is None else cls.on_redis(url, password=password)
 
     @classmethod
-    def on_redis(cls, url: str, client: object = None, clock: Callable[[], float] = time.time) -> Classroom:
+    def on_redis(
+        cls, url: str, client: object = None, clock: Callable[[], float] = time.time, password: str | None = None
+    ) -> Classroom:
         """The classes every replica shares, in the Redis server at `url` (or `client`, a test's fakeredis)."""
-        return cls(clock, RedisStore(url, _dumps, _loads, IDLE_S, client=client))
+        return cls(clock, RedisStore(url, _dumps, _loads, IDLE_S, client=client), password)
 
-    def start(self) -> tuple[str, str]:
-        """Open a new class: its code (for students) and its key (for the teacher only)."""
-        key = secrets.token_urlsafe(16)
-        made = self._store.add(lambda taken: _Class(_new_code(taken), key, self._clock()), MAX_CLASSES, self._alive())
+    @property
+    def needs_password(self) -> bool:
+        """Whether starting a class asks for the teacher password."""
+        return self._password is not None
+
+    def start(self, address: str = "", password: str = "") -> tuple[str, str]:
+        """Open a new class started from client `address` (given `password` when the server has one): its code
+        (for students) and its key (for the teacher only)."""
+        if self._password is not None and not _same(self._password, password):
+            raise ClassError("that is not the teacher password: ask whoever runs this server")
+        self.sweep()
+        if self._password is None:
+            # Two starts at the same instant from one address may both pass; MAX_CLASSES still bounds them all.
+            mine = sum(1 for found in self._store.alive(self._alive()) if found.starter == address)
+            if mine >= MAX_CLASSES_PER_ADDRESS:
+                raise ClassError(
+                    f"this address already runs {MAX_CLASSES_PER_ADDRESS} classes: end one first (a class whose "
+                    f"teacher's page has been closed {TEACHER_AWAY_S / 60:.0f} minutes ends by itself)"
+                )
+        key, now = secrets.token_urlsafe(16), self._clock()
+        made = self._store.add(
+            lambda taken: _Class(_new_code(taken), key, now, starter=address, teacher_seen=now),
+            MAX_CLASSES,
+            self._alive(),
+        )
         if made is None:
             raise ClassError(f"this server already holds {MAX_CLASSES} classes: try again when one has ended")
         return made.code, key
@@ -202,6 +253,8 @@ class Classroom:
                 raise ClassError("the answers are already revealed: this question takes no more")
             if not 0 <= choice < len(question.choices):
                 raise ClassError(f"choice {choice + 1} is not one of the question's {len(question.choices)}")
+            if found.locked and student not in found.devices:
+                raise ClassError("the class is locked: this device follows the teacher but does not answer")
             given = found.answers[number]
             if student in given:
                 raise ClassError("you have answered this question already: one answer each")
@@ -250,6 +303,55 @@ class Classroom:
         self._teach(code, key, lambda found: None)
         self._store.remove(code)
 
+    def seen(self, code: str, key: str) -> None:
+        """The teacher's page is open (its heartbeat): the class does not end for its teacher's absence."""
+        self._teach(code, key, lambda found: None)
+
+    def sweep(self) -> int:
+        """End every class whose teacher has been away TEACHER_AWAY_S; returns how many ended."""
+        away = [found.code for found in self._store.alive(self._alive()) if self._idle(found)]
+        for code in away:
+            self._store.remove(code)
+        return len(away)
+
+    def join(self, code: str, device: str, address: str) -> None:
+        """Device `device` from client `address` joins class `code` (once: again is nothing), so that it may answer;
+        refused when the class is locked or full, or when `address` has joined too many new devices just now."""
+        now = self._clock()
+
+        def change(found: _Class | None) -> None:
+            found = self._find(code, found)
+            if device in found.devices:
+                return
+            if found.locked:
+                raise ClassError("the class is locked: this device follows the teacher but does not answer")
+            if len(found.devices) >= MAX_STUDENTS:
+                raise ClassError(f"this class has {MAX_STUDENTS} devices joined already: this one follows")
+            tokens, counted = found.joins.get(address, (JOIN_BURST, now))
+            tokens = min(JOIN_BURST, tokens + (now - counted) / JOIN_EVERY_S)
+            if tokens < 1:
+                raise ClassError("too many new devices from one address just now: reload this page in a minute")
+            found.joins[address] = [tokens - 1, now]
+            found.devices.add(device)
+
+        self._store.update(code, change)
+
+    def joined(self, code: str, device: str) -> bool:
+        """Whether `device` has joined class `code`."""
+        return self._read(code, lambda found: device in found.devices)
+
+    def devices(self, code: str) -> tuple[int, bool]:
+        """How many devices joined class `code`, and whether it is locked."""
+        return self._read(code, lambda found: (len(found.devices), found.locked))
+
+    def lock(self, code: str, key: str, locked: bool = True) -> None:
+        """The teacher locks the class (no new device joins: those who have, answer) or opens it again."""
+
+        def change(found: _Class) -> None:
+            found.locked = locked
+
+        self._teach(code, key, change)
+
     def __len__(self) -> int:
         return self._store.count(self._alive())
 
@@ -258,7 +360,7 @@ class Classroom:
         return self._clock() - IDLE_S
 
     def _idle(self, found: _Class) -> bool:
-        return found.touched < self._alive()
+        return found.touched < self._alive() or found.teacher_seen < self._clock() - TEACHER_AWAY_S
 
     def _read(self, code: str, use: Callable[[_Class], R]) -> R:
         return self._store.read(code, lambda found: use(self._find(code, found)))
@@ -270,7 +372,7 @@ class Classroom:
             found = self._find(code, found)
             if not _same(found.key, key):
                 raise ClassError("this link's teacher key is not the class's: only its teacher changes the class")
-            found.touched = self._clock()
+            found.touched = found.teacher_seen = self._clock()
             return change(found)
 
         return self._store.update(code, checked)

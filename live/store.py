@@ -13,6 +13,7 @@ expires an idle hour after its last touch, and a sorted set of the classes by th
 
 from __future__ import annotations
 
+import copy
 import os
 import threading
 from collections.abc import Callable
@@ -75,6 +76,12 @@ class MemoryStore(Generic[C]):
             record = make(set(self._records))
             self._records[record.code] = record
             return record
+
+    def alive(self, alive_since: float) -> list[C]:
+        """Every record touched since `alive_since`, to read (a shallow copy of each: changes go through `update`)."""
+        with self._lock:
+            self._drop_before(alive_since)
+            return [copy.copy(record) for record in self._records.values()]
 
     def remove(self, code: str) -> None:
         with self._lock:
@@ -148,6 +155,13 @@ class RedisStore(Generic[C]):
             return record
 
         return self._transaction(INDEX, attempt)
+
+    def alive(self, alive_since: float) -> list[C]:
+        """Every record touched since `alive_since` (at most the classes' bound: one round trip each)."""
+        self._call(self._client.zremrangebyscore, INDEX, "-inf", f"({alive_since}")
+        codes = [c.decode("utf-8") for c in self._call(self._client.zrange, INDEX, 0, -1)]
+        found = (self._call(self._client.hget, PREFIX + code, "record") for code in codes)
+        return [self._loads(raw.decode("utf-8")) for raw in found if raw is not None]
 
     def remove(self, code: str) -> None:
         pipe = self._client.pipeline()

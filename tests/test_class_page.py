@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, LM, ok
 
 from live.rules import View
+from live.store import MemoryStore
 from ui import class_live, class_rerun
 from ui.class_live import ROOM
 
@@ -22,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.fixture
 def start(good_dir: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
+    monkeypatch.setattr(ROOM, "_store", MemoryStore())  # this test's classes: every AppTest is the loopback's
 
     def make(**query: str) -> AppTest:
         at = AppTest.from_file(APP, default_timeout=60)

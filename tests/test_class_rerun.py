@@ -24,6 +24,11 @@ def test_the_streamlit_calls_the_push_makes_are_there() -> None:
     assert callable(AppSession._call_soon_on_event_loop) and "_scriptrunner" in AppSession.__init__.__code__.co_names
     assert "fragment_id" in {f.name for f in dataclasses.fields(FragmentThreadState)} and callable(ThreadState.get)
     assert class_rerun.rerun_session("no such session", ClientState()) is False  # no server: no rerun
+    assert class_rerun.session_open("no such session") is False
+    from streamlit.web.server.starlette import starlette_app  # the device cookie goes before its middleware
+
+    assert "create_streamlit_middleware" in starlette_app.create_starlette_app.__code__.co_names
+    assert "create_streamlit_middleware" in starlette_app.App._build_starlette_app.__code__.co_names
 
 
 def test_a_fragments_rerun_asked_again_is_its_whole_pages() -> None:

@@ -164,17 +164,17 @@ def test_the_reveal_shows_once_and_closes_the_question(room: Classroom) -> None:
         room.answer(code, "late", number, 0)
 
 
-def test_a_class_ends_after_an_idle_hour_and_activity_keeps_it(replicas) -> None:
+def test_a_class_ends_when_its_teacher_has_been_away_and_the_teachers_page_keeps_it(replicas) -> None:
     clock = Clock()
     clock.now = time.time()
     room = replicas(clock)
     code, key = room.start()
-    clock.now += classroom.IDLE_S - 1
+    clock.now += classroom.TEACHER_AWAY_S - 1
     room.show(code, key, View.of("", {"layer": 1}))  # the teacher's page keeps it open
-    clock.now += classroom.IDLE_S - 1
+    clock.now += classroom.TEACHER_AWAY_S - 1
     assert room.version(code) is not None
     clock.now += 2
-    assert room.version(code) is None and len(room) == 0
+    assert room.sweep() == 1 and room.version(code) is None and len(room) == 0
     with pytest.raises(ClassError, match="ended"):
         room.show(code, key, View())
 
@@ -183,10 +183,10 @@ def test_classes_questions_and_students_are_bounded(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(classroom, "MAX_CLASSES", 3)
     monkeypatch.setattr(classroom, "MAX_STUDENTS", 2)
     monkeypatch.setattr(classroom, "MAX_QUESTIONS", 2)
-    code, key = room.start()
-    room.start(), room.start()
-    with pytest.raises(ClassError, match="3 classes"):
-        room.start()
+    code, key = room.start("10.0.0.1")
+    room.start("10.0.0.2"), room.start("10.0.0.3")
+    with pytest.raises(ClassError, match="server already holds 3 classes"):
+        room.start("10.0.0.4")
     numbers = [room.ask(code, key, "head", f"Q{i}", ("a", "b"), 0) for i in range(3)]
     with pytest.raises(ClassError, match="not one this class holds"):
         room.counts(code, numbers[0])  # the oldest went

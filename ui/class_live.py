@@ -13,7 +13,10 @@ from __future__ import annotations
 import base64
 import functools
 import html
+import ipaddress
+import os
 import secrets
+from collections.abc import Collection
 from urllib.parse import urlsplit
 
 import streamlit as st
@@ -21,9 +24,10 @@ import streamlit as st
 from analysis import class_questions
 from analysis.class_questions import QuestionError
 from live import rules as classroom
+from live.heartbeat import Teachers
 from live.push import Followers
 from live.rules import ClassError, Classroom, View
-from ui import cache, class_rerun, errors, reference, sidebar, state, widgets
+from ui import cache, class_rerun, device_cookie, errors, reference, sidebar, state, widgets
 from ui.markdown import literal
 from ui.pages import PAGES
 from viz import qr
@@ -38,6 +42,10 @@ APPLIED = "_class_applied"  # session key: the class version whose view this fol
 SEEN = "_class_seen"  # session key: the class version the page was drawn at (a change reruns the page)
 PAGE = "_class_page"  # session key: the page this session shows (what a fragment's run publishes)
 TEACHER_SEEN = "_class_teacher_seen"  # session key: (question, revealed) the teacher's page was drawn at
+JOINED = "_class_joined"  # session key: (class, device) this session's device joined
+JOIN_REFUSED = "_class_join_refused"  # session key: why this device may not answer (the class locked, …)
+PASSWORD = "class_password"  # the sidebar's teacher password box, when the server has a password
+TRUSTED_PROXIES = {a for a in os.environ.get("ATLAS_TRUSTED_PROXY", "").replace(",", " ").split() if a}
 NOTE = "_class_note"  # session key: a one-line refusal to show on the next run (from a callback)
 # What a follower copies: the model, the text, attention type, layer, head, query, position and the Lesson's step
 # and sentence (views/lesson.py declares those two; tests/test_class_page.py checks the names).
@@ -54,6 +62,7 @@ FOLLOWED = (
 )
 ROOM = Classroom.from_environment()  # every session of the process shares it (and every replica, with Redis)
 FOLLOWERS = Followers({"version": ROOM.version, "answers": ROOM.answered})
+TEACHERS = Teachers(ROOM.seen, class_rerun.session_open, ROOM.sweep)  # an open teacher's page keeps its class
 SCRIPTS = {page.url_path: page.script for page in PAGES}
 KIND_LABELS = {
     "attend": "Where will the query attend most?",
@@ -82,6 +91,55 @@ def leads_or_follows() -> bool:
 def student_id() -> str:
     """This browser session's random id: its answers are kept under it, and nothing of the person."""
     return st.session_state.setdefault(STUDENT, secrets.token_urlsafe(12))
+
+
+def device_id() -> str:
+    """This browser's device: the `atlas_device` cookie the server set (ui/device_cookie.py), the same across
+    reloads and tabs; this session's id where the browser sent none (a server started without `atlas app`)."""
+    cookie = _cookie()
+    return f"device-{cookie}" if cookie is not None else student_id()
+
+
+def _cookie() -> str | None:
+    return device_cookie.sent(f"{device_cookie.COOKIE}={st.context.cookies.get(device_cookie.COOKIE, '')}")
+
+
+def client_address() -> str:
+    """The client's address as the proxy forwards it (X-Forwarded-For's last hop, trusted only from the loopback or
+    $ATLAS_TRUSTED_PROXY), else the connection's peer."""
+    return address_of(st.context.ip_address, st.context.headers.get("X-Forwarded-For"), TRUSTED_PROXIES)
+
+
+def address_of(peer: object, forwarded_for: object, trusted: Collection[str]) -> str:
+    """The client's address: X-Forwarded-For's last hop (what the proxy itself added) when the connection's peer is
+    the loopback (None) or one of the `trusted` proxies, else the peer; "loopback" when neither is an address."""
+    peer = _address(peer)
+    forwarded = _address(forwarded_for.split(",")[-1]) if isinstance(forwarded_for, str) else None
+    if forwarded and (peer is None or peer in {_address(one) for one in trusted}):
+        return forwarded
+    return peer or "loopback"
+
+
+def _address(text: object) -> str | None:
+    """`text` as an IP address, or None when it is none (a forged header's junk among them)."""
+    try:
+        return str(ipaddress.ip_address(text.strip())) if isinstance(text, str) else None
+    except ValueError:
+        return None
+
+
+def _join(code: str) -> None:
+    """This device joins the class (once a session; again is nothing), or the page says why it cannot answer."""
+    device = device_id()
+    if st.session_state.get(JOINED) == (code, device):
+        return
+    try:
+        ROOM.join(code, device, client_address())
+    except ClassError as exc:
+        st.session_state[JOIN_REFUSED] = str(exc)
+        return
+    st.session_state[JOINED] = (code, device)
+    st.session_state.pop(JOIN_REFUSED, None)
 
 
 def _refuse_wrong_key() -> None:
@@ -179,11 +237,13 @@ def _not_told() -> None:
 @errors.safe  # a callback: runs outside the page's guard
 def start_class() -> None:
     """Open a class with this page as its teacher's."""
+    password = st.session_state.get(PASSWORD)
     try:
-        code, key = ROOM.start()
+        code, key = ROOM.start(client_address(), password if isinstance(password, str) else "")
     except ClassError as exc:
         st.session_state[NOTE] = str(exc)
         return
+    st.session_state.pop(PASSWORD, None)
     st.session_state[CLASS], st.session_state[TEACH] = code, key
     st.session_state.pop(DETACHED, None)
 
@@ -193,8 +253,20 @@ def end_class() -> None:
     teacher = _teacher()
     if teacher is not None:
         ROOM.end(*teacher)
+    if (session := class_rerun.session_id()) is not None:
+        TEACHERS.left(session)
     for key in (CLASS, TEACH, TEACHER_SEEN):
         st.session_state.pop(key, None)
+
+
+@errors.safe  # a callback: runs outside the page's guard
+def lock_class(locked: bool) -> None:
+    teacher = _teacher()
+    if teacher is not None:
+        try:
+            ROOM.lock(*teacher, locked)
+        except ClassError as exc:
+            st.session_state[NOTE] = str(exc)
 
 
 @errors.safe  # a callback: runs outside the page's guard
@@ -257,8 +329,11 @@ def answer(number: int) -> None:
     if type(choice) is not int or not 0 <= choice < classroom.MAX_CHOICES:  # bool is an int's subclass
         st.session_state[NOTE] = "That answer is not one of the choices."
         return
+    if st.session_state.get(JOINED) != (code, device_id()):
+        st.session_state[NOTE] = st.session_state.get(JOIN_REFUSED) or "This device has not joined the class."
+        return
     try:
-        ROOM.answer(code, student_id(), number, choice)
+        ROOM.answer(code, device_id(), number, choice)
     except ClassError as exc:
         st.session_state[NOTE] = str(exc)
 
@@ -269,6 +344,8 @@ def answer(number: int) -> None:
 def sidebar_start() -> None:
     """The sidebar's "Start a class", while this page is in none."""
     if _code() is None:
+        if ROOM.needs_password:
+            st.sidebar.text_input("Teacher password", type="password", key=PASSWORD, max_chars=200)
         st.sidebar.button(
             "Start a class",
             key="class_start",
@@ -295,7 +372,9 @@ def panel(page: str) -> None:
         for key in (CLASS, TEACH, APPLIED, SEEN):
             st.session_state.pop(key, None)
         return
-    if _teacher() is not None:
+    if (teacher := _teacher()) is not None:
+        if (session := class_rerun.session_id()) is not None:
+            TEACHERS.teaching(session, *teacher)
         _teacher_panel(code, page)
     else:
         _student_panel(code)
@@ -321,6 +400,7 @@ def _teacher_panel(code: str, page: str) -> None:
         with st.container(key="class_link"):
             st.code(link, language=None)
         st.html(_qr_image(link, f"QR code of the students' link, class {code}"))
+        _devices_row(code)
         st.button("End the class", key="class_end", on_click=end_class)
     with st.expander("Ask the class", expanded=False):
         st.radio("Question", list(KIND_LABELS), key="class_kind", format_func=KIND_LABELS.get)
@@ -332,6 +412,17 @@ def _teacher_panel(code: str, page: str) -> None:
     if question is not None and question.revealed:
         _reveal_chart(code, question)
     _teacher_live(code, page)
+
+
+@errors.safe
+def _devices_row(code: str) -> None:
+    """How many devices have joined, and the lock: once everyone is in, later devices follow but do not answer."""
+    joined, locked = ROOM.devices(code)
+    left, right = st.columns([3, 1])
+    said = f"**{joined}** {'device has' if joined == 1 else 'devices have'} joined"
+    left.markdown(said + (": locked, later devices follow but do not answer." if locked else "."))
+    label = "Open the class again" if locked else "Lock the class"
+    right.button(label, key="class_lock", on_click=lock_class, args=(not locked,))
 
 
 @errors.safe
@@ -379,6 +470,7 @@ def _student_panel(code: str) -> None:
     # The version this page is drawn at, read before the question below. A follower's is the one whose view it
     # took in `follow`, not the class's now: a change the teacher made while this run drew would else be marked
     # seen and never followed (the poll compares the class's version with this one).
+    _join(code)
     applied = st.session_state.get(APPLIED) if following else None
     st.session_state[SEEN] = applied if applied is not None else ROOM.version(code)
     try:
@@ -390,9 +482,11 @@ def _student_panel(code: str) -> None:
 
 
 def _student_question(code: str, question: classroom.Question) -> None:
-    mine = ROOM.answer_of(code, question.number, student_id())
+    mine = ROOM.answer_of(code, question.number, device_id())
     if not question.revealed:
-        if mine is None:
+        if mine is None and (refused := st.session_state.get(JOIN_REFUSED)):
+            st.info(literal(f"{refused[0].upper()}{refused[1:]}."))
+        elif mine is None:
             with st.container(border=True):
                 st.radio(
                     literal(f"Question {question.number}: {question.prompt}"),

@@ -69,3 +69,33 @@ def whole_page(rerun: ClientState) -> ClientState:
     page.CopyFrom(rerun)
     page.ClearField("fragment_id")
     return page
+
+
+def session_id() -> str | None:
+    """The id of the session whose page is drawing now; None outside a page's run."""
+    ctx = get_script_run_ctx()
+    return None if ctx is None else ctx.session_id
+
+
+def session_open(session_id: str) -> bool:
+    """Whether session `session_id` still has its browser connected (a closed tab's is not)."""
+    return Runtime.exists() and Runtime.instance().get_app_session(session_id) is not None
+
+
+def serve_device_cookie() -> None:
+    """Put ui/device_cookie.py's middleware before Streamlit's own in the server `atlas app` starts: Streamlit
+    sets no cookie of its own and a page cannot set one from Python."""
+    from starlette.middleware import Middleware
+    from streamlit.web.server.starlette import starlette_app
+
+    from ui.device_cookie import DeviceCookie
+
+    streamlit_middleware = starlette_app.create_streamlit_middleware
+    if getattr(streamlit_middleware, "with_device_cookie", False):
+        return
+
+    def with_device_cookie() -> list[Middleware]:
+        return [Middleware(DeviceCookie), *streamlit_middleware()]
+
+    with_device_cookie.with_device_cookie = True
+    starlette_app.create_streamlit_middleware = with_device_cookie

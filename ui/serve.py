@@ -23,6 +23,7 @@ from inference import catalog
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
 WARM_TIMEOUT_S = 300  # the first page of the largest model on a slow laptop, with room
+MAX_PASSWORD_BYTES = 1024
 
 
 def warm(model: str | None = None, script: Path = APP) -> tuple[float, list[str]]:
@@ -75,6 +76,25 @@ def class_store_problem() -> str | None:
     return None
 
 
+def teacher_password(path: str) -> tuple[str | None, str | None]:
+    """The teacher password file's first line (the password) and None, or None and why it cannot be one."""
+    file = Path(path).expanduser()
+    try:
+        if not file.is_file():
+            return None, f"the teacher password file {path} is not a file"
+        with file.open("rb") as opened:
+            raw = opened.read(MAX_PASSWORD_BYTES + 1)
+    except OSError as exc:
+        return None, f"the teacher password file {path} cannot be read ({exc.strerror or type(exc).__name__})"
+    if len(raw) > MAX_PASSWORD_BYTES:
+        return None, f"the teacher password file {path} holds more than {MAX_PASSWORD_BYTES} bytes: one line is one"
+    lines = raw.decode("utf-8", "replace").splitlines()
+    password = lines[0].strip() if lines else ""
+    if not password:
+        return None, f"the teacher password file {path} is empty: its first line is the password"
+    return password, None
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m atlas app",
@@ -83,7 +103,20 @@ def main(argv: list[str]) -> int:
         ".streamlit/config.toml sets the rest.",
     )
     parser.add_argument("--model", help="the model a bare link opens, the class's (default: lm-english)")
+    parser.add_argument(
+        "--teacher-password-file",
+        metavar="FILE",
+        help="only who gives the password on this file's first line starts a class (or set $ATLAS_TEACHER_PASSWORD)",
+    )
     args, rest = parser.parse_known_args(argv)
+    if args.teacher_password_file:
+        from live.rules import PASSWORD_ENV
+
+        password, problem = teacher_password(args.teacher_password_file)
+        if problem:
+            print(f"atlas app: {problem}", file=sys.stderr)
+            return 2
+        os.environ[PASSWORD_ENV] = password  # read as the class's room is made (live/rules.py, from_environment)
     if args.model:
         names = [e.name for e in catalog.list_checkpoints() if e.ok]
         if args.model not in names:
@@ -94,6 +127,10 @@ def main(argv: list[str]) -> int:
         print(f"atlas app: {problem}", file=sys.stderr)
         return 2
     from streamlit.web import bootstrap, cli
+
+    from ui import class_rerun
+
+    class_rerun.serve_device_cookie()  # a browser's device cookie (ui/device_cookie.py) on the page's response
 
     bootstrap.run = warm_then(bootstrap.run, args.model)  # the CLI looks it up when it calls it
     return cli.main.main(args=["run", str(APP), *rest], prog_name="streamlit")
