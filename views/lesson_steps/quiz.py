@@ -111,7 +111,7 @@ def gate(slug: str, make: Callable[[], Asked]) -> bool:
         if asked.note and asked.kind != "head":
             st.caption(literal(asked.note))
         if note := st.session_state.pop(f"lesson_quiz_note_{slug}", None):
-            st.warning(note)
+            st.warning(literal(note))
         cols = st.columns(2)
         cols[0].button(
             "Answer", key=f"lesson_quiz_answer_{slug}", on_click=_answer, args=(slug, asked, False), type="primary"
@@ -150,7 +150,6 @@ def score() -> None:
     if not answered and not skipped:
         st.caption("No question answered yet: the steps that have one ask it before their figure.")
         return
-    line = f"**Your predictions: {right} of {answered} right**"
-    if skipped:
-        line += f" ({skipped} shown without answering)"
-    st.markdown(line)
+    said = f"Your predictions: {right} of {answered} right"
+    extra = f" ({skipped} shown without answering)" if skipped else ""
+    st.markdown(f"**{literal(said)}**{literal(extra)}")
