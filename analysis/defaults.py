@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from analysis.ablation import ablation_effect, head_importance
+from analysis.induction import SENTENCES, second_copy, sentence_scores
 from analysis.induction import measure as induction_probe
 from analysis.patching import PairError, prepare
 from inference.catalog import presets
@@ -25,6 +26,7 @@ from model.forward import forward
 
 KL_SHOWN = 0.05  # nats: an ablation below this (and with the same top guess) shows nothing on the page
 ROUND = 4  # decimals kept on the card
+FEWEST_SENTENCES = 3  # sentences with a repeat the induction head is chosen on, at the least
 
 # Texts that repeat a run of words, for a language model's induction head: rare names copy only from the earlier
 # occurrence, so switching the head off shows. A language model's presets are tried beside them.
@@ -104,17 +106,22 @@ def alignment(ckpt: Checkpoint, text: str) -> dict[str, list[float]]:
 
 def opening_head(ckpt: Checkpoint) -> dict[str, Any]:
     """The head that shows most: a translator's sharpest cross-attention head on its first preset; a language
-    model's strongest induction head on repeated random tokens (analysis.induction's probe), with the text that
-    repeats on which it attends most as one (Explore opens on it)."""
+    model's induction head, the one that copies most on ordinary sentences with a repeat (sentences), with the text
+    that repeats on which it attends most as one (Explore opens on it). The head the probe of repeated random tokens
+    finds is recorded beside it (`probe`): on prose it may rest on `<s>` instead of copying."""
     if ckpt.config.has_cross_attention:
         text = presets(ckpt.card.get("name", ""), ckpt.config.kind, ckpt.card)[0]
         scores = alignment(ckpt, text)
         measure = f"mean largest cross-attention weight on a source token, over the output of {text!r}"
         what = "alignment"
+        probe = None
     else:
         report = induction_probe(ckpt.model, ckpt.config.vocab_size, ckpt.config.bos_id)
-        scores = report.induction
-        measure = f"induction score on <s> + {report.length} random tokens, repeated once"
+        probe = report
+        scores, measure = sentences(ckpt)
+        if scores is None:
+            scores = report.induction
+            measure = f"induction score on <s> + {report.length} random tokens, repeated once"
         what = "induction"
     block, head = max(((b, h) for b, row in scores.items() for h in range(len(row))), key=lambda k: scores[k[0]][k[1]])
     first = next(iter(scores))
@@ -126,9 +133,63 @@ def opening_head(ckpt: Checkpoint) -> dict[str, Any]:
         "first_head_score": round(scores[first][0], ROUND),  # layer 1, head 1 of the same attention: the old default
         "measure": measure,
     }
+    if probe is not None:
+        p_block, p_head, p_score = probe.best(probe.induction)
+        record["probe"] = {
+            "block": p_block,
+            "head": p_head + 1,
+            "score": round(p_score, ROUND),
+            "score_of_head": round(probe.induction[block][head], ROUND),  # the chosen head's own probe score
+            "sentence_score": round(scores[p_block][p_head], ROUND),
+            "sink": round(sink(ckpt, p_block, p_head), ROUND),
+            "measure": f"induction score on <s> + {probe.length} random tokens, repeated once",
+        }
     if what == "induction" and (found := repeating_text(ckpt, block, head)) is not None:
         record |= {"text": found[0], "text_score": round(found[1], ROUND)}  # where Explore opens
     return record
+
+
+def _sentence_ids(ckpt: Checkpoint) -> list[list[int]]:
+    """The ids of the SENTENCES the model's tokenizer reads whole and that repeat; where it reads fewer than
+    FEWEST_SENTENCES of them (a vocabulary of a few hundred words), its REPEATED texts and presets that repeat too."""
+    found = [ids for s in SENTENCES if (ids := _known(ckpt, s)) is not None and second_copy(ids)]
+    if len(found) < FEWEST_SENTENCES:
+        found += [ids for s in _candidates(ckpt) if (ids := _known(ckpt, s)) is not None and second_copy(ids)]
+    return found
+
+
+@torch.inference_mode()
+def sentences(ckpt: Checkpoint) -> tuple[dict[str, list[float]] | None, str]:
+    """Each self-attention head's induction score on sentences a class types (analysis.induction.sentence_scores,
+    the mean over _sentence_ids), and the measure said in words; None where no text repeats."""
+    texts = _sentence_ids(ckpt)
+    if not texts:
+        return None, ""
+    sums: dict[str, Any] = {}
+    for ids in texts:
+        _, trace = forward(ckpt.model, torch.tensor([ids]))
+        for name, rec in trace.attention.items():
+            if name.endswith(".self_attn"):
+                sums[name] = sums.get(name, 0) + sentence_scores(rec.weights[0].float().numpy(), ids)
+    scores = {name: (total / len(texts)).tolist() for name, total in sums.items()}
+    measure = (
+        f"mean weight on the token after the earlier copy, over the second copy of {len(texts)} "
+        f"sentence{'s' * (len(texts) > 1)} with a repeat (analysis.induction.SENTENCES; REPEATED and the presets "
+        "where the tokenizer reads few of them)"
+    )
+    return scores, measure
+
+
+@torch.inference_mode()
+def sink(ckpt: Checkpoint, block: str, head: int) -> float:
+    """How much head `head` (0-based) of `block` rests on `<s>` (position 0) over the second copy of the sentences
+    (the queries sentence_scores reads): the attention sink, where a head with nothing to do puts its weight."""
+    rested = []
+    for ids in _sentence_ids(ckpt):
+        _, trace = forward(ckpt.model, torch.tensor([ids]))
+        weights = trace.attention[block].weights[0, head].float().numpy()
+        rested.extend(float(weights[q, 0]) for q, _ in second_copy(ids))
+    return sum(rested) / len(rested) if rested else 0.0
 
 
 @torch.inference_mode()

@@ -9,12 +9,19 @@ a previous-token head attends to the token just before the query.
 - induction score of a head: its mean weight on position t - length + 1, over the queries t of the second copy;
 - previous-token score: its mean weight on position t - 1, over the queries t of both copies;
 - copy loss: the model's mean loss (nats) predicting the tokens of the first copy, and of the second.
+
+The same score on a sentence a person types (`second_copy`, `sentence_scores`): the queries of its second copy are the
+tokens that, with the token before them, repeat an earlier pair, and the target of each is the token that followed
+that earlier copy. A head may score high on random tokens and rest on `<s>` on prose, so the app names the induction
+head by this measure, over SENTENCES (analysis.defaults).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -24,6 +31,21 @@ from model.names import block_layer
 PROBE_LENGTH = 50  # TransformerLens's induction-head tutorial repeats 50 random tokens
 PROBE_SEED = 0
 PROBE_BATCH = 4  # the scores average over this many probes, so one unlucky draw does not decide them
+
+# Ordinary sentences with a repeat, as a class types them: the app's induction head is the head that copies on
+# these (sentence_scores), not only on random tokens.
+SENTENCES = (
+    "The old man went to the river and the old man went",
+    "My sister has a red bike and a blue kite. My sister has a red",
+    "We walked to the park after school. We walked to the park",
+    "The little dog ran across the garden. The little dog ran across the",
+    "Tom likes green apples and warm bread. Tom likes green apples and warm",
+    "She opened the door and saw a big box. She opened the door and saw a big",
+    "On Monday we play football with our friends. On Monday we play football with our",
+    "The teacher read a story about a brave bird. The teacher read a story about a brave",
+    "Grandma baked a cake for the party. Grandma baked a cake for the",
+    "The boat sailed past the lighthouse at night. The boat sailed past the lighthouse at",
+)
 
 
 @dataclass(frozen=True)
@@ -84,6 +106,29 @@ def head_scores(weights: Tensor, length: int) -> tuple[list[float], list[float]]
     q = torch.arange(2, 2 * length + 1)  # every query with a real token before it
     previous = weights[:, :, q, q - 1].mean(dim=(0, 2))  # (H,)
     return induction.tolist(), previous.tolist()
+
+
+def second_copy(tokens: Sequence[object]) -> list[tuple[int, int]]:
+    """(query, target) of each token of a text's second copy: query q repeats, with the token before it, an earlier
+    pair (tokens[j - 1], tokens[j]) with j < q - 1, and its target is j + 1, the token that followed that copy (the
+    latest such j). Empty for a text that repeats no two tokens in a row. Only equality of tokens is read."""
+    pairs, last = [], {}
+    for q in range(1, len(tokens)):
+        pair = (tokens[q - 1], tokens[q])
+        if pair in last and last[pair] + 1 < q:
+            pairs.append((q, last[pair] + 1))
+        last[pair] = q
+    return pairs
+
+
+def sentence_scores(weights: np.ndarray, tokens: Sequence[object]) -> np.ndarray:
+    """(..., H) each head's induction score on one text: its mean weight on the target over the queries of the
+    text's second copy (second_copy), from weights (..., H, T, T); zeros where the text repeats nothing."""
+    pairs = second_copy(tokens)
+    if not pairs:
+        return np.zeros(weights.shape[:-2], dtype=np.float32)
+    q, k = (np.asarray(x) for x in zip(*pairs, strict=True))
+    return np.asarray(weights[..., q, k].mean(axis=-1), dtype=np.float32)
 
 
 def copy_losses(logits: Tensor, ids: Tensor, length: int) -> tuple[float, float]:

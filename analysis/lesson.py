@@ -19,6 +19,7 @@ from analysis.attribution import Attribution, attribute
 from analysis.circuits import composition
 from analysis.induction import InductionReport, copy_losses, head_scores, repeated_tokens
 from analysis.patching import Patching, patch_runs, patch_together, prepare_ids
+from inference.catalog import card_defaults, default_head
 from inference.checkpoint import Checkpoint
 from inference.decoding import generate
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
@@ -262,7 +263,10 @@ class Copying:
     second copies are predicted with heads switched off.
 
     pieces:  the first probe's tokens, `<s>` then R then R again (1 + 2·length).
-    block, head, score: the best induction head (0-based head) and its induction score.
+    block, head, score: the induction head (0-based head) and its induction score on the probe: the head the card
+             names (`defaults.head`, chosen on ordinary sentences with a repeat), else the probe's best.
+    named:   the card's record of that head (analysis.defaults.opening_head: its score on the sentences, and the
+             probe's own best head with how much it rests on `<s>` there), None where the card names none.
     weights: (T, T) that head's weights on the first probe.
     first_copy_loss: the intact model's loss on the first copies, which nothing can predict.
     runs:    the intact model first, then each set of heads switched off.
@@ -276,6 +280,23 @@ class Copying:
     weights: np.ndarray
     first_copy_loss: float
     runs: tuple[Switched, ...]
+    named: dict | None = None
+
+
+def induction_named(card: dict) -> tuple[str, int] | None:
+    """(block, 0-based head) of the head the app calls the induction head: the card's measured default head
+    (`python -m atlas defaults`) where it was chosen as one; None for a card without it (a translator, an old card)."""
+    found = card_defaults(card, "head")
+    return default_head(card) if found is not None and found.get("what") == "induction" else None
+
+
+def _induction_head(ckpt: Checkpoint, report: InductionReport) -> tuple[str, int, float]:
+    """The head the Lesson calls the induction head, with its probe score: the card's (induction_named), else the
+    probe's best."""
+    named = induction_named(ckpt.card)
+    if named is not None and named[0] in report.induction and 0 <= named[1] < len(report.induction[named[0]]):
+        return named[0], named[1], report.induction[named[0]][named[1]]
+    return report.best(report.induction)
 
 
 def _second_copy(logits: torch.Tensor, ids: torch.Tensor, length: int) -> tuple[float, float]:
@@ -292,7 +313,7 @@ def copying(ckpt: Checkpoint, report: InductionReport) -> Copying:
     INDUCTION_AT or more (when that is more than the best one)."""
     model, cfg, length = ckpt.model, ckpt.config, report.length
     ids = repeated_tokens(cfg.vocab_size, cfg.bos_id, length)  # (B, 1 + 2L), the ids `measure` scored
-    block, head, score = report.best(report.induction)
+    block, head, score = _induction_head(ckpt, report)
     logits, trace = forward(model, ids)
     first, _ = copy_losses(logits.float(), ids, length)
     weights = trace.attention[block].weights[0, head].float().numpy().copy()  # (T, T): not a view of every head's
@@ -309,7 +330,8 @@ def copying(ckpt: Checkpoint, report: InductionReport) -> Copying:
         cut, _ = forward(model, ids, record=False, ablate=ablations(off, "zero"))
         runs.append(Switched(what, heads, *_second_copy(cut.float(), ids, length)))
     pieces = tuple(ckpt.tokenizer.pieces(ids[0].tolist()))
-    return Copying(length, pieces, block, head, score, weights, first, tuple(runs))
+    named = card_defaults(ckpt.card, "head") if induction_named(ckpt.card) == (block, head) else None
+    return Copying(length, pieces, block, head, score, weights, first, tuple(runs), named)
 
 
 @torch.inference_mode()
@@ -415,7 +437,8 @@ def circuit_ids(ckpt: Checkpoint) -> tuple[list[int], list[int], int]:
 class Circuit:
     """The induction circuit of a decoder-only model, end to end, on the probe its scores were measured on.
 
-    previous, induction: the best previous-token and induction heads, (block, head, score), 0-based heads.
+    previous, induction: the best previous-token head and the induction head (the card's, as Copying's), (block,
+             head, score on the probe), 0-based heads.
     previous_weights: (T, T) the previous-token head's weights on the clean run.
     sources: the induction head's K-composition with every earlier head, strongest first, (layer, head, score).
     length:  the tokens of the run R (circuit_ids).
@@ -464,7 +487,7 @@ def circuit(ckpt: Checkpoint, report: InductionReport) -> Circuit:
         (name, h, s) for name, row in report.induction.items() for h, s in enumerate(row) if s >= INDUCTION_AT
     )
     parts = attribute(ckpt, None, clean, clean.shape[1] - 1, answer)
-    previous, induction = report.best(report.previous_token), report.best(report.induction)
+    previous, induction = report.best(report.previous_token), _induction_head(ckpt, report)
     logits, trace = forward(ckpt.model, clean)
     probability = float(logits[0, -1].float().softmax(dim=-1)[answer])
     weights = trace.attention[previous[0]].weights[0, previous[1]].float().numpy().copy()

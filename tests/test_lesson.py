@@ -38,6 +38,7 @@ def app(good_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., AppTes
 
     def make(**query: str) -> AppTest:  # reads $ATLAS_CHECKPOINTS when run: a test may point it elsewhere first
         at = AppTest.from_file(APP, default_timeout=60)
+        at.session_state["lesson_predict"] = False  # figures at once: tests/test_lesson_quiz.py asks first
         at.query_params.update(query)
         at.run()
         return at.switch_page(PAGE).run()

@@ -40,6 +40,7 @@ def app(checkpoints: Path) -> Callable[..., AppTest]:
 
     def make(model: str, slug: str) -> AppTest:
         at = AppTest.from_file(APP, default_timeout=180)
+        at.session_state["lesson_predict"] = False  # figures at once: tests/test_lesson_quiz.py asks first
         at.query_params.update({"model": model, "lesson": slug})
         at.run()
         at = at.switch_page(PAGE).run()
@@ -77,4 +78,4 @@ def test_the_circuit_on_a_translator_copies_a_word_of_english_the_model_gives_hi
     probability = float(logits[0, -1].float().softmax(dim=-1)[ids[copy]])
     assert shown == f"{probability:.3f}" and probability > 0.5
     text = " ".join(m.value for m in at.markdown)
-    assert "1. The previous-token head: layer 1, head 8" in text and "induction head, layer 3, head 7" in text
+    assert "1. The previous-token head: layer 1, head 8" in text and "induction head, layer 2, head 6" in text

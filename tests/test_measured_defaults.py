@@ -112,12 +112,12 @@ def test_pages_open_on_the_measured_defaults(shipped_app) -> None:
     assert at.selectbox(key="model").value == "lm-english"
     # Explore: the measured head, on the repeating text where it shows its induction pattern
     assert at.text_area(key="text").value == found["head"]["text"] != "The cat sat on the mat."
-    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (2, 6)
+    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (1, 5)
     # Head ablation: the measured head switched off, on the measured text
     at.switch_page("views/ablation.py").run()
     assert not at.exception
     assert at.text_area(key="text").value == found["ablation"]["text"]
-    assert at.multiselect(key="ablate_heads").value == ["decoder.layers.2.self_attn:6"]
+    assert at.multiselect(key="ablate_heads").value == ["decoder.layers.1.self_attn:5"]
     assert f"{found['ablation']['kl']:.4f}" in " ".join(m.value for m in at.metric)
     # Compare: the measured pair, and the question the model cannot answer said
     at.switch_page("views/compare.py").run()

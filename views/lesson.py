@@ -12,12 +12,13 @@ import streamlit as st
 
 from course.lesson import SENTENCES, SINUSOIDAL, SLUGS, STEPS, Step, step_index
 from inference import catalog
-from ui import errors, sidebar, state
+from ui import cache, errors, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
 from ui.widgets import projector
+from views.lesson_steps import quiz
 from views.lesson_steps.cost import quadratic
-from views.lesson_steps.induction import induction, induction_circuit
+from views.lesson_steps.induction import class_sentence, induction, induction_circuit
 from views.lesson_steps.layout import first_chart_in
 from views.lesson_steps.models import model_check
 from views.lesson_steps.paper import (
@@ -100,6 +101,24 @@ VIEWS = {
 # steps that read no sentence
 WITHOUT_SENTENCE = {"quadratic-cost": quadratic, "induction-heads": induction, "induction-circuit": induction_circuit}
 
+# the steps that ask the student a question before their figure (views/lesson_steps/quiz.py), on the step's sentence
+QUESTIONS = {"multi-head": quiz.multi_head, "next-token": quiz.next_word}
+
+
+PREDICT = state.session_key("lesson_predict")  # ask each step's question before its figure
+
+
+def predicting() -> bool:
+    """Whether the steps ask their question before their figure: on for a student working alone, off on the
+    projector (there the class is asked: ui/class_live.py); the toggle under the step's heading changes it."""
+    if PREDICT not in st.session_state:
+        st.session_state[PREDICT] = not projector()
+    return st.toggle(
+        "Predict before each figure",
+        key=PREDICT,
+        help="A step with a question asks it first and shows its figure once you answer; the last step counts them.",
+    )
+
 
 def sentence(ctx: Source) -> Source:
     """The context with the lesson's sentence for this model, or the student's own text from the sidebar."""
@@ -122,12 +141,22 @@ def show(step: Step, ctx: Source) -> None:
             return
         shown = ctx
     ctx = shown
+    if step.slug == "induction-heads" and predicting():
+        if not quiz.gate(step.slug, lambda: quiz.induction_head(cache.analysis(class_sentence(ctx)), ctx.ckpt.card)):
+            return
     if step.slug in WITHOUT_SENTENCE:
         WITHOUT_SENTENCE[step.slug](ctx)
         return
     chosen = sidebar.chosen(ctx=sentence(ctx))
-    if chosen is not None:
-        VIEWS[step.slug](chosen, chosen.analysis)
+    if chosen is None:
+        return
+    if (
+        step.slug in QUESTIONS
+        and predicting()
+        and not quiz.gate(step.slug, lambda: QUESTIONS[step.slug](chosen.analysis))
+    ):
+        return
+    VIEWS[step.slug](chosen, chosen.analysis)
 
 
 def body() -> None:
@@ -145,6 +174,8 @@ def body() -> None:
     if ctx is not None:
         with first_chart_in(figure):
             show(step, ctx)
+    if index == len(STEPS) - 1:
+        quiz.score()
     navigation(index, "bottom")
 
 

@@ -8,12 +8,13 @@ import pandas as pd
 import streamlit as st
 
 from analysis.circuit_told import tell
-from analysis.induction import PROBE_BATCH
+from analysis.induction import PROBE_BATCH, SENTENCES, second_copy, sentence_scores
 from analysis.lesson import (
     INDUCTION_AT,
     Copying,
     formation,
 )
+from analysis.record import Analysis
 from inference import catalog
 from model.names import block_layer
 from ui import cache, sidebar
@@ -28,6 +29,7 @@ from viz.patching import patching_heatmap, patching_title
 from viz.training import copying_curve, head_over_steps
 
 TRAINING_STEP = "step"  # the URL parameter of views/training.py's snapshot slider
+CLASS_SENTENCE = SENTENCES[0]  # the step's sentence with a repeat, as a class types one
 
 
 def layer_of(block: str) -> int:
@@ -58,9 +60,28 @@ def copying_models(but: str) -> list[str]:
     return [e.name for e in sorted(copying, key=lambda e: preference(HEAD_STEPS[0], e))]
 
 
+def class_sentence(ctx: Source) -> Source:
+    """The step's sentence with a repeat: CLASS_SENTENCE, or, where the model's tokenizer does not read it whole, the
+    text its card says the induction head shows on (Explore opens on it)."""
+    chosen = ctx.with_text(CLASS_SENTENCE)
+    if cache.analysis(chosen).unknown_pieces:
+        text = (catalog.card_defaults(ctx.ckpt.card, "head") or {}).get("text")
+        chosen = ctx.with_text(text) if isinstance(text, str) else chosen
+    return chosen
+
+
+def on_sentence(analysis: Analysis, block: str, head: int) -> tuple[float, float]:
+    """Head `head` of `block` on a sentence: its mean weight on the token after the earlier copy over the second
+    copy (analysis.induction.sentence_scores), and its mean weight on `<s>` there."""
+    tokens = analysis.target_ids
+    weights = analysis.blocks[block].weights[head]
+    rest = [float(weights[q, 0]) for q, _ in second_copy(tokens)]
+    return float(sentence_scores(weights, tokens)), (sum(rest) / len(rest) if rest else 0.0)
+
+
 SWITCHED = {
     "intact": "nothing (the intact model)",
-    "induction": "the best induction head",
+    "induction": "the induction head",
     "previous": "the best previous-token head",
     "every": f"every head scoring {INDUCTION_AT} or more",
 }
@@ -73,7 +94,7 @@ def induction(ctx: Source) -> None:
     st.markdown(f"**The repeated run**: `<s>`, {n:d} random tokens, then the same {n:d} again")
     run = [display_piece(p) for p in seen.pieces]
     st.code(f"{run[0]}\n{' '.join(run[1 : n + 1])}\n{' '.join(run[n + 1 :])}", language=None, wrap_lines=True)
-    st.markdown(f"**The best induction head of {literal(name)}: {best}** (induction score {seen.score:.2f})")
+    st.markdown(f"**The induction head of {literal(name)}: {best}** (induction score {seen.score:.2f} on this run)")
     if seen.score < INDUCTION_AT:
         st.info(
             f"No head of {literal(name)} scores {INDUCTION_AT:g} or more: it has not learned to copy from its "
@@ -90,11 +111,11 @@ def induction(ctx: Source) -> None:
     title = f"Decoder {best}"  # the markdown above says what it reads
     chart(head_heatmap(seen.weights, seen.pieces, seen.pieces, title), "induction_head", name)
     st.caption(
-        f"Found by the scores: of every self-attention head, the one with the most weight, from a token of the "
-        f"second copy, on the token after that token's first occurrence, {n - 1} places back (averaged over "
-        f"{PROBE_BATCH:d} such runs; Head statistics lists every head's score). An induction head draws that as a "
-        f"bright diagonal {n - 1} places left of the main one, from row {n + 2} on."
+        f"Its score: its weight, from a token of the second copy, on the token after that token's first occurrence, "
+        f"{n - 1} places back (averaged over {PROBE_BATCH:d} such runs; Head statistics lists every head's score). "
+        f"An induction head draws that as a bright diagonal {n - 1} places left of the main one, from row {n + 2} on."
     )
+    _on_a_sentence(ctx, seen)
     intact = seen.runs[0]
     st.markdown("**Switching heads off**: how well the model predicts the second copy without them")
     table = pd.DataFrame(
@@ -121,6 +142,46 @@ def induction(ctx: Source) -> None:
     )
     st.page_link("views/ablation.py", label="Any heads, on your own text: the Head ablation page")
     _formation(ctx, seen)
+
+
+def _on_a_sentence(ctx: Source, seen: Copying) -> None:
+    """The same head on a sentence a class types, why the app names it, and where the probe's best head rests."""
+    chosen = class_sentence(ctx)
+    analysis = cache.analysis(chosen)
+    if seen.block not in analysis.blocks:
+        return
+    best = head_label(seen.block, seen.head)
+    st.markdown("**On a sentence a class types**")
+    st.text(f"The sentence: {chosen.text}")  # plain text: never markdown
+    here, _ = on_sentence(analysis, seen.block, seen.head)
+    pieces = analysis.target_pieces
+    chart(
+        head_heatmap(analysis.blocks[seen.block].weights[seen.head], pieces, pieces, f"Decoder {best}"),
+        "induction_sentence",
+        ctx.entry.name,
+    )
+    named = seen.named or {}
+    said = (
+        f"Over the second copy, {best} puts {here:.2f} of its weight on the word after the earlier copy. The app "
+        "calls it the induction head (here, on Explore, in Head ablation and in a class's question) because it "
+        "copies most on ordinary sentences with a repeat, not only on random tokens"
+    )
+    if isinstance(named.get("score"), float):
+        said += f": {named['score']:.2f} on the sentences it was chosen on"
+    st.caption(said + ".")
+    probe = named.get("probe")
+    if not isinstance(probe, dict) or (probe.get("block"), probe.get("head")) == (seen.block, seen.head + 1):
+        return
+    other = head_label(probe["block"], probe["head"] - 1)
+    if probe["block"] not in analysis.blocks:
+        return
+    copies, rests = on_sentence(analysis, probe["block"], probe["head"] - 1)
+    st.caption(
+        f"On repeated random tokens the best head is {other} (score {probe['score']:.2f}); on this sentence it "
+        f"puts {copies:.2f} of its weight on the copied word and {rests:.2f} on <s>. That is the attention sink: "
+        "a head's weights must add up to 1, so where it finds nothing to do it rests them on the first token, "
+        "which writes almost nothing."
+    )
 
 
 def _formation(ctx: Source, seen: Copying) -> None:
