@@ -29,9 +29,9 @@ ENDED = "atlas:ended:"  # a class its teacher ended: a short-lived mark, so that
 ENDED_S = 3600.0  # how long the mark says so (a student's page that saw the class is told within this)
 TIMEOUT_S = 2.0  # a Redis call that takes longer fails in one line instead of holding a page
 # A record longer than this is refused before it is parsed. The class's own bounds (live/rules.py) give at most
-# about 1 MB: a view of 50,000 characters JSON-escaped at ≤ 12 bytes each (a character outside the BMP) is 600 kB,
-# 50 questions × 300 answers of ~22 bytes are 330 kB, 300 student ids 6 kB, 50 questions of 64 short choices
-# ~60 kB (tests/test_class_faults.py builds the largest and checks that it fits).
+# about 1.2 MB: a view of 50,000 characters JSON-escaped at ≤ 12 bytes each (a character outside the BMP) is 600 kB,
+# 50 questions × 300 answers of ~22 bytes 330 kB, 50 questions of 64 choices with a prompt ~250 kB, 300 student
+# ids 6 kB (tests/test_class_faults.py builds that largest class, 1.18 MB, and checks that it fits).
 MAX_RECORD_BYTES = 2_000_000
 PAUSED = "the class is paused: its store does not answer (pages work without it; the class resumes when it answers)"
 _LOGGER = logging.getLogger(__name__)
