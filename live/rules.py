@@ -272,6 +272,15 @@ class Classroom:
         when it idled out; a class missing otherwise is paused (its store lost it, and its teacher puts it back)."""
         return self._store.ended(code)
 
+    def ends_at(self, code: str) -> float | None:
+        """When class `code` ends idle unless it is touched before, on this classroom's clock; None: no class."""
+        stamp = self._store.stamp(code)
+        return None if stamp is None else stamp[1] + IDLE_S
+
+    def idled_out(self, ends_at: float) -> bool:
+        """Whether a class that was to end idle at `ends_at` (read while it was there) has ended."""
+        return self._clock() > ends_at
+
     def restore(self, code: str, key: str, view: View, question: Question | None) -> bool:
         """Put class `code` back, with its key, `view` and open `question` (what its teacher's page holds), when the
         store lost it (restarted empty) or holds it damaged; its answers start again. Whether it did: not when the

@@ -18,6 +18,7 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, LM, ok
 
 from live import rules, store
+from live.push import Followers
 from live.rules import Classroom, View
 from live.store import RecordError, StoreError
 from ui import class_live, class_rerun
@@ -62,13 +63,13 @@ class RedisServer:
                     return
             except Exception:
                 pass
-            assert time.monotonic() < deadline, "redis-server did not come to the state waited for"
+            assert time.monotonic() < deadline, f"the state waited for did not come within {within_s} s"
             time.sleep(0.02)
 
 
 @pytest.fixture
 def redis_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(store, "TIMEOUT_S", 0.3)  # a hung store is told within this, not the deploy's seconds
+    monkeypatch.setattr(store, "TIMEOUT_S", 1.0)  # a hung store is told within this, not the deploy's 2 s
     server = RedisServer(tmp_path)
     server.start()
     yield server
@@ -195,7 +196,6 @@ def test_the_largest_class_its_bounds_allow_fits_the_record_bound() -> None:
 @pytest.fixture
 def start(good_dir: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
-    monkeypatch.setattr(class_rerun, "rerun_session", lambda session, rerun, whole=False: True)
 
     def make(**query: str) -> AppTest:
         at = AppTest.from_file(APP, default_timeout=60)
@@ -216,7 +216,12 @@ def said(at: AppTest) -> list[str]:
 def test_pages_say_the_class_is_paused_in_one_line_and_it_resumes_with_its_code_and_question(
     start, redis_server, monkeypatch
 ) -> None:
-    monkeypatch.setattr(class_live, "ROOM", Classroom.on_redis(redis_server.url))
+    asked: list = []
+    monkeypatch.setattr(class_rerun, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
+    room = Classroom.on_redis(redis_server.url)
+    monkeypatch.setattr(class_live, "ROOM", room)
+    looks = {"version": room.version, "answers": room.answered, "store": class_live._answers}
+    monkeypatch.setattr(class_live, "FOLLOWERS", Followers(looks))
     teacher = start()
     ok(button(teacher, "class_start").click().run())
     code, key = teacher.query_params["class"], teacher.query_params["teach"]
@@ -230,7 +235,9 @@ def test_pages_say_the_class_is_paused_in_one_line_and_it_resumes_with_its_code_
         assert line.startswith("The class is paused") and "sock" not in line and "went wrong" not in line
         assert page.get("plotly_chart") or page.get("selectbox")  # the page itself drew
     assert teacher.session_state[class_live.TEACH] == key
+    asked.clear()
     redis_server.start()
+    RedisServer.wait_until(lambda: class_live.FOLLOWERS.tick() or asked)  # the server reruns the paused pages
     redis_server.client().flushall()  # it came back empty: the teacher's page puts the class back
     ok(student.run())
     assert any("paused" in line for line in said(student)) and not any("ended" in line for line in said(student))
@@ -265,3 +272,28 @@ def test_two_teacher_tabs_the_last_used_leads_and_an_answer_reruns_no_follower(s
     class_live.FOLLOWERS.tick()
     assert class_live.ROOM.version(code) == version and dict(class_live.ROOM.view(code)[1].values)["head"] == 3
     assert not [r for r in asked if not r.fragment_id]  # no follower's page rerun
+
+
+def test_a_students_page_says_ended_only_when_the_class_idled_out_or_its_teacher_ended_it(start, monkeypatch) -> None:
+    clock = Clock()
+    room = Classroom(clock)
+    monkeypatch.setattr(class_live, "ROOM", room)
+    code, key = room.start()
+    student = start(**{"class": code})
+    clock.now += rules.IDLE_S + 1  # nobody touched it for the idle hour: it ended
+    ok(student.run())
+    assert said(student) == [f"Class {code} has ended."] and class_live.CLASS not in student.session_state
+    code, key = room.start()
+    student = start(**{"class": code})
+    room._store.remove(code)  # lost, not ended
+    ok(student.run())
+    [line] = said(student)
+    assert "paused" in line and "ended" not in line
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now

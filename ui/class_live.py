@@ -14,7 +14,6 @@ import base64
 import functools
 import html
 import secrets
-import time
 from urllib.parse import urlsplit
 
 import streamlit as st
@@ -45,7 +44,7 @@ NOTE = "_class_note"  # session key: a one-line refusal to show on the next run 
 TAUGHT = "_class_taught"  # session key: (code, key) of the class this session was found the teacher of
 ASKED = "_class_asked"  # session key: the class's latest question as the teacher's page last drew it
 PUBLISHED = "_class_published"  # session key: (code, view) this tab last published: it publishes only a change
-ALIVE_SEEN = "_class_alive_seen"  # session key: (code, wall-clock time) a student's page last found its class
+ALIVE_SEEN = "_class_alive_seen"  # session key: (code, when it ends idle) as a student's page last found it
 # What a follower copies: the model, the text, attention type, layer, head, query, position and the Lesson's step
 # and sentence (views/lesson.py declares those two; tests/test_class_page.py checks the names).
 FOLLOWED = (
@@ -324,7 +323,7 @@ def panel(page: str) -> None:
     if teacher is not None:
         _teacher_panel(code, page)
     else:
-        st.session_state[ALIVE_SEEN] = (code, time.time())
+        st.session_state[ALIVE_SEEN] = (code, ROOM.ends_at(code))
         _student_panel(code)
 
 
@@ -344,13 +343,13 @@ def _resumed(code: str, page: str) -> bool:
 
 
 def _missing(code: str) -> bool:
-    """Class `code` is not in the store: said in one line. A page that saw it alive within the idle hour is told
-    it is paused and keeps following (the teacher's page puts it back); else it ended, and the page leaves it.
+    """Class `code` is not in the store: said in one line. A page that saw it alive, and before its idle end, is
+    told it is paused and keeps following (the teacher's page puts it back); else it ended, and the page leaves it.
     Whether the page is done with the class."""
     seen = st.session_state.get(ALIVE_SEEN)
     if not ROOM.ended(code) and (
         st.session_state.get(TAUGHT) == (code, st.session_state.get(TEACH))
-        or (seen is not None and seen[0] == code and time.time() - seen[1] < classroom.IDLE_S)
+        or (seen is not None and seen[0] == code and seen[1] is not None and not ROOM.idled_out(seen[1]))
     ):
         _not_told()
         st.warning(literal(f"Class {code} is paused: the class store lost it for now. This page works on its own."))
@@ -414,6 +413,12 @@ def _teacher_panel(code: str, page: str) -> None:
 
 @errors.safe
 def _teacher_live_body(code: str, page: str) -> None:
+    try:
+        here = ROOM.answered(code) is not None
+    except StoreError:
+        here = False
+    if not here:  # the class paused or lost: the whole page says so, and puts it back when the store answers
+        st.rerun(scope="app")
     try:
         _teacher_live_draw(code, page)
     finally:  # the server reruns this fragment when an answer arrives (the count) or the class moves
