@@ -28,6 +28,9 @@ INDEX = "atlas:classes"  # sorted set: code → when the class was last touched
 ENDED = "atlas:ended:"  # a class its teacher ended: a short-lived mark, so that pages say "ended", not "paused"
 ENDED_S = 3600.0  # how long the mark says so (a student's page that saw the class is told within this)
 TIMEOUT_S = 2.0  # a Redis call that takes longer fails in one line instead of holding a page
+# After a store did not answer (no connection, or TIMEOUT_S passed), each call of this process fails at once for
+# this long: a page makes several calls, and a hung store would else cost each of them the whole timeout.
+PAUSE_S = 1.0
 # A record longer than this is refused before it is parsed. The class's own bounds (live/rules.py) give at most
 # about 1.2 MB: a view of 50,000 characters JSON-escaped at ≤ 12 bytes each (a character outside the BMP) is 600 kB,
 # 50 questions × 300 answers of ~22 bytes 330 kB, 50 questions of 64 choices with a prompt ~250 kB, 300 student
@@ -152,6 +155,7 @@ class RedisStore(Generic[C]):
         timeout = {"socket_timeout": TIMEOUT_S, "socket_connect_timeout": TIMEOUT_S}
         self._client = client if client is not None else redis.Redis.from_url(url, **timeout)
         self._url = url
+        self._paused_until = 0.0  # time.monotonic() before which a call fails without asking (PAUSE_S)
         self._dumps, self._loads, self._ttl = dumps, loads, max(1, int(ttl_s) + 1)
 
     def read(self, code: str, use: Callable[[C | None], R]) -> R:
@@ -273,6 +277,7 @@ class RedisStore(Generic[C]):
         return int(self._call(self._client.zcard, INDEX))
 
     def _transaction(self, key: str, attempt: Callable[[Any], R]) -> R:
+        self._refuse_while_paused()
         for _ in range(100):  # another replica's write in between: read and compute again
             with self._client.pipeline() as pipe:
                 try:
@@ -288,6 +293,7 @@ class RedisStore(Generic[C]):
         raise StoreError("the class store is too busy: try again")
 
     def _call(self, fn: Callable[..., R], *args: object) -> R:
+        self._refuse_while_paused()
         try:
             return fn(*args)
         except self._redis.RedisError as exc:
@@ -296,7 +302,13 @@ class RedisStore(Generic[C]):
     def _unreachable(self, exc: Exception) -> StoreError:
         """What a page says, and what the operator reads (a page must name no server path)."""
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if isinstance(exc, self._redis.ConnectionError | self._redis.TimeoutError):  # not a refusal such as OOM
+            self._paused_until = time.monotonic() + PAUSE_S
         return StoreError(PAUSED, f"the class store ({self._url}) did not answer: {first}")
+
+    def _refuse_while_paused(self) -> None:
+        if time.monotonic() < self._paused_until:
+            raise StoreError(PAUSED, f"the class store ({self._url}) did not answer within the last {PAUSE_S} s")
 
 
 def url_from_environment() -> str | None:

@@ -70,6 +70,7 @@ class RedisServer:
 @pytest.fixture
 def redis_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(store, "TIMEOUT_S", 1.0)  # a hung store is told within this, not the deploy's 2 s
+    monkeypatch.setattr(store, "PAUSE_S", 0.0)  # each call asks the store (one test sets the pause)
     server = RedisServer(tmp_path)
     server.start()
     yield server
@@ -109,6 +110,22 @@ def test_a_hung_store_pauses_the_class_within_its_timeout_and_resumes_when_it_go
     redis_server.signal(signal.SIGCONT)
     RedisServer.wait_until(lambda: room.version(code) is not None)
     assert room.question(code).number == 1
+
+
+def test_after_a_hung_call_the_next_ones_fail_at_once_for_the_pause(redis_server, monkeypatch) -> None:
+    """A page makes several calls: while the store is hung, only the first waits out its timeout."""
+    monkeypatch.setattr(store, "PAUSE_S", 3600.0)
+    room = Classroom.on_redis(redis_server.url)
+    code, key = room.start()
+    redis_server.signal(signal.SIGSTOP)
+    with pytest.raises(StoreError, match="^the class is paused"):
+        room.version(code)
+    redis_server.signal(signal.SIGCONT)
+    RedisServer.wait_until(lambda: redis_server.client().ping())
+    with pytest.raises(StoreError, match="^the class is paused"):  # the store answers again; this process waits
+        room.is_teacher(code, key)
+    room._store._paused_until = 0.0  # the pause over
+    assert room.is_teacher(code, key)
 
 
 def test_a_full_store_pauses_a_change_in_one_line_and_keeps_what_it_holds(redis_server) -> None:
