@@ -106,8 +106,10 @@ def _dumps(found: _Class) -> str:
 
 
 def _loads(text: str) -> _Class:
-    """A record as `_dumps` wrote it (JSON's keys are text: the questions' numbers come back as int)."""
+    """A record as `_dumps` wrote it (JSON's keys are text: the questions' numbers come back as int); ValueError,
+    KeyError or TypeError when it is not one (live/store.py names the class's record damaged)."""
     raw = json.loads(text)
+    _check_types(raw)
     view = View(raw["view"]["page"], tuple((k, v) for k, v in raw["view"]["values"]))
     questions = {int(n): Question(**(q | {"choices": tuple(q["choices"])})) for n, q in raw["questions"].items()}
     answers = {int(n): dict(given) for n, given in raw["answers"].items()}
@@ -127,6 +129,31 @@ def _loads(text: str) -> _Class:
         raw.get("locked", False),
         dict(raw.get("joins", {})),
     )
+
+
+def _check_types(raw: object) -> None:
+    """TypeError unless the parsed record's fields have the types `_dumps` writes (a number that is no bool)."""
+    number = (int, float)
+    fields = {"code": str, "key": str, "touched": number, "version": int, "asked": int, "view": dict}
+    fields |= {"questions": dict, "answers": dict, "students": list}
+    if not isinstance(raw, dict):
+        raise TypeError("a record is a JSON object")
+    for name, kind in fields.items():
+        if not isinstance(raw[name], kind) or isinstance(raw[name], bool):
+            raise TypeError(f"the record's {name} is a {type(raw[name]).__name__}")
+    if not all(isinstance(c, int) and not isinstance(c, bool) for g in raw["answers"].values() for c in g.values()):
+        raise TypeError("an answer is a choice's index")
+    optional = {"starter": str, "teacher_seen": number, "devices": list, "joins": dict}
+    for name, kind in optional.items():
+        if name in raw and (not isinstance(raw[name], kind) or isinstance(raw[name], bool)):
+            raise TypeError(f"the record's {name} is a {type(raw[name]).__name__}")
+    if not isinstance(raw.get("locked", False), bool):
+        raise TypeError("the record's locked is no true or false")
+    if not all(isinstance(d, str) for d in raw.get("devices", ())):
+        raise TypeError("a device is a text id")
+    for bucket in raw.get("joins", {}).values():
+        if not (isinstance(bucket, list) and len(bucket) == 2 and all(isinstance(x, number) for x in bucket)):
+            raise TypeError("a join count is two numbers")
 
 
 class Classroom:
@@ -301,6 +328,7 @@ class Classroom:
     def end(self, code: str, key: str) -> None:
         """The teacher ends the class: its code stops working and its answers are forgotten."""
         self._teach(code, key, lambda found: None)
+        self._store.mark_ended(code)  # first: a teacher's other tab must not put it back (`restore`)
         self._store.remove(code)
 
     def seen(self, code: str, key: str) -> None:
@@ -351,6 +379,35 @@ class Classroom:
             found.locked = locked
 
         self._teach(code, key, change)
+
+    def ended(self, code: str) -> bool:
+        """Whether class `code`'s teacher ended it (within the last store.ENDED_S): pages say "ended" only then, or
+        when it idled out; a class missing otherwise is paused (its store lost it, and its teacher puts it back)."""
+        return self._store.ended(code)
+
+    def ends_at(self, code: str) -> float | None:
+        """When class `code` ends idle unless it is touched before, on this classroom's clock; None: no class."""
+        stamp = self._store.stamp(code)
+        return None if stamp is None else stamp[1] + IDLE_S
+
+    def idled_out(self, ends_at: float) -> bool:
+        """Whether a class that was to end idle at `ends_at` (read while it was there) has ended."""
+        return self._clock() > ends_at
+
+    def restore(self, code: str, key: str, view: View, question: Question | None) -> bool:
+        """Put class `code` back, with its key, `view` and open `question` (what its teacher's page holds), when the
+        store lost it (restarted empty) or holds it damaged; its answers start again. Whether it did: not when the
+        class is there, its teacher ended it, or the store holds MAX_CLASSES."""
+        # A version no page has drawn: above any the lost record reached (one a change, fewer than one a millisecond).
+        now = self._clock()
+        found = _Class(code, key, now, version=max(1, int(now * 1000)), view=view, teacher_seen=now)
+        if question is not None:
+            found.questions, found.answers, found.asked = (
+                {question.number: question},
+                {question.number: {}},
+                question.number,
+            )
+        return self._store.restore(found, MAX_CLASSES, self._alive())
 
     def __len__(self) -> int:
         return self._store.count(self._alive())

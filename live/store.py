@@ -14,8 +14,11 @@ expires an idle hour after its last touch, and a sorted set of the classes by th
 from __future__ import annotations
 
 import copy
+import logging
+import math
 import os
 import threading
+import time
 from collections.abc import Callable
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -23,7 +26,19 @@ R = TypeVar("R")
 ENV = "ATLAS_CLASS_STORE"
 PREFIX = "atlas:class:"
 INDEX = "atlas:classes"  # sorted set: code → when the class was last touched
+ENDED = "atlas:ended:"  # a class its teacher ended: a short-lived mark, so that pages say "ended", not "paused"
+ENDED_S = 3600.0  # how long the mark says so (a student's page that saw the class is told within this)
 TIMEOUT_S = 2.0  # a Redis call that takes longer fails in one line instead of holding a page
+# After a store did not answer (no connection, or TIMEOUT_S passed), each call of this process fails at once for
+# this long: a page makes several calls, and a hung store would else cost each of them the whole timeout.
+PAUSE_S = 1.0
+# A record longer than this is refused before it is parsed. The class's own bounds (live/rules.py) give at most
+# about 1.2 MB: a view of 50,000 characters JSON-escaped at ≤ 12 bytes each (a character outside the BMP) is 600 kB,
+# 50 questions × 300 answers of ~22 bytes 330 kB, 50 questions of 64 choices with a prompt ~250 kB, 300 student
+# ids 6 kB (tests/test_class_faults.py builds that largest class, 1.18 MB, and checks that it fits).
+MAX_RECORD_BYTES = 2_000_000
+PAUSED = "the class is paused: its store does not answer (pages work without it; the class resumes when it answers)"
+_LOGGER = logging.getLogger(__name__)
 
 
 class Record(Protocol):
@@ -42,7 +57,20 @@ class ClassError(ValueError):
 
 
 class StoreError(ClassError):
-    """The shared store cannot be reached or is misnamed."""
+    """The shared store cannot be reached or is misnamed: the class is paused, not ended. `detail`: what the
+    operator reads (the store's address and what it said), never a page."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
+
+
+class RecordError(StoreError):
+    """A class's record in the store is not one `dumps` wrote (too long, not JSON, wrong keys or types): refused,
+    named, and written again by its teacher's page (Classroom.restore)."""
+
+    def __init__(self, code: str) -> None:
+        super().__init__(f"class {code}'s record is damaged: the class is paused until its teacher's page mends it")
 
 
 class MemoryStore(Generic[C]):
@@ -51,6 +79,7 @@ class MemoryStore(Generic[C]):
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._records: dict[str, C] = {}
+        self._ended: dict[str, float] = {}  # code → until when it reads as ended (time.monotonic)
 
     def read(self, code: str, use: Callable[[C | None], R]) -> R:
         with self._lock:
@@ -87,6 +116,29 @@ class MemoryStore(Generic[C]):
         with self._lock:
             self._records.pop(code, None)
 
+    def restore(self, record: C, limit: int, alive_since: float) -> bool:
+        """Put `record` back under its code when the store holds none there (and fewer than `limit` classes):
+        whether it did. A class whose code is marked ended stays ended."""
+        with self._lock:
+            self._drop_before(alive_since)
+            if record.code in self._records or len(self._records) >= limit or self._was_ended(record.code):
+                return False
+            self._records[record.code] = record
+            return True
+
+    def mark_ended(self, code: str) -> None:
+        with self._lock:
+            now = time.monotonic()
+            self._ended = {c: t for c, t in self._ended.items() if t > now}  # bounded: expired go
+            self._ended[code] = now + ENDED_S
+
+    def ended(self, code: str) -> bool:
+        with self._lock:
+            return self._was_ended(code)
+
+    def _was_ended(self, code: str) -> bool:
+        return self._ended.get(code, 0.0) > time.monotonic()
+
     def count(self, alive_since: float) -> int:
         with self._lock:
             self._drop_before(alive_since)
@@ -110,11 +162,12 @@ class RedisStore(Generic[C]):
         timeout = {"socket_timeout": TIMEOUT_S, "socket_connect_timeout": TIMEOUT_S}
         self._client = client if client is not None else redis.Redis.from_url(url, **timeout)
         self._url = url
+        self._paused_until = 0.0  # time.monotonic() before which a call fails without asking (PAUSE_S)
         self._dumps, self._loads, self._ttl = dumps, loads, max(1, int(ttl_s) + 1)
 
     def read(self, code: str, use: Callable[[C | None], R]) -> R:
-        raw = self._call(self._client.hget, PREFIX + code, "record")
-        return use(None if raw is None else self._loads(raw.decode("utf-8")))
+        raw = self._call(self._fetch, self._client, code)
+        return use(None if raw is None else self._parse(code, raw))
 
     def update(self, code: str, change: Callable[[C | None], R]) -> R:
         """`change` edits a copy read under WATCH; it is written back only when it changed, and computed again on a
@@ -122,8 +175,8 @@ class RedisStore(Generic[C]):
         key = PREFIX + code
 
         def attempt(pipe: Any) -> R:
-            raw = pipe.hget(key, "record")
-            found = None if raw is None else self._loads(raw.decode("utf-8"))
+            raw = self._fetch(pipe, code)
+            found = None if raw is None else self._parse(code, raw)
             result = change(found)
             if found is not None and (text := self._dumps(found)) != raw.decode("utf-8"):
                 pipe.multi()
@@ -136,7 +189,19 @@ class RedisStore(Generic[C]):
 
     def stamp(self, code: str) -> tuple[int, float] | None:
         version, touched = self._call(self._client.hmget, PREFIX + code, ["version", "touched"])
-        return None if version is None or touched is None else (int(version), float(touched))
+        return self._stamp(code, version, touched)
+
+    @staticmethod
+    def _stamp(code: str, version: bytes | None, touched: bytes | None) -> tuple[int, float] | None:
+        if version is None or touched is None:
+            return None
+        try:
+            stamp = int(version), float(touched)
+        except ValueError:  # bytes that are no number (int, float take bytes and refuse bad UTF-8 alike)
+            raise RecordError(code) from None
+        if not math.isfinite(stamp[1]):
+            raise RecordError(code)
+        return stamp
 
     def add(self, make: Callable[[set[str]], C], limit: int, alive_since: float) -> C | None:
         def attempt(pipe: Any) -> C | None:
@@ -169,11 +234,64 @@ class RedisStore(Generic[C]):
         pipe.zrem(INDEX, code)
         self._call(pipe.execute)
 
+    def restore(self, record: C, limit: int, alive_since: float) -> bool:
+        """Put `record` back under its code when the store holds none there, or a damaged one (and fewer than
+        `limit` classes): whether it did. A class whose code is marked ended stays ended."""
+        key = PREFIX + record.code
+
+        def attempt(pipe: Any) -> bool:
+            damaged = False
+            try:
+                raw = self._fetch(pipe, record.code)
+                if raw is not None:
+                    self._parse(record.code, raw)
+                    self._stamp(record.code, *pipe.hmget(key, ["version", "touched"]))
+                    return False  # there, and whole: the class never left
+            except RecordError:
+                damaged = True  # replaced, in the place it holds
+            if pipe.exists(ENDED + record.code):
+                return False
+            pipe.zremrangebyscore(INDEX, "-inf", f"({alive_since}")
+            if not damaged and pipe.zcard(INDEX) >= limit:
+                return False
+            pipe.multi()
+            pipe.delete(key)
+            pipe.hset(
+                key, mapping={"record": self._dumps(record), "version": record.version, "touched": record.touched}
+            )
+            pipe.expire(key, self._ttl)
+            pipe.zadd(INDEX, {record.code: record.touched})
+            return True
+
+        return self._transaction(key, attempt)
+
+    def mark_ended(self, code: str) -> None:
+        self._call(self._client.set, ENDED + code, b"1", int(ENDED_S))
+
+    def ended(self, code: str) -> bool:
+        return bool(self._call(self._client.exists, ENDED + code))
+
+    @staticmethod
+    def _fetch(client: Any, code: str) -> bytes | None:
+        """The record's bytes, refused by length before they cross the socket (a 20 MB record took 0.2 s a read)."""
+        if client.hstrlen(PREFIX + code, "record") > MAX_RECORD_BYTES:
+            raise RecordError(code)
+        return client.hget(PREFIX + code, "record")
+
+    def _parse(self, code: str, raw: bytes) -> C:
+        """The record, or RecordError: whatever `loads` refuses (`_fetch` refused it by length)."""
+        try:
+            return self._loads(raw.decode("utf-8"))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:  # UnicodeDecodeError is a ValueError
+            _LOGGER.warning("class %s: its record is damaged: %s", code, type(exc).__name__)
+            raise RecordError(code) from exc
+
     def count(self, alive_since: float) -> int:
         self._call(self._client.zremrangebyscore, INDEX, "-inf", f"({alive_since}")
         return int(self._call(self._client.zcard, INDEX))
 
     def _transaction(self, key: str, attempt: Callable[[Any], R]) -> R:
+        self._refuse_while_paused()
         for _ in range(100):  # another replica's write in between: read and compute again
             with self._client.pipeline() as pipe:
                 try:
@@ -185,18 +303,26 @@ class RedisStore(Generic[C]):
                 except self._redis.WatchError:
                     continue
                 except self._redis.RedisError as exc:
-                    raise StoreError(self._unreachable(exc)) from exc
+                    raise self._unreachable(exc) from exc
         raise StoreError("the class store is too busy: try again")
 
     def _call(self, fn: Callable[..., R], *args: object) -> R:
+        self._refuse_while_paused()
         try:
             return fn(*args)
         except self._redis.RedisError as exc:
-            raise StoreError(self._unreachable(exc)) from exc
+            raise self._unreachable(exc) from exc
 
-    def _unreachable(self, exc: Exception) -> str:
+    def _unreachable(self, exc: Exception) -> StoreError:
+        """What a page says, and what the operator reads (a page must name no server path)."""
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        return f"the class store ({self._url}) did not answer: {first}"
+        if isinstance(exc, self._redis.ConnectionError | self._redis.TimeoutError):  # not a refusal such as OOM
+            self._paused_until = time.monotonic() + PAUSE_S
+        return StoreError(PAUSED, f"the class store ({self._url}) did not answer: {first}")
+
+    def _refuse_while_paused(self) -> None:
+        if time.monotonic() < self._paused_until:
+            raise StoreError(PAUSED, f"the class store ({self._url}) did not answer within the last {PAUSE_S} s")
 
 
 def url_from_environment() -> str | None:

@@ -27,6 +27,7 @@ from live import rules as classroom
 from live.heartbeat import Teachers
 from live.push import Followers
 from live.rules import ClassError, Classroom, View
+from live.store import RecordError, StoreError
 from ui import cache, class_rerun, device_cookie, errors, reference, sidebar, state, widgets
 from ui.markdown import literal
 from ui.pages import PAGES
@@ -47,6 +48,11 @@ JOIN_REFUSED = "_class_join_refused"  # session key: why this device may not ans
 PASSWORD = "class_password"  # the sidebar's teacher password box, when the server has a password
 TRUSTED_PROXIES = {a for a in os.environ.get("ATLAS_TRUSTED_PROXY", "").replace(",", " ").split() if a}
 NOTE = "_class_note"  # session key: a one-line refusal to show on the next run (from a callback)
+# What the teacher's session keeps to put its class back when the store lost it (a restart) or holds it damaged:
+TAUGHT = "_class_taught"  # session key: (code, key) of the class this session was found the teacher of
+ASKED = "_class_asked"  # session key: the class's latest question as the teacher's page last drew it
+PUBLISHED = "_class_published"  # session key: (code, view) this tab last published: it publishes only a change
+ALIVE_SEEN = "_class_alive_seen"  # session key: (code, when it ends idle) as a student's page last found it
 # What a follower copies: the model, the text, attention type, layer, head, query, position and the Lesson's step
 # and sentence (views/lesson.py declares those two; tests/test_class_page.py checks the names).
 FOLLOWED = (
@@ -61,7 +67,7 @@ FOLLOWED = (
     "lesson_source",
 )
 ROOM = Classroom.from_environment()  # every session of the process shares it (and every replica, with Redis)
-FOLLOWERS = Followers({"version": ROOM.version, "answers": ROOM.answered})
+FOLLOWERS = Followers({"version": ROOM.version, "answers": ROOM.answered, "store": lambda code: _answers(code)})
 TEACHERS = Teachers(ROOM.seen, class_rerun.session_open, ROOM.sweep)  # an open teacher's page keeps its class
 SCRIPTS = {page.url_path: page.script for page in PAGES}
 KIND_LABELS = {
@@ -79,7 +85,16 @@ def _code() -> str | None:
 def _teacher() -> tuple[str, str] | None:
     """The class and key when this page is its teacher's."""
     code, key = _code(), st.session_state.get(TEACH)
-    return (code, key) if code and key and ROOM.is_teacher(code, key) else None
+    if not (code and key and ROOM.is_teacher(code, key)):
+        return None
+    st.session_state[TAUGHT] = (code, key)
+    return code, key
+
+
+def _answers(code: str) -> bool:
+    """True once the store answers about `code` (what a paused teacher's page waits for: it then puts it back)."""
+    ROOM.version(code)
+    return True
 
 
 def leads_or_follows() -> bool:
@@ -145,6 +160,8 @@ def _join(code: str) -> None:
 def _refuse_wrong_key() -> None:
     """A teach= that is not the class's key is dropped, said in one line, and changes nothing: the page follows."""
     code, key = _code(), st.session_state.get(TEACH)
+    if st.session_state.get(TAUGHT) == (code, key):  # this session's class: kept, and put back if lost (`panel`)
+        return
     if key and not (code and ROOM.is_teacher(code, key)):
         st.session_state.pop(TEACH)
         if code and ROOM.version(code) is not None:
@@ -154,6 +171,13 @@ def _refuse_wrong_key() -> None:
 @errors.safe
 def follow(page: str) -> None:
     """A student following: take the teacher's view when the class moved, and go to the teacher's page."""
+    try:
+        _follow(page)
+    except StoreError:  # the class is paused: the panel says so in its one line, and the page works on its own
+        return
+
+
+def _follow(page: str) -> None:
     _refuse_wrong_key()
     code = _code()
     if code is None or st.session_state.get(TEACH) or st.session_state.get(DETACHED):
@@ -191,15 +215,22 @@ def _view(page: str) -> View:
 
 def publish(page: str) -> None:
     """The teacher's page: its view becomes the class's (the version moves only when it changed). Also called after
-    each run of a page's fragment (`_publish_after_fragment`), which app.py's own call does not follow."""
-    teacher = _teacher()
-    if teacher is not None:
-        try:
-            ROOM.show(*teacher, _view(page))
-        except ClassError as exc:
-            st.session_state[NOTE] = str(exc)
-        else:
-            FOLLOWERS.poke()  # this server's followers start at once, not at the next tick
+    each run of a page's fragment (`_publish_after_fragment`), which app.py's own call does not follow.
+
+    A tab publishes only a view it has not published yet: of a teacher's two tabs (projector and laptop), the one
+    used last leads, and a rerun the server asks of the other (its count, on an answer) moves nothing."""
+    try:
+        teacher = _teacher()
+        if teacher is None or st.session_state.get(PUBLISHED) == (teacher[0], view := _view(page)):
+            return
+        ROOM.show(*teacher, view)
+    except StoreError:  # the class is paused: the panel said so, and the next run publishes the view
+        return
+    except ClassError as exc:
+        st.session_state[NOTE] = str(exc)
+    else:
+        st.session_state[PUBLISHED] = (teacher[0], view)
+        FOLLOWERS.poke()  # this server's followers start at once, not at the next tick
 
 
 def run_over() -> None:
@@ -283,6 +314,7 @@ def follow_again() -> None:
 @errors.safe  # a callback: runs outside the page's guard
 def ask(page: str) -> None:
     """The teacher asks the question picked in "Ask the class" of the model and text the sidebar chose."""
+    st.session_state.pop(PUBLISHED, None)  # the teacher uses this tab: its view leads again
     teacher = _teacher()
     source = st.session_state.get(sidebar.CHOSEN, (None,))[0]
     if teacher is None or source is None:
@@ -313,6 +345,7 @@ def _question(analysis, kind: str, page: str) -> class_questions.Asked:
 
 @errors.safe  # a callback: runs outside the page's guard
 def reveal(number: int) -> None:
+    st.session_state.pop(PUBLISHED, None)  # the teacher uses this tab: its view leads again
     teacher = _teacher()
     if teacher is not None:
         ROOM.reveal(*teacher, number)
@@ -366,18 +399,72 @@ def panel(page: str) -> None:
     if code is None:
         _not_told()
         return
-    if ROOM.version(code) is None:
-        _not_told()
-        st.error(literal(f"There is no class {code} on this server: it has ended, or the code is mistyped."))
-        for key in (CLASS, TEACH, APPLIED, SEEN):
-            st.session_state.pop(key, None)
+    try:
+        here = _resumed(code, page)
+        if not here and _missing(code):
+            return
+        teacher = _teacher() if here else None
+    except StoreError as exc:
+        errors.log.warning("class %s is paused: %s", code, getattr(exc, "detail", exc))
+        _paused(code, str(exc))
         return
-    if (teacher := _teacher()) is not None:
+    if teacher is not None:
         if (session := class_rerun.session_id()) is not None:
             TEACHERS.teaching(session, *teacher)
         _teacher_panel(code, page)
     else:
+        st.session_state[ALIVE_SEEN] = (code, ROOM.ends_at(code))
         _student_panel(code)
+
+
+def _resumed(code: str, page: str) -> bool:
+    """Whether class `code` is there, once this page, its teacher's, has put it back if the store lost it or holds
+    it damaged (with the key, view and open question the teacher's session keeps). StoreError while the store does
+    not answer, or when a student's page meets a damaged record."""
+    taught = st.session_state.get(TAUGHT)
+    ours = taught is not None and taught == (code, st.session_state.get(TEACH))
+    try:
+        if ROOM.version(code) is not None and (not ours or ROOM.is_teacher(*taught)):
+            return True
+    except RecordError:
+        if not ours:
+            raise
+    return ours and ROOM.restore(code, taught[1], _view(page), st.session_state.get(ASKED))
+
+
+def _missing(code: str) -> bool:
+    """Class `code` is not in the store: said in one line. A page that saw it alive, and before its idle end, is
+    told it is paused and keeps following (the teacher's page puts it back); else it ended, and the page leaves it.
+    Whether the page is done with the class."""
+    seen = st.session_state.get(ALIVE_SEEN)
+    if not ROOM.ended(code) and (
+        st.session_state.get(TAUGHT) == (code, st.session_state.get(TEACH))
+        or (seen is not None and seen[0] == code and seen[1] is not None and not ROOM.idled_out(seen[1]))
+    ):
+        _not_told()
+        st.warning(literal(f"Class {code} is paused: the class store lost it for now. This page works on its own."))
+        if TEACH not in st.session_state:
+            _told(code, "version", None)  # rerun when its teacher's page puts it back
+        return True
+    _not_told()
+    if ROOM.ended(code) or (seen is not None and seen[0] == code):  # its teacher ended it, or it idled out
+        st.error(literal(f"Class {code} has ended."))
+    else:
+        st.error(literal(f"There is no class {code} on this server: it has ended, or the code is mistyped."))
+    for key in (CLASS, TEACH, APPLIED, SEEN, TAUGHT, ASKED, PUBLISHED, ALIVE_SEEN):
+        st.session_state.pop(key, None)
+    return True
+
+
+def _paused(code: str, why: str) -> None:
+    """The store does not answer (or holds the class damaged): one line, the session's keys kept, and the page
+    rerun when the store answers again (the teacher's then puts its class back)."""
+    st.warning(literal(f"{why[:1].upper()}{why[1:]}."))
+    _not_told()
+    try:
+        _told(code, "version", ROOM.version(code))  # a damaged record: rerun when its teacher mends it
+    except StoreError:
+        _told(code, "store", False)
 
 
 def _student_link(code: str) -> str:
@@ -394,6 +481,7 @@ def _qr_image(link: str, label: str) -> str:
 
 def _teacher_panel(code: str, page: str) -> None:
     question = ROOM.question(code)
+    st.session_state[ASKED] = question  # put back with the class if the store loses it
     link = _student_link(code)
     with st.expander(literal(f"Class {code}: the students' link and QR code"), expanded=question is None):
         st.html(LINK_CSS)
@@ -427,6 +515,12 @@ def _devices_row(code: str) -> None:
 
 @errors.safe
 def _teacher_live_body(code: str, page: str) -> None:
+    try:
+        here = ROOM.answered(code) is not None
+    except StoreError:
+        here = False
+    if not here:  # the class paused or lost: the whole page says so, and puts it back when the store answers
+        st.rerun(scope="app")
     try:
         _teacher_live_draw(code, page)
     finally:  # the server reruns this fragment when an answer arrives (the count) or the class moves

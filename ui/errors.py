@@ -16,6 +16,7 @@ import streamlit as st
 from inference import catalog
 from inference.checkpoint import CheckpointError
 from inference.text import InputError
+from live.store import ClassError
 from ui.markdown import literal
 
 log = logging.getLogger("attention_atlas")
@@ -56,7 +57,7 @@ def safe(func: Callable[P, None]) -> Callable[P, None]:
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
         try:
             func(*args, **kwargs)
-        except (InputError, CheckpointError) as exc:
+        except (InputError, CheckpointError, ClassError) as exc:  # each a line meant for a person
             st.error(shown(str(exc)))
         except Exception as exc:  # the page must never show a traceback; the log keeps it
             log.exception("page failed")

@@ -72,7 +72,7 @@ def class_store_problem() -> str | None:
     try:
         len(Classroom.from_environment())  # a misnamed store is refused as it is made; then one round trip
     except ClassError as exc:
-        return str(exc)
+        return getattr(exc, "detail", str(exc))  # the operator's line names the store
     return None
 
 
