@@ -265,3 +265,13 @@ def fresh_models(monkeypatch: pytest.MonkeyPatch):
     gc.collect()
     wanted = memory.BUDGET.charged + memory.DEFAULT_MB * 2**20
     monkeypatch.setattr(memory.BUDGET, "max_bytes", max(memory.BUDGET.max_bytes, wanted))
+
+
+@pytest.fixture
+def any_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """lm-tiny is untrained: no word stands out in its attention, so the margins would refuse every question. The
+    class's flow is tested with the margins at their lowest; tests/test_class_questions.py tests the margins."""
+    from analysis import class_questions
+
+    monkeypatch.setattr(class_questions, "ATTEND_MARGIN", 1.0)
+    monkeypatch.setattr(class_questions, "ATTEND_SHARE", 0.0)

@@ -14,6 +14,8 @@ from live.store import MemoryStore
 from ui import class_live
 from ui.class_live import ROOM
 
+pytestmark = pytest.mark.usefixtures("any_answer")  # lm-tiny: asked with the margins at their lowest
+
 
 @pytest.fixture
 def start(good_dir: Path, monkeypatch: pytest.MonkeyPatch):

@@ -67,6 +67,9 @@ class RedisServer:
             time.sleep(0.02)
 
 
+pytestmark = pytest.mark.usefixtures("any_answer")  # lm-tiny: asked with the margins at their lowest
+
+
 @pytest.fixture
 def redis_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(store, "TIMEOUT_S", 1.0)  # a hung store is told within this, not the deploy's 2 s

@@ -33,16 +33,6 @@ def start(good_dir: Path, monkeypatch: pytest.MonkeyPatch):
     return make
 
 
-@pytest.fixture
-def any_answer(monkeypatch: pytest.MonkeyPatch) -> None:
-    """lm-tiny is untrained: no word stands out in its attention, so the margins would refuse every question. The
-    class's flow is tested here with the margins at their lowest; tests/test_class_questions.py tests the margins."""
-    from analysis import class_questions
-
-    monkeypatch.setattr(class_questions, "ATTEND_MARGIN", 1.0)
-    monkeypatch.setattr(class_questions, "ATTEND_SHARE", 0.0)
-
-
 def button(at: AppTest, key: str):
     return next(b for b in at.button if b.key == key)
 

@@ -18,6 +18,7 @@ from test_app import ok
 from test_class_page import button, teacher_and_student
 
 from live.rules import MAX_CHOICES
+from live.store import MemoryStore
 from ui import class_live
 from ui.class_live import ROOM
 
@@ -41,6 +42,8 @@ DECODED = {
     "a_json_number": ("json_value", "1", ""),
     "a_json_true": ("json_value", "true", "That answer is not one of the choices."),
 }
+
+pytestmark = pytest.mark.usefixtures("any_answer")  # lm-tiny: asked with the margins at their lowest
 
 
 def forge(monkeypatch: pytest.MonkeyPatch, element: type, key: str, field: str, value) -> None:
@@ -114,9 +117,12 @@ def test_a_dropped_value_leaves_the_pick_the_page_had(start, monkeypatch) -> Non
 
 def answered_with(monkeypatch: pytest.MonkeyPatch, choice) -> tuple[str, list[int]]:
     """Answer's callback on its own, the radio's value `choice` in the session: the page's note and the counts."""
+    monkeypatch.setattr(ROOM, "_store", MemoryStore())  # this test's class alone: every start is one address's
     code, key = ROOM.start()
     ROOM.ask(code, key, "attend", "Where?", ("a", "b"), 0)
-    session = {class_live.CLASS: code, "class_pick_1": choice}
+    ROOM.join(code, "a-phone", "192.0.2.1")
+    monkeypatch.setattr(class_live, "device_id", lambda: "a-phone")
+    session = {class_live.CLASS: code, "class_pick_1": choice, class_live.JOINED: (code, "a-phone")}
     monkeypatch.setattr(st, "session_state", session)
     class_live.answer(1)
     return session.get(class_live.NOTE, ""), ROOM.counts(code, 1)
