@@ -196,6 +196,7 @@ def test_a_class_in_a_room_a_projector_on_localhost_and_two_phones(server, brows
             text = link.first.text_content()
             assert f"/?class={code}" in text and not re.search(r"//(localhost|127\.|\[::1\])", text), text
             assert in_first_view(teacher, link.first)
+            assert link.first.evaluate("e => e.closest('pre').scrollWidth <= e.closest('pre').clientWidth")  # wraps
         else:
             teacher.get_by_text("No address that students' phones can open is known").wait_for()
         teacher.screenshot(path=str(ROOM_SHOTS / "projector-1024-join.png"))

@@ -70,8 +70,9 @@ KIND_LABELS = {
 }
 # The link wraps anywhere (a URL has no spaces), and the code alone is read from the back of the room.
 LINK_CSS = (
-    "<style>.st-key-class_link code{font-size:1.6rem;line-height:1.3;white-space:pre-wrap;overflow-wrap:anywhere;"
-    "word-break:break-all}.class-code{font-size:5.5rem;font-weight:700;letter-spacing:0.12em;line-height:1.1;"
+    "<style>.st-key-class_link pre,.st-key-class_link code{white-space:pre-wrap!important;overflow-wrap:anywhere;"
+    "word-break:break-all}.st-key-class_link code{font-size:1.6rem;line-height:1.3}"
+    ".class-code{font-size:5.5rem;font-weight:700;letter-spacing:0.12em;line-height:1.1;"
     "margin:0;font-family:monospace}</style>"
 )
 # A follower's banner on a phone: one compact line, its button beside the words.
@@ -433,7 +434,7 @@ def _join_card(code: str) -> None:
         if link:
             st.caption("Students open this link, or type the code on the app's first page:")
             with st.container(key="class_link"):
-                st.code(link, language=None)
+                st.code(link, language=None, wrap_lines=True)
         else:
             st.warning(literal(why))
     if link:
