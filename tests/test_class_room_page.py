@@ -143,3 +143,11 @@ def test_the_class_answers_download_as_csv_with_the_counts(start) -> None:
     assert len(frame) == len(question.choices) and set(frame["question"]) == {question.number}
     assert frame["text"].iloc[0] and frame["asked at (UTC)"].iloc[0] and frame["layer"].iloc[0] >= 1
     assert widgets.HELD_BACK not in teacher.session_state or teacher.session_state[widgets.HELD_BACK]
+
+
+def test_a_followers_pickers_fold_away_and_the_teachers_stay_open(start) -> None:
+    teacher, student, code = teacher_and_student(start)
+    assert any(e.label.startswith("Controls") for e in student.expander)
+    assert not any(e.label.startswith("Controls") for e in teacher.expander)
+    ok(button(student, "class_detach").click().run())
+    assert not any(e.label.startswith("Controls") for e in student.expander)  # exploring: the pickers open

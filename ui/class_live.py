@@ -370,6 +370,7 @@ def panel(page: str) -> None:
         st.error(literal(f"The link's class code is not one: {why}."))
     code = _code()
     st.session_state.pop(widgets.HELD_BACK, None)
+    st.session_state.pop(widgets.FOLDED, None)
     if code is None:
         _not_told()
         return
@@ -533,6 +534,7 @@ def _student_panel(code: str, page: str) -> None:
     following = not st.session_state.get(DETACHED)
     off = following and _off_view(code, page)
     st.session_state[OFF_VIEW] = off
+    st.session_state[widgets.FOLDED] = following and not off  # the teacher's figure first, the pickers folded
     st.html(BANNER_CSS)
     with st.container(horizontal=True, vertical_alignment="center", key="class_banner"):
         if off:

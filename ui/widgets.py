@@ -36,6 +36,8 @@ HEAD_PICKED = "_head_picked"  # session key: the person chose a layer or head (a
 PROJECTOR = state.url_key("projector", state.flag)  # large type, high contrast, collapsed sidebar (its toggle)
 # Session key: why the page's figures are held back now (a class's open question, ui/class_live.py), or absent.
 HELD_BACK = "_figures_held_back"
+# Session key: a class's follower sees the figure first, the page's pickers folded (`controls`).
+FOLDED = "_controls_folded"
 
 
 def head_from_url(text: str) -> str:
@@ -375,3 +377,11 @@ def data_table(frame: object, where: Any = None, **kwargs: Any) -> None:
     where = where if where is not None else st
     if not held_back(where):
         where.dataframe(frame, **kwargs)
+
+
+def controls() -> Any:
+    """Where a page draws its pickers: an expander, folded, for a class's follower (FOLDED: the figure the teacher
+    talks about comes first on a phone), else the page itself."""
+    if st.session_state.get(FOLDED):
+        return st.expander("Controls: attention, layer, head, …", expanded=False)
+    return st.container()

@@ -14,6 +14,7 @@ from ui.widgets import (
     HEAD,
     LAYER,
     POSITION,
+    controls,
     data_table,
     head_chosen,
     head_picker,
@@ -78,10 +79,11 @@ def heads_view(source: cache.Source) -> None:
     when the byte budget let the text's analysis go; the charts come built from ui.charts' cache."""
     ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
     model, analysis = ctx.name, ctx.analysis
-    attention, layer, head = head_picker(analysis, with_average=True)
-    top = st.columns(2)
-    norms = weighting_picker(analysis, top[0])
-    point = token_pointer(analysis, top[1])  # (stack, position) or None
+    with controls():  # folded for a class's follower
+        attention, layer, head = head_picker(analysis, with_average=True)
+        top = st.columns(2)
+        norms = weighting_picker(analysis, top[0])
+        point = token_pointer(analysis, top[1])  # (stack, position) or None
     outline = pointed(attention, *point) if point is not None else None  # its (row, column) in these heads
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
     block = charts.shown(analysis.block(attention, layer), norms)
