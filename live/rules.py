@@ -446,6 +446,21 @@ class Classroom:
             raise ClassError(f"question {number} is not one this class holds")
         return found.questions[number]
 
+    def tally(self, code: str) -> tuple[tuple[Question, tuple[int, ...]], ...]:
+        """Every question the class keeps, oldest first, each with how many students picked each of its choices
+        (what the teacher downloads; read-only)."""
+
+        def use(found: _Class) -> tuple[tuple[Question, tuple[int, ...]], ...]:
+            kept = []
+            for number in sorted(found.questions):
+                counts = [0] * len(found.questions[number].choices)
+                for choice in found.answers.get(number, {}).values():
+                    counts[choice] += 1
+                kept.append((found.questions[number], tuple(counts)))
+            return tuple(kept)
+
+        return self._read(code, use)
+
 
 def _same(expected: str, given: str) -> bool:
     """The key compared in constant time (its length aside), so that timing tells nothing of it."""

@@ -16,19 +16,21 @@ import html
 import ipaddress
 import os
 import secrets
+import time
 from collections.abc import Collection
-from urllib.parse import urlsplit
 
+import pandas as pd
 import streamlit as st
 
 from analysis import class_questions
 from analysis.class_questions import QuestionError
+from live import address
 from live import rules as classroom
 from live.heartbeat import Teachers
 from live.push import Followers
 from live.rules import ClassError, Classroom, View
 from live.store import RecordError, StoreError
-from ui import cache, class_rerun, device_cookie, errors, reference, sidebar, state, widgets
+from ui import cache, class_rerun, device_cookie, downloads, errors, reference, sidebar, state, widgets
 from ui.markdown import literal
 from ui.pages import PAGES
 from viz import qr
@@ -50,9 +52,15 @@ TRUSTED_PROXIES = {a for a in os.environ.get("ATLAS_TRUSTED_PROXY", "").replace(
 NOTE = "_class_note"  # session key: a one-line refusal to show on the next run (from a callback)
 # What the teacher's session keeps to put its class back when the store lost it (a restart) or holds it damaged:
 TAUGHT = "_class_taught"  # session key: (code, key) of the class this session was found the teacher of
-ASKED = "_class_asked"  # session key: the class's latest question as the teacher's page last drew it
+OPEN_QUESTION = "_class_open_question"  # session key: the class's latest question as the teacher's page drew it
 PUBLISHED = "_class_published"  # session key: (code, view) this tab last published: it publishes only a change
 ALIVE_SEEN = "_class_alive_seen"  # session key: (code, when it ends idle) as a student's page last found it
+ASKED = "_class_asked"  # session key, the teacher's: question number → what it was asked of (the CSV's columns)
+OFF_VIEW = "_class_off_view"  # session key: a follower's own change took it off the teacher's view
+LINK_PANEL, ASK_PANEL = "class_link_panel", "class_ask_panel"  # the teacher's two expanders (open or folded)
+PEEK = "class_peek"  # the teacher's toggle: the figures shown to the teacher alone while a question is open
+END_SURE = "class_end_sure"  # the checkbox that "End the class" asks first
+JOIN = "class_join_code"  # the home page's box: a class code typed by a student
 # What a follower copies: the model, the text, attention type, layer, head, query, position and the Lesson's step
 # and sentence (views/lesson.py declares those two; tests/test_class_page.py checks the names).
 FOLLOWED = (
@@ -75,7 +83,15 @@ KIND_LABELS = {
     "head": "Which head is the induction head?",
     "next": "What will the model predict next?",
 }
-LINK_CSS = "<style>.st-key-class_link code{font-size:2.4rem;line-height:1.3;white-space:pre-wrap}</style>"
+# The link wraps anywhere (a URL has no spaces), and the code alone is read from the back of the room.
+LINK_CSS = (
+    "<style>.st-key-class_link pre,.st-key-class_link code{white-space:pre-wrap!important;overflow-wrap:anywhere;"
+    "word-break:break-all}.st-key-class_link code{font-size:1.6rem;line-height:1.3}"
+    ".class-code{font-size:5.5rem;font-weight:700;letter-spacing:0.12em;line-height:1.1;"
+    "margin:0;font-family:monospace}</style>"
+)
+# A follower's banner on a phone: one compact line, its button beside the words.
+BANNER_CSS = "<style>.st-key-class_banner p{margin:0}.st-key-class_banner button{min-height:2rem}</style>"
 
 
 def _code() -> str | None:
@@ -244,6 +260,17 @@ def _publish_after_fragment() -> None:
     if PAGE in st.session_state:
         publish(st.session_state[PAGE])
     run_over()
+    _say_off_view()
+
+
+def _say_off_view() -> None:
+    """A follower's change inside a page's fragment (which reruns alone, not the banner above the page): when it
+    took the follower off the teacher's view, the whole page runs once more so that the banner says so."""
+    code = _code()
+    if code is None or _teacher() is not None or st.session_state.get(DETACHED) or st.session_state.get(OFF_VIEW):
+        return
+    if PAGE in st.session_state and _off_view(code, st.session_state[PAGE]):
+        st.rerun(scope="app")
 
 
 state.after_each_fragment(_publish_after_fragment)
@@ -276,17 +303,22 @@ def start_class() -> None:
         return
     st.session_state.pop(PASSWORD, None)
     st.session_state[CLASS], st.session_state[TEACH] = code, key
+    st.session_state[LINK_PANEL] = True
     st.session_state.pop(DETACHED, None)
 
 
 @errors.safe  # a callback: runs outside the page's guard
 def end_class() -> None:
+    """End the class, once its checkbox (END_SURE) said so: a click by mistake ends nothing."""
+    if not st.session_state.get(END_SURE):
+        st.session_state[NOTE] = "Tick “Yes, end it” first: ending the class stops every student's page following."
+        return
     teacher = _teacher()
     if teacher is not None:
         ROOM.end(*teacher)
     if (session := class_rerun.session_id()) is not None:
         TEACHERS.left(session)
-    for key in (CLASS, TEACH, TEACHER_SEEN):
+    for key in (CLASS, TEACH, TEACHER_SEEN, ASKED, END_SURE, TAUGHT, OPEN_QUESTION, PUBLISHED):
         st.session_state.pop(key, None)
 
 
@@ -301,6 +333,24 @@ def lock_class(locked: bool) -> None:
 
 
 @errors.safe  # a callback: runs outside the page's guard
+def join() -> None:
+    """The home page's box: a student typed a class code."""
+    typed = st.session_state.get(JOIN) or ""
+    try:
+        code = classroom.normal_code(typed)
+    except ValueError as exc:
+        st.session_state[NOTE] = f"That is not a class code: {exc}."
+        return
+    if ROOM.version(code) is None:
+        st.session_state[NOTE] = f"There is no class {code} on this server: it has ended, or the code is mistyped."
+        return
+    for key in (TEACH, DETACHED, APPLIED, OFF_VIEW):
+        st.session_state.pop(key, None)
+    st.session_state[CLASS] = code
+    st.session_state[JOIN] = ""
+
+
+@errors.safe  # a callback: runs outside the page's guard
 def detach() -> None:
     st.session_state[DETACHED] = True
 
@@ -308,6 +358,7 @@ def detach() -> None:
 @errors.safe  # a callback: runs outside the page's guard
 def follow_again() -> None:
     st.session_state.pop(DETACHED, None)
+    st.session_state.pop(OFF_VIEW, None)
     st.session_state.pop(APPLIED, None)  # the next run takes the teacher's view whatever its version
 
 
@@ -321,9 +372,29 @@ def ask(page: str) -> None:
         return
     try:
         asked = _question(cache.shown(source).analysis, st.session_state.get("class_kind", "attend"), page)
-        ROOM.ask(*teacher, asked.kind, asked.prompt, asked.choices, asked.model_answer)
+        number = ROOM.ask(*teacher, asked.kind, asked.prompt, asked.choices, asked.model_answer)
     except (ClassError, QuestionError) as exc:
         st.session_state[NOTE] = str(exc)
+        return
+    kept = st.session_state.setdefault(ASKED, {})
+    kept[number] = _asked_of(asked.kind)
+    while len(kept) > classroom.MAX_QUESTIONS:  # as many as the class keeps
+        del kept[min(kept)]
+    st.session_state[ASK_PANEL] = st.session_state[LINK_PANEL] = False  # folded: the question and Reveal first
+
+
+def _asked_of(kind: str) -> dict[str, object]:
+    """What a question was asked of, as the CSV says it: the text, the attention type, layer and head (from 1; none
+    for the head question, which asks for one) and the time (UTC)."""
+    layer, head = st.session_state.get(widgets.LAYER), st.session_state.get(widgets.HEAD)
+    one_head = kind != "head" and isinstance(layer, int) and isinstance(head, int) and head != AVERAGE
+    return {
+        "text": st.session_state.get(sidebar.TEXT) or "",
+        "attention": st.session_state.get(widgets.ATTENTION) or "" if kind != "head" else "",
+        "layer": layer + 1 if one_head else None,
+        "head": head + 1 if one_head else None,
+        "asked at (UTC)": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+    }
 
 
 def _question(analysis, kind: str, page: str) -> class_questions.Asked:
@@ -387,6 +458,29 @@ def sidebar_start() -> None:
         )
 
 
+def join_box() -> None:
+    """The home page's "Join a class" box, while this page is in none: the code the projector shows."""
+    if _code() is not None:
+        return
+    with st.container(horizontal=True, vertical_alignment="bottom", key="class_join"):
+        st.text_input(
+            "Join a class: its code", key=JOIN, max_chars=2 * classroom.CODE_LENGTH, placeholder="ABC23", width=220
+        )
+        st.button("Join", key="class_join_button", on_click=join)
+
+
+def _hold_back(code: str | None, teacher: bool) -> None:
+    """While a question is open (asked, not revealed) every page of the class holds its figures back: the class
+    predicts before it sees (ui.widgets.held_back). The teacher's peek (off by default) shows them to the teacher."""
+    st.session_state.pop(widgets.HELD_BACK, None)
+    question = ROOM.question(code) if code is not None else None
+    if question is None or question.revealed or (teacher and st.session_state.get(PEEK)):
+        return
+    st.session_state[widgets.HELD_BACK] = (
+        f"The figure is held back while question {question.number} is open: predict first, it shows at the reveal."
+    )
+
+
 @errors.safe
 def panel(page: str) -> None:
     """Above the page: the teacher's link, QR code and questions, or the student's following and answering."""
@@ -396,6 +490,8 @@ def panel(page: str) -> None:
     if why := state.refused(CLASS):
         st.error(literal(f"The link's class code is not one: {why}."))
     code = _code()
+    st.session_state.pop(widgets.HELD_BACK, None)
+    st.session_state.pop(widgets.FOLDED, None)
     if code is None:
         _not_told()
         return
@@ -412,9 +508,11 @@ def panel(page: str) -> None:
         if (session := class_rerun.session_id()) is not None:
             TEACHERS.teaching(session, *teacher)
         _teacher_panel(code, page)
+        _hold_back(code, teacher=True)
     else:
         st.session_state[ALIVE_SEEN] = (code, ROOM.ends_at(code))
-        _student_panel(code)
+        _student_panel(code, page)
+        _hold_back(code, teacher=False)
 
 
 def _resumed(code: str, page: str) -> bool:
@@ -429,7 +527,7 @@ def _resumed(code: str, page: str) -> bool:
     except RecordError:
         if not ours:
             raise
-    return ours and ROOM.restore(code, taught[1], _view(page), st.session_state.get(ASKED))
+    return ours and ROOM.restore(code, taught[1], _view(page), st.session_state.get(OPEN_QUESTION))
 
 
 def _missing(code: str) -> bool:
@@ -451,7 +549,7 @@ def _missing(code: str) -> bool:
         st.error(literal(f"Class {code} has ended."))
     else:
         st.error(literal(f"There is no class {code} on this server: it has ended, or the code is mistyped."))
-    for key in (CLASS, TEACH, APPLIED, SEEN, TAUGHT, ASKED, PUBLISHED, ALIVE_SEEN):
+    for key in (CLASS, TEACH, APPLIED, SEEN, TAUGHT, ASKED, OPEN_QUESTION, PUBLISHED, ALIVE_SEEN):
         st.session_state.pop(key, None)
     return True
 
@@ -467,9 +565,10 @@ def _paused(code: str, why: str) -> None:
         _told(code, "store", False)
 
 
-def _student_link(code: str) -> str:
-    parts = urlsplit(st.context.url or "http://localhost:8501/")
-    return f"{parts.scheme}://{parts.netloc}/?class={code}"
+def _student_link(code: str) -> tuple[str, str]:
+    """(the students' link, "") or ("", the line that says why no address they can open is known)."""
+    base, why = address.students_base(st.context.url)
+    return (f"{base}/?class={code}", "") if base else ("", why)
 
 
 @functools.lru_cache(maxsize=64)  # the same link on every run of the teacher's page: drawn once (tens of ms)
@@ -480,26 +579,91 @@ def _qr_image(link: str, label: str) -> str:
 
 
 def _teacher_panel(code: str, page: str) -> None:
+    """The question and its reveal first (in the projector's first view), then the link and "Ask the class", folded
+    once a question is asked."""
     question = ROOM.question(code)
-    st.session_state[ASKED] = question  # put back with the class if the store loses it
-    link = _student_link(code)
-    with st.expander(literal(f"Class {code}: the students' link and QR code"), expanded=question is None):
-        st.html(LINK_CSS)
-        with st.container(key="class_link"):
-            st.code(link, language=None)
-        st.html(_qr_image(link, f"QR code of the students' link, class {code}"))
+    st.session_state[OPEN_QUESTION] = question  # put back with the class if the store loses it
+    if question is not None and question.revealed:
+        _reveal_chart(code, question)
+    _teacher_live(code, page)
+    if question is not None and not question.revealed:
+        st.toggle("Peek at the figures (this page only; the projector shows them too)", key=PEEK, value=False)
+    with st.expander(
+        literal(f"Class {code}: how students join"), expanded=question is None, key=LINK_PANEL, on_change="rerun"
+    ):
+        _join_card(code)
         _devices_row(code)
-        st.button("End the class", key="class_end", on_click=end_class)
-    with st.expander("Ask the class", expanded=False):
+        _end_controls()
+    with st.expander("Ask the class", key=ASK_PANEL, on_change="rerun"):
         st.radio("Question", list(KIND_LABELS), key="class_kind", format_func=KIND_LABELS.get)
         st.caption(
             "Asked of the model, text, attention type, layer and head shown now; the query is the token the page "
             "picked (Attention math's query, Explore's position) or the last one."
         )
         st.button("Ask", key="class_ask", on_click=ask, args=(page,), type="primary")
-    if question is not None and question.revealed:
-        _reveal_chart(code, question)
-    _teacher_live(code, page)
+    _answers_download(code)
+
+
+def _join_card(code: str) -> None:
+    """The code alone in very large type, the link beside it (wrapping, never cut) and its QR code."""
+    link, why = _student_link(code)
+    st.html(LINK_CSS)
+    words, picture = st.columns([3, 2])
+    with words:
+        st.html(f'<p class="class-code" aria-label="Class code {html.escape(code)}">{html.escape(code)}</p>')
+        if link:
+            st.caption("Students open this link, or type the code on the app's first page:")
+            with st.container(key="class_link"):
+                st.code(link, language=None, wrap_lines=True)
+        else:
+            st.warning(literal(why))
+    if link:
+        picture.html(_qr_image(link, f"QR code of the students' link, class {code}"))
+
+
+def _end_controls() -> None:
+    """ "End the class" asks first: a checkbox, then the button."""
+    with st.container(horizontal=True, vertical_alignment="center"):
+        sure = st.checkbox("Yes, end it", key=END_SURE, help="Ending the class stops every student's page following.")
+        st.button("End the class", key="class_end", on_click=end_class, disabled=not sure)
+
+
+def _answers_download(code: str) -> None:
+    """The class's answers so far as CSV (and JSON), while the class lives."""
+    if ROOM.question(code) is None:
+        return
+    downloads.table_downloads(
+        functools.partial(_answers_frame, code, dict(st.session_state.get(ASKED, {}))),
+        f"class-{code}-answers",
+        "class_answers",
+        "the class's answers",
+    )
+
+
+def _answers_frame(code: str, asked: dict[int, dict[str, object]]):
+    """One row per choice of each question the class keeps: what it asked, of which text, layer and head, the
+    choice, how many picked it, whether it is the model's answer, and when it was asked."""
+    rows = []
+    for question, counts in ROOM.tally(code):
+        of = asked.get(question.number, {})
+        for i, (choice, count) in enumerate(zip(question.choices, counts, strict=True)):
+            rows.append(
+                {
+                    "question": question.number,
+                    "asked": question.prompt,
+                    "text": of.get("text", ""),
+                    "attention": of.get("attention", ""),
+                    "layer": of.get("layer"),
+                    "head": of.get("head"),
+                    "choice": i + 1,
+                    "choice text": choice,
+                    "count": count,
+                    "the model's answer": i == question.model_answer,
+                    "revealed": question.revealed,
+                    "asked at (UTC)": of.get("asked at (UTC)", ""),
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 @errors.safe
@@ -552,15 +716,32 @@ def _reveal_chart(code: str, question: classroom.Question) -> None:
     widgets.show_chart(fig, f"class_answers_{question.number}", f"class-{code}-question-{question.number}")
 
 
-def _student_panel(code: str) -> None:
+def _off_view(code: str, page: str) -> bool:
+    """Whether this follower's own change (a widget, another page) took it off the teacher's view. Judged only
+    when the page shows the class's latest version: a newer one is taken on the next run anyway."""
+    version = ROOM.version(code)
+    if version is None or version != st.session_state.get(APPLIED):
+        return False
+    _, view = ROOM.view(code)
+    return view.page in SCRIPTS and _view(page) != view
+
+
+def _student_panel(code: str, page: str) -> None:
     following = not st.session_state.get(DETACHED)
-    left, right = st.columns([3, 1])
-    doing = "following the teacher." if following else "exploring on your own."
-    left.markdown(f"**Class {literal(code)}**: {doing}")
-    if following:
-        right.button("Explore on my own", key="class_detach", on_click=detach)
-    else:
-        right.button("Follow again", key="class_follow", on_click=follow_again, type="primary")
+    off = following and _off_view(code, page)
+    st.session_state[OFF_VIEW] = off
+    st.session_state[widgets.FOLDED] = following and not off  # the teacher's figure first, the pickers folded
+    st.html(BANNER_CSS)
+    with st.container(horizontal=True, vertical_alignment="center", key="class_banner"):
+        if off:
+            st.markdown(f"**Class {literal(code)}**: you changed the view, so you are off the teacher's.")
+        else:
+            doing = "following the teacher." if following else "exploring on your own."
+            st.markdown(f"**Class {literal(code)}**: {doing}")
+        if following and not off:
+            st.button("Explore on my own", key="class_detach", on_click=detach, width="content")
+        else:
+            st.button("Follow again", key="class_follow", on_click=follow_again, type="primary", width="content")
     # The version this page is drawn at, read before the question below. A follower's is the one whose view it
     # took in `follow`, not the class's now: a change the teacher made while this run drew would else be marked
     # seen and never followed (the poll compares the class's version with this one).

@@ -20,6 +20,7 @@ from ui import cache, errors, state
 from ui.cache import MAX_UPLOAD_MB, Source
 from ui.charts import AVERAGE
 from ui.guard import UPLOADS_IN_ALL
+from ui.markdown import literal
 from viz.labels import indexed_labels
 from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector, thaw
 
@@ -33,6 +34,10 @@ POSITION = state.url_index("position", "pos")  # the token whose next one an LM 
 AVERAGE_ASIDE = "_head_average_aside"  # session key: the average was chosen, a page without it shows head 1
 HEAD_PICKED = "_head_picked"  # session key: the person chose a layer or head (a picker, a tile, a button)
 PROJECTOR = state.url_key("projector", state.flag)  # large type, high contrast, collapsed sidebar (its toggle)
+# Session key: why the page's figures are held back now (a class's open question, ui/class_live.py), or absent.
+HELD_BACK = "_figures_held_back"
+# Session key: a class's follower sees the figure first, the page's pickers folded (`controls`).
+FOLDED = "_controls_folded"
 
 
 def head_from_url(text: str) -> str:
@@ -306,6 +311,8 @@ def show_chart(fig: go.Figure | dict[str, Any], key: str, file_name: str, where=
     column or tab (default: the page). A frozen figure is drawn as it is, uncopied, unless projector mode restyles a
     thawed copy of it."""
     where = where if where is not None else st
+    if held_back(where):
+        return None
     if projector():
         fig = for_projector(thaw(fig) if isinstance(fig, dict) else fig)
     width = cell_numbers_width(fig)
@@ -330,6 +337,8 @@ def small_table(frame: object, where: object = None, row_header: str | None = No
     A `probability` column is printed to 3 decimals over a bar of its value; `row_header`: the column whose
     cells head their rows; `wrap=False`: every cell on one line, the table scrolling sideways when wider than its
     place (LAYOUT_CSS). Larger tables stay st.dataframe (scrolling, sorting)."""
+    if held_back(where or st):
+        return
     frame = frame.to_pandas() if hasattr(frame, "to_pandas") else frame
     head = "".join(f'<th scope="col">{html.escape(str(c))}</th>' for c in frame.columns)
     rows = []
@@ -350,3 +359,29 @@ def small_table(frame: object, where: object = None, row_header: str | None = No
     scroll = '<div class="atlas-scroll" tabindex="0" role="region" aria-label="The table, scrolling sideways">'
     table = table if wrap else f"{scroll}{table}</div>"
     (where or st).html(TABLE_CSS + table)
+
+
+def held_back(where: Any) -> bool:
+    """Whether the figures are held back now (HELD_BACK: a class predicts before it sees): then one line in the
+    figure's place says why, and the figure or table is not drawn. Every chart (show_chart) and table (small_table,
+    data_table) of every page passes here, so a page inherits the rule."""
+    why = st.session_state.get(HELD_BACK)
+    if not why:
+        return False
+    where.caption(literal(why))
+    return True
+
+
+def data_table(frame: object, where: Any = None, **kwargs: Any) -> None:
+    """st.dataframe of `frame` (a table that scrolls and sorts), unless the figures are held back (`held_back`)."""
+    where = where if where is not None else st
+    if not held_back(where):
+        where.dataframe(frame, **kwargs)
+
+
+def controls() -> Any:
+    """Where a page draws its pickers: an expander, folded, for a class's follower (FOLDED: the figure the teacher
+    talks about comes first on a phone), else the page itself."""
+    if st.session_state.get(FOLDED):
+        return st.expander("Controls: attention, layer, head, …", expanded=False)
+    return st.container()

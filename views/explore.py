@@ -7,13 +7,15 @@ from functools import partial
 import streamlit as st
 
 from inference import catalog
-from ui import cache, charts, errors, reference, sidebar, state
+from ui import cache, charts, class_live, errors, reference, sidebar, state
 from ui.cache import Shown, export_bytes
 from ui.markdown import literal
 from ui.widgets import (
     HEAD,
     LAYER,
     POSITION,
+    controls,
+    data_table,
     head_chosen,
     head_picker,
     open_on_head,
@@ -61,7 +63,7 @@ def predictions(ctx: Shown) -> None:
     elif not analysis.has_decoder:
         st.markdown("**Each position's output, scored against the vocabulary**")
         st.caption(literal(card.get("predictions", "What the model's output at each position scores highest.")))
-        st.dataframe(charts.predictions_table(ctx, None), hide_index=True, key="encoder_topk")
+        data_table(charts.predictions_table(ctx, None), hide_index=True, key="encoder_topk")
     else:
         fed = ctx.reference is not None  # teacher forcing: the decoder read the reference, not its own output
         st.markdown("**Reference, fed to the decoder**" if fed else "**Model output**")
@@ -77,10 +79,11 @@ def heads_view(source: cache.Source) -> None:
     when the byte budget let the text's analysis go; the charts come built from ui.charts' cache."""
     ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
     model, analysis = ctx.name, ctx.analysis
-    attention, layer, head = head_picker(analysis, with_average=True)
-    top = st.columns(2)
-    norms = weighting_picker(analysis, top[0])
-    point = token_pointer(analysis, top[1])  # (stack, position) or None
+    with controls():  # folded for a class's follower
+        attention, layer, head = head_picker(analysis, with_average=True)
+        top = st.columns(2)
+        norms = weighting_picker(analysis, top[0])
+        point = token_pointer(analysis, top[1])  # (stack, position) or None
     outline = pointed(attention, *point) if point is not None else None  # its (row, column) in these heads
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
     block = charts.shown(analysis.block(attention, layer), norms)
@@ -127,6 +130,7 @@ def body() -> None:
     st.title("Explore")
     # The way in for a first visit: one line, above everything the page draws.
     st.page_link("views/lesson.py", label="New to attention? The Lesson walks through these views step by step →")
+    class_live.join_box()  # a student types the code the projector shows
     ctx = sidebar.chosen(trace=True)
     if ctx is None:
         return

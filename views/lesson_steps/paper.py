@@ -11,7 +11,7 @@ import streamlit as st
 
 from analysis.analyze import batch_masks, positions_used
 from analysis.record import Analysis, DecodingSteps
-from ui import cache, charts, state
+from ui import cache, charts, state, widgets
 from ui.cache import Shown, Source
 from ui.markdown import literal
 from views.lesson_steps.layout import PROB, chart, figure_place, side_by_side
@@ -200,9 +200,10 @@ def next_token(ctx: Source, analysis: Analysis) -> None:
         "shifted by one. The model's own first guess at each position, and whether it is the text's next token:"
     )
     shift = shift_frame(analysis)  # the step's figure: first on a projector (layout.figure_place)
-    figure_place().dataframe(shift, hide_index=True, column_config={"probability": PROB}, key="lesson_shift")
+    widgets.data_table(shift, figure_place(), hide_index=True, column_config={"probability": PROB}, key="lesson_shift")
     st.markdown("**After the last token, it would write**")
-    st.dataframe(top_k_frame(analysis, -1), hide_index=True, column_config={"probability": PROB}, key="lesson_next")
+    top = top_k_frame(analysis, -1)
+    widgets.data_table(top, hide_index=True, column_config={"probability": PROB}, key="lesson_next")
 
 
 def kv_cache(ctx: Source, analysis: Analysis) -> None:
