@@ -265,6 +265,7 @@ def test_pages_say_the_class_is_paused_in_one_line_and_it_resumes_with_its_code_
     assert not said(teacher) and class_live.ROOM.is_teacher(code, key) and class_live.ROOM.question(code) == question
     ok(student.run())
     assert not said(student) and "Class " + code in student.markdown[0].value.replace("*", "")
+    teacher.checkbox(key=class_live.END_SURE).check().run()
     ok(button(teacher, "class_end").click().run())
     ok(student.run())
     assert said(student) == [f"Class {code} has ended."]

@@ -13,14 +13,18 @@ from streamlit.testing.v1 import AppTest
 from test_app import APP, LM, ok
 
 from live import address
+from live.store import MemoryStore
 from ui import class_live, downloads, widgets
 from ui.class_live import ROOM
+
+pytestmark = pytest.mark.usefixtures("any_answer")  # lm-tiny: asked with the margins at their lowest
 
 
 @pytest.fixture
 def start(good_dir, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
     monkeypatch.delenv(address.PUBLIC_URL, raising=False)
+    monkeypatch.setattr(ROOM, "_store", MemoryStore())  # this test's classes: every AppTest is the loopback's
 
     def make(**query: str) -> AppTest:
         at = AppTest.from_file(APP, default_timeout=60)
