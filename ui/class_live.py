@@ -371,7 +371,8 @@ def ask(page: str) -> None:
     if teacher is None or source is None:
         return
     try:
-        asked = _question(cache.shown(source).analysis, st.session_state.get("class_kind", "attend"), page)
+        card = source.ckpt.card if source.ckpt is not None else {}
+        asked = _question(cache.shown(source).analysis, st.session_state.get("class_kind", "attend"), page, card)
         number = ROOM.ask(*teacher, asked.kind, asked.prompt, asked.choices, asked.model_answer)
     except (ClassError, QuestionError) as exc:
         st.session_state[NOTE] = str(exc)
@@ -397,9 +398,11 @@ def _asked_of(kind: str) -> dict[str, object]:
     }
 
 
-def _question(analysis, kind: str, page: str) -> class_questions.Asked:
+def _question(analysis, kind: str, page: str, card: dict) -> class_questions.Asked:
+    """The question `kind` of what the page shows; the head question's answer is the head the model's card names
+    the induction head (the one the Lesson, Explore and Head ablation name)."""
     if kind == "head":
-        return class_questions.induction_head(analysis)
+        return class_questions.induction_head(analysis, named=class_questions.named_head(card))
     attention = st.session_state.get(widgets.ATTENTION) or analysis.attentions[0]
     attention = attention if attention in analysis.attentions else analysis.attentions[0]
     n_queries = len(analysis.block(attention, analysis.layers(attention)[0]).query_pieces)
