@@ -80,6 +80,8 @@ class Question:
     choices: tuple[str, ...]
     model_answer: int
     revealed: bool = False
+    shape: tuple[int, int] | None = None  # a head question's (layers, heads): its choices are the grid's cells by row
+    scores: tuple[float, ...] = ()  # the model's measure for each choice (a head's induction score), when shown
 
 
 @dataclass
@@ -111,7 +113,7 @@ def _loads(text: str) -> _Class:
     raw = json.loads(text)
     _check_types(raw)
     view = View(raw["view"]["page"], tuple((k, v) for k, v in raw["view"]["values"]))
-    questions = {int(n): Question(**(q | {"choices": tuple(q["choices"])})) for n, q in raw["questions"].items()}
+    questions = {int(n): _question_of(q) for n, q in raw["questions"].items()}
     answers = {int(n): dict(given) for n, given in raw["answers"].items()}
     return _Class(
         raw["code"],
@@ -129,6 +131,28 @@ def _loads(text: str) -> _Class:
         raw.get("locked", False),
         dict(raw.get("joins", {})),
     )
+
+
+def _question_of(q: dict) -> Question:
+    """A question as `_dumps` wrote it; a record written before `shape` and `scores` reads as a question of none."""
+    shape = q.get("shape")
+    kept = q | {"choices": tuple(q["choices"]), "shape": None if shape is None else tuple(shape)}
+    question = Question(**(kept | {"scores": tuple(q.get("scores", ()))}))
+    _check_grid(question.shape, question.scores, len(question.choices), TypeError)
+    return question
+
+
+def _check_grid(shape: object, scores: object, n_choices: int, error: type[Exception]) -> None:
+    """`error` unless `shape` is None or (layers, heads) covering the choices, and `scores` none or one per choice."""
+    if shape is not None:
+        ints = isinstance(shape, tuple) and all(type(n) is int and n >= 1 for n in shape)
+        if not (ints and len(shape) == 2 and shape[0] * shape[1] == n_choices):
+            raise error(f"a grid of {n_choices} choices is no layers × heads of {shape!r}")
+    number = (int, float)
+    if not (isinstance(scores, tuple) and all(isinstance(x, number) and not isinstance(x, bool) for x in scores)):
+        raise error("a question's scores are numbers")
+    if scores and len(scores) != n_choices:
+        raise error(f"a question of {n_choices} choices has {len(scores)} scores")
 
 
 def _check_types(raw: object) -> None:
@@ -238,18 +262,33 @@ class Classroom:
 
         return self._teach(code, key, change)
 
-    def ask(self, code: str, key: str, kind: str, prompt: str, choices: tuple[str, ...], model_answer: int) -> int:
-        """The teacher asks a question with `choices` that the model answers `model_answer`; returns its number."""
+    def ask(
+        self,
+        code: str,
+        key: str,
+        kind: str,
+        prompt: str,
+        choices: tuple[str, ...],
+        model_answer: int,
+        shape: tuple[int, int] | None = None,
+        scores: tuple[float, ...] = (),
+    ) -> int:
+        """The teacher asks a question with `choices` that the model answers `model_answer`; returns its number.
+        `shape`: (layers, heads) when the choices are a grid's cells row by row; `scores`: one per choice."""
         if kind not in KINDS:
             raise ClassError(f"a question is one of {', '.join(KINDS)}, not {kind!r}")
         if not 2 <= len(choices) <= MAX_CHOICES:
             raise ClassError(f"a question offers 2 to {MAX_CHOICES} choices, not {len(choices)}")
         if not 0 <= model_answer < len(choices):
             raise ClassError(f"the model's answer {model_answer + 1} is not one of the {len(choices)} choices")
+        shape = None if shape is None else tuple(shape)
+        _check_grid(shape, tuple(scores), len(choices), ClassError)
 
         def change(found: _Class) -> int:
             found.asked += 1
-            found.questions[found.asked] = Question(found.asked, kind, prompt, tuple(choices), model_answer)
+            found.questions[found.asked] = Question(
+                found.asked, kind, prompt, tuple(choices), model_answer, shape=shape, scores=tuple(scores)
+            )
             found.answers[found.asked] = {}
             while len(found.questions) > MAX_QUESTIONS:
                 oldest = next(iter(found.questions))

@@ -34,7 +34,7 @@ from ui import cache, class_rerun, device_cookie, downloads, errors, reference, 
 from ui.markdown import literal
 from ui.pages import PAGES
 from viz import qr
-from viz.classroom import answers_figure
+from viz.classroom import answers_figure, head_grid_figure
 from viz.heads import AVERAGE
 
 CLASS = state.url_key("class_code", classroom.normal_code, url="class")  # the students' link holds only this
@@ -373,7 +373,11 @@ def ask(page: str) -> None:
     try:
         card = source.ckpt.card if source.ckpt is not None else {}
         asked = _question(cache.shown(source).analysis, st.session_state.get("class_kind", "attend"), page, card)
-        number = ROOM.ask(*teacher, asked.kind, asked.prompt, asked.choices, asked.model_answer)
+        grid = asked.kind == "head"  # the head question's choices are its layer × head grid, row by row
+        shape = (asked.n_layers, asked.n_heads) if grid else None
+        number = ROOM.ask(
+            *teacher, asked.kind, asked.prompt, asked.choices, asked.model_answer, shape, asked.values if grid else ()
+        )
     except (ClassError, QuestionError) as exc:
         st.session_state[NOTE] = str(exc)
         return
@@ -713,9 +717,11 @@ _teacher_live = state.fragment(_teacher_live_body)
 
 def _reveal_chart(code: str, question: classroom.Question) -> None:
     counts = ROOM.counts(code, question.number)
-    fig = answers_figure(
-        f"Question {question.number}: {question.prompt}", question.choices, counts, question.model_answer
-    )
+    title = f"Question {question.number}: {question.prompt}"
+    if question.shape is not None:
+        fig = head_grid_figure(question.shape, counts, question.scores, question.model_answer, title)
+    else:
+        fig = answers_figure(title, question.choices, counts, question.model_answer)
     widgets.show_chart(fig, f"class_answers_{question.number}", f"class-{code}-question-{question.number}")
 
 
@@ -759,6 +765,32 @@ def _student_panel(code: str, page: str) -> None:
         _told(code, "version", st.session_state[SEEN])
 
 
+def _head_grid_pick(question: classroom.Question) -> None:
+    """The head question as its grid: one row of head buttons (from 1) per layer, one tap picks a head (and clears
+    the other rows); `class_pick_{number}` holds the choice, `layer * heads + head`, that Answer sends."""
+    n_layers, n_heads = question.shape or (0, 0)
+    st.markdown(literal(f"Question {question.number}: {question.prompt}"))
+    for layer in range(n_layers):
+        st.pills(
+            f"Layer {layer + 1}",
+            list(range(n_heads)),
+            format_func=lambda h: str(h + 1),
+            key=f"class_pick_{question.number}_layer_{layer}",
+            on_change=_pick_head,
+            args=(question.number, layer, n_layers, n_heads),
+        )
+    st.button("Answer", key=f"class_answer_{question.number}", on_click=answer, args=(question.number,))
+
+
+def _pick_head(number: int, layer: int, n_layers: int, n_heads: int) -> None:
+    """A tap on layer `layer`'s row: that head is the pick, and the other rows show none."""
+    head = st.session_state.get(f"class_pick_{number}_layer_{layer}")
+    for other in range(n_layers):
+        if other != layer:
+            st.session_state[f"class_pick_{number}_layer_{other}"] = None
+    st.session_state[f"class_pick_{number}"] = None if type(head) is not int else layer * n_heads + head
+
+
 def _student_question(code: str, question: classroom.Question) -> None:
     mine = ROOM.answer_of(code, question.number, device_id())
     if not question.revealed:
@@ -766,6 +798,9 @@ def _student_question(code: str, question: classroom.Question) -> None:
             st.info(literal(f"{refused[0].upper()}{refused[1:]}."))
         elif mine is None:
             with st.container(border=True):
+                if question.shape is not None:
+                    _head_grid_pick(question)
+                    return
                 st.radio(
                     literal(f"Question {question.number}: {question.prompt}"),
                     list(range(len(question.choices))),

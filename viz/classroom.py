@@ -33,3 +33,77 @@ def answers_figure(prompt: str, choices: tuple[str, ...], counts: list[int], mod
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=list(range(len(choices))), ticktext=labels)
     fig.update_xaxes(title_text=f"students ({total} answered)", rangemode="tozero", dtick=1 if total <= 10 else None)
     return finish(fig, prompt, max(220, 60 + 32 * len(choices)))
+
+
+GRID_ROW_PX = 50  # one layer's row of the head grid
+GRID_MAX_PX = 300  # the whole grid: it fits a projector's (1024×768) and a phone's (390×844) first view
+
+
+def head_grid_figure(
+    shape: tuple[int, int], counts: list[int], scores: tuple[float, ...], model_answer: int, title: str
+) -> go.Figure:
+    """A head question's reveal: the class's picks per head as a layer × head heatmap with counts (left) and each
+    head's score (right), choice `layer * heads + head` in each; the model's head outlined and starred in both,
+    so the mark is a shape and a sign, not a colour alone. `scores` may be empty (the right side is left out)."""
+    from plotly.subplots import make_subplots
+
+    n_layers, n_heads = shape
+    n = n_layers * n_heads
+    if len(counts) != n or (scores and len(scores) != n) or not 0 <= model_answer < n:
+        raise ValueError(f"{len(counts)} counts, {len(scores)} scores and answer {model_answer + 1} do not fit {shape}")
+    sides = 2 if scores else 1
+    total = sum(counts)
+    fig = make_subplots(
+        rows=1,
+        cols=sides,
+        shared_yaxes=True,
+        horizontal_spacing=0.06,
+        subplot_titles=[f"the class's picks ({total} answered; ★ the model's)", "each head's score"][:sides],
+    )
+    layer_of, head_of = divmod(model_answer, n_heads)
+    heads, layers = list(range(1, n_heads + 1)), [f"layer {r + 1}" for r in range(n_layers)]
+
+    def rows(values, shown):
+        return [[values[r * n_heads + c] for c in range(n_heads)] for r in range(n_layers)], [
+            [("★ " if r * n_heads + c == model_answer else "") + shown(values[r * n_heads + c]) for c in range(n_heads)]
+            for r in range(n_layers)
+        ]
+
+    for col, (values, shown, scale, what) in enumerate(
+        [(counts, str, [[0, "#ffffff"], [1, CLASS_COLOR]], "students"), (scores, "{:.2f}".format, "Greys", "score")][
+            :sides
+        ],
+        start=1,
+    ):
+        z, text = rows(list(values), shown)
+        fig.add_trace(
+            go.Heatmap(
+                z=z,
+                x=heads,
+                y=layers,
+                text=text,
+                texttemplate="%{text}",
+                textfont={"size": 11},
+                colorscale=scale,
+                showscale=False,
+                xgap=1,
+                ygap=1,
+                hovertemplate=f"%{{y}}, head %{{x}}: %{{z}} {what}<extra></extra>",
+            ),
+            row=1,
+            col=col,
+        )
+        fig.add_shape(
+            type="rect",
+            x0=head_of + 0.5,
+            x1=head_of + 1.5,
+            y0=layer_of - 0.5,
+            y1=layer_of + 0.5,
+            line={"color": HIGHLIGHT, "width": 3},
+            row=1,
+            col=col,
+        )
+        fig.update_xaxes(title_text="head", tickmode="array", tickvals=heads, row=1, col=col)
+    fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=layers)
+    fig.update_layout(showlegend=False)
+    return finish(fig, title, min(GRID_MAX_PX, 100 + GRID_ROW_PX * n_layers))
