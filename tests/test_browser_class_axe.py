@@ -81,7 +81,7 @@ def test_the_class_controls_pass_axe_and_work_from_the_keyboard(guarded_server, 
         teacher.get_by_text(f"Class {code}: how students join").click()
         end_sure = teacher.get_by_role("checkbox", name="Yes, end it")
         for control in (
-            teacher.get_by_role("checkbox", name=re.compile("^Peek at the figures")),
+            teacher.get_by_label(re.compile("^Peek at the figures")),
             end_sure,
             teacher.get_by_role("button", name="End the class"),
             teacher.get_by_role("button", name="Lock the class"),
