@@ -78,15 +78,20 @@ class Asked:
     n_heads: int = 0
     note: str = ""  # one line a page shows under the question: what was left out, or how the answer was chosen
 
+    @property
+    def is_grid(self) -> bool:
+        """Whether its choices are a layer × head grid (the head question)."""
+        return self.n_layers > 0 and self.n_heads > 0
+
     def cell(self, choice: int) -> tuple[int, int]:
         """(layer, head), 0-based, of choice `choice` of a head question."""
-        if self.kind != "head" or not 0 <= choice < len(self.choices):
+        if not self.is_grid or not 0 <= choice < len(self.choices):
             raise ValueError(f"choice {choice} is not a head of this question")
         return divmod(choice, self.n_heads)
 
     def choice_at(self, layer: int, head: int) -> int:
         """The choice that is head `head` of layer `layer` (0-based), as a tap on the grid picks it."""
-        if self.kind != "head" or not (0 <= layer < self.n_layers and 0 <= head < self.n_heads):
+        if not self.is_grid or not (0 <= layer < self.n_layers and 0 <= head < self.n_heads):
             raise ValueError(f"layer {layer + 1}, head {head + 1} is not a head of this question")
         return layer * self.n_heads + head
 

@@ -66,6 +66,7 @@ def test_a_teacher_and_three_students(server, browser) -> None:
         intruder.get_by_text(re.compile("teacher key is not class")).wait_for()
         # The address drops the key at the end of the run that drew the refusal: waited for, not read at once
         intruder.wait_for_function("() => !new URLSearchParams(location.search).has('teach')", timeout=120_000)
+        intruder.get_by_text("Controls: attention, layer, head").click()  # a follower's pickers are folded away
         choose(intruder, "Head", "head 1")
         wait_param(intruder, "H", "1")
         choose(teacher, "Layer", "layer 1")

@@ -44,7 +44,7 @@ def test_a_second_tab_of_one_browser_is_the_same_device_and_answers_no_more(serv
         second_tab.get_by_text("Your answer").wait_for()  # the same device: its answer, no Answer button
         assert second_tab.get_by_role("button", name="Answer").count() == 0
         teacher.get_by_text("1 answer so far").wait_for()
-        teacher.get_by_text(re.compile("Class .*students' link")).click()
+        teacher.get_by_text(re.compile("Class .*how students join")).click()
         teacher.get_by_text(re.compile(r"1\s+device has joined")).wait_for()
     finally:
         teacher_context.close()

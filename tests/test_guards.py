@@ -22,7 +22,7 @@ def test_every_widget_callback_is_guarded() -> None:
             if isinstance(node, ast.FunctionDef):
                 functions[(path.name, node.name)] = node
             elif isinstance(node, ast.keyword) and node.arg in ("on_change", "on_click"):
-                if not (isinstance(node.value, ast.Constant) and node.value.value == "ignore"):
+                if not (isinstance(node.value, ast.Constant) and node.value.value in ("ignore", "rerun")):
                     target = ast.unparse(node.value)
                     module, _, name = target.rpartition(".")
                     callbacks.append((f"{module}.py" if module else path.name, name))

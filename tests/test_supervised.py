@@ -62,11 +62,11 @@ def wait_for(state: Callable[[], object], seconds: float, what: str) -> object:
 
 
 def get(url: str, cookie: str = "") -> tuple[int, str, str]:
-    """Status, body and Set-Cookie of one GET; (0, "", "") when nothing answers."""
+    """Status, body and Set-Cookie headers (all of them, joined) of one GET; (0, "", "") when nothing answers."""
     request = urllib.request.Request(url, headers={"Cookie": cookie} if cookie else {})
     try:
         with urllib.request.urlopen(request, timeout=10) as r:
-            return r.status, r.read().decode(errors="replace"), r.headers.get("Set-Cookie", "")
+            return r.status, r.read().decode(errors="replace"), "; ".join(r.headers.get_all("Set-Cookie") or [])
     except OSError:
         return 0, "", ""
 

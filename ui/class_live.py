@@ -678,7 +678,7 @@ def _devices_row(code: str) -> None:
     """How many devices have joined, and the lock: once everyone is in, later devices follow but do not answer."""
     joined, locked = ROOM.devices(code)
     left, right = st.columns([3, 1])
-    said = f"**{joined}** {'device has' if joined == 1 else 'devices have'} joined"
+    said = f"**{literal(joined)}** {'device has' if joined == 1 else 'devices have'} joined"
     left.markdown(said + (": locked, later devices follow but do not answer." if locked else "."))
     label = "Open the class again" if locked else "Lock the class"
     right.button(label, key="class_lock", on_click=lock_class, args=(not locked,))
@@ -782,6 +782,7 @@ def _head_grid_pick(question: classroom.Question) -> None:
     st.button("Answer", key=f"class_answer_{question.number}", on_click=answer, args=(question.number,))
 
 
+@errors.safe  # a callback: runs outside the page's guard
 def _pick_head(number: int, layer: int, n_layers: int, n_heads: int) -> None:
     """A tap on layer `layer`'s row: that head is the pick, and the other rows show none."""
     head = st.session_state.get(f"class_pick_{number}_layer_{layer}")

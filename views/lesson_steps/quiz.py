@@ -64,7 +64,7 @@ def _answer(slug: str, asked: Asked, skip: bool) -> None:
 
 
 def _picked(slug: str, asked: Asked) -> int | None:
-    if asked.kind == "head":
+    if asked.is_grid:
         layer, head = (
             st.session_state.get(f"lesson_quiz_layer_{slug}"),
             st.session_state.get(f"lesson_quiz_head_{slug}"),
@@ -92,7 +92,7 @@ def gate(slug: str, make: Callable[[], Asked]) -> bool:
         return True
     with st.container(border=True, key=f"lesson_quiz_{slug}"):
         st.markdown(f"**Predict first:** {literal(asked.prompt)}")
-        if asked.kind == "head":
+        if asked.is_grid:
             left, right = st.columns(2)
             layers, heads = list(range(asked.n_layers)), list(range(asked.n_heads))
             left.selectbox(
@@ -108,7 +108,7 @@ def gate(slug: str, make: Callable[[], Asked]) -> bool:
                 format_func=lambda i: literal(asked.choices[i]),
                 horizontal=True,
             )
-        if asked.note and asked.kind != "head":
+        if asked.note and not asked.is_grid:
             st.caption(literal(asked.note))
         if note := st.session_state.pop(f"lesson_quiz_note_{slug}", None):
             st.warning(literal(note))
@@ -132,7 +132,7 @@ def _reveal(slug: str, asked: Asked, picked: int | None) -> None:
     else:
         said, show = f"Not this time: you picked {asked.choices[picked]}, the model {model}.", st.info
     show(literal(f"{asked.prompt} {said}"))
-    if asked.kind == "head" and asked.note:
+    if asked.is_grid and asked.note:
         st.caption(literal(asked.note))
     st.button("Ask me again", key=f"lesson_quiz_again_{slug}", on_click=_again, args=(slug,))
 
