@@ -9,13 +9,13 @@ through `read_json`, which raises JsonFileError naming the file.
 from __future__ import annotations
 
 import json
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from inference.files import SourceError, read_source
 
 MAX_DEPTH = 64  # our cards nest 5 deep, Hugging Face configs 3
 MAX_BYTES = 32 * 2**20  # a published tokenizer.json is the largest JSON read here, ~10 MB
@@ -80,32 +80,13 @@ def parse_json(text: str, source: str, max_depth: int = MAX_DEPTH) -> Any:
 def read_regular(path: Path, max_bytes: int) -> bytes:
     """The bytes of `path`, a regular file of at most `max_bytes`; anything else is a JsonFileError naming it.
 
-    A FIFO, a device (a link to /dev/zero) or a socket would block the reader or never end: the file is opened
-    without blocking, checked to be a regular file by its open descriptor (no race with a swap of the name), and
-    read no further than one byte past the cap."""
+    A FIFO, a device (a link to /dev/zero) or a socket would block the reader or never end: inference.files'
+    read_source looks at the file before opening it, opens it without blocking, checks it again by its open
+    descriptor and reads no further than one byte past the cap; its errors come back as JsonFileError."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError as exc:
-        raise JsonFileError(f"{path}: file not found") from exc
-    except OSError as exc:
-        raise JsonFileError(f"{path}: cannot read it ({exc.strerror})") from exc
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise JsonFileError(f"{path}: not a regular file (a pipe, a device or a socket); it is not read")
-        if info.st_size > max_bytes:
-            size, cap = info.st_size / 2**20, max_bytes / 2**20
-            raise JsonFileError(f"{path}: {size:.0f} MB, more than the {cap:.0f} MB allowed")
-        os.set_blocking(fd, True)
-        with os.fdopen(fd, "rb", closefd=False) as file:
-            data = file.read(max_bytes + 1)
-    except OSError as exc:
-        raise JsonFileError(f"{path}: cannot read it ({exc.strerror})") from exc
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:
-        raise JsonFileError(f"{path}: more than the {max_bytes / 2**20:.0f} MB allowed")
-    return data
+        return read_source(path, max_bytes, "file")
+    except (FileNotFoundError, SourceError) as exc:
+        raise JsonFileError(str(exc)) from exc
 
 
 def read_json(path: Path, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:

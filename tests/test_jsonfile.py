@@ -73,7 +73,7 @@ def test_a_bad_json_file_is_a_json_file_error_naming_it(tmp_path: Path, content:
 def test_an_oversized_json_file_is_refused_before_it_is_read(tmp_path: Path) -> None:
     path = tmp_path / "card.json"
     path.write_bytes(b'{"a": "' + b"x" * 3 * 2**20 + b'"}')
-    with pytest.raises(JsonFileError, match="3 MB, more than the 1 MB"):
+    with pytest.raises(JsonFileError, match="3.0 MB, more than the 1.0 MB allowed"):
         read_json(path, max_bytes=2**20)
 
 
