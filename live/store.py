@@ -4,9 +4,13 @@ one replica and students on another are in the same class.
 
 Both stores hand a class's record to a function and keep what the function made of it, atomically: the memory
 store under one lock, Redis by optimistic transaction (WATCH the class's key, read, compute, write in MULTI/EXEC;
-computed again when another replica wrote in between). A follower's poll reads only the version number. Redis holds
-each class in one hash (`atlas:class:CODE`: the record as JSON, its version and when it was last touched) that
-expires an idle hour after its last touch, and a sorted set of the classes by that time, which bounds their number.
+computed again when another replica wrote in between). The function is Python, so it cannot run inside Redis:
+instead, one replica's threads take turns on a key (a lock of the process), so only another replica's write can
+make a transaction compute again, and a retry waits a random, growing while first, so that replicas that keep
+meeting on one key fall out of step instead of starving each other. A follower's poll reads only the version
+number. Redis holds each class in one hash (`atlas:class:CODE`: the record as JSON, its version and when it was
+last touched) that expires an idle hour after its last touch, and a sorted set of the classes by that time, which
+bounds their number.
 
 `ATLAS_CLASS_STORE=redis://HOST:PORT/DB` picks Redis (the `redis` package, requirements.txt); unset, the memory.
 """
@@ -17,6 +21,7 @@ import copy
 import logging
 import math
 import os
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -37,6 +42,12 @@ PAUSE_S = 1.0
 # 50 questions × 300 answers of ~22 bytes 330 kB, 50 questions of 64 choices with a prompt ~250 kB, 300 student
 # ids 6 kB (tests/test_class_faults.py builds that largest class, 1.18 MB, and checks that it fits).
 MAX_RECORD_BYTES = 2_000_000
+# A transaction that met another replica's write waits up to RETRY_BASE_S · 2^n (n: the retries so far, the wait at
+# most RETRY_CAP_S), a uniform random part of it, before it computes again; after RETRIES retries it gives up.
+RETRY_BASE_S = 0.001
+RETRY_CAP_S = 0.05
+RETRIES = 60
+LOCKS = 64  # one replica's transactions take turns per key, on one of these locks (the key's hash picks it)
 PAUSED = "the class is paused: its store does not answer (pages work without it; the class resumes when it answers)"
 _LOGGER = logging.getLogger(__name__)
 
@@ -163,6 +174,9 @@ class RedisStore(Generic[C]):
         self._client = client if client is not None else redis.Redis.from_url(url, **timeout)
         self._url = url
         self._paused_until = 0.0  # time.monotonic() before which a call fails without asking (PAUSE_S)
+        self._locks = [threading.Lock() for _ in range(LOCKS)]
+        self._sleep: Callable[[float], None] = time.sleep  # a test records the back-off instead of waiting it
+        self._jitter = random.Random()  # unseeded: replicas that met must draw different waits
         self._dumps, self._loads, self._ttl = dumps, loads, max(1, int(ttl_s) + 1)
 
     def read(self, code: str, use: Callable[[C | None], R]) -> R:
@@ -291,20 +305,28 @@ class RedisStore(Generic[C]):
         return int(self._call(self._client.zcard, INDEX))
 
     def _transaction(self, key: str, attempt: Callable[[Any], R]) -> R:
-        self._refuse_while_paused()
-        for _ in range(100):  # another replica's write in between: read and compute again
-            with self._client.pipeline() as pipe:
-                try:
-                    pipe.watch(key)
-                    result = attempt(pipe)
-                    if pipe.explicit_transaction:
-                        pipe.execute()
-                    return result
-                except self._redis.WatchError:
-                    continue
-                except self._redis.RedisError as exc:
-                    raise self._unreachable(exc) from exc
+        """`attempt` run under WATCH of `key` until its writes go through unchanged by another client."""
+        with self._locks[hash(key) % LOCKS]:
+            self._refuse_while_paused()  # here: threads that queued behind a call the store did not answer
+            for retry in range(RETRIES + 1):
+                if retry:
+                    self._sleep(self.backoff(retry - 1))
+                with self._client.pipeline() as pipe:
+                    try:
+                        pipe.watch(key)
+                        result = attempt(pipe)
+                        if pipe.explicit_transaction:
+                            pipe.execute()
+                        return result
+                    except self._redis.WatchError:
+                        continue
+                    except self._redis.RedisError as exc:
+                        raise self._unreachable(exc) from exc
         raise StoreError("the class store is too busy: try again")
+
+    def backoff(self, retry: int) -> float:
+        """How long the `retry`-th retry (from 0) waits: "full jitter", uniform in [0, min(cap, base · 2^retry))."""
+        return self._jitter.random() * min(RETRY_CAP_S, RETRY_BASE_S * 2 ** min(retry, 30))
 
     def _call(self, fn: Callable[..., R], *args: object) -> R:
         self._refuse_while_paused()
