@@ -194,9 +194,7 @@ class RedisStore(Generic[C]):
             result = change(found)
             if found is not None and (text := self._dumps(found)) != raw.decode("utf-8"):
                 pipe.multi()
-                pipe.hset(key, mapping={"record": text, "version": found.version, "touched": found.touched})
-                pipe.expire(key, self._ttl)
-                pipe.zadd(INDEX, {code: found.touched})
+                self._write(pipe, found, text)
             return result
 
         return self._transaction(key, attempt)
@@ -225,12 +223,7 @@ class RedisStore(Generic[C]):
                 return None
             record = make(taken)
             pipe.multi()
-            key = PREFIX + record.code
-            pipe.hset(
-                key, mapping={"record": self._dumps(record), "version": record.version, "touched": record.touched}
-            )
-            pipe.expire(key, self._ttl)
-            pipe.zadd(INDEX, {record.code: record.touched})
+            self._write(pipe, record, self._dumps(record))
             return record
 
         return self._transaction(INDEX, attempt)
@@ -269,15 +262,19 @@ class RedisStore(Generic[C]):
             if not damaged and pipe.zcard(INDEX) >= limit:
                 return False
             pipe.multi()
-            pipe.delete(key)
-            pipe.hset(
-                key, mapping={"record": self._dumps(record), "version": record.version, "touched": record.touched}
-            )
-            pipe.expire(key, self._ttl)
-            pipe.zadd(INDEX, {record.code: record.touched})
+            pipe.delete(key)  # a damaged record's other fields go with it
+            self._write(pipe, record, self._dumps(record))
             return True
 
         return self._transaction(key, attempt)
+
+    def _write(self, pipe: Any, record: C, text: str) -> None:
+        """Queue in `pipe`'s transaction what keeps `record` (`text`, its JSON): its hash, the idle hour's expiry
+        from now and its place in the index of classes by last touch."""
+        key = PREFIX + record.code
+        pipe.hset(key, mapping={"record": text, "version": record.version, "touched": record.touched})
+        pipe.expire(key, self._ttl)
+        pipe.zadd(INDEX, {record.code: record.touched})
 
     def mark_ended(self, code: str) -> None:
         self._call(self._client.set, ENDED + code, b"1", int(ENDED_S))
