@@ -221,8 +221,7 @@ class Classroom:
         self.sweep()
         if self._password is None:
             # Two starts at the same instant from one address may both pass; MAX_CLASSES still bounds them all.
-            mine = sum(1 for found in self._store.alive(self._alive()) if found.starter == address)
-            if mine >= MAX_CLASSES_PER_ADDRESS:
+            if self._store.started(address, self._alive()) >= MAX_CLASSES_PER_ADDRESS:
                 raise ClassError(
                     f"this address already runs {MAX_CLASSES_PER_ADDRESS} classes: end one first (a class whose "
                     f"teacher's page has been closed {TEACHER_AWAY_S / 60:.0f} minutes ends by itself)"

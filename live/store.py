@@ -10,7 +10,8 @@ make a transaction compute again, and a retry waits a random, growing while firs
 meeting on one key fall out of step instead of starving each other. A follower's poll reads only the version
 number. Redis holds each class in one hash (`atlas:class:CODE`: the record as JSON, its version and when it was
 last touched) that expires an idle hour after its last touch, and a sorted set of the classes by that time, which
-bounds their number.
+bounds their number; a sorted set a client address of the classes it started, by the same time, counts its places
+in one round trip.
 
 `ATLAS_CLASS_STORE=redis://HOST:PORT/DB` picks Redis (the `redis` package, requirements.txt); unset, the memory.
 """
@@ -31,6 +32,7 @@ R = TypeVar("R")
 ENV = "ATLAS_CLASS_STORE"
 PREFIX = "atlas:class:"
 INDEX = "atlas:classes"  # sorted set: code → when the class was last touched
+STARTED = "atlas:started:"  # sorted set a client address: code of a class it started → when last touched
 ENDED = "atlas:ended:"  # a class its teacher ended: a short-lived mark, so that pages say "ended", not "paused"
 ENDED_S = 3600.0  # how long the mark says so (a student's page that saw the class is told within this)
 TIMEOUT_S = 2.0  # a Redis call that takes longer fails in one line instead of holding a page
@@ -58,6 +60,7 @@ class Record(Protocol):
     code: str
     version: int
     touched: float
+    starter: str  # the client address that started it ("" when none was known)
 
 
 C = TypeVar("C", bound=Record)
@@ -155,6 +158,12 @@ class MemoryStore(Generic[C]):
             self._drop_before(alive_since)
             return len(self._records)
 
+    def started(self, address: str, alive_since: float) -> int:
+        """How many classes touched since `alive_since` client `address` started."""
+        with self._lock:
+            self._drop_before(alive_since)
+            return sum(1 for record in self._records.values() if record.starter == address)
+
     def _drop_before(self, alive_since: float) -> None:
         for code in [c for c, r in self._records.items() if r.touched < alive_since]:
             del self._records[code]
@@ -229,16 +238,29 @@ class RedisStore(Generic[C]):
         return self._transaction(INDEX, attempt)
 
     def alive(self, alive_since: float) -> list[C]:
-        """Every record touched since `alive_since` (at most the classes' bound: one round trip each)."""
+        """Every record touched since `alive_since` (at most the classes' bound, read in one round trip)."""
         self._call(self._client.zremrangebyscore, INDEX, "-inf", f"({alive_since}")
         codes = [c.decode("utf-8") for c in self._call(self._client.zrange, INDEX, 0, -1)]
-        found = (self._call(self._client.hget, PREFIX + code, "record") for code in codes)
-        return [self._loads(raw.decode("utf-8")) for raw in found if raw is not None]
+        pipe = self._client.pipeline(transaction=False)
+        for code in codes:
+            pipe.hget(PREFIX + code, "record")
+        return [self._loads(raw.decode("utf-8")) for raw in self._call(pipe.execute) if raw is not None]
+
+    def started(self, address: str, alive_since: float) -> int:
+        """How many classes touched since `alive_since` client `address` started: one round trip, whatever their
+        number (its set loses the idle ones there; `remove` takes out the ended ones)."""
+        pipe = self._client.pipeline()
+        pipe.zremrangebyscore(STARTED + address, "-inf", f"({alive_since}")
+        pipe.zcard(STARTED + address)
+        return int(self._call(pipe.execute)[1])
 
     def remove(self, code: str) -> None:
+        starter = self._call(self._client.hget, PREFIX + code, "starter")
         pipe = self._client.pipeline()
         pipe.delete(PREFIX + code)
         pipe.zrem(INDEX, code)
+        if starter is not None:
+            pipe.zrem(STARTED + starter.decode("utf-8", "replace"), code)
         self._call(pipe.execute)
 
     def restore(self, record: C, limit: int, alive_since: float) -> bool:
@@ -270,11 +292,14 @@ class RedisStore(Generic[C]):
 
     def _write(self, pipe: Any, record: C, text: str) -> None:
         """Queue in `pipe`'s transaction what keeps `record` (`text`, its JSON): its hash, the idle hour's expiry
-        from now and its place in the index of classes by last touch."""
-        key = PREFIX + record.code
-        pipe.hset(key, mapping={"record": text, "version": record.version, "touched": record.touched})
+        from now and its place in the index of classes and in its starter's, by last touch."""
+        key, started = PREFIX + record.code, STARTED + record.starter
+        fields = {"record": text, "version": record.version, "touched": record.touched, "starter": record.starter}
+        pipe.hset(key, mapping=fields)
         pipe.expire(key, self._ttl)
         pipe.zadd(INDEX, {record.code: record.touched})
+        pipe.zadd(started, {record.code: record.touched})
+        pipe.expire(started, self._ttl)
 
     def mark_ended(self, code: str) -> None:
         self._call(self._client.set, ENDED + code, b"1", int(ENDED_S))

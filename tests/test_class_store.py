@@ -9,8 +9,8 @@ import threading
 import fakeredis
 import pytest
 
-from live import store
-from live.rules import Classroom, View
+from live import rules, store
+from live.rules import ClassError, Classroom, View
 from live.store import StoreError
 
 
@@ -111,3 +111,43 @@ def test_two_replicas_students_at_once_lose_no_answer(server) -> None:
         thread.join()
     assert second.counts(code, number) == [10, 10, 10, 10]
     assert second.view(code)[1] == View.of("", {"layer": 99})
+
+
+class Trips(fakeredis.FakeRedis):
+    """A fakeredis client that counts its round trips: each command sent alone, each pipeline sent."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.trips = 0
+
+    def execute_command(self, *args, **kwargs):
+        self.trips += 1
+        return super().execute_command(*args, **kwargs)
+
+    def pipeline(self, transaction: bool = True, shard_hint=None):
+        pipe = super().pipeline(transaction, shard_hint)
+        sent = pipe.execute
+
+        def counted(*args, **kwargs):
+            self.trips += 1
+            return sent(*args, **kwargs)
+
+        pipe.execute = counted
+        return pipe
+
+
+def test_an_address_counts_its_classes_in_one_round_trip_at_its_edge(server) -> None:
+    client = Trips(server=server)
+    room = Classroom.on_redis("redis://fake", client)
+    nat, slots = "203.0.113.7", rules.MAX_CLASSES_PER_ADDRESS
+    started = [room.start(nat) for _ in range(slots - 1)]
+    for other in range(rules.MAX_CLASSES - slots):
+        room.start(f"198.51.100.{other}")  # other addresses' classes: counted for them, not read for this one
+    client.trips = 0
+    assert room._store.started(nat, room._alive()) == slots - 1 and client.trips == 1
+    started.append(room.start(nat))  # the last place
+    with pytest.raises(ClassError, match=f"already runs {slots} classes"):
+        room.start(nat)
+    room.end(*started[1])
+    assert room._store.started(nat, room._alive()) == slots - 1
+    room.start(nat)  # the ended class freed its place
