@@ -64,16 +64,23 @@ def warm_then(run: Callable[..., None], model: str | None) -> Callable[..., None
     return run_warm
 
 
-def class_store_problem() -> str | None:
-    """Why the class store $ATLAS_CLASS_STORE names cannot serve (a wrong URL, no answer), or None: said before the
-    server starts rather than by the first class."""
+def class_store_problem() -> tuple[str | None, str | None]:
+    """(why the server cannot start, what its operator is told as it starts), each None when there is nothing to
+    say. A store $ATLAS_CLASS_STORE misnames is refused: no wait makes it answer. A store that does not answer now
+    is said and the server starts: a supervisor may start the replicas before the store, and pages work without
+    it (the class says it is paused in one line until the store answers)."""
     from live.rules import ClassError, Classroom
 
     try:
-        len(Classroom.from_environment())  # a misnamed store is refused as it is made; then one round trip
+        room = Classroom.from_environment()  # a misnamed store is refused as it is made, before any round trip
     except ClassError as exc:
-        return getattr(exc, "detail", str(exc))  # the operator's line names the store
-    return None
+        return str(exc), None
+    try:
+        len(room)
+    except ClassError as exc:
+        said = getattr(exc, "detail", str(exc))  # the operator's line names the store
+        return None, f"{said}; serving anyway, the class paused until it answers (pages work without it)"
+    return None, None
 
 
 def teacher_password(path: str) -> tuple[str | None, str | None]:
@@ -123,9 +130,12 @@ def main(argv: list[str]) -> int:
             print(f"atlas app: no model “{args.model}” here; the models are: {', '.join(names)}", file=sys.stderr)
             return 2
         os.environ[catalog.MODEL_VAR] = args.model  # every session's first page reads it (ui/sidebar.py)
-    if problem := class_store_problem():
-        print(f"atlas app: {problem}", file=sys.stderr)
+    refused, warning = class_store_problem()
+    if refused:
+        print(f"atlas app: {refused}", file=sys.stderr)
         return 2
+    if warning:
+        print(f"atlas app: {warning}", file=sys.stderr, flush=True)
     from streamlit.web import bootstrap, cli
 
     from ui import class_rerun
