@@ -11,7 +11,16 @@ Printed: Explore's page times (first page and typed sentences together) p50 / p9
 (target: beside ≤ 2 × alone at p95), each heavy tab's time from its start to its result (they must finish), the
 server's peak memory and the load average.
 
-    python bench/fairness.py [--sessions 20] [--sentences 3] [--model lm-english] [--lines 20]
+The class beside the heavy student (--followers F, on the same server): a teacher starts a class and F followers
+open its link (bench/class_follow.py's Client, Streamlit's protocol); the teacher types a new text --changes times
+a phase. In four phases — alone and beside the heavy tabs, each with the machine as it is and with every core busy
+with other work (one `nice -n 0` busy loop a core, started by the bench) — it prints the teacher's page (send →
+the run finished) and the followers' follow (send → the follower's page holds the text) p50 / p95, and beside /
+alone at p95 for each (target: within 1.5× or 0.3 s). --sessions 0 measures the class alone, without the
+Explore students, and stops the heavy tabs when the class is measured.
+
+    python bench/fairness.py [--sessions 20] [--sentences 3] [--model lm-english] [--lines 20] [--followers 15]
+    python bench/fairness.py --sessions 0 --followers 15 --changes 5   # the class's four phases only
 Needs playwright (requirements-dev.txt) and /usr/bin/chromium.
 """
 
@@ -19,17 +28,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import subprocess
+import sys
 import tempfile
 import threading
 import time
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import common
 from browser import ARGS, CHROMIUM, stop_server
+from class_follow import Client
 from classroom import Link, RssSampler, everyday_sentences, run_sessions, serve, uptime
 from playwright.sync_api import sync_playwright
 
 TARGET_RATIO = 2.0
+CLASS_RATIO, CLASS_SLACK_S = 1.5, 0.3  # the class beside a heavy student: within 1.5× of alone, or within 0.3 s
 HEAVY_TIMEOUT_MS = 900_000
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 
@@ -42,6 +56,7 @@ class Heavy(threading.Thread):
         super().__init__(daemon=True)
         self.base, self.model, self.first, self.second, self.lines = base, model, first, second, lines
         self.running, self.done = threading.Event(), threading.Event()
+        self.stop = threading.Event()  # set: the tabs still working are left unfinished and the browser closed
         self.times: dict[str, float | str] = {}
 
     def run(self) -> None:
@@ -78,7 +93,7 @@ class Heavy(threading.Thread):
                     "detector": f"document.body.innerText.includes('over {len(self.lines) + 1} texts')",
                 }
                 deadline = time.perf_counter() + HEAVY_TIMEOUT_MS / 1000
-                while checks and time.perf_counter() < deadline:
+                while checks and time.perf_counter() < deadline and not self.stop.is_set():
                     for name in list(checks):
                         tab = tabs[name]
                         failed = tab.locator(
@@ -94,6 +109,9 @@ class Heavy(threading.Thread):
                         del checks[name]
                     time.sleep(0.5)
                 for name in checks:
+                    if self.stop.is_set():
+                        self.times[name] = "still running when the class was measured (stopped)"
+                        continue
                     self.times[name] = "did not finish"
                     tabs[name].screenshot(path=f"{tempfile.gettempdir()}/fairness-{name}.png", full_page=True)
                 browser.close()
@@ -113,6 +131,127 @@ def phase(url: str, model: str, sessions: int, k: int, seed: int) -> list[float]
     return [*link.times, *times]
 
 
+class BusyCores:
+    """Other work on every core: one busy-loop process a core at the default priority (`nice -n 0`), as another
+    program on the machine would be; stopped on leaving."""
+
+    def __enter__(self) -> BusyCores:
+        loop = [sys.executable, "-c", "while True: pass"]
+        self.procs = [subprocess.Popen(["nice", "-n", "0", *loop]) for _ in range(os.cpu_count() or 1)]
+        time.sleep(1)  # they are running before the phase starts
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in self.procs:
+            proc.kill()
+        for proc in self.procs:
+            proc.wait(10)
+
+
+class LiveClass:
+    """A teacher's session that started a class and F followers of it, kept open across the phases."""
+
+    def __init__(self, url: str, model: str, followers: int) -> None:
+        self.url, self.model, self.count = url, model, followers
+        self.changes = 0
+
+    async def open(self) -> None:
+        self.teacher = Client(self.url, f"model={quote(self.model)}")
+        await self.teacher.open()
+        await self.teacher.send(("class_start", "trigger_value", True))
+        await self.teacher.wait_finished()
+        code = self.teacher.address["class"][0]
+        self.followers = [Client(self.url, f"class={code}") for _ in range(self.count)]
+        for follower in self.followers:  # one after another, as a class arrives
+            await follower.open()
+        self.stop = asyncio.Event()
+        self.polls = [asyncio.create_task(f.poll(self.stop)) for f in self.followers]
+
+    async def phase(self, changes: int, every: float) -> tuple[list[float], list[float], int]:
+        """The teacher types `changes` new texts, one each `every` s: (the teacher's page times, the follows,
+        how many follows did not arrive)."""
+        pages, follows, missed = [], [], 0
+        for _ in range(changes):
+            self.changes += 1
+            text = f"The class reads sentence number {self.changes} of the teacher's."  # new: no cache hit
+            waits = [asyncio.create_task(f.text_is(text)) for f in self.followers]
+            sent = time.perf_counter()
+            await self.teacher.send(("text", "string_value", text))
+            await self.teacher.wait_finished()
+            pages.append(time.perf_counter() - sent)
+            arrived = await asyncio.gather(*waits)
+            follows += [t - sent for t in arrived if t is not None]
+            missed += sum(t is None for t in arrived)
+            await asyncio.sleep(max(0.0, every - (time.perf_counter() - sent)))
+        return pages, follows, missed
+
+    async def close(self) -> None:
+        self.stop.set()
+        await asyncio.gather(*self.polls)
+        for client in (self.teacher, *self.followers):
+            await client.close()
+
+
+def within(beside: float, alone: float) -> str:
+    """Beside / alone at p95, and whether it meets the class's target."""
+    ok = beside <= CLASS_RATIO * alone or beside - alone <= CLASS_SLACK_S
+    return f"×{beside / alone:.2f}, +{beside - alone:.2f} s ({'meets' if ok else 'MISSES'} the target)"
+
+
+def class_report(rows: dict[str, tuple[list[float], list[float], int, str]], followers: int) -> list[str]:
+    """The class's table: a row a phase, then beside / alone at p95 with and without the busy cores."""
+    lines = [
+        f"## The class beside the heavy student: a teacher and {followers} followers",
+        "| phase | teacher's page p50 / p95 | follow p50 / p95 | missed | load average (uptime); heavy tabs |",
+        "|---|---|---|---|---|",
+    ]
+    p95 = {}
+    for name, (pages, follows, missed, load) in rows.items():
+        p95[name] = common.percentile(pages, 95), common.percentile(follows, 95)
+        lines.append(
+            f"| {name} | {common.percentile(pages, 50):.2f} / {p95[name][0]:.2f} s | "
+            f"{common.percentile(follows, 50):.2f} / {p95[name][1]:.2f} s | {missed} | {load} |"
+        )
+    for cores in ("", " + busy cores"):
+        alone, beside = p95[f"alone{cores}"], p95[f"beside heavy{cores}"]
+        lines.append(
+            f"beside / alone{cores or ' (the machine as it is)'}: teacher's page p95 {within(beside[0], alone[0])}; "
+            f"follow p95 {within(beside[1], alone[1])}"
+        )
+    return lines
+
+
+async def measure_class(url: str, args: argparse.Namespace, heavy: Heavy) -> dict[str, tuple]:
+    """The class's four phases: alone, alone with busy cores, then (the heavy tabs running) beside them with busy
+    cores and as the machine is."""
+    room = LiveClass(url, args.model, args.followers)
+    await room.open()
+    rows = {}
+
+    async def measured(name: str) -> None:
+        pages, follows, missed = await room.phase(args.changes, args.every)
+        working = f"; heavy tabs working: {3 - len(heavy.times)} of 3" if heavy.is_alive() else ""
+        rows[name] = pages, follows, missed, common.load_average(uptime()) + working
+        print(
+            f"class {name}: teacher p95 {common.percentile(pages, 95):.2f} s, follow p95 "
+            f"{common.percentile(follows, 95):.2f} s",
+            flush=True,
+        )
+
+    try:
+        await measured("alone")
+        with BusyCores():
+            await measured("alone + busy cores")
+        heavy.start()
+        await asyncio.to_thread(heavy.running.wait)
+        with BusyCores():
+            await measured("beside heavy + busy cores")
+        await measured("beside heavy")
+    finally:
+        await room.close()
+    return {name: rows[name] for name in ("alone", "beside heavy", "alone + busy cores", "beside heavy + busy cores")}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sessions", type=int, default=20)
@@ -120,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="lm-english")
     p.add_argument("--lines", type=int, default=20, help="the detector's lines in the heavy tab's link")
     p.add_argument("--tokens", type=int, default=256, help="tokens of the heavy tabs' texts")
+    p.add_argument("--followers", type=int, default=15, help="the class's followers (0: no class measured)")
+    p.add_argument("--changes", type=int, default=5, help="the teacher's new texts a class phase")
+    p.add_argument("--every", type=float, default=3.0, help="seconds between the teacher's new texts")
     args = p.parse_args(argv)
     ckpt_dir = common.DEFAULT_CHECKPOINTS / args.model
     ckpt = common.load_checkpoint(ckpt_dir)
@@ -130,10 +272,25 @@ def main(argv: list[str] | None = None) -> int:
     base = url.replace("ws://", "http://").removesuffix("/_stcore/stream")
     try:
         with RssSampler(proc.pid) as rss:
-            alone = phase(url, args.model, args.sessions, args.sentences, seed=1)
             heavy = Heavy(base, args.model, first, second, lines)
-            heavy.start()
+            alone = phase(url, args.model, args.sessions, args.sentences, seed=1) if args.sessions else []
+            if args.followers:
+                rows = asyncio.run(measure_class(url, args, heavy))
+            else:
+                heavy.start()
             heavy.running.wait()
+            if not args.sessions:
+                heavy.stop.set()
+                heavy.done.wait()
+                stop_server(proc)
+                print(f"# Fairness: the class beside a heavy student, {args.model}; {common.machine_line()}")
+                print(
+                    f"load average before: {common.load_average(load_before)}; after: {common.load_average(uptime())}"
+                )
+                print("\n".join(class_report(rows, args.followers)))
+                for name, value in heavy.times.items():
+                    print(f"heavy tab {name}: {f'{value:.1f} s' if isinstance(value, float) else value}")
+                return 0
             beside = phase(url, args.model, args.sessions, args.sentences, seed=2)
             class_done = time.perf_counter()
             print(
@@ -163,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"heavy tab {name}: {shown}")
     print(f"the heavy tabs finished {after_class:.1f} s after the class's last page")
     print(f"server peak RSS: {peak / 2**20:,.0f} MiB")
+    if args.followers:
+        print("\n".join(class_report(rows, args.followers)))
     return 0 if b95 <= TARGET_RATIO * a95 and all(isinstance(v, float) for v in heavy.times.values()) else 1
 
 

@@ -1,0 +1,48 @@
+"""bench/fairness.py's class target, at its edge: beside a heavy student the teacher's page and the follow stay
+within 1.5× of alone at p95, or within 0.3 s of it; the report has a row a phase and both comparisons."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture(scope="module")
+def fairness():
+    pytest.importorskip("playwright")
+    pytest.importorskip("websockets")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import fairness
+    finally:
+        sys.path.remove(str(BENCH))
+    return fairness
+
+
+def test_the_class_target_is_one_and_a_half_times_alone_or_three_tenths_of_a_second(fairness) -> None:
+    assert fairness.within(3.0, 2.0).endswith("(meets the target)")  # 1.5× exactly
+    assert fairness.within(3.02, 2.0).endswith("(MISSES the target)")  # past 1.5× and past 0.3 s
+    assert fairness.within(0.5, 0.2).endswith("(meets the target)")  # ×2.5 but within 0.3 s
+    assert fairness.within(0.52, 0.2).endswith("(MISSES the target)")
+
+
+def test_the_class_report_has_a_row_a_phase_and_both_comparisons(fairness) -> None:
+    phases = ("alone", "beside heavy", "alone + busy cores", "beside heavy + busy cores")
+    p95 = {"alone": (0.4, 1.0), "beside heavy": (2.0, 1.2), "alone + busy cores": (1.0, 2.0)}
+    p95["beside heavy + busy cores"] = (1.4, 4.0)
+    rows = {name: ([0.1, 0.2, p95[name][0]], [0.3, 0.4, p95[name][1]], i, f"load {i}") for i, name in enumerate(phases)}
+    lines = fairness.class_report(rows, followers=15)
+    assert [line.split(" | ")[0] for line in lines[3:7]] == [f"| {name}" for name in phases]
+    assert lines[4] == "| beside heavy | 0.20 / 2.00 s | 0.40 / 1.20 s | 1 | load 1 |"
+    assert lines[7] == (
+        "beside / alone (the machine as it is): teacher's page p95 ×5.00, +1.60 s (MISSES the target); "
+        "follow p95 ×1.20, +0.20 s (meets the target)"
+    )
+    assert lines[8] == (
+        "beside / alone + busy cores: teacher's page p95 ×1.40, +0.40 s (meets the target); "
+        "follow p95 ×2.00, +2.00 s (MISSES the target)"
+    )
