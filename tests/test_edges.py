@@ -111,6 +111,7 @@ def worker(tiny_checkpoints: dict[str, Path]):
 def test_the_heavy_wait_is_divided_among_the_heavy_sessions(worker, monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1000.0]
     monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(worker_module, "PAGES", worker_module.Pages())  # this test's pages only
     with ExitStack() as pages:
         for student in ("a", "b", "c", "d"):
             pages.enter_context(worker_module.PAGES.running(student))
@@ -125,9 +126,9 @@ def test_the_heavy_wait_is_divided_among_the_heavy_sessions(worker, monkeypatch:
         worker._heavy_seen.clear()
 
 
-def test_a_heavy_chunk_waits_for_nothing_when_no_page_is_drawn(worker) -> None:
+def test_a_heavy_chunk_waits_for_nothing_when_no_page_is_drawn(worker, monkeypatch: pytest.MonkeyPatch) -> None:
     """A share owed from when pages were drawn (`_heavy_after` far ahead) is not waited out once none is."""
-    assert not worker_module.PAGES.owners()
+    monkeypatch.setattr(worker_module, "PAGES", worker_module.Pages())  # no page drawn, whatever other tests left
     with worker._ready:
         worker._heavy_after = time.monotonic() + 3600
     ran = threading.Event()
