@@ -30,7 +30,7 @@ SENTENCES = (
     "My brother lives in a small house near the river and works at the school.",
     "We went to the market on Saturday, bought fresh bread and cheese, and ate it in the park.",
 )
-TARGET_RATIO = 1.3  # issue 68: the translator's default costs at most 1.3 × greedy
+TARGET_RATIO = 1.3  # the translator's default decoding may cost at most 1.3 × greedy's
 
 
 def best(fn, repeats: int) -> float:

@@ -1,4 +1,4 @@
-"""What issue 51's "why this score" and "fork here" cost on the shipped checkpoints, at function level in this
+"""What Attention math's "why this score" and "fork here" cost on the shipped checkpoints, at function level in this
 process (the server, its worker queue and the browser are not in these figures), one thread:
 
 - score parts: one traced pass with activations, the stream's parts walked to the block and projected in float64

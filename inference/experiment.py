@@ -86,7 +86,7 @@ ROWS: tuple[Row, ...] = (
     Row("fivegram-3L-16H", 3, 16),
     Row("fivegram-3L-8H-tied", 3, 8, shared_embeddings=True),
 )
-PRUNED = ("fivegram-1L-16H", "fivegram-3L-8H")  # the two pruning curves; every multi-head row has one
+PRUNED = ("fivegram-1L-16H", "fivegram-3L-8H")  # the two pruning curves shown; every multi-head row has one
 PREFIX = "fivegram-"
 
 

@@ -5,7 +5,7 @@ integer read a class, whatever the number of its followers), and asks a rerun of
 version is behind, once per version. An idle follower costs nothing but its entry here: no timer in its browser, no
 message on its websocket, no run of its page. A browser's own timer (a fragment's `run_every`) is not used for this:
 Streamlit's frontend skips its ticks while a run is under way and stops them when the fragment is replaced, and a
-follower whose timer stopped never followed again (issue 50).
+follower whose timer stopped would never follow again.
 
 Plain Python: the rerun itself is a callable the page gives (Streamlit's session, ui/class_rerun.py), so that the
 rules here are tested without a server. Bounded: one entry a browser session, dropped when the session is gone.

@@ -213,22 +213,18 @@ def settle(page) -> None:
 
 
 def settled_violations(page, settled: bool = False) -> list[str]:
-    """axe-core's serious and critical violations (and heading order) on `page` once it has settled (`settled`:
-    the caller has waited already): up to three looks, 3 s apart, for a loaded machine can still be rerunning
-    (faded stale text fails contrast, a sidebar being redrawn holds a scrollable region without its links); a
-    violation that lasts through all three is returned."""
+    """axe-core's serious and critical violations (and heading order) on `page`, from one run once it has settled
+    (`settled`: the caller has waited for SETTLED already) and holds still: faded stale text fails contrast and a
+    sidebar being redrawn holds a scrollable region without its links, so axe reads only a page at rest, and what
+    it finds there is returned, never looked at again until it goes away."""
     if not AXE.is_file():
         pytest.fail(f"{AXE} is missing: `bash scripts/test.sh` fetches axe-core from npm")
     page.add_script_tag(path=str(AXE))
-    violations: list[str] = []
-    for look in range(3):
-        if look or not settled:
-            settle(page)
-        violations = page.evaluate(RUN_AXE)
-        if not violations:
-            break
-        page.wait_for_timeout(3000)
-    return violations
+    if settled:
+        hold_still(page)
+    else:
+        settle(page)
+    return page.evaluate(RUN_AXE)
 
 
 # No expander is opening or closing: Streamlit animates a details element's height with its content clipped.
@@ -254,9 +250,8 @@ class SentFrames:
 def click_sent(page, button, sent: SentFrames, marker: str, tries: int = 3, wait_ms: int = 5000) -> None:
     """Click `button` once the page's expanders hold still, and wait until the browser has sent the rerun that
     carries `marker` (the widget's key). A click the browser lost, with nothing sent, is clicked again, up to `tries`
-    times: beside two busy loops the class test's click on Ask, in an expander just opened, was lost in 6 of 46 runs
-    and no message left the browser. A click that was sent is never repeated, so what the server does with it is
-    still tested."""
+    times: beside two busy loops a click in an expander just opened can be lost with no message leaving the
+    browser. A click that was sent is never repeated, so what the server does with it is still tested."""
     page.wait_for_function(EXPANDERS_STILL)
     before = sent.count(marker)
     for _ in range(tries):

@@ -1,4 +1,4 @@
-"""The sections of issue 51 in AppTest on the tiny checkpoints: Attention math's "Why does this query attend to a
+"""Two sections in AppTest on the tiny checkpoints: Attention math's "Why does this query attend to a
 key?" (the score split into the stream's parts, on demand) and Generate's "Fork here" (both continuations side by
 side, and their heads at one step)."""
 

@@ -1,4 +1,4 @@
-"""Token labels in chromium at 1024×768 (issue 37, point 3): at 256 tokens Explore's head chart names position and
+"""Token labels in chromium at 1024×768: at 256 tokens Explore's head chart names position and
 piece in every cell's hover, its axes read `position:piece`, and SmolLM2's byte-level pieces never show raw (Ġ, Ċ)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 51's sections in chromium at 1024×768 on the shipped language model and translator: Attention math's score
+"""Why and fork in chromium at 1024×768 on the shipped language model and translator: Attention math's score
 split (switched on by its link), Generate's fork (a candidate chosen by its link) and, on the language model (a
 translator has no next token to explain), Logit attribution's methods compared (after its button): drawn, axe-core
 clean (serious, critical and heading order), no text cut off, and their controls reachable by the keyboard. One

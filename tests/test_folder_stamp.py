@@ -1,5 +1,5 @@
 """ui.cache.folder_stamp: the checkpoint folder's stamp read at most once a second for the whole server, at once
-when a checkpoint is added or removed (issue 50: every follower's page run stat'ed every checkpoint's files)."""
+when a checkpoint is added or removed (else every follower's page run stats every checkpoint's files)."""
 
 from __future__ import annotations
 

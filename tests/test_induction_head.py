@@ -21,7 +21,7 @@ from model.forward import forward
 from model.names import block_layer
 
 ROOT = Path(__file__).resolve().parents[1]
-COPIES_AT = 0.4  # the bar: the named head's mean weight on the induction target over the second copy
+COPIES_AT = 0.4  # an induction head's bar: the named head's mean weight on the induction target over the second copy
 
 # Sentences a class might type, none of them the ones the head was chosen on (analysis.induction.SENTENCES).
 OURS = (

@@ -1,5 +1,5 @@
 """Token labels at any length: every heatmap's axes and every cell's hover name position (from 1) and piece, and a
-byte-level BPE's pieces read as the text they stand for (issue 37, point 3)."""
+byte-level BPE's pieces read as the text they stand for."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -144,19 +143,17 @@ def test_the_figure_is_what_plotly_validates(n: int) -> None:
     assert json.loads(pio.to_json(go.Figure(fig.to_dict()))) == as_json(fig)
 
 
-def test_256_tokens_stay_small_and_fast() -> None:
+def test_256_tokens_draw_every_segment_and_stay_small() -> None:
     """The worst case the page allows: 8 heads × 256 queries, each spreading its weight evenly over 20 keys (the
-    most lines a row can have at the page's lowest threshold, 0.05)."""
+    most lines a row can have at the page's lowest threshold, 0.05). Its time is bench/paper_lines.py's figure."""
     w = np.zeros((8, 256, 256), np.float32)
     for h in range(8):
         for q in range(256):
             w[h, q, (np.arange(20) * 7 + q + h) % 256] = 0.05
     pieces = [f"▁w{i}" for i in range(256)]
-    start = time.perf_counter()
     text = pio.to_json(attention_lines(w, pieces, pieces, threshold=0.05), validate=False)
-    took = time.perf_counter() - start
     assert len(segments(json.loads(text))) == 8 * 256 * 20
-    assert took < 0.5 and len(text) < 2_500_000, (took, len(text))
+    assert len(text) < 2_500_000, len(text)
 
 
 def test_the_papers_sentences_are_presets() -> None:

@@ -2,7 +2,7 @@
 
 A replica killed as the kernel's OOM killer would (SIGKILL) loses only its own sessions: the proxy serves its
 browsers from the other replica, and supervisord has it answering again (measured in deploy/README.md: about 6 s on
-a quiet machine, issue 68 asks 15 s; waited for here, not timed, as a loaded test machine takes longer). A killed
+a quiet machine, 15 s at most; waited for here, not timed, as a loaded test machine takes longer). A killed
 redis-server comes back with the classes it held (its append-only file). SIGTERM to the deploy stops every program.
 The tests share one deploy and run in this order.
 """

@@ -1,4 +1,4 @@
-"""A trace file is measured before it is parsed (issue 34): an .npz's members from the zip directory and their .npy
+"""A trace file is measured before it is parsed: an .npz's members from the zip directory and their .npy
 headers, their dtypes by role, the memory the parsed trace would take asked before any array is built; a JSON
 trace's parsing bounded by its size. Every fault is a TraceError, fuzzed."""
 

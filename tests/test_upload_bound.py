@@ -1,5 +1,5 @@
-"""Streamlit keeps whatever a client PUTs to its upload endpoint until the session ends (issue 34: fifteen 100 MB
-requests held 1.5 GB). ui.guard bounds what it holds per session and in all, letting the oldest go."""
+"""Streamlit keeps whatever a client PUTs to its upload endpoint until the session ends (fifteen 100 MB
+requests would hold 1.5 GB). ui.guard bounds what it holds per session and in all, letting the oldest go."""
 
 from __future__ import annotations
 

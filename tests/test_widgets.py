@@ -1,5 +1,5 @@
 """ui.widgets.show_chart: a frozen figure goes to st.plotly_chart as it is, and the browser receives what it would
-have received for the Figure (issue 50: a follower's page draws cached charts without copying them)."""
+have received for the Figure (a follower's page draws cached charts without copying them)."""
 
 from __future__ import annotations
 

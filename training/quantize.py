@@ -31,7 +31,7 @@ from inference.checkpoint import (
 )
 from training.train import evaluate_loss, run_validation_batches
 
-TOLERANCE = 0.01  # nats per token: the bound for 8-bit weights
+TOLERANCE = 0.01  # nats per token: what 8-bit weights may add to the test loss
 
 
 def quantize_checkpoint(

@@ -285,7 +285,7 @@ _STAMPS_LOCK = threading.Lock()
 def folder_stamp(root: Path, clock: Callable[[], float] = time.monotonic) -> tuple:
     """catalog.folder_stamp of `root`, taken at most once every STAMP_FRESH_S for the whole server, and again at
     once when the folder itself changes (a checkpoint added, removed or renamed changes its mtime). It is a few
-    hundred stat calls: every run of every page took it, 30 followers of a class 30 times for one move (issue 50).
+    hundred stat calls: every run of every page took it, 30 followers of a class 30 times for one move.
     A checkpoint's files replaced in place show within STAMP_FRESH_S (its model's own stamp, catalog.stamp, is
     exact: the weights are never stale)."""
     try:

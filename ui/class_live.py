@@ -207,7 +207,7 @@ def _follow(page: str) -> None:
     if view.page != page and view.page in SCRIPTS:
         # The view's parameters go with the switch. Without them Streamlit empties the query first, and the
         # browser, which writes the new page's path with the query it holds then, could end on a bare /lesson
-        # when the new page's own write of the query reached it before the page change (seen under load).
+        # when the new page's own write of the query reached it before the page change (a slow server's order).
         st.switch_page(SCRIPTS[view.page], query_params=state.url_values())
 
 

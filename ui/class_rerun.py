@@ -45,7 +45,7 @@ def rerun_now(session, rerun: ClientState) -> None:
     """On `session`'s event loop: rerun its page. A run under way or about to start (a click's, whose callback has
     not run yet) is not stopped: a whole page's rerun joins it, as a rerun does with fastReruns off, keeping the
     click (with fastReruns on, Streamlit's default, AppSession stops that run and starts this one in its place,
-    and the click is lost: a teacher's Ask was, once in about ten runs of the class test on a loaded machine). A
+    and the click is lost: a teacher's Ask among them, when the push's rerun comes before the click's run). A
     fragment's rerun never stops a run; Streamlit itself drops one whose fragment is gone."""
     runner = session._scriptrunner
     if runner is not None and not rerun.fragment_id and runner.request_rerun(_rerun_data(rerun)):

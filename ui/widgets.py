@@ -288,7 +288,7 @@ class _Frozen(go.Figure):
     """A `frozen` figure (viz.style.frozen: the JSON plotly.js receives, its arrays already base64) as st.plotly_chart
     draws it without copying it. Given a Figure, st.plotly_chart asks it for `to_dict()` (plotly.tools.
     return_figure_from_figure_or_data: a deep copy of every list, then a walk encoding arrays) and writes that as
-    JSON; a chart page drawn for a class of followers did this for each of them (issue 50: a third of a follower's
+    JSON; a chart page drawn for a class of followers did this for each of them (a third of a follower's
     chart time). Here `to_dict` is the frozen JSON with its traces copied one level (plotly.io.to_json pops each
     trace's "uid"): nothing else of a Figure is built or asked for. tests/test_widgets.py checks that
     st.plotly_chart's spec is the same as for the thawed Figure."""
