@@ -202,13 +202,13 @@ def _encoded(ckpt: Checkpoint, chunk: list[Text], first: int) -> Iterator[tuple[
 @torch.inference_mode()
 def _shard(ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, reducer: Reducer | None, bar):
     """Reduce one shard's texts; returns the reducer and the shard's two tables (texts, per-text head scores)."""
-    rows: dict[str, list] = {"text": [], "where": [], "tokens": [], "skipped": [], "content": []}
+    rows: dict[str, list] = {"text": [], "source": [], "tokens": [], "skipped": [], "content": []}
     per_text: list[np.ndarray] = []
     numbers: list[int] = []
     encoded = list(_encoded(ckpt, chunk, first))
     for number, text, ids in encoded:
         rows["text"].append(number)
-        rows["where"].append(text.where)
+        rows["source"].append(text.where)
         rows["tokens"].append(len(ids) if isinstance(ids, list) else 0)
         rows["skipped"].append(None if isinstance(ids, list) else ids)
         rows["content"].append(text.text)

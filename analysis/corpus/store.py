@@ -6,7 +6,8 @@ SQL runs in DuckDB (embedded: no server), over these views of the folder's Parqu
 - `heads`: a row a head, its corpus scores (attention, layer, head, previous_token, first_token, current_token,
   same_token, induction, entropy);
 - `text_heads`: a row a text and head, that text's own scores (text, layer, head, the same score columns);
-- `texts`: a row a text (text, where, tokens, skipped: why the model could not read it, else null; content);
+- `texts`: a row a text (text, source: its file and line, tokens, skipped: why the model could not read it,
+  else null; content: the text);
 - `contexts`: each head's top contexts (layer, head, rank, text, query, key, weight, snippet, query_piece,
   key_piece);
 - `offsets`: each head's mean attention by offset query − key (layer, head, offset, weight);
