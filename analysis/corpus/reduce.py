@@ -167,25 +167,30 @@ class Reducer:
             weights = flat[head, cells].numpy().astype(np.float32)
             keys = key[rows, head, queries].numpy()
             where = np.stack([np.asarray(batch.texts)[rows], queries, keys], axis=1).astype(np.int64)
-            texts = [self._context(batch.pieces[r], q, k) for r, q, k in zip(rows, queries, keys)]
-            self._merge_top(layer, head, weights, where, texts)
+            self._merge_top(layer, head, weights, where, rows, batch.pieces)
 
-    @staticmethod
-    def _context(pieces: list[str], query: int, key: int) -> list[str]:
-        return [snippet(pieces, query, key), pieces[query], pieces[key]]
-
-    def _merge_top(self, layer: int, head: int, weights: np.ndarray, where: np.ndarray, texts: list) -> None:
+    def _merge_top(
+        self, layer: int, head: int, weights: np.ndarray, where: np.ndarray, rows: np.ndarray, pieces: list
+    ) -> None:
+        """Keep the k strongest of the kept and the batch's candidates; a snippet only for a candidate kept."""
         kept = np.isfinite(self.top_weight[layer, head])
+        old = int(kept.sum())
         all_w = np.concatenate([self.top_weight[layer, head][kept], weights])
         all_where = np.concatenate([self.top_where[layer, head][kept], where])
-        all_text = self.top_text[layer][head] + texts
         order = np.lexsort((all_where[:, 1], all_where[:, 0], -all_w))[: self.top_k]  # weight, then text, query
+        texts = self.top_text[layer][head]
+        self.top_text[layer][head] = [
+            texts[i] if i < old else self._context(pieces[rows[i - old]], *all_where[i, 1:]) for i in order
+        ]
         n = len(order)
         self.top_weight[layer, head] = -np.inf
         self.top_weight[layer, head, :n] = all_w[order]
         self.top_where[layer, head] = 0
         self.top_where[layer, head, :n] = all_where[order]
-        self.top_text[layer][head] = [all_text[i] for i in order]
+
+    @staticmethod
+    def _context(pieces: list[str], query: int, key: int) -> list[str]:
+        return [snippet(pieces, int(query), int(key)), pieces[query], pieces[key]]
 
     def _sample(self, batch: Batch) -> None:
         rows = np.concatenate([np.full(n, r) for r, n in enumerate(batch.lengths)])
