@@ -204,3 +204,35 @@ def test_jsonl_parquet_and_a_folder_of_them_read_as_the_text_file(tiny: Path, tm
     pd.testing.assert_frame_equal(one.heads, two.heads)
     assert list(two.sql("SELECT source FROM texts ORDER BY text")["source"])[2:4] == ["a.jsonl:3", "b.parquet:1"]
     assert list(one.heads.columns) == ["attention", "layer", "head", *COLUMNS]
+
+
+def test_a_text_the_model_cannot_read_is_skipped_by_name_and_keeps_its_number(tiny: Path, tmp_path: Path) -> None:
+    (tmp_path / "t.txt").write_text(f"{READ[0]}\n\x07\x07\n{READ[1]}\n", encoding="utf-8")
+    ckpt = atlas.load(tiny)
+    made = open_corpus(run_corpus(ckpt, tmp_path / "t.txt", tmp_path / "o", SMALL, progress=False))
+    texts = made.sql("SELECT text, source, skipped FROM texts ORDER BY text")
+    assert list(texts["text"]) == [1, 2, 3] and texts["skipped"].isna().tolist() == [True, False, True]
+    assert "The text is empty" in texts["skipped"][1] and texts["source"][1] == "t.txt:2"
+    assert set(made.sql("SELECT DISTINCT text FROM text_heads")["text"]) == {1, 3}
+    expected = atlas.detect_heads(ckpt, READ[:2], "previous token").set_index(["layer", "head"])["score"]
+    got = made.heads.set_index(["layer", "head"])["previous_token"].reindex(expected.index)
+    np.testing.assert_allclose(got.to_numpy(), expected.to_numpy(), atol=1e-5)
+
+
+def test_an_encoder_looks_both_ways_and_scores_as_detect_heads(tmp_path: Path, corpus_file: Path) -> None:
+    ckpt = atlas.load(
+        make_tiny_checkpoint(tmp_path / "tiny-encoder", "encoder-only", seed=0, n_encoder_layers=2, n_decoder_layers=0)
+    )
+    made = open_corpus(run_corpus(ckpt, corpus_file, tmp_path / "o", SMALL, progress=False))
+    assert set(made.heads["attention"]) == {"encoder.self_attn"}
+    assert made.offsets.loc[made.offsets["offset"] < 0, "weight"].sum() > 0
+    for pattern in PATTERNS:
+        expected = atlas.detect_heads(ckpt, READ, pattern).set_index(["layer", "head"])["score"]
+        got = made.heads.set_index(["layer", "head"])[pattern.replace(" ", "_")].reindex(expected.index)
+        np.testing.assert_allclose(got.to_numpy(), expected.to_numpy(), atol=1e-5)
+
+
+def test_an_encoder_decoder_is_one_line(tmp_path: Path, corpus_file: Path, capsys) -> None:
+    translator = make_tiny_checkpoint(tmp_path / "tiny-translator", "encoder-decoder", seed=0)
+    err = _one_line_error(capsys, ["corpus", str(translator), str(corpus_file), "--out", str(tmp_path / "o")])
+    assert "is an encoder-decoder" in err
