@@ -236,3 +236,12 @@ def test_an_encoder_decoder_is_one_line(tmp_path: Path, corpus_file: Path, capsy
     translator = make_tiny_checkpoint(tmp_path / "tiny-translator", "encoder-decoder", seed=0)
     err = _one_line_error(capsys, ["corpus", str(translator), str(corpus_file), "--out", str(tmp_path / "o")])
     assert "is an encoder-decoder" in err
+
+
+def test_the_command_shows_its_progress_in_texts_and_says_where_it_wrote(
+    tiny: Path, corpus_file: Path, tmp_path: Path, capsys
+) -> None:
+    assert main(["corpus", str(tiny), str(corpus_file), "--out", str(tmp_path / "o"), "--shard", "4"]) == 0
+    captured = capsys.readouterr()
+    assert "7/7" in captured.err and ("text/s" in captured.err or "s/text" in captured.err)  # tqdm: its rate
+    assert captured.out == f"corpus written to {tmp_path / 'o'}\n"
