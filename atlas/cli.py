@@ -211,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", type=int, default=1000, help="texts a shard (what a killed run loses at most)")
     p.add_argument("--top-k", type=int, default=20, help="top contexts kept a head")
     p.add_argument("--sample", type=int, default=256, help="positions whose query and key vectors are kept")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     for name, (_, text) in HANDED_OVER.items():
         sub.add_parser(name, help=f"{text} (python -m atlas {name} --help)", add_help=False)
     return parser

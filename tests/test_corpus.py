@@ -245,3 +245,15 @@ def test_the_command_shows_its_progress_in_texts_and_says_where_it_wrote(
     captured = capsys.readouterr()
     assert "7/7" in captured.err and ("text/s" in captured.err or "s/text" in captured.err)  # tqdm: its rate
     assert captured.out == f"corpus written to {tmp_path / 'o'}\n"
+
+
+def test_a_shard_of_unreadable_texts_passes_and_a_corpus_of_them_is_one_line(tiny: Path, tmp_path: Path, capsys):
+    (tmp_path / "t.txt").write_text(f"\x07\n\x07\n{READ[0]}\n{READ[1]}\n", encoding="utf-8")
+    ckpt = atlas.load(tiny)
+    made = open_corpus(run_corpus(ckpt, tmp_path / "t.txt", tmp_path / "o", Settings(shard=2), progress=False))
+    expected = atlas.detect_heads(ckpt, READ[:2], "first token").set_index(["layer", "head"])["score"]
+    got = made.heads.set_index(["layer", "head"])["first_token"].reindex(expected.index)
+    np.testing.assert_allclose(got.to_numpy(), expected.to_numpy(), atol=1e-5)
+    (tmp_path / "none.txt").write_text("\x07\n\x07\n", encoding="utf-8")
+    err = _one_line_error(capsys, ["corpus", str(tiny), str(tmp_path / "none.txt"), "--out", str(tmp_path / "n"), "-q"])
+    assert "could read none of its texts" in err
