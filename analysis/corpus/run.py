@@ -132,7 +132,7 @@ def run_corpus(
     (out / "shards").mkdir(parents=True, exist_ok=True)
     (out / "state").mkdir(exist_ok=True)
     done = [] if manifest is None else manifest["shards"]
-    reducer = None if manifest is None else _load_state(out, manifest["state"])
+    reducer = _new_reducer(ckpt, settings) if manifest is None else _load_state(out, manifest["state"])
     texts_iter = stream(files)
     skipped = len(done) * settings.shard
     for _ in islice(texts_iter, skipped):
@@ -161,11 +161,18 @@ def run_corpus(
         bar.close()
     if max_shards is not None and ran == max_shards and next(texts_iter, None) is not None:
         return out  # stopped before the end, as a killed run would
-    if reducer is None:
-        raise CorpusError(f"{texts}: no text of it could be read by {ckpt.name}")
+    if not reducer.texts:
+        raise CorpusError(f"{texts}: {ckpt.name} could read none of its texts (texts in shards/ say why)")
     _write_final(out, reducer)
     _write_json(out / MANIFEST, _manifest_of(identity, total, done, state, reducer, True))
     return out
+
+
+@torch.inference_mode()
+def _new_reducer(ckpt: Checkpoint, settings: Settings) -> Reducer:
+    """An empty reducer for the model's self-attention blocks, their shapes read from a pass over the start token."""
+    _, trace = forward(ckpt.model, torch.tensor([[ckpt.config.bos_id]]))
+    return Reducer.for_trace(trace, settings.top_k, settings.sample, settings.seed)
 
 
 def _bar(total: int, initial: int, shown: bool):
@@ -200,7 +207,7 @@ def _encoded(ckpt: Checkpoint, chunk: list[Text], first: int) -> Iterator[tuple[
 
 
 @torch.inference_mode()
-def _shard(ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, reducer: Reducer | None, bar):
+def _shard(ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, reducer: Reducer, bar):
     """Reduce one shard's texts; returns the reducer and the shard's two tables (texts, per-text head scores)."""
     rows: dict[str, list] = {"text": [], "source": [], "tokens": [], "skipped": [], "content": []}
     per_text: list[np.ndarray] = []
@@ -217,8 +224,6 @@ def _shard(ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, 
         part = readable[start : start + settings.batch]
         ids = pad_rows([r for _, r in part], ckpt.config.pad_id)
         _, trace = forward(ckpt.model, ids)
-        if reducer is None:
-            reducer = Reducer.for_trace(trace, settings.top_k, settings.sample, settings.seed)
         pieces = [ckpt.tokenizer.pieces(r) for _, r in part]
         batch = Batch(trace, ids, [n for n, _ in part], [len(r) for _, r in part], pieces)
         per_text.append(reducer.update(batch))
@@ -228,9 +233,9 @@ def _shard(ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, 
     return reducer, (rows, _text_heads(reducer, numbers, per_text))
 
 
-def _text_heads(reducer: Reducer | None, numbers: list[int], per_text: list[np.ndarray]) -> dict[str, object]:
+def _text_heads(reducer: Reducer, numbers: list[int], per_text: list[np.ndarray]) -> dict[str, object]:
     """A row per text, layer and head (from 1): each score of that text."""
-    if reducer is None or not per_text:
+    if not per_text:
         columns: dict[str, object] = {"text": pa.array([], pa.int64()), "layer": pa.array([], pa.int64())}
         columns["head"] = pa.array([], pa.int64())
         return columns | {c: pa.array([], pa.float64()) for c in COLUMNS}
@@ -307,7 +312,13 @@ def _write_final(out: Path, r: Reducer) -> None:
         "text": np.tile(r.sample_where[:, 0], len(cells)),
         "position": np.tile(r.sample_where[:, 1] + 1, len(cells)),
         "piece": r.sample_piece * len(cells),
-        "query_vector": list(r.sample_q.reshape(-1, r.d_head)),
-        "key_vector": list(r.sample_k.reshape(-1, r.d_head)),
+        "query_vector": _vectors(r.sample_q),
+        "key_vector": _vectors(r.sample_k),
     }
     write_file(out / "sample.parquet", _parquet(sample))
+
+
+def _vectors(values: np.ndarray) -> pa.FixedSizeListArray:
+    """(L, H, N, d) vectors as one Parquet column of d floats a row, rows in (layer, head, sample) order."""
+    d = values.shape[-1]
+    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1).astype(np.float32)), d)
