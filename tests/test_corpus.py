@@ -5,7 +5,12 @@ many texts, and each bad input is one line."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -257,3 +262,28 @@ def test_a_shard_of_unreadable_texts_passes_and_a_corpus_of_them_is_one_line(tin
     (tmp_path / "none.txt").write_text("\x07\n\x07\n", encoding="utf-8")
     err = _one_line_error(capsys, ["corpus", str(tiny), str(tmp_path / "none.txt"), "--out", str(tmp_path / "n"), "-q"])
     assert "could read none of its texts" in err
+
+
+def test_a_killed_command_started_again_ends_as_one_run(induction, tmp_path: Path) -> None:
+    texts = tmp_path / "many.txt"
+    texts.write_text("\n".join(READ * 30) + "\n", encoding="utf-8")  # 210 texts: 70 shards of 3
+    argv = ["corpus", "induction", str(texts), "--batch", "3", "--shard", "3", "--top-k", "4", "--sample", "16", "-q"]
+    whole = run_corpus(induction, texts, tmp_path / "whole", SMALL, progress=False)
+    out = tmp_path / "killed"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "atlas", *argv, "--out", str(out)]
+    process = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[1], env=env)
+    try:
+        while not (out / "manifest.json").exists() and process.poll() is None:  # until the first shard is done
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=0.05)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait()
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert not manifest["complete"] and 1 <= len(manifest["shards"]) < 70
+    assert main([*argv, "--out", str(out)]) == 0
+    expected, got = _tables(whole), _tables(out)
+    assert list(got) == list(expected)
+    for name, frame in expected.items():
+        pd.testing.assert_frame_equal(got[name], frame, check_exact=True)
