@@ -287,3 +287,13 @@ def test_a_killed_command_started_again_ends_as_one_run(induction, tmp_path: Pat
     assert list(got) == list(expected)
     for name, frame in expected.items():
         pd.testing.assert_frame_equal(got[name], frame, check_exact=True)
+
+
+def test_a_snippet_reads_as_words_whatever_the_tokenizer_marks() -> None:
+    from analysis.corpus.reduce import snippet
+
+    assert snippet(["<s>", "▁the", "▁ca", "t", "▁sat"], query=3, key=1) == "<s> «the» ca[t] sat"
+    assert snippet(["<|endoftext|>", "Ġthe", "Ġcat"], query=2, key=0) == "«<|endoftext|>» the [cat]"
+    assert snippet(["[CLS]", "the", "ca", "##t", "[SEP]"], query=3, key=4) == "[CLS] the ca[t] «[SEP]»"
+    pieces = [f"▁w{i}" for i in range(30)]
+    assert snippet(pieces, query=25, key=2) == "w0 w1 «w2» w3 w4 w5 w6 … w21 w22 w23 w24 [w25] w26 w27 w28 w29"

@@ -74,21 +74,30 @@ def _priorities(texts: np.ndarray, positions: np.ndarray, seed: int) -> np.ndarr
 
 
 def snippet(pieces: list[str], query: int, key: int) -> str:
-    """The pieces around key and query (0-based) as text: the key in «», the query in [], gaps as " … "."""
+    """The pieces around key and query (0-based) as text: the key in «», the query in [], gaps as " … ". A word
+    starts at sentencepiece's "▁" or byte-level BPE's "Ġ"; in WordPiece's pieces (neither mark) at every piece but
+    a "##" continuation."""
     shown = sorted(
         {p for centre in (key, query) for p in range(centre - SNIPPET_SIDE, centre + SNIPPET_SIDE + 1)}
         & set(range(len(pieces)))
     )
+    marked = any(piece[:1] in ("▁", "Ġ") for piece in pieces)
     out, last = [], None
     for p in shown:
         if last is not None and p != last + 1:
             out.append(" …")
-        piece = pieces[p].replace("▁", " ")
+        piece = pieces[p]
+        if marked:
+            piece = piece.replace("▁", " ").replace("Ġ", " ")
+        else:
+            piece = piece[2:] if piece.startswith("##") else " " + piece
+        word = piece.lstrip(" ")
+        space = piece[: len(piece) - len(word)]  # outside the marks: "the «cat»", not "the« cat»"
         if p == query:
-            piece = f"[{piece}]"
+            word = f"[{word}]"
         if p == key:
-            piece = f"«{piece}»"
-        out.append(piece)
+            word = f"«{word}»"
+        out.append(space + word)
         last = p
     return "".join(out).strip()
 
