@@ -7,6 +7,7 @@ and `rank_heads` (Head ablation's ranking); how heads compose, from the weights:
 `logit_lens`; what the model thought of a reference translation or a continuation: `forced`;
 activation patching on a minimal pair: `patch` and `patch_scores`; whether the methods agree on one prediction:
 `agreement`; why a head attends where it does: `score_parts`; what if the model had written another word: `fork`;
+every head over a corpus of texts: `corpus`, and `open_corpus` to read one back;
 `save_figure`, any figure as an
 HTML page, SVG, PNG or PDF; `offline()` for figures in a notebook without a network. Layers, heads and positions
 count from 1, as the app's labels do.
@@ -28,6 +29,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         analyze,
         composition,
         composition_scores,
+        corpus,
         detect_heads,
         forced,
         fork,
@@ -43,6 +45,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         logit_lens,
         mask,
         offline,
+        open_corpus,
         paper,
         patch,
         patch_scores,
@@ -62,6 +65,7 @@ __all__ = [
     "analyze",
     "composition",
     "composition_scores",
+    "corpus",
     "detect_heads",
     "forced",
     "fork",
@@ -77,6 +81,7 @@ __all__ = [
     "logit_lens",
     "mask",
     "offline",
+    "open_corpus",
     "paper",
     "patch",
     "patch_scores",

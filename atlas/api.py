@@ -49,6 +49,8 @@ from analysis.attribution import logit_lens_many as _logit_lens_many
 from analysis.circuits import MODES
 from analysis.circuits import baseline as _chance
 from analysis.circuits import composition as _composition
+from analysis.corpus.run import Settings, run_corpus
+from analysis.corpus.store import Corpus, open_corpus
 from analysis.detectors import detect
 from analysis.export import to_json, to_npz_bytes
 from analysis.forced import forced as _forced
@@ -92,6 +94,7 @@ __all__ = [
     "analyze",
     "composition",
     "composition_scores",
+    "corpus",
     "forced",
     "fork",
     "from_arrays",
@@ -103,6 +106,7 @@ __all__ = [
     "load",
     "mask",
     "offline",
+    "open_corpus",
     "paper",
     "read_trace",
     "rollout",
@@ -681,6 +685,30 @@ def _analyzed(model: Checkpoint, lines: list[str]) -> list[Analysis]:
             raise InputError(f"text {index + 1}: {result}") from result
         found.append(result)
     return found
+
+
+def corpus(
+    model: Checkpoint | str | Path,
+    texts: str | Path,
+    out: str | Path,
+    *,
+    batch: int = 16,
+    shard: int = 1000,
+    top_k: int = 20,
+    sample: int = 256,
+    device: str = "cpu",
+    progress: bool = True,
+) -> Corpus:
+    """Every self-attention head over a corpus, as `python -m atlas corpus` makes it (analysis.corpus.run;
+    docs/corpus.md): `texts` a .txt (a text a line), .jsonl (a "text" field a line), .parquet (a "text" column) or a
+    folder of them, streamed through `model` (loaded, or a name or path for `load`) `batch` texts at a time and
+    reduced per head into the folder `out`, in shards of `shard` texts; a folder of the same run continues where it
+    stopped. Returns `open_corpus(out)`. CorpusError (a ValueError) for input it cannot read, a model it cannot
+    run, or an `out` that holds something else."""
+    ckpt = load(model) if isinstance(model, (str, Path)) else _checkpoint(model, None, "corpus", device)
+    settings = Settings(batch, shard, top_k, sample)
+    run_corpus(_on(ckpt, device), user_path(texts), user_path(out), settings, progress=progress)
+    return open_corpus(out)
 
 
 # --- circuits: what the weights say about heads ------------------------------------------------------------------

@@ -162,6 +162,20 @@ def cmd_defaults(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     return 0
 
 
+def cmd_corpus(args: argparse.Namespace, ckpt: Checkpoint) -> int:
+    """Reduce every head over a corpus into --out (analysis.corpus; docs/corpus.md); run again, it continues."""
+    from analysis.corpus.run import Settings, run_corpus  # only this command reads a corpus
+    from analysis.corpus.texts import CorpusError
+
+    try:
+        settings = Settings(args.batch, args.shard, args.top_k, args.sample)
+        out = run_corpus(ckpt, user_path(args.texts), user_path(args.out), settings, progress=not args.quiet)
+    except CorpusError as exc:
+        raise UsageError(str(exc)) from None
+    print(f"corpus written to {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m atlas", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -187,6 +201,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoint")
     p = sub.add_parser("defaults", help="measure the head and texts each page opens on; record them on the card")
     p.add_argument("checkpoint")
+    p = sub.add_parser("corpus", help="every head's scores, top contexts and vectors over a corpus (docs/corpus.md)")
+    p.add_argument("checkpoint")
+    p.add_argument(
+        "texts", help='a .txt (a text a line), .jsonl ({"text": ...}), .parquet (a text column), or a folder'
+    )
+    p.add_argument("--out", required=True, help="the corpus's folder: new, empty, or this same run's to continue it")
+    p.add_argument("--batch", type=int, default=16, help="texts a forward pass")
+    p.add_argument("--shard", type=int, default=1000, help="texts a shard (what a killed run loses at most)")
+    p.add_argument("--top-k", type=int, default=20, help="top contexts kept a head")
+    p.add_argument("--sample", type=int, default=256, help="positions whose query and key vectors are kept")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     for name, (_, text) in HANDED_OVER.items():
         sub.add_parser(name, help=f"{text} (python -m atlas {name} --help)", add_help=False)
     return parser
@@ -198,6 +223,7 @@ COMMANDS = {
     "score": cmd_score,
     "info": cmd_info,
     "defaults": cmd_defaults,
+    "corpus": cmd_corpus,
 }
 HANDED_OVER = {
     "app": ("ui.serve", "start the app as a classroom server, its first page run before it answers anyone"),

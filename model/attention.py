@@ -64,6 +64,8 @@ class AttentionRecord:
              may let the heads of a group read the same ones: model.components.grouped_query).
     scores:  (B, H, Tq, Tk) QKᵀ/√d_head *before* the mask; None on the fused path (record=False).
     weights: (B, H, Tq, Tk) softmax of the masked scores, masked cells exactly 0; None on the fused path.
+    queries: (B, H, Tq, d_head) the projected Q of this pass's positions (after rotary, where the model turns them),
+             the vectors the scores dot with the keys; None on the fused path.
     """
 
     mask: Tensor
@@ -71,11 +73,14 @@ class AttentionRecord:
     values: Tensor
     scores: Tensor | None = None
     weights: Tensor | None = None
+    queries: Tensor | None = None
 
     def select(self, rows: Tensor) -> AttentionRecord:
         """The same record for batch rows `rows` (beam search keeps its surviving hypotheses)."""
         pick = lambda t: None if t is None else t.index_select(0, rows)
-        return AttentionRecord(*(pick(t) for t in (self.mask, self.keys, self.values, self.scores, self.weights)))
+        return AttentionRecord(
+            *(pick(t) for t in (self.mask, self.keys, self.values, self.scores, self.weights, self.queries))
+        )
 
 
 @dataclass(frozen=True)
@@ -206,7 +211,7 @@ class MultiHeadedAttention(nn.Module):
             heads = ablate.apply(heads, mask.any(dim=-1))
         b, _, tq, _ = heads.shape
         out = self.w_o(heads.transpose(1, 2).reshape(b, tq, self.n_heads * self.d_head))  # (B, Tq, d_model)
-        return out, AttentionRecord(mask, k, v, scores, weights)
+        return out, AttentionRecord(mask, k, v, scores, weights, q if record else None)
 
     def fused(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> Tensor:
         """softmax(QKᵀ/√d_k)V by the fused kernel; a query with no allowed key gets 0, as `masked_softmax` gives."""

@@ -1,0 +1,324 @@
+"""Run a model over a corpus and reduce every head as the texts stream by (analysis.corpus.reduce), into a folder
+of Parquet shards and a manifest.
+
+The texts go in shards of `shard` texts, each in padded batches of `batch`, through the model's traced forward
+pass. After each shard: its tables (`shards/texts-NNNNN.parquet`, `shards/heads-NNNNN.parquet`), then the
+reducer's state (`state/after-NNNNN.safetensors` + `.json`), then the manifest naming both, each written whole
+(a temporary file renamed). A run killed at any point and started again with the same model, texts and settings
+continues after the last shard the manifest names and ends with the same files as one that never stopped; the
+final tables (heads, offsets, contexts, sample) are written once every shard is done.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from itertools import islice
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from safetensors.numpy import load_file, save
+
+from analysis.corpus.reduce import OFFSETS, SCORES, Batch, Reducer
+from analysis.corpus.texts import CorpusError, Text, corpus_files, count_texts, fingerprint, stream
+from inference.checkpoint import Checkpoint
+from inference.decoding import pad_rows
+from inference.files import write_file
+from inference.text import InputError, clean_text, encode_first_stack
+from model.forward import forward
+
+FORMAT = 1
+MANIFEST = "manifest.json"
+COLUMNS = tuple(name.replace(" ", "_") for name in SCORES)  # names SQL reads without quotes
+FINAL = ("heads", "offsets", "contexts", "sample")
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What a run reduces with; a resumed run must have the same."""
+
+    batch: int = 16  # texts a forward pass
+    shard: int = 1000  # texts a shard: what a killed run loses at most
+    top_k: int = 20  # contexts kept a head
+    sample: int = 256  # (text, position)s whose query and key vectors are kept, the same for every head
+    seed: int = 0  # of the sample's hash
+
+    def check(self) -> None:
+        for name, value in asdict(self).items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "seed" else 1):
+                raise CorpusError(f"{name} must be a whole number from {0 if name == 'seed' else 1}, not {value!r}")
+
+
+def _identity(ckpt: Checkpoint, files: list[Path], settings: Settings) -> dict:
+    return {
+        "model": {"name": ckpt.name, "path": str(Path(ckpt.path).resolve()), "config": asdict(ckpt.config)},
+        "input": fingerprint(files),
+        "settings": asdict(settings),
+    }
+
+
+def read_manifest(out: Path) -> dict | None:
+    path = out / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise CorpusError(f"{path}: not a corpus manifest this app can read: choose another --out") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise CorpusError(f"{path}: not a corpus manifest of format {FORMAT}: choose another --out")
+    return manifest
+
+
+def _open_out(out: Path, identity: dict) -> dict | None:
+    """The manifest to resume from (None: a fresh run); a folder that holds something else is a CorpusError."""
+    if out.exists() and not out.is_dir():
+        raise CorpusError(f"{out}: is a file, not a folder: give --out a new or empty folder")
+    manifest = read_manifest(out) if out.exists() else None
+    if manifest is None:
+        if out.exists() and any(out.iterdir()):
+            raise CorpusError(f"{out}: the folder holds files but no corpus: give --out a new or empty folder")
+        return None
+    if manifest.get("identity") != identity:
+        theirs = manifest.get("identity", {}).get("model", {}).get("name", "another model")
+        raise CorpusError(
+            f"{out}: holds another corpus ({theirs}, other texts or settings): give --out a new folder, or remove "
+            "this one to start again"
+        )
+    return manifest
+
+
+def _parquet(table: dict[str, object]) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(pa.table(table), sink)
+    return sink.getvalue()
+
+
+def _write_json(path: Path, value: object) -> None:
+    write_file(path, (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
+
+
+def run_corpus(
+    ckpt: Checkpoint,
+    texts: str | Path,
+    out: str | Path,
+    settings: Settings = Settings(),
+    progress: bool = True,
+    max_shards: int | None = None,
+) -> Path:
+    """Reduce `ckpt`'s self-attention heads over the corpus at `texts` into the folder `out` (see the module's
+    docstring); resumes a run of the same model, texts and settings found there. `max_shards`: stop after that
+    many shards in this call (what an interrupted run leaves). Returns `out`."""
+    settings.check()
+    if ckpt.config.has_cross_attention:
+        raise CorpusError(
+            f"{ckpt.name} is an encoder-decoder: its decoder reads its own output, which a corpus pass does not "
+            "write; run a language model or an encoder"
+        )
+    files = corpus_files(Path(texts))
+    total = count_texts(files)
+    if not total:
+        raise CorpusError(f"{texts}: holds no texts (only blank lines): give a file with a text a line")
+    out = Path(out)
+    identity = _identity(ckpt, files, settings)
+    manifest = _open_out(out, identity)
+    if manifest is not None and manifest.get("complete"):
+        return out
+    (out / "shards").mkdir(parents=True, exist_ok=True)
+    (out / "state").mkdir(exist_ok=True)
+    done = [] if manifest is None else manifest["shards"]
+    reducer = _new_reducer(ckpt, settings) if manifest is None else _load_state(out, manifest["state"])
+    texts_iter = stream(files)
+    skipped = len(done) * settings.shard
+    for _ in islice(texts_iter, skipped):
+        pass
+    bar = _bar(total, skipped, progress)
+    number, ran, state = skipped, 0, None if manifest is None else manifest["state"]
+    try:
+        while max_shards is None or ran < max_shards:
+            chunk = list(islice(texts_iter, settings.shard))
+            if not chunk:
+                break
+            index = len(done)
+            reducer, tables = _shard(ckpt, chunk, number + 1, settings, reducer, bar)
+            number, ran = number + len(chunk), ran + 1
+            name = f"{index:05d}"
+            write_file(out / "shards" / f"texts-{name}.parquet", _parquet(tables[0]))
+            write_file(out / "shards" / f"heads-{name}.parquet", _parquet(tables[1]))
+            state = f"after-{index + 1:05d}"
+            _save_state(out, state, reducer)
+            done = [*done, {"shard": name, "texts": [number - len(chunk) + 1, number]}]
+            _write_json(out / MANIFEST, _manifest_of(identity, total, done, state, reducer, complete=False))
+            for old in (out / "state").iterdir():  # the manifest names the newest; older states are spent
+                if not old.name.startswith(state):
+                    old.unlink()
+    finally:
+        bar.close()
+    if max_shards is not None and ran == max_shards and next(texts_iter, None) is not None:
+        return out  # stopped before the end, as a killed run would
+    if not reducer.texts:
+        raise CorpusError(f"{texts}: {ckpt.name} could read none of its texts (texts in shards/ say why)")
+    _write_final(out, reducer)
+    _write_json(out / MANIFEST, _manifest_of(identity, total, done, state, reducer, True))
+    return out
+
+
+@torch.inference_mode()
+def _new_reducer(ckpt: Checkpoint, settings: Settings) -> Reducer:
+    """An empty reducer for the model's self-attention blocks, their shapes read from a pass over the start token."""
+    _, trace = forward(ckpt.model, torch.tensor([[ckpt.config.bos_id]]))
+    return Reducer.for_trace(trace, settings.top_k, settings.sample, settings.seed)
+
+
+def _bar(total: int, initial: int, shown: bool):
+    from tqdm import tqdm  # the progress bar: texts a second and the time left
+
+    return tqdm(total=total, initial=initial, unit="text", desc="corpus", disable=not shown, dynamic_ncols=True)
+
+
+def _manifest_of(identity: dict, total: int, done: list, state: str, reducer: Reducer, complete: bool) -> dict:
+    return {
+        "format": FORMAT,
+        "identity": identity,
+        "texts": total,
+        "shards": done,
+        "state": state,
+        "complete": complete,
+        "blocks": reducer.blocks,
+        "heads": reducer.n_heads,
+        "scores": list(COLUMNS),
+        "offsets": OFFSETS,
+        "tables": list(FINAL) if complete else [],
+    }
+
+
+def _encoded(ckpt: Checkpoint, chunk: list[Text], first: int) -> Iterator[tuple[int, Text, list[int] | str]]:
+    """(text number, text, its ids or why the model cannot read it) for each text of the chunk."""
+    for offset, text in enumerate(chunk):
+        try:
+            yield first + offset, text, encode_first_stack(ckpt, clean_text(text.text).text, [])
+        except InputError as exc:
+            yield first + offset, text, str(exc)
+
+
+@torch.inference_mode()
+def _shard(ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, reducer: Reducer, bar):
+    """Reduce one shard's texts; returns the reducer and the shard's two tables (texts, per-text head scores)."""
+    rows: dict[str, list] = {"text": [], "source": [], "tokens": [], "skipped": [], "content": []}
+    per_text: list[np.ndarray] = []
+    numbers: list[int] = []
+    encoded = list(_encoded(ckpt, chunk, first))
+    for number, text, ids in encoded:
+        rows["text"].append(number)
+        rows["source"].append(text.where)
+        rows["tokens"].append(len(ids) if isinstance(ids, list) else 0)
+        rows["skipped"].append(None if isinstance(ids, list) else ids)
+        rows["content"].append(text.text)
+    readable = [(n, ids) for n, _, ids in encoded if isinstance(ids, list)]
+    for start in range(0, len(readable), settings.batch):
+        part = readable[start : start + settings.batch]
+        ids = pad_rows([r for _, r in part], ckpt.config.pad_id)
+        _, trace = forward(ckpt.model, ids)
+        pieces = [ckpt.tokenizer.pieces(r) for _, r in part]
+        batch = Batch(trace, ids, [n for n, _ in part], [len(r) for _, r in part], pieces)
+        per_text.append(reducer.update(batch))
+        numbers += batch.texts
+        bar.update(len(part))
+    bar.update(len(chunk) - len(readable))
+    return reducer, (rows, _text_heads(reducer, numbers, per_text))
+
+
+def _text_heads(reducer: Reducer, numbers: list[int], per_text: list[np.ndarray]) -> dict[str, object]:
+    """A row per text, layer and head (from 1): each score of that text."""
+    if not per_text:
+        columns: dict[str, object] = {"text": pa.array([], pa.int64()), "layer": pa.array([], pa.int64())}
+        columns["head"] = pa.array([], pa.int64())
+        return columns | {c: pa.array([], pa.float64()) for c in COLUMNS}
+    scores = np.concatenate(per_text)  # (N, S, L, H)
+    n, _, layers, heads = scores.shape
+    grid = np.stack(np.meshgrid(np.arange(n), np.arange(layers), np.arange(heads), indexing="ij"), -1).reshape(-1, 3)
+    table: dict[str, object] = {
+        "text": np.asarray(numbers, dtype=np.int64)[grid[:, 0]],
+        "layer": np.asarray(reducer.layers(), dtype=np.int64)[grid[:, 1]],
+        "head": grid[:, 2].astype(np.int64) + 1,
+    }
+    for s, column in enumerate(COLUMNS):
+        table[column] = scores[:, s].reshape(-1)
+    return table
+
+
+def _save_state(out: Path, name: str, reducer: Reducer) -> None:
+    arrays, info = reducer.state()
+    write_file(out / "state" / f"{name}.safetensors", save(arrays))
+    _write_json(out / "state" / f"{name}.json", info)
+
+
+def _load_state(out: Path, name: str) -> Reducer:
+    try:
+        arrays = load_file(out / "state" / f"{name}.safetensors")
+        info = json.loads((out / "state" / f"{name}.json").read_text(encoding="utf-8"))
+    except Exception as exc:  # safetensors' own error shares no base with OSError's
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CorpusError(
+            f"{out}: its saved state {name} cannot be read ({message}): remove it to start again"
+        ) from None
+    return Reducer.from_state(arrays, info)
+
+
+def _write_final(out: Path, r: Reducer) -> None:
+    """The corpus's tables, layers and heads from 1, positions from 1."""
+    layers = r.layers()
+    scores = r.head_scores()  # (S, L, H)
+    attention = [name.split(".")[0] + ".self_attn" for name in r.blocks]
+    cells = [(li, h) for li in range(len(layers)) for h in range(r.n_heads)]
+    heads: dict[str, object] = {
+        "attention": [attention[li] for li, _ in cells],
+        "layer": [layers[li] for li, _ in cells],
+        "head": [h + 1 for _, h in cells],
+    }
+    for s, column in enumerate(COLUMNS):
+        heads[column] = [float(scores[s, li, h]) for li, h in cells]
+    write_file(out / "heads.parquet", _parquet(heads))
+    means = r.offset_means()
+    offsets = {"layer": [], "head": [], "offset": [], "weight": []}
+    for li, h in cells:
+        for b in range(2 * OFFSETS + 1):
+            offsets["layer"].append(layers[li])
+            offsets["head"].append(h + 1)
+            offsets["offset"].append(b - OFFSETS)
+            offsets["weight"].append(float(means[li, h, b]))
+    write_file(out / "offsets.parquet", _parquet(offsets))
+    contexts: dict[str, list] = {k: [] for k in ("layer", "head", "rank", "text", "query", "key", "weight")}
+    contexts |= {"snippet": [], "query_piece": [], "key_piece": []}
+    for li, h in cells:
+        for rank, text in enumerate(r.top_text[li][h]):
+            t, q, k = (int(v) for v in r.top_where[li, h, rank])
+            for column, value in zip(contexts, (layers[li], h + 1, rank + 1, t, q + 1, k + 1)):
+                contexts[column].append(value)
+            contexts["weight"].append(float(r.top_weight[li, h, rank]))
+            contexts["snippet"].append(text[0])
+            contexts["query_piece"].append(text[1])
+            contexts["key_piece"].append(text[2])
+    write_file(out / "contexts.parquet", _parquet(contexts))
+    n = len(r.sample_piece)
+    sample = {
+        "layer": np.repeat(layers, r.n_heads * n),
+        "head": np.tile(np.repeat(np.arange(1, r.n_heads + 1), n), len(layers)),
+        "text": np.tile(r.sample_where[:, 0], len(cells)),
+        "position": np.tile(r.sample_where[:, 1] + 1, len(cells)),
+        "piece": r.sample_piece * len(cells),
+        "query_vector": _vectors(r.sample_q),
+        "key_vector": _vectors(r.sample_k),
+    }
+    write_file(out / "sample.parquet", _parquet(sample))
+
+
+def _vectors(values: np.ndarray) -> pa.FixedSizeListArray:
+    """(L, H, N, d) vectors as one Parquet column of d floats a row, rows in (layer, head, sample) order."""
+    d = values.shape[-1]
+    return pa.FixedSizeListArray.from_arrays(pa.array(values.reshape(-1).astype(np.float32)), d)
