@@ -36,6 +36,10 @@ TICK_S = 0.1  # a move made on another replica is seen within this (the teacher'
 # within a tenth of a second and the last no later (bench/class_follow.py: p50 1.5 → 0.8 s).
 RUNNING = 1
 RUN_STALE_S = 1.0  # a rerun asked this long ago that never reported its end no longer holds its place
+# While a class's teacher's page runs on this server no follower's rerun starts: the teacher's run is what every
+# follower waits for (it draws the view the Channel pushes), and a follower's rerun beside it halves its share of
+# the one core Python runs on. A teacher's run that never reported its end holds them back no longer than this.
+LEAD_STALE_S = 10.0
 # A rerun asked and not drawn this long after is asked again, of the whole page, then after twice as long, up to
 # RETRY_MAX_S. Streamlit drops some rerun requests without a word (a fragment's, when a full run removed the
 # fragment), and a follower whose one request was lost stayed on the old view until the next move: it must not.
@@ -81,6 +85,7 @@ class Followers:
         self._tick_s = tick_s
         self._most_running, self._clock = running, clock
         self._running: dict[str, float] = {}  # session → when its rerun was asked, until its run is over
+        self._leading: dict[str, float] = {}  # a teacher's session → when its page's run started, until it is over
         self._lock = threading.Lock()
         self._followers: dict[str, _Follower] = {}  # session id → its entry
         self._thread: threading.Thread | None = None
@@ -105,11 +110,18 @@ class Followers:
             self._followers.pop(session, None)
 
     def ran(self, session: str) -> None:
-        """`session`'s page run is over (app.py's last step, or a fragment's): its place goes to the next follower."""
+        """`session`'s page run is over (app.py's last step, or a fragment's): its place goes to the next follower,
+        and a teacher's run no longer holds the followers back."""
         with self._lock:
             held = self._running.pop(session, None)
-        if held is not None:
+            led = self._leading.pop(session, None)
+        if held is not None or led is not None:
             self._poked.set()
+
+    def leading(self, session: str) -> None:
+        """A class's teacher's page run started in `session`: no follower's rerun starts until `ran(session)`."""
+        with self._lock:
+            self._leading[session] = self._clock()
 
     def poke(self) -> None:
         """A class on this server moved: look now rather than at the next tick (the teacher's page calls it after
@@ -129,7 +141,8 @@ class Followers:
                 by_class.setdefault((follower.code, follower.look), []).append((session, follower))
             now_s = self._clock()
             self._running = {s: t for s, t in self._running.items() if now_s - t < RUN_STALE_S}
-            room = self._most_running - len(self._running)
+            self._leading = {s: t for s, t in self._leading.items() if now_s - t < LEAD_STALE_S}
+            room = 0 if self._leading else self._most_running - len(self._running)
         asked = 0
         for (code, look), group in by_class.items():
             try:
@@ -238,6 +251,11 @@ class Channel:
         for token, deliver in streams:
             self._deliver(code, token, deliver, version, data)
         return len(streams)
+
+    def latest(self, code: str) -> tuple[int, bytes] | None:
+        """Class `code`'s latest message and its version, as a stream opened now receives it first."""
+        with self._lock:
+            return self._latest.get(code)
 
     def forget(self, code: str) -> None:
         """Class `code` ended: its message is not kept (its streams end with their pages)."""

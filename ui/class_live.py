@@ -520,6 +520,7 @@ def panel(page: str) -> None:
         if (session := class_rerun.session_id()) is not None:
             TEACHERS.teaching(session, *teacher)
         class_pushed.record(True)  # the charts this run draws are what its followers are pushed
+        FOLLOWERS.leading(student_id())  # no follower's rerun starts until this run is over (`run_over`)
         _teacher_panel(code, page)
         _hold_back(code, teacher=True)
     else:
