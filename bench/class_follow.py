@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import html
 import json
 import os
 import shutil
@@ -54,7 +55,8 @@ class Stream:
     def __init__(self, url: str, code: str) -> None:
         where = urlparse(url)
         self.host, self.port, self.code = where.hostname, where.port, code
-        self.message: dict = {}
+        self.raw, self.arrived = b"", 0.0  # the latest event's data and when its last byte was read
+        self.sizes: list[int] = []
         self.changed = asyncio.Condition()
 
     async def open(self) -> None:
@@ -80,22 +82,29 @@ class Stream:
             buffer += chunk[:-2]
             while b"\n\n" in buffer:
                 event, buffer = buffer.split(b"\n\n", 1)
-                if event.startswith(b"data: "):
-                    self.message = json.loads(event[len(b"data: ") :])
+                if event.startswith(b"data: "):  # stamped as it arrives, parsed when looked at
+                    self.raw, self.arrived = event[len(b"data: ") :], time.perf_counter()
+                    self.sizes.append(len(event))
                     async with self.changed:
                         self.changed.notify_all()
 
+    @property
+    def message(self) -> dict:
+        return json.loads(self.raw) if self.raw else {}
+
     async def text_is(self, text: str) -> float | None:
         """When a message holding `text` and figures arrived; None when none did within FOLLOW_TIMEOUT_S."""
+
+        def holds() -> bool:
+            message = self.message
+            return message.get("text") == text and bool(message["figures"])
+
         try:
             async with self.changed:
-                await asyncio.wait_for(
-                    self.changed.wait_for(lambda: self.message.get("text") == text and self.message["figures"]),
-                    FOLLOW_TIMEOUT_S,
-                )
+                await asyncio.wait_for(self.changed.wait_for(holds), FOLLOW_TIMEOUT_S)
         except TimeoutError:
             return None
-        return time.perf_counter()
+        return self.arrived
 
     async def close(self) -> None:
         self.writer.close()
@@ -196,7 +205,7 @@ def _labels(message: dict) -> str:
     for _, spec in message.get("figures") or ():
         for trace in spec.get("data", ()):
             if trace.get("type") == "heatmap" and isinstance(trace.get("x"), list):
-                pieces.append("".join(str(label).split(":", 1)[-1] for label in trace["x"]))
+                pieces.append(html.unescape("".join(str(label).split(":", 1)[-1] for label in trace["x"])))
     return " ".join(pieces)
 
 
@@ -288,6 +297,7 @@ async def run(urls: list[str], pids: list[int], args: argparse.Namespace) -> dic
         "reruns": reruns,
         "rerun_missed": rerun_missed,
         "figures_hold_text": figures_hold_text,
+        "sizes": [size for stream in streams for size in stream.sizes],
         "teacher": teacher_runs,
         "missed": missed,
         "opened": opened,
@@ -332,6 +342,8 @@ def main(argv: list[str] | None = None) -> None:
     if not found["figures_hold_text"]:
         print("  WRONG: a pushed message's figures did not hold the new text")
     print(f"  followers' first pages and streams, one after another: {found['opened']:.1f} s")
+    if found["sizes"]:
+        print(f"  a pushed message: {statistics.median(found['sizes']) / 1000:.0f} kB (median)")
     print(
         f"  follow latency (teacher's send → the pushed view with the new text's figures at the follower), "
         f"{len(latencies)} of {args.followers * args.changes}: {spread(latencies)} "

@@ -28,7 +28,7 @@ from live.rules import normal_code
 STREAM = "/_atlas/class-stream"
 PLOTLY = "/_atlas/plotly.min.js"
 PLOTLY_JS = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-KEEPALIVE_S = 25.0
+KEEPALIVE_S = 45.0  # under a proxy's usual minute of silence (nginx's proxy_read_timeout); a closed one reconnects
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -71,6 +71,7 @@ class ClassStream:
             await _text(send, 503, "This server holds as many class streams as it may: the page follows by reruns.")
             return
         gone = asyncio.ensure_future(_disconnected(receive))
+        gone.add_done_callback(lambda _: wake.set())  # a client gone ends the wait at once
         try:
             headers = [
                 (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -80,9 +81,8 @@ class ClassStream:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             await send({"type": "http.response.body", "body": b": open\n\n", "more_body": True})
             while not gone.done():
-                woken = asyncio.ensure_future(wake.wait())
-                await asyncio.wait({woken, gone}, timeout=KEEPALIVE_S, return_when=asyncio.FIRST_COMPLETED)
-                woken.cancel()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(wake.wait(), KEEPALIVE_S)
                 if gone.done():
                     break
                 data, waiting[:] = (waiting[0] if waiting else b": keep\n\n"), []
