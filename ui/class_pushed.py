@@ -11,6 +11,7 @@ teacher's. A page change is not pushed: the follower's rerun takes it there.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,14 @@ from live.push import message
 from ui import class_rerun, widgets
 from viz.style import frozen
 
-COMPONENT = components.declare_component("class_pushed", path=str(Path(__file__).with_suffix("")))
+FOLDER = Path(__file__).with_suffix("")  # ui/class_pushed/index.html
+
+
+@functools.cache
+def _component():
+    """The component, declared at its first use in a page's run: `atlas app` imports the page's modules for its warm
+    first run before Streamlit's runtime exists, and a component declared then is unknown to the server (404)."""
+    return components.declare_component("class_pushed", path=str(FOLDER))
 
 
 def record(teacher: bool) -> None:
@@ -51,4 +59,4 @@ def _spec(fig: go.Figure | dict[str, Any]) -> dict[str, Any]:
 def show(code: str, page: str, drawn: int) -> None:
     """A follower's page drawn at version `drawn` of class `code`, on `page`: the pushed view of a later version
     of this page, the moment it arrives."""
-    COMPONENT(code=code, page=page, drawn=drawn, key="class_pushed", default=None)
+    _component()(code=code, page=page, drawn=drawn, key="class_pushed", default=None)
