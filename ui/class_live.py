@@ -3,8 +3,9 @@ link and QR code, students following the teacher's view, and a question the clas
 
 app.py calls `follow` before the sidebar (a follower takes the teacher's view, and page, before any widget is
 drawn), `panel` above the page and `publish` after it. The server tells a page when its class moved
-(live/push.py): a student's page is rerun when the class's version leaves the one it drew, the teacher's count
-of answers when an answer arrives; an idle follower costs nothing. The teacher's page publishes its view after each
+(live/push.py): the teacher's drawn figures are pushed to each student's page at once (ui/class_pushed.py), then
+a student's page is rerun when the class's version leaves the one it drew, the teacher's count of answers when an
+answer arrives; an idle follower costs nothing. The teacher's page publishes its view after each
 run of the page and of any of its fragments (a pick inside a page's fragment reruns only that fragment).
 """
 
