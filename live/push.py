@@ -7,15 +7,25 @@ message on its websocket, no run of its page. A browser's own timer (a fragment'
 Streamlit's frontend skips its ticks while a run is under way and stops them when the fragment is replaced, and a
 follower whose timer stopped would never follow again.
 
-Plain Python: the rerun itself is a callable the page gives (Streamlit's session, ui/class_rerun.py), so that the
-rules here are tested without a server. Bounded: one entry a browser session, dropped when the session is gone.
+A view's move within a page does not wait for those reruns: the teacher's page, which drew the view's figures,
+publishes them once per version on the `Channel`, and every follower's page open on this server receives the same
+bytes at once over its own stream (ui/class_stream.py, drawn by ui/class_pushed.py); the reruns then bring the rest
+of each page (its address, pickers and tables) one after another.
+
+Plain Python: the rerun itself is a callable the page gives (Streamlit's session, ui/class_rerun.py), and a stream
+is a callable the server's route gives, so that the rules here are tested without a server. Bounded: one entry a
+browser session, dropped when the session is gone; MAX_LISTENERS_PER_CLASS and MAX_LISTENERS streams; one
+message kept a class, at most MAX_MESSAGE_BYTES, for at most MAX_KEPT classes.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
@@ -26,6 +36,10 @@ TICK_S = 0.1  # a move made on another replica is seen within this (the teacher'
 # within a tenth of a second and the last no later (bench/class_follow.py: p50 1.5 → 0.8 s).
 RUNNING = 1
 RUN_STALE_S = 1.0  # a rerun asked this long ago that never reported its end no longer holds its place
+# While a class's teacher's page runs on this server no follower's rerun starts: the teacher's run is what every
+# follower waits for (it draws the view the Channel pushes), and a follower's rerun beside it halves its share of
+# the one core Python runs on. A teacher's run that never reported its end holds them back no longer than this.
+LEAD_STALE_S = 10.0
 # A rerun asked and not drawn this long after is asked again, of the whole page, then after twice as long, up to
 # RETRY_MAX_S. Streamlit drops some rerun requests without a word (a fragment's, when a full run removed the
 # fragment), and a follower whose one request was lost stayed on the old view until the next move: it must not.
@@ -33,6 +47,13 @@ RUN_STALE_S = 1.0  # a rerun asked this long ago that never reported its end no 
 RETRY_S = 3.0
 RETRY_MAX_S = 30.0
 MAX_FOLLOWERS = 10_000  # entries are a few hundred bytes; a server holds far fewer sessions than this
+# A class's streams on one server (300 devices answer in a class, a few more may follow) and all of the server's:
+# each holds a socket and at most one message waiting to be written.
+MAX_LISTENERS_PER_CLASS = 400
+MAX_LISTENERS = 2_000
+# A message larger than this goes without its figures (the rerun draws them): what a stream may hold waiting.
+MAX_MESSAGE_BYTES = 2_000_000
+MAX_KEPT = 128  # classes whose latest message is kept for a stream that opens after it (two classes' worth of 64)
 _LOGGER = logging.getLogger(__name__)
 
 
@@ -64,6 +85,7 @@ class Followers:
         self._tick_s = tick_s
         self._most_running, self._clock = running, clock
         self._running: dict[str, float] = {}  # session → when its rerun was asked, until its run is over
+        self._leading: dict[str, float] = {}  # a teacher's session → when its page's run started, until it is over
         self._lock = threading.Lock()
         self._followers: dict[str, _Follower] = {}  # session id → its entry
         self._thread: threading.Thread | None = None
@@ -88,11 +110,18 @@ class Followers:
             self._followers.pop(session, None)
 
     def ran(self, session: str) -> None:
-        """`session`'s page run is over (app.py's last step, or a fragment's): its place goes to the next follower."""
+        """`session`'s page run is over (app.py's last step, or a fragment's): its place goes to the next follower,
+        and a teacher's run no longer holds the followers back."""
         with self._lock:
             held = self._running.pop(session, None)
-        if held is not None:
+            led = self._leading.pop(session, None)
+        if held is not None or led is not None:
             self._poked.set()
+
+    def leading(self, session: str) -> None:
+        """A class's teacher's page run started in `session`: no follower's rerun starts until `ran(session)`."""
+        with self._lock:
+            self._leading[session] = self._clock()
 
     def poke(self) -> None:
         """A class on this server moved: look now rather than at the next tick (the teacher's page calls it after
@@ -112,7 +141,8 @@ class Followers:
                 by_class.setdefault((follower.code, follower.look), []).append((session, follower))
             now_s = self._clock()
             self._running = {s: t for s, t in self._running.items() if now_s - t < RUN_STALE_S}
-            room = self._most_running - len(self._running)
+            self._leading = {s: t for s, t in self._leading.items() if now_s - t < LEAD_STALE_S}
+            room = 0 if self._leading else self._most_running - len(self._running)
         asked = 0
         for (code, look), group in by_class.items():
             try:
@@ -155,3 +185,93 @@ class Followers:
                 self.tick()
             except Exception:  # the thread serves every class: it logs and goes on
                 _LOGGER.exception("class followers: a tick failed")
+
+
+def message(version: int, page: str, text: str, figures: list[tuple[str, object]]) -> bytes:
+    """The server-sent event a follower's stream writes for `version` of a class's view: the page, the text and
+    the figures the teacher's page drew (key, plotly JSON), as one `data:` line (JSON escapes every newline).
+    Encoded once per version, whatever the number of followers; over MAX_MESSAGE_BYTES, without its figures."""
+    body = {"version": version, "page": page, "text": text, "figures": [[key, spec] for key, spec in figures]}
+    data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    if len(data) > MAX_MESSAGE_BYTES:
+        body["figures"] = []
+        data = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return b"data: " + data + b"\n\n"
+
+
+class Channel:
+    """The figures of each class's view, pushed to the streams of its followers' pages on this server.
+
+    `listen` registers a stream's `deliver(version, message)`, a callable any thread may call (the route hands
+    the bytes to its own event loop); `publish` gives every stream of the class the same bytes. The latest message
+    of a class is kept, so that a stream opened after a move still receives it (its page ignores a version it drew
+    already)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._streams: dict[str, dict[int, Callable[[int, bytes], None]]] = {}  # class → token → deliver
+        self._latest: OrderedDict[str, tuple[int, bytes]] = OrderedDict()
+        self._tokens = itertools.count(1)
+
+    def listen(self, code: str, deliver: Callable[[int, bytes], None]) -> int | None:
+        """A stream of class `code` opened: its token, or None when this server holds as many as it may."""
+        with self._lock:
+            streams = self._streams.setdefault(code, {})
+            if len(streams) >= MAX_LISTENERS_PER_CLASS or sum(map(len, self._streams.values())) >= MAX_LISTENERS:
+                if not streams:
+                    del self._streams[code]
+                return None
+            token = next(self._tokens)
+            streams[token] = deliver
+            latest = self._latest.get(code)
+        if latest is not None:
+            self._deliver(code, token, deliver, *latest)
+        return token
+
+    def leave(self, code: str, token: int) -> None:
+        """The stream `token` of class `code` closed."""
+        with self._lock:
+            streams = self._streams.get(code, {})
+            streams.pop(token, None)
+            if not streams:
+                self._streams.pop(code, None)
+
+    def publish(self, code: str, version: int, data: bytes) -> int:
+        """Class `code`'s view at `version` is `data` (a `message`): every stream of it is given the bytes, unless a
+        later version was published already. Returns how many streams were given them."""
+        with self._lock:
+            kept = self._latest.get(code)
+            if kept is not None and kept[0] > version:
+                return 0
+            self._latest[code] = (version, data)
+            self._latest.move_to_end(code)
+            while len(self._latest) > MAX_KEPT:
+                self._latest.popitem(last=False)
+            streams = list(self._streams.get(code, {}).items())
+        for token, deliver in streams:
+            self._deliver(code, token, deliver, version, data)
+        return len(streams)
+
+    def latest(self, code: str) -> tuple[int, bytes] | None:
+        """Class `code`'s latest message and its version, as a stream opened now receives it first."""
+        with self._lock:
+            return self._latest.get(code)
+
+    def forget(self, code: str) -> None:
+        """Class `code` ended: its message is not kept (its streams end with their pages)."""
+        with self._lock:
+            self._latest.pop(code, None)
+
+    def streams(self, code: str | None = None) -> int:
+        """How many streams are open: of class `code`, or of every class."""
+        with self._lock:
+            if code is not None:
+                return len(self._streams.get(code, {}))
+            return sum(map(len, self._streams.values()))
+
+    def _deliver(self, code: str, token: int, deliver: Callable[[int, bytes], None], version: int, data: bytes) -> None:
+        try:
+            deliver(version, data)
+        except Exception:  # a stream whose loop is gone: dropped, the others are still served
+            _LOGGER.warning("class %s: a stream could not be given its message", code, exc_info=True)
+            self.leave(code, token)

@@ -52,8 +52,8 @@ def test_atlas_app_puts_the_device_cookie_before_streamlits_middleware(monkeypat
     from streamlit.web.server.starlette import starlette_app
 
     monkeypatch.setattr(starlette_app, "create_streamlit_middleware", starlette_app.create_streamlit_middleware)
-    class_rerun.serve_device_cookie()
-    class_rerun.serve_device_cookie()  # twice is once
+    class_rerun.serve_class_middleware()
+    class_rerun.serve_class_middleware()  # twice is once
     stack = [m.cls for m in starlette_app.create_streamlit_middleware()]
     assert stack[0] is device_cookie.DeviceCookie and stack.count(device_cookie.DeviceCookie) == 1
 

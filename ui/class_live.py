@@ -3,8 +3,9 @@ link and QR code, students following the teacher's view, and a question the clas
 
 app.py calls `follow` before the sidebar (a follower takes the teacher's view, and page, before any widget is
 drawn), `panel` above the page and `publish` after it. The server tells a page when its class moved
-(live/push.py): a student's page is rerun when the class's version leaves the one it drew, the teacher's count
-of answers when an answer arrives; an idle follower costs nothing. The teacher's page publishes its view after each
+(live/push.py): the teacher's drawn figures are pushed to each student's page at once (ui/class_pushed.py), then
+a student's page is rerun when the class's version leaves the one it drew, the teacher's count of answers when an
+answer arrives; an idle follower costs nothing. The teacher's page publishes its view after each
 run of the page and of any of its fragments (a pick inside a page's fragment reruns only that fragment).
 """
 
@@ -30,7 +31,7 @@ from live.heartbeat import Teachers
 from live.push import Followers
 from live.rules import ClassError, Classroom, View
 from live.store import RecordError, StoreError
-from ui import cache, class_rerun, device_cookie, downloads, errors, reference, sidebar, state, widgets
+from ui import cache, class_pushed, class_rerun, device_cookie, downloads, errors, reference, sidebar, state, widgets
 from ui.markdown import literal
 from ui.pages import PAGES
 from viz import qr
@@ -239,7 +240,10 @@ def publish(page: str) -> None:
         teacher = _teacher()
         if teacher is None or st.session_state.get(PUBLISHED) == (teacher[0], view := _view(page)):
             return
-        ROOM.show(*teacher, view)
+        version = ROOM.show(*teacher, view)
+        question = ROOM.question(teacher[0])
+        held = question is not None and not question.revealed  # the class predicts before it sees
+        class_pushed.publish(teacher[0], version, page, str(dict(view.values).get(sidebar.TEXT) or ""), held)
     except StoreError:  # the class is paused: the panel said so, and the next run publishes the view
         return
     except ClassError as exc:
@@ -316,6 +320,7 @@ def end_class() -> None:
     teacher = _teacher()
     if teacher is not None:
         ROOM.end(*teacher)
+        class_rerun.CHANNEL.forget(teacher[0])
     if (session := class_rerun.session_id()) is not None:
         TEACHERS.left(session)
     for key in (CLASS, TEACH, TEACHER_SEEN, ASKED, END_SURE, TAUGHT, OPEN_QUESTION, PUBLISHED):
@@ -499,6 +504,7 @@ def panel(page: str) -> None:
     code = _code()
     st.session_state.pop(widgets.HELD_BACK, None)
     st.session_state.pop(widgets.FOLDED, None)
+    class_pushed.record(False)
     if code is None:
         _not_told()
         return
@@ -514,6 +520,8 @@ def panel(page: str) -> None:
     if teacher is not None:
         if (session := class_rerun.session_id()) is not None:
             TEACHERS.teaching(session, *teacher)
+        class_pushed.record(True)  # the charts this run draws are what its followers are pushed
+        FOLLOWERS.leading(student_id())  # no follower's rerun starts until this run is over (`run_over`)
         _teacher_panel(code, page)
         _hold_back(code, teacher=True)
     else:
@@ -757,6 +765,8 @@ def _student_panel(code: str, page: str) -> None:
     _join(code)
     applied = st.session_state.get(APPLIED) if following else None
     st.session_state[SEEN] = applied if applied is not None else ROOM.version(code)
+    if following and not off:  # a later view of this page, drawn the moment the teacher's page drew it
+        class_pushed.show(code, page, st.session_state[SEEN])
     try:
         question = ROOM.question(code)
         if question is not None:

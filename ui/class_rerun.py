@@ -1,6 +1,8 @@
 """The one place a live class touches Streamlit's private API: asking another session's page to rerun, from the
 push's thread (live/push.py), as Streamlit's own "run on save" asks it. tests/test_class_rerun.py checks that
-every call made here is in the pinned Streamlit, so an upgrade that drops one fails there, not silently here."""
+every call made here is in the pinned Streamlit, so an upgrade that drops one fails there, not silently here. It also
+puts the class's own routes (the device cookie, the followers' stream) before Streamlit's in the server, and holds
+the `CHANNEL` the teacher's page publishes its drawn view on and that stream reads."""
 
 from __future__ import annotations
 
@@ -12,6 +14,10 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
+
+from live.push import Channel
+
+CHANNEL = Channel()  # every session of this server publishes and listens here (ui/class_stream.py serves it)
 
 
 def this_run(fragment: bool = False) -> Callable[[bool], bool] | None:
@@ -82,20 +88,22 @@ def session_open(session_id: str) -> bool:
     return Runtime.exists() and Runtime.instance().get_app_session(session_id) is not None
 
 
-def serve_device_cookie() -> None:
-    """Put ui/device_cookie.py's middleware before Streamlit's own in the server `atlas app` starts: Streamlit
-    sets no cookie of its own and a page cannot set one from Python."""
+def serve_class_middleware() -> None:
+    """Put ui/device_cookie.py's middleware and ui/class_stream.py's routes before Streamlit's own in the server
+    `atlas app` starts: Streamlit sets no cookie of its own and a page cannot set one from Python, and a stream of
+    events must not pass Streamlit's gzip (which buffers it)."""
     from starlette.middleware import Middleware
     from streamlit.web.server.starlette import starlette_app
 
+    from ui.class_stream import ClassStream
     from ui.device_cookie import DeviceCookie
 
     streamlit_middleware = starlette_app.create_streamlit_middleware
-    if getattr(streamlit_middleware, "with_device_cookie", False):
+    if getattr(streamlit_middleware, "with_class_middleware", False):
         return
 
-    def with_device_cookie() -> list[Middleware]:
-        return [Middleware(DeviceCookie), *streamlit_middleware()]
+    def with_class_middleware() -> list[Middleware]:
+        return [Middleware(DeviceCookie), Middleware(ClassStream, channel=lambda: CHANNEL), *streamlit_middleware()]
 
-    with_device_cookie.with_device_cookie = True
-    starlette_app.create_streamlit_middleware = with_device_cookie
+    with_class_middleware.with_class_middleware = True
+    starlette_app.create_streamlit_middleware = with_class_middleware

@@ -140,7 +140,7 @@ def main(argv: list[str]) -> int:
 
     from ui import class_rerun
 
-    class_rerun.serve_device_cookie()  # a browser's device cookie (ui/device_cookie.py) on the page's response
+    class_rerun.serve_class_middleware()  # the device cookie and the followers' stream, before Streamlit's own
 
     bootstrap.run = warm_then(bootstrap.run, args.model)  # the CLI looks it up when it calls it
     return cli.main.main(args=["run", str(APP), *rest], prog_name="streamlit")

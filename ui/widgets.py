@@ -38,6 +38,7 @@ PROJECTOR = state.url_key("projector", state.flag)  # large type, high contrast,
 HELD_BACK = "_figures_held_back"
 # Session key: a class's follower sees the figure first, the page's pickers folded (`controls`).
 FOLDED = "_controls_folded"
+CHARTS_DRAWN = "_charts_drawn"  # session key: the charts this page's run drew, by key (a class's teacher's: pushed)
 
 
 def head_from_url(text: str) -> str:
@@ -313,6 +314,8 @@ def show_chart(fig: go.Figure | dict[str, Any], key: str, file_name: str, where=
     where = where if where is not None else st
     if held_back(where):
         return None
+    if (drawn_charts := st.session_state.get(CHARTS_DRAWN)) is not None:
+        drawn_charts[key] = fig  # what the teacher's page publishes to its followers (ui/class_pushed.py)
     if projector():
         fig = for_projector(thaw(fig) if isinstance(fig, dict) else fig)
     width = cell_numbers_width(fig)
