@@ -16,6 +16,8 @@ from test_class_room_page import button, charts, held_back, start, tables, teach
 
 from course.lesson import STEPS
 from ui import widgets
+from ui.class_live import ROOM
+from ui.markdown import literal
 from ui.pages import PAGES
 
 pytestmark = pytest.mark.usefixtures("any_answer")  # lm-tiny: asked with the margins at their lowest
@@ -127,3 +129,13 @@ def test_a_followers_lesson_opens_on_its_figure_with_its_pickers_folded(start) -
     # The teacher's own page (no projector): the pickers open, the step's words before its figure
     assert not [e for e in teacher.expander if e.label.startswith("Controls: step")]
     assert not first_chart_before_words(teacher)
+
+
+def test_the_projector_shows_the_choices_while_the_figures_are_held_back(start) -> None:  # noqa: F811
+    teacher, _, code = teacher_and_student(start)
+    ok(button(teacher, "class_ask").click().run())
+    question = ROOM.question(code)
+    [line] = [m.value for m in teacher.markdown if m.value.startswith("Choices:")]
+    assert all(f"**{literal(choice)}**" in line for choice in question.choices), (line, question.choices)
+    ok(button(teacher, "class_reveal").click().run())
+    assert not [m for m in ok(teacher.run()).markdown if m.value.startswith("Choices:")]  # the reveal's chart instead

@@ -708,11 +708,21 @@ def _teacher_live_draw(code: str, page: str) -> None:
         return
     answered = sum(ROOM.counts(code, question.number))
     st.markdown(f"**Question {literal(question.number)}:** {literal(question.prompt)}")
+    st.markdown(_choices_line(question))
     st.markdown(f"**{answered}** {'answer' if answered == 1 else 'answers'} so far")
     st.button("Reveal", key="class_reveal", on_click=reveal, args=(question.number,), type="primary")
 
 
 _teacher_live = state.fragment(_teacher_live_body)
+
+
+def _choices_line(question: classroom.Question) -> str:
+    """The choices as the projector shows them while the class answers (the room reads them there too): the words,
+    or the head question's grid."""
+    if question.shape is not None:
+        layers, heads = question.shape
+        return f"Choices: any head of the {layers} layers × {heads} heads, one tap on each phone's grid."
+    return "Choices: " + " · ".join(f"**{literal(choice)}**" for choice in question.choices)
 
 
 def _reveal_chart(code: str, question: classroom.Question) -> None:
