@@ -139,3 +139,20 @@ def test_the_projector_shows_the_choices_while_the_figures_are_held_back(start) 
     assert all(f"**{literal(choice)}**" in line for choice in question.choices), (line, question.choices)
     ok(button(teacher, "class_reveal").click().run())
     assert not [m for m in ok(teacher.run()).markdown if m.value.startswith("Choices:")]  # the reveal's chart instead
+
+
+def test_a_reveal_folds_once_the_teacher_moves_on(start) -> None:  # noqa: F811
+    teacher, student, code = teacher_and_student(start)
+    ok(button(teacher, "class_ask").click().run())
+    number = ROOM.question(code).number
+    ok(button(teacher, "class_reveal").click().run())
+    ok(teacher.run())
+    ok(student.run())
+    folded = literal(f"Question {number}: the class's answers")
+    for page in (teacher, student):  # on the view it was revealed at: open, the page's own figure below it
+        assert f"class_answers_{number}" in charts(page) and not [e for e in page.expander if e.label == folded]
+    ok(teacher.switch_page("views/lesson.py").run())
+    ok(student.run())
+    for page in (teacher, student):  # moved on: the answers fold, one click away
+        [kept] = [e for e in page.expander if e.label == folded]
+        assert f"class_answers_{number}" in {c.key for c in kept.get("plotly_chart")}

@@ -36,6 +36,7 @@ def answers_figure(prompt: str, choices: tuple[str, ...], counts: list[int], mod
 
 
 GRID_ROW_PX = 50  # one layer's row of the head grid
+SIDE_TITLE_PX = 22  # a side's title line (make_subplots' 16 px type)
 GRID_MAX_PX = 300  # the whole grid: it fits a projector's (1024×768) and a phone's (390×844) first view
 
 
@@ -117,4 +118,6 @@ def head_grid_figure(
         fig.update_xaxes(title_text="head", tickmode="array", tickvals=heads, row=1, col=col)
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=layers)
     fig.update_layout(showlegend=False)
-    return finish(fig, title, min(GRID_MAX_PX, 100 + GRID_ROW_PX * n_layers))
+    finish(fig, title, min(GRID_MAX_PX, 100 + GRID_ROW_PX * n_layers))
+    # The sides' titles sit above the plot, in the top margin: it holds them below the chart's own title's lines.
+    return fig.update_layout(margin={"t": fig.layout.margin.t + SIDE_TITLE_PX})
