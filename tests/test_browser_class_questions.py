@@ -1,8 +1,8 @@
 """Each kind of class question in a real browser, as a room sees it: the teacher projects at 1024 × 768 (projector
 mode, opened on `localhost`), a student follows on a 390 × 844 phone. For the next-word and the head question the
-choices (the head question's layer × head grid) and the Answer button lie in the phone's first view; each reveal
-lies whole in the projector's first view and the phone's, its titles apart and within the chart. On the phone no
-chart's toolbar lies over its title.
+choices (words without the tokenizer's marks; the head question's layer × head grid) and the Answer button lie in
+the phone's first view; each reveal lies whole in the projector's first view and the phone's, its titles apart and
+within the chart. On the phone no chart's toolbar lies over its title.
 
 Screenshots of each state go to screenshots/ (scripts/screenshots.sh), or to $ATLAS_CLASS_SHOTS when set:
 class-projector-1024-{kind}-question.png, …-reveal.png, class-phone-390-{kind}-question.png, …-reveal.png."""
@@ -127,6 +127,8 @@ def test_each_question_fits_a_phone_and_its_reveal_the_projector(server, browser
             else:
                 choices = phone.locator('[data-testid="stRadio"]').filter(has_text=f"Question {number}")
                 whole_in_view(phone, choices)
+                shown = choices.locator("label").all_inner_texts()[1:]
+                assert shown and not [c for c in shown if re.search(r"[▁Ġ]|<s>|<0x", c)], shown  # words, no marks
                 choices.locator("label").nth(1).click()  # label 0 is the question's own
             settle(phone)  # the pick's own rerun is over: the click on Answer carries it
             answer.click()
