@@ -28,17 +28,16 @@ PROJECTOR = {"width": 1024, "height": 768}
 TOOLBAR_OVER_TITLE = """() => {
   const out = [];
   for (const chart of document.querySelectorAll('.js-plotly-plot')) {
-    const bar = chart.querySelector('.modebar-container');
-    if (!bar || !bar.checkVisibility({opacityProperty: true, visibilityProperty: true})) continue;
-    const b = bar.getBoundingClientRect();
+    const buttons = [...chart.querySelectorAll('.modebar-btn')]
+      .filter(b => b.checkVisibility({opacityProperty: true, visibilityProperty: true}))
+      .map(b => b.getBoundingClientRect()).filter(b => b.width && b.height);
     for (const t of chart.querySelectorAll('.gtitle, .annotation-text')) {
       const r = t.getBoundingClientRect();
-      if (b.width && b.height && r.left < b.right && b.left < r.right && r.top < b.bottom && b.top < r.bottom)
+      if (buttons.some(b => r.left < b.right && b.left < r.right && r.top < b.bottom && b.top < r.bottom))
         out.push(t.textContent.slice(0, 40));
     }
   }
   return out; }"""
-
 # A chart's titles (its own and its sides') that overlap each other or run past the chart's edges.
 TITLES_CLASH = """() => {
   const out = [];
