@@ -14,6 +14,9 @@ from live import rules as classroom
 from live.rules import ClassError, Classroom
 from ui.class_live import ROOM
 from viz.classroom import GRID_MAX_PX, head_grid_figure
+from viz.style import cell_numbers_width, for_projector
+
+PROJECTED_CHART_PX = 1024 - 2 * 2 * 22  # a chart's width at 1024 px in projector mode (2rem each side, 22 px type)
 
 SHAPE = (3, 4)
 CHOICES = tuple(f"layer {r + 1} head {h + 1}" for r in range(3) for h in range(4))
@@ -27,11 +30,21 @@ def test_the_grid_counts_each_head_and_marks_the_models_from_1() -> None:
     picks, scores = fig.data
     assert [len(row) for row in picks.z] == [4, 4, 4] and picks.z[1][2] == 3 and scores.z[2][3] == SCORES[11]
     assert list(picks.x) == [1, 2, 3, 4] and list(picks.y) == ["layer 1", "layer 2", "layer 3"]
-    assert picks.text[1][2] == "★ 3" and sum("★" in t for row in picks.text for t in row) == 1
+    assert picks.text[1][2] == "★3" and sum("★" in t for row in picks.text for t in row) == 1
+    assert picks.text[0][0] == "" and scores.text[1][2] == "★"  # no one picked it; a score reads as its shade
+    assert fig.layout.annotations[1].text == f"score (★ {SCORES[6]:.2f})"
     assert (
         all((s.x0, s.x1, s.y0, s.y1) == (2.5, 3.5, 0.5, 1.5) for s in fig.layout.shapes) and len(fig.layout.shapes) == 2
     )
     assert fig.layout.height <= GRID_MAX_PX
+
+
+def test_the_counts_of_lm_englishs_grid_print_on_a_projector() -> None:
+    counts = [12] * 48  # two digits in every cell, and the star
+    fig = head_grid_figure((6, 8), counts, tuple(i / 48 for i in range(48)), 13, "Which head is the induction head?")
+    assert 0 < cell_numbers_width(fig) <= PROJECTED_CHART_PX
+    assert 0 < cell_numbers_width(for_projector(fig)) <= PROJECTED_CHART_PX
+    assert all(len(a.text) <= 20 for a in fig.layout.annotations)  # the two sides' titles apart on a phone
 
 
 def test_the_grid_of_the_largest_question_stays_within_a_first_view() -> None:

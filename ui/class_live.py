@@ -61,6 +61,7 @@ OFF_VIEW = "_class_off_view"  # session key: a follower's own change took it off
 LINK_PANEL, ASK_PANEL = "class_link_panel", "class_ask_panel"  # the teacher's two expanders (open or folded)
 PEEK = "class_peek"  # the teacher's toggle: the figures shown to the teacher alone while a question is open
 END_SURE = "class_end_sure"  # the checkbox that "End the class" asks first
+REVEALED_AT = "_class_revealed_at"  # session key: (class, question, the view its reveal was first drawn at)
 JOIN = "class_join_code"  # the home page's box: a class code typed by a student
 # What a follower copies: the model, the text, attention type, layer, head, query, position and the Lesson's step
 # and sentence (views/lesson.py declares those two; tests/test_class_page.py checks the names).
@@ -599,7 +600,8 @@ def _teacher_panel(code: str, page: str) -> None:
     question = ROOM.question(code)
     st.session_state[OPEN_QUESTION] = question  # put back with the class if the store loses it
     if question is not None and question.revealed:
-        _reveal_chart(code, question)
+        with _reveal_place(code, question, page):
+            _reveal_chart(code, question)
     _teacher_live(code, page)
     if question is not None and not question.revealed:
         st.toggle("Peek at the figures (this page only; the projector shows them too)", key=PEEK, value=False)
@@ -716,11 +718,21 @@ def _teacher_live_draw(code: str, page: str) -> None:
         return
     answered = sum(ROOM.counts(code, question.number))
     st.markdown(f"**Question {literal(question.number)}:** {literal(question.prompt)}")
+    st.markdown(_choices_line(question))
     st.markdown(f"**{answered}** {'answer' if answered == 1 else 'answers'} so far")
     st.button("Reveal", key="class_reveal", on_click=reveal, args=(question.number,), type="primary")
 
 
 _teacher_live = state.fragment(_teacher_live_body)
+
+
+def _choices_line(question: classroom.Question) -> str:
+    """The choices as the projector shows them while the class answers (the room reads them there too): the words,
+    or the head question's grid."""
+    if question.shape is not None:
+        layers, heads = question.shape
+        return f"Choices: any head of the {layers} layers × {heads} heads, one tap on each phone's grid."
+    return "Choices: " + " · ".join(f"**{literal(choice)}**" for choice in question.choices)
 
 
 def _reveal_chart(code: str, question: classroom.Question) -> None:
@@ -731,6 +743,19 @@ def _reveal_chart(code: str, question: classroom.Question) -> None:
     else:
         fig = answers_figure(title, question.choices, counts, question.model_answer)
     widgets.show_chart(fig, f"class_answers_{question.number}", f"class-{code}-question-{question.number}")
+
+
+def _reveal_place(code: str, question: classroom.Question, page: str):
+    """Where a revealed question's answers go: the page itself on the view the reveal was first drawn at; once this
+    page moved on (the teacher's next view, which a follower takes too) a folded expander, so that the page's own
+    figure comes first again, on the projector and on a phone."""
+    here, mark = _view(page), (code, question.number)
+    seen = st.session_state.get(REVEALED_AT)
+    if seen is None or seen[:2] != mark:
+        st.session_state[REVEALED_AT] = seen = (*mark, here)
+    if seen[2] == here:
+        return st.container()
+    return st.expander(literal(f"Question {question.number}: the class's answers"), expanded=False)
 
 
 def _off_view(code: str, page: str) -> bool:
@@ -770,7 +795,7 @@ def _student_panel(code: str, page: str) -> None:
     try:
         question = ROOM.question(code)
         if question is not None:
-            _student_question(code, question)
+            _student_question(code, question, page)
     finally:  # whatever the question's drawing did: the server reruns this page when the class moves on
         _told(code, "version", st.session_state[SEEN])
 
@@ -802,7 +827,7 @@ def _pick_head(number: int, layer: int, n_layers: int, n_heads: int) -> None:
     st.session_state[f"class_pick_{number}"] = None if type(head) is not int else layer * n_heads + head
 
 
-def _student_question(code: str, question: classroom.Question) -> None:
+def _student_question(code: str, question: classroom.Question, page: str) -> None:
     mine = ROOM.answer_of(code, question.number, device_id())
     if not question.revealed:
         if mine is None and (refused := st.session_state.get(JOIN_REFUSED)):
@@ -831,5 +856,6 @@ def _student_question(code: str, question: classroom.Question) -> None:
         said = f"Right: you picked {model}, as the model does."
     else:
         said = f"Not this time: you picked {question.choices[mine]}, the model {model}."
-    (st.success if mine == question.model_answer else st.info)(literal(said))
-    _reveal_chart(code, question)
+    with _reveal_place(code, question, page):
+        (st.success if mine == question.model_answer else st.info)(literal(said))
+        _reveal_chart(code, question)

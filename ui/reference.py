@@ -10,7 +10,7 @@ from inference.text import InputError
 from ui import cache, charts, errors, state
 from ui.cache import Source
 from ui.markdown import literal
-from ui.widgets import show_chart
+from ui.widgets import data_table, show_chart
 from viz.forced import forced_frame, percent
 from viz.labels import display_piece, safe_filename
 
@@ -85,7 +85,7 @@ def reference_box(ctx: Source, translates: bool, found: Forced | None, why: str 
         return
     for note in found.notes:
         st.warning(literal(note))
-    st.dataframe(forced_frame(found.rows), hide_index=True, column_config={"probability": PROB}, key="forced_rows")
+    data_table(forced_frame(found.rows), hide_index=True, column_config={"probability": PROB}, key="forced_rows")
     st.caption(
         literal(
             f"Each token of the {what.lower()}, fed to the decoder in turn: the probability the model gave it there, "

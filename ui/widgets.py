@@ -76,12 +76,15 @@ html { font-size: 22px; }
 </style>"""
 # Every mode: below 1100 px wide the main area's side padding (5rem beside an open sidebar) gives way to the charts,
 # so that Explore's heatmap keeps 420 px at 1024 × 768; a table made with `wrap=False` keeps each cell on one line
-# (ids and pieces read whole) and scrolls sideways inside its column when it is wider.
+# (ids and pieces read whole) and scrolls sideways inside its column when it is wider. Plotly's toolbar shows only
+# while a pointer is on its chart (`config`), and not at all on a device without hover (a phone), where Plotly would
+# show it always, over the chart's title.
 LAYOUT_CSS = """<style>
 @media (max-width: 1100px) {
   [data-testid="stMainBlockContainer"] { padding-left: 1.5rem; padding-right: 1.5rem; }
 }
 .atlas-scroll { overflow-x: auto; }
+@media (hover: none) { .js-plotly-plot .modebar-container { display: none; } }
 .atlas-table.nowrap th, .atlas-table.nowrap td { white-space: nowrap; overflow-wrap: normal; }
 </style>"""
 
@@ -322,7 +325,14 @@ def show_chart(fig: go.Figure | dict[str, Any], key: str, file_name: str, where=
     if width:
         where.html(f"<style>{cell_numbers_css(key, width)}</style>")
     drawn = _Frozen(fig) if isinstance(fig, dict) else fig
-    return where.plotly_chart(drawn, key=key, config=chart_config(file_name), **kwargs)
+    return where.plotly_chart(drawn, key=key, config=config(file_name), **kwargs)
+
+
+def config(file_name: str) -> dict[str, Any]:
+    """The `config=` every chart gets (viz.style.chart_config), its toolbar shown only while a pointer is on the
+    chart: the toolbar lies over the right end of the title. Plotly shows it always on a device without hover (a
+    phone); LAYOUT_CSS hides it there."""
+    return chart_config(file_name) | {"displayModeBar": "hover"}
 
 
 TABLE_CSS = (
@@ -375,16 +385,21 @@ def held_back(where: Any) -> bool:
     return True
 
 
-def data_table(frame: object, where: Any = None, **kwargs: Any) -> None:
-    """st.dataframe of `frame` (a table that scrolls and sorts), unless the figures are held back (`held_back`)."""
+def data_table(frame: object, where: Any = None, **kwargs: Any) -> Any:
+    """st.dataframe of `frame` (a table that scrolls and sorts) in `where` (default: the page), and what it returns
+    (the selection, with on_select); nothing while the figures are held back (`held_back`)."""
     where = where if where is not None else st
-    if not held_back(where):
-        where.dataframe(frame, **kwargs)
+    return None if held_back(where) else where.dataframe(frame, **kwargs)
 
 
-def controls() -> Any:
+def following() -> bool:
+    """Whether this page is a class's follower's, on the teacher's view (FOLDED): its pickers fold away."""
+    return bool(st.session_state.get(FOLDED))
+
+
+def controls(label: str = "Controls: attention, layer, head, …") -> Any:
     """Where a page draws its pickers: an expander, folded, for a class's follower (FOLDED: the figure the teacher
     talks about comes first on a phone), else the page itself."""
-    if st.session_state.get(FOLDED):
-        return st.expander("Controls: attention, layer, head, …", expanded=False)
+    if following():
+        return st.expander(label, expanded=False)
     return st.container()

@@ -11,7 +11,7 @@ from model.names import parse_block_name
 from ui import cache, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
-from ui.widgets import head_from_url, head_to_url
+from ui.widgets import data_table, head_from_url, head_to_url
 from viz.labels import display_piece, safe_filename
 from viz.tables import ranking_frame
 
@@ -79,9 +79,9 @@ def side_by_side(effect, switched_off: int, column_config: dict) -> None:
     """The intact model's top tokens beside the ablated model's."""
     left, right = st.columns(2)
     left.caption("Intact model")
-    left.dataframe(top_table(effect.before_top), hide_index=True, column_config=column_config)
+    data_table(top_table(effect.before_top), left, hide_index=True, column_config=column_config)
     right.caption(f"{switched_off} head(s) switched off")
-    right.dataframe(top_table(effect.after_top), hide_index=True, column_config=column_config)
+    data_table(top_table(effect.after_top), right, hide_index=True, column_config=column_config)
 
 
 def body() -> None:
@@ -153,7 +153,7 @@ def body() -> None:
         )
         steps["change"] = steps["log p ablated"] - steps["log p intact"]
         st.caption("Each token of the intact output, and how probable the ablated model finds it in the same place.")
-        st.dataframe(steps, hide_index=True, key="ablate_steps")
+        data_table(steps, hide_index=True, key="ablate_steps")
     st.caption(
         "Switch heads off and run the model again: what does it predict without them? The attention pictures stay "
         "what each head computed; only the chosen heads' outputs are cut before they are concatenated and "
@@ -179,7 +179,7 @@ def body() -> None:
     name = safe_filename("ablation-ranking", ctx.name, mode, method)
     if method == "approximate":
         frame = ranking_frame(analysis, cache.head_ranking_approximate(ctx, mode), APPROXIMATE_COLUMN)
-        st.dataframe(frame, hide_index=True, key="ablate_ranking")
+        data_table(frame, hide_index=True, key="ablate_ranking")
         table_downloads(frame, name, "ablate_ranking", "the ranking")
         return
     with progress.running("ablate_rank", "_ablate_ranked", first="Switching off each head in turn…") as show:
@@ -191,7 +191,7 @@ def body() -> None:
 
         table = cache.head_ranking(ctx, mode, moved)
     frame = ranking_frame(analysis, table)
-    st.dataframe(frame, hide_index=True, key="ablate_ranking")
+    data_table(frame, hide_index=True, key="ablate_ranking")
     table_downloads(frame, name, "ablate_ranking", "the ranking")
 
 

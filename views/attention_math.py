@@ -7,7 +7,7 @@ import streamlit as st
 from analysis.record import Block
 from ui import cache, errors, sidebar, state, widgets
 from ui.markdown import literal
-from ui.widgets import QUERY, head_picker, show_chart, token_picker
+from ui.widgets import QUERY, data_table, head_picker, show_chart, token_picker
 from viz.labels import indexed_labels, safe_filename
 from viz.score_parts import largest_cells, score_parts_frame, score_parts_heatmap
 from viz.steps import (
@@ -56,7 +56,7 @@ def steps_view(source: cache.Source) -> None:
     show_chart(steps_figure(steps, window), "steps_chart", name)
     show_chart(output_figure(steps), "output_chart", f"{name}-output")
     with st.expander("The numbers", expanded=len(labels) <= 16):
-        st.dataframe(steps_table(steps, window), hide_index=True, key="steps_table")
+        data_table(steps_table(steps, window), hide_index=True, key="steps_table")
     why_view(ctx, block, head, query, name)
 
 
@@ -98,7 +98,7 @@ def why_view(ctx: cache.Shown, block: Block, head: int, query: int, name: str) -
             "layers put into this score."
         )
     st.markdown("**The largest cells**, whichever way they push")
-    st.dataframe(largest_cells(frame), hide_index=True, key="why_cells")
+    data_table(largest_cells(frame), hide_index=True, key="why_cells")
 
 
 def body() -> None:

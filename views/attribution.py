@@ -9,7 +9,7 @@ import streamlit as st
 from ui import cache, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
-from ui.widgets import POSITION, show_chart, token_picker
+from ui.widgets import POSITION, data_table, show_chart, token_picker
 from viz.agreement import agreement_frame, correlation_heatmap, disagreement_line, rank_correlations, ranks_heatmap
 from viz.attribution import (
     attribution_title,
@@ -85,7 +85,7 @@ def body() -> None:
     every = (parts.heads, parts.feed_forward, parts.embeddings, parts.positions, parts.biases, names)
     table_downloads(partial(parts_frame, *every), f"{name}-parts", "attribution_parts", "every part's contribution")
     with st.expander("Every head, the largest push first"):
-        st.dataframe(heads, hide_index=True, key="attribution_table")
+        data_table(heads, hide_index=True, key="attribution_table")
     st.header("Logit lens")
     st.caption(
         "The stream after each layer read as if it were the last (through the final normalisation and the output "
@@ -156,7 +156,7 @@ def agreement_section(ctx: cache.Shown, pos: int, labels: list[str]) -> None:
     table = frame.reset_index()
     table_downloads(table, name, "agreement", "every head's scores")
     with st.expander("Every head's scores"):
-        st.dataframe(table, hide_index=True, key="agreement_table")
+        data_table(table, hide_index=True, key="agreement_table")
 
 
 errors.guarded(body)

@@ -15,7 +15,7 @@ from ui import cache, charts, errors, progress, sidebar, state
 from ui.cache import Shown, Source, TraceGoneError
 from ui.downloads import table_downloads
 from ui.markdown import literal
-from ui.widgets import head_picker, show_chart, trace_uploader, weighting_picker
+from ui.widgets import data_table, head_picker, show_chart, trace_uploader, weighting_picker
 from viz.compare import aligned, difference_heatmap
 from viz.heads import AVERAGE, head_title
 from viz.labels import display_piece, safe_filename
@@ -165,7 +165,7 @@ def _outputs(col, ctx: Shown, name: str, models: bool = False) -> None:
     elif analysis.predictions:
         col.markdown(f"**Next token by {who}**" if models else f"**Next token after the {name} text**")
         last = len(analysis.target_pieces) - 1
-        col.dataframe(charts.predictions_table(ctx, last), hide_index=True, key=f"compare_top_{name}")
+        data_table(charts.predictions_table(ctx, last), col, hide_index=True, key=f"compare_top_{name}")
 
 
 def body() -> None:
@@ -394,7 +394,7 @@ def patching_section(first: Shown, second: Shown) -> None:
     table = patching_frame(result.scores, what, labels)
     table_downloads(table, name, "patching", "what each patch restores")
     with st.expander("Every patch, the most restoring first"):
-        st.dataframe(table, hide_index=True, key="patching_table")
+        data_table(table, hide_index=True, key="patching_table")
 
 
 errors.guarded(body)

@@ -14,7 +14,7 @@ from model.names import parse_attention_type
 from ui import cache, errors, player, reference, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
-from ui.widgets import layer_and_head, show_chart
+from ui.widgets import data_table, layer_and_head, show_chart
 from viz.fork import fork_frame, fork_shown
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece, safe_filename
@@ -171,7 +171,7 @@ def decoding_steps(source: Source, written_tokens: int, sampling: Sampling | Non
     st.text(f"fed {display_piece(pieces[position])!r} at position {position + 1}, wrote {wrote}")
     left, right = st.columns([2, 3])
     with left:
-        st.dataframe(top_k_frame(analysis, position), hide_index=True, column_config={"probability": PROB})
+        data_table(top_k_frame(analysis, position), hide_index=True, column_config={"probability": PROB})
         n_layers = len(analysis.layers("decoder.self_attn"))
         held = [kv_cache_numbers(n_layers, cfg.d_model, decoding.keys_held(s)) for s in range(1, steps + 1)]
         show_chart(cache_growth(held, step), "gen_cache", "kv-cache")
@@ -236,7 +236,7 @@ def fork_view(ctx: Source, analysis: Analysis, step: int, position: int, layer: 
         column.code(text, language=None, wrap_lines=True)
     pieces = [tokenizer.pieces(list(b.ids)) for b in branches.values()]
     table = fork_frame(step, pieces[0], found.greedy.probs, pieces[1], found.forked.probs)
-    st.dataframe(fork_shown(table), hide_index=True, key="fork_table")
+    data_table(fork_shown(table), hide_index=True, key="fork_table")
     fed = [tokenizer.pieces([*prompt, *b.ids]) for b in branches.values()]  # every branch's keys, the last step's too
     fork_heads(analysis, found, step, layer, head, fed)
 

@@ -16,7 +16,7 @@ from model.names import block_layer
 from ui import cache, charts, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
-from ui.widgets import ATTENTION, HEAD, LAYER, head_chosen, show_chart
+from ui.widgets import ATTENTION, HEAD, LAYER, data_table, head_chosen, show_chart
 from viz.attribution import heads_heatmap
 from viz.circuits import composition_table
 from viz.labels import safe_filename
@@ -84,7 +84,7 @@ def body() -> None:
         )
     heads_picture(ctx, table)
     st.caption(caption)
-    st.dataframe(
+    data_table(
         for_display(table),
         hide_index=True,
         column_config=COLUMNS,
@@ -182,7 +182,7 @@ def detector(ctx: cache.Shown) -> None:
     table = heads_frame(scores, labels, "score")
     table_downloads(table, name, "detector", f"the ‘{literal(pattern)}’ scores")
     with st.expander("Every head, the highest score first"):
-        st.dataframe(table, hide_index=True, key="detector_table")
+        data_table(table, hide_index=True, key="detector_table")
 
 
 def composition(ctx: cache.Source, probe: InductionReport | None) -> None:

@@ -15,7 +15,7 @@ from inference import catalog
 from ui import cache, errors, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
-from ui.widgets import projector
+from ui.widgets import controls, following, projector
 from views.lesson_steps import quiz
 from views.lesson_steps.cost import quadratic
 from views.lesson_steps.induction import class_sentence, induction, induction_circuit
@@ -110,7 +110,10 @@ PREDICT = state.session_key("lesson_predict")  # ask each step's question before
 
 def predicting() -> bool:
     """Whether the steps ask their question before their figure: on for a student working alone, off on the
-    projector (there the class is asked: ui/class_live.py); the toggle under the step's heading changes it."""
+    projector and for a class's follower (there the class is asked: ui/class_live.py); the toggle under the step's
+    heading changes it."""
+    if following():
+        return False
     if PREDICT not in st.session_state:
         st.session_state[PREDICT] = not projector()
     return st.toggle(
@@ -120,21 +123,22 @@ def predicting() -> bool:
     )
 
 
-def sentence(ctx: Source) -> Source:
-    """The context with the lesson's sentence for this model, or the student's own text from the sidebar."""
+def sentence(ctx: Source, where=st) -> Source:
+    """The context with the lesson's sentence for this model, or the student's own text from the sidebar; its radio
+    in `where` (a follower's folded controls)."""
     family = catalog.preset_family(ctx.entry.name, ctx.entry.kind, ctx.entry.card)
     ours = SENTENCES[family]
     options = {"lesson": "the lesson's", "yours": "yours (the sidebar's text)"}  # fixed labels: one widget
     state.keep_valid(SOURCE, list(options), "lesson")
-    source = st.radio("Sentence", list(options), key=SOURCE, format_func=options.get, horizontal=True)
+    source = where.radio("Sentence", list(options), key=SOURCE, format_func=options.get, horizontal=True)
     text = ours if source == "lesson" else ctx.text
     st.text(f"The sentence: {text[:300]}{'…' if len(text) > 300 else ''}")  # plain text: never markdown
     return ctx.with_text(text)
 
 
 @errors.safe
-def show(step: Step, ctx: Source) -> None:
-    """The step's live view, after checking the model can show it."""
+def show(step: Step, ctx: Source, fold=st) -> None:
+    """The step's live view, after checking the model can show it; `fold`: where its sentence's radio goes."""
     shown = model_check(step, ctx)
     if shown is None:
         if step.needs != SINUSOIDAL:  # the positions step still draws the loaded model's own table
@@ -147,7 +151,7 @@ def show(step: Step, ctx: Source) -> None:
     if step.slug in WITHOUT_SENTENCE:
         WITHOUT_SENTENCE[step.slug](ctx)
         return
-    chosen = sidebar.chosen(ctx=sentence(ctx))
+    chosen = sidebar.chosen(ctx=sentence(ctx, fold))
     if chosen is None:
         return
     if (
@@ -164,16 +168,19 @@ def body() -> None:
     index = current()
     step = STEPS[index]
     st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
-    navigation(index, "top")
+    # A class's follower follows the teacher's step and sentence: their pickers fold away (ui.widgets.controls).
+    fold = controls("Controls: step, sentence")
+    with fold:
+        navigation(index, "top")
     st.header(f"{index + 1}. {step.title}", anchor=False)
-    # On a projector the step opens on its picture: its first chart goes in `figure`, above the paragraph and the
-    # step's own captions and pickers, so that it is in the first view at 1024 × 768.
-    figure = st.container(key="lesson_figure") if projector() else None
+    # On a projector, and on a follower's phone, the step opens on its picture: its first chart goes in `figure`,
+    # above the paragraph and the step's own captions and pickers, in the first view at 1024 × 768 and 390 × 844.
+    figure = st.container(key="lesson_figure") if projector() or following() else None
     st.markdown(step.text)
     ctx = sidebar.context()
     if ctx is not None:
         with first_chart_in(figure):
-            show(step, ctx)
+            show(step, ctx, fold if following() else st)
     if index == len(STEPS) - 1:
         quiz.score()
     navigation(index, "bottom")

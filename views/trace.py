@@ -10,7 +10,7 @@ from analysis.record import Analysis
 from atlas import api
 from ui import cache, errors, sidebar
 from ui.cache import TraceGoneError
-from ui.widgets import head_picker, show_chart, small_table, trace_uploader
+from ui.widgets import data_table, head_picker, show_chart, small_table, trace_uploader
 from viz.labels import safe_filename
 
 UPLOAD = "trace_upload"
@@ -39,7 +39,7 @@ def views(analysis: Analysis, name: str) -> None:
     show_chart(api.paper(analysis, layer, head, attention), "trace_chart_paper", f"{base}-paper", where=tabs[2])
     show_chart(api.rollout(analysis, layer, attention), "trace_chart_rollout", f"{base}-rollout", where=tabs[3])
     show_chart(api.mask(analysis, attention), "trace_chart_mask", f"{base}-mask", where=tabs[4])
-    tabs[5].dataframe(api.head_stats(analysis), hide_index=True, key="trace_stats")
+    data_table(api.head_stats(analysis), tabs[5], hide_index=True, key="trace_stats")
 
 
 def body() -> None:

@@ -11,7 +11,7 @@ from model.names import block_layer
 from ui import cache, charts, errors, player, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
-from ui.widgets import head_picker, open_on_head, show_chart
+from ui.widgets import data_table, head_picker, open_on_head, show_chart
 from viz.heads import head_heatmap
 from viz.labels import safe_filename
 from viz.tables import top_k_frame
@@ -68,7 +68,7 @@ def _prediction(col, analysis: Analysis, label: str) -> None:
         col.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
     else:
         col.markdown(f"**Next token after the text, at {label}**")
-        col.dataframe(top_k_frame(analysis, len(analysis.target_pieces) - 1), hide_index=True, key="training_top")
+        data_table(top_k_frame(analysis, len(analysis.target_pieces) - 1), col, hide_index=True, key="training_top")
 
 
 def _copying(ctx: Source, step: int) -> None:

@@ -36,15 +36,29 @@ def answers_figure(prompt: str, choices: tuple[str, ...], counts: list[int], mod
 
 
 GRID_ROW_PX = 50  # one layer's row of the head grid
+SIDE_TITLE_PX = 22  # a side's title line (make_subplots' 16 px type)
 GRID_MAX_PX = 300  # the whole grid: it fits a projector's (1024×768) and a phone's (390×844) first view
+
+
+def _count(count: int) -> str:
+    return str(count) if count else ""  # a head no one picked stays blank
+
+
+def _blank(score: float) -> str:
+    return ""  # a score reads as its shade (its value on hover); the model's head's in the side's title
 
 
 def head_grid_figure(
     shape: tuple[int, int], counts: list[int], scores: tuple[float, ...], model_answer: int, title: str
 ) -> go.Figure:
     """A head question's reveal: the class's picks per head as a layer × head heatmap with counts (left) and each
-    head's score (right), choice `layer * heads + head` in each; the model's head outlined and starred in both,
-    so the mark is a shape and a sign, not a colour alone. `scores` may be empty (the right side is left out)."""
+    head's score as its shade (right), choice `layer * heads + head` in each; the model's head outlined and starred
+    in both, so the mark is a shape and a sign, not a colour alone, and its score in the side's title. `scores` may
+    be empty (the right side is left out).
+
+    Short cell text (a count, a head without picks blank, ★ without a space) and titles of about 20 characters, so
+    that the counts print at 1024 px, in projector mode too (viz.style.cell_numbers_width), and the two titles stay
+    apart on a phone (390 px: about 150 px a side)."""
     from plotly.subplots import make_subplots
 
     n_layers, n_heads = shape
@@ -58,21 +72,19 @@ def head_grid_figure(
         cols=sides,
         shared_yaxes=True,
         horizontal_spacing=0.06,
-        subplot_titles=[f"the class's picks ({total} answered; ★ the model's)", "each head's score"][:sides],
+        subplot_titles=[f"picks ({total} answered)", f"score (★ {scores[model_answer]:.2f})" if scores else ""][:sides],
     )
     layer_of, head_of = divmod(model_answer, n_heads)
     heads, layers = list(range(1, n_heads + 1)), [f"layer {r + 1}" for r in range(n_layers)]
 
     def rows(values, shown):
         return [[values[r * n_heads + c] for c in range(n_heads)] for r in range(n_layers)], [
-            [("★ " if r * n_heads + c == model_answer else "") + shown(values[r * n_heads + c]) for c in range(n_heads)]
+            [("★" if r * n_heads + c == model_answer else "") + shown(values[r * n_heads + c]) for c in range(n_heads)]
             for r in range(n_layers)
         ]
 
     for col, (values, shown, scale, what) in enumerate(
-        [(counts, str, [[0, "#ffffff"], [1, CLASS_COLOR]], "students"), (scores, "{:.2f}".format, "Greys", "score")][
-            :sides
-        ],
+        [(counts, _count, [[0, "#ffffff"], [1, CLASS_COLOR]], "students"), (scores, _blank, "Greys", "score")][:sides],
         start=1,
     ):
         z, text = rows(list(values), shown)
@@ -106,4 +118,6 @@ def head_grid_figure(
         fig.update_xaxes(title_text="head", tickmode="array", tickvals=heads, row=1, col=col)
     fig.update_yaxes(autorange="reversed", tickmode="array", tickvals=layers)
     fig.update_layout(showlegend=False)
-    return finish(fig, title, min(GRID_MAX_PX, 100 + GRID_ROW_PX * n_layers))
+    finish(fig, title, min(GRID_MAX_PX, 100 + GRID_ROW_PX * n_layers))
+    # The sides' titles sit above the plot, in the top margin: it holds them below the chart's own title's lines.
+    return fig.update_layout(margin={"t": fig.layout.margin.t + SIDE_TITLE_PX})

@@ -11,6 +11,7 @@ from analysis.lesson import (
 from ui import cache
 from ui.cache import Source
 from ui.markdown import literal
+from ui.widgets import data_table
 from views.lesson_steps.layout import chart, side_by_side
 from viz.lesson import cost_figure
 
@@ -55,4 +56,4 @@ def quadratic(ctx: Source) -> None:
         f"Memory: {cost.bytes_fit[0]:.0f} bytes per n² = 2 matrices (scores, weights) × {heads} heads × 4 bytes."
     )
     table = pd.DataFrame({"n": list(cost.lengths), "time (ms)": ms, "scores + weights (KiB)": kib})
-    st.dataframe(table, hide_index=True, key="lesson_cost")
+    data_table(table, hide_index=True, key="lesson_cost")

@@ -20,6 +20,7 @@ from model.names import block_layer
 from ui import cache, sidebar
 from ui.cache import Source
 from ui.markdown import literal
+from ui.widgets import data_table
 from views.lesson_steps.layout import chart
 from views.lesson_steps.models import HEAD_STEPS, induction_score, preference
 from viz.attribution import attribution_title, heads_heatmap
@@ -129,7 +130,7 @@ def induction(ctx: Source) -> None:
     top1 = st.column_config.ProgressColumn("top-1, second copy", min_value=0.0, max_value=1.0, format="percent")
     loss = st.column_config.NumberColumn("loss, second copy (nats)", format="%.2f")
     config = {"top-1, second copy": top1, "loss, second copy (nats)": loss}
-    st.dataframe(table, hide_index=True, column_config=config, key="lesson_induction_off")
+    data_table(table, hide_index=True, column_config=config, key="lesson_induction_off")
     off = {r.what: r for r in seen.runs}
     said = f"Without {best} the second copy costs {off['induction'].loss:.2f} nats instead of {intact.loss:.2f}"
     if "every" in off:
@@ -273,7 +274,7 @@ def induction_circuit(ctx: Source) -> None:
         ]
         shown = rows[:5] + [r for r in rows[5:] if r[0] == seen.previous_rank]  # the previous-token head's row always
         table = pd.DataFrame(shown, columns=["rank", "earlier head", "K-composition"])
-        st.dataframe(table, hide_index=True, key="circuit_sources")
+        data_table(table, hide_index=True, key="circuit_sources")
         st.caption(
             "From the weights (Head statistics draws every pair): ‖W_OV(earlier) · W_QK(induction)ᵀ‖ over their "
             f"norms. {literal(told.keys)}"
@@ -289,7 +290,7 @@ def induction_circuit(ctx: Source) -> None:
     if told.shares:
         shares = pd.DataFrame(told.shares, columns=["induction head", "induction score", "restores alone"])
         two = {c: st.column_config.NumberColumn(c, format="%.2f") for c in ("induction score", "restores alone")}
-        st.dataframe(shares, hide_index=True, column_config=two, key="circuit_shares")
+        data_table(shares, hide_index=True, column_config=two, key="circuit_shares")
     st.caption(
         f"1: the changed run answers “{literal(copied)}” again, as strongly as the original; 0: no change. "
         f"{literal(told.patching)}"

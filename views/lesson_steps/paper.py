@@ -14,6 +14,7 @@ from analysis.record import Analysis, DecodingSteps
 from ui import cache, charts, state, widgets
 from ui.cache import Shown, Source
 from ui.markdown import literal
+from ui.widgets import data_table
 from views.lesson_steps.layout import PROB, chart, figure_place, side_by_side
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
 from viz.labels import display_piece
@@ -66,7 +67,7 @@ def embeddings(ctx: Source, analysis: Analysis) -> None:
     )
     left, right = side_by_side(2, [1, 3])
     frame = pd.DataFrame({"token": [display_piece(p) for p in w.pieces], "id": list(w.ids)})
-    left.dataframe(frame, hide_index=True, key="lesson_ids")
+    data_table(frame, left, hide_index=True, key="lesson_ids")
     title = "Token embeddings × √d_model" if cfg.switches.embed_scale else "Token embeddings"
     with right:
         chart(vectors_heatmap(w.embedded, w.pieces, title), "embeddings", ctx.entry.name)
