@@ -726,7 +726,10 @@ def composition_scores(
     if baseline is not None and (isinstance(baseline, bool) or not isinstance(baseline, Integral)):
         raise ValueError(f"baseline is the random weights' seed, a whole number (or None), not {baseline!r}")
     model = _checkpoint(model, tokenizer, "composition_scores", device)
-    table = composition_table(_composition(model.model, stack, centre).scores)
+    composed = _composition(model.model, stack, centre)
+    if composed.n_layers < 2:
+        raise ValueError("heads compose across layers: a model of one layer has no pair to score")
+    table = composition_table(composed.scores)
     table.attrs["centre"] = centre
     if baseline is not None:
         chance = _chance(model.model, int(baseline), stack)
