@@ -104,11 +104,32 @@ def shuffled(ids: list[int]) -> list[int] | None:
     return None
 
 
+def given_ids(ckpt: Checkpoint, corrupted: Sequence[int], ids: list[int], position: int) -> list[int]:
+    """A corrupted run given as token ids (what `Agreement.corrupted` keeps): the start of text first, put there
+    when they do not begin with it; as many as the text's or as the ids up to the position, cut to the position.
+    Ids keep the run reproducible where its decoded text would re-tokenize to other tokens. PairError for another
+    count, ValueError for an id outside the vocabulary."""
+    other = [int(i) for i in corrupted]
+    if other[0] != ckpt.config.bos_id:
+        other = [ckpt.config.bos_id, *other]
+    if not all(0 <= i < ckpt.config.vocab_size for i in other):
+        raise ValueError(f"token ids are 0 to {ckpt.config.vocab_size - 1} for {ckpt.name}; these have others")
+    if len(other) not in (len(ids), position + 1):
+        raise PairError(
+            f"the corrupted token ids (the token ids given) have {len(other) - 1} tokens and the text "
+            f"{len(ids) - 1}, {position} up to the position: patching pairs position with position"
+        )
+    return other[: position + 1]
+
+
 def corrupted_ids(
-    ckpt: Checkpoint, text: str, ids: list[int], position: int, corrupted: str | None
+    ckpt: Checkpoint, text: str, ids: list[int], position: int, corrupted: str | Sequence[int] | None
 ) -> tuple[list[int] | None, str]:
     """The corrupted run's ids up to the position (the module's docstring) and a sentence saying where they came
-    from; (None, why) when there are none; PairError for a `corrupted` text of another token count."""
+    from; (None, why) when there are none; PairError for a `corrupted` text (or ids, given_ids) of another token
+    count."""
+    if corrupted is not None and not isinstance(corrupted, str):
+        return given_ids(ckpt, corrupted, ids, position), "the token ids given"
     measured = catalog.card_defaults(ckpt.card, "compare") or {}
     given = corrupted
     if given is None and measured.get("first") == text and isinstance(measured.get("second"), str):
@@ -152,8 +173,11 @@ class Setup:
 
 
 @torch.inference_mode()
-def setup(ckpt: Checkpoint, text: str, position: int | None = None, corrupted: str | None = None) -> Setup:
-    """The text's analysis, one pass, and the two patching runs (a few passes). `position` None: the last token."""
+def setup(
+    ckpt: Checkpoint, text: str, position: int | None = None, corrupted: str | Sequence[int] | None = None
+) -> Setup:
+    """The text's analysis, one pass, and the two patching runs (a few passes). `position` None: the last token;
+    `corrupted`: a text, or token ids (given_ids)."""
     check_model(ckpt)
     analysis = analyze(ckpt, text)
     ids = list(analysis.target_ids)
@@ -229,7 +253,9 @@ def finish(ckpt: Checkpoint, s: Setup, scores: dict[str, np.ndarray]) -> Agreeme
     )
 
 
-def agreement(ckpt: Checkpoint, text: str, position: int | None = None, corrupted: str | None = None) -> Agreement:
+def agreement(
+    ckpt: Checkpoint, text: str, position: int | None = None, corrupted: str | Sequence[int] | None = None
+) -> Agreement:
     """Every self-attention head's importance for the prediction after `position` (0-based; None: the last token)
     by every method (the module's docstring). The app runs the same steps in chunks (ui.cache.agreement)."""
     s = setup(ckpt, text, position, corrupted)

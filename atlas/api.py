@@ -1000,7 +1000,9 @@ def patch_scores(
 # --- do the explanations agree? ----------------------------------------------------------------------------------
 
 
-def agreement(model: Checkpoint, text: str, position: int | None = None, corrupted: str | None = None) -> pd.DataFrame:
+def agreement(
+    model: Checkpoint, text: str, position: int | None = None, corrupted: str | Sequence[int] | None = None
+) -> pd.DataFrame:
     """Every self-attention head's importance for one prediction of a language model — the next token after
     `position` (from 1; default the text's last token), the model's top guess there — by seven methods, one column
     each (analysis.agreement): "attention" (the largest weight the position gives any token but the first, the
@@ -1011,20 +1013,28 @@ def agreement(model: Checkpoint, text: str, position: int | None = None, corrupt
 
     Patching needs a corrupted text of the same token count: `corrupted`; else the second text of the Compare pair
     the model's card measured when `text` is its first; else the text up to the position with the tokens between
-    the start of text and it shuffled (seeded). `.attrs` names the answer, versus, the corrupted text and where it
-    came from, and a note when the patching columns are NaN. The methods' Spearman correlations:
+    the start of text and it shuffled (seeded). `corrupted` may be token ids: `.attrs["corrupted_ids"]` (the start
+    of text, then the corrupted run's tokens up to the position) given back as `corrupted=` runs the same patching
+    again, where `.attrs["corrupted"]`, their decoded text, may re-tokenize to other tokens. `.attrs` names the
+    answer, versus, the corrupted text and its ids and where they came from, and a note when the patching columns
+    are NaN. The methods' Spearman correlations:
     `frame.abs().rank().corr()` ranks the signed columns by magnitude as the app does. Costs layers × heads × 2
     forward passes and a few more; ValueError for a model that is not a language model or a position out of range."""
     if not isinstance(model, Checkpoint):
         raise TypeError(f"agreement takes a loaded model (atlas.load), not {type(model).__name__}")
     if position is not None and (isinstance(position, bool) or not isinstance(position, Integral)):
         raise ValueError(f"position must be a whole number counted from 1, not {position!r}")
+    if corrupted is not None and not isinstance(corrupted, str) and not _is_ids(corrupted):
+        raise ValueError(f"corrupted is a text or a list of token ids, not {type(corrupted).__name__}")
+    if isinstance(corrupted, torch.Tensor):
+        corrupted = corrupted.reshape(-1).tolist()
     found = _agreement(model, text, None if position is None else int(position) - 1, corrupted)
     table = agreement_frame(found.scores)
     pieces = model.tokenizer.pieces
     table.attrs |= {"position": found.position + 1, "answer": pieces([found.answer])[0]}
     table.attrs["versus"] = None if found.versus is None else pieces([found.versus])[0]
     table.attrs["corrupted"] = None if found.corrupted is None else model.tokenizer.decode(list(found.corrupted[1:]))
+    table.attrs["corrupted_ids"] = None if found.corrupted is None else list(found.corrupted)
     table.attrs |= {"corrupted_from": found.corrupted_from, "note": found.note}
     return table
 
