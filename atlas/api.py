@@ -595,7 +595,8 @@ def value_weighted(analysis: Analysis) -> Analysis:
     """`analysis` with every head's weights replaced by each key's share of what the query's row moves,
     ‖α_ij · v_j W_O^h‖ / Σ_j ‖α_ij · v_j W_O^h‖ (Kobayashi et al. 2020), the app's "weight × value norm": every
     view draws it as it draws weights (`atlas.head(atlas.value_weighted(analysis), 2, 3)`). ValueError for
-    attention read from a file, which comes without values."""
+    attention taken from outside the app's model (a trace file, a `transformers` BERT's or encoder-decoder's
+    outputs, a TransformerLens cache), which comes without values: the message names the models that have them."""
     if not isinstance(analysis, Analysis):
         raise TypeError(f"value_weighted takes an Analysis (atlas.analyze), not {type(analysis).__name__}")
     return analysis.value_weighted()
