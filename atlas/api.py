@@ -155,8 +155,9 @@ def analyze(
     - Any other `transformers` model (decoder-only or encoder-only) with its `tokenizer`: run once on the text
       with `output_attentions=True`, switched to eager attention for the call (sdpa and flash attention return no
       weights) and back after; then `from_huggingface`. A decoder-only model reads bos first here too.
-    - A TransformerLens model (a TransformerBridge, or a HookedTransformer): `model.run_with_cache(text)` and
-      `model.to_str_tokens(text)`, then `from_transformer_lens`.
+    - A TransformerLens 4 model that is not a bridge of those (a `TransformerBridge`, as
+      `TransformerBridge.boot_transformers(name)` gives; TransformerLens 4 has no HookedTransformer):
+      `model.run_with_cache(text)` and `model.to_str_tokens(text)`, then `from_transformer_lens`.
 
     The other keywords are a checkpoint's; a model only run by its library gives weights only (no scores or
     predictions). A text longer than the model's context is cut to it with a warning (`AnalysisWarning`) that
