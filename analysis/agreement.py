@@ -10,7 +10,7 @@ from 1), the model's top guess there (`answer`). Each method gives every head (l
   moves (Kobayashi et al. 2020; analysis.record.Block.value_weighted).
 - **direct logit attribution**: what the head writes directly toward the answer's logit (analysis.attribution).
 - **ablation (zero)** and **ablation (mean)**: KL(intact ‖ ablated) of the next-token distribution at the position
-  with the head switched off alone (analysis.ablation.rank_block): one pass per head each.
+  with the head switched off alone (analysis.ablation.rank_heads): ablation.BATCH heads a pass, a batch row each.
 - **activation patching**: the share of the logit difference answer − versus that the head's clean output restores
   in the corrupted run (analysis.patching, normalised: 1 all of it, 0 none). The corrupted text: the one given;
   else, when the text is the first of the Compare pair the model's card measured, that pair's second text; else the
@@ -23,8 +23,8 @@ from 1), the model's top guess there (`answer`). Each method gives every head (l
 Direct logit attribution and both patchings are signed: a head that pushes against the answer matters as much as
 one that pushes for it, so the ranks read their magnitude (viz.agreement). Where no corrupted text can be made (too
 few tokens to shuffle, two runs with the same logit difference) the two patching columns are NaN and `note` says
-why. Cost: layers × heads × 2 forward passes for the ablations, layers × heads patched runs in batches of
-patching.BATCH, and a few more.
+why. Cost: layers × heads × 2 ablated runs in batches of ablation.BATCH, layers × heads patched runs in batches
+of patching.BATCH, and a few more passes.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from analysis.ablation import RankingSetup, rank_block
+from analysis.ablation import RankingSetup, rank_block, rank_heads
 from analysis.analyze import analyze
 from analysis.attribution import attribute
 from analysis.patching import PairError, Runs, attribution_patch_runs, patch_runs, prepare_ids
@@ -232,6 +232,14 @@ def ablation_scores(
     return np.array([kl for _, _, kl in rank_block(ckpt, s.ranking, name, mode, heads)])
 
 
+def every_ablation_score(ckpt: Checkpoint, s: Setup, mode: str) -> np.ndarray:
+    """(L, H) each head switched off alone (`mode` "zero" or "mean"), KL at the position: every layer's heads side
+    by side in batches (rank_heads), as `ablation_scores` of each layer gives them."""
+    layers, heads = ckpt.config.n_decoder_layers, ckpt.config.n_heads
+    every = [(block_name("decoder", layer, "self_attn"), head) for layer in range(layers) for head in range(heads)]
+    return np.array([kl for _, _, kl in rank_heads(ckpt, s.ranking, every, mode)]).reshape(layers, heads)
+
+
 def patching_scores(ckpt: Checkpoint, s: Setup) -> np.ndarray:
     """(L, H) each head's activation patching result; NaN without a corrupted run."""
     if s.runs is None:
@@ -260,8 +268,7 @@ def agreement(
     by every method (the module's docstring). The app runs the same steps in chunks (ui.cache.agreement)."""
     s = setup(ckpt, text, position, corrupted)
     scores = one_pass_scores(ckpt, s)
-    layers = ckpt.config.n_decoder_layers
     for mode in ("zero", "mean"):
-        scores[f"ablation ({mode})"] = np.stack([ablation_scores(ckpt, s, mode, layer) for layer in range(layers)])
+        scores[f"ablation ({mode})"] = every_ablation_score(ckpt, s, mode)
     scores["activation patching"] = patching_scores(ckpt, s)
     return finish(ckpt, s, scores)
