@@ -139,7 +139,7 @@ def rank_block(
     ckpt: Checkpoint, setup: RankingSetup, name: str, mode: str = "zero", heads: Sequence[int] | None = None
 ) -> list[tuple[str, int, float]]:
     """Each head of block `name` (or those of `heads`) switched off alone: (block name, head, KL(before ‖ after)),
-    in head order, BATCH heads a pass (rank_heads)."""
+    in head order, side by side in batches (rank_heads)."""
     chosen = range(dict(setup.blocks)[name]) if heads is None else heads
     return rank_heads(ckpt, setup, [(name, head) for head in chosen], mode)
 
@@ -158,7 +158,17 @@ def rank_one_at_a_time(
     return table
 
 
-BATCH = 16  # heads switched off side by side in one pass, a batch row each: 16 rows of a 256-token text fit a laptop
+MAX_BATCH = 64  # heads switched off side by side in one pass, a batch row each
+# A batch's logits, rows × tokens × vocabulary float32, stay within 512 MiB: SmolLM2 (49,152 tokens) at 256 tokens
+# takes 10 rows a pass, lm-english at 64 tokens all 48 heads at once.
+BATCH_LOGITS = 2**27
+
+
+def batch_rows(ckpt: Checkpoint, setup: RankingSetup) -> int:
+    """How many heads `rank_heads` switches off a pass by default: MAX_BATCH, fewer where their logits would pass
+    BATCH_LOGITS."""
+    cells = setup.target.shape[1] * ckpt.config.vocab_size
+    return max(1, min(MAX_BATCH, BATCH_LOGITS // cells))
 
 
 def _head_means(ckpt: Checkpoint, setup: RankingSetup) -> dict[str, Tensor]:
@@ -176,19 +186,23 @@ def _head_means(ckpt: Checkpoint, setup: RankingSetup) -> dict[str, Tensor]:
 
 @torch.inference_mode()
 def rank_heads(
-    ckpt: Checkpoint, setup: RankingSetup, heads: Sequence[tuple[str, int]], mode: str = "zero", batch: int = BATCH
+    ckpt: Checkpoint,
+    setup: RankingSetup,
+    heads: Sequence[tuple[str, int]],
+    mode: str = "zero",
+    batch: int | None = None,
 ) -> list[tuple[str, int, float]]:
     """Each (block name, head) of `heads` switched off alone: (block name, head, KL(before ‖ after)), in the order
-    given. `batch` heads a forward pass: the text repeated once a head, row i switching off head i only (a
-    model.attention.Patch true at that row and head: zeros, or with mode "mean" the intact pass's mean of that
-    head, _head_means). Equal to one pass a head (rank_one_at_a_time) within float rounding."""
+    given. `batch` heads a forward pass (None: batch_rows): the text repeated once a head, row i switching off
+    head i only (a model.attention.Patch true at that row and head: zeros, or with mode "mean" the intact pass's
+    mean of that head, _head_means). Equal to one pass a head (rank_one_at_a_time) within float rounding."""
     if mode not in ("zero", "mean"):
         raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}")
     counts = dict(setup.blocks)
     for name, head in heads:
         if name not in counts or not 0 <= head < counts[name]:
             raise ValueError(f"no head {head} in block {name!r}")
-    device = setup.before.device
+    device, batch = setup.before.device, batch or batch_rows(ckpt, setup)
     means = _head_means(ckpt, setup) if mode == "mean" and heads else {}
     table = []
     for first in range(0, len(heads), batch):

@@ -10,7 +10,7 @@ from 1), the model's top guess there (`answer`). Each method gives every head (l
   moves (Kobayashi et al. 2020; analysis.record.Block.value_weighted).
 - **direct logit attribution**: what the head writes directly toward the answer's logit (analysis.attribution).
 - **ablation (zero)** and **ablation (mean)**: KL(intact ‖ ablated) of the next-token distribution at the position
-  with the head switched off alone (analysis.ablation.rank_heads): ablation.BATCH heads a pass, a batch row each.
+  with the head switched off alone (analysis.ablation.rank_heads): many heads a pass, a batch row each.
 - **activation patching**: the share of the logit difference answer − versus that the head's clean output restores
   in the corrupted run (analysis.patching, normalised: 1 all of it, 0 none). The corrupted text: the one given;
   else, when the text is the first of the Compare pair the model's card measured, that pair's second text; else the
@@ -23,8 +23,8 @@ from 1), the model's top guess there (`answer`). Each method gives every head (l
 Direct logit attribution and both patchings are signed: a head that pushes against the answer matters as much as
 one that pushes for it, so the ranks read their magnitude (viz.agreement). Where no corrupted text can be made (too
 few tokens to shuffle, two runs with the same logit difference) the two patching columns are NaN and `note` says
-why. Cost: layers × heads × 2 ablated runs in batches of ablation.BATCH, layers × heads patched runs in batches
-of patching.BATCH, and a few more passes.
+why. Cost: layers × heads × 2 ablated runs in batches (ablation.batch_rows: up to 64), layers × heads patched runs
+in batches of patching.BATCH, and a few more passes.
 """
 
 from __future__ import annotations

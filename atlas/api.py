@@ -634,8 +634,8 @@ def rank_heads(model: Checkpoint, text: str, mode: str = "zero", approximate: bo
     """Head ablation's "Rank every head": each head switched off alone (`mode` "zero": its output becomes 0;
     "mean": its mean over the positions), ranked by the KL divergence of the predictions from the intact model's
     (at the last position for a language model, averaged over the greedy output's steps for a translator, over
-    every position for an encoder), the largest first; layers and heads from 1. Each head its own run, 16 runs a
-    forward pass side by side (analysis.ablation.rank_heads: one batch row a head, equal to a pass a head);
+    every position for an encoder), the largest first; layers and heads from 1. Each head its own run, up to 64 runs
+    a forward pass side by side (analysis.ablation.rank_heads: one batch row a head, equal to a pass a head);
     `approximate`: one forward and one backward pass for all (attribution patching), ranked by the first-order drop
     in the log-probability of the top prediction ("log p drop (approx.)")."""
     if not isinstance(model, Checkpoint):
@@ -1022,7 +1022,7 @@ def agreement(
     answer, versus, the corrupted text and its ids and where they came from, and a note when the patching columns
     are NaN. The methods' Spearman correlations:
     `frame.abs().rank().corr()` ranks the signed columns by magnitude as the app does. Costs layers × heads × 2
-    ablated runs, 16 a forward pass side by side, the patched runs and a few more passes; ValueError for a model
+    ablated runs, up to 64 a forward pass side by side, the patched runs and a few more passes; ValueError for a model
     that is not a language model or a position out of range."""
     if not isinstance(model, Checkpoint):
         raise TypeError(f"agreement takes a loaded model (atlas.load), not {type(model).__name__}")

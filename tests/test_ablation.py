@@ -218,3 +218,15 @@ def test_ranking_one_block_or_a_head_that_is_not_there(three_kinds) -> None:
     with pytest.raises(ValueError, match=f"no head {n_heads} in block"):
         rank_heads(ckpt, setup, [(name, n_heads)])
     assert rank_heads(ckpt, setup, [], "mean") == []
+
+
+def test_a_batch_holds_as_many_heads_as_its_logits_allow(three_kinds, monkeypatch) -> None:
+    from analysis import ablation
+
+    ckpt = three_kinds["decoder-only"]
+    setup = ablation.ranking_setup(ckpt, "the cat sat")
+    cells = setup.target.shape[1] * ckpt.config.vocab_size  # one row's logits
+    assert ablation.batch_rows(ckpt, setup) == ablation.MAX_BATCH
+    for budget, rows in ((3 * cells, 3), (3 * cells - 1, 2), (cells, 1), (1, 1)):
+        monkeypatch.setattr(ablation, "BATCH_LOGITS", budget)
+        assert ablation.batch_rows(ckpt, setup) == rows
