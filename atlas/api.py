@@ -60,8 +60,7 @@ from analysis.induction import measure
 from analysis.patching import WHATS, PairError, attribution_patch_runs, pair_ids, patch_runs, prepare_ids
 from analysis.record import Analysis, Block
 from analysis.rollout import analysis_rollout
-from analysis.score_parts import pass_inputs
-from analysis.score_parts import score_parts as _score_parts
+from analysis.score_parts import pass_inputs, row_parts
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
@@ -1077,11 +1076,11 @@ def score_parts(
     layer: int,
     head: int,
     query: int,
-    key: int,
+    key: int | Sequence[int],
     attention: str | None = None,
     tokenizer: object | None = None,
     device: str = "cpu",
-) -> ScoreSplit:
+) -> ScoreSplit | list[ScoreSplit]:
     """Why a head attends where it does: head `head` of layer `layer`'s raw score q·k/√d_k of query position `query`
     for key position `key` (all from 1, as the Attention math page labels them) split into the residual stream's
     parts on each side — token embeddings, positions, each earlier head's output, each earlier feed-forward layer,
@@ -1090,7 +1089,13 @@ def score_parts(
     exactly. For cross-attention the key side is the encoder's output, split into the encoder's parts. `attention`
     as in `head` (None: the cross-attention if the model has one, else its first). `model`: a loaded checkpoint,
     or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a TransformerLens bridge of one),
-    mapped as the circuit functions map it, and run on `device` as they are."""
+    mapped as the circuit functions map it, and run on `device` as they are.
+
+    `key` a list (or range) of positions gives a list of splits, one per key in that order, from one traced pass:
+    a query's whole row, `key=range(1, n + 1)`, costs about what one key does."""
+    many = isinstance(key, (list, tuple, range))
+    if many and not key:
+        raise ValueError("key is a position from 1, or a non-empty list of them")
     model = _checkpoint(model, tokenizer, "score_parts", device)
     analysis = _analyze(model, text)
     attention = _attention(analysis, attention, _opening_attention(analysis))
@@ -1098,12 +1103,25 @@ def score_parts(
     where = f"layer {index + 1} of {analysis.attention_label(attention)}"
     h = _index(head, block.n_heads, "head", where)
     q = _index(query, len(block.query_pieces), "query position", where)
-    k = _index(key, len(block.key_pieces), "key position", where)
+    keys = [_index(k, len(block.key_pieces), "key position", where) for k in (key if many else [key])]
     ids, source = pass_inputs(model, analysis.text, analysis.target_ids)
-    parts = _score_parts(model.model, ids, source, block.name, h, q, k)
-    table = score_parts_frame(parts.query_parts, parts.key_parts, parts.table)
-    labels = [indexed_labels(block.query_pieces)[q], indexed_labels(block.key_pieces)[k]]
-    return ScoreSplit(table, parts.score, attention, index + 1, h + 1, q + 1, k + 1, *labels, parts.masked)
+    query_label, key_labels = indexed_labels(block.query_pieces)[q], indexed_labels(block.key_pieces)
+    splits = [
+        ScoreSplit(
+            score_parts_frame(parts.query_parts, parts.key_parts, parts.table),
+            parts.score,
+            attention,
+            index + 1,
+            h + 1,
+            q + 1,
+            parts.key + 1,
+            query_label,
+            key_labels[parts.key],
+            parts.masked,
+        )
+        for parts in row_parts(model.model, ids, source, block.name, h, q, keys)
+    ]
+    return splits if many else splits[0]
 
 
 @dataclass(frozen=True)
