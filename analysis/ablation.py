@@ -1,6 +1,7 @@
 """What switching heads off does to the model's predictions: before/after, and which heads matter most.
 
-Every function runs the model with `ablate=` (model.attention.Ablation): the model itself is never changed.
+Every function runs the model with `ablate=` (model.attention.Ablation; the ranking puts many heads side by side,
+one batch row each, with a model.attention.Patch): the model itself is never changed.
 Language model: the next-token distribution after the text, before and after (top-k, KL divergence).
 Encoder-decoder: the greedy output before and after, and the log-probability of each token of the original
 output under both (teacher forcing on the original output), with the KL divergence averaged over its steps.

@@ -3,8 +3,9 @@ model's probability and rank for that token are read beside the model's own top 
 mistake becomes a question the class can ask: what did the model think of the right word?
 
 A translator reads a reference translation (bos + reference, ending with eos as its training targets did); a
-language model reads its text, then a continuation. The probabilities are the model's own: one plain forward pass,
-softmax over the whole vocabulary at each position (tests/test_forced.py checks them against a pass of its own).
+language model reads its text, then a continuation, as the two read run on with a space between them. The
+probabilities are the model's own: one plain forward pass, softmax over the whole vocabulary at each position
+(tests/test_forced.py checks them against a pass of its own).
 """
 
 from __future__ import annotations
