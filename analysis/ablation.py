@@ -1,6 +1,7 @@
 """What switching heads off does to the model's predictions: before/after, and which heads matter most.
 
-Every function runs the model with `ablate=` (model.attention.Ablation): the model itself is never changed.
+Every function runs the model with `ablate=` (model.attention.Ablation; the ranking puts many heads side by side,
+one batch row each, with a model.attention.Patch): the model itself is never changed.
 Language model: the next-token distribution after the text, before and after (top-k, KL divergence).
 Encoder-decoder: the greedy output before and after, and the log-probability of each token of the original
 output under both (teacher forcing on the original output), with the KL divergence averaged over its steps.
@@ -139,11 +140,85 @@ def rank_block(
     ckpt: Checkpoint, setup: RankingSetup, name: str, mode: str = "zero", heads: Sequence[int] | None = None
 ) -> list[tuple[str, int, float]]:
     """Each head of block `name` (or those of `heads`) switched off alone: (block name, head, KL(before ‖ after)),
-    in head order."""
+    in head order, side by side in batches (rank_heads)."""
+    chosen = range(dict(setup.blocks)[name]) if heads is None else heads
+    return rank_heads(ckpt, setup, [(name, head) for head in chosen], mode)
+
+
+@torch.inference_mode()
+def rank_one_at_a_time(
+    ckpt: Checkpoint, setup: RankingSetup, heads: Sequence[tuple[str, int]], mode: str = "zero"
+) -> list[tuple[str, int, float]]:
+    """`rank_heads` by its definition: one forward pass per (block, head), switched off by the model's own
+    Ablation. What the batched path is proven equal to (tests/test_ablation.py) and timed against
+    (bench/rank_heads.py)."""
     table = []
-    for head in range(dict(setup.blocks)[name]) if heads is None else heads:
+    for name, head in heads:
         after = _logits(ckpt, setup.source, setup.target, {name: Ablation((head,), mode)})[setup.rows]
         table.append((name, head, float(_kl(setup.before, after).mean())))
+    return table
+
+
+MAX_BATCH = 64  # heads switched off side by side in one pass, a batch row each
+# A batch's logits, rows × tokens × vocabulary float32, stay within 512 MiB: SmolLM2 (49,152 tokens) at 256 tokens
+# takes 10 rows a pass, lm-english at 64 tokens all 48 heads at once.
+BATCH_LOGITS = 2**27
+
+
+def batch_rows(ckpt: Checkpoint, setup: RankingSetup) -> int:
+    """How many heads `rank_heads` switches off a pass by default: MAX_BATCH, fewer where their logits would pass
+    BATCH_LOGITS."""
+    cells = setup.target.shape[1] * ckpt.config.vocab_size
+    return max(1, min(MAX_BATCH, BATCH_LOGITS // cells))
+
+
+def _head_means(ckpt: Checkpoint, setup: RankingSetup) -> dict[str, Tensor]:
+    """Every block's heads' outputs averaged over the real query positions of the intact pass, (1, H, 1, d_head):
+    what Ablation's mode "mean" writes. A head switched off alone is the only change in its row, so the output
+    it would have had there is the intact pass's."""
+    _, trace = forward(ckpt.model, setup.target, setup.source, record=True)
+    means = {}
+    for name, rec in trace.attention.items():
+        heads = rec.weights @ rec.values  # (1, H, Tq, d_head)
+        w = rec.mask.any(dim=-1)[:, None, :, None].to(heads.dtype)  # (1, 1, Tq, 1): real queries, as Ablation's
+        means[name] = (heads * w).sum(dim=2, keepdim=True) / w.sum(dim=2, keepdim=True).clamp(min=1.0)
+    return means
+
+
+@torch.inference_mode()
+def rank_heads(
+    ckpt: Checkpoint,
+    setup: RankingSetup,
+    heads: Sequence[tuple[str, int]],
+    mode: str = "zero",
+    batch: int | None = None,
+) -> list[tuple[str, int, float]]:
+    """Each (block name, head) of `heads` switched off alone: (block name, head, KL(before ‖ after)), in the order
+    given. `batch` heads a forward pass (None: batch_rows): the text repeated once a head, row i switching off
+    head i only (a model.attention.Patch true at that row and head: zeros, or with mode "mean" the intact pass's
+    mean of that head, _head_means). Equal to one pass a head (rank_one_at_a_time) within float rounding."""
+    if mode not in ("zero", "mean"):
+        raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}")
+    counts = dict(setup.blocks)
+    for name, head in heads:
+        if name not in counts or not 0 <= head < counts[name]:
+            raise ValueError(f"no head {head} in block {name!r}")
+    device, batch = setup.before.device, batch or batch_rows(ckpt, setup)
+    means = _head_means(ckpt, setup) if mode == "mean" and heads else {}
+    table = []
+    for first in range(0, len(heads), batch):
+        chunk = heads[first : first + batch]
+        rows = len(chunk)
+        where = {name: torch.zeros(rows, counts[name], dtype=torch.bool, device=device) for name, _ in chunk}
+        for row, (name, head) in enumerate(chunk):
+            where[name][row, head] = True
+        zero = torch.zeros((), device=device)
+        cut = {name: Patch(means.get(name, zero), w) for name, w in where.items()}
+        source = None if setup.source is None else setup.source.expand(rows, -1)
+        logits, _ = forward(ckpt.model, setup.target.expand(rows, -1), source, record=False, ablate=cut)
+        after = logits[:, setup.rows].float()  # (rows, scored rows, vocab)
+        kl = _kl(setup.before.expand(rows, -1, -1), after).mean(dim=-1)  # (rows,)
+        table += [(name, head, float(k)) for (name, head), k in zip(chunk, kl.tolist(), strict=True)]
     return table
 
 
@@ -183,8 +258,8 @@ def head_importance(ckpt: Checkpoint, text: str, mode: str = "zero") -> list[tup
     at the last position (LM), averaged over the greedy output's steps (encoder-decoder) or over the input's
     positions (encoder-only). The app runs the same steps a block at a time (ui.head_ranking), with progress."""
     setup = ranking_setup(ckpt, text)
-    table = [row for name, _ in setup.blocks for row in rank_block(ckpt, setup, name, mode)]
-    return most_important_first(table)
+    every = [(name, head) for name, n_heads in setup.blocks for head in range(n_heads)]
+    return most_important_first(rank_heads(ckpt, setup, every, mode))
 
 
 def most_important_first(table: list[tuple[str, int, float]]) -> list[tuple[str, int, float]]:

@@ -10,7 +10,7 @@ from 1), the model's top guess there (`answer`). Each method gives every head (l
   moves (Kobayashi et al. 2020; analysis.record.Block.value_weighted).
 - **direct logit attribution**: what the head writes directly toward the answer's logit (analysis.attribution).
 - **ablation (zero)** and **ablation (mean)**: KL(intact ‖ ablated) of the next-token distribution at the position
-  with the head switched off alone (analysis.ablation.rank_block): one pass per head each.
+  with the head switched off alone (analysis.ablation.rank_heads): many heads a pass, a batch row each.
 - **activation patching**: the share of the logit difference answer − versus that the head's clean output restores
   in the corrupted run (analysis.patching, normalised: 1 all of it, 0 none). The corrupted text: the one given;
   else, when the text is the first of the Compare pair the model's card measured, that pair's second text; else the
@@ -23,8 +23,8 @@ from 1), the model's top guess there (`answer`). Each method gives every head (l
 Direct logit attribution and both patchings are signed: a head that pushes against the answer matters as much as
 one that pushes for it, so the ranks read their magnitude (viz.agreement). Where no corrupted text can be made (too
 few tokens to shuffle, two runs with the same logit difference) the two patching columns are NaN and `note` says
-why. Cost: layers × heads × 2 forward passes for the ablations, layers × heads patched runs in batches of
-patching.BATCH, and a few more.
+why. Cost: layers × heads × 2 ablated runs in batches (ablation.batch_rows: up to 64), layers × heads patched runs
+in batches of patching.BATCH, and a few more passes.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from analysis.ablation import RankingSetup, rank_block
+from analysis.ablation import RankingSetup, rank_block, rank_heads
 from analysis.analyze import analyze
 from analysis.attribution import attribute
 from analysis.patching import PairError, Runs, attribution_patch_runs, patch_runs, prepare_ids
@@ -104,11 +104,32 @@ def shuffled(ids: list[int]) -> list[int] | None:
     return None
 
 
+def given_ids(ckpt: Checkpoint, corrupted: Sequence[int], ids: list[int], position: int) -> list[int]:
+    """A corrupted run given as token ids (what `Agreement.corrupted` keeps): the start of text first, put there
+    when they do not begin with it; as many as the text's or as the ids up to the position, cut to the position.
+    Ids keep the run reproducible where its decoded text would re-tokenize to other tokens. PairError for another
+    count, ValueError for an id outside the vocabulary."""
+    other = [int(i) for i in corrupted]
+    if other[0] != ckpt.config.bos_id:
+        other = [ckpt.config.bos_id, *other]
+    if not all(0 <= i < ckpt.config.vocab_size for i in other):
+        raise ValueError(f"token ids are 0 to {ckpt.config.vocab_size - 1} for {ckpt.name}; these have others")
+    if len(other) not in (len(ids), position + 1):
+        raise PairError(
+            f"the corrupted token ids (the token ids given) have {len(other) - 1} tokens and the text "
+            f"{len(ids) - 1}, {position} up to the position: patching pairs position with position"
+        )
+    return other[: position + 1]
+
+
 def corrupted_ids(
-    ckpt: Checkpoint, text: str, ids: list[int], position: int, corrupted: str | None
+    ckpt: Checkpoint, text: str, ids: list[int], position: int, corrupted: str | Sequence[int] | None
 ) -> tuple[list[int] | None, str]:
     """The corrupted run's ids up to the position (the module's docstring) and a sentence saying where they came
-    from; (None, why) when there are none; PairError for a `corrupted` text of another token count."""
+    from; (None, why) when there are none; PairError for a `corrupted` text (or ids, given_ids) of another token
+    count."""
+    if corrupted is not None and not isinstance(corrupted, str):
+        return given_ids(ckpt, corrupted, ids, position), "the token ids given"
     measured = catalog.card_defaults(ckpt.card, "compare") or {}
     given = corrupted
     if given is None and measured.get("first") == text and isinstance(measured.get("second"), str):
@@ -152,8 +173,11 @@ class Setup:
 
 
 @torch.inference_mode()
-def setup(ckpt: Checkpoint, text: str, position: int | None = None, corrupted: str | None = None) -> Setup:
-    """The text's analysis, one pass, and the two patching runs (a few passes). `position` None: the last token."""
+def setup(
+    ckpt: Checkpoint, text: str, position: int | None = None, corrupted: str | Sequence[int] | None = None
+) -> Setup:
+    """The text's analysis, one pass, and the two patching runs (a few passes). `position` None: the last token;
+    `corrupted`: a text, or token ids (given_ids)."""
     check_model(ckpt)
     analysis = analyze(ckpt, text)
     ids = list(analysis.target_ids)
@@ -208,6 +232,14 @@ def ablation_scores(
     return np.array([kl for _, _, kl in rank_block(ckpt, s.ranking, name, mode, heads)])
 
 
+def every_ablation_score(ckpt: Checkpoint, s: Setup, mode: str) -> np.ndarray:
+    """(L, H) each head switched off alone (`mode` "zero" or "mean"), KL at the position: every layer's heads side
+    by side in batches (rank_heads), as `ablation_scores` of each layer gives them."""
+    layers, heads = ckpt.config.n_decoder_layers, ckpt.config.n_heads
+    every = [(block_name("decoder", layer, "self_attn"), head) for layer in range(layers) for head in range(heads)]
+    return np.array([kl for _, _, kl in rank_heads(ckpt, s.ranking, every, mode)]).reshape(layers, heads)
+
+
 def patching_scores(ckpt: Checkpoint, s: Setup) -> np.ndarray:
     """(L, H) each head's activation patching result; NaN without a corrupted run."""
     if s.runs is None:
@@ -229,13 +261,14 @@ def finish(ckpt: Checkpoint, s: Setup, scores: dict[str, np.ndarray]) -> Agreeme
     )
 
 
-def agreement(ckpt: Checkpoint, text: str, position: int | None = None, corrupted: str | None = None) -> Agreement:
+def agreement(
+    ckpt: Checkpoint, text: str, position: int | None = None, corrupted: str | Sequence[int] | None = None
+) -> Agreement:
     """Every self-attention head's importance for the prediction after `position` (0-based; None: the last token)
     by every method (the module's docstring). The app runs the same steps in chunks (ui.cache.agreement)."""
     s = setup(ckpt, text, position, corrupted)
     scores = one_pass_scores(ckpt, s)
-    layers = ckpt.config.n_decoder_layers
     for mode in ("zero", "mean"):
-        scores[f"ablation ({mode})"] = np.stack([ablation_scores(ckpt, s, mode, layer) for layer in range(layers)])
+        scores[f"ablation ({mode})"] = every_ablation_score(ckpt, s, mode)
     scores["activation patching"] = patching_scores(ckpt, s)
     return finish(ckpt, s, scores)

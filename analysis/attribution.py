@@ -271,10 +271,11 @@ def _split(
 
 
 def never_guessed(tokenizer: TokenizerLike) -> frozenset[int]:
-    """The ids the lens never names: those a model is never asked to write (padding, the start of text: the
-    tokenizer's never_written, as decoding.top_k leaves them out), and the unknown token, which names no word,
-    unless it is also the end of text (a published model's one control token), which is written."""
-    return tokenizer.never_written | ({tokenizer.unk_id} - {tokenizer.eos_id})
+    """The ids the lens never names: those a model is never asked to write (the tokenizer's never_written, as
+    decoding.top_k leaves them out), those no text is made of (padding, the start of text and the pieces spelled
+    so: the tokenizer's not_text) and the unknown token, which names no word, unless it is also the end of text (a
+    published model's one control token), which is written."""
+    return tokenizer.never_written | tokenizer.not_text | ({tokenizer.unk_id} - {tokenizer.eos_id})
 
 
 def logit_lens(ckpt: Checkpoint, source: Tensor | None, target: Tensor) -> LogitLens:

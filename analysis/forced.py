@@ -3,8 +3,9 @@ model's probability and rank for that token are read beside the model's own top 
 mistake becomes a question the class can ask: what did the model think of the right word?
 
 A translator reads a reference translation (bos + reference, ending with eos as its training targets did); a
-language model reads its text, then a continuation. The probabilities are the model's own: one plain forward pass,
-softmax over the whole vocabulary at each position (tests/test_forced.py checks them against a pass of its own).
+language model reads its text, then a continuation, as the two read run on with a space between them. The
+probabilities are the model's own: one plain forward pass, softmax over the whole vocabulary at each position
+(tests/test_forced.py checks them against a pass of its own).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from inference.text import (
     outside_vocabulary,
     vocabulary_note,
 )
+from inference.tokenizer import TokenizerLike
 from model.forward import forward
 
 
@@ -83,13 +85,14 @@ def rows_of(ckpt: Checkpoint, target_ids: Sequence[int], logits: torch.Tensor, s
     )
 
 
-def _reference_ids(ckpt: Checkpoint, reference: str, room: int, what: str) -> list[int]:
-    """The reference's ids, checked: not empty, at most `room` tokens (the positions the text leaves)."""
+def _reference_ids(ckpt: Checkpoint, reference: str, room: int, what: str, after: str | None = None) -> list[int]:
+    """The reference's ids, checked: not empty, at most `room` tokens (the positions the text leaves). `after`: the
+    text a continuation follows, so that it is read as the text run on with a space between them (continuation_ids)."""
     try:
         cleaned = clean_text(reference).text
     except InputError:
         raise InputError(f"The {what} is empty: type the words you expect the model to write.") from None
-    ids = ckpt.tokenizer.encode(cleaned)
+    ids = ckpt.tokenizer.encode(cleaned) if after is None else continuation_ids(ckpt.tokenizer, after, cleaned)
     if not ids:
         raise InputError(f"The {what} reads as no token at all: type words, not only symbols the model skips.")
     if len(ids) > room:
@@ -98,6 +101,19 @@ def _reference_ids(ckpt: Checkpoint, reference: str, room: int, what: str) -> li
             f"({ckpt.config.max_len} positions, its max_len). Shorten it."
         )
     return ids
+
+
+def continuation_ids(tokenizer: TokenizerLike, text: str, continuation: str) -> list[int]:
+    """The ids of `continuation` as the model reads it after `text` with a space between: the tail of the whole
+    run-on text's ids. A byte-level BPE (GPT-2, SmolLM2) spells a word after a space `Ġthe`, a piece apart from the
+    `the` that starts a text, so the continuation encoded alone would be other tokens than the model reads there.
+    Where the tokenizer merges across the join (the text's ids are not a prefix of the whole's), the continuation
+    is encoded alone, after a space when its pieces are byte-level."""
+    head = tokenizer.encode(text)
+    whole = tokenizer.encode(f"{text} {continuation}")
+    if whole[: len(head)] == head and len(whole) > len(head):
+        return whole[len(head) :]
+    return tokenizer.encode(f" {continuation}" if getattr(tokenizer, "byte_level", False) else continuation)
 
 
 def forced(ckpt: Checkpoint, text: str, reference: str) -> Forced:
@@ -115,7 +131,7 @@ def forced(ckpt: Checkpoint, text: str, reference: str) -> Forced:
         target, start = [cfg.bos_id, *ids, cfg.eos_id], 1
     else:
         prefix = encode_prefix(ckpt, cleaned, notes)
-        ids = _reference_ids(ckpt, reference, cfg.max_len - len(prefix), "continuation")
+        ids = _reference_ids(ckpt, reference, cfg.max_len - len(prefix), "continuation", after=cleaned)
         source, target, start = None, prefix + ids, len(prefix)
     note = vocabulary_note(ckpt.name, outside_vocabulary(ckpt.tokenizer, clean_text(reference).text))
     return Forced(score(ckpt, target, source, start), tuple(notes + ([note] if note else [])))

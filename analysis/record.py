@@ -67,7 +67,7 @@ class Block:
     weights: np.ndarray  # after softmax; masked cells exactly 0
     values: np.ndarray | None  # (H, Tk, d_head) V of each head: the attention-math page's weighted sum; or None
     # (H, Tk) ‖v_j W_O^h‖: the length of what key j writes through head h per unit of weight (Kobayashi et al. 2020),
-    # computed with the model's W_O; None where the attention came without values (a trace file)
+    # computed with the model's W_O; None where the attention came without values (a trace file, a model's outputs)
     value_norms: np.ndarray | None = None
 
     @property
@@ -102,7 +102,13 @@ class Block:
         weight on a key whose value vector is near zero moves almost nothing, so its share falls. Rows still sum
         to 1, so every attention view draws it; the raw scores belong to the weights and are dropped."""
         if self.value_norms is None:
-            raise ValueError(f"{self.name} holds no value norms: attention read from a file comes without values")
+            raise ValueError(
+                f"{self.name} holds no value norms: attention weights taken from outside (a trace file, a model's "
+                "outputs with output_attentions, a TransformerLens cache) come without the values they weigh; "
+                "analyse a model this app runs for them: atlas.load of a checkpoint or of a save_pretrained folder "
+                "(a BERT, GPT-2, Llama, Qwen2 or GPT-NeoX), or a GPT-2, Llama, Qwen2 or GPT-NeoX object with its "
+                "tokenizer"
+            )
         moved = self.weights * self.value_norms[:, None, :]  # (H, Tq, Tk): α_ij ‖f(x_j)‖ = ‖α_ij f(x_j)‖, α ≥ 0
         total = moved.sum(axis=-1, keepdims=True)
         shares = np.divide(moved, total, out=np.zeros_like(moved), where=total > 0).astype(np.float32)

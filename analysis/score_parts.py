@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -198,13 +199,24 @@ def score_parts(
     """Head `head`'s raw score of query `query` for key `key` in block `block` (all 0-based) on the pass over
     `ids` (1, T) (and `source` (1, S), an encoder-decoder's), split into query parts × key parts (the module's
     docstring). One traced forward pass with activations."""
+    return row_parts(model, ids, source, block, head, query, [key])[0]
+
+
+@torch.inference_mode()
+def row_parts(
+    model: nn.Module, ids: Tensor, source: Tensor | None, block: str, head: int, query: int, keys: Sequence[int]
+) -> tuple[ScoreParts, ...]:
+    """`score_parts` of each of `keys` (0-based, in the order given) for the one query: one traced pass and one
+    projection of every part at every position serve them all, so a query's whole row of keys costs about what
+    one key does."""
     stack, layer_index, type_ = parse_block_name(block)
     _, trace = forward(model, ids, source, record=True, activations=True)
     if block not in trace.attention:
         raise ValueError(f"this model has no block {block!r}: choose one of {', '.join(trace.attention)}")
     record = trace.attention[block]
     n_heads, n_queries, n_keys = record.scores.shape[1:]
-    for what, value, count in (("head", head, n_heads), ("query", query, n_queries), ("key", key, n_keys)):
+    asked = [("head", head, n_heads), ("query", query, n_queries), *(("key", key, n_keys) for key in keys)]
+    for what, value, count in asked:
         if not 0 <= value < count:
             raise ValueError(f"{what} {value + 1} is out of range: {block} has {what}s 1 to {count}")
     layer = _layer(model, stack, layer_index)
@@ -217,15 +229,21 @@ def score_parts(
     k_side = q_side if type_ == "self_attn" else stream_parts(model, trace, "encoder")
     q_names, q = _projected(lambda x: attention.queries(x, 0), q_side)
     k_names, k = _projected(lambda x: attention.new_keys_values(x, 0)[0], k_side)
-    table = q[:, head, query] @ k[:, head, key].T / math.sqrt(attention.d_head)  # (P_q, P_k)
-    return ScoreParts(
-        block=block,
-        head=head,
-        query=query,
-        key=key,
-        query_parts=tuple(q_names),
-        key_parts=tuple(k_names),
-        table=table.numpy(),
-        score=float(record.scores[0, head, query, key]),
-        masked=not bool(record.mask[0, query, key]),
+    chosen = list(keys)
+    # (K, P_q, P_k): for each key j, cell (a, b) = (W^Q a)·(W^K b)/√d_k at the query and at j
+    tables = torch.einsum("ad,kbd->kab", q[:, head, query], k[:, head, chosen].transpose(0, 1))
+    tables = tables / math.sqrt(attention.d_head)
+    return tuple(
+        ScoreParts(
+            block=block,
+            head=head,
+            query=query,
+            key=key,
+            query_parts=tuple(q_names),
+            key_parts=tuple(k_names),
+            table=tables[i].numpy(),
+            score=float(record.scores[0, head, query, key]),
+            masked=not bool(record.mask[0, query, key]),
+        )
+        for i, key in enumerate(chosen)
     )

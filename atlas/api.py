@@ -62,8 +62,7 @@ from analysis.induction import measure
 from analysis.patching import WHATS, PairError, attribution_patch_runs, pair_ids, patch_runs, prepare_ids
 from analysis.record import Analysis, Block
 from analysis.rollout import analysis_rollout
-from analysis.score_parts import pass_inputs
-from analysis.score_parts import score_parts as _score_parts
+from analysis.score_parts import pass_inputs, row_parts
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
@@ -159,8 +158,9 @@ def analyze(
     - Any other `transformers` model (decoder-only or encoder-only) with its `tokenizer`: run once on the text
       with `output_attentions=True`, switched to eager attention for the call (sdpa and flash attention return no
       weights) and back after; then `from_huggingface`. A decoder-only model reads bos first here too.
-    - A TransformerLens model (a TransformerBridge, or a HookedTransformer): `model.run_with_cache(text)` and
-      `model.to_str_tokens(text)`, then `from_transformer_lens`.
+    - A TransformerLens 4 model that is not a bridge of those (a `TransformerBridge`, as
+      `TransformerBridge.boot_transformers(name)` gives; TransformerLens 4 has no HookedTransformer):
+      `model.run_with_cache(text)` and `model.to_str_tokens(text)`, then `from_transformer_lens`.
 
     The other keywords are a checkpoint's; a model only run by its library gives weights only (no scores or
     predictions). A text longer than the model's context is cut to it with a warning (`AnalysisWarning`) that
@@ -599,7 +599,8 @@ def value_weighted(analysis: Analysis) -> Analysis:
     """`analysis` with every head's weights replaced by each key's share of what the query's row moves,
     ‖α_ij · v_j W_O^h‖ / Σ_j ‖α_ij · v_j W_O^h‖ (Kobayashi et al. 2020), the app's "weight × value norm": every
     view draws it as it draws weights (`atlas.head(atlas.value_weighted(analysis), 2, 3)`). ValueError for
-    attention read from a file, which comes without values."""
+    attention taken from outside the app's model (a trace file, a `transformers` BERT's or encoder-decoder's
+    outputs, a TransformerLens cache), which comes without values: the message names the models that have them."""
     if not isinstance(analysis, Analysis):
         raise TypeError(f"value_weighted takes an Analysis (atlas.analyze), not {type(analysis).__name__}")
     return analysis.value_weighted()
@@ -636,7 +637,8 @@ def rank_heads(model: Checkpoint, text: str, mode: str = "zero", approximate: bo
     """Head ablation's "Rank every head": each head switched off alone (`mode` "zero": its output becomes 0;
     "mean": its mean over the positions), ranked by the KL divergence of the predictions from the intact model's
     (at the last position for a language model, averaged over the greedy output's steps for a translator, over
-    every position for an encoder), the largest first; layers and heads from 1. One forward pass per head;
+    every position for an encoder), the largest first; layers and heads from 1. Each head its own run, up to 64 runs
+    a forward pass side by side (analysis.ablation.rank_heads: one batch row a head, equal to a pass a head);
     `approximate`: one forward and one backward pass for all (attribution patching), ranked by the first-order drop
     in the log-probability of the top prediction ("log p drop (approx.)")."""
     if not isinstance(model, Checkpoint):
@@ -754,7 +756,10 @@ def composition_scores(
     if baseline is not None and (isinstance(baseline, bool) or not isinstance(baseline, Integral)):
         raise ValueError(f"baseline is the random weights' seed, a whole number (or None), not {baseline!r}")
     model = _checkpoint(model, tokenizer, "composition_scores", device)
-    table = composition_table(_composition(model.model, stack, centre).scores)
+    composed = _composition(model.model, stack, centre)
+    if composed.n_layers < 2:
+        raise ValueError("heads compose across layers: a model of one layer has no pair to score")
+    table = composition_table(composed.scores)
     table.attrs["centre"] = centre
     if baseline is not None:
         chance = _chance(model.model, int(baseline), stack)
@@ -1025,7 +1030,9 @@ def patch_scores(
 # --- do the explanations agree? ----------------------------------------------------------------------------------
 
 
-def agreement(model: Checkpoint, text: str, position: int | None = None, corrupted: str | None = None) -> pd.DataFrame:
+def agreement(
+    model: Checkpoint, text: str, position: int | None = None, corrupted: str | Sequence[int] | None = None
+) -> pd.DataFrame:
     """Every self-attention head's importance for one prediction of a language model — the next token after
     `position` (from 1; default the text's last token), the model's top guess there — by seven methods, one column
     each (analysis.agreement): "attention" (the largest weight the position gives any token but the first, the
@@ -1036,20 +1043,29 @@ def agreement(model: Checkpoint, text: str, position: int | None = None, corrupt
 
     Patching needs a corrupted text of the same token count: `corrupted`; else the second text of the Compare pair
     the model's card measured when `text` is its first; else the text up to the position with the tokens between
-    the start of text and it shuffled (seeded). `.attrs` names the answer, versus, the corrupted text and where it
-    came from, and a note when the patching columns are NaN. The methods' Spearman correlations:
+    the start of text and it shuffled (seeded). `corrupted` may be token ids: `.attrs["corrupted_ids"]` (the start
+    of text, then the corrupted run's tokens up to the position) given back as `corrupted=` runs the same patching
+    again, where `.attrs["corrupted"]`, their decoded text, may re-tokenize to other tokens. `.attrs` names the
+    answer, versus, the corrupted text and its ids and where they came from, and a note when the patching columns
+    are NaN. The methods' Spearman correlations:
     `frame.abs().rank().corr()` ranks the signed columns by magnitude as the app does. Costs layers × heads × 2
-    forward passes and a few more; ValueError for a model that is not a language model or a position out of range."""
+    ablated runs, up to 64 a forward pass side by side, the patched runs and a few more passes; ValueError for a model
+    that is not a language model or a position out of range."""
     if not isinstance(model, Checkpoint):
         raise TypeError(f"agreement takes a loaded model (atlas.load), not {type(model).__name__}")
     if position is not None and (isinstance(position, bool) or not isinstance(position, Integral)):
         raise ValueError(f"position must be a whole number counted from 1, not {position!r}")
+    if corrupted is not None and not isinstance(corrupted, str) and not _is_ids(corrupted):
+        raise ValueError(f"corrupted is a text or a list of token ids, not {type(corrupted).__name__}")
+    if isinstance(corrupted, torch.Tensor):
+        corrupted = corrupted.reshape(-1).tolist()
     found = _agreement(model, text, None if position is None else int(position) - 1, corrupted)
     table = agreement_frame(found.scores)
     pieces = model.tokenizer.pieces
     table.attrs |= {"position": found.position + 1, "answer": pieces([found.answer])[0]}
     table.attrs["versus"] = None if found.versus is None else pieces([found.versus])[0]
     table.attrs["corrupted"] = None if found.corrupted is None else model.tokenizer.decode(list(found.corrupted[1:]))
+    table.attrs["corrupted_ids"] = None if found.corrupted is None else list(found.corrupted)
     table.attrs |= {"corrupted_from": found.corrupted_from, "note": found.note}
     return table
 
@@ -1088,11 +1104,11 @@ def score_parts(
     layer: int,
     head: int,
     query: int,
-    key: int,
+    key: int | Sequence[int],
     attention: str | None = None,
     tokenizer: object | None = None,
     device: str = "cpu",
-) -> ScoreSplit:
+) -> ScoreSplit | list[ScoreSplit]:
     """Why a head attends where it does: head `head` of layer `layer`'s raw score q·k/√d_k of query position `query`
     for key position `key` (all from 1, as the Attention math page labels them) split into the residual stream's
     parts on each side — token embeddings, positions, each earlier head's output, each earlier feed-forward layer,
@@ -1101,7 +1117,13 @@ def score_parts(
     exactly. For cross-attention the key side is the encoder's output, split into the encoder's parts. `attention`
     as in `head` (None: the cross-attention if the model has one, else its first). `model`: a loaded checkpoint,
     or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a TransformerLens bridge of one),
-    mapped as the circuit functions map it, and run on `device` as they are."""
+    mapped as the circuit functions map it, and run on `device` as they are.
+
+    `key` a list (or range) of positions gives a list of splits, one per key in that order, from one traced pass:
+    a query's whole row, `key=range(1, n + 1)`, costs about what one key does."""
+    many = isinstance(key, (list, tuple, range))
+    if many and not key:
+        raise ValueError("key is a position from 1, or a non-empty list of them")
     model = _checkpoint(model, tokenizer, "score_parts", device)
     analysis = _analyze(model, text)
     attention = _attention(analysis, attention, _opening_attention(analysis))
@@ -1109,12 +1131,25 @@ def score_parts(
     where = f"layer {index + 1} of {analysis.attention_label(attention)}"
     h = _index(head, block.n_heads, "head", where)
     q = _index(query, len(block.query_pieces), "query position", where)
-    k = _index(key, len(block.key_pieces), "key position", where)
+    keys = [_index(k, len(block.key_pieces), "key position", where) for k in (key if many else [key])]
     ids, source = pass_inputs(model, analysis.text, analysis.target_ids)
-    parts = _score_parts(model.model, ids, source, block.name, h, q, k)
-    table = score_parts_frame(parts.query_parts, parts.key_parts, parts.table)
-    labels = [indexed_labels(block.query_pieces)[q], indexed_labels(block.key_pieces)[k]]
-    return ScoreSplit(table, parts.score, attention, index + 1, h + 1, q + 1, k + 1, *labels, parts.masked)
+    query_label, key_labels = indexed_labels(block.query_pieces)[q], indexed_labels(block.key_pieces)
+    splits = [
+        ScoreSplit(
+            score_parts_frame(parts.query_parts, parts.key_parts, parts.table),
+            parts.score,
+            attention,
+            index + 1,
+            h + 1,
+            q + 1,
+            parts.key + 1,
+            query_label,
+            key_labels[parts.key],
+            parts.masked,
+        )
+        for parts in row_parts(model.model, ids, source, block.name, h, q, keys)
+    ]
+    return splits if many else splits[0]
 
 
 @dataclass(frozen=True)

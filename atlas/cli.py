@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import importlib
 import json
+import os
 import sys
 from collections.abc import Iterator
 from typing import IO, Any
@@ -15,7 +16,7 @@ from analysis.analyze import analyze, generate_text
 from analysis.export import to_json, to_npz_bytes
 from inference import catalog
 from inference.checkpoint import CARD, Checkpoint, CheckpointError, load_checkpoint
-from inference.files import read_source, user_path
+from inference.files import read_source, user_path, write_file
 from inference.jsonfile import MAX_BYTES, JsonFileError, parse_json
 from inference.score import perplexity
 from inference.text import InputError
@@ -84,9 +85,38 @@ def open_output(path: str, mode: str) -> IO[Any]:
         raise UsageError(f"{path}: cannot write there ({exc.strerror}); give -o a file in a writable folder") from exc
 
 
+def trace_to_folder(args: argparse.Namespace, ckpt: Checkpoint, texts: Iterator[str]) -> int:
+    """--input-file with -o DIR: one NumPy archive per input (analysis.export.to_npz_bytes: float32 arrays, read
+    with np.load(allow_pickle=False)), DIR/1.npz, DIR/2.npz, … counted from 1 and zero-padded so that they sort;
+    the folder is made if missing. An input that cannot be analysed writes no archive: its error goes to stderr,
+    naming its number, and the others go on."""
+    texts = list(texts)
+    folder = user_path(args.output)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"{args.output}: cannot make that folder ({exc.strerror}); give -o a writable one") from exc
+    width = len(str(len(texts)))
+    for number, text in enumerate(texts, 1):
+        try:
+            if isinstance(text, InputError):
+                raise text
+            data = to_npz_bytes(analyze(ckpt, text, args.target, args.top_k))
+        except InputError as exc:
+            print(f"error: input {number}: {exc}", file=sys.stderr)
+            continue
+        try:
+            write_file(folder / f"{number:0{width}d}.npz", data)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return 0
+
+
 def cmd_trace(args: argparse.Namespace, ckpt: Checkpoint) -> int:
     if args.input_file:
         texts = read_inputs(args.input_file)  # read before the output is opened: a bad input writes nothing
+        if args.output and (args.output.endswith(("/", os.sep)) or os.path.isdir(args.output)):
+            return trace_to_folder(args, ckpt, texts)
         out = open_output(args.output, "w") if args.output else sys.stdout
         with out if args.output else contextlib.nullcontext(out):
             for text in texts:
@@ -187,7 +217,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--top-k", type=int, default=5)
     p.add_argument("--input-file", help=".txt (one input per line) or .jsonl (one JSON string per line)")
-    p.add_argument("-o", "--output", help="OUT.json, OUT.npz, or OUT.jsonl with --input-file")
+    p.add_argument(
+        "-o", "--output", help="OUT.json, OUT.npz; with --input-file OUT.jsonl, or a folder DIR/ (one .npz per input)"
+    )
     p = sub.add_parser("generate", help="translate or continue text")
     p.add_argument("checkpoint")
     p.add_argument("text", nargs="?")

@@ -21,6 +21,7 @@ class TokenizerLike(Protocol):
     bos_id: int
     eos_id: int
     never_written: frozenset[int]
+    not_text: frozenset[int]
 
     def encode(self, text: str) -> list[int]: ...
 
@@ -103,6 +104,11 @@ class Tokenizer:
         if byte != self.unk_id and self._sp.IsByte(byte):
             ids.add(self.unk_id)
         return frozenset(ids - {self.eos_id})
+
+    @property
+    def not_text(self) -> frozenset[int]:
+        """Ids no text is made of: padding and the start of text (the end of text is written)."""
+        return frozenset({self.pad_id, self.bos_id} - {self.eos_id})
 
     def encode(self, text: str) -> list[int]:
         """Text → ids, without bos/eos (callers add what their model expects). A whole-word tokenizer encodes each

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -164,3 +165,68 @@ def test_a_mean_ablation_averages_over_the_real_queries_only() -> None:
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(want[0, 1], alone[0, 1].mean(dim=0, keepdim=True).expand(3, 4))
     torch.testing.assert_close(want[0, 0], alone[0, 0])  # the other head untouched
+
+
+@pytest.fixture(scope="module")
+def three_kinds(tmp_path_factory) -> dict:
+    """A tiny untrained checkpoint of each kind; the language model's heads grouped-query (2 key/value heads)."""
+    from inference.checkpoint import load_checkpoint
+    from model.config import Published
+    from training.tiny import make_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("ablation-kinds")
+    made = {"encoder-decoder": make_tiny_checkpoint(root / "ed", "encoder-decoder", seed=3)}
+    made["encoder-only"] = make_tiny_checkpoint(
+        root / "bert", "encoder-only", seed=3, n_encoder_layers=2, n_decoder_layers=0
+    )
+    made["decoder-only"] = make_tiny_checkpoint(
+        root / "lm", "decoder-only", seed=3, positional="rotary", norm="pre", published=Published(n_kv_heads=2)
+    )
+    return {kind: load_checkpoint(path) for kind, path in made.items()}
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+@pytest.mark.parametrize("kind", ["encoder-decoder", "decoder-only", "encoder-only"])
+def test_heads_switched_off_side_by_side_equal_one_pass_a_head(three_kinds, kind, mode, monkeypatch) -> None:
+    from analysis import ablation
+
+    ckpt = three_kinds[kind]
+    setup = ablation.ranking_setup(ckpt, "the cat sat on the mat and the dog")
+    every = [(name, head) for name, n in setup.blocks for head in range(n)]
+    one_at_a_time = ablation.rank_one_at_a_time(ckpt, setup, every, mode)
+    passes = []
+    counted = ablation.forward
+    monkeypatch.setattr(ablation, "forward", lambda *a, **k: passes.append(a[1].shape[0]) or counted(*a, **k))
+    batched = ablation.rank_heads(ckpt, setup, every, mode, batch=5)  # a batch that does not divide the heads
+    assert [row[:2] for row in batched] == every
+    np.testing.assert_allclose([r[2] for r in batched], [r[2] for r in one_at_a_time], rtol=0, atol=1e-5)
+    assert max(r[2] for r in batched) > 1e-4  # the heads matter: equal KLs are not all zero
+    rows = [5] * (len(every) // 5) + ([len(every) % 5] if len(every) % 5 else [])
+    assert passes == ([1] if mode == "mean" else []) + rows  # the means' intact pass, then a pass per batch
+
+
+def test_ranking_one_block_or_a_head_that_is_not_there(three_kinds) -> None:
+    from analysis.ablation import rank_block, rank_heads, rank_one_at_a_time, ranking_setup
+
+    ckpt = three_kinds["decoder-only"]
+    setup = ranking_setup(ckpt, "the cat sat")
+    name, n_heads = setup.blocks[1]
+    chosen = rank_block(ckpt, setup, name, "zero", heads=[3, 0])
+    expected = rank_one_at_a_time(ckpt, setup, [(name, 3), (name, 0)])
+    assert [r[:2] for r in chosen] == [(name, 3), (name, 0)]
+    np.testing.assert_allclose([r[2] for r in chosen], [r[2] for r in expected], atol=1e-5)
+    with pytest.raises(ValueError, match=f"no head {n_heads} in block"):
+        rank_heads(ckpt, setup, [(name, n_heads)])
+    assert rank_heads(ckpt, setup, [], "mean") == []
+
+
+def test_a_batch_holds_as_many_heads_as_its_logits_allow(three_kinds, monkeypatch) -> None:
+    from analysis import ablation
+
+    ckpt = three_kinds["decoder-only"]
+    setup = ablation.ranking_setup(ckpt, "the cat sat")
+    cells = setup.target.shape[1] * ckpt.config.vocab_size  # one row's logits
+    assert ablation.batch_rows(ckpt, setup) == ablation.MAX_BATCH
+    for budget, rows in ((3 * cells, 3), (3 * cells - 1, 2), (cells, 1), (1, 1)):
+        monkeypatch.setattr(ablation, "BATCH_LOGITS", budget)
+        assert ablation.batch_rows(ckpt, setup) == rows

@@ -5,6 +5,7 @@ each get one clear message."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -185,3 +186,37 @@ def test_a_translator_and_a_position_that_is_no_number_are_refused(tiny_checkpoi
         ValueError, match=r"^the corrupted text \(the text given\) has \d+ tokens and the text \d+: patching pairs"
     ):
         atlas.agreement(lm, TEXT, corrupted="the dog")
+
+
+@pytest.mark.parametrize("position", [None, 4])
+def test_the_corrupted_run_kept_as_ids_reproduces_the_patching_columns(lm: Checkpoint, position) -> None:
+    frame = atlas.agreement(lm, TEXT, position=position)  # a shuffled corrupted run: decoded, it may read otherwise
+    ids = frame.attrs["corrupted_ids"]
+    assert ids[0] == lm.config.bos_id and len(ids) == frame.attrs["position"]  # the start of text, up to the position
+    assert frame.attrs["corrupted"] == lm.tokenizer.decode(ids[1:])
+    again = atlas.agreement(lm, TEXT, position=position, corrupted=ids)
+    assert again.attrs["corrupted_ids"] == ids
+    for method in METHODS:
+        np.testing.assert_allclose(again[method].to_numpy(), frame[method].to_numpy(), err_msg=method)
+    without_start = atlas.agreement(lm, TEXT, position=position, corrupted=ids[1:])
+    assert without_start.attrs["corrupted_ids"] == ids
+
+
+def test_corrupted_ids_of_another_count_or_outside_the_vocabulary_are_refused(lm: Checkpoint) -> None:
+    with pytest.raises(ValueError, match=r"^the corrupted token ids \(the token ids given\) have 2 tokens and"):
+        atlas.agreement(lm, TEXT, corrupted=[5, 6])
+    count = len(analyze(lm, TEXT).target_ids) - 1
+    with pytest.raises(ValueError, match="token ids are 0 to"):
+        atlas.agreement(lm, TEXT, corrupted=[lm.config.vocab_size] * count)
+    with pytest.raises(ValueError, match="corrupted is a text or a list of token ids"):
+        atlas.agreement(lm, TEXT, corrupted=[])
+
+
+def test_the_notebook_guides_induction_example_gives_its_correlation() -> None:
+    guide = " ".join((Path(__file__).resolve().parents[1] / "docs" / "notebook.md").read_text().split())
+    call = re.search(r'atlas\.agreement\(m, "([^"]+)", corrupted="([^"]+)"\)', guide)
+    assert call, "the ρ = −0.55 example shows the corrupted text it needs"
+    frame = atlas.agreement(atlas.load("induction"), call[1], corrupted=call[2])
+    rho = frame.abs().rank().corr().loc["attention", "activation patching"]
+    assert f"ρ = {rho:.2f}".replace("-", "−") in guide
+    assert frame.loc[(2, 1), "activation patching"] == pytest.approx(0.160, abs=5e-4)

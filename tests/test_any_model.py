@@ -161,10 +161,22 @@ def test_patching_reads_the_librarys_own_logit_differences(hf) -> None:
     assert atlas.patch(model, TEXT, OTHER, "mat", "rug", tokenizer=tokenizer, approximate=True).data
 
 
+def among_named(probs: torch.Tensor, model, table) -> torch.Tensor:
+    """`probs` (T, vocab) with the pieces the lens never names (`.attrs["hidden"]`: a start of text, padding; the
+    word tokenizer's `<s>` and `<pad>`, whatever the model's own specials) put below every other."""
+    hidden = [SPECIALS.index(p) for p in table.attrs["hidden"] if p in SPECIALS]
+    assert {"<s>", "<pad>"} <= set(table.attrs["hidden"]) and SPECIALS[model.config.eos_token_id] not in hidden
+    probs = probs.clone()
+    probs[:, hidden] = -1.0
+    return probs
+
+
 def test_the_logit_lens_last_row_is_the_librarys_own_prediction(hf) -> None:
     model, tokenizer = hf
+    table = atlas.logit_lens(model, TEXT, tokenizer=tokenizer, as_table=True)
     figure = atlas.logit_lens(model, TEXT, tokenizer=tokenizer)
     probs = own(model, read_ids(model, tokenizer, TEXT)).logits[0].softmax(-1)
+    probs = among_named(probs, model, table)
     shown = np.asarray(figure.data[0].z)[-1]  # the top row: the model's own top guess at each position
     np.testing.assert_allclose(shown, probs.max(-1).values.numpy(), atol=TOL, rtol=0)
 
@@ -431,7 +443,7 @@ def test_the_logit_lens_as_a_table_ends_on_the_librarys_own_guesses_and_names_wh
     table = atlas.logit_lens(model, TEXT, tokenizer=tokenizer, as_table=True)
     layers, ids = model.config.num_hidden_layers, read_ids(model, tokenizer, TEXT)
     assert sorted(set(table["layer"])) == list(range(layers + 1)) and len(table) == (layers + 1) * ids.shape[1]
-    probs = own(model, ids).logits[0].softmax(-1)
+    probs = among_named(own(model, ids).logits[0].softmax(-1), model, table)
     last = table[table["layer"] == layers].sort_values("position")
     assert list(last["top guess"]) == tokenizer.convert_ids_to_tokens(probs.argmax(-1).tolist())
     np.testing.assert_allclose(last["probability"], probs.max(-1).values.numpy(), atol=TOL, rtol=0)

@@ -153,3 +153,25 @@ def test_an_encoder_only_model_and_a_position_out_of_range_are_clear_errors(lm, 
     bert = load_checkpoint(ROOT / "checkpoints" / "fivegram-1L-1H")
     with pytest.raises(ValueError, match="encoder-only model's output head is not linear"):
         decoder_inputs(bert, "a b c d", (1, 2))
+
+
+def test_the_lens_never_names_a_gpt2_tokenizers_own_start_and_padding_pieces() -> None:
+    """A GPT-2's start and end of text are one token, so a tokenizer's `<s>` and `<pad>` are pieces its model never
+    uses, beside the `<|pad|>` the loader adds: made by far the likeliest output, the lens names none of them."""
+    pytest.importorskip("transformers")
+    from test_any_model import TEXT, tiny_gpt2, word_tokenizer
+
+    from inference.pretrained.objects import from_transformers
+
+    ckpt = from_transformers(tiny_gpt2(), word_tokenizer())
+    tok = ckpt.tokenizer
+    assert tok.bos_id == tok.eos_id  # <|endoftext|>: the end of text is written, so it stays
+    placeholders = ["<s>", "<pad>", "<|pad|>", "<|unk|>"]
+    ids = [tok.pieces(list(range(tok.vocab_size))).index(p) for p in placeholders]
+    with torch.no_grad():
+        ckpt.model.generator.bias[ids] += 100.0
+    source, target = inputs(ckpt, TEXT)
+    lens = logit_lens(ckpt, source, target)
+    assert not np.isin(lens.top, ids).any()
+    assert not set(placeholders) & {piece for row in lens.pieces for piece in row}
+    assert tok.eos_id not in never_guessed(tok)

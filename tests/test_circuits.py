@@ -110,5 +110,9 @@ def test_the_notebook_draws_and_tables_them_from_one_and_names_bad_arguments() -
         atlas.composition(ckpt, "O")
     with pytest.raises(ValueError, match="no encoder stack"):
         atlas.composition(ckpt, stack="encoder")
+    one_layer = load_checkpoint(CHECKPOINTS / "fivegram-1L-8H")
     with pytest.raises(ValueError, match="a model of one layer has no pair"):
-        atlas.composition(load_checkpoint(CHECKPOINTS / "fivegram-1L-8H"))
+        atlas.composition(one_layer)
+    for chance in (None, 0):  # the table says the same, with or without a baseline
+        with pytest.raises(ValueError, match="a model of one layer has no pair"):
+            atlas.composition_scores(one_layer, baseline=chance)

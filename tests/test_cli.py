@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from analysis.analyze import analyze
 from atlas.cli import main
 from inference.checkpoint import load_checkpoint
 from inference.decoding import generate
@@ -385,6 +386,8 @@ def read_only_folder(tmp_path: Path):
 def test_trace_to_an_unwritable_output_path_is_a_one_line_error_and_exit_2(
     capsys, ckpts, tmp_path, read_only_folder, where, how
 ) -> None:
+    if where == "a-folder" and "--input-file" in how:
+        pytest.skip("a folder takes one archive per input (test_trace_input_file_into_a_folder_…)")
     name = how.split()[0]
     output = {
         "missing-folder": tmp_path / "no-such-folder" / name,
@@ -474,3 +477,33 @@ def test_hostile_jsonl_lines_are_one_error_each_and_the_others_run(capsys, ckpts
     if command == "trace":
         results = [json.loads(line) for line in messages.splitlines()]
         assert [set(r) == {"input", "error"} for r in results] == [False, True, True, False]
+
+
+def test_trace_input_file_into_a_folder_writes_one_npz_archive_per_input(capsys, ckpts, tmp_path) -> None:
+    path, ckpt = ckpts["decoder-only"]
+    inputs = tmp_path / "inputs.txt"
+    texts = ["The cat sat."] + [""] + [f"A dog ran {i} times." for i in range(9)]  # 11 inputs: 01 … 11
+    inputs.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    folder = tmp_path / "traces"
+    code, out, err = cli(capsys, "trace", path, "--input-file", inputs, "-o", f"{folder}/")
+    assert code == 0 and out == ""
+    assert sorted(p.name for p in folder.iterdir()) == [f"{n:02d}.npz" for n in range(1, 12) if n != 2]
+    assert err.startswith("error: input 2: ") and "empty" in err  # the empty line: no archive, the others go on
+    for number in (1, 11):
+        with np.load(folder / f"{number:02d}.npz", allow_pickle=False) as archive:
+            meta = json.loads(archive["meta.json"].tobytes().decode("utf-8"))
+            assert meta["text"] == texts[number - 1]
+            expected = analyze(ckpt, texts[number - 1])
+            for name, block in expected.blocks.items():
+                np.testing.assert_array_equal(archive[f"{name}.weights"], block.weights.astype(np.float32))
+                np.testing.assert_array_equal(archive[f"{name}.mask"], block.mask)
+    code, _, _ = cli(capsys, "trace", path, "--input-file", inputs, "-o", folder)  # an existing folder, no slash
+    assert code == 0 and len(list(folder.iterdir())) == 10
+
+
+def test_trace_input_file_into_a_read_only_folder_is_a_one_line_error(capsys, ckpts, tmp_path, read_only_folder):
+    inputs = tmp_path / "inputs.txt"
+    inputs.write_text(TEXT + "\n")
+    code, out, err = cli(capsys, "trace", ckpts["decoder-only"][0], "--input-file", inputs, "-o", read_only_folder)
+    assert code == 2 and out == "" and err.startswith("error: ") and err.count("\n") == 1, err
+    assert not list(read_only_folder.glob("*.npz"))

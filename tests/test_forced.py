@@ -110,3 +110,43 @@ def test_the_notebook_api_gives_the_pages_table(translator):
     assert table.equals(forced_frame(forced(translator, "the cat sat", "die katze").rows))
     with pytest.raises(InputError, match="is empty"):
         atlas.forced(translator, "the cat sat", "")
+
+
+@pytest.fixture(scope="module")
+def byte_level_lm(tmp_path_factory):
+    """A tiny random GPT-2 saved with a byte-level BPE tokenizer.json (a space is part of the word after it: `Ġthe`),
+    loaded as a checkpoint, beside the transformers model that holds the same weights."""
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers
+
+    merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("Ġ", "m"), ("a", "t"), ("Ġm", "at")]
+    tokens = sorted(pre_tokenizers.ByteLevel.alphabet()) + ["".join(pair) for pair in merges] + ["<|endoftext|>"]
+    tok = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken("<|endoftext|>", special=True, normalized=False)])
+    torch.manual_seed(0)
+    end = len(tokens) - 1
+    config = transformers.GPT2Config(
+        vocab_size=len(tokens), n_positions=40, n_embd=32, n_layer=2, n_head=4, bos_token_id=end, eos_token_id=end
+    )
+    hf = transformers.GPT2LMHeadModel(config).eval()
+    folder = tmp_path_factory.mktemp("gpt2-bytes")
+    hf.save_pretrained(folder, safe_serialization=True)
+    tok.save(str(folder / "tokenizer.json"))
+    return load_checkpoint(folder), hf, tok
+
+
+def test_a_byte_level_continuation_keeps_the_space_before_its_first_word(byte_level_lm):
+    ckpt, hf, tok = byte_level_lm
+    text, continuation = "the cat sat on", "the mat"
+    rows = forced(ckpt, text, continuation).rows
+    whole = tok.encode(f"{text} {continuation}").ids  # how the model reads the text run on: " the mat"
+    expected = whole[len(tok.encode(text).ids) :]
+    assert tok.encode(" the").ids[0] == expected[0] != tok.encode("the").ids[0]
+    assert [r.token for r in rows] == expected
+    ids = torch.tensor([[ckpt.config.bos_id, *whole]])
+    with torch.no_grad():
+        probs = torch.softmax(hf(ids).logits[0].float(), dim=-1)
+    for row in rows:
+        assert row.probability == pytest.approx(float(probs[row.position - 1, row.token]), abs=1e-5)

@@ -171,3 +171,44 @@ def test_the_notebook_counts_from_one_and_its_table_sums_to_the_pages_score() ->
         atlas.score_parts(lm, text, layer=1, head=1, query=1, key=99)
     with pytest.raises(TypeError, match="score_parts takes a loaded model"):
         atlas.score_parts(block, text, layer=1, head=1, query=1, key=1)
+
+
+def test_a_querys_whole_row_of_keys_comes_from_one_pass_and_equals_each_key_alone(monkeypatch) -> None:
+    from analysis import score_parts as module
+
+    for variant in ("post-norm translator", "Llama"):
+        kind, fields = VARIANTS[variant]
+        model = tiny(kind, **fields).double()
+        ids = torch.randint(4, SIZES["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(2))
+        source = ids.flip(1) if kind == "encoder-decoder" else None
+        for block in ("decoder.layers.1.self_attn", "decoder.layers.1.cross_attn")[: 2 if source is not None else 1]:
+            n_keys = 7
+            alone = [score_parts(model, ids, source, block, 1, 5, key) for key in range(n_keys)]
+            passes = []
+            traced = module.forward
+            counting = lambda *a, passes=passes, traced=traced, **k: passes.append(1) or traced(*a, **k)
+            monkeypatch.setattr(module, "forward", counting)
+            row = module.row_parts(model, ids, source, block, 1, 5, [6, *range(6)])
+            monkeypatch.setattr(module, "forward", traced)
+            assert passes == [1] and [parts.key for parts in row] == [6, *range(6)]
+            for parts in row:
+                expected = alone[parts.key]
+                assert (parts.query_parts, parts.key_parts) == (expected.query_parts, expected.key_parts)
+                np.testing.assert_allclose(parts.table, expected.table, rtol=0, atol=1e-12)
+                assert (parts.score, parts.masked) == (expected.score, expected.masked)
+
+
+def test_the_notebook_splits_a_whole_row_of_keys_in_one_call() -> None:
+    import atlas
+
+    lm = atlas.load("lm-english")
+    text = "The cat sat on the mat because it"
+    row = atlas.score_parts(lm, text, layer=3, head=2, query=8, key=range(1, 10))
+    assert [split.key for split in row] == list(range(1, 10)) and row[-1].masked and not row[0].masked
+    one = atlas.score_parts(lm, text, layer=3, head=2, query=8, key=3)
+    assert row[2].key_token == one.key_token == "3:▁cat" and row[2].score == one.score
+    np.testing.assert_allclose(row[2].table.to_numpy(), one.table.to_numpy(), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="key position 99 is out of range"):
+        atlas.score_parts(lm, text, layer=1, head=1, query=1, key=[1, 99])
+    with pytest.raises(ValueError, match="non-empty list"):
+        atlas.score_parts(lm, text, layer=1, head=1, query=1, key=[])

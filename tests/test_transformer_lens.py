@@ -4,6 +4,7 @@ its `head_detector` patterns and its "mul" score, on the shipped induction model
 
 from __future__ import annotations
 
+import re
 from importlib.metadata import version
 from pathlib import Path
 
@@ -72,3 +73,19 @@ def test_detector_patterns_and_scores_equal_transformer_lens() -> None:
                     error_measure="mul",
                 )
                 assert ours[head] == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_docs_offer_only_the_transformer_lens_models_version_4_has() -> None:
+    """A TransformerLens model the docs offer ("a TransformerBridge", "or a HookedTransformer") is one the installed
+    TransformerLens 4 has: it removed HookedTransformer (its name now raises, saying what to use instead)."""
+    import transformer_lens
+    from transformer_lens import model_bridge
+
+    text = " ".join((ROOT / "docs" / name).read_text() for name in ("api.md", "notebook.md", "published-models.md"))
+    offered = set(re.findall(r"\ban? `?(Hooked\w+|TransformerBridge)\b", " ".join(text.split())))
+    assert "TransformerBridge" in offered
+    for name in offered:
+        try:
+            getattr(model_bridge if name == "TransformerBridge" else transformer_lens, name)
+        except (AttributeError, ImportError):
+            pytest.fail(f"the docs offer {name}, which TransformerLens {version('transformer-lens')} lacks")

@@ -77,5 +77,25 @@ def test_attention_from_a_file_says_it_has_no_value_norms(tiny_checkpoints) -> N
 
     traced = from_arrays([np.full((1, 2, 2), 0.5)], ["a", "b"], kind="encoder-only")
     assert not traced.has_value_norms
-    with pytest.raises(ValueError, match="holds no value norms: attention read from a file"):
+    with pytest.raises(ValueError, match="holds no value norms: attention weights taken from outside \\(a trace file"):
         traced.value_weighted()
+
+
+def test_a_live_transformers_bert_run_is_not_called_a_file_and_is_told_what_has_values() -> None:
+    transformers = pytest.importorskip("transformers")
+    from test_any_model import word_tokenizer
+
+    import atlas
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(
+        vocab_size=16, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32
+    )
+    bert = transformers.BertModel(config, add_pooling_layer=False).eval()
+    analysis = atlas.analyze(bert, "the cat sat", tokenizer=word_tokenizer())  # run here, on the model given
+    assert not analysis.has_value_norms
+    with pytest.raises(ValueError, match="holds no value norms") as refused:
+        atlas.value_weighted(analysis)
+    said = str(refused.value)
+    assert "read from a file" not in said and "output_attentions" in said and "save_pretrained" in said
+    assert "\n" not in said

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from inference.tokenizer import TokenizerError
 
 SPECIALS = ("pad_id", "unk_id", "bos_id", "eos_id")
+# How vocabularies spell padding and the start of text: pieces no text is made of (PretrainedTokenizer.not_text).
+NOT_TEXT_PIECES = ("<pad>", "[PAD]", "<|pad|>", "<s>", "[CLS]", "<|startoftext|>")
 
 
 class BytePiece(str):
@@ -123,6 +125,14 @@ class PretrainedTokenizer:
         loader also names its unknown token) are text it was trained to write, so they stay."""
         never = {"[PAD]", "<pad>", "[CLS]"}
         return frozenset(i for i in {self.pad_id, self.bos_id} if self._tok.id_to_token(i) in never)
+
+    @property
+    def not_text(self) -> frozenset[int]:
+        """Ids no text is made of: the padding and start-of-text ids, and the vocabulary's own pieces spelled as
+        padding or a start of text (a GPT-2 tokenizer may hold a `<s>` and a `<pad>` its model never uses), the
+        end of text excepted (it is written). The logit lens never names them (analysis.attribution)."""
+        spelled = (self._tok.token_to_id(piece) for piece in NOT_TEXT_PIECES)
+        return frozenset({self.pad_id, self.bos_id, *(i for i in spelled if i is not None)} - {self.eos_id})
 
     def encode(self, text: str) -> list[int]:
         """Text → ids, without bos/eos (callers add what their model expects); a typed mask piece is the mask."""
