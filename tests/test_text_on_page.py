@@ -52,6 +52,7 @@ OWN_MARKDOWN = {
     "norm_name": "views/lesson_steps/paper.py: the config's normalisation (checked on load), in our words",
     "urlencode": "a link's query, percent-encoded: letters, digits and %+&=._-~ only",
     "headline": "inference.catalog: how good the model is, in our words and the card's numbers (read as floats)",
+    "_choices_line": "ui/class_live.py: a question's choices, each through literal, or the grid's two numbers",
 }
 # Computed text that is Markdown on purpose, or escaped where it was made: (file, part) → why.
 ALLOWED = {

@@ -397,7 +397,7 @@ def following() -> bool:
     return bool(st.session_state.get(FOLDED))
 
 
-def controls(label: str = "Controls: attention, layer, head, …") -> Any:
+def folded_controls(label: str = "Controls: attention, layer, head, …") -> Any:
     """Where a page draws its pickers: an expander, folded, for a class's follower (FOLDED: the figure the teacher
     talks about comes first on a phone), else the page itself."""
     if following():

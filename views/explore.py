@@ -14,8 +14,8 @@ from ui.widgets import (
     HEAD,
     LAYER,
     POSITION,
-    controls,
     data_table,
+    folded_controls,
     head_chosen,
     head_picker,
     open_on_head,
@@ -79,7 +79,7 @@ def heads_view(source: cache.Source) -> None:
     when the byte budget let the text's analysis go; the charts come built from ui.charts' cache."""
     ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
     model, analysis = ctx.name, ctx.analysis
-    with controls():  # folded for a class's follower
+    with folded_controls():  # folded for a class's follower
         attention, layer, head = head_picker(analysis, with_average=True)
         top = st.columns(2)
         norms = weighting_picker(analysis, top[0])

@@ -15,7 +15,7 @@ from inference import catalog
 from ui import cache, errors, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
-from ui.widgets import controls, following, projector
+from ui.widgets import folded_controls, following, projector
 from views.lesson_steps import quiz
 from views.lesson_steps.cost import quadratic
 from views.lesson_steps.induction import class_sentence, induction, induction_circuit
@@ -168,8 +168,8 @@ def body() -> None:
     index = current()
     step = STEPS[index]
     st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
-    # A class's follower follows the teacher's step and sentence: their pickers fold away (ui.widgets.controls).
-    fold = controls("Controls: step, sentence")
+    # A class's follower follows the teacher's step and sentence: their pickers fold away (ui.widgets.folded_controls).
+    fold = folded_controls("Controls: step, sentence")
     with fold:
         navigation(index, "top")
     st.header(f"{index + 1}. {step.title}", anchor=False)

@@ -31,6 +31,7 @@ from inference.decoding import pad_rows
 from inference.files import write_file
 from inference.text import InputError, clean_text, encode_first_stack
 from model.forward import forward
+from model.names import attention_type
 
 FORMAT = 1
 MANIFEST = "manifest.json"
@@ -274,7 +275,7 @@ def _write_final(out: Path, r: Reducer) -> None:
     """The corpus's tables, layers and heads from 1, positions from 1."""
     layers = r.layers()
     scores = r.head_scores()  # (S, L, H)
-    attention = [name.split(".")[0] + ".self_attn" for name in r.blocks]
+    attention = [attention_type(name) for name in r.blocks]
     cells = [(li, h) for li in range(len(layers)) for h in range(r.n_heads)]
     heads: dict[str, object] = {
         "attention": [attention[li] for li, _ in cells],
