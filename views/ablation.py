@@ -50,10 +50,31 @@ def head_label(analysis: Analysis, option: str) -> str:
     return f"{SHORT_ATTENTION.get(attention, attention)} · {where_label(option)}"
 
 
-def measured_note(card: dict, option: str, text: str) -> str:
-    """What the card measured about the opening head: where switching it off shows, or that no one head does."""
+def measured_heads(card: dict) -> list[str]:
+    """The heads the card measured switching off shows most (python -m atlas defaults), as `block name:head`
+    options: one head, or every head of one layer (`heads`) where no one head alone moves the prediction."""
     found = catalog.card_defaults(card, "ablation") or {}
+    head = catalog.default_head(card, "ablation")
+    if head is None:
+        return []
+    listed = found.get("heads")
+    if isinstance(listed, list) and listed and all(isinstance(h, int) and not isinstance(h, bool) for h in listed):
+        return [f"{head[0]}:{h - 1}" for h in listed]
+    return [f"{head[0]}:{head[1]}"]
+
+
+def measured_note(card: dict, opening: list[str], text: str) -> str:
+    """What the card measured about the opening heads: where switching them off shows, or that no one head does."""
+    found = catalog.card_defaults(card, "ablation") or {}
+    option = opening[0]
     where = where_label(option)
+    if len(opening) > 1:
+        layer = where.rpartition(" · ")[0]
+        return (
+            f"Opened with all {len(opening)} heads of {layer} switched off: no one head of this model changes its "
+            f"answer when removed alone (it spreads its work over its heads), these together do. On this text the "
+            f"first token goes from “{found.get('top_before', '')}” to “{found.get('top_after', '')}”."
+        )
     if not found.get("shows"):
         return (
             f"Opened with {where} switched off, the head that moves this model most when removed alone; even so, on "
@@ -95,14 +116,14 @@ def body() -> None:
     # loss moves the prediction on the text the sidebar opens on), else the head the model's run recorded forming
     # (the induction head, else the previous-token head); none when the card names neither.
     card = ctx.ckpt.card
-    measured = catalog.default_head(card, "ablation")
+    measured = measured_heads(card)
     recorded = catalog.recorded_head(card)
-    head = measured or (recorded[:2] if recorded else None)
-    opening = [f"{head[0]}:{head[1]}"] if head and f"{head[0]}:{head[1]}" in options else []
+    opening = measured or ([f"{recorded[0]}:{recorded[1]}"] if recorded else [])
+    opening = opening if all(o in options for o in opening) else []
     state.keep_valid(ABLATE_HEADS, options, opening)
     note = ""  # why the page opened on its head: said below the figure, which comes first
-    if measured and st.session_state.get(ABLATE_HEADS) == opening:
-        note = literal(measured_note(card, opening[0], ctx.text))
+    if measured and opening and st.session_state.get(ABLATE_HEADS) == opening:
+        note = literal(measured_note(card, opening, ctx.text))
     elif opening and st.session_state.get(ABLATE_HEADS) == opening:
         note = (
             f"Opened with the model's {literal(recorded[2])} head switched off "
