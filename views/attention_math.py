@@ -5,9 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.record import Block
+from inference import catalog
 from ui import cache, errors, sidebar, state, widgets
 from ui.markdown import literal
-from ui.widgets import QUERY, head_picker, show_chart, token_picker
+from ui.widgets import QUERY, head_picker, open_on_head, show_chart, token_picker
 from viz.labels import indexed_labels, safe_filename
 from viz.score_parts import largest_cells, score_parts_frame, score_parts_heatmap
 from viz.steps import (
@@ -112,8 +113,11 @@ def body() -> None:
         "5. their sum is the head's output for this token."
     )
     ctx = sidebar.chosen()
-    if ctx is not None:
-        steps_view(cache.held(ctx))
+    if ctx is None:
+        return
+    if ctx.has_model and (head := catalog.default_head(ctx.ckpt.card)) and head[0] in ctx.analysis.blocks:
+        open_on_head(*head)  # the head Explore opens on, measured on the card (python -m atlas defaults)
+    steps_view(cache.held(ctx))
 
 
 errors.guarded(body)

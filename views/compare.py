@@ -15,7 +15,7 @@ from ui import cache, charts, errors, progress, sidebar, state
 from ui.cache import Shown, Source, TraceGoneError
 from ui.downloads import table_downloads
 from ui.markdown import literal
-from ui.widgets import head_picker, show_chart, trace_uploader, weighting_picker
+from ui.widgets import head_picker, open_on_head, show_chart, trace_uploader, weighting_picker
 from viz.compare import aligned, difference_heatmap
 from viz.heads import AVERAGE, head_title
 from viz.labels import display_piece, safe_filename
@@ -191,6 +191,8 @@ def body() -> None:
         second = _second_trace(first)
     if second is None:
         return
+    if first.has_model and (head := catalog.default_head(first.ckpt.card)) and head[0] in first.analysis.blocks:
+        open_on_head(*head)  # the head Explore opens on, measured on the card (python -m atlas defaults)
     attention, layer, head = head_picker(first.analysis, with_average=True)
     norms = weighting_picker(first.analysis) and second.analysis.has_value_norms
     state.sync_url()

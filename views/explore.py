@@ -28,7 +28,7 @@ from ui.widgets import (
 )
 from viz.heads import grid_pick, head_frame, outlined
 from viz.highlight import point_at, pointed
-from viz.labels import display_piece, safe_filename
+from viz.labels import display_piece, reading_note, safe_filename
 from viz.style import standalone_html
 from viz.tables import position_labels
 
@@ -94,7 +94,7 @@ def heads_view(source: cache.Source) -> None:
     with left:
         spec = charts.head_chart(ctx, attention, layer, head, norms)
         show_chart(spec if outline is None else point_at(spec, outline), "head_chart", name)  # frozen: not copied
-        st.caption("Tokens read position:piece, from 1 (12:▁cat); ▁ is a space before a word, ↵ a new line.")
+        st.caption(literal(reading_note(block.key_pieces)))
 
         def csv() -> str:  # built on click
             weights = charts.head_weights(block, head)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import streamlit as st
 
+from inference import catalog
 from ui import cache, charts, errors, sidebar, state
-from ui.widgets import head_picker, show_chart, weighting_picker
+from ui.widgets import head_picker, open_on_head, show_chart, weighting_picker
 from viz.heads import NORMS
 from viz.labels import indexed_labels, safe_filename
 from viz.paper import BUCKET_WIDTH, MIN_THRESHOLD, THRESHOLD, lines_above, opening_threshold, paper_view
@@ -72,8 +73,11 @@ def body() -> None:
         "one colour each."
     )
     ctx = sidebar.chosen(trace=True)
-    if ctx is not None:
-        lines_of_the_layer(cache.held(ctx))
+    if ctx is None:
+        return
+    if ctx.has_model and (head := catalog.default_head(ctx.ckpt.card)) and head[0] in ctx.analysis.blocks:
+        open_on_head(*head)  # the head Explore opens on, measured on the card (python -m atlas defaults)
+    lines_of_the_layer(cache.held(ctx))
 
 
 errors.guarded(body)
