@@ -308,6 +308,14 @@ def test_masks_page_with_a_padded_batch(app) -> None:
     assert "Second sentence" in errors(ok(at))
 
 
+def test_the_masks_page_opens_on_a_mask_that_forbids_something(app) -> None:
+    """A translator's encoder mask is all ✓ on one unpadded text: the first tab is the decoder's no-peek mask."""
+    at = app(model=ED)
+    at.switch_page("views/masks.py").run()
+    labels = [t.label for t in ok(at).tabs]
+    assert labels[0].startswith("Decoder self") and any(label.startswith("Encoder") for label in labels), labels
+
+
 def test_head_statistics_open_a_head_on_explore(app) -> None:
     at = app()
     at.switch_page("views/head_stats.py").run()

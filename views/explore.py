@@ -145,7 +145,7 @@ def body() -> None:
     if decodes:
         st.header("How sure was the model?")
         if found is not None:
-            reference.certainty(ctx, found.rows, f"the {reference.label(translates).lower()}", "certainty")
+            reference.certainty(ctx, found.rows, f"the {reference.label(translates, ctx).lower()}", "certainty")
         else:
             rows = reference.own(ctx, ctx.analysis.target_ids, 1)
             reference.certainty(ctx, rows, "its output" if translates else "each token of the text", "certainty")

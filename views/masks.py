@@ -22,9 +22,12 @@ def body() -> None:
         return
     analysis = ctx.analysis
     st.caption("Yellow ✓: the query may attend to the key. Dark ✗: masked, its score becomes −∞ before softmax.")
-    attentions = analysis.attentions
+    # The first tab is a mask that forbids something (a decoder's no-peek mask): an encoder's own text, unpadded, is
+    # all ✓ and shows nothing to a first visit.
+    first = {a: analysis.block(a, analysis.layers(a)[0]) for a in analysis.attentions}
+    attentions = sorted(analysis.attentions, key=lambda a: bool(first[a].mask.all()))
     for tab, attention in zip(st.tabs([literal(analysis.attention_label(g)) for g in attentions]), attentions):
-        block = analysis.block(attention, analysis.layers(attention)[0])
+        block = first[attention]
         fig = mask_view(block.mask, block.query_pieces, block.key_pieces, analysis.attention_label(attention))
         if note := reduced_note(block.mask.shape):
             tab.caption(note)
