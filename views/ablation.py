@@ -11,6 +11,7 @@ from model.names import parse_block_name
 from ui import cache, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import head_from_url, head_to_url
 from viz.labels import display_piece, safe_filename
 from viz.tables import ranking_frame
@@ -135,6 +136,7 @@ def body() -> None:
                 else ""
             )
         )
+    figure = st.container()  # the figure first: what the model predicts without the heads; the pickers under it
     cols = st.columns([3, 2])
     labels = {o: head_label(analysis, o) for o in options}  # not a closure over the analysis (ui.widgets)
     picked = cols[0].multiselect("Heads to switch off", options, key=ABLATE_HEADS, format_func=labels.get)
@@ -145,7 +147,29 @@ def body() -> None:
         name, head = option.rsplit(":", 1)
         heads[name] = (*heads.get(name, ()), int(head))
     effect = cache.ablation(ctx, tuple(sorted(heads.items())), mode)
-    st.metric("KL divergence, intact ‖ ablated (nats)", f"{effect.kl:.4f}")
+    with figure:
+        outcome(ctx, effect, picked)
+    if note:
+        st.caption(note)
+    st.caption(
+        "Switch heads off and run the model again: what does it predict without them? The attention pictures stay "
+        "what each head computed; only the chosen heads' outputs are cut before they are concatenated and "
+        "projected (W^O)."
+    )
+    ranking(ctx, mode)
+
+
+KL_SAYS = (
+    "How far the prediction moved is its KL divergence, in nats: 0 when the model predicts exactly as before; from "
+    "about 0.05 the change shows in the guesses."
+)
+
+
+def outcome(ctx, effect, picked: list[str]) -> None:
+    """The page's figure: how far the prediction moved, then the intact model's guesses (or output) beside the
+    ablated one's, and the sentence that says how to read them."""
+    analysis = ctx.analysis
+    st.metric("How far the prediction moved (KL divergence, nats)", f"{effect.kl:.4f}")
     if analysis.blank:
         st.caption("The KL divergence of the model's one guess, the word for the blank.")
         st.markdown("**The guesses for the blank**")
@@ -173,15 +197,14 @@ def body() -> None:
             }
         )
         steps["change"] = steps["log p ablated"] - steps["log p intact"]
+        st.dataframe(steps, hide_index=True, key="ablate_steps", height=min(35 * (len(steps) + 1) + 3, 220))
         st.caption("Each token of the intact output, and how probable the ablated model finds it in the same place.")
-        st.dataframe(steps, hide_index=True, key="ablate_steps")
-    st.caption(
-        "Switch heads off and run the model again: what does it predict without them? The attention pictures stay "
-        "what each head computed; only the chosen heads' outputs are cut before they are concatenated and "
-        "projected (W^O)."
-    )
-    if note:
-        st.caption(note)
+    figure_says(KL_SAYS)
+
+
+def ranking(ctx, mode: str) -> None:
+    """The section "Most important heads": each head switched off alone, ranked, on request."""
+    analysis = ctx.analysis
     st.header("Most important heads")
     st.caption(
         "Each head switched off alone, ranked by how far the predictions move (KL divergence, at the last position "

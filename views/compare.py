@@ -15,6 +15,7 @@ from ui import cache, charts, errors, progress, sidebar, state
 from ui.cache import Shown, Source, TraceGoneError
 from ui.downloads import table_downloads
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import head_picker, open_on_head, show_chart, trace_uploader, weighting_picker
 from viz.compare import aligned, difference_heatmap
 from viz.heads import AVERAGE, head_title
@@ -179,6 +180,7 @@ def body() -> None:
     )
     if first is None:
         return
+    figure = st.container()  # the two heads and their sentence first; what to compare and the pickers under them
     models = False
     if first.has_model:
         state.keep_valid(COMPARE_WITH, list(WITH), "text")
@@ -202,7 +204,13 @@ def body() -> None:
     if why := _mismatch(first.analysis, second.analysis, attention, layer):
         st.error(errors.shown(why))
         return
-    left, right = st.columns(2)
+    which = "the average of its heads" if head == charts.AVERAGE else f"head {head + 1}"
+    figure_says(  # above the two charts: on a phone they stack, the first one in view with it
+        f"The same head ({literal(first.analysis.attention_label(attention))}, layer {layer + 1}, {which}) on "
+        "each input: where the two pictures differ, the changed word changed what the head reads.",
+        figure,
+    )
+    left, right = figure.columns(2)
     for col, ctx, name in ((left, first, "first"), (right, second, "second")):
         show_chart(
             charts.head_chart(ctx, attention, layer, head, norms),
@@ -210,6 +218,8 @@ def body() -> None:
             safe_filename("compare", name, ctx.name),
             where=col,
         )
+    left, right = st.columns(2)
+    for col, ctx, name in ((left, first, "first"), (right, second, "second")):
         _outputs(col, ctx, name)
     difference(first, second, attention, layer, head, norms)
     if first.has_model and second.has_model:

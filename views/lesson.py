@@ -15,11 +15,12 @@ from inference import catalog
 from ui import cache, errors, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import projector
 from views.lesson_steps import quiz
 from views.lesson_steps.cost import quadratic
 from views.lesson_steps.induction import class_sentence, induction, induction_circuit
-from views.lesson_steps.layout import first_chart_in
+from views.lesson_steps.layout import LOOK, first_chart_in
 from views.lesson_steps.models import model_check
 from views.lesson_steps.paper import (
     cross,
@@ -166,14 +167,18 @@ def body() -> None:
     st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
     navigation(index, "top")
     st.header(f"{index + 1}. {step.title}", anchor=False)
-    # On a projector the step opens on its picture: its first chart goes in `figure`, above the paragraph and the
-    # step's own captions and pickers, so that it is in the first view at 1024 × 768.
-    figure = st.container(key="lesson_figure") if projector() else None
+    # The step opens on its picture: its first chart goes in `figure`, above the paragraph and the step's own
+    # captions and pickers, with the sentence that says what to look at under it, so that a projector at
+    # 1024 × 768 and a phone show both in the first view.
+    figure = st.container(key="lesson_figure")
+    says = st.container()
     st.markdown(step.text)
     ctx = sidebar.context()
     if ctx is not None:
-        with first_chart_in(figure):
+        with first_chart_in(figure) as drawn:
             show(step, ctx)
+            if drawn() and step.slug in LOOK:
+                figure_says(LOOK[step.slug], says)
     if index == len(STEPS) - 1:
         quiz.score()
     navigation(index, "bottom")

@@ -8,6 +8,7 @@ from analysis.analyze import batch_masks
 from inference.text import InputError
 from ui import errors, sidebar, state
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import show_chart
 from viz.labels import safe_filename
 from viz.masks import mask_heatmap, mask_view, padding_heatmap, padding_note, reduced_note
@@ -21,7 +22,6 @@ def body() -> None:
     if ctx is None:
         return
     analysis = ctx.analysis
-    st.caption("Yellow ✓: the query may attend to the key. Dark ✗: masked, its score becomes −∞ before softmax.")
     # The first tab is a mask that forbids something (a decoder's no-peek mask): an encoder's own text, unpadded, is
     # all ✓ and shows nothing to a first visit.
     first = {a: analysis.block(a, analysis.layers(a)[0]) for a in analysis.attentions}
@@ -33,6 +33,10 @@ def body() -> None:
             tab.caption(note)
         key = f"mask_{attention.replace('.', '_')}"
         show_chart(fig, key, safe_filename("mask", ctx.name, attention), where=tab)
+    figure_says(
+        "Rows are queries, columns keys. Yellow ✓: the query may attend to the key. Dark ✗: masked, its score "
+        "becomes −∞ before softmax, so its weight is 0."
+    )
     st.header("Padding in a batch")
     if not ctx.has_model:
         st.caption(
