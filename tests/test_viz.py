@@ -527,3 +527,12 @@ def test_the_certainty_strip_prints_its_percentages_in_a_chart_of_the_pages_widt
     strip = probability_strip(rows, "How sure the model was of its output")
     assert 0 < cell_numbers_width(strip) < 900
     assert 0 < cell_numbers_width(for_projector(probability_strip(rows, "x"))) < 940
+
+
+def test_a_one_line_certainty_strip_has_two_colour_bar_ticks_that_cannot_overlap() -> None:
+    from analysis.forced import ForcedRow
+    from viz.forced import probability_strip
+
+    row = ForcedRow(0, 5, "o", 0.9, 1, 5, "o", 0.9)
+    assert list(probability_strip([row] * 3, "x").data[0].colorbar.tickvals) == [0.0, 1.0]
+    assert list(probability_strip([row] * 20, "x").data[0].colorbar.tickvals) == [0.0, 0.5, 1.0]

@@ -98,7 +98,8 @@ def heads_view(source: cache.Source) -> None:
     with left:
         spec = charts.head_chart(ctx, attention, layer, head, norms)
         show_chart(spec if outline is None else point_at(spec, outline), "head_chart", name)  # frozen: not copied
-        figure_says(HOW_TO_READ + " " + literal(reading_note(block.key_pieces)))
+        figure_says(HOW_TO_READ)
+        st.caption(literal(reading_note(block.key_pieces)))
 
         def csv() -> str:  # built on click
             weights = charts.head_weights(block, head)

@@ -164,14 +164,15 @@ def body() -> None:
     st.title("Lesson")
     index = current()
     step = STEPS[index]
-    st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
-    navigation(index, "top")
+    if not projector():  # a projector's first view keeps its height for the figure: the step list says where it is
+        st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
     st.header(f"{index + 1}. {step.title}", anchor=False)
-    # The step opens on its picture: its first chart goes in `figure`, above the paragraph and the step's own
-    # captions and pickers, with the sentence that says what to look at under it, so that a projector at
-    # 1024 × 768 and a phone show both in the first view.
+    # The step opens on its picture: its first chart goes in `figure`, above the steps' list, the paragraph and the
+    # step's own captions and pickers, with the sentence that says what to look at under it, so that a projector
+    # at 1024 × 768 and a phone show both in the first view.
     figure = st.container(key="lesson_figure")
     says = st.container()
+    navigation(index, "top")
     st.markdown(step.text)
     ctx = sidebar.context()
     if ctx is not None:

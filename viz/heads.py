@@ -63,7 +63,7 @@ def average_heads(weights: np.ndarray) -> np.ndarray:
     return arr.mean(axis=0)
 
 
-HEATMAP_MOST = 470  # px: a head's heatmap at most
+HEATMAP_MOST = 440  # px: a head's heatmap at most
 
 
 def head_heatmap(

@@ -155,9 +155,10 @@ DIGIT_EM = 0.56  # the width of a digit or point, in em, in Plotly's default fon
 CELL_PAD_PX = 4
 PROJECTOR_FONT = 20  # chart text in projector mode, as large as its body text (22 px, captions 21 px)
 PROJECTOR_CELL_FONT = 16  # numbers inside heatmap cells: larger, and 15 tokens' numbers no longer fit 1024 px
-# The tallest chart in projector mode: a 768 px projector keeps about 230 px for the menu, the title and the model's
-# line above a page's first figure, and a line under it for the sentence that explains it.
-PROJECTOR_MOST_HEIGHT = 480
+# The tallest chart in projector mode: a 768 px projector keeps about 280 px for the menu, the title and the model's
+# line (or the Lesson's step heading) above a page's first figure, and two lines under it for the sentence that
+# explains it.
+PROJECTOR_MOST_HEIGHT = 420
 
 
 def _number_chars(heatmap: dict[str, Any]) -> int:
