@@ -159,10 +159,7 @@ def body() -> None:
     ranking(ctx, mode)
 
 
-KL_SAYS = (
-    "How far the prediction moved is its KL divergence, in nats: 0 when the model predicts exactly as before; from "
-    "about 0.05 the change shows in the guesses."
-)
+KL_SAYS = "KL divergence: 0 when the model predicts exactly as before; from about 0.05 the change shows."
 
 
 def outcome(ctx, effect, picked: list[str]) -> None:
@@ -170,6 +167,7 @@ def outcome(ctx, effect, picked: list[str]) -> None:
     ablated one's, and the sentence that says how to read them."""
     analysis = ctx.analysis
     st.metric("How far the prediction moved (KL divergence, nats)", f"{effect.kl:.4f}")
+    figure_says(KL_SAYS)  # under the number it explains, above the guesses it sums up
     if analysis.blank:
         st.caption("The KL divergence of the model's one guess, the word for the blank.")
         st.markdown("**The guesses for the blank**")
@@ -199,7 +197,6 @@ def outcome(ctx, effect, picked: list[str]) -> None:
         steps["change"] = steps["log p ablated"] - steps["log p intact"]
         st.dataframe(steps, hide_index=True, key="ablate_steps", height=min(35 * (len(steps) + 1) + 3, 220))
         st.caption("Each token of the intact output, and how probable the ablated model finds it in the same place.")
-    figure_says(KL_SAYS)
 
 
 def ranking(ctx, mode: str) -> None:

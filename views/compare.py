@@ -174,13 +174,14 @@ def body() -> None:
     first = sidebar.chosen(trace=True)
     inputs = "Two texts that differ in a word or two" if first is None or first.has_model else "Two trace files"
     either = ", or one text read by two models" if first is None or first.has_model else ""
+    if first is None:
+        st.caption(f"{inputs} (a minimal pair){either}: the same head of each.")
+        return
+    figure = st.container()  # the two heads and their sentence first; what to compare and the pickers under them
     st.caption(
         f"{inputs} (a minimal pair){either}: the same head of each, and where both have the same number of tokens, "
         "the difference second − first (red: the first attends more, blue: the second)."
     )
-    if first is None:
-        return
-    figure = st.container()  # the two heads and their sentence first; what to compare and the pickers under them
     models = False
     if first.has_model:
         state.keep_valid(COMPARE_WITH, list(WITH), "text")

@@ -33,10 +33,8 @@ def body() -> None:
             tab.caption(note)
         key = f"mask_{attention.replace('.', '_')}"
         show_chart(fig, key, safe_filename("mask", ctx.name, attention), where=tab)
-    figure_says(
-        "Rows are queries, columns keys. Yellow ✓: the query may attend to the key. Dark ✗: masked, its score "
-        "becomes −∞ before softmax, so its weight is 0."
-    )
+    figure_says("Yellow ✓: the query (row) may attend to the key (column). Dark ✗: masked, its weight is 0.")
+    st.caption("A masked score becomes −∞ before softmax, which turns it into a weight of exactly 0.")
     st.header("Padding in a batch")
     if not ctx.has_model:
         st.caption(

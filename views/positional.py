@@ -17,8 +17,7 @@ PE_METRIC = state.url_key("pe_metric")  # one of viz.positional.METRICS
 
 
 SAYS = {  # what to look at in the table
-    "sinusoidal": "Each row is one position's vector: the first dimensions change fast from row to row, the last ones "
-    "slowly, so no two rows are the same.",
+    "sinusoidal": "Each row is one position's vector: the first dimensions change fast down the rows, the last slowly.",
     "learned": "Each row is the vector the model learned for one position: no two rows are the same.",
     "rotary": "Each row is one position's angles: the first change fast from row to row, the last ones slowly.",
 }
