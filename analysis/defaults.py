@@ -221,24 +221,44 @@ def shows(kl: float, before: str, after: str) -> bool:
 def ablation_text(ckpt: Checkpoint, block: str, head: int) -> dict[str, Any]:
     """Of the model's presets (and, for a language model, texts that repeat), the one where switching head `head`
     (0-based) of `block` off moves the prediction most (KL intact ‖ ablated). Where that head shows on none, the
-    head and text that move it most of all (analysis.ablation's exact ranking on each text)."""
+    head and text that move it most of all (analysis.ablation's exact ranking on each text); where no one head shows
+    (a model that spreads its work over its heads), every head of the attention layer that moves it most when all
+    are switched off together, listed under `heads`."""
     texts = _candidates(ckpt)
     effects = [(ablation_effect(ckpt, text, {block: (head,)}), text) for text in texts]
     effect, text = max(effects, key=lambda e: e[0].kl)
+    heads: tuple[int, ...] = (head,)
     if not shows(effect.kl, effect.before_top[0].piece, effect.after_top[0].piece):
         ranked = [(kl, t, b, h) for t in texts for b, h, kl in head_importance(ckpt, t)]
         _, text, block, head = max(ranked, key=lambda r: r[0])
-        effect = ablation_effect(ckpt, text, {block: (head,)})
+        effect, heads = ablation_effect(ckpt, text, {block: (head,)}), (head,)
+        if not shows(effect.kl, effect.before_top[0].piece, effect.after_top[0].piece):
+            layers: dict[str, set[int]] = {}
+            for _, _, b, h in ranked:
+                layers.setdefault(b, set()).add(h)
+            effect, text, block, heads = whole_layer(ckpt, texts, layers)
     before, after = effect.before_top[0].piece, effect.after_top[0].piece
-    return {
+    record = {
         "block": block,
-        "head": head + 1,
+        "head": heads[0] + 1,
         "text": text,
         "kl": round(effect.kl, ROUND),
         "top_before": before,
         "top_after": after,
         "shows": shows(effect.kl, before, after),
     }
+    return record | ({"heads": [h + 1 for h in heads]} if len(heads) > 1 else {})
+
+
+def whole_layer(ckpt: Checkpoint, texts: Sequence[str], layers: dict[str, set[int]]) -> tuple[Any, str, str, tuple]:
+    """Of every attention layer's heads (`layers`: block name → its heads, 0-based) switched off together, on each
+    text: the (effect, text, block, heads) that moves the prediction most (the first of equal ones)."""
+    tried = []
+    for text in texts:
+        for name, heads in layers.items():
+            chosen = tuple(sorted(heads))
+            tried.append((ablation_effect(ckpt, text, {name: chosen}), text, name, chosen))
+    return max(tried, key=lambda t: t[0].kl)
 
 
 def _first_piece(ckpt: Checkpoint, text: str, word: str) -> int | None:

@@ -269,7 +269,7 @@ def test_attention_math_page(app) -> None:
     at = app()
     at.switch_page("views/attention_math.py").run()
     ok(at)
-    assert len(at.latex) >= 2 and "softmax" in at.latex[0].value
+    assert len(at.latex) >= 2 and any("softmax" in latex.value for latex in at.latex)  # the formula, under the figure
     # It opens on a query whose row the no-peek mask changes: some keys allowed, some hidden (not the last token,
     # whose row hides nothing).
     opened = at.selectbox(key="query").value
@@ -306,6 +306,14 @@ def test_masks_page_with_a_padded_batch(app) -> None:
     assert padding.shape[0] == 2 and padding[0].all() and not padding[1].all()
     at.text_input(key="second_text").input("").run()
     assert "Second sentence" in errors(ok(at))
+
+
+def test_the_masks_page_opens_on_a_mask_that_forbids_something(app) -> None:
+    """A translator's encoder mask is all ✓ on one unpadded text: the first tab is the decoder's no-peek mask."""
+    at = app(model=ED)
+    at.switch_page("views/masks.py").run()
+    labels = [t.label for t in ok(at).tabs]
+    assert labels[0].startswith("Decoder self") and any(label.startswith("Encoder") for label in labels), labels
 
 
 def test_head_statistics_open_a_head_on_explore(app) -> None:

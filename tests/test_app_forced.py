@@ -101,3 +101,19 @@ def test_a_reference_goes_when_the_model_changes(app) -> None:
     at.selectbox(key="model").select(LM).run()
     assert not ok(at).text_input(key="reference").value
     assert not at.query_params.get("reference"), at.query_params
+
+
+def test_reverse_asks_for_its_expected_output_with_its_own_text_backwards(monkeypatch) -> None:
+    """reverse is no translator: the box asks for the output expected, its example the text backwards (no German)."""
+    from streamlit.testing.v1 import AppTest
+
+    root = Path(__file__).resolve().parent.parent
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(root / "checkpoints"))
+    monkeypatch.setenv("ATLAS_PRETRAINED", "0")
+    at = AppTest.from_file(str(root / "app.py"), default_timeout=120)
+    at.query_params.update({"model": "reverse", "text": "hello"})
+    at.run()
+    at.switch_page("views/generate.py").run()
+    box = ok(at).text_input(key="reference")
+    assert box.label == "Expected output"
+    assert box.placeholder == "olleh"

@@ -1,16 +1,22 @@
-"""The figure first, in a real browser: at 1024×768 in projector mode every step of the Lesson's main figure (its first
-chart or table in the main area) starts inside the first view, on lm-english, and no text is covered by the element
-below it. The same check on every page of the menu, and Explore on a laptop (without projector mode at 1024×768 its
-heatmap at least 420 px wide, no cell of its predictions table wrapped), run in tests/test_browser_axe.py on the one
-visit of each page that its other checks read. Screenshots go to screenshots/first-figure-*.png (git-ignored)."""
+"""The figure first, in a real browser: every page of the menu on each shipped model, opened by a fresh visitor in
+projector mode at 1024×768 and on a 390×844 phone, shows its first figure whole in the first view and the sentence
+that says what to look at in it (ui.says) in view with it, one server and one chromium for all 90 visits. At 1024×768
+in projector mode every step of the Lesson's main figure (its first chart or table in the main area) starts inside
+the first view, on lm-english, and no text is covered by the element below it. The same check on every page of the
+menu, and Explore on a laptop (without projector mode at 1024×768 its heatmap at least 420 px wide, no cell of its
+predictions table wrapped), run in tests/test_browser_axe.py on the one visit of each page that its other checks
+read. Screenshots go to screenshots/first-figure-*.png and screenshots/first-view/ (git-ignored)."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 import pytest
 from browser_support import OVERLAPPED, settle
 from test_browser import SHOTS, drawn_without_error
 
 from course.lesson import SLUGS
+from ui.pages import PAGES as APP_PAGES
 
 pytestmark = pytest.mark.browser
 WIDTH, HEIGHT = 1024, 768
@@ -52,3 +58,82 @@ def test_each_lesson_steps_figure_is_in_the_first_view_on_a_projector(server, pa
     settle(page)
     top = figure_top(page, STEP_FIGURE, f"first-figure-lesson-{slug}-projector.png")
     assert top < HEIGHT, f"lesson step {slug}: the first figure starts at y = {top:.0f}, below the first view"
+
+
+# Every page of the menu, on each shipped model, as a fresh visitor on a projector and on a phone: the first figure
+# lies whole in the first view, and the sentence that says what to look at in it (the page's `figure_says` caption,
+# ui.says) lies in view with it. Each visit keeps its screenshot of the first view in screenshots/first-view/
+# (git-ignored; pytest's tmp_path keeps only its last three runs), a failure's path in its message.
+MODELS = ("translate-en-de", "lm-english", "reverse")
+SCREENS = {  # name → (width, height, projector mode, a phone)
+    "projector": (1024, 768, True, False),
+    "phone": (390, 844, False, True),
+}
+SAYS = "[data-testid='stMain'] .st-key-figure_says"
+# The boxes of `figure` (the first match) and of `says`, with the page scrolled to its top, in window pixels.
+BOXES = """([figure, says]) => {
+  for (const e of document.querySelectorAll('*')) if (e.scrollTop) e.scrollTop = 0;
+  const box = s => { const e = document.querySelector(s); if (!e) return null;
+    const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, left: r.left, right: r.right}; };
+  return {figure: box(figure), says: box(says), width: innerWidth, height: innerHeight};
+}"""
+
+
+def _whole(box: dict | None, width: int, height: int) -> bool:
+    return box is not None and box["top"] >= -1 and box["bottom"] <= height + 1 and box["right"] <= width + 1
+
+
+# The page views that do not fit yet, and why: each is expected to fail until its page is laid out again (a view
+# that passes all the same is reported as XPASS, and goes from this list).
+NOT_YET = {
+    # Training steps' player (a fragment) draws the head under the layer, head and step pickers it reads
+    ("training", "lm-english", "projector"): "the pickers and the step player above the head",
+    ("training", "lm-english", "phone"): "the pickers and the step player above the head",
+    ("training", "reverse", "projector"): "the pickers and the step player above the head",
+    ("training", "reverse", "phone"): "the pickers and the step player above the head",
+}
+
+
+def _visits() -> list:
+    visits = []
+    for page in APP_PAGES:
+        for model in MODELS:
+            for screen in SCREENS:
+                why = NOT_YET.get((page.url_path or "explore", model, screen))
+                marks = [pytest.mark.xfail(reason=f"does not fit yet: {why}", strict=False)] if why else []
+                visits.append(
+                    pytest.param(
+                        page.url_path, model, screen, id=f"{page.url_path or 'explore'}-{model}-{screen}", marks=marks
+                    )
+                )
+    return visits
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("path", "model", "screen"), _visits())
+def test_the_first_figure_and_its_sentence_are_in_the_first_view(server, browser, path, model, screen):
+    width, height, on_projector, phone = SCREENS[screen]
+    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone)
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        query = {"model": model, **({"projector": "1"} if on_projector else {})}
+        page.goto(f"{server}/{path}?{urlencode(query)}")
+        settle(page)
+        selector = FIGURE.get(path, CHART)
+        page.locator(selector).first.wait_for()
+        drawn_without_error(page)
+        seen = page.evaluate(BOXES, [selector, SAYS])
+        shot = SHOTS / "first-view" / f"{path or 'explore'}-{model}-{screen}.png"
+        figure, says = seen["figure"], seen["says"]
+        where = f"/{path}?{urlencode(query)} at {width}×{height} (screenshot: {shot})"
+        problems = []
+        if not _whole(figure, width, height):
+            problems.append(f"the first figure ({selector}) is not whole in the first view: {figure}")
+        if not _whole(says, width, height):
+            problems.append(f"the sentence that explains it ({SAYS}) is not in the first view: {says}")
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shot))  # every visit's, to read; a failure's is named in its message
+        assert not problems, f"{where}: " + "; ".join(problems)
+    finally:
+        context.close()

@@ -15,7 +15,7 @@ from inference.pretrained.tokenizer import BytePiece, PretrainedTokenizer
 from inference.tokenizer import Tokenizer
 from viz.compare import difference_heatmap
 from viz.heads import head_heatmap
-from viz.labels import display_piece, token_labels
+from viz.labels import display_piece, reading_note, token_labels
 from viz.masks import MAX_CELLS, mask_heatmap, padding_heatmap
 from viz.rollout import rollout_heatmap
 from viz.steps import Steps, steps_table
@@ -180,3 +180,12 @@ def test_no_raw_byte_marks_reach_a_chart() -> None:
     text = json.dumps(fig["data"][0]["x"], ensure_ascii=False) + json.dumps(fig["layout"]["xaxis"], ensure_ascii=False)
     assert not re.search("[ĠĊ]", text)
     assert fig["layout"]["xaxis"]["ticktext"][2:] == ["3:▁rights", "4:↵", "5:▁of"]
+
+
+def test_the_reading_note_takes_its_example_from_the_figures_own_tokens() -> None:
+    note = reading_note(["<s>", "▁Der", "▁Hund", "<0xC8>", "\n"])
+    assert note.startswith("Tokens read position:piece, from 1 (2:▁Der)")
+    assert "▁ is a space before a word" in note and "↵ is a new line" in note
+    assert "<0xC8> is one byte of a character the vocabulary has no piece for" in note
+    plain = reading_note(["<s>", "o", "l", "l", "e", "h"])
+    assert "(2:o)" in plain and "▁" not in plain and "byte" not in plain and "12:▁cat" not in plain

@@ -37,7 +37,7 @@ def test_the_card_records_what_the_command_measures_now(name: str) -> None:
     assert card(name) == measured(name)
 
 
-@pytest.mark.parametrize("name", ("lm-english", "translate-en-de", "induction"))
+@pytest.mark.parametrize("name", SHIPPED)
 def test_head_ablation_opens_where_switching_the_head_off_shows(name: str) -> None:
     found = measured(name)["ablation"]
     assert found["kl"] >= defaults.KL_SHOWN or found["top_before"] != found["top_after"], found
@@ -147,6 +147,60 @@ def test_training_steps_and_the_translator_open_on_their_measured_defaults(shipp
     head = card("translate-en-de")["head"]
     assert at.radio(key="attention").value == "decoder.cross_attn"
     assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (1, head["head"] - 1)
+
+
+def test_reverse_opens_head_ablation_on_a_whole_layer_whose_loss_changes_the_output(monkeypatch) -> None:
+    """No one head of reverse moves its prediction: the page opens with every head of the measured layer off."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(ROOT / "checkpoints"))
+    monkeypatch.setenv("ATLAS_PRETRAINED", "0")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params.update({"model": "reverse"})
+    at.run()
+    at.switch_page("views/ablation.py").run()
+    assert not at.exception
+    found = card("reverse")["ablation"]
+    assert at.text_area(key="text").value == found["text"]
+    block = found["block"]
+    assert at.multiselect(key="ablate_heads").value == [f"{block}:{h - 1}" for h in found["heads"]]
+    [kl] = [m.value for m in at.metric]
+    assert float(kl) >= defaults.KL_SHOWN
+    intact, ablated = (c.value for c in at.code[:2])
+    assert intact != ablated
+    assert any("switched off" in c.value and "spreads its work" in c.value for c in at.caption)
+
+
+@pytest.mark.parametrize("page", ["views/paper.py", "views/attention_math.py", "views/compare.py"])
+def test_the_translators_head_pages_open_on_the_head_explore_opens_on(monkeypatch, page: str) -> None:
+    """A visitor who comes to the page with no head chosen (the session's layer and head set back to 1, as a link
+    to the page gives them) sees the measured alignment head, not layer 1, head 1."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(ROOT / "checkpoints"))
+    monkeypatch.setenv("ATLAS_PRETRAINED", "0")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params.update({"model": "translate-en-de"})
+    at.run()
+    at.session_state["layer"], at.session_state["head"] = 0, 0
+    at.switch_page(page).run()
+    assert not at.exception
+    head = card("translate-en-de")["head"]
+    assert at.radio(key="attention").value == "decoder.cross_attn"
+    assert (at.selectbox(key="layer").value, at.selectbox(key="head").value) == (1, head["head"] - 1)
+
+
+def test_explores_reading_note_shows_a_token_of_the_text(monkeypatch) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("ATLAS_CHECKPOINTS", str(ROOT / "checkpoints"))
+    monkeypatch.setenv("ATLAS_PRETRAINED", "0")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params.update({"model": "reverse", "text": "abc"})
+    at.run()
+    assert not at.exception
+    [note] = [c.value for c in at.caption if "Tokens read" in c.value]
+    assert "cat" not in note and "a)" in note, note  # the first letter of the text, as the model reads it
 
 
 def test_a_link_naming_a_text_and_heads_opens_them(monkeypatch) -> None:

@@ -504,3 +504,35 @@ def test_cell_numbers_need_a_box_wide_enough_for_every_column() -> None:
     # A frozen figure (what the chart caches hold) is measured as it is, to the same width as its Figure.
     for fig in (small, wider, big, heads_grid(np.full((2, 3, 4, 4), 0.25), "grid")):
         assert cell_numbers_width(frozen(fig)) == cell_numbers_width(fig)
+
+
+def test_a_chart_on_a_projector_is_no_taller_than_the_first_view_leaves_room_for() -> None:
+    from viz.style import PROJECTOR_MOST_HEIGHT, for_projector
+
+    pieces = [f"t{i}" for i in range(30)]
+    tall = for_projector(head_heatmap(np.full((30, 30), 1 / 30), pieces, pieces, "thirty tokens"))
+    assert tall.layout.height == PROJECTOR_MOST_HEIGHT
+    short = for_projector(go.Figure(layout={"height": 200, "title": {"text": "a strip"}}))
+    assert short.layout.height < PROJECTOR_MOST_HEIGHT  # a short chart keeps its own height
+
+
+def test_the_certainty_strip_prints_its_percentages_in_a_chart_of_the_pages_width() -> None:
+    """Each cell holds a piece over its percentage on two lines: the width it needs is its longest line's, so that
+    at 1024 px (a chart about 940 px wide) the numbers are shown, not hidden as too wide."""
+    from analysis.forced import ForcedRow
+    from viz.forced import probability_strip
+    from viz.style import cell_numbers_width, for_projector
+
+    rows = [ForcedRow(i, i, "▁Ankunft", 0.58, 1, i, "▁Ankunft", 0.58) for i in range(12)]
+    strip = probability_strip(rows, "How sure the model was of its output")
+    assert 0 < cell_numbers_width(strip) < 900
+    assert 0 < cell_numbers_width(for_projector(probability_strip(rows, "x"))) < 940
+
+
+def test_a_one_line_certainty_strip_has_two_colour_bar_ticks_that_cannot_overlap() -> None:
+    from analysis.forced import ForcedRow
+    from viz.forced import probability_strip
+
+    row = ForcedRow(0, 5, "o", 0.9, 1, 5, "o", 0.9)
+    assert list(probability_strip([row] * 3, "x").data[0].colorbar.tickvals) == [0.0, 1.0]
+    assert list(probability_strip([row] * 20, "x").data[0].colorbar.tickvals) == [0.0, 0.5, 1.0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.forced import Forced, ForcedRow
+from inference import catalog
 from inference.text import InputError
 from ui import cache, charts, errors, state
 from ui.cache import Source
@@ -15,12 +16,18 @@ from viz.forced import forced_frame, percent
 from viz.labels import display_piece, safe_filename
 
 REFERENCE = state.url_text("reference")  # kept in the URL as the main text is, and bounded the same way
+EXPECTED = "Expected output"  # the box's label for an encoder-decoder that does not translate (reverse)
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 
 
-def label(translates: bool) -> str:
-    """The box's label: a translator's reference translation, a language model's continuation of the text."""
-    return "Reference translation" if translates else "Continuation"
+def label(translates: bool, ctx: Source | None = None) -> str:
+    """The box's label: a translator's reference translation, a language model's continuation of the text, another
+    encoder-decoder's (`ctx`'s: reverse) expected output."""
+    if not translates:
+        return "Continuation"
+    if ctx is None or catalog.preset_family(ctx.entry.name, ctx.entry.kind, ctx.entry.card) == "translate":
+        return "Reference translation"
+    return EXPECTED
 
 
 def asked(ctx: Source, translates: bool) -> tuple[str | None, Forced | None, str | None]:
@@ -62,16 +69,25 @@ def certainty(ctx: Source, rows: tuple[ForcedRow, ...], what: str, key: str) -> 
     st.caption(literal(said + " Light cells: sure; dark: unsure. Hover a token for its rank."))
 
 
+def placeholder(ctx: Source, translates: bool) -> str:
+    """The box's example: German for a translator, the text backwards for the reversing model, words that go on
+    for a language model; nothing for another task, whose output the page cannot guess."""
+    if not translates:
+        return "on the mat."
+    family = catalog.preset_family(ctx.entry.name, ctx.entry.kind, ctx.entry.card)
+    return {"translate": "Die Katze saß auf der Matte.", "reverse": ctx.text[::-1]}.get(family, "")
+
+
 def reference_box(ctx: Source, translates: bool, found: Forced | None, why: str | None) -> None:
     """The box, then the rows of what it holds: each token's probability and rank beside the model's own choice,
     or the message saying why the reference could not be read."""
-    what = label(translates)
+    what = label(translates, ctx)
     st.text_input(
-        "Reference translation" if translates else "Continuation",  # label(translates), a constant the test reads
+        what,
         key=REFERENCE,
-        placeholder="Die Katze saß auf der Matte." if translates else "on the mat.",
+        placeholder=placeholder(ctx, translates),
         help=(
-            "Type the translation you expected: it is fed to the decoder token by token (teacher forcing), and "
+            "Type the output you expected: it is fed to the decoder token by token (teacher forcing), and "
             "each token shows the probability the model gave it there."
             if translates
             else "Type words to follow the text: each token shows the probability the model gave it there."
@@ -81,7 +97,8 @@ def reference_box(ctx: Source, translates: bool, found: Forced | None, why: str 
         st.error(errors.shown(why))
         return
     if found is None:
-        st.caption(literal(f"Type a {what.lower()} to see what the model thought of each of its words."))
+        article = "an" if what[0] in "AEIOU" else "a"
+        st.caption(literal(f"Type {article} {what.lower()} to see what the model thought of each of its words."))
         return
     for note in found.notes:
         st.warning(literal(note))

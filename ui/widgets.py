@@ -96,7 +96,8 @@ def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "averag
     attentions = analysis.attentions
     default = "decoder.cross_attn" if "decoder.cross_attn" in attentions else attentions[0]
     state.keep_valid(ATTENTION, attentions, default)
-    cols = st.columns([3, 1, 1])
+    # Room for "layer 12" and "head 16" whole in large type beside an open sidebar (projector mode at 1024 px)
+    cols = st.columns([3, 2, 2])
     # A widget's format_func stays in the session's widget state: labels, never a method of the analysis,
     # which would pin that analysis in every session past the byte budget (tests/test_cache_owned.py).
     attention_labels = {a: analysis.attention_label(a) for a in attentions}

@@ -11,6 +11,7 @@ from model.names import parse_block_name
 from ui import cache, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import data_table, head_from_url, head_to_url
 from viz.labels import display_piece, safe_filename
 from viz.tables import ranking_frame
@@ -50,10 +51,31 @@ def head_label(analysis: Analysis, option: str) -> str:
     return f"{SHORT_ATTENTION.get(attention, attention)} · {where_label(option)}"
 
 
-def measured_note(card: dict, option: str, text: str) -> str:
-    """What the card measured about the opening head: where switching it off shows, or that no one head does."""
+def measured_heads(card: dict) -> list[str]:
+    """The heads the card measured switching off shows most (python -m atlas defaults), as `block name:head`
+    options: one head, or every head of one layer (`heads`) where no one head alone moves the prediction."""
     found = catalog.card_defaults(card, "ablation") or {}
+    head = catalog.default_head(card, "ablation")
+    if head is None:
+        return []
+    listed = found.get("heads")
+    if isinstance(listed, list) and listed and all(isinstance(h, int) and not isinstance(h, bool) for h in listed):
+        return [f"{head[0]}:{h - 1}" for h in listed]
+    return [f"{head[0]}:{head[1]}"]
+
+
+def measured_note(card: dict, opening: list[str], text: str) -> str:
+    """What the card measured about the opening heads: where switching them off shows, or that no one head does."""
+    found = catalog.card_defaults(card, "ablation") or {}
+    option = opening[0]
     where = where_label(option)
+    if len(opening) > 1:
+        layer = where.rpartition(" · ")[0]
+        return (
+            f"Opened with all {len(opening)} heads of {layer} switched off: no one head of this model changes its "
+            f"answer when removed alone (it spreads its work over its heads), these together do. On this text the "
+            f"first token goes from “{found.get('top_before', '')}” to “{found.get('top_after', '')}”."
+        )
     if not found.get("shows"):
         return (
             f"Opened with {where} switched off, the head that moves this model most when removed alone; even so, on "
@@ -95,14 +117,14 @@ def body() -> None:
     # loss moves the prediction on the text the sidebar opens on), else the head the model's run recorded forming
     # (the induction head, else the previous-token head); none when the card names neither.
     card = ctx.ckpt.card
-    measured = catalog.default_head(card, "ablation")
+    measured = measured_heads(card)
     recorded = catalog.recorded_head(card)
-    head = measured or (recorded[:2] if recorded else None)
-    opening = [f"{head[0]}:{head[1]}"] if head and f"{head[0]}:{head[1]}" in options else []
+    opening = measured or ([f"{recorded[0]}:{recorded[1]}"] if recorded else [])
+    opening = opening if all(o in options for o in opening) else []
     state.keep_valid(ABLATE_HEADS, options, opening)
     note = ""  # why the page opened on its head: said below the figure, which comes first
-    if measured and st.session_state.get(ABLATE_HEADS) == opening:
-        note = literal(measured_note(card, opening[0], ctx.text))
+    if measured and opening and st.session_state.get(ABLATE_HEADS) == opening:
+        note = literal(measured_note(card, opening, ctx.text))
     elif opening and st.session_state.get(ABLATE_HEADS) == opening:
         note = (
             f"Opened with the model's {literal(recorded[2])} head switched off "
@@ -114,6 +136,7 @@ def body() -> None:
                 else ""
             )
         )
+    figure = st.container()  # the figure first: what the model predicts without the heads; the pickers under it
     cols = st.columns([3, 2])
     labels = {o: head_label(analysis, o) for o in options}  # not a closure over the analysis (ui.widgets)
     picked = cols[0].multiselect("Heads to switch off", options, key=ABLATE_HEADS, format_func=labels.get)
@@ -124,7 +147,27 @@ def body() -> None:
         name, head = option.rsplit(":", 1)
         heads[name] = (*heads.get(name, ()), int(head))
     effect = cache.ablation(ctx, tuple(sorted(heads.items())), mode)
-    st.metric("KL divergence, intact ‖ ablated (nats)", f"{effect.kl:.4f}")
+    with figure:
+        outcome(ctx, effect, picked)
+    if note:
+        st.caption(note)
+    st.caption(
+        "Switch heads off and run the model again: what does it predict without them? The attention pictures stay "
+        "what each head computed; only the chosen heads' outputs are cut before they are concatenated and "
+        "projected (W^O)."
+    )
+    ranking(ctx, mode)
+
+
+KL_SAYS = "KL divergence: 0 when the model predicts exactly as before; from about 0.05 the change shows."
+
+
+def outcome(ctx, effect, picked: list[str]) -> None:
+    """The page's figure: how far the prediction moved, then the intact model's guesses (or output) beside the
+    ablated one's, and the sentence that says how to read them."""
+    analysis = ctx.analysis
+    st.metric("How far the prediction moved (KL divergence, nats)", f"{effect.kl:.4f}")
+    figure_says(KL_SAYS)  # under the number it explains, above the guesses it sums up
     if analysis.blank:
         st.caption("The KL divergence of the model's one guess, the word for the blank.")
         st.markdown("**The guesses for the blank**")
@@ -152,20 +195,19 @@ def body() -> None:
             }
         )
         steps["change"] = steps["log p ablated"] - steps["log p intact"]
+        data_table(steps, hide_index=True, key="ablate_steps", height=min(35 * (len(steps) + 1) + 3, 220))
         st.caption("Each token of the intact output, and how probable the ablated model finds it in the same place.")
-        data_table(steps, hide_index=True, key="ablate_steps")
-    st.caption(
-        "Switch heads off and run the model again: what does it predict without them? The attention pictures stay "
-        "what each head computed; only the chosen heads' outputs are cut before they are concatenated and "
-        "projected (W^O)."
-    )
-    if note:
-        st.caption(note)
+
+
+def ranking(ctx, mode: str) -> None:
+    """The section "Most important heads": each head switched off alone, ranked, on request."""
+    analysis = ctx.analysis
     st.header("Most important heads")
     st.caption(
         "Each head switched off alone, ranked by how far the predictions move (KL divergence, at the last position "
         "for a language model, averaged over the output's steps for a translator, over every position for an "
-        "encoder). Exact: one pass per head, a layer at a time with a bar showing how far it has got. Approximate: "
+        "encoder). Exact: every head switched off in a row of its own, many rows a pass, a layer at a time with a bar "
+        "showing how far it has got. Approximate: "
         "one forward and one backward pass for every head at once (attribution patching): the first-order drop in "
         "the log-probability of the model's top prediction, a guide to which heads to switch off exactly."
     )

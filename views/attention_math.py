@@ -5,9 +5,11 @@ from __future__ import annotations
 import streamlit as st
 
 from analysis.record import Block
-from ui import cache, errors, sidebar, state, widgets
+from inference import catalog
+from ui import cache, errors, sidebar, state
 from ui.markdown import literal
-from ui.widgets import QUERY, data_table, head_picker, show_chart, token_picker
+from ui.says import figure_says
+from ui.widgets import QUERY, data_table, head_picker, open_on_head, show_chart, token_picker
 from viz.labels import indexed_labels, safe_filename
 from viz.score_parts import largest_cells, score_parts_frame, score_parts_heatmap
 from viz.steps import (
@@ -34,13 +36,13 @@ WHY_KEY = state.url_index("why_key", "k")  # the key whose score is split, from 
 def steps_view(source: cache.Source) -> None:
     ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
     analysis, model = ctx.analysis, ctx.entry.name
+    figure = st.container()  # the figure and its sentence first, the pickers that choose it under them
     attention, layer, head = head_picker(analysis, with_average=False)
     block = analysis.block(attention, layer)
     labels = indexed_labels(block.query_pieces)
     query = token_picker("Query token", QUERY, labels, analysis, start=opening_query(block.mask))
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
     steps = attention_steps(block, head, query, cache.head_detail(ctx, block.name, head))
-    st.latex(steps_latex(steps))
     name = safe_filename("steps", model, attention, f"L{layer + 1}", f"H{head + 1}", f"q{query + 1}")  # as labelled
     n_keys = len(block.key_pieces)
     window = key_window(steps)  # all keys when they fit, else the window around the largest weight
@@ -53,7 +55,15 @@ def steps_view(source: cache.Source) -> None:
         overview = weights_overview(steps, window)
         show_chart(overview, "steps_overview", f"{name}-overview")
         st.caption(window_note(window, n_keys))
-    show_chart(steps_figure(steps, window), "steps_chart", name)
+    show_chart(steps_figure(steps, window), "steps_chart", name, where=figure)
+    figure_says(
+        literal(
+            f"One row per key, for the query {labels[query]}: its raw score, the score after the mask, the weight "
+            "softmax makes of it (the weights sum to 1), and how much of that key's value goes into the output."
+        ),
+        figure,
+    )
+    st.latex(steps_latex(steps))
     show_chart(output_figure(steps), "output_chart", f"{name}-output")
     with st.expander("The numbers", expanded=len(labels) <= 16):
         data_table(steps_table(steps, window), hide_index=True, key="steps_table")
@@ -103,17 +113,18 @@ def why_view(ctx: cache.Shown, block: Block, head: int, query: int, name: str) -
 
 def body() -> None:
     st.title("Attention math")
+    ctx = sidebar.chosen()
+    if ctx is None:
+        return
+    if ctx.has_model and (head := catalog.default_head(ctx.ckpt.card)) and head[0] in ctx.analysis.blocks:
+        open_on_head(*head)  # the head Explore opens on, measured on the card (python -m atlas defaults)
+    steps_view(cache.held(ctx))
     st.latex(FORMULA)
-    # On a projector the steps in words fold away, so that the figure is in the first view.
-    where = st.expander("The five steps in words") if widgets.projector() else st.container()
-    where.caption(
+    st.caption(
         "For one head and one query token: 1. the raw scores q·kⱼ/√dₖ, 2. the mask sets forbidden keys to −∞, "
         "3. softmax turns the row into weights that sum to 1, 4. each value vector vⱼ is scaled by its weight, "
         "5. their sum is the head's output for this token."
     )
-    ctx = sidebar.chosen()
-    if ctx is not None:
-        steps_view(cache.held(ctx))
 
 
 errors.guarded(body)

@@ -9,6 +9,7 @@ import streamlit as st
 from ui import cache, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import POSITION, data_table, show_chart, token_picker
 from viz.agreement import agreement_frame, correlation_heatmap, disagreement_line, rank_correlations, ranks_heatmap
 from viz.attribution import (
@@ -30,13 +31,6 @@ NO_CONTRAST = ""  # no piece is empty (viz.labels.display_piece shows one as ∅
 
 def body() -> None:
     st.title("Logit attribution")
-    st.caption(
-        "Which parts of the model wrote its prediction. Every head adds its output to the residual stream; the "
-        "prediction's score (its logit) is read from the stream at the end. With each normalisation's scale held at "
-        "the value it had in this pass, the logit splits exactly into what each head, each feed-forward layer, the "
-        "embeddings and the biases wrote: their parts sum to it. This is what a head writes directly; what it "
-        "changes through later layers is not counted here."
-    )
     ctx = sidebar.chosen()
     if ctx is None:
         return
@@ -49,6 +43,7 @@ def body() -> None:
         return
     labels = position_labels(analysis)
     translator = analysis.has_cross_attention
+    figure = st.container()  # the figure and its sentence first, the pickers that choose it under them
     cols = st.columns(3)
     with cols[0]:
         # a translator opens on its first output word; a language model on the text's next token
@@ -69,14 +64,22 @@ def body() -> None:
     title = attribution_title(display_piece(token), labels[pos], display_piece(versus) if versus else None)
     name = safe_filename("attribution", ctx.name, f"pos{pos + 1}")
     what = "the difference of the two logits" if versus else "the logit"
-    st.caption(
+    show_chart(heads_heatmap(parts.heads, names, title), "attribution_heads", name, where=figure)
+    figure_says(
         literal(
-            f"Blue cells push toward {literal(display_piece(token))}"
-            + (f" and away from {literal(display_piece(versus))}" if versus else "")
+            f"Each square is one head. Blue heads push the model toward {display_piece(token)}"
+            + (f" and away from {display_piece(versus)}" if versus else "")
             + f", red ones against; the numbers are in units of {what}."
-        )
+        ),
+        figure,
     )
-    show_chart(heads_heatmap(parts.heads, names, title), "attribution_heads", name)
+    st.caption(
+        "Which parts of the model wrote its prediction. Every head adds its output to the residual stream; the "
+        "prediction's score (its logit) is read from the stream at the end. With each normalisation's scale held at "
+        "the value it had in this pass, the logit splits exactly into what each head, each feed-forward layer, the "
+        "embeddings and the biases wrote: their parts sum to it. This is what a head writes directly; what it "
+        "changes through later layers is not counted here."
+    )
     heads = heads_frame(parts.heads, names, "contribution")
     table_downloads(heads, f"{name}-heads", "attribution_heads", "the heads' contributions")
     st.header("Every part, layer by layer")

@@ -15,7 +15,8 @@ from ui import cache, charts, errors, progress, sidebar, state
 from ui.cache import Shown, Source, TraceGoneError
 from ui.downloads import table_downloads
 from ui.markdown import literal
-from ui.widgets import data_table, head_picker, show_chart, trace_uploader, weighting_picker
+from ui.says import figure_says
+from ui.widgets import data_table, head_picker, open_on_head, show_chart, trace_uploader, weighting_picker
 from viz.compare import aligned, difference_heatmap
 from viz.heads import AVERAGE, head_title
 from viz.labels import display_piece, safe_filename
@@ -173,12 +174,14 @@ def body() -> None:
     first = sidebar.chosen(trace=True)
     inputs = "Two texts that differ in a word or two" if first is None or first.has_model else "Two trace files"
     either = ", or one text read by two models" if first is None or first.has_model else ""
+    if first is None:
+        st.caption(f"{inputs} (a minimal pair){either}: the same head of each.")
+        return
+    figure = st.container()  # the two heads and their sentence first; what to compare and the pickers under them
     st.caption(
         f"{inputs} (a minimal pair){either}: the same head of each, and where both have the same number of tokens, "
         "the difference second − first (red: the first attends more, blue: the second)."
     )
-    if first is None:
-        return
     models = False
     if first.has_model:
         state.keep_valid(COMPARE_WITH, list(WITH), "text")
@@ -191,6 +194,8 @@ def body() -> None:
         second = _second_trace(first)
     if second is None:
         return
+    if first.has_model and (head := catalog.default_head(first.ckpt.card)) and head[0] in first.analysis.blocks:
+        open_on_head(*head)  # the head Explore opens on, measured on the card (python -m atlas defaults)
     attention, layer, head = head_picker(first.analysis, with_average=True)
     norms = weighting_picker(first.analysis) and second.analysis.has_value_norms
     state.sync_url()
@@ -200,7 +205,13 @@ def body() -> None:
     if why := _mismatch(first.analysis, second.analysis, attention, layer):
         st.error(errors.shown(why))
         return
-    left, right = st.columns(2)
+    which = "the average of its heads" if head == charts.AVERAGE else f"head {head + 1}"
+    figure_says(  # above the two charts: on a phone they stack, the first one in view with it
+        f"The same head ({literal(first.analysis.attention_label(attention))}, layer {layer + 1}, {which}) on "
+        "each input: where the two pictures differ, the changed word changed what the head reads.",
+        figure,
+    )
+    left, right = figure.columns(2)
     for col, ctx, name in ((left, first, "first"), (right, second, "second")):
         show_chart(
             charts.head_chart(ctx, attention, layer, head, norms),
@@ -208,6 +219,8 @@ def body() -> None:
             safe_filename("compare", name, ctx.name),
             where=col,
         )
+    left, right = st.columns(2)
+    for col, ctx, name in ((left, first, "first"), (right, second, "second")):
         _outputs(col, ctx, name)
     difference(first, second, attention, layer, head, norms)
     if first.has_model and second.has_model:

@@ -10,6 +10,7 @@ from inference import catalog, experiment
 from model.names import block_layer
 from ui import cache, errors, sidebar, state
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import show_chart, small_table
 from viz.experiment import accuracy_chart, pruning_chart, remaining_heads, time_chart
 
@@ -165,12 +166,12 @@ def body() -> None:
     st.title("Seed 003's experiment")
     if st.session_state.pop(OPENING, False):
         st.switch_page("views/explore.py")
-    st.caption(LEAD)
     root = catalog.checkpoints_dir()
     entries = cache.checkpoints(root)
     cards = {e.name: e.card for e in entries if e.ok and experiment.is_experiment_model(e.card)}
     rows = experiment.table(cards)
     if not rows:
+        st.caption(LEAD)
         st.markdown(INTRO)
         st.info(
             f"No model of the table is in “{literal(root.name)}”: prepare the data with `python -m "
@@ -181,6 +182,7 @@ def body() -> None:
     # The figure first (a projector shows it in the first view); what the report is and what differs here, below.
     shown = [r for r in experiment.seed_table() if not r["note"]]  # the report's rows at its width that ran here
     show_chart(accuracy_chart(rows, shown), "accuracy_chart", "experiment-accuracy")
+    figure_says(LEAD)
     st.markdown(findings(rows))
     st.header("The report and this rerun")
     st.markdown(INTRO)

@@ -10,6 +10,7 @@ from inference import catalog
 from ui import cache, charts, class_live, errors, reference, sidebar, state
 from ui.cache import Shown, export_bytes
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import (
     HEAD,
     LAYER,
@@ -28,9 +29,11 @@ from ui.widgets import (
 )
 from viz.heads import grid_pick, head_frame, outlined
 from viz.highlight import point_at, pointed
-from viz.labels import display_piece, safe_filename
+from viz.labels import display_piece, reading_note, safe_filename
 from viz.style import standalone_html
 from viz.tables import position_labels
+
+HOW_TO_READ = "Each row is a token reading the text; the yellower a cell, the more it attends to that column's token."
 
 
 def _on_grid_select(n_heads: int) -> None:
@@ -79,6 +82,9 @@ def heads_view(source: cache.Source) -> None:
     when the byte budget let the text's analysis go; the charts come built from ui.charts' cache."""
     ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
     model, analysis = ctx.name, ctx.analysis
+    # The figure first, the pickers that choose it under it: the heatmap and its sentence open the first view on a
+    # projector and on a phone. In projector mode the heatmap takes the page's width, the predictions go below it.
+    left, right = (st.container(), st.container()) if projector() else st.columns([2, 1])
     with folded_controls():  # folded for a class's follower
         attention, layer, head = head_picker(analysis, with_average=True)
         top = st.columns(2)
@@ -89,12 +95,11 @@ def heads_view(source: cache.Source) -> None:
     block = charts.shown(analysis.block(attention, layer), norms)
     chosen = "avg" if head == charts.AVERAGE else f"H{head + 1}"
     name = safe_filename("attention", model, attention, f"L{layer + 1}", chosen)  # 1-based, as the labels
-    # Projector mode: the heatmap takes the page's width, the predictions go below it.
-    left, right = (st.container(), st.container()) if projector() else st.columns([2, 1])
     with left:
         spec = charts.head_chart(ctx, attention, layer, head, norms)
         show_chart(spec if outline is None else point_at(spec, outline), "head_chart", name)  # frozen: not copied
-        st.caption("Tokens read position:piece, from 1 (12:▁cat); ▁ is a space before a word, ↵ a new line.")
+        figure_says(HOW_TO_READ)
+        st.caption(literal(reading_note(block.key_pieces)))
 
         def csv() -> str:  # built on click
             weights = charts.head_weights(block, head)
@@ -126,11 +131,18 @@ def heads_view(source: cache.Source) -> None:
     )
 
 
-def body() -> None:
-    st.title("Explore")
-    # The way in for a first visit: one line, above everything the page draws.
+def way_in() -> None:
+    """The Lesson's link and the box where a student types a class's code."""
     st.page_link("views/lesson.py", label="New to attention? The Lesson walks through these views step by step →")
     class_live.join_box()  # a student types the code the projector shows
+
+
+def body() -> None:
+    st.title("Explore")
+    # The way in for a first visit: one line, above everything the page draws; on a projector, below the figure,
+    # which opens the first view (a class joins from its phones, not from the projector).
+    if not projector():
+        way_in()
     ctx = sidebar.chosen(trace=True)
     if ctx is None:
         return
@@ -142,10 +154,12 @@ def body() -> None:
     if found is not None and translates:  # every head of the page drawn on the forced run
         ctx = cache.shown(ctx.source.with_reference(given))
     heads_view(cache.held(ctx))
+    if projector():
+        way_in()
     if decodes:
         st.header("How sure was the model?")
         if found is not None:
-            reference.certainty(ctx, found.rows, f"the {reference.label(translates).lower()}", "certainty")
+            reference.certainty(ctx, found.rows, f"the {reference.label(translates, ctx).lower()}", "certainty")
         else:
             rows = reference.own(ctx, ctx.analysis.target_ids, 1)
             reference.certainty(ctx, rows, "its output" if translates else "each token of the text", "certainty")

@@ -14,6 +14,7 @@ from model.names import parse_attention_type
 from ui import cache, errors, player, reference, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import data_table, layer_and_head, show_chart
 from viz.fork import fork_frame, fork_shown
 from viz.generation import attention_row, cache_growth, kv_cache_numbers
@@ -88,17 +89,22 @@ def body() -> None:
     translates = analysis.has_encoder
     given, found, why = reference.asked(ctx, translates)
     if not translates:
-        st.caption("The language model continues the text one token at a time, each time feeding its own choice back.")
+        figure = st.container()  # what the model wrote first, with its sentence; the controls under it
         written = continuation(ctx)
         if written is None:
             return
         analysis = written
-        st.markdown("**Text, then what the model wrote**")
-        st.code(
-            f"{written.text} ⟶ {written.continuation or '(nothing: it ended the text at once)'}",
-            language=None,
-            wrap_lines=True,
-        )
+        with figure:
+            st.markdown("**Text, then what the model wrote**")
+            st.code(
+                f"{written.text} ⟶ {written.continuation or '(nothing: it ended the text at once)'}",
+                language=None,
+                wrap_lines=True,
+            )
+            figure_says(
+                "After the arrow, what the language model wrote: one token at a time, each time feeding its own "
+                "choice back in. The steps below show each one."
+            )
         ids = written.target_ids
         reference.certainty(ctx, reference.own(ctx, ids, len(ids) - written.generated), "what it wrote", "certainty")
         reference.reference_box(ctx, translates, found, why)
@@ -112,9 +118,9 @@ def body() -> None:
                 "model's card measured better than taking the likeliest token each time), so a step's written token "
                 "is not always the top one in its table."
             )
-        st.caption(caption)
         st.markdown("**Output**")
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
+        figure_says(caption)
         reference.certainty(ctx, reference.own(ctx, analysis.target_ids, 1), "its output", "certainty")
         reference.reference_box(ctx, translates, found, why)
         if found is not None:  # the steps below: the decoder reading the reference (teacher forcing)

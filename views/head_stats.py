@@ -16,6 +16,7 @@ from model.names import block_layer
 from ui import cache, charts, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import ATTENTION, HEAD, LAYER, data_table, head_chosen, show_chart
 from viz.attribution import heads_heatmap
 from viz.circuits import composition_table
@@ -117,13 +118,19 @@ def heads_picture(ctx: cache.Shown, table) -> None:
     if not shown:
         return
     state.keep_valid(COLOUR, shown, "induction" if "induction" in shown else "previous_token")
-    left, _ = st.columns([2, 3])  # a short picker: the figure comes straight after it
+    slot = st.container()  # the figure and its sentence first, the picker that colours it under them
+    left, _ = st.columns([2, 3])
     column = left.selectbox("Colour each head by", shown, key=COLOUR, format_func=lambda c: COLUMNS[c].get("label"))
     grids = column_grid(table, column)
     labels = {a: ctx.analysis.attention_label(a) for a in grids}
-    title = f"Every head: {COLUMNS[column].get('label')}"
-    figure = heads_heatmap(grids, labels, title, value="score", signed=False)
-    show_chart(figure, "stats_grid", safe_filename("head-statistics", ctx.name, column))
+    label = COLUMNS[column].get("label")
+    figure = heads_heatmap(grids, labels, f"Every head: {label}", value="score", signed=False)
+    show_chart(figure, "stats_grid", safe_filename("head-statistics", ctx.name, column), where=slot)
+    figure_says(
+        f"Each square is one head (rows: layers); the brighter it is, the higher its {label} score, from 0 to 1: "
+        f"{literal(COLUMNS[column].get('help', ''))}.",
+        slot,
+    )
 
 
 def detector(ctx: cache.Shown) -> None:

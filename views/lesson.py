@@ -15,11 +15,12 @@ from inference import catalog
 from ui import cache, errors, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import folded_controls, following, projector
 from views.lesson_steps import quiz
 from views.lesson_steps.cost import quadratic
 from views.lesson_steps.induction import class_sentence, induction, induction_circuit
-from views.lesson_steps.layout import first_chart_in
+from views.lesson_steps.layout import LOOK, first_chart_in
 from views.lesson_steps.models import model_check
 from views.lesson_steps.paper import (
     cross,
@@ -167,20 +168,25 @@ def body() -> None:
     st.title("Lesson")
     index = current()
     step = STEPS[index]
-    st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
-    # A class's follower follows the teacher's step and sentence: their pickers fold away (ui.widgets.folded_controls).
+    if not projector():  # a projector's first view keeps its height for the figure: the step list says where it is
+        st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
+    st.header(f"{index + 1}. {step.title}", anchor=False)
+    # The step opens on its picture: its first chart goes in `figure`, above the steps' list, the paragraph and the
+    # step's own captions and pickers, with the sentence that says what to look at under it, so that a projector
+    # at 1024 × 768 and a phone show both in the first view. A class's follower follows the teacher's step and
+    # sentence: their pickers fold away (ui.widgets.folded_controls).
+    figure = st.container(key="lesson_figure")
+    says = st.container()
     fold = folded_controls("Controls: step, sentence")
     with fold:
         navigation(index, "top")
-    st.header(f"{index + 1}. {step.title}", anchor=False)
-    # On a projector, and on a follower's phone, the step opens on its picture: its first chart goes in `figure`,
-    # above the paragraph and the step's own captions and pickers, in the first view at 1024 × 768 and 390 × 844.
-    figure = st.container(key="lesson_figure") if projector() or following() else None
     st.markdown(step.text)
     ctx = sidebar.context()
     if ctx is not None:
-        with first_chart_in(figure):
+        with first_chart_in(figure) as drawn:
             show(step, ctx, fold if following() else st)
+            if drawn() and step.slug in LOOK:
+                figure_says(LOOK[step.slug], says)
     if index == len(STEPS) - 1:
         quiz.score()
     navigation(index, "bottom")

@@ -8,6 +8,7 @@ from analysis.analyze import batch_masks
 from inference.text import InputError
 from ui import errors, sidebar, state
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import show_chart
 from viz.labels import safe_filename
 from viz.masks import mask_heatmap, mask_view, padding_heatmap, padding_note, reduced_note
@@ -21,15 +22,19 @@ def body() -> None:
     if ctx is None:
         return
     analysis = ctx.analysis
-    st.caption("Yellow ✓: the query may attend to the key. Dark ✗: masked, its score becomes −∞ before softmax.")
-    attentions = analysis.attentions
+    # The first tab is a mask that forbids something (a decoder's no-peek mask): an encoder's own text, unpadded, is
+    # all ✓ and shows nothing to a first visit.
+    first = {a: analysis.block(a, analysis.layers(a)[0]) for a in analysis.attentions}
+    attentions = sorted(analysis.attentions, key=lambda a: bool(first[a].mask.all()))
     for tab, attention in zip(st.tabs([literal(analysis.attention_label(g)) for g in attentions]), attentions):
-        block = analysis.block(attention, analysis.layers(attention)[0])
+        block = first[attention]
         fig = mask_view(block.mask, block.query_pieces, block.key_pieces, analysis.attention_label(attention))
         if note := reduced_note(block.mask.shape):
             tab.caption(note)
         key = f"mask_{attention.replace('.', '_')}"
         show_chart(fig, key, safe_filename("mask", ctx.name, attention), where=tab)
+    figure_says("Yellow ✓: the query (row) may attend to the key (column). Dark ✗: masked, its weight is 0.")
+    st.caption("A masked score becomes −∞ before softmax, which turns it into a weight of exactly 0.")
     st.header("Padding in a batch")
     if not ctx.has_model:
         st.caption(

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import streamlit as st
 
+from inference import catalog
 from ui import cache, charts, errors, sidebar, state
-from ui.widgets import head_picker, show_chart, weighting_picker
+from ui.says import figure_says
+from ui.widgets import head_picker, open_on_head, show_chart, weighting_picker
 from viz.heads import NORMS
 from viz.labels import indexed_labels, safe_filename
 from viz.paper import BUCKET_WIDTH, MIN_THRESHOLD, THRESHOLD, lines_above, opening_threshold, paper_view
@@ -30,6 +32,7 @@ def lines_of_the_layer(source: cache.Source) -> None:
     """Everything that changes with the attention type, layer, head, token and threshold: reruns alone."""
     ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
     analysis, model = ctx.analysis, ctx.name
+    figure = st.container()  # the figure and its sentence first, the pickers that choose it under them
     attention, layer, head = head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
     norms = weighting_picker(analysis)
     state.sync_url()  # first: the address bar follows the choice before the chart is drawn
@@ -54,26 +57,33 @@ def lines_of_the_layer(source: cache.Source) -> None:
     parts = ("paper", model, attention, f"L{layer + 1}", "all" if heads is None else f"H{head + 1}")
     name = safe_filename(*parts, "" if chosen is None else f"q{chosen + 1}")
     if drawn == 0:
-        st.info(f"No weight reaches {threshold:.2f} here: lower the threshold to see lines.")
+        figure.info(f"No weight reaches {threshold:.2f} here: lower the threshold to see lines.")
+    show_chart(fig, "paper_chart", name, where=figure)
+    figure_says(
+        f"**{drawn:,} lines**, one for every weight ≥ {threshold:.2f}: each joins a query token (left) to the key "
+        "token it attends to (right); the darker the line, the larger the weight.",
+        figure,
+    )
     st.caption(
-        f"**{drawn:,} lines**, one for every weight ≥ {threshold:.2f}: a line joins a query token (left) to a key "
-        f"token (right), its opacity the weight (within {BUCKET_WIDTH / 2:.3f}). One colour per head: click a head "
+        f"A line's opacity is its weight (within {BUCKET_WIDTH / 2:.3f}). One colour per head: click a head "
         "in the legend to hide or show it. A query's weights sum to 1, so it draws at most 1 / threshold lines "
         "per head."
     )
-    show_chart(fig, "paper_chart", name)
 
 
 def body() -> None:
     st.title("Paper view")
+    ctx = sidebar.chosen(trace=True)
+    if ctx is None:
+        return
+    if ctx.has_model and (head := catalog.default_head(ctx.ckpt.card)) and head[0] in ctx.analysis.blocks:
+        open_on_head(*head)  # the head Explore opens on, measured on the card (python -m atlas defaults)
+    lines_of_the_layer(cache.held(ctx))
     st.caption(
         'The picture of Figures 3–5 of "Attention Is All You Need" (Vaswani et al., 2017): two columns of '
         "tokens, a line for each attention weight. Pick “all heads” as the head to overlay every head of the layer, "
         "one colour each."
     )
-    ctx = sidebar.chosen(trace=True)
-    if ctx is not None:
-        lines_of_the_layer(cache.held(ctx))
 
 
 errors.guarded(body)

@@ -6,6 +6,7 @@ import streamlit as st
 
 from analysis.analyze import positions_used
 from ui import cache, errors, sidebar, state
+from ui.says import figure_says
 from ui.widgets import show_chart
 from viz.labels import safe_filename
 from viz.positional import METRICS, encoding_curves, encoding_heatmap, similarity, similarity_heatmap
@@ -13,6 +14,13 @@ from viz.positional import METRICS, encoding_curves, encoding_heatmap, similarit
 PE_POSITIONS = state.url_key("pe_positions", int)  # how many positions the charts show
 PE_DIMS = state.url_list("pe_dims", "pe_dims", state.FromOne(), write=state.ToOne())  # 1-based, as labelled
 PE_METRIC = state.url_key("pe_metric")  # one of viz.positional.METRICS
+
+
+SAYS = {  # what to look at in the table
+    "sinusoidal": "Each row is one position's vector: the first dimensions change fast down the rows, the last slowly.",
+    "learned": "Each row is the vector the model learned for one position: no two rows are the same.",
+    "rotary": "Each row is one position's angles: the first change fast from row to row, the last ones slowly.",
+}
 
 
 def body() -> None:
@@ -32,6 +40,7 @@ def body() -> None:
         f"(d_head = {cfg.d_model // cfg.n_heads}: {cfg.d_model // cfg.n_heads // 2} angles), the same in every "
         "head and layer.",
     }
+    figure = st.container()  # the figure and its sentence first, the slider that sizes it under them
     st.caption(captions.get(cfg.positional, f"{cfg.positional} positions."))
     if cfg.positional == "sinusoidal":
         st.caption("Positions and dimensions count from 1 here: position 1 is pos = 0 in the formula, dim 1 is 2i = 0.")
@@ -44,9 +53,11 @@ def body() -> None:
         state.keep_valid(PE_POSITIONS, state.Between(2, cfg.max_len), top)
         n = st.slider("Positions shown", 2, cfg.max_len, key=PE_POSITIONS)
     name = safe_filename("positional", ctx.entry.name)
-    show_chart(encoding_heatmap(table, n, used), "pe_heatmap", name)
+    show_chart(encoding_heatmap(table, n, used), "pe_heatmap", name, where=figure)
+    says = SAYS.get(cfg.positional, "Each row is one position's vector: no two rows are the same.")
     if used:
-        st.caption(f"The dashed line ends the {used:d} positions the current input uses.")
+        says += f" The dashed line ends the {used:d} positions the current input uses."
+    figure_says(says, figure)
     d = table.shape[1]  # d_model added to the embeddings; rotary: the cos | sin columns of one head
     default = sorted({0, 1, min(d - 1, d // 4 * 2), min(d - 1, d // 4 * 2 + 1)})
     state.keep_valid(PE_DIMS, list(range(d)), default)

@@ -7,6 +7,7 @@ import streamlit as st
 from analysis.record import Analysis
 from analysis.rollout import RESIDUAL, analysis_rollout
 from ui import errors, sidebar, state
+from ui.says import figure_says
 from ui.widgets import ATTENTION, show_chart, weighting_picker
 from viz.heads import NORMS
 from viz.labels import safe_filename
@@ -62,10 +63,7 @@ def body() -> None:
     if ctx is None:
         return
     analysis = ctx.analysis
-    st.caption(
-        "Attention rollout (Abnar & Zuidema, 2020) follows attention through the layers: each layer's attention, "
-        "averaged over heads, is multiplied into the layers below it, R = Ā_L ⋯ Ā_1, so that each row sums to 1."
-    )
+    figure = st.container()  # the figure first, with its sentence; the pickers that choose it under it
     attention, residual, layer, heads = _pickers(analysis)
     norms = weighting_picker(analysis)
     if norms:  # norm-based rollout: each layer's value-weighted shares in place of its weights
@@ -86,11 +84,15 @@ def body() -> None:
         )
     if not residual:
         text += " Raw product, without the residual: it often piles everything onto a few tokens."
-    st.caption(text)
     label = rollout_label(analysis, attention) + (f", {NORMS}" if norms else "")
     fig = rollout_view(result.maps, result.query_pieces, result.key_pieces, label, layer, result.heads, residual)
     file_name = safe_filename("rollout", ctx.name, attention, f"L{layer + 1}", "res" if residual else "raw")
-    show_chart(fig, "rollout_chart", file_name)
+    show_chart(fig, "rollout_chart", file_name, where=figure)
+    figure_says(text, figure)
+    st.caption(
+        "Attention rollout (Abnar & Zuidema, 2020) follows attention through the layers: each layer's attention, "
+        "averaged over heads, is multiplied into the layers below it, R = Ā_L ⋯ Ā_1, so that each row sums to 1."
+    )
 
 
 errors.guarded(body)

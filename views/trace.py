@@ -10,6 +10,7 @@ from analysis.record import Analysis
 from atlas import api
 from ui import cache, errors, sidebar
 from ui.cache import TraceGoneError
+from ui.says import figure_says
 from ui.widgets import data_table, head_picker, show_chart, small_table, trace_uploader
 from viz.labels import safe_filename
 
@@ -44,6 +45,11 @@ def views(analysis: Analysis, name: str) -> None:
 
 def body() -> None:
     st.title("Open a trace file")
+    failed = trace_uploader("Trace file (.json or .npz)", UPLOAD, sidebar.open_trace)
+    figure_says(
+        "Drop a trace here: Explore's “Whole analysis as JSON” button writes one of the text you are looking at; "
+        "open it and every page draws it."
+    )
     st.caption(
         "A trace this app exported (Explore's “Whole analysis as JSON / NPZ”, `python -m atlas trace`), or one "
         "`atlas.save` wrote in a notebook from a Hugging Face model, a TransformerLens cache or plain arrays: "
@@ -51,7 +57,6 @@ def body() -> None:
         "(shapes against the tokens, finite weights, each row summing to 1); the server keeps its attention, not the "
         "file, and only this session draws it."
     )
-    failed = trace_uploader("Trace file (.json or .npz)", UPLOAD, sidebar.open_trace)
     if failed:
         st.error(f"This file cannot be opened: {failed}")  # failed: already errors.shown
     trace = st.session_state.get(sidebar.TRACE)

@@ -11,6 +11,7 @@ from model.names import block_layer
 from ui import cache, charts, errors, player, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
+from ui.says import figure_says
 from ui.widgets import data_table, head_picker, open_on_head, show_chart
 from viz.heads import head_heatmap
 from viz.labels import safe_filename
@@ -46,19 +47,23 @@ def _without_snapshots(ctx: Source) -> None:
         "of it, in float16. They ship only where the repository's size allows (`python -m atlas snapshots` ships a "
         "run's in 4 bits)."
     )
-    st.info(text)
+    steps, losses = _run_curve(ctx)
+    if steps:  # the run's curve still tells how far training got: the figure first, the way on under it
+        curve = loss_curve(steps, losses, [], [], None, CURVE)
+        show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name))
+        figure_says(
+            "How wrong the model still was at each step of its training (its validation loss, in nats a token): the "
+            "curve falls as it learns. To watch its heads form step by step, open a model that kept snapshots:"
+        )
     for name in having:
         st.button(
             f"Show {literal(name)}, which has them",
             key=f"training_switch_{name}",
             on_click=sidebar.switch_model,
             args=(name,),
+            type="primary",
         )
-    steps, losses = _run_curve(ctx)
-    if steps:  # the run's curve still tells how far training got
-        curve = loss_curve(steps, losses, [], [], None, CURVE)
-        show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name))
-        st.caption("The validation loss at every evaluation of the run that trained it (nats per token).")
+    st.info(text)
 
 
 def _prediction(col, analysis: Analysis, label: str) -> None:
@@ -189,6 +194,13 @@ def snapshot_step(source: Source, attention: str, layer: int, head: int | str) -
     fig = head_heatmap(weights, block.query_pieces, block.key_pieces, f"{where} at {label}")
     name = safe_filename("training", ctx.entry.name, f"step{step}", attention, f"L{layer + 1}", head_name)
     show_chart(fig, "training_head", name, where=left)
+    figure_says(
+        literal(
+            f"The same head at training step {step:,}: move the slider above from the first step to the last and "
+            "watch its pattern form as the loss falls."
+        ),
+        left,
+    )
     curve = loss_curve(
         *_run_curve(ctx),
         steps,

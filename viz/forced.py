@@ -86,7 +86,14 @@ def probability_strip(rows: Sequence[Row], title: str, per_line: int = PER_LINE)
         "zmax": 1.0,
         "xgap": 3,
         "ygap": 3,
-        "colorbar": {"title": {"text": "probability"}, "tickformat": ".0%", "len": 1.0, "thickness": 12},
+        # A one-line strip is about 60 px tall: two ticks, which do not print on top of each other
+        "colorbar": {
+            "title": {"text": "probability"},
+            "tickformat": ".0%",
+            "tickvals": [0.0, 0.5, 1.0] if lines > 1 else [0.0, 1.0],
+            "len": 1.0,
+            "thickness": 12,
+        },
     }
     layout = finish_layout(title, 30 + LINE_PX * lines)
     layout["xaxis"] = {"visible": False, "range": [-0.5, per_line - 0.5], "fixedrange": True}

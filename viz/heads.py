@@ -63,6 +63,9 @@ def average_heads(weights: np.ndarray) -> np.ndarray:
     return arr.mean(axis=0)
 
 
+HEATMAP_MOST = 440  # px: a head's heatmap at most
+
+
 def head_heatmap(
     weights: np.ndarray,
     query_pieces: Sequence[str],
@@ -81,6 +84,10 @@ def head_heatmap(
     """
     z = check_attention(weights, query_pieces, key_pieces)
     q_labels, k_labels = token_labels(query_pieces), token_labels(key_pieces)
+    # Tall enough for a row of 14 px a token, short enough to lie whole in a phone's or a laptop's first view under
+    # the page's title; a longer text labels every other row (or fewer), never two labels on top of each other.
+    height = min(HEATMAP_MOST, max(360, 14 * len(q_labels) + 160))
+    rows = max(8, (height - 160) // 14)
     heatmap: dict[str, Any] = {"z": z, "x": k_labels, "y": q_labels, "zmin": 0.0, "zmax": 1.0, "colorscale": COLORSCALE}
     heatmap["colorbar"] = {"title": {"text": "weight"}, "thickness": 12}
     heatmap["hovertemplate"] = category_hover() + ": %{z:.3f}<extra></extra>"
@@ -89,8 +96,8 @@ def head_heatmap(
         heatmap["textfont"] = {"size": 11}
     layout = {
         "xaxis": {"title": {"text": "key (attended to)"}, "tickangle": -60, **category_axis(k_labels)},
-        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **category_axis(q_labels)},
-        **finish_layout(title, height=min(900, max(360, 22 * len(q_labels) + 160))),
+        "yaxis": {"title": {"text": "query (attending)"}, "autorange": "reversed", **category_axis(q_labels, rows)},
+        **finish_layout(title, height=height),
     }
     if point is not None and (shapes := heatmap_shapes(len(q_labels), len(k_labels), point)):
         layout["shapes"] = shapes

@@ -7,6 +7,7 @@ SentencePiece's byte pieces are written."""
 from __future__ import annotations
 
 import html
+import re
 import unicodedata
 from collections.abc import Sequence
 
@@ -86,3 +87,27 @@ def safe_filename(*parts: object) -> str:
     raw = "-".join(str(p) for p in parts)
     cleaned = "".join(ch if ch.isascii() and (ch.isalnum() or ch in "-_") else "_" for ch in raw)
     return cleaned.strip("_-")[:120] or "attention-atlas"
+
+
+BYTE_PIECE = re.compile(r"<0x[0-9A-Fa-f]{2}>")
+SPECIAL = re.compile(r"<[^<>]*>")  # <s>, </s>, <pad>, a byte: no example of a word
+
+
+def reading_note(pieces: Sequence[str]) -> str:
+    """How to read the token labels of a figure over `pieces`, with one of its own tokens as the example
+    (position:piece, from 1), and a line for each mark the pieces use: ▁ a space before a word, ↵ a new line,
+    <0xC8> one byte of a character the vocabulary has no piece for."""
+    labels = indexed_labels(pieces)
+    if not labels:
+        return ""
+    words = [label for label, p in zip(labels, pieces, strict=True) if not SPECIAL.fullmatch(display_piece(p))]
+    example = next((label for label in words if "▁" in label), (words or labels)[0])
+    said = [f"Tokens read position:piece, from 1 ({example})"]
+    shown = "".join(display_piece(p) for p in pieces)
+    if "▁" in shown:
+        said.append("▁ is a space before a word")
+    if "↵" in shown:
+        said.append("↵ is a new line")
+    if byte := BYTE_PIECE.search(shown):
+        said.append(f"{byte.group()} is one byte of a character the vocabulary has no piece for")
+    return "; ".join(said) + "."

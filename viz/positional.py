@@ -47,7 +47,7 @@ def encoding_heatmap(table: np.ndarray, n_positions: int | None = None, used: in
         fig.add_hline(y=used + FIRST - 0.5, line={"color": "black", "width": 2, "dash": "dash"})
     fig.update_xaxes(title_text="dimension", showgrid=False)
     fig.update_yaxes(title_text="position", autorange="reversed", showgrid=False)
-    return finish(fig, "Positional encoding: positions × dimensions", height=min(800, 200 + 3 * rows.shape[0]))
+    return finish(fig, "Positional encoding: positions × dimensions", height=min(480, 200 + 3 * rows.shape[0]))
 
 
 def encoding_curves(table: np.ndarray, dims: Sequence[int], n_positions: int | None = None, sinusoidal: bool = True):

@@ -155,13 +155,19 @@ DIGIT_EM = 0.56  # the width of a digit or point, in em, in Plotly's default fon
 CELL_PAD_PX = 4
 PROJECTOR_FONT = 20  # chart text in projector mode, as large as its body text (22 px, captions 21 px)
 PROJECTOR_CELL_FONT = 16  # numbers inside heatmap cells: larger, and 15 tokens' numbers no longer fit 1024 px
+# The tallest chart in projector mode: a 768 px projector keeps about 280 px for the menu, the title and the model's
+# line (or the Lesson's step heading) above a page's first figure, and two lines under it for the sentence that
+# explains it.
+PROJECTOR_MOST_HEIGHT = 420
 
 
 def _number_chars(heatmap: dict[str, Any]) -> int:
-    """How many characters the widest number in a heatmap's cells has: "0.00" for %{z:.2f}, else its text."""
+    """How many characters the widest number in a heatmap's cells has: "0.00" for %{z:.2f}, else its text's longest
+    line (a cell may hold a piece over its percentage, "▁Hund<br>58%")."""
     template = heatmap.get("texttemplate") or ""
     if "%{text}" in template and heatmap.get("text") is not None:
-        return max((len(str(t)) for row in heatmap["text"] for t in row), default=0)
+        lines = (line for row in heatmap["text"] for t in row for line in str(t).split("<br>"))
+        return max((len(line) for line in lines), default=0)
     return 4
 
 
@@ -221,5 +227,17 @@ def for_projector(fig: go.Figure) -> go.Figure:
     # a larger pad keeps its first line inside the chart, and the margin grows by as much.
     fig.update_layout(margin={"t": room + 14}, title_pad_t=24)
     if fig.layout.height:
-        fig.update_layout(height=fig.layout.height + 14)
+        fig.update_layout(height=min(PROJECTOR_MOST_HEIGHT, fig.layout.height + 14))
+        _fewer_row_labels(fig)
     return fig
+
+
+def _fewer_row_labels(fig: go.Figure) -> None:
+    """A token axis down the side (category_axis) of a chart made shorter for a projector keeps a label for every
+    row only where rows are as tall as the projector's type: else every other one (or fewer)."""
+    plot = fig.layout.height - (fig.layout.margin.t or 0) - 160  # the x axis's tilted labels and title below
+    most = max(4, int(plot // (PROJECTOR_FONT * 1.25)))
+    for axis in fig.select_yaxes():
+        if axis.type == "category" and axis.tickvals is not None and len(axis.tickvals) > most:
+            ticks = list(axis.tickvals)
+            axis.update(tickvals=ticks[:: tick_step(len(ticks), most)], ticktext=ticks[:: tick_step(len(ticks), most)])

@@ -132,7 +132,16 @@ def induction(ctx: Source) -> None:
     config = {"top-1, second copy": top1, "loss, second copy (nats)": loss}
     data_table(table, hide_index=True, column_config=config, key="lesson_induction_off")
     off = {r.what: r for r in seen.runs}
-    said = f"Without {best} the second copy costs {off['induction'].loss:.2f} nats instead of {intact.loss:.2f}"
+    without, with_ = off["induction"].loss, intact.loss
+    if f"{without:.2f}" == f"{with_:.2f}":  # other heads copy as well without it: said so, not "0.00 instead of 0.00"
+        said = (
+            f"Without {best} the second copy still costs {without:.3f} nats, as with it ({with_:.3f}): the model's "
+            "other heads copy just as well without this one"
+        )
+    else:
+        said = f"Without {best} the second copy costs {without:.2f} nats instead of {with_:.2f}: " + (
+            "the model copies worse without it" if without > with_ else "the model copies no worse without it"
+        )
     if "every" in off:
         every = off["every"]
         said += f"; without all {len(every.heads)} heads that score {INDUCTION_AT:g} or more, {every.loss:.2f}"
