@@ -126,9 +126,9 @@ def test_a_followers_lesson_opens_on_its_figure_with_its_pickers_folded(start) -
     assert {w.key for w in fold.selectbox} == {"lesson_jump"} and [w.label for w in fold.radio] == ["Sentence"]
     assert not [t for t in student.toggle if t.label == "Predict before each figure"]  # the class is asked instead
     assert first_chart_before_words(student)
-    # The teacher's own page (no projector): the pickers open, the step's words before its figure
+    # The teacher's own page: the pickers open; every screen opens on the step's figure, its words after it
     assert not [e for e in teacher.expander if e.label.startswith("Controls: step")]
-    assert not first_chart_before_words(teacher)
+    assert first_chart_before_words(teacher)
 
 
 def test_the_projector_shows_the_choices_while_the_figures_are_held_back(start) -> None:  # noqa: F811

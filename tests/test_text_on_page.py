@@ -52,12 +52,14 @@ OWN_MARKDOWN = {
     "norm_name": "views/lesson_steps/paper.py: the config's normalisation (checked on load), in our words",
     "urlencode": "a link's query, percent-encoded: letters, digits and %+&=._-~ only",
     "headline": "inference.catalog: how good the model is, in our words and the card's numbers (read as floats)",
+    "label": "ui/reference.py: the reference box's label, one of three fixed phrases",
     "_choices_line": "ui/class_live.py: a question's choices, each through literal, or the grid's two numbers",
 }
 # Computed text that is Markdown on purpose, or escaped where it was made: (file, part) → why.
 ALLOWED = {
     ("views/lesson.py", "step.text"): "course/lesson.py: the lesson's own paragraphs, Markdown on purpose",
     ("views/lesson.py", "step.title"): "course/lesson.py: the lesson's own step titles",
+    ("views/lesson.py", "LOOK"): "views/lesson_steps/layout.py: each step's own sentence, what to look at",
     ("ui/sidebar.py", "st.session_state"): ("why the sidebar chose nothing, made by errors.shown where it was found"),
 }
 
