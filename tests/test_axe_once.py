@@ -20,7 +20,7 @@ class Page:
     def wait_for_function(self, script: str, **kwargs) -> None:
         self.calls.append({SETTLED: "settled", HOLDS_STILL: "holds still"}[script])
 
-    def evaluate(self, script: str) -> list[str]:
+    def evaluate(self, script: str, *args: object) -> list[str]:
         assert script == RUN_AXE
         self.calls.append("axe")
         return self.looks.pop(0)

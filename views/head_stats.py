@@ -127,7 +127,8 @@ def heads_picture(ctx: cache.Shown, table) -> None:
     figure = heads_heatmap(grids, labels, f"Every head: {label}", value="score", signed=False)
     show_chart(figure, "stats_grid", safe_filename("head-statistics", ctx.name, column), where=slot)
     figure_says(
-        f"Each square is one head (rows: layers); the brighter it is, the higher its {literal(label)} score, from 0 to 1: "
+        f"Each square is one head (rows: layers); the brighter it is, the higher its {literal(label)} score, "
+        "from 0 to 1: "
         f"{literal(COLUMNS[column].get('help', ''))}.",
         slot,
     )
