@@ -18,10 +18,10 @@ import argparse
 import os
 import resource
 import subprocess
-import time
 
 import common  # noqa: F401  (the repository on sys.path)
 import torch
+from common import fastest
 
 from analysis.ablation import batch_rows, rank_by_attribution, rank_heads, rank_one_at_a_time, ranking_setup
 from inference import catalog
@@ -47,27 +47,18 @@ def uptime() -> str:
 REPEATS = 1  # timed runs of each side; the fastest is kept (--repeats): a shared machine's spikes only add time
 
 
-def timed(fn, *args, **kwargs) -> tuple[object, float]:
-    best = float("inf")
-    for _ in range(REPEATS):
-        start = time.perf_counter()
-        value = fn(*args, **kwargs)
-        best = min(best, time.perf_counter() - start)
-    return value, best
-
-
 def one_length(ckpt: Checkpoint, tokens: int, blocks: int, batch: int | None) -> None:
     ids = ckpt.tokenizer.encode(SENTENCE * (tokens // 8 + 2))[: tokens - 1]
     text = ckpt.tokenizer.decode(ids)
-    setup, setup_s = timed(ranking_setup, ckpt, text)
+    setup, setup_s = fastest(ranking_setup, ckpt, text, repeats=REPEATS)
     every = [(name, head) for name, n in setup.blocks for head in range(n)]
     batch = batch or batch_rows(ckpt, setup)
     print(f"input: {setup.target.shape[1]} tokens, {len(every)} heads; setup (one traced forward): {setup_s:.2f} s")
-    batched, batched_s = timed(rank_heads, ckpt, setup, every, "zero", batch)
+    batched, batched_s = fastest(rank_heads, ckpt, setup, every, "zero", batch, repeats=REPEATS)
     print(f"  exact, batched ({batch} heads a pass, {-(-len(every) // batch)} passes): {batched_s:.2f} s")
     timed_blocks = {name for name, _ in setup.blocks[:blocks]}
     some = [(name, head) for name, head in every if name in timed_blocks]
-    alone, alone_s = timed(rank_one_at_a_time, ckpt, setup, some, "zero")
+    alone, alone_s = fastest(rank_one_at_a_time, ckpt, setup, some, "zero", repeats=REPEATS)
     scaled = alone_s * len(every) / len(some)
     worst = max(abs(a[2] - b[2]) for a, b in zip(alone, batched[: len(some)], strict=True))
     print(
@@ -75,7 +66,7 @@ def one_length(ckpt: Checkpoint, tokens: int, blocks: int, batch: int | None) ->
         f"{scaled:.1f} s for all (scaled); ratio one-a-head / batched {scaled / batched_s:.1f}× "
         f"(largest KL difference {worst:.1e})"
     )
-    _, approximate_s = timed(rank_by_attribution, ckpt, setup)
+    _, approximate_s = fastest(rank_by_attribution, ckpt, setup, repeats=REPEATS)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
     print(f"  approximate, every head: {approximate_s:.2f} s; this process's peak memory so far {peak:,.0f} MiB")
 

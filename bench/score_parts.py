@@ -9,24 +9,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import common  # noqa: F401  (the repository on sys.path)
 import torch
+from common import fastest
 from rank_heads import SENTENCE, load, uptime
 
 from analysis.score_parts import row_parts, score_parts
 from model.forward import forward
-
-
-def timed(fn, *args) -> tuple[object, float]:
-    """The fastest of three runs, after one untimed (the first call pays torch's one-time setup)."""
-    value, best = fn(*args), float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        value = fn(*args)
-        best = min(best, time.perf_counter() - start)
-    return value, best
 
 
 def main() -> None:
@@ -41,9 +31,9 @@ def main() -> None:
     block, query = "decoder.layers.1.self_attn", ids.shape[1] - 1
     print(f"{ckpt.name}; {ids.shape[1]} tokens; {torch.get_num_threads()} threads; {uptime()}")
     with torch.inference_mode():
-        _, pass_s = timed(forward, ckpt.model, ids, None)
-    _, one_s = timed(score_parts, ckpt.model, ids, None, block, 0, query, 0)
-    _, row_s = timed(row_parts, ckpt.model, ids, None, block, 0, query, list(range(ids.shape[1])))
+        _, pass_s = fastest(forward, ckpt.model, ids, None, warm=True)
+    _, one_s = fastest(score_parts, ckpt.model, ids, None, block, 0, query, 0, warm=True)
+    _, row_s = fastest(row_parts, ckpt.model, ids, None, block, 0, query, list(range(ids.shape[1])), warm=True)
     print(f"one traced forward pass: {pass_s:.2f} s")
     print(f"one key's split: {one_s:.2f} s; the query's whole row ({ids.shape[1]} keys): {row_s:.2f} s")
     print(f"ratio row / one key {row_s / one_s:.2f}×; a key at a time would take {ids.shape[1] * one_s:.1f} s")
