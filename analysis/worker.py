@@ -1,16 +1,16 @@
-"""One model worker per checkpoint: the only thread that runs the model, batching what sessions ask at once.
+"""One model worker per checkpoint: the only threads that run the model, batching what sessions ask at once.
 
 A class typing at the same moment sends many texts within milliseconds. Each browser session's script runs in
-its own thread; it submits its request and waits. The worker takes the first waiting request, gathers those
-that arrive within `window` seconds (at most `max_batch`, at most `max_trace_bytes` of trace, and at most
-`max_tokens` padded tokens: every row of a
-batch is as long as its longest, so one pasted page goes alone instead of holding twenty sentences behind it),
-and runs them as one batch through `analyze_many`: one padded greedy decoding and one padded traced forward pass
-instead of one per session. An encoder-decoder's batch is gathered by its decoding's bound (`max_decode_tokens`),
-decoded at once (`decode_outputs`), then traced in as many passes as the trace bound needs: the decoding's steps
-are what a batch shares best, and a traced pass of long texts is what takes the memory. Padding masks make each
-result equal to analysing that text alone (tests/test_worker.py). A batch that fails is run again one request at a
-time, so each session gets its own answer or its own error, never a neighbour's.
+its own thread; it submits its request and waits. The worker's light thread takes the first waiting request,
+gathers those that arrive within `window` seconds (at most `max_batch`, at most `max_trace_bytes` of trace, and at
+most `max_tokens` padded tokens: every row of a batch is as long as its longest, so one pasted page goes alone
+instead of holding twenty sentences behind it), and runs them as one batch through `analyze_many`: one padded
+greedy decoding and one padded traced forward pass instead of one per session. An encoder-decoder's batch is
+gathered by its decoding's bound (`max_decode_tokens`), decoded at once (`decode_outputs`), then traced in as many
+passes as the trace bound needs: the decoding's steps are what a batch shares best, and a traced pass of long texts
+is what takes the memory. Padding masks make each result equal to analysing that text alone
+(tests/test_worker.py). A batch that fails is run again one request at a time, so each session gets its own answer
+or its own error, never a neighbour's.
 
 The worker also keeps what it computed, least recently used out first, within bytes of its own and the server's
 one budget (inference.memory): the pages' copy of each analysis (weights and masks, `Analysis.for_pages`) and, in
@@ -21,25 +21,30 @@ unpickled per rerun; their arrays are read-only. Two sessions asking for the sam
 Fair work (one place for the whole server): each session's work waits in its own lane and the worker takes the
 sessions in turn, round-robin, so that one session's many requests never hold another's page behind them. Work is
 light (a class's sentences, one head's detail) or heavy (a long text, or a chunk of a job that runs many passes:
-patching, ranking heads, a detector over many texts). Light work always goes first. A heavy chunk runs when no light
-work waits, and while other sessions are drawing a page (`PAGES`, marked by the app around each run; a session
-that asked for a heavy chunk in the last ACTIVE_S seconds is not counted) the heavy sessions together get a fair
-share of the machine: after a chunk of t seconds the next waits t × active / heavy sessions, so twenty students
+patching, ranking heads, a detector over many texts). Light work always goes first, and never waits behind a heavy
+chunk under way: the two kinds have a thread each. The light thread runs only light work; the heavy thread starts a
+chunk only when no light work waits or runs, and runs at a lower CPU priority (HEAVY_NICE, with the torch threads
+it starts; Linux's nice is per thread), so that on a machine whose cores are busy a chunk under way takes the CPU
+the light thread and the pages leave, not theirs. At most two passes run at once, a light one and a heavy one, each
+within the trace bound below. While other sessions are drawing a page (`PAGES`, marked by the app around each run;
+a session that asked for a heavy chunk in the last ACTIVE_S seconds is not counted) the heavy sessions together get
+a fair share of the machine: after a chunk of t seconds the next waits t × active / heavy sessions, so twenty students
 drawing pages beside one heavy tab get twenty turns to its one; with no page drawn, it runs at full speed.
 A session keeps at most one heavy chunk queued (a new one replaces it), and a chunk whose session stopped waiting
 for it (it left, pressed Cancel, or ran its page again) is dropped before it runs.
 
 The class first: a page marked as a live class's (its teacher's or a follower's, `PAGES.running(owner, first=True)`)
-is not shared with at all. While one is being drawn no heavy chunk starts (a chunk under way cannot be stopped, so
-the page would else wait behind the next one too, and on a loaded machine a chunk takes seconds), for at most
-CLASS_HOLD_S at a time so that a class's stream of follower runs never stops the heavy work; and while a class is
-live (a page of it drawn in the last ACTIVE_S seconds) the chunks are cut to CLASS_CHUNK_TOKENS, so that a class
-page never waits long behind the one under way.
+is not shared with at all. While one is being drawn no heavy chunk starts (the page's own Python, its figures, would
+else share the cores and the interpreter's lock with it), for at most CLASS_HOLD_S at a time so that a class's
+stream of follower runs never stops the heavy work; and while a class is live (a page of it drawn in the last
+ACTIVE_S seconds) the chunks are cut to CLASS_CHUNK_TOKENS, so that the one under way when a class page comes holds
+little of the machine.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from collections import Counter, OrderedDict, deque
@@ -85,6 +90,9 @@ MOST_HEAVY_WAIT_S = 30.0  # the longest a heavy chunk waits for its share while 
 CLASS_CHUNK_TOKENS = 128  # a heavy chunk's padded tokens while a live class's pages are drawn (see the docstring)
 CLASS_HOLD_S = 2.0  # the longest heavy chunks are held back, at a time, while a live class's pages are drawn
 HOLD_POLL_S = 0.01  # how often a held-back heavy chunk looks whether the class's pages are drawn (they end anywhere)
+# The heavy thread's nice, above the server's own: on a machine whose cores are busy it runs on what the light thread,
+# the pages and the other programs leave (Linux; elsewhere it runs at the server's priority).
+HEAVY_NICE = 19
 Owner = Hashable | None  # who asked: a browser session's id (ui.cache), None for a notebook or a test
 
 
@@ -100,6 +108,17 @@ class Job:
 def _use_threads(tokens: int) -> None:
     """torch's threads for a pass over `tokens` padded tokens (see LONG_TOKENS). Only the workers run the model."""
     torch.set_num_threads(LONG_THREADS if tokens >= LONG_TOKENS else 1)
+
+
+def _lower_priority() -> None:
+    """This thread, and the torch threads it starts afterwards (they inherit it), HEAVY_NICE below its priority."""
+    if sys.platform != "linux":  # elsewhere PRIO_PROCESS names a process, not a thread
+        return
+    thread = threading.get_native_id()
+    try:
+        os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + HEAVY_NICE))
+    except OSError:  # not allowed here: it runs at the server's priority
+        pass
 
 
 def _decodes(request: Request) -> bool:
@@ -189,7 +208,8 @@ class _Item:
 
 
 class ModelWorker:
-    """Runs `analyze_many` for one checkpoint in a background thread; `analyze` submits and waits.
+    """Runs `analyze_many` for one checkpoint in two background threads, light and heavy work's (see the module's
+    docstring); `analyze` submits and waits.
 
     `owner()` names the session asking (called in the asking thread; the app gives the browser session's id)."""
 
@@ -234,10 +254,13 @@ class ModelWorker:
         self._stopping: _Item | None = None
         self._heavy_seen: dict[Owner, float] = {}  # each session's last heavy chunk (monotonic seconds)
         self._heavy_after = 0.0  # no heavy chunk starts before this while others are active
-        self._sharing = False  # the chunk running is heavy and others are active
+        self._light_busy = False  # the light thread is running light work (no heavy chunk starts meanwhile)
         self._held_since: float | None = None  # since when heavy chunks are held back for a live class's pages
-        self._thread = threading.Thread(target=self._run, name=f"model-worker-{ckpt.name}", daemon=True)
+        name = f"model-worker-{ckpt.name}"
+        self._thread = threading.Thread(target=self._run, args=(False,), name=name, daemon=True)
+        self._heavy_thread = threading.Thread(target=self._run, args=(True,), name=f"{name}-heavy", daemon=True)
         self._thread.start()
+        self._heavy_thread.start()
 
     def submit(self, request: Request, heavy: bool = False) -> Future:
         """A future of the full Analysis; a request already waiting or running shares that run's future. `heavy`:
@@ -264,7 +287,7 @@ class ModelWorker:
                 lane.clear()
                 lane.extend(kept)  # an analysis stays: other sessions may wait on the same run
             lane.append(item)
-            self._ready.notify()
+            self._ready.notify_all()  # the light and the heavy thread wait on it
 
     def cached(
         self,
@@ -365,7 +388,7 @@ class ModelWorker:
         kept is dropped, so an evicted worker frees its results, and its model once nothing else holds it."""
         with self._ready:
             self._stopping = _Item(STOP, Future())
-            self._ready.notify()
+            self._ready.notify_all()
 
     @staticmethod
     def chunk_rows(tokens: int) -> int:
@@ -451,9 +474,9 @@ class ModelWorker:
         self._held_since = None
         return False
 
-    def _take(self, timeout: float | None = None, light_only: bool = False) -> _Item | None:
-        """The next item to run: a stop, else light work round-robin, else (unless `light_only`) a heavy chunk
-        once its share allows. Waits up to `timeout` seconds (None: until there is one)."""
+    def _take(self, timeout: float | None = None) -> _Item | None:
+        """The light thread's next item: a stop, else light work round-robin. Waits up to `timeout` seconds (None:
+        until there is one). The light thread is busy from here until `_ran_light`."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._ready:
             while True:
@@ -461,21 +484,38 @@ class ModelWorker:
                     return self._stopping
                 item = self._next(self._light)
                 if item is not None:
+                    self._light_busy = True
                     return item
-                now = time.monotonic()
-                wait = None if deadline is None else deadline - now
-                if not light_only and self._heavy:
+                wait = None if deadline is None else deadline - time.monotonic()
+                if wait is not None and wait <= 0:
+                    return None
+                self._ready.wait(wait)
+
+    def _ran_light(self) -> None:
+        """The light thread's work is done: a heavy chunk may start, if no light work waits."""
+        with self._ready:
+            self._light_busy = False
+            self._ready.notify_all()
+
+    def _take_heavy(self) -> _Item:
+        """The heavy thread's next item: a stop, else a heavy chunk once no light work waits or runs, no class page
+        holds it and its share allows. Waits until there is one."""
+        with self._ready:
+            while True:
+                if self._stopping is not None:
+                    return self._stopping
+                wait = None
+                if self._heavy and not self._light and not self._light_busy:
+                    now = time.monotonic()
                     if self._class_holds(now):  # a class page's end is not signalled here: looked at again soon
-                        wait = HOLD_POLL_S if wait is None else min(wait, HOLD_POLL_S)
+                        wait = HOLD_POLL_S
                     elif now >= self._heavy_after or not self._active_others():
                         item = self._next(self._heavy)
                         if item is not None:
                             return item
                         continue
                     else:
-                        wait = self._heavy_after - now if wait is None else min(wait, self._heavy_after - now)
-                if wait is not None and wait <= 0:
-                    return None
+                        wait = self._heavy_after - now
                 self._ready.wait(wait)
 
     def _ran_heavy(self, seconds: float) -> None:
@@ -485,22 +525,22 @@ class ModelWorker:
             heavy = max(1, len(self._heavy))
             self._heavy_after = time.monotonic() + min(MOST_HEAVY_WAIT_S, seconds * others / heavy)
 
-    def _gather(self) -> tuple[list[tuple[Request, Future]], list[tuple[Job, Future]], bool]:
-        """The requests waiting within `window` (at most `max_batch` and `max_tokens` padded tokens), and any jobs
-        met on the way, and whether they are a heavy chunk (which runs alone). A request that would overflow the
-        batch is put back: it opens the next one."""
-        first = self._take()
+    def _gather(self, heavy: bool) -> tuple[list[tuple[Request, Future]], list[tuple[Job, Future]]]:
+        """The light thread's (`heavy` False): the requests waiting within `window` (at most `max_batch` and
+        `max_tokens` padded tokens), and any jobs met on the way; a request that would overflow the batch is put
+        back: it opens the next one. The heavy thread's: one heavy chunk, alone."""
+        first = self._take_heavy() if heavy else self._take()
         if first.what is STOP:
-            return [], [(STOP, first.future)], False
+            return [], [(STOP, first.future)]
         if first.heavy:
             if isinstance(first.what, Job):
-                return [], [(first.what, first.future)], True
-            return [(first.what, first.future)], [], True
+                return [], [(first.what, first.future)]
+            return [(first.what, first.future)], []
         batch, jobs = ([], [(first.what, first.future)]) if isinstance(first.what, Job) else ([first], [])
         longest = max((self.padded_tokens(i.what) for i in batch), default=0)
         deadline = time.monotonic() + self.window
         while batch and len(batch) < self.max_batch:
-            item = self._take(max(0.0, deadline - time.monotonic()), light_only=True)
+            item = self._take(max(0.0, deadline - time.monotonic()))
             if item is None:
                 break
             if item.what is STOP:
@@ -515,24 +555,29 @@ class ModelWorker:
                 break
             batch.append(item)
             longest = row
-        return [(i.what, i.future) for i in batch], jobs, False
+        return [(i.what, i.future) for i in batch], jobs
 
-    def _run(self) -> None:
+    def _run(self, heavy: bool) -> None:
+        """The light thread's loop (`heavy` False) or the heavy thread's."""
         torch.set_num_threads(1)  # the worker is one of many threads; torch's default would take every core
+        if heavy:
+            _lower_priority()
         while True:
-            batch, jobs, heavy = self._gather()
+            batch, jobs = self._gather(heavy)
             started = time.monotonic()
             with self._ready:  # a heavy chunk beside an active class gets one of torch's threads, not the cores
-                self._sharing = heavy and self._active_others() > 0
+                sharing = heavy and self._active_others() > 0
             if batch:
-                self._analyse(batch)
+                self._analyse(batch, sharing)
             for job, future in jobs:
-                if job is STOP:
-                    self._shut_down()
-                    give_back()
+                if job is STOP:  # the light thread ends last, once the heavy one has, and drops what was kept
+                    if not heavy:
+                        self._heavy_thread.join()
+                        self._shut_down()
+                        give_back()
                     return
                 try:
-                    _use_threads(0 if self._sharing else job.tokens)
+                    _use_threads(0 if sharing else job.tokens)
                     result = job.fn(self.ckpt, *job.args)
                 except Exception as exc:  # the page shows it; the worker goes on
                     future.set_exception(exc)
@@ -540,6 +585,8 @@ class ModelWorker:
                     future.set_result(result)
             if heavy:
                 self._ran_heavy(time.monotonic() - started)
+            else:
+                self._ran_light()
             give_back()  # what the pass freed goes back to the system, not kept at the largest pass's size
 
     def _shut_down(self) -> None:
@@ -558,16 +605,19 @@ class ModelWorker:
         self.pages.clear()
         self.full.clear()
 
-    def _analyse(self, batch: list[tuple[Request, Future]]) -> None:
+    def _analyse(self, batch: list[tuple[Request, Future]], sharing: bool) -> None:
+        """Analyse `batch` (see the module's docstring); `sharing`: a heavy chunk beside active pages, on one of
+        torch's threads."""
         asked: list[Asked] = [(request, future, request) for request, future in batch]
         if self._decodes_first:
             outputs: list = [self._known_output(r.text, r.max_tokens) if _decodes(r) else None for r, _ in batch]
             unknown = [i for i, (request, _) in enumerate(batch) if outputs[i] is None and _decodes(request)]
             if unknown:
-                self.decodings = [*self.decodings[-99:], len(unknown)]
+                with self._lock:
+                    self.decodings = [*self.decodings[-99:], len(unknown)]
                 longest = max(self.padded_tokens(batch[i][0]) for i in unknown)
                 try:
-                    _use_threads(0 if self._sharing else longest * len(unknown))
+                    _use_threads(0 if sharing else longest * len(unknown))
                     decoded = decode_outputs(self.ckpt, [batch[i][0] for i in unknown])
                 except Exception:  # each traced pass then decodes for itself, and a fault stays its own request's
                     decoded = [None] * len(unknown)
@@ -582,17 +632,18 @@ class ModelWorker:
                 else:
                     asked.append((request, future, request if output is None else replace(request, target_ids=output)))
         for traced in self._traced_passes(asked):
-            self._trace(traced)
+            self._trace(traced, sharing)
 
-    def _trace(self, batch: list[Asked]) -> None:
-        self.batches = [*self.batches[-99:], len(batch)]
-        _use_threads(0 if self._sharing else max(self.padded_tokens(run) for _, _, run in batch) * len(batch))
+    def _trace(self, batch: list[Asked], sharing: bool) -> None:
+        with self._lock:
+            self.batches = [*self.batches[-99:], len(batch)]
+        _use_threads(0 if sharing else max(self.padded_tokens(run) for _, _, run in batch) * len(batch))
         try:
             results = analyze_many(self.ckpt, [run for _, _, run in batch])
         except Exception as exc:
             if len(batch) > 1:  # one request's fault must not become its neighbours' error: each alone
                 for item in batch:
-                    self._trace([item])
+                    self._trace([item], sharing)
                 return
             request, future, _ = batch[0]
             self._answer(request, future, exc)

@@ -3,6 +3,8 @@ session stopped waiting for it (analysis.worker)."""
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 from concurrent.futures import CancelledError
@@ -340,3 +342,61 @@ def test_heavy_chunks_are_cut_smaller_while_a_class_is_live(monkeypatch) -> None
     assert ModelWorker.chunk_rows(tokens) == worker_module.CLASS_CHUNK_TOKENS // tokens
     now[0] += 0.01  # one past: the class has gone quiet
     assert ModelWorker.chunk_rows(tokens) == worker_module.CHUNK_TOKENS // tokens
+
+
+def _heavy_running(worker: ModelWorker, session: str, ran: list[str]) -> tuple[threading.Thread, threading.Event]:
+    """A heavy chunk of `session`'s under way until the returned event is set."""
+    release, started = threading.Event(), threading.Event()
+
+    def chunk(ckpt) -> None:
+        started.set()
+        release.wait(10)
+        ran.append("chunk")
+
+    def ask() -> None:
+        WHO.session = session
+        worker.call(chunk, heavy=True)
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    assert started.wait(10)
+    return thread, release
+
+
+def test_a_light_request_asked_while_a_heavy_chunk_runs_finishes_before_that_chunk(worker) -> None:
+    """A chunk under way cannot be stopped, and on a loaded machine it takes seconds: the class's page does not wait
+    for it, the light work has a thread of its own."""
+    ran = []
+    chunk, release = _heavy_running(worker, "researcher", ran)
+    page = _ask(worker, "teacher", "teacher's page", ran)
+    _join([page])  # while the chunk still runs
+    assert ran == ["teacher's page"]
+    release.set()
+    _join([chunk])
+    assert ran == ["teacher's page", "chunk"]
+
+
+def test_no_heavy_chunk_starts_while_light_work_runs(worker) -> None:
+    """Light work goes first on the machine too: the heavy thread waits for the light one's work to end."""
+    release, ran = _hold(worker), []  # light work under way
+    chunk = _ask(worker, "researcher", "chunk", ran, heavy=True)
+    _queued(worker, 1)
+
+    def heavy_thread_waits() -> bool:  # it looked, found the light thread busy, and waits to be told
+        with worker._ready:
+            return bool(worker._ready._waiters) and bool(worker._heavy)
+
+    _until(heavy_thread_waits)
+    assert ran == []
+    release.set()
+    _join([chunk])
+    assert ran == ["chunk"]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="nice is per thread on Linux only")
+def test_heavy_chunks_run_at_a_lower_cpu_priority_than_light_work(worker) -> None:
+    def nice(ckpt) -> int:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    light, heavy = worker.call(nice), worker.call(nice, heavy=True)
+    assert heavy == min(19, light + worker_module.HEAVY_NICE) and heavy > light
