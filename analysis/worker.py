@@ -34,11 +34,13 @@ A session keeps at most one heavy chunk queued (a new one replaces it), and a ch
 for it (it left, pressed Cancel, or ran its page again) is dropped before it runs.
 
 The class first: a page marked as a live class's (its teacher's or a follower's, `PAGES.running(owner, first=True)`)
-is not shared with at all. While one is being drawn no heavy chunk starts (the page's own Python, its figures, would
-else share the cores and the interpreter's lock with it), for at most CLASS_HOLD_S at a time so that a class's
-stream of follower runs never stops the heavy work; and while a class is live (a page of it drawn in the last
-ACTIVE_S seconds) the chunks are cut to CLASS_CHUNK_TOKENS, so that the one under way when a class page comes holds
-little of the machine.
+is not shared with at all. While one is being drawn no heavy chunk starts, and the chunk under way stops at its next
+Python call (a profile hook on the heavy thread, `_pause_point`, set only around the model's work, where no lock of
+the worker's is held) until the page is drawn: its Python would else share the interpreter's lock and the cores
+with the page's figures, and a thread at nice 19 that holds the lock when the busy cores preempt it stalls every
+thread for its long turn to come back. Both for at most CLASS_HOLD_S at a time, so that a class's stream of follower
+runs never stops the heavy work: past it one chunk goes and runs to its end, and the hold starts again. While a
+class is live (a page of it drawn in the last ACTIVE_S seconds) the chunks are cut to CLASS_CHUNK_TOKENS.
 """
 
 from __future__ import annotations
@@ -135,6 +137,7 @@ class Pages:
         self._running: Counter[Owner] = Counter()
         self._first: Counter[Owner] = Counter()  # of those, the pages of a live class (`first`)
         self._first_seen = -float("inf")  # when a live class's page was last drawn (monotonic seconds)
+        self.drawing = threading.Event()  # set while a live class's page is drawn: read at each heavy pause point
 
     @contextmanager
     def running(self, owner: Owner, first: bool = False) -> Iterator[None]:
@@ -148,6 +151,7 @@ class Pages:
             if first:
                 self._first[owner] += 1
                 self._first_seen = time.monotonic()
+                self.drawing.set()
         try:
             yield
         finally:
@@ -160,6 +164,8 @@ class Pages:
                     self._first_seen = time.monotonic()
                     if self._first[owner] <= 0:
                         del self._first[owner]
+                    if not self._first:
+                        self.drawing.clear()
 
     def owners(self) -> set[Owner]:
         with self._lock:
@@ -256,6 +262,9 @@ class ModelWorker:
         self._heavy_after = 0.0  # no heavy chunk starts before this while others are active
         self._light_busy = False  # the light thread is running light work (no heavy chunk starts meanwhile)
         self._held_since: float | None = None  # since when heavy chunks are held back for a live class's pages
+        self._hold_spent = False  # the last hold ran out: the chunk it let go is not held again (`_pause_point`)
+        self._pausable = False  # the heavy chunk under way may still stop for a class's page
+        self._looked = -float("inf")  # when `_pause_point` last asked whether the chunk is held (monotonic)
         name = f"model-worker-{ckpt.name}"
         self._thread = threading.Thread(target=self._run, args=(False,), name=name, daemon=True)
         self._heavy_thread = threading.Thread(target=self._run, args=(True,), name=f"{name}-heavy", daemon=True)
@@ -468,10 +477,10 @@ class ModelWorker:
             self._held_since = None
             return False
         if self._held_since is None:
-            self._held_since = now
+            self._held_since, self._hold_spent = now, False
         if now - self._held_since < CLASS_HOLD_S:
             return True
-        self._held_since = None
+        self._held_since, self._hold_spent = None, True
         return False
 
     def _take(self, timeout: float | None = None) -> _Item | None:
@@ -512,11 +521,38 @@ class ModelWorker:
                     elif now >= self._heavy_after or not self._active_others():
                         item = self._next(self._heavy)
                         if item is not None:
+                            self._pausable, self._hold_spent = not self._hold_spent, False
                             return item
                         continue
                     else:
                         wait = self._heavy_after - now
                 self._ready.wait(wait)
+
+    def _pause_point(self, frame, event: str, arg) -> None:
+        """sys.setprofile's hook on the heavy thread around the model's work: at each Python call, the chunk under
+        way waits (the interpreter's lock let go) while a live class's page is drawn, as `_class_holds` says; once
+        the hold runs out it goes on to its end. Looks at most every HOLD_POLL_S while a page is drawn."""
+        if not (self._pausable and PAGES.drawing.is_set()) or time.monotonic() - self._looked < HOLD_POLL_S:
+            return
+        while True:
+            with self._ready:
+                now = self._looked = time.monotonic()
+                if self._stopping is not None or not self._class_holds(now):
+                    self._pausable = not self._hold_spent
+                    return
+            time.sleep(HOLD_POLL_S)
+
+    @contextmanager
+    def _model_work(self) -> Iterator[None]:
+        """Around the model's work (no lock of the worker's held): on the heavy thread, its pause points."""
+        if threading.current_thread() is not self._heavy_thread:
+            yield
+            return
+        sys.setprofile(self._pause_point)
+        try:
+            yield
+        finally:
+            sys.setprofile(None)
 
     def _ran_heavy(self, seconds: float) -> None:
         """After a heavy chunk of `seconds`: the heavy sessions together wait their share of the active ones'."""
@@ -578,7 +614,8 @@ class ModelWorker:
                     return
                 try:
                     _use_threads(0 if sharing else job.tokens)
-                    result = job.fn(self.ckpt, *job.args)
+                    with self._model_work():
+                        result = job.fn(self.ckpt, *job.args)
                 except Exception as exc:  # the page shows it; the worker goes on
                     future.set_exception(exc)
                 else:
@@ -618,7 +655,8 @@ class ModelWorker:
                 longest = max(self.padded_tokens(batch[i][0]) for i in unknown)
                 try:
                     _use_threads(0 if sharing else longest * len(unknown))
-                    decoded = decode_outputs(self.ckpt, [batch[i][0] for i in unknown])
+                    with self._model_work():
+                        decoded = decode_outputs(self.ckpt, [batch[i][0] for i in unknown])
                 except Exception:  # each traced pass then decodes for itself, and a fault stays its own request's
                     decoded = [None] * len(unknown)
                 for i, ids in zip(unknown, decoded):
@@ -639,7 +677,8 @@ class ModelWorker:
             self.batches = [*self.batches[-99:], len(batch)]
         _use_threads(0 if sharing else max(self.padded_tokens(run) for _, _, run in batch) * len(batch))
         try:
-            results = analyze_many(self.ckpt, [run for _, _, run in batch])
+            with self._model_work():
+                results = analyze_many(self.ckpt, [run for _, _, run in batch])
         except Exception as exc:
             if len(batch) > 1:  # one request's fault must not become its neighbours' error: each alone
                 for item in batch:

@@ -234,11 +234,12 @@ async def measure_class(url: str, args: argparse.Namespace, heavy: Heavy) -> dic
         rows[name] = pages, follows, missed, common.load_average(uptime()) + working
         print(
             f"class {name}: teacher p95 {common.percentile(pages, 95):.2f} s, follow p95 "
-            f"{common.percentile(follows, 95):.2f} s",
+            f"{common.percentile(follows, 95):.2f} s; the teacher's pages {' '.join(f'{t:.2f}' for t in pages)}",
             flush=True,
         )
 
     try:
+        await room.phase(1, args.every)  # untimed: the server's first page of a new text is not the class's
         await measured("alone")
         with BusyCores():
             await measured("alone + busy cores")

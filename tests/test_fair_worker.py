@@ -400,3 +400,52 @@ def test_heavy_chunks_run_at_a_lower_cpu_priority_than_light_work(worker) -> Non
 
     light, heavy = worker.call(nice), worker.call(nice, heavy=True)
     assert heavy == min(19, light + worker_module.HEAVY_NICE) and heavy > light
+
+
+def _stepping_chunk(worker: ModelWorker, steps: list[int], done: threading.Event) -> threading.Thread:
+    """A heavy chunk under way that steps (a Python call each) until `done` is set."""
+
+    def chunk(ckpt) -> None:
+        while not done.is_set():
+            steps.append(len(steps))
+
+    def ask() -> None:
+        WHO.session = "researcher"
+        worker.call(chunk, heavy=True)
+
+    thread = threading.Thread(target=ask, daemon=True)
+    thread.start()
+    _until(lambda: len(steps) > 0)
+    return thread
+
+
+def test_a_chunk_under_way_stops_while_a_class_page_is_drawn_and_goes_on_after(worker, monkeypatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
+    steps, done = [], threading.Event()
+    chunk = _stepping_chunk(worker, steps, done)
+    with worker_module.PAGES.running("teacher", first=True):
+        _until(lambda: worker._held_since is not None)  # the chunk reached a pause point and waits
+        stopped_at = len(steps)
+        time.sleep(5 * worker_module.HOLD_POLL_S)  # it looks again meanwhile (it may not step)
+        assert len(steps) == stopped_at
+    _until(lambda: len(steps) > stopped_at)  # the page is drawn: the chunk goes on
+    done.set()
+    _join([chunk])
+
+
+def test_a_chunk_stopped_for_class_hold_s_runs_to_its_end_though_the_class_goes_on(worker, monkeypatch) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
+    steps, done = [], threading.Event()
+    chunk = _stepping_chunk(worker, steps, done)
+    with worker_module.PAGES.running("follower", first=True):  # a class's pages drawn without end
+        _until(lambda: worker._held_since is not None)
+        stopped_at = len(steps)
+        now[0] += worker_module.CLASS_HOLD_S  # the hold's end: the chunk goes on
+        _until(lambda: len(steps) > stopped_at + 1000)
+        now[0] += worker_module.HOLD_POLL_S  # past when it would look again: it is not held a second time
+        going = len(steps)
+        _until(lambda: len(steps) > going + 1000)
+        done.set()
+        _join([chunk])
