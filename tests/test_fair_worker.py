@@ -444,7 +444,7 @@ def test_a_chunk_stopped_for_class_hold_s_runs_to_its_end_though_the_class_goes_
         stopped_at = len(steps)
         now[0] += worker_module.CLASS_HOLD_S  # the hold's end: the chunk goes on
         _until(lambda: len(steps) > stopped_at + 1000)
-        now[0] += worker_module.HOLD_POLL_S  # past when it would look again: it is not held a second time
+        now[0] += 2 * worker_module.HOLD_POLL_S  # past when it would look again: it is not held a second time
         going = len(steps)
         _until(lambda: len(steps) > going + 1000)
         done.set()
