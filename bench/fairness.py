@@ -16,8 +16,9 @@ open its link (bench/class_follow.py's Client, Streamlit's protocol); the teache
 a phase. In four phases — alone and beside the heavy tabs, each with the machine as it is and with every core busy
 with other work (one `nice -n 0` busy loop a core, started by the bench) — it prints the teacher's page (send →
 the run finished) and the followers' follow (send → the follower's page holds the text) p50 / p95, and beside /
-alone at p95 for each (target: within 1.5× or 0.3 s). --sessions 0 measures the class alone, without the
-Explore students, and stops the heavy tabs when the class is measured.
+alone at p95 for each (target: within 1.5× or 0.3 s), and each phase's teacher's page times as they came; one
+untimed change goes before the first phase. --sessions 0 measures the class alone, without the Explore students,
+and stops the heavy tabs when the class is measured.
 
     python bench/fairness.py [--sessions 20] [--sentences 3] [--model lm-english] [--lines 20] [--followers 15]
     python bench/fairness.py --sessions 0 --followers 15 --changes 5   # the class's four phases only
@@ -195,7 +196,7 @@ class LiveClass:
 def within(beside: float, alone: float) -> str:
     """Beside / alone at p95, and whether it meets the class's target."""
     ok = beside <= CLASS_RATIO * alone or beside - alone <= CLASS_SLACK_S
-    return f"×{beside / alone:.2f}, +{beside - alone:.2f} s ({'meets' if ok else 'MISSES'} the target)"
+    return f"×{beside / alone:.2f}, {beside - alone:+.2f} s ({'meets' if ok else 'MISSES'} the target)"
 
 
 def class_report(rows: dict[str, tuple[list[float], list[float], int, str]], followers: int) -> list[str]:
