@@ -474,7 +474,7 @@ class ModelWorker:
         """Whether heavy chunks wait now for a live class's page being drawn (not a heavy session's own page), at
         most CLASS_HOLD_S at a time: past it one chunk goes, and the hold starts again. Called holding `_ready`."""
         if not PAGES.first() - self._heavy_seen.keys():
-            self._held_since = None
+            self._held_since, self._hold_spent = None, False
             return False
         if self._held_since is None:
             self._held_since, self._hold_spent = now, False

@@ -449,3 +449,23 @@ def test_a_chunk_stopped_for_class_hold_s_runs_to_its_end_though_the_class_goes_
         _until(lambda: len(steps) > going + 1000)
         done.set()
         _join([chunk])
+
+
+def test_a_chunk_started_once_the_class_went_quiet_stops_for_its_next_page(worker, monkeypatch) -> None:
+    """A spent hold lets one chunk run to its end, not the ones that start after the class's page was drawn."""
+    now = [1000.0]
+    monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
+    steps, done = [], threading.Event()
+    first = _stepping_chunk(worker, steps, done)
+    with worker_module.PAGES.running("teacher", first=True):
+        _until(lambda: worker._held_since is not None)
+        now[0] += worker_module.CLASS_HOLD_S  # spent: the first chunk runs to its end
+        done.set()
+        _join([first])
+    steps, done = [], threading.Event()
+    second = _stepping_chunk(worker, steps, done)  # started with no class page drawn
+    now[0] += 2 * worker_module.HOLD_POLL_S
+    with worker_module.PAGES.running("teacher", first=True):
+        _until(lambda: worker._held_since is not None)  # the next page holds it
+    done.set()
+    _join([second])
