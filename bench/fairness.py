@@ -17,8 +17,9 @@ a phase. In four phases — alone and beside the heavy tabs, each with the machi
 with other work (one `nice -n 0` busy loop a core, started by the bench) — it prints the teacher's page (send →
 the run finished) and the followers' follow (send → the follower's page holds the text) p50 / p95, and beside /
 alone at p95 for each (target: within 1.5× or 0.3 s), and each phase's teacher's page times as they came; one
-untimed change goes before the first phase. --sessions 0 measures the class alone, without the Explore students,
-and stops the heavy tabs when the class is measured.
+untimed change goes before the first phase. --sessions 0 measures the class alone, without the Explore students:
+after the beside phases it stops the heavy tabs and measures both alone phases again, and alone's p95 is then of
+the pages before and after together (the machine's other load drifts during a run; so it weighs on both sides).
 
     python bench/fairness.py [--sessions 20] [--sentences 3] [--model lm-english] [--lines 20] [--followers 15]
     python bench/fairness.py --sessions 0 --followers 15 --changes 5   # the class's four phases only
@@ -214,6 +215,12 @@ def class_report(rows: dict[str, tuple[list[float], list[float], int, str]], fol
             f"{common.percentile(follows, 50):.2f} / {p95[name][1]:.2f} s | {missed} | {load} |"
         )
     for cores in ("", " + busy cores"):
+        if f"alone again{cores}" in rows:  # alone before and after the heavy tabs: their pages together
+            before, after = rows[f"alone{cores}"], rows[f"alone again{cores}"]
+            p95[f"alone{cores}"] = (
+                common.percentile(before[0] + after[0], 95),
+                common.percentile(before[1] + after[1], 95),
+            )
         alone, beside = p95[f"alone{cores}"], p95[f"beside heavy{cores}"]
         lines.append(
             f"beside / alone{cores or ' (the machine as it is)'}: teacher's page p95 {within(beside[0], alone[0])}; "
@@ -222,9 +229,10 @@ def class_report(rows: dict[str, tuple[list[float], list[float], int, str]], fol
     return lines
 
 
-async def measure_class(url: str, args: argparse.Namespace, heavy: Heavy) -> dict[str, tuple]:
+async def measure_class(url: str, args: argparse.Namespace, heavy: Heavy, again: bool) -> dict[str, tuple]:
     """The class's four phases: alone, alone with busy cores, then (the heavy tabs running) beside them with busy
-    cores and as the machine is."""
+    cores and as the machine is; `again`: then the heavy tabs stopped and both alone phases again, so that the load
+    of the machine's other work, which drifts, weighs on alone as on beside."""
     room = LiveClass(url, args.model, args.followers)
     await room.open()
     rows = {}
@@ -249,9 +257,16 @@ async def measure_class(url: str, args: argparse.Namespace, heavy: Heavy) -> dic
         with BusyCores():
             await measured("beside heavy + busy cores")
         await measured("beside heavy")
+        if again:
+            heavy.stop.set()
+            await asyncio.to_thread(heavy.done.wait)
+            await measured("alone again")
+            with BusyCores():
+                await measured("alone again + busy cores")
     finally:
         await room.close()
-    return {name: rows[name] for name in ("alone", "beside heavy", "alone + busy cores", "beside heavy + busy cores")}
+    names = ["alone", "beside heavy", "alone + busy cores", "beside heavy + busy cores"]
+    return {name: rows[name] for name in names + (["alone again", "alone again + busy cores"] if again else [])}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -277,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
             heavy = Heavy(base, args.model, first, second, lines)
             alone = phase(url, args.model, args.sessions, args.sentences, seed=1) if args.sessions else []
             if args.followers:
-                rows = asyncio.run(measure_class(url, args, heavy))
+                rows = asyncio.run(measure_class(url, args, heavy, again=not args.sessions))
             else:
                 heavy.start()
             heavy.running.wait()
