@@ -40,6 +40,7 @@ import plotly.io as pio
 import torch
 from plotly.io.base_renderers import NotebookRenderer
 
+from analysis import seq2seq_tools
 from analysis.ablation import head_importance, rank_by_attribution, ranking_setup
 from analysis.agreement import agreement as _agreement
 from analysis.analyze import Request, analyze_many
@@ -63,6 +64,7 @@ from analysis.patching import WHATS, PairError, attribution_patch_runs, pair_ids
 from analysis.record import Analysis, Block
 from analysis.rollout import analysis_rollout
 from analysis.score_parts import pass_inputs, row_parts
+from analysis.seq2seq import Seq2SeqError, is_seq2seq
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
@@ -155,6 +157,11 @@ def analyze(
       mapped onto our model (inference.pretrained.objects, the loader its saved folder goes through), then as a
       checkpoint: the same Analysis as `atlas.load` of its folder, tokenized by the same rule
       (docs/published-models.md: a decoder reads bos + the text's tokens).
+    - A `transformers` encoder-decoder (Marian, BART, T5, any of q/k/v and an output projection) with its
+      `tokenizer`: run by its own forward where it is (analysis.seq2seq_tools), on the source and, as the
+      decoder's input after its start token, its greedy output (`generate`, one beam, up to `max_tokens`) or
+      `target` (read as its tokenizer reads a target, `text_target=`); every head of the encoder, the decoder
+      and the cross-attention, and each decoder position's top `k` predictions.
     - Any other `transformers` model (decoder-only or encoder-only) with its `tokenizer`: run once on the text
       with `output_attentions=True`, switched to eager attention for the call (sdpa and flash attention return no
       weights) and back after; then `from_huggingface`. A decoder-only model reads bos first here too.
@@ -197,6 +204,8 @@ def analyze(
         )
     if hasattr(model, "run_with_cache") and hasattr(model, "to_str_tokens"):
         found = [_transformer_lens(model, t) for t in texts]
+    elif is_seq2seq(model):
+        found = [_seq2seq_analysis(model, t, tokenizer, target, k, max_tokens) for t in texts]
     elif isinstance(model, torch.nn.Module) and hasattr(model, "config"):
         found = [_huggingface(model, t, tokenizer) for t in texts]
     else:
@@ -375,11 +384,6 @@ def _huggingface(hf_model: Any, text: str, tokenizer: Any) -> Analysis:
             "a Hugging Face model needs its tokenizer: atlas.analyze(model, text, "
             "tokenizer=AutoTokenizer.from_pretrained(...))"
         )
-    if getattr(hf_model.config, "is_encoder_decoder", False):
-        raise ValueError(
-            "an encoder-decoder needs its decoder's input too: run it with decoder_input_ids and "
-            "output_attentions=True, then atlas.from_huggingface(outputs, target_tokens, source_tokens=...)"
-        )
     inputs = tokenizer(text, return_tensors="pt")
     bos = getattr(hf_model.config, "bos_token_id", None)
     ids = inputs["input_ids"]
@@ -411,6 +415,14 @@ def _huggingface(hf_model: Any, text: str, tokenizer: Any) -> Analysis:
         )
     name = getattr(hf_model.config, "name_or_path", "") or type(hf_model).__name__
     return from_huggingface(outputs, tokens, name=name)
+
+
+def _seq2seq_analysis(hf_model: Any, text: str, tokenizer: Any, target: object, k: int, max_tokens: int) -> Analysis:
+    """A `transformers` encoder-decoder's Analysis (analysis.seq2seq_tools.analysis); its bad inputs one line."""
+    try:
+        return seq2seq_tools.analysis(hf_model, tokenizer, text, target, k, max_tokens)
+    except Seq2SeqError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _writes_text(hf_model: Any) -> bool:
@@ -870,14 +882,23 @@ def _parts_table(model: Checkpoint, analysis: Analysis, parts: Any) -> pd.DataFr
     return table
 
 
-def forced(model: Checkpoint, text: str, reference: str) -> pd.DataFrame:
+def forced(
+    model: Checkpoint | object, text: str, reference: str, *, tokenizer: object | None = None, device: str = "cpu"
+) -> pd.DataFrame:
     """Forced decoding, the Explore page's reference table: `reference` (a translator's reference translation of
     `text`, a language model's continuation of it) fed to the decoder token by token, and for each token (from 1)
     the probability the model gave it, its rank among the whole vocabulary (1: the model's own choice) and that
     choice with its probability. A translator's last row is the end of text. Raises InputError for an empty or too
-    long reference."""
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"forced takes a loaded model (atlas.load), not {type(model).__name__}")
+    long reference. `model`: a loaded checkpoint, a mapped `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX (or a
+    TransformerLens bridge of one) with `tokenizer`, run on `device`; or a `transformers` encoder-decoder (Marian,
+    BART, T5) with its `tokenizer`, run by its own forward where it is, the reference read as its tokenizer reads
+    a target (`text_target=`)."""
+    if is_seq2seq(model):
+        try:
+            return forced_frame(seq2seq_tools.forced_rows(model, tokenizer, text, reference))
+        except Seq2SeqError as exc:
+            raise ValueError(str(exc)) from None
+    model = _checkpoint(model, tokenizer, "forced", device)
     found = _forced(model, text, reference)
     table = forced_frame(found.rows)
     table.attrs["notes"] = found.notes

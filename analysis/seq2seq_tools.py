@@ -1,0 +1,279 @@
+"""The translator's tools on a `transformers` encoder-decoder run by its own forward (analysis.seq2seq): its
+Analysis (the source, and its greedy output or a given target, teacher-forced), forced decoding, any module's
+activation by path, and activation patching of a same-length source pair with the target held fixed."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from analysis.forced import ForcedRow
+from analysis.imported import TraceError, from_huggingface
+from analysis.record import Analysis
+from analysis.seq2seq import Seq2SeqError, greedy, hooked, layout, read_inputs, run, start_id
+from inference.prediction import Prediction
+
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """What one run reads: the source (1, S) and the decoder's input (1, T), its start token first; their pieces."""
+
+    source: Tensor
+    target: Tensor
+    source_pieces: list[str]
+    target_pieces: list[str]
+
+
+def _tokenizer(tokenizer: Any) -> Any:
+    if tokenizer is None or not callable(tokenizer) or not hasattr(tokenizer, "convert_ids_to_tokens"):
+        raise ValueError(
+            "a Hugging Face model needs its tokenizer: atlas.analyze(model, text, "
+            "tokenizer=AutoTokenizer.from_pretrained(...))"
+        )
+    return tokenizer
+
+
+def _context(model: nn.Module) -> int | None:
+    """The model's positions, where it has a bound (T5's relative positions have none)."""
+    found = (getattr(model.config, k, None) for k in CONTEXT_KEYS)
+    return next((v for v in found if isinstance(v, int) and not isinstance(v, bool)), None)
+
+
+def source_ids(model: nn.Module, tokenizer: Any, text: str) -> Tensor:
+    """`text` as the encoder reads it, (1, S); cut to the model's positions where it has a bound."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("the source is empty: give the text to translate")
+    ids = _tokenizer(tokenizer)(text, return_tensors="pt")["input_ids"]
+    context = _context(model)
+    return ids if context is None else ids[:, :context]
+
+
+def target_ids(
+    model: nn.Module, tokenizer: Any, source: Tensor, target: str | Sequence[int] | None, max_tokens: int
+) -> Tensor:
+    """The decoder's input (1, T): the model's greedy output for `source`; a target text as its tokenizer reads a
+    target (`text_target=`), after the decoder's start token; or ids given, the start token put first where
+    missing."""
+    start, context = start_id(model), _context(model)
+    if target is None:
+        ids = greedy(model, source, max_tokens if context is None else min(max_tokens, context - 1))
+    elif isinstance(target, str):
+        if not target.strip():
+            raise ValueError("the target is empty: give the output to hold, or leave target out (the greedy output)")
+        ids = [start, *_tokenizer(tokenizer)(text_target=target)["input_ids"]]
+    else:
+        ids = [int(i) for i in target]
+        ids = ids if ids and ids[0] == start else [start, *ids]
+    vocab = model.config.vocab_size
+    if not all(0 <= i < vocab for i in ids):
+        raise ValueError(f"target ids are 0 to {vocab - 1} for this model; these have others")
+    return torch.tensor([ids])
+
+
+def pair(model: nn.Module, tokenizer: Any, text: str, target: Any, max_tokens: int = 64) -> Pair:
+    source = source_ids(model, tokenizer, text)
+    decoder = target_ids(model, tokenizer, source, target, max_tokens)
+    pieces = tokenizer.convert_ids_to_tokens
+    return Pair(source, decoder, list(pieces(source[0].tolist())), list(pieces(decoder[0].tolist())))
+
+
+def _predictions(logits: Tensor, k: int, tokenizer: Any) -> tuple[tuple[Prediction, ...], ...]:
+    """Each decoder position's `k` likeliest next tokens, most probable first (equal ones by id)."""
+    probs = torch.softmax(logits.double(), dim=-1)
+    k = min(k, probs.shape[-1])
+    order = torch.argsort(-probs, dim=-1, stable=True)[:, :k]
+    rows = []
+    for row, ids in zip(probs, order.tolist(), strict=True):
+        names = tokenizer.convert_ids_to_tokens(ids)
+        rows.append(tuple(Prediction(str(n), i, float(row[i])) for n, i in zip(names, ids, strict=True)))
+    return tuple(rows)
+
+
+def analysis(
+    model: nn.Module, tokenizer: Any, text: str, target: Any = None, k: int = 5, max_tokens: int = 64
+) -> Analysis:
+    """The Analysis of `text` by an encoder-decoder: every head of the encoder, the decoder and the
+    cross-attention on the source and the decoder's input (its greedy output, or `target`), teacher-forced, and
+    each decoder position's top `k` predictions."""
+    found = pair(model, tokenizer, text, target, max_tokens)
+    outputs = run(model, found.source, found.target, attentions=True)
+    if outputs.cross_attentions is None or any(a is None for a in outputs.cross_attentions):
+        raise TraceError(f"{type(model).__name__} returned no attention weights, even with eager attention")
+    name = getattr(model.config, "name_or_path", "") or type(model).__name__
+    result = from_huggingface(outputs, found.target_pieces, source_tokens=found.source_pieces, name=name)
+    ids = found.target[0].tolist()
+    return dataclasses.replace(
+        result,
+        text=text,
+        target_ids=tuple(ids),
+        predictions=_predictions(outputs.logits[0].cpu(), k, tokenizer),
+        output_text=tokenizer.decode(ids, skip_special_tokens=True),
+    )
+
+
+def forced_rows(model: nn.Module, tokenizer: Any, text: str, reference: str) -> list[ForcedRow]:
+    """Forced decoding: `reference` fed to the decoder, and for each of its tokens the probability the model gave
+    it, its rank (1: the model's own choice) and that choice with its probability."""
+    found = pair(model, tokenizer, text, reference)
+    probs = torch.softmax(run(model, found.source, found.target).logits[0].double().cpu(), dim=-1)
+    ids = found.target[0].tolist()
+    rows = []
+    for step, token in enumerate(ids[1:]):
+        row = probs[step]
+        top = int(torch.argmax(row))
+        rank = int((row > row[token]).sum()) + 1
+        top_piece = tokenizer.convert_ids_to_tokens([top])[0]
+        piece = found.target_pieces[step + 1]
+        rows.append(ForcedRow(step + 1, token, piece, float(row[token]), rank, top, top_piece, float(row[top])))
+    return rows
+
+
+def activations(model: nn.Module, source: Tensor, target: Tensor, paths: Sequence[str]) -> dict[str, np.ndarray]:
+    """Each module's output at `paths` (the library's module paths, `model.named_modules()`), from one
+    teacher-forced pass: path → (T, …) of the one row, as float32."""
+    with hooked(model, read=list(paths)) as kept:
+        run(model, source, target)
+    return {p: kept[p][0].float().cpu().numpy() for p in paths}
+
+
+# --- patching a same-length source pair, the target held fixed ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Runs:
+    """The clean and corrupted runs one patching starts from: the pair's sources (1, S) and the target (1, T);
+    the decoder position measured, the tokens compared and each run's logit difference answer − versus; the
+    clean run's stream entering each layer (our layer name → (1, len, d)) and heads (our block name →
+    (1, T, heads × d_head), what enters the output projection)."""
+
+    clean: Tensor
+    corrupted: Tensor
+    target: Tensor
+    position: int
+    answer: int
+    versus: int
+    clean_diff: float
+    corrupted_diff: float
+    streams: dict[str, Tensor]
+    heads: dict[str, Tensor]
+
+
+def prepare(
+    model: nn.Module,
+    clean: Tensor,
+    corrupted: Tensor,
+    target: Tensor,
+    position: int | None,
+    answer: int | None,
+    versus: int | None,
+) -> Runs:
+    """The two runs, the position (None: the first decoder position whose top prediction differs between them)
+    and the tokens (None: each run's own top prediction there); Seq2SeqError when nothing differs."""
+    if clean.shape != corrupted.shape:
+        raise Seq2SeqError(
+            f"patching pairs source position with position: the sources are {clean.shape[1]} and "
+            f"{corrupted.shape[1]} tokens; change words for words of the same token count"
+        )
+    where = layout(model)
+    paths = [*where.layers.values(), *where.outputs.values()]
+    with read_inputs(model, paths) as kept:
+        clean_logits = run(model, clean, target).logits[0].double().cpu()
+    corrupted_logits = run(model, corrupted, target).logits[0].double().cpu()
+    tops = clean_logits.argmax(-1), corrupted_logits.argmax(-1)
+    if position is None:
+        differ = (tops[0] != tops[1]).nonzero()
+        if not len(differ) and (answer is None or versus is None):
+            raise Seq2SeqError(
+                "the two sources give the same top prediction at every target position: change the second "
+                "source, or name the position, the answer and the token to compare it with"
+            )
+        position = int(differ[0]) if len(differ) else target.shape[1] - 1
+    answer = int(tops[0][position]) if answer is None else answer
+    versus = int(tops[1][position]) if versus is None else versus
+    if answer == versus:
+        raise Seq2SeqError("the answer and the token it is compared with are the same: pick two tokens")
+    diff = lambda logits: float(logits[position, answer] - logits[position, versus])
+    streams = {name: kept[path] for name, path in where.layers.items()}
+    heads = {name: kept[path] for name, path in where.outputs.items()}
+    return Runs(
+        clean, corrupted, target, position, answer, versus, diff(clean_logits), diff(corrupted_logits), streams, heads
+    )
+
+
+def _patched_metric(model: nn.Module, runs: Runs, inputs: dict[str, Any], rows: int) -> np.ndarray:
+    with hooked(model, inputs=inputs):
+        logits = run(model, runs.corrupted.expand(rows, -1), runs.target.expand(rows, -1)).logits.double().cpu()
+    return (logits[:, runs.position, runs.answer] - logits[:, runs.position, runs.versus]).numpy()
+
+
+def patch_heads(model: nn.Module, runs: Runs, cells: Sequence[tuple[str, int]]) -> np.ndarray:
+    """The metric of the corrupted source with each cell's head ((block name, head)) output taken from the clean
+    run at every position, one batch row a cell."""
+    where = layout(model)
+    d_head = next(iter(runs.heads.values())).shape[-1] // where.n_heads
+    by_block: dict[str, list[tuple[int, int]]] = {}
+    for row, (block, head) in enumerate(cells):
+        by_block.setdefault(block, []).append((row, head))
+
+    def edit(block: str):
+        def apply(x: Tensor) -> Tensor:
+            x = x.clone()
+            for row, head in by_block[block]:
+                cut = slice(head * d_head, (head + 1) * d_head)
+                x[row, :, cut] = runs.heads[block][0, :, cut].to(x.dtype)
+            return x
+
+        return apply
+
+    return _patched_metric(model, runs, {where.outputs[b]: edit(b) for b in by_block}, len(cells))
+
+
+def patch_streams(model: nn.Module, runs: Runs, cells: Sequence[tuple[str, int]]) -> np.ndarray:
+    """The metric with each cell's stream ((layer name, position)) entering that layer taken from the clean run
+    at that one position, one batch row a cell."""
+    where = layout(model)
+    by_layer: dict[str, list[tuple[int, int]]] = {}
+    for row, (layer, position) in enumerate(cells):
+        by_layer.setdefault(layer, []).append((row, position))
+
+    def edit(layer: str):
+        def apply(x: Tensor) -> Tensor:
+            x = x.clone()
+            for row, position in by_layer[layer]:
+                x[row, position] = runs.streams[layer][0, position].to(x.dtype)
+            return x
+
+        return apply
+
+    return _patched_metric(model, runs, {where.layers[n]: edit(n) for n in by_layer}, len(cells))
+
+
+def patch_module(model: nn.Module, runs: Runs, path: str, positions: Sequence[int]) -> np.ndarray:
+    """The metric with the output of the module at `path` (any, by its library path) taken from the clean run at
+    each one of `positions` in turn, one batch row each."""
+    with hooked(model, read=[path]) as kept:
+        run(model, runs.clean, runs.target)
+    clean = kept[path]
+
+    def apply(x: Tensor) -> Tensor:
+        if x.shape[1:] != clean.shape[1:]:
+            raise Seq2SeqError(
+                f"{path}'s output is {tuple(x.shape[1:])} here and {tuple(clean.shape[1:])} in the clean run"
+            )
+        x = x.clone()
+        for row, position in enumerate(positions):
+            x[row, position] = clean[0, position].to(x.dtype)
+        return x
+
+    with hooked(model, outputs={path: apply}):
+        logits = run(model, runs.corrupted.expand(len(positions), -1), runs.target.expand(len(positions), -1)).logits
+    logits = logits.double().cpu()
+    return (logits[:, runs.position, runs.answer] - logits[:, runs.position, runs.versus]).numpy()

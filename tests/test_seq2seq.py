@@ -1,0 +1,111 @@
+"""`transformers` encoder-decoders (Marian, BART, T5) run by their own forward: `atlas.analyze` gives every head of
+the encoder, the decoder and the cross-attention on the source and the greedy output (or a given target), equal
+within 1e-5 to the library's eager pass computed here, and the translator's tools take them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import atlas
+
+transformers = pytest.importorskip("transformers")
+from seq2seq_models import FAMILIES, OTHER, SOURCE, TARGET, tiny, word_tokenizer  # noqa: E402
+
+TOL = 1e-5
+
+
+def eager_pass(model, source_ids, target_ids):
+    """The library's own eager forward with its attentions: what every number here is checked against."""
+    before = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            return model(
+                input_ids=torch.tensor([source_ids]),
+                decoder_input_ids=torch.tensor([target_ids]),
+                output_attentions=True,
+                return_dict=True,
+            )
+    finally:
+        model.set_attn_implementation(before)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return word_tokenizer()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_head_equals_the_eager_pass_on_the_greedy_output(family, tokenizer):
+    model = tiny(family)
+    analysis = atlas.analyze(model, SOURCE, tokenizer=tokenizer, max_tokens=6)
+    source = tokenizer(SOURCE)["input_ids"]
+    greedy = model.generate(
+        input_ids=torch.tensor([source]), do_sample=False, num_beams=1, max_new_tokens=6, min_new_tokens=1
+    )[0].tolist()
+    assert list(analysis.target_ids) == greedy
+    assert analysis.kind == "encoder-decoder"
+    assert analysis.attentions == ["encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"]
+    out = eager_pass(model, source, greedy)
+    stacks = {"encoder.self_attn": out.encoder_attentions, "decoder.self_attn": out.decoder_attentions}
+    stacks["decoder.cross_attn"] = out.cross_attentions
+    for attention, layers in stacks.items():
+        for layer, weights in enumerate(layers):
+            block = analysis.block(attention, layer)
+            np.testing.assert_allclose(block.weights, weights[0].numpy(), atol=TOL)
+    probs = torch.softmax(out.logits[0].double(), -1)
+    for position, row in enumerate(analysis.predictions):
+        assert row[0].id == int(probs[position].argmax())
+        assert abs(row[0].prob - float(probs[position].max())) < TOL
+    assert model.config._attn_implementation == "sdpa"  # switched back after the call
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_given_target_is_the_decoder_input_after_the_start_token(family, tokenizer):
+    model = tiny(family)
+    analysis = atlas.analyze(model, SOURCE, tokenizer=tokenizer, target=TARGET)
+    start = model.config.decoder_start_token_id
+    expected = [start, *tokenizer(text_target=TARGET)["input_ids"]]
+    assert list(analysis.target_ids) == expected
+    assert analysis.target_pieces[1:3] == ("die", "Katze")
+    out = eager_pass(model, tokenizer(SOURCE)["input_ids"], expected)
+    cross = analysis.block("decoder.cross_attn", 1).weights
+    np.testing.assert_allclose(cross, out.cross_attentions[1][0].numpy(), atol=TOL)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_views_draw_an_encoder_decoder(family, tokenizer):
+    analysis = atlas.analyze(tiny(family), SOURCE, tokenizer=tokenizer, target=TARGET)
+    for figure in (
+        atlas.head(analysis, 2, 1),
+        atlas.heads(analysis),
+        atlas.paper(analysis, 1),
+        atlas.rollout(analysis, attention="decoder.cross_attn"),
+        atlas.mask(analysis),
+    ):
+        assert figure.data
+    assert len(atlas.head_stats(analysis)) == 3 * 2 * 2
+    assert len(atlas.detect_heads(analysis, pattern="previous token")) == 2 * 2 * 2
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_forced_decoding_gives_the_libraries_probabilities(family, tokenizer):
+    model = tiny(family)
+    table = atlas.forced(model, SOURCE, TARGET, tokenizer=tokenizer)
+    target = [model.config.decoder_start_token_id, *tokenizer(text_target=TARGET)["input_ids"]]
+    probs = torch.softmax(eager_pass(model, tokenizer(SOURCE)["input_ids"], target).logits[0].double(), -1)
+    assert len(table) == len(target) - 1
+    for step, token in enumerate(target[1:]):
+        assert abs(table["probability"][step] - float(probs[step, token])) < TOL
+        assert table["rank"][step] == int((probs[step] > probs[step, token]).sum()) + 1
+
+
+def test_an_encoder_decoder_without_its_tokenizer_is_one_line(tokenizer):
+    with pytest.raises(ValueError, match=r"^a Hugging Face model needs its tokenizer") as caught:
+        atlas.analyze(tiny("bart"), SOURCE)
+    assert "\n" not in str(caught.value)
+    with pytest.raises(ValueError, match=r"^the target is empty"):
+        atlas.analyze(tiny("bart"), SOURCE, tokenizer=tokenizer, target=" ")
+    assert OTHER  # the pair the patching tests use
