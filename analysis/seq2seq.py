@@ -220,13 +220,14 @@ def read_inputs(model: nn.Module, paths: Sequence[str]) -> contextlib.AbstractCo
     return block()
 
 
-def run(model: nn.Module, source: Tensor, target: Tensor, *, attentions: bool = False, hidden: bool = False) -> Any:
+def run(hf_model: nn.Module, source: Tensor, target: Tensor, *, attentions: bool = False, hidden: bool = False) -> Any:
     """The model's teacher-forced pass: `source` (B, S) to the encoder, `target` (B, T) as the decoder's input,
-    no gradient; eager attention when `attentions` (the weights returned)."""
-    device = next(model.parameters()).device
+    no gradient; eager attention when `attentions` (the weights returned). Named `hf_model`: a foreign model,
+    run by its own forward, not one of ours (which run through model.forward, tests/test_forward.py)."""
+    device = next(hf_model.parameters()).device
     options = {"output_attentions": attentions, "output_hidden_states": hidden, "return_dict": True}
-    with torch.no_grad(), eager(model) if attentions else contextlib.nullcontext():
-        return model(input_ids=source.to(device), decoder_input_ids=target.to(device), use_cache=False, **options)
+    with torch.no_grad(), eager(hf_model) if attentions else contextlib.nullcontext():
+        return hf_model(input_ids=source.to(device), decoder_input_ids=target.to(device), use_cache=False, **options)
 
 
 def greedy(model: nn.Module, source: Tensor, max_tokens: int) -> list[int]:

@@ -15,6 +15,7 @@ from torch import Tensor, nn
 
 from analysis.forced import ForcedRow
 from analysis.imported import TraceError, from_huggingface
+from analysis.patching import BATCH, PairError, SourcePatching, choose_position, normalise_cells
 from analysis.record import Analysis
 from analysis.seq2seq import Seq2SeqError, greedy, hooked, layout, read_inputs, run, start_id
 from inference.prediction import Prediction
@@ -176,9 +177,9 @@ def prepare(
     versus: int | None,
 ) -> Runs:
     """The two runs, the position (None: the first decoder position whose top prediction differs between them)
-    and the tokens (None: each run's own top prediction there); Seq2SeqError when nothing differs."""
+    and the tokens (None: each run's own top prediction there); PairError when nothing differs."""
     if clean.shape != corrupted.shape:
-        raise Seq2SeqError(
+        raise PairError(
             f"patching pairs source position with position: the sources are {clean.shape[1]} and "
             f"{corrupted.shape[1]} tokens; change words for words of the same token count"
         )
@@ -187,19 +188,7 @@ def prepare(
     with read_inputs(model, paths) as kept:
         clean_logits = run(model, clean, target).logits[0].double().cpu()
     corrupted_logits = run(model, corrupted, target).logits[0].double().cpu()
-    tops = clean_logits.argmax(-1), corrupted_logits.argmax(-1)
-    if position is None:
-        differ = (tops[0] != tops[1]).nonzero()
-        if not len(differ) and (answer is None or versus is None):
-            raise Seq2SeqError(
-                "the two sources give the same top prediction at every target position: change the second "
-                "source, or name the position, the answer and the token to compare it with"
-            )
-        position = int(differ[0]) if len(differ) else target.shape[1] - 1
-    answer = int(tops[0][position]) if answer is None else answer
-    versus = int(tops[1][position]) if versus is None else versus
-    if answer == versus:
-        raise Seq2SeqError("the answer and the token it is compared with are the same: pick two tokens")
+    position, answer, versus = choose_position(clean_logits, corrupted_logits, position, answer, versus)
     diff = lambda logits: float(logits[position, answer] - logits[position, versus])
     streams = {name: kept[path] for name, path in where.layers.items()}
     heads = {name: kept[path] for name, path in where.outputs.items()}
@@ -277,3 +266,41 @@ def patch_module(model: nn.Module, runs: Runs, path: str, positions: Sequence[in
         logits = run(model, runs.corrupted.expand(len(positions), -1), runs.target.expand(len(positions), -1)).logits
     logits = logits.double().cpu()
     return (logits[:, runs.position, runs.answer] - logits[:, runs.position, runs.versus]).numpy()
+
+
+def cells(model: nn.Module, runs: Runs, what: str) -> list[tuple[str, int]]:
+    """What `what` patches, in our names: (block name, head) for "heads", (layer name, position) for "residual"."""
+    if what == "heads":
+        return [(name, h) for name in runs.heads for h in range(layout(model).n_heads)]
+    if what == "residual":
+        return [(name, i) for name, stream in runs.streams.items() for i in range(stream.shape[1])]
+    raise ValueError(f"what is one of 'heads', 'residual', not {what!r}")
+
+
+def patch_source(model: nn.Module, runs: Runs, what: str = "heads", batch: int = BATCH) -> SourcePatching:
+    """Every head of both stacks, or the stream entering every layer of both stacks at each position, patched from
+    the clean source's run into the corrupted one's, the target held fixed; normalised as analysis.patching does."""
+    todo = cells(model, runs, what)
+    patched = patch_heads if what == "heads" else patch_streams
+    values = np.concatenate([patched(model, runs, todo[i : i + batch]) for i in range(0, len(todo), batch)])
+    return normalise_cells(
+        what, todo, values, runs.position, runs.answer, runs.versus, runs.clean_diff, runs.corrupted_diff
+    )
+
+
+def token_of(tokenizer: Any, token: int | str, vocab: int) -> int:
+    """A token named by its id, its piece, or a word its tokenizer reads as one piece (its end token aside)."""
+    if isinstance(token, bool) or not isinstance(token, int | str):
+        raise TypeError(f"a token is an id (int) or a piece or word (str), not {type(token).__name__}")
+    if isinstance(token, int):
+        if not 0 <= token < vocab:
+            raise ValueError(f"token id {token} is outside the vocabulary (0..{vocab - 1})")
+        return token
+    found = tokenizer.convert_tokens_to_ids(token)
+    if isinstance(found, int) and found != getattr(tokenizer, "unk_token_id", None):
+        return found
+    ids = tokenizer(token, add_special_tokens=False)["input_ids"]
+    if len(ids) == 1:
+        return int(ids[0])
+    read = " + ".join(tokenizer.convert_ids_to_tokens(ids)) or "nothing"
+    raise ValueError(f"{token!r} is not one token of this model: it reads as {read}; give one piece, or an id")

@@ -60,7 +60,16 @@ from analysis.fork import fork as _fork
 from analysis.imported import MAX_FILE_BYTES, TraceError, from_arrays, from_huggingface, from_transformer_lens
 from analysis.imported import read_trace as _read_trace
 from analysis.induction import measure
-from analysis.patching import WHATS, PairError, attribution_patch_runs, pair_ids, patch_runs, prepare_ids
+from analysis.patching import (
+    WHATS,
+    PairError,
+    attribution_patch_runs,
+    pair_ids,
+    patch_runs,
+    patch_translator,
+    prepare_ids,
+    prepare_translator,
+)
 from analysis.record import Analysis, Block
 from analysis.rollout import analysis_rollout
 from analysis.score_parts import pass_inputs, row_parts
@@ -71,7 +80,8 @@ from inference.decoding import Sampling
 from inference.files import SourceError, check_target, read_source, user_path, write_file
 from inference.pretrained.objects import LOADERS as OBJECT_LOADERS
 from inference.pretrained.objects import from_transformers, is_transformers_model
-from inference.text import InputError, clean_text, encode_prefix
+from inference.text import InputError, clean_text, encode_prefix, encode_source
+from model.names import attention_type, parse_block_name
 from viz.agreement import agreement_frame
 from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, parts_frame
 from viz.circuits import composition_heatmap, composition_table
@@ -999,6 +1009,8 @@ def patch(
     what: str = "heads",
     approximate: bool = False,
     *,
+    target: str | Sequence[int] | None = None,
+    position: int | None = None,
     tokenizer: object | None = None,
     device: str = "cpu",
 ) -> go.Figure:
@@ -1006,7 +1018,18 @@ def patch(
     run again with each head's output (`what="heads"`) or the stream entering each layer at each position
     (`"residual"`) taken from `clean`'s run; the grid shows how much of the logit difference `answer` − `versus`
     each patch restores (1: all, 0: none). `answer` defaults to the clean text's top guess, `versus` to the
-    corrupted one's (ids, pieces or one-piece words). `approximate`: attribution patching, one backward pass."""
+    corrupted one's (ids, pieces or one-piece words). `approximate`: attribution patching, one backward pass.
+
+    A translator (a loaded one, or a `transformers` encoder-decoder with its `tokenizer`): `clean` and `corrupted`
+    are two sources of the same token count and the decoder reads one `target` for both (None: the clean source's
+    own output), teacher-forced; the logits compared are at decoder `position` (from 1; None: the first where the
+    two sources' top predictions differ); every head of both stacks, or the stream entering every layer of both
+    stacks at each of its positions, is patched (`translator_patch_scores`)."""
+    if _is_translator(model):
+        found, labels = _translator_patching(
+            model, clean, corrupted, answer, versus, what, approximate, target, position, tokenizer, device
+        )
+        return _translator_figure(found, labels)
     model = _checkpoint(model, tokenizer, "patch", device)
     result, labels = _patched(model, clean, corrupted, answer, versus, what, approximate, "patch")
     named = [display_piece(p) for p in model.tokenizer.pieces([result.answer, result.versus])]
@@ -1022,6 +1045,8 @@ def patch_scores(
     what: str = "heads",
     approximate: bool = False,
     *,
+    target: str | Sequence[int] | None = None,
+    position: int | None = None,
     tokenizer: object | None = None,
     device: str = "cpu",
 ) -> pd.DataFrame | list[pd.DataFrame]:
@@ -1030,7 +1055,16 @@ def patch_scores(
     and corrupted texts, as long as each other, give a list of tables, one per pair, in order: pair by pair, not
     stacked into one batch, since a pair's patched runs already fill batches of their own (analysis.patching.BATCH
     rows per pass, all on that pair's corrupted text with that pair's clean activations patched in); stacking
-    pairs would save at most one pass per pair and pad every patched run to the longest pair."""
+    pairs would save at most one pass per pair and pad every patched run to the longest pair.
+
+    A translator's pair (`patch`'s `target` and `position`): one row per head of every attention of both stacks
+    ("attention", "layer", "head") or per layer of both stacks and position of its input ("stack", "layer",
+    "position", "token"), the share restored, the largest first; `.attrs` also holds the position (from 1)."""
+    if _is_translator(model):
+        found, labels = _translator_patching(
+            model, clean, corrupted, answer, versus, what, approximate, target, position, tokenizer, device
+        )
+        return _translator_table(found, labels)
     model = _checkpoint(model, tokenizer, "patch_scores", device)
     if not (isinstance(clean, str) or _is_ids(clean)) or not (isinstance(corrupted, str) or _is_ids(corrupted)):
         cleans, corrupteds = _texts(clean, "patch_scores"), _texts(corrupted, "patch_scores")
@@ -1046,6 +1080,124 @@ def patch_scores(
     table.attrs |= {"answer": answer_piece, "versus": versus_piece, "clean": result.clean}
     table.attrs |= {"corrupted": result.corrupted, "approximate": result.approximate}
     return table
+
+
+# --- a translator's source pair, the target held fixed ------------------------------------------------------------
+
+
+def _is_translator(model: object) -> bool:
+    """A loaded encoder-decoder, or a `transformers` one (run by its own forward)."""
+    return is_seq2seq(model) or (isinstance(model, Checkpoint) and model.config.has_cross_attention)
+
+
+@dataclass(frozen=True)
+class _PairLabels:
+    """The pieces a translator's patching reads, for its table and figure: `pair_labels` of the two sources, the
+    target's, and the two tokens compared."""
+
+    source: list[str]
+    target: list[str]
+    answer: str
+    versus: str
+
+
+def _translator_patching(
+    model, clean, corrupted, answer, versus, what, approximate, target, position, tokenizer, device
+):
+    """A translator's SourcePatching (analysis.patching for ours, analysis.seq2seq_tools for a transformers
+    one) and its labels; every bad input a ValueError of one line."""
+    if approximate:
+        raise ValueError(
+            "attribution patching approximates a language model's heads; a translator's pair is patched run by "
+            "run: leave approximate out"
+        )
+    if what not in WHATS:
+        raise ValueError(f"what is one of {', '.join(map(repr, WHATS))}, not {what!r}")
+    if not isinstance(clean, str) or not isinstance(corrupted, str):
+        raise TypeError("a translator's patching pairs two source texts (str)")
+    if position is not None and (isinstance(position, bool) or not isinstance(position, Integral) or position < 1):
+        raise ValueError(f"position is a decoder position counted from 1, not {position!r}")
+    asked = None if position is None else int(position) - 1
+    try:
+        if is_seq2seq(model):
+            if _device(device).type != "cpu":
+                raise ValueError(
+                    "device= moves the models this app maps; a library's own model runs where it is: model.to()"
+                )
+            pair = [seq2seq_tools.source_ids(model, tokenizer, t) for t in (clean, corrupted)]
+            decoder = seq2seq_tools.target_ids(model, tokenizer, pair[0], target, 64)
+            chosen = [
+                None if t is None else seq2seq_tools.token_of(tokenizer, t, model.config.vocab_size)
+                for t in (answer, versus)
+            ]
+            runs = seq2seq_tools.prepare(model, *pair, decoder, asked, *chosen)
+            found = seq2seq_tools.patch_source(model, runs, what)
+            pieces = tokenizer.convert_ids_to_tokens
+        else:
+            ckpt = _checkpoint(model, tokenizer, "patch", device)
+            notes: list[str] = []
+            pair = [torch.tensor([encode_source(ckpt, clean_text(t).text, notes)]) for t in (clean, corrupted)]
+            if target is None:
+                ids = list(_analyze(ckpt, clean).target_ids)
+            elif isinstance(target, str):
+                ids = encode_prefix(ckpt, clean_text(target).text, notes)
+            else:
+                ids = [int(i) for i in target]
+            _warn_cut(notes)
+            chosen = [None if t is None else token_id(ckpt, t) for t in (answer, versus)]
+            runs = prepare_translator(ckpt, *pair, torch.tensor([ids]), asked, *chosen)
+            found = patch_translator(ckpt, runs, what)
+            decoder = runs.target
+            pieces = ckpt.tokenizer.pieces
+    except Seq2SeqError as exc:
+        raise ValueError(str(exc)) from None
+    shown = lambda ids: [display_piece(p) for p in pieces(list(ids))]
+    labels = _PairLabels(
+        pair_labels(shown(pair[0][0].tolist()), shown(pair[1][0].tolist())),
+        pair_labels(*[shown(decoder[0].tolist())] * 2),
+        *shown([found.answer, found.versus]),
+    )
+    return found, labels
+
+
+def _translator_rows(found, labels: _PairLabels) -> list[dict[str, Any]]:
+    rows = []
+    for (name, i), score in zip(found.cells, found.scores, strict=True):
+        if found.what == "heads":
+            stack, layer, _ = parse_block_name(name)
+            rows.append(
+                {"attention": attention_type(name), "layer": layer + 1, "head": i + 1, "restored": float(score)}
+            )
+        else:
+            stack, layer, _ = parse_block_name(f"{name}.self_attn")  # every layer of both stacks has one
+            token = (labels.source if stack == "encoder" else labels.target)[i]
+            rows.append(
+                {"stack": stack, "layer": layer + 1, "position": i + 1, "token": token, "restored": float(score)}
+            )
+    return rows
+
+
+def _translator_table(found, labels: _PairLabels) -> pd.DataFrame:
+    table = pd.DataFrame(_translator_rows(found, labels))
+    table = table.sort_values("restored", ascending=False, kind="stable").reset_index(drop=True)
+    table.attrs |= {"answer": labels.answer, "versus": labels.versus, "clean": found.clean}
+    table.attrs |= {"corrupted": found.corrupted, "approximate": False, "position": found.position + 1}
+    return table
+
+
+def _translator_figure(found, labels: _PairLabels) -> go.Figure:
+    """One row per block (heads) or per layer (residual) of both stacks, NaN where a stack has no such column."""
+    rows = _translator_rows(found, labels)
+    side = "attention" if found.what == "heads" else "stack"
+    across = "head" if found.what == "heads" else "position"
+    names = list(dict.fromkeys((r[side], r["layer"]) for r in rows))
+    width = max(r[across] for r in rows)
+    grid = np.full((len(names), width), np.nan)
+    for r in rows:
+        grid[names.index((r[side], r["layer"])), r[across] - 1] = r["restored"]
+    title = patching_title(found.what, labels.answer, labels.versus, False)
+    positions = [str(i + 1) for i in range(width)]
+    return patching_heatmap(grid, found.what, positions, title, rows=[f"{a} {layer}" for a, layer in names])
 
 
 # --- do the explanations agree? ----------------------------------------------------------------------------------
