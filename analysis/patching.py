@@ -436,6 +436,17 @@ def run_translator_cells(
     return (logits[:, runs.position, runs.answer] - logits[:, runs.position, runs.versus]).double().cpu().numpy()
 
 
+def only_cells(cells: list[tuple[str, int]], only: str | None) -> list[tuple[str, int]]:
+    """`cells` of the one block or layer `only` (all for None); ValueError naming the names there are."""
+    if only is None:
+        return cells
+    kept = [c for c in cells if c[0] == only]
+    if not kept:
+        names = list(dict.fromkeys(c[0] for c in cells))
+        raise ValueError(f"this model has no {only!r} to patch: it has {', '.join(names[:3])} … {names[-1]}")
+    return kept
+
+
 def normalise_cells(what: str, cells: list, values: np.ndarray, position: int, answer, versus, clean, corrupted):
     """Every cell's metric as a SourcePatching: (value − corrupted) / (clean − corrupted)."""
     span = clean - corrupted
@@ -445,10 +456,13 @@ def normalise_cells(what: str, cells: list, values: np.ndarray, position: int, a
     return SourcePatching(what, tuple(cells), scores, position, answer, versus, clean, corrupted)
 
 
-def patch_translator(ckpt: Checkpoint, runs: TranslatorRuns, what: str = "heads", batch: int = BATCH) -> SourcePatching:
+def patch_translator(
+    ckpt: Checkpoint, runs: TranslatorRuns, what: str = "heads", batch: int = BATCH, only: str | None = None
+) -> SourcePatching:
     """Patch every head of both stacks (`what="heads"`) or the stream entering every layer of both stacks at each
-    position (`"residual"`) from the clean source's run into the corrupted one's, the target held fixed."""
-    todo = translator_cells(runs, what, ckpt.config.n_heads)
+    position (`"residual"`) from the clean source's run into the corrupted one's, the target held fixed; `only`:
+    that one block's heads, or that one layer's positions (its name)."""
+    todo = only_cells(translator_cells(runs, what, ckpt.config.n_heads), only)
     values = np.concatenate(
         [run_translator_cells(ckpt, runs, what, todo[i : i + batch]) for i in range(0, len(todo), batch)]
     )

@@ -15,9 +15,9 @@ from torch import Tensor, nn
 
 from analysis.forced import ForcedRow
 from analysis.imported import TraceError, from_huggingface
-from analysis.patching import BATCH, PairError, SourcePatching, choose_position, normalise_cells
+from analysis.patching import BATCH, PairError, SourcePatching, choose_position, normalise_cells, only_cells
 from analysis.record import Analysis
-from analysis.seq2seq import Seq2SeqError, greedy, hooked, layout, read_inputs, run, start_id
+from analysis.seq2seq import Seq2SeqError, greedy, hooked, layout, module, read_inputs, run, start_id
 from inference.prediction import Prediction
 
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions")
@@ -277,10 +277,12 @@ def cells(model: nn.Module, runs: Runs, what: str) -> list[tuple[str, int]]:
     raise ValueError(f"what is one of 'heads', 'residual', not {what!r}")
 
 
-def patch_source(model: nn.Module, runs: Runs, what: str = "heads", batch: int = BATCH) -> SourcePatching:
+def patch_source(
+    model: nn.Module, runs: Runs, what: str = "heads", batch: int = BATCH, only: str | None = None
+) -> SourcePatching:
     """Every head of both stacks, or the stream entering every layer of both stacks at each position, patched from
     the clean source's run into the corrupted one's, the target held fixed; normalised as analysis.patching does."""
-    todo = cells(model, runs, what)
+    todo = only_cells(cells(model, runs, what), only)
     patched = patch_heads if what == "heads" else patch_streams
     values = np.concatenate([patched(model, runs, todo[i : i + batch]) for i in range(0, len(todo), batch)])
     return normalise_cells(
@@ -304,3 +306,20 @@ def token_of(tokenizer: Any, token: int | str, vocab: int) -> int:
         return int(ids[0])
     read = " + ".join(tokenizer.convert_ids_to_tokens(ids)) or "nothing"
     raise ValueError(f"{token!r} is not one token of this model: it reads as {read}; give one piece, or an id")
+
+
+def module_or_error(model: nn.Module, path: str) -> nn.Module:
+    """The module at the library path `path`: ValueError of one line naming near ones when there is none."""
+    try:
+        return module(model, path)
+    except Seq2SeqError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def output_positions(model: nn.Module, runs: Runs, path: str) -> int:
+    """How many positions the output of the module at `path` has on the clean run (its stack's length)."""
+    with hooked(model, read=[path]) as kept:
+        run(model, runs.clean, runs.target)
+    if kept[path].dim() < 3:
+        raise ValueError(f"{path}'s output is {tuple(kept[path].shape)}: patching puts in one position at a time")
+    return kept[path].shape[1]

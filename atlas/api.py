@@ -64,16 +64,19 @@ from analysis.patching import (
     WHATS,
     PairError,
     attribution_patch_runs,
+    normalise_cells,
     pair_ids,
     patch_runs,
     patch_translator,
     prepare_ids,
     prepare_translator,
+    run_cells,
 )
 from analysis.record import Analysis, Block
 from analysis.rollout import analysis_rollout
 from analysis.score_parts import pass_inputs, row_parts
 from analysis.seq2seq import Seq2SeqError, is_seq2seq
+from analysis.seq2seq import layout as seq2seq_layout
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
@@ -81,7 +84,8 @@ from inference.files import SourceError, check_target, read_source, user_path, w
 from inference.pretrained.objects import LOADERS as OBJECT_LOADERS
 from inference.pretrained.objects import from_transformers, is_transformers_model
 from inference.text import InputError, clean_text, encode_prefix, encode_source
-from model.names import attention_type, parse_block_name
+from model.forward import forward
+from model.names import attention_type, layer_name, parse_block_name
 from viz.agreement import agreement_frame
 from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, parts_frame
 from viz.circuits import composition_heatmap, composition_table
@@ -102,6 +106,7 @@ from viz.tables import heads_frame, position_labels, ranking_frame
 __all__ = [
     "AnalysisWarning",
     "TraceError",
+    "activations",
     "analyze",
     "composition",
     "composition_scores",
@@ -1025,8 +1030,11 @@ def patch(
     own output), teacher-forced; the logits compared are at decoder `position` (from 1; None: the first where the
     two sources' top predictions differ); every head of both stacks, or the stream entering every layer of both
     stacks at each of its positions, is patched (`translator_patch_scores`)."""
+    if isinstance(what, str) and what not in WHATS and not approximate:
+        table = _path_patching(model, clean, corrupted, answer, versus, what, target, position, tokenizer, device)
+        return _path_figure(table)
     if _is_translator(model):
-        found, labels = _translator_patching(
+        found, labels, _ = _translator_patching(
             model, clean, corrupted, answer, versus, what, approximate, target, position, tokenizer, device
         )
         return _translator_figure(found, labels)
@@ -1059,9 +1067,17 @@ def patch_scores(
 
     A translator's pair (`patch`'s `target` and `position`): one row per head of every attention of both stacks
     ("attention", "layer", "head") or per layer of both stacks and position of its input ("stack", "layer",
-    "position", "token"), the share restored, the largest first; `.attrs` also holds the position (from 1)."""
+    "position", "token"), the share restored, the largest first; `.attrs` also holds the position (from 1).
+
+    `what` a module path patches that one activation (`activations` reads them): an attention block of ours
+    ("decoder.layers.1.self_attn": each of its heads), a layer's "….resid_pre" or "….resid_post" (each
+    position; the last layer's output goes through the final norm and is not patched); for a `transformers`
+    encoder-decoder also any of its own modules ("model.encoder.layers.0.fc2": its output at each position). One
+    row per head or position; `.attrs["patched"]` names the path."""
+    if isinstance(what, str) and what not in WHATS and not approximate:
+        return _path_patching(model, clean, corrupted, answer, versus, what, target, position, tokenizer, device)
     if _is_translator(model):
-        found, labels = _translator_patching(
+        found, labels, _ = _translator_patching(
             model, clean, corrupted, answer, versus, what, approximate, target, position, tokenizer, device
         )
         return _translator_table(found, labels)
@@ -1079,6 +1095,131 @@ def patch_scores(
     answer_piece, versus_piece = model.tokenizer.pieces([result.answer, result.versus])
     table.attrs |= {"answer": answer_piece, "versus": versus_piece, "clean": result.clean}
     table.attrs |= {"corrupted": result.corrupted, "approximate": result.approximate}
+    return table
+
+
+# --- any recorded activation, by its module path -----------------------------------------------------------------
+
+
+def activations(
+    model: Checkpoint | object,
+    text: str,
+    *,
+    names: Sequence[str] | None = None,
+    target: str | None = None,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> dict[str, np.ndarray]:
+    """Every activation one pass of `text` recorded, by its module path, as arrays of the one text (positions
+    first): for a loaded checkpoint (or a mapped `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX, or a
+    TransformerLens bridge of one, with `tokenizer`, on `device`) the trace's names (model.trace.Trace.activations:
+    `decoder.layers.0.resid_pre`, `….self_attn.out`, `….feed_forward.hidden`, `decoder.output` …), a translator's
+    on the pass `analyze` makes (its own output, or `target`); for a `transformers` encoder-decoder with its
+    `tokenizer` the outputs of the modules at `names` as `model.named_modules()` names them (default: every
+    layer's), on the pass `analyze` makes. `names` keeps those only, in that order; a name the pass does not
+    have is a ValueError that names some it has. `patch_scores(..., what=name)` patches one of them."""
+    if names is not None and (isinstance(names, str) or not all(isinstance(n, str) for n in names)):
+        raise TypeError("names is a list of module paths (str), or None for all")
+    if is_seq2seq(model):
+        try:
+            found = seq2seq_tools.pair(model, tokenizer, text, target)
+            paths = list(names) if names is not None else list(seq2seq_layout(model).layers.values())
+            return seq2seq_tools.activations(model, found.source, found.target, paths)
+        except Seq2SeqError as exc:
+            raise ValueError(str(exc)) from None
+    model = _checkpoint(model, tokenizer, "activations", device)
+    analysis = _analyze(model, text, target=target)
+    ids, source = pass_inputs(model, analysis.text, analysis.target_ids)
+    with torch.inference_mode():
+        _, trace = forward(model.model, ids, source, record=False, activations=True)
+    recorded = trace.activations
+    chosen = list(recorded) if names is None else list(names)
+    missing = [n for n in chosen if n not in recorded]
+    if missing:
+        raise ValueError(f"{model.name} records no {missing[0]!r}: it records {', '.join(list(recorded)[:4])} …")
+    return {n: recorded[n][0].float().cpu().numpy() for n in chosen}
+
+
+def _our_name(what: str) -> tuple[str, str]:
+    """A module path of ours as what it patches: ("heads", block name) for an attention block, ("residual", layer
+    name) for a layer's input (`resid_pre`) or output (`resid_post`: the next layer's input); ("", what) else."""
+    for suffix, step in ((".resid_pre", 0), (".resid_post", 1)):
+        if what.endswith(suffix):
+            try:
+                stack, layer, _ = parse_block_name(f"{what.removesuffix(suffix)}.self_attn")  # every layer has one
+            except ValueError:
+                return "", what
+            return "residual", layer_name(stack, layer + step)
+    try:
+        parse_block_name(what)
+    except ValueError:
+        return "", what
+    return "heads", what
+
+
+PATCHABLE = "an attention block (decoder.layers.1.self_attn), or a layer's resid_pre or resid_post"
+
+
+def _path_patching(model, clean, corrupted, answer, versus, what, target, position, tokenizer, device):
+    """`patch_scores(..., what=path)`: the patch of one module path at each head or position, as a table."""
+    kind, name = _our_name(what)
+    library = is_seq2seq(model) and not kind
+    if library:
+        seq2seq_tools.module_or_error(model, what)
+    elif not kind:
+        raise ValueError(f"what is 'heads', 'residual' or a module path: {PATCHABLE}; not {what!r}")
+    if _is_translator(model):
+        found, labels, runs = _translator_patching(
+            model,
+            clean,
+            corrupted,
+            answer,
+            versus,
+            "heads" if library else kind,
+            False,
+            target,
+            position,
+            tokenizer,
+            device,
+            only=None if library else name,
+        )
+        if library:
+            positions = seq2seq_tools.output_positions(model, runs, what)
+            values = seq2seq_tools.patch_module(model, runs, what, range(positions))
+            found = normalise_cells(
+                "residual",
+                [(what, p) for p in range(positions)],
+                values,
+                runs.position,
+                runs.answer,
+                runs.versus,
+                runs.clean_diff,
+                runs.corrupted_diff,
+            )
+        table = _translator_table(found, labels)
+    else:
+        ckpt = _checkpoint(model, tokenizer, "patch_scores", device)
+        pair = _pair(ckpt, clean, corrupted, "patch_scores")
+        chosen = [None if t is None else token_id(ckpt, t) for t in (answer, versus)]
+        runs = prepare_ids(ckpt, *pair, *chosen)
+        layers = len(runs.streams)
+        stack, layer, _ = parse_block_name(name if kind == "heads" else f"{name}.self_attn")
+        if stack != "decoder" or layer >= layers:
+            raise ValueError(f"{ckpt.name} has no {what!r} to patch: {PATCHABLE}, of its decoder layers 1 to {layers}")
+        across = ckpt.config.n_heads if kind == "heads" else pair[0].shape[1]
+        values = run_cells(ckpt, runs, kind, [(layer, i) for i in range(across)])
+        span = runs.clean - runs.corrupted
+        if abs(span) < 1e-9:
+            raise PairError("the two texts give the same logit difference: there is nothing for a patch to restore")
+        shown = pair_labels(*[[display_piece(p) for p in ckpt.tokenizer.pieces(i[0].tolist())] for i in pair])
+        cross = "head" if kind == "heads" else "position"
+        table = pd.DataFrame({cross: range(1, across + 1), "restored": (values - runs.corrupted) / span})
+        if kind != "heads":
+            table.insert(1, "token", shown)
+        table = table.sort_values("restored", ascending=False, kind="stable").reset_index(drop=True)
+        table.attrs |= {"clean": runs.clean, "corrupted": runs.corrupted}
+        table.attrs |= dict(zip(("answer", "versus"), ckpt.tokenizer.pieces([runs.answer, runs.versus]), strict=True))
+    table.attrs["patched"] = what
     return table
 
 
@@ -1102,7 +1243,19 @@ class _PairLabels:
 
 
 def _translator_patching(
-    model, clean, corrupted, answer, versus, what, approximate, target, position, tokenizer, device
+    model,
+    clean,
+    corrupted,
+    answer,
+    versus,
+    what,
+    approximate,
+    target,
+    position,
+    tokenizer,
+    device,
+    only=None,
+    runs_only=False,
 ):
     """A translator's SourcePatching (analysis.patching for ours, analysis.seq2seq_tools for a transformers
     one) and its labels; every bad input a ValueError of one line."""
@@ -1131,7 +1284,7 @@ def _translator_patching(
                 for t in (answer, versus)
             ]
             runs = seq2seq_tools.prepare(model, *pair, decoder, asked, *chosen)
-            found = seq2seq_tools.patch_source(model, runs, what)
+            found = None if runs_only else seq2seq_tools.patch_source(model, runs, what, only=only)
             pieces = tokenizer.convert_ids_to_tokens
         else:
             ckpt = _checkpoint(model, tokenizer, "patch", device)
@@ -1146,7 +1299,7 @@ def _translator_patching(
             _warn_cut(notes)
             chosen = [None if t is None else token_id(ckpt, t) for t in (answer, versus)]
             runs = prepare_translator(ckpt, *pair, torch.tensor([ids]), asked, *chosen)
-            found = patch_translator(ckpt, runs, what)
+            found = None if runs_only else patch_translator(ckpt, runs, what, only=only)
             decoder = runs.target
             pieces = ckpt.tokenizer.pieces
     except Seq2SeqError as exc:
@@ -1155,15 +1308,17 @@ def _translator_patching(
     labels = _PairLabels(
         pair_labels(shown(pair[0][0].tolist()), shown(pair[1][0].tolist())),
         pair_labels(*[shown(decoder[0].tolist())] * 2),
-        *shown([found.answer, found.versus]),
+        *shown([runs.answer, runs.versus]),
     )
-    return found, labels
+    return found, labels, runs
 
 
 def _translator_rows(found, labels: _PairLabels) -> list[dict[str, Any]]:
     rows = []
     for (name, i), score in zip(found.cells, found.scores, strict=True):
-        if found.what == "heads":
+        if not _our_name(name)[0] and not name.startswith(("encoder.layers.", "decoder.layers.")):
+            rows.append({"module": name, "position": i + 1, "restored": float(score)})  # a library's own path
+        elif found.what == "heads":
             stack, layer, _ = parse_block_name(name)
             rows.append(
                 {"attention": attention_type(name), "layer": layer + 1, "head": i + 1, "restored": float(score)}
@@ -1183,6 +1338,20 @@ def _translator_table(found, labels: _PairLabels) -> pd.DataFrame:
     table.attrs |= {"answer": labels.answer, "versus": labels.versus, "clean": found.clean}
     table.attrs |= {"corrupted": found.corrupted, "approximate": False, "position": found.position + 1}
     return table
+
+
+def _path_figure(table: pd.DataFrame) -> go.Figure:
+    """One module path's patches as a one-row heatmap, in order of head or position."""
+    across = "head" if "head" in table else "position"
+    ordered = table.sort_values(across, kind="stable")
+    grid = ordered["restored"].to_numpy(dtype=float)[None]
+    labels = [str(t) for t in ordered.get("token", ordered[across])]
+    title = (
+        f"Activation patching: how much of ‘{table.attrs['answer']}’ − ‘{table.attrs['versus']}’ each patch restores"
+    )
+    return patching_heatmap(
+        grid, "heads" if across == "head" else "residual", labels, title, rows=[table.attrs["patched"]]
+    )
 
 
 def _translator_figure(found, labels: _PairLabels) -> go.Figure:
