@@ -354,11 +354,17 @@ def _checkpoint(model: object, tokenizer: object, where: str, device: object = "
         if tokenizer is not None:
             raise ValueError("a loaded checkpoint brings its own tokenizer: leave tokenizer out")
         return _on(mapped, device)
+    if is_seq2seq(model):
+        raise ValueError(
+            f"{where} runs a model this app maps onto its own; a transformers encoder-decoder runs by its own forward "
+            "in analyze, forced, patch, patch_scores and activations"
+        )
     if is_transformers_model(model):
         return from_transformers(model, tokenizer)  # names the architectures it maps
     raise TypeError(
         f"{where} takes a loaded model (atlas.load), a transformers GPT-2, Llama, Qwen2 or GPT-NeoX with tokenizer=, "
-        f"or a TransformerLens bridge of one, not {type(model).__name__}"
+        f"or a TransformerLens bridge of one, not {type(model).__name__}; another model saved with "
+        "save_pretrained(folder) is read by atlas.load(folder) where its architecture is one of these"
     )
 
 
@@ -633,7 +639,13 @@ def value_weighted(analysis: Analysis) -> Analysis:
     return analysis.value_weighted()
 
 
-def head_stats(analysis: Analysis, model: Checkpoint | None = None) -> pd.DataFrame:
+def head_stats(
+    analysis: Analysis,
+    model: Checkpoint | object | None = None,
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> pd.DataFrame:
     """The Head statistics page's table: one row per head of every block, layers and heads counted from 1, with
     its entropy (bits), mean distance, and the weight on the previous token, the first token and its own
     position, averaged over the queries of the analysed text (viz.stats.head_table). The page draws no figure of
@@ -643,14 +655,15 @@ def head_stats(analysis: Analysis, model: Checkpoint | None = None) -> pd.DataFr
     self-attention head's "induction" and "previous_token_probe" scores on the induction probe, `<s>` and 50 random
     tokens repeated (analysis.induction.measure: its mean weight on the token after the query's earlier copy, and
     on the token just before; 1 = a perfect induction or previous-token head), NaN for a head the probe does not
-    score. The probe does not depend on the text; it runs the model once, on 4 probes of 101 tokens."""
+    score. The probe does not depend on the text; it runs the model once, on 4 probes of 101 tokens.
+    `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
+    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
     if not isinstance(analysis, Analysis):
         raise TypeError(f"head_stats takes an Analysis (atlas.analyze), not {type(analysis).__name__}")
     table = head_table(analysis)
     if model is None:
         return for_display(table)
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"head_stats's model is a loaded model (atlas.load), not {type(model).__name__}")
+    model = _checkpoint(model, tokenizer, "head_stats", device)
     if model.config.has_encoder:
         raise ValueError(
             f"{model.name} is an {model.config.kind} model: the induction probe runs a decoder-only model on a "
@@ -660,18 +673,27 @@ def head_stats(analysis: Analysis, model: Checkpoint | None = None) -> pd.DataFr
     return for_display(with_probe_scores(table, probe.induction, probe.previous_token))
 
 
-def rank_heads(model: Checkpoint, text: str, mode: str = "zero", approximate: bool = False) -> pd.DataFrame:
+def rank_heads(
+    model: Checkpoint | object,
+    text: str,
+    mode: str = "zero",
+    approximate: bool = False,
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> pd.DataFrame:
     """Head ablation's "Rank every head": each head switched off alone (`mode` "zero": its output becomes 0;
     "mean": its mean over the positions), ranked by the KL divergence of the predictions from the intact model's
     (at the last position for a language model, averaged over the greedy output's steps for a translator, over
     every position for an encoder), the largest first; layers and heads from 1. Each head its own run, up to 64 runs
     a forward pass side by side (analysis.ablation.rank_heads: one batch row a head, equal to a pass a head);
     `approximate`: one forward and one backward pass for all (attribution patching), ranked by the first-order drop
-    in the log-probability of the top prediction ("log p drop (approx.)")."""
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"rank_heads takes a loaded model (atlas.load), not {type(model).__name__}")
+    in the log-probability of the top prediction ("log p drop (approx.)").
+    `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
+    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
     if mode not in ("zero", "mean"):
         raise ValueError(f"mode is 'zero' or 'mean', not {mode!r}")
+    model = _checkpoint(model, tokenizer, "rank_heads", device)
     analysis = _analyze(model, text)
     if approximate:
         table = rank_by_attribution(model, ranking_setup(model, text), mode)
@@ -680,18 +702,24 @@ def rank_heads(model: Checkpoint, text: str, mode: str = "zero", approximate: bo
 
 
 def detect_heads(
-    model: Checkpoint | Analysis | Sequence[Analysis],
+    model: Checkpoint | Analysis | Sequence[Analysis] | object,
     texts: str | Sequence[str] | None = None,
     pattern: str | np.ndarray = "previous token",
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> pd.DataFrame:
     """Head statistics' "Detect a pattern": the share of each self-attention head's attention that falls where
     `pattern` points (1: all of it), over `texts` — one string, or a list (a file's lines) — analysed by `model`,
     or over Analyses given as `model` (from `analyze`, `from_huggingface`, `read_trace`; `texts` None). `pattern`:
     "previous token", "first token", "current token", "same token", "induction", or a (T, T) array of 0 and 1 that
-    fits every text (TransformerLens's `detect_head`). One row per head (layer and head from 1), highest first."""
-    if isinstance(model, Checkpoint):
+    fits every text (TransformerLens's `detect_head`). One row per head (layer and head from 1), highest first.
+    `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
+    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
+    if not isinstance(model, Analysis) and not (isinstance(model, (list, tuple)) and model):
         if texts is None:
             raise ValueError("detect_heads needs texts to run the model on: a string or a list of them")
+        model = _checkpoint(model, tokenizer, "detect_heads", device)
         lines = [texts] if isinstance(texts, str) else list(texts)
         analyses = _analyzed(model, lines)
     else:
@@ -1373,7 +1401,13 @@ def _translator_figure(found, labels: _PairLabels) -> go.Figure:
 
 
 def agreement(
-    model: Checkpoint, text: str, position: int | None = None, corrupted: str | Sequence[int] | None = None
+    model: Checkpoint | object,
+    text: str,
+    position: int | None = None,
+    corrupted: str | Sequence[int] | None = None,
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> pd.DataFrame:
     """Every self-attention head's importance for one prediction of a language model — the next token after
     `position` (from 1; default the text's last token), the model's top guess there — by seven methods, one column
@@ -1392,9 +1426,10 @@ def agreement(
     are NaN. The methods' Spearman correlations:
     `frame.abs().rank().corr()` ranks the signed columns by magnitude as the app does. Costs layers × heads × 2
     ablated runs, up to 64 a forward pass side by side, the patched runs and a few more passes; ValueError for a model
-    that is not a language model or a position out of range."""
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"agreement takes a loaded model (atlas.load), not {type(model).__name__}")
+    that is not a language model or a position out of range.
+    `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
+    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
+    model = _checkpoint(model, tokenizer, "agreement", device)
     if position is not None and (isinstance(position, bool) or not isinstance(position, Integral)):
         raise ValueError(f"position must be a whole number counted from 1, not {position!r}")
     if corrupted is not None and not isinstance(corrupted, str) and not _is_ids(corrupted):
@@ -1512,14 +1547,24 @@ class Forked:
     choice: int
 
 
-def fork(model: Checkpoint, text: str, *, step: int, choice: int = 2, max_tokens: int = 20) -> Forked:
+def fork(
+    model: Checkpoint | object,
+    text: str,
+    *,
+    step: int,
+    choice: int = 2,
+    max_tokens: int = 20,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> Forked:
     """What if the model had written another word? Decode greedily after `text` (a language model's prompt, a
     translator's source), and at decoding step `step` (from 1: the first token written) take the `choice`-th likeliest
     candidate (1: greedy's own; up to 5) instead, then continue greedily both ways, up to `max_tokens` tokens
     written in all (analysis.fork). Deterministic; the key/value cache of the shared prefix is computed once and
-    reused by both branches. A fork at choice 1 is greedy decoding itself."""
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"fork takes a loaded model (atlas.load), not {type(model).__name__}")
+    reused by both branches. A fork at choice 1 is greedy decoding itself.
+    `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
+    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
+    model = _checkpoint(model, tokenizer, "fork", device)
     if not model.config.has_decoder:
         raise ValueError(f"{model.name} is an encoder and writes nothing: choose a language model or translator")
     for what, value in (("step", step), ("choice", choice), ("max_tokens", max_tokens)):
