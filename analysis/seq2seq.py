@@ -24,6 +24,7 @@ from model.names import block_name, layer_name
 
 OUTPUT_PROJECTIONS = ("out_proj", "o")  # BART and Marian's, T5's
 QUERY_PROJECTIONS = ("q_proj", "q")
+VALUE_PROJECTIONS = ("v_proj", "v")
 
 
 class Seq2SeqError(ValueError):
@@ -41,11 +42,13 @@ class Layout:
 
     layers: "encoder.layers.{i}" / "decoder.layers.{i}" → the layer's path (its input is the stream entering it);
     blocks: our block name → the attention module's path; outputs: our block name → its output projection's path,
-    whose input is every head's output side by side (B, T, heads × d_head); n_heads: heads per attention."""
+    whose input is every head's output side by side (B, T, heads × d_head); values: our block name → its value
+    projection's path (its output: every head's values side by side); n_heads: heads per attention."""
 
     layers: dict[str, str]
     blocks: dict[str, str]
     outputs: dict[str, str]
+    values: dict[str, str]
     n_heads: int
 
     @property
@@ -64,8 +67,8 @@ def _attentions(layer: nn.Module) -> list[nn.Module]:
     """The attention modules of a layer, in the order they run (self-attention, then cross-attention)."""
     found = []
     for module in layer.modules():
-        kids = dict(module.named_children())
-        if any(k in kids for k in QUERY_PROJECTIONS) and any(k in kids for k in OUTPUT_PROJECTIONS):
+        kids = set(dict(module.named_children()))
+        if all(kids & set(names) for names in (QUERY_PROJECTIONS, VALUE_PROJECTIONS, OUTPUT_PROJECTIONS)):
             found.append(module)
     return found
 
@@ -88,7 +91,7 @@ def layout(model: nn.Module) -> Layout:
     if not is_seq2seq(model):
         raise Seq2SeqError(f"{type(model).__name__} is not a transformers encoder-decoder (config.is_encoder_decoder)")
     names = {id(m): n for n, m in model.named_modules()}
-    layers, blocks, outputs, heads = {}, {}, {}, set()
+    layers, blocks, outputs, values, heads = {}, {}, {}, {}, set()
     for stack, module in (("encoder", model.get_encoder()), ("decoder", model.get_decoder())):
         for i, layer in enumerate(_stack_layers(model, module, names, stack)):
             layers[layer_name(stack, i)] = names[id(layer)]
@@ -105,10 +108,11 @@ def layout(model: nn.Module) -> Layout:
                 kids = dict(attention.named_children())
                 proj = next(k for k in OUTPUT_PROJECTIONS if k in kids)
                 outputs[name] = f"{names[id(attention)]}.{proj}"
+                values[name] = f"{names[id(attention)]}.{next(k for k in VALUE_PROJECTIONS if k in kids)}"
                 heads.add(_heads(model, attention))
     if len(heads) != 1:
         raise Seq2SeqError(f"{type(model).__name__}: attentions of {sorted(heads)} heads; one count is read")
-    return Layout(layers, blocks, outputs, heads.pop())
+    return Layout(layers, blocks, outputs, values, heads.pop())
 
 
 @contextlib.contextmanager

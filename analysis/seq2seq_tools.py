@@ -17,7 +17,7 @@ from analysis.forced import ForcedRow
 from analysis.imported import TraceError, from_huggingface
 from analysis.patching import BATCH, PairError, SourcePatching, choose_position, normalise_cells, only_cells
 from analysis.record import Analysis
-from analysis.seq2seq import Seq2SeqError, greedy, hooked, layout, module, read_inputs, run, start_id
+from analysis.seq2seq import Layout, Seq2SeqError, greedy, hooked, layout, module, read_inputs, run, start_id
 from inference.prediction import Prediction
 
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions")
@@ -105,19 +105,38 @@ def analysis(
     cross-attention on the source and the decoder's input (its greedy output, or `target`), teacher-forced, and
     each decoder position's top `k` predictions."""
     found = pair(model, tokenizer, text, target, max_tokens)
-    outputs = run(model, found.source, found.target, attentions=True)
+    where = layout(model)
+    with hooked(model, read=list(where.values.values())) as kept:
+        outputs = run(model, found.source, found.target, attentions=True)
     if outputs.cross_attentions is None or any(a is None for a in outputs.cross_attentions):
         raise TraceError(f"{type(model).__name__} returned no attention weights, even with eager attention")
     name = getattr(model.config, "name_or_path", "") or type(model).__name__
     result = from_huggingface(outputs, found.target_pieces, source_tokens=found.source_pieces, name=name)
     ids = found.target[0].tolist()
+    blocks = {}
+    for name, block in result.blocks.items():
+        values, norms = _values(model, where, name, kept[where.values[name]])
+        blocks[name] = dataclasses.replace(block, values=values, value_norms=norms)
     return dataclasses.replace(
         result,
+        blocks=blocks,
         text=text,
         target_ids=tuple(ids),
         predictions=_predictions(outputs.logits[0].cpu(), k, tokenizer),
         output_text=tokenizer.decode(ids, skip_special_tokens=True),
     )
+
+
+def _values(model: nn.Module, where: Layout, name: str, projected: Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """A block's values (H, Tk, d_head) from its value projection's output (1, Tk, H × d_head), and each key's
+    ‖v_j W_O^h‖ (H, Tk) through its head's slice of the output projection, its bias left out (added once, not per
+    key): what `value_weighted` weighs (analysis.analyze.value_norms for ours)."""
+    heads = where.n_heads
+    values = projected[0].double().reshape(projected.shape[1], heads, -1).transpose(0, 1)  # (H, Tk, d_head)
+    w_o = module(model, where.outputs[name]).weight.detach().double()  # (d_model, H · d_head)
+    per_head = w_o.reshape(w_o.shape[0], heads, -1)  # (d_model, H, d_head)
+    norms = torch.linalg.vector_norm(torch.einsum("hkd,mhd->hkm", values, per_head), dim=-1)
+    return values.float().cpu().numpy(), norms.float().cpu().numpy()
 
 
 def forced_rows(model: nn.Module, tokenizer: Any, text: str, reference: str) -> list[ForcedRow]:
@@ -323,3 +342,38 @@ def output_positions(model: nn.Module, runs: Runs, path: str) -> int:
     if kept[path].dim() < 3:
         raise ValueError(f"{path}'s output is {tuple(kept[path].shape)}: patching puts in one position at a time")
     return kept[path].shape[1]
+
+
+def rank_heads(model: nn.Module, tokenizer: Any, text: str, mode: str = "zero", batch: int = BATCH) -> list:
+    """Each head of every attention switched off alone (`mode` "zero": its output 0; "mean": its mean over the
+    positions of the intact pass), the text's greedy output held fixed: (block name, head, KL(intact ‖ ablated)
+    averaged over the output's positions), as analysis.ablation ranks ours; one batch row a head."""
+    found = pair(model, tokenizer, text, None)
+    where = layout(model)
+    with read_inputs(model, list(where.outputs.values())) as kept:
+        before = torch.log_softmax(run(model, found.source, found.target).logits[0].double().cpu(), -1)
+    d_head = next(iter(kept.values())).shape[-1] // where.n_heads
+    todo = [(name, h) for name in where.blocks for h in range(where.n_heads)]
+    table = []
+    for start in range(0, len(todo), batch):
+        chosen = todo[start : start + batch]
+
+        def edit(block: str, chosen: list = chosen):
+            def apply(x: Tensor) -> Tensor:
+                x = x.clone()
+                for row, (name, head) in enumerate(chosen):
+                    if name == block:
+                        cut = slice(head * d_head, (head + 1) * d_head)
+                        x[row, :, cut] = 0.0 if mode == "zero" else x[row, :, cut].mean(dim=0, keepdim=True)
+                return x
+
+            return apply
+
+        rows = len(chosen)
+        edits = {where.outputs[b]: edit(b) for b in dict.fromkeys(name for name, _ in chosen)}
+        with hooked(model, inputs=edits):
+            logits = run(model, found.source.expand(rows, -1), found.target.expand(rows, -1)).logits
+        after = torch.log_softmax(logits.double().cpu(), -1)
+        kl = (before.exp() * (before - after)).sum(-1).mean(-1)  # (rows,)
+        table += [(name, head, float(k)) for (name, head), k in zip(chosen, kl, strict=True)]
+    return sorted(table, key=lambda row: -row[2])

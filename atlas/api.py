@@ -357,7 +357,7 @@ def _checkpoint(model: object, tokenizer: object, where: str, device: object = "
     if is_seq2seq(model):
         raise ValueError(
             f"{where} runs a model this app maps onto its own; a transformers encoder-decoder runs by its own forward "
-            "in analyze, forced, patch, patch_scores and activations"
+            "in analyze, forced, rank_heads, patch, patch_scores and activations"
         )
     if is_transformers_model(model):
         return from_transformers(model, tokenizer)  # names the architectures it maps
@@ -631,9 +631,10 @@ def mask(analysis: Analysis, attention: str | None = None) -> go.Figure:
 def value_weighted(analysis: Analysis) -> Analysis:
     """`analysis` with every head's weights replaced by each key's share of what the query's row moves,
     ‖α_ij · v_j W_O^h‖ / Σ_j ‖α_ij · v_j W_O^h‖ (Kobayashi et al. 2020), the app's "weight × value norm": every
-    view draws it as it draws weights (`atlas.head(atlas.value_weighted(analysis), 2, 3)`). ValueError for
-    attention taken from outside the app's model (a trace file, a `transformers` BERT's or encoder-decoder's
-    outputs, a TransformerLens cache), which comes without values: the message names the models that have them."""
+    view draws it as it draws weights (`atlas.head(atlas.value_weighted(analysis), 2, 3)`); `analyze` of a
+    `transformers` encoder-decoder has them too. ValueError for attention taken from outside (a trace file, a
+    model's outputs given to `from_huggingface`, a TransformerLens cache), which comes without values: the
+    message names the models that have them."""
     if not isinstance(analysis, Analysis):
         raise TypeError(f"value_weighted takes an Analysis (atlas.analyze), not {type(analysis).__name__}")
     return analysis.value_weighted()
@@ -690,9 +691,19 @@ def rank_heads(
     `approximate`: one forward and one backward pass for all (attribution patching), ranked by the first-order drop
     in the log-probability of the top prediction ("log p drop (approx.)").
     `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
-    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
+    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`; or a `transformers`
+    encoder-decoder with its `tokenizer`, run by its own forward (its heads' outputs cut by hooks, no
+    `approximate`)."""
     if mode not in ("zero", "mean"):
         raise ValueError(f"mode is 'zero' or 'mean', not {mode!r}")
+    if is_seq2seq(model) and not approximate:
+        if _device(device).type != "cpu":
+            raise ValueError(
+                "device= moves the models this app maps; a library's own model runs where it is: model.to()"
+            )
+        analysis = seq2seq_tools.analysis(model, tokenizer, text)
+        table = ranking_frame(analysis, seq2seq_tools.rank_heads(model, tokenizer, text, mode))
+        return table.sort_values("KL (nats)", ascending=False, kind="stable").reset_index(drop=True)
     model = _checkpoint(model, tokenizer, "rank_heads", device)
     analysis = _analyze(model, text)
     if approximate:

@@ -109,3 +109,70 @@ def test_an_encoder_decoder_without_its_tokenizer_is_one_line(tokenizer):
     with pytest.raises(ValueError, match=r"^the target is empty"):
         atlas.analyze(tiny("bart"), SOURCE, tokenizer=tokenizer, target=" ")
     assert OTHER  # the pair the patching tests use
+
+
+CROSS_VALUES = {"marian": "model.decoder.layers.{i}.encoder_attn", "bart": "model.decoder.layers.{i}.encoder_attn"}
+T5_CROSS = "decoder.block.{i}.layer.1.EncDecAttention"
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_value_norms_are_each_keys_value_through_its_heads_output(family, tokenizer):
+    """‖v_j W_O^h‖ of the cross-attention, from the encoder's output and the two projections' weights alone."""
+    model = tiny(family)
+    analysis = atlas.analyze(model, SOURCE, tokenizer=tokenizer, target=TARGET)
+    target = [model.config.decoder_start_token_id, *tokenizer(text_target=TARGET)["input_ids"]]
+    memory = eager_pass(model, tokenizer(SOURCE)["input_ids"], target).encoder_last_hidden_state[0].double()
+    for i in range(2):
+        path = (T5_CROSS if family == "t5" else CROSS_VALUES[family]).format(i=i)
+        attention = dict(model.named_modules())[path]
+        v_proj, o_proj = (attention.v, attention.o) if family == "t5" else (attention.v_proj, attention.out_proj)
+        with torch.no_grad():
+            values = v_proj(memory.float()).double().reshape(len(memory), 2, 8)  # (S, H, d_head)
+            w_o = o_proj.weight.double().reshape(-1, 2, 8)  # (d_model, H, d_head)
+        norms = torch.stack([(values[:, h] @ w_o[:, h].T).norm(dim=-1) for h in range(2)])  # (H, S)
+        block = analysis.block("decoder.cross_attn", i)
+        np.testing.assert_allclose(block.value_norms, norms.numpy(), rtol=1e-5, atol=1e-6)
+        moved = block.weights * norms.numpy()[:, None, :]
+        shares = moved / moved.sum(-1, keepdims=True)
+        shown = atlas.value_weighted(analysis).block("decoder.cross_attn", i).weights
+        np.testing.assert_allclose(shown, shares, atol=TOL)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_rank_heads_is_each_heads_zeroed_output_by_a_pass_of_our_own(family, tokenizer):
+    model = tiny(family)
+    table = atlas.rank_heads(model, SOURCE, tokenizer=tokenizer)
+    assert len(table) == 3 * 2 * 2 and table["KL (nats)"].is_monotonic_decreasing
+    source = torch.tensor([tokenizer(SOURCE)["input_ids"]])
+    target = torch.tensor([atlas.analyze(model, SOURCE, tokenizer=tokenizer).target_ids])
+    with torch.no_grad():
+        before = torch.log_softmax(model(input_ids=source, decoder_input_ids=target).logits[0].double(), -1)
+    for _, top in table.iloc[:3].iterrows():
+        _check_zeroed(model, family, source, target, before, top)
+
+
+def _check_zeroed(model, family, source, target, before, top):
+    """One row of rank_heads against the KL of a pass with that head's slice of the projection's input zeroed."""
+    stack = "encoder" if top["attention"].startswith("Encoder") else "decoder"
+    cross = "cross" in top["attention"].lower()
+    if family == "t5":
+        path = (
+            f"{stack}.block.{top['layer'] - 1}.layer.{int(cross)}.{'EncDecAttention' if cross else 'SelfAttention'}.o"
+        )
+    else:
+        path = f"model.{stack}.layers.{top['layer'] - 1}.{'encoder_attn' if cross else 'self_attn'}.out_proj"
+    proj = dict(model.named_modules())[path]
+    original, h = proj.forward, top["head"] - 1
+
+    def zeroed(x):
+        x = x.clone()
+        x[..., h * 8 : (h + 1) * 8] = 0.0
+        return original(x)
+
+    try:
+        proj.forward = zeroed
+        with torch.no_grad():
+            after = torch.log_softmax(model(input_ids=source, decoder_input_ids=target).logits[0].double(), -1)
+    finally:
+        proj.forward = original
+    assert abs(float((before.exp() * (before - after)).sum(-1).mean()) - top["KL (nats)"]) < TOL
