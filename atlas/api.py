@@ -43,6 +43,7 @@ from plotly.io.base_renderers import NotebookRenderer
 from analysis import seq2seq_tools
 from analysis.ablation import head_importance, rank_by_attribution, ranking_setup
 from analysis.agreement import agreement as _agreement
+from analysis.agreement import translator_agreement as _translator_agreement_of
 from analysis.analyze import Request, analyze_many
 from analysis.analyze import analyze as _analyze
 from analysis.attribution import Pass, attribute_many, decoder_inputs, never_guessed, token_id
@@ -1417,6 +1418,7 @@ def agreement(
     position: int | None = None,
     corrupted: str | Sequence[int] | None = None,
     *,
+    target: str | None = None,
     tokenizer: object | None = None,
     device: str = "cpu",
 ) -> pd.DataFrame:
@@ -1438,9 +1440,18 @@ def agreement(
     `frame.abs().rank().corr()` ranks the signed columns by magnitude as the app does. Costs layers × heads × 2
     ablated runs, up to 64 a forward pass side by side, the patched runs and a few more passes; ValueError for a model
     that is not a language model or a position out of range.
+
+    A translator (a loaded one): its prediction after decoder `position` (None: the first output word) of
+    `target` (None: its own output), held fixed for every run; one row per head of every attention of both stacks,
+    indexed (attention, layer, head); attention columns and direct logit attribution for the decoder's heads
+    (NaN for the encoder's), ablation and activation patching for all, the corrupted run a source of the same
+    token count (`corrupted`; else the source shuffled between its first and last token, seeded), attribution
+    patching NaN (a language model's only).
     `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
     TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
     model = _checkpoint(model, tokenizer, "agreement", device)
+    if model.config.has_cross_attention:
+        return _translator_agreement(model, text, position, corrupted, target)
     if position is not None and (isinstance(position, bool) or not isinstance(position, Integral)):
         raise ValueError(f"position must be a whole number counted from 1, not {position!r}")
     if corrupted is not None and not isinstance(corrupted, str) and not _is_ids(corrupted):
@@ -1455,6 +1466,33 @@ def agreement(
     table.attrs["corrupted"] = None if found.corrupted is None else model.tokenizer.decode(list(found.corrupted[1:]))
     table.attrs["corrupted_ids"] = None if found.corrupted is None else list(found.corrupted)
     table.attrs |= {"corrupted_from": found.corrupted_from, "note": found.note}
+    return table
+
+
+def _translator_agreement(model: Checkpoint, text: str, position: object, corrupted: object, target: object):
+    """`agreement` of a translator (analysis.agreement.translator_agreement) as its table."""
+    if position is not None and (isinstance(position, bool) or not isinstance(position, Integral)):
+        raise ValueError(f"position must be a whole number counted from 1, not {position!r}")
+    if target is not None and not isinstance(target, str):
+        raise TypeError(f"target is the decoder's text (a str), not {type(target).__name__}")
+    if isinstance(corrupted, torch.Tensor):
+        corrupted = corrupted.reshape(-1).tolist()
+    asked = None if position is None else int(position) - 1
+    found = _translator_agreement_of(model, text, asked, corrupted, target)
+    rows, index = [], []
+    for name in found.scores["attention"]:
+        stack, layer, type_ = parse_block_name(name)
+        for head in range(model.config.n_heads):
+            index.append((f"{stack}.{type_}", layer + 1, head + 1))
+            rows.append([float(found.scores[m][name][head]) for m in found.scores])
+    index = pd.MultiIndex.from_tuples(index, names=["attention", "layer", "head"])
+    table = pd.DataFrame(rows, columns=list(found.scores), index=index)
+    pieces = model.tokenizer.pieces
+    table.attrs |= {"position": found.position + 1, "answer": pieces([found.answer])[0]}
+    table.attrs["versus"] = None if found.versus is None else pieces([found.versus])[0]
+    table.attrs["corrupted"] = None if found.corrupted is None else model.tokenizer.decode(list(found.corrupted))
+    table.attrs["corrupted_ids"] = None if found.corrupted is None else list(found.corrupted)
+    table.attrs |= {"corrupted_from": found.corrupted_from, "note": found.note, "target_ids": list(found.target)}
     return table
 
 
