@@ -14,11 +14,13 @@ import torch
 from torch import Tensor, nn
 
 from analysis.forced import ForcedRow
+from analysis.fork import TOP_K, Branch, Fork, _candidate
 from analysis.imported import TraceError, from_huggingface
 from analysis.patching import BATCH, PairError, SourcePatching, choose_position, normalise_cells, only_cells
 from analysis.record import Analysis
 from analysis.seq2seq import Layout, Seq2SeqError, greedy, hooked, layout, module, read_inputs, run, start_id
 from inference.prediction import Prediction
+from model.names import block_name
 
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions")
 
@@ -377,3 +379,62 @@ def rank_heads(model: nn.Module, tokenizer: Any, text: str, mode: str = "zero", 
         kl = (before.exp() * (before - after)).sum(-1).mean(-1)  # (rows,)
         table += [(name, head, float(k)) for (name, head), k in zip(chosen, kl, strict=True)]
     return sorted(table, key=lambda row: -row[2])
+
+
+def _next(model: nn.Module, source: Tensor, prefix: list[int]) -> tuple[Tensor, dict[str, np.ndarray]]:
+    """The logits after `prefix`'s last token (vocab,) and every decoder block's weights of that query, (H, Tk)."""
+    out = run(model, source, torch.tensor([prefix]), attentions=True)
+    rows = {}
+    for type_, layers in (("self_attn", out.decoder_attentions), ("cross_attn", out.cross_attentions)):
+        for i, weights in enumerate(layers):
+            rows[block_name("decoder", i, type_)] = weights[0, :, -1].float().cpu().numpy()
+    return out.logits[0, -1].float().cpu(), rows
+
+
+def _branch(model, source, prefix, start, first, steps, pieces) -> Branch:
+    """Write `first`, then greedily up to `steps` tokens in all, each step a teacher-forced pass of the prefix."""
+    eos = getattr(model.config, "eos_token_id", None)
+    (logits, rows), ids, all_logits, attention, token, finished = start, [], [], [], first, False
+    for _ in range(steps):
+        all_logits.append(logits)
+        attention.append(rows)
+        if token == eos:
+            finished = True
+            break
+        ids.append(token)
+        if len(ids) == steps:
+            break
+        logits, rows = _next(model, source, [*prefix, *ids])
+        token = _candidate(logits, 1, frozenset())
+    stacked = torch.stack(all_logits)  # (steps, vocab)
+    chosen = torch.tensor(ids + [eos] * finished)
+    probs = torch.softmax(stacked, dim=-1).gather(1, chosen[:, None])[:, 0]
+    top = _predictions(stacked, TOP_K, pieces)
+    return Branch(tuple(ids), finished, probs.numpy(), stacked.numpy(), top, tuple(attention))
+
+
+def fork(model: nn.Module, tokenizer: Any, text: str, step: int, choice: int, max_tokens: int) -> Fork:
+    """analysis.fork.fork for a `transformers` encoder-decoder: greedy for `step` tokens (0-based step), then the
+    likeliest and the `choice`-th likeliest token, each continued greedily to `max_tokens` written in all."""
+    source, prompt = source_ids(model, tokenizer, text), [start_id(model)]
+    context = _context(model)
+    room = max_tokens if context is None else min(max_tokens, context - 1)
+    if step >= room:
+        raise ValueError(f"step {step + 1} is past the {room} tokens written here: fork at step 1 to {room}")
+    if choice > TOP_K:
+        raise ValueError(f"choose one of the {TOP_K} likeliest candidates, not the {choice}th")
+    start, shared = _next(model, source, prompt), []
+    for _ in range(step):
+        token = _candidate(start[0], 1, frozenset())
+        if token == getattr(model.config, "eos_token_id", None):
+            raise ValueError(
+                f"greedy decoding ends the text at step {len(shared) + 1}: fork at step 1 to {len(shared) + 1}"
+            )
+        shared.append(token)
+        start = _next(model, source, [*prompt, *shared])
+    prefix, left = [*prompt, *shared], room - step
+    branches = [
+        _branch(model, source, prefix, start, _candidate(start[0], c, frozenset()), left, tokenizer)
+        for c in (1, choice)
+    ]
+    return Fork(tuple(prompt), tuple(shared), step, choice, *branches)

@@ -358,7 +358,7 @@ def _checkpoint(model: object, tokenizer: object, where: str, device: object = "
     if is_seq2seq(model):
         raise ValueError(
             f"{where} runs a model this app maps onto its own; a transformers encoder-decoder runs by its own forward "
-            "in analyze, forced, rank_heads, patch, patch_scores and activations"
+            "in analyze, forced, rank_heads, fork, patch, patch_scores and activations"
         )
     if is_transformers_model(model):
         return from_transformers(model, tokenizer)  # names the architectures it maps
@@ -1610,9 +1610,12 @@ def fork(
     translator's source), and at decoding step `step` (from 1: the first token written) take the `choice`-th likeliest
     candidate (1: greedy's own; up to 5) instead, then continue greedily both ways, up to `max_tokens` tokens
     written in all (analysis.fork). Deterministic; the key/value cache of the shared prefix is computed once and
-    reused by both branches. A fork at choice 1 is greedy decoding itself.
+    reused by both branches. A fork at choice 1 is greedy decoding itself. A `transformers` encoder-decoder with
+    its `tokenizer` forks its translation of `text`, run by its own forward (each step a teacher-forced pass).
     `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
     TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
+    if is_seq2seq(model):
+        return _seq2seq_fork(model, text, step, choice, max_tokens, tokenizer, device)
     model = _checkpoint(model, tokenizer, "fork", device)
     if not model.config.has_decoder:
         raise ValueError(f"{model.name} is an encoder and writes nothing: choose a language model or translator")
@@ -1637,6 +1640,25 @@ def fork(
     shared = list(found.shared)
     texts = [tok.decode(shared + list(b.ids)) for b in branches]
     return Forked(table, *branches, *texts, tok.decode(shared), int(step), int(choice))
+
+
+def _seq2seq_fork(hf_model, text, step, choice, max_tokens, tokenizer, device) -> Forked:
+    """`fork` of a `transformers` encoder-decoder (analysis.seq2seq_tools.fork), run by its own forward."""
+    if _device(device).type != "cpu":
+        raise ValueError("device= moves the models this app maps; a library's own model runs where it is: model.to()")
+    for what, value in (("step", step), ("choice", choice), ("max_tokens", max_tokens)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{what} must be a whole number from 1, not {value!r}")
+    try:
+        found = seq2seq_tools.fork(hf_model, tokenizer, text, int(step) - 1, int(choice), int(max_tokens))
+    except Seq2SeqError as exc:
+        raise ValueError(str(exc)) from None
+    pieces = tokenizer.convert_ids_to_tokens
+    branches = [found.greedy, found.forked]
+    table = fork_frame(int(step), *[x for b in branches for x in (pieces(list(b.ids)), b.probs)])
+    shared = list(found.shared)
+    texts = [tokenizer.decode(shared + list(b.ids), skip_special_tokens=True) for b in branches]
+    return Forked(table, *branches, *texts, tokenizer.decode(shared, skip_special_tokens=True), int(step), int(choice))
 
 
 # --- figures as files ----------------------------------------------------------------------------------------------

@@ -72,8 +72,8 @@ def test_a_model_no_tool_maps_says_what_does():
         atlas.fork(object(), TEXT, step=1)
     from seq2seq_models import tiny
 
-    with pytest.raises(ValueError, match=r"^fork runs a model this app maps") as caught:
-        atlas.fork(tiny("bart"), TEXT, step=1, tokenizer=word_tokenizer())
+    with pytest.raises(ValueError, match=r"^agreement runs a model this app maps") as caught:
+        atlas.agreement(tiny("bart"), TEXT, tokenizer=word_tokenizer())
     assert "\n" not in str(caught.value)
 
 

@@ -176,3 +176,36 @@ def _check_zeroed(model, family, source, target, before, top):
     finally:
         proj.forward = original
     assert abs(float((before.exp() * (before - after)).sum(-1).mean()) - top["KL (nats)"]) < TOL
+
+
+def _own_greedy(model, source, prefix, steps):
+    """Argmax decoding by full teacher-forced passes: the tokens written after `prefix` and each one's probability."""
+    ids, probs = list(prefix), []
+    for _ in range(steps):
+        with torch.no_grad():
+            logits = model(input_ids=source, decoder_input_ids=torch.tensor([ids])).logits[0, -1].double()
+        token = int(logits.argmax())
+        probs.append(float(torch.softmax(logits, -1)[token]))
+        if token == model.config.eos_token_id:
+            break
+        ids.append(token)
+    return ids[len(prefix) :], probs
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_fork_is_greedy_both_ways_from_the_chosen_candidate(family, tokenizer):
+    model = tiny(family)
+    forked = atlas.fork(model, SOURCE, step=2, choice=2, max_tokens=5, tokenizer=tokenizer)
+    source = torch.tensor([tokenizer(SOURCE)["input_ids"]])
+    start = [model.config.decoder_start_token_id]
+    greedy, probs = _own_greedy(model, source, start, 5)
+    assert list(forked.greedy.ids) == greedy[1 : 1 + len(forked.greedy.ids)]  # from the fork step: step 2
+    np.testing.assert_allclose(forked.greedy.probs, probs[1 : 1 + len(forked.greedy.probs)], atol=TOL)
+    prefix = start + greedy[:1]
+    with torch.no_grad():
+        logits = model(input_ids=source, decoder_input_ids=torch.tensor([prefix])).logits[0, -1]
+    second = int(torch.sort(logits, descending=True, stable=True).indices[1])
+    assert forked.forked.ids[0] == second
+    rest, _ = _own_greedy(model, source, prefix + [second], 5 - 2)
+    assert list(forked.forked.ids[1:]) == rest[: len(forked.forked.ids) - 1]
+    assert len(forked.table) == max(len(forked.greedy.probs), len(forked.forked.probs))
