@@ -438,3 +438,54 @@ def fork(model: nn.Module, tokenizer: Any, text: str, step: int, choice: int, ma
         for c in (1, choice)
     ]
     return Fork(tuple(prompt), tuple(shared), step, choice, *branches)
+
+
+# --- the logit lens --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lens:
+    """The decoder's stream after its embeddings (the first layer's input) and after each layer, read as the model
+    reads its last layer's output: logits (layers + 1, T, vocab)."""
+
+    pair: Pair
+    logits: Tensor
+
+
+def _readers(model: nn.Module) -> list[Any]:
+    """The ways a decoder's last layer output may become logits: the decoder's final norm (T5's final_layer_norm,
+    an mBART's layer_norm) or none, the tied embeddings' rescaling by d_model^-½ (T5) or none, then the output
+    layer and its bias (final_logits_bias: Marian, BART)."""
+    decoder, head = model.get_decoder(), model.get_output_embeddings()
+    norms = [m for m in (getattr(decoder, "final_layer_norm", None), getattr(decoder, "layer_norm", None)) if m]
+    bias = getattr(model, "final_logits_bias", None)
+    d_model = getattr(model.config, "d_model", None) or model.config.hidden_size
+    readers = []
+    for norm in [*norms, None]:
+        for scale in (1.0, d_model**-0.5):
+
+            def read(x: Tensor, norm=norm, scale=scale) -> Tensor:
+                y = head((norm(x) if norm is not None else x) * scale)
+                return y if bias is None else y + bias
+
+            readers.append(read)
+    return readers
+
+
+def lens(model: nn.Module, tokenizer: Any, text: str, target: Any = None, max_tokens: int = 64) -> Lens:
+    """Every decoder layer's stream through the reader that turns the last layer's output into the model's own
+    logits (within 1e-4: found among `_readers`, never assumed); Seq2SeqError when none does."""
+    found = pair(model, tokenizer, text, target, max_tokens)
+    where = layout(model)
+    paths = [p for n, p in where.layers.items() if n.startswith("decoder.")]
+    with read_inputs(model, paths[:1]) as first, hooked(model, read=paths) as kept:
+        logits = run(model, found.source, found.target).logits
+    streams = [first[paths[0]], *(kept[p] for p in paths)]
+    with torch.no_grad():
+        for read in _readers(model):
+            if torch.allclose(read(streams[-1]), logits, atol=1e-4, rtol=1e-4):
+                return Lens(found, torch.stack([read(s)[0] for s in streams]).float().cpu())
+    raise Seq2SeqError(
+        f"{type(model).__name__}: no final norm and output layer of its decoder turn its last layer's output into "
+        "its logits, so the lens cannot read its layers"
+    )

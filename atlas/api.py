@@ -358,7 +358,7 @@ def _checkpoint(model: object, tokenizer: object, where: str, device: object = "
     if is_seq2seq(model):
         raise ValueError(
             f"{where} runs a model this app maps onto its own; a transformers encoder-decoder runs by its own forward "
-            "in analyze, forced, rank_heads, fork, patch, patch_scores and activations"
+            "in analyze, forced, rank_heads, fork, logit_lens, patch, patch_scores and activations"
         )
     if is_transformers_model(model):
         return from_transformers(model, tokenizer)  # names the architectures it maps
@@ -977,7 +977,12 @@ def logit_lens(
     (what this layer gives the model's own final top guess). The guesses leave out the tokens no text is made of
     (analysis.attribution.never_guessed: padding, the unknown token, a start token never written); they are named
     in `.attrs["hidden"]`, this model's pieces. A list of texts gives a list of figures (or tables), in order, from
-    one padded batch (analysis.attribution.logit_lens_many)."""
+    one padded batch (analysis.attribution.logit_lens_many). A `transformers` encoder-decoder with its
+    `tokenizer` (one text, its source): the decoder's stream on its greedy output, read through the final norm and
+    output layer found to turn its last layer's output into its own logits (analysis.seq2seq_tools.lens), its
+    special tokens left out."""
+    if is_seq2seq(model):
+        return _seq2seq_lens(model, text, as_table, tokenizer, device)
     model = _checkpoint(model, tokenizer, "logit_lens", device)
     passes = _decoder_passes(model, text, "logit_lens")
     lenses = _logit_lens_many(model, [p for _, p in passes])
@@ -990,6 +995,48 @@ def logit_lens(
         title = "The logit lens: each layer's guess for the next token"
         found.append(lens_heatmap(readable, lens.prob, position_labels(analysis), title))
     return _one_or_list(text, found)
+
+
+def _seq2seq_lens(hf_model: Any, text: object, as_table: bool, tokenizer: Any, device: object) -> Any:
+    """`logit_lens` of a `transformers` encoder-decoder on its translation of `text` (analysis.seq2seq_tools.lens):
+    every guess over the whole vocabulary, its special tokens named in `.attrs["hidden"]` and left out."""
+    if _device(device).type != "cpu":
+        raise ValueError("device= moves the models this app maps; a library's own model runs where it is: model.to()")
+    if not isinstance(text, str):
+        raise TypeError(
+            f"logit_lens of a transformers encoder-decoder reads one source text, not {type(text).__name__}"
+        )
+    try:
+        found = seq2seq_tools.lens(hf_model, tokenizer, text)
+    except Seq2SeqError as exc:
+        raise ValueError(str(exc)) from None
+    probs = torch.softmax(found.logits.double(), dim=-1)  # (layers + 1, T, vocab)
+    hidden = sorted(set(getattr(tokenizer, "all_special_ids", [])))
+    shown = probs.clone()
+    shown[..., hidden] = -1.0
+    top = shown.argmax(-1)  # (layers + 1, T)
+    prob = probs.gather(-1, top[..., None])[..., 0].numpy()
+    final = probs[..., :].gather(-1, top[-1][None, :, None].expand(len(probs), -1, 1))[..., 0].numpy()
+    pieces = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in top]
+    labels = indexed_labels(found.pair.target_pieces)
+    if not as_table:
+        readable = [[display_piece(p) for p in row] for row in pieces]
+        return lens_heatmap(readable, prob, labels, "The logit lens: each layer's guess for the next token")
+    rows = [
+        {
+            "layer": layer,
+            "position": position + 1,
+            "token": str(found.pair.target_pieces[position]),
+            "top guess": str(guess),
+            "probability": float(prob[layer, position]),
+            "final guess probability": float(final[layer, position]),
+        }
+        for layer, guesses in enumerate(pieces)
+        for position, guess in enumerate(guesses)
+    ]
+    table = pd.DataFrame(rows)
+    table.attrs["hidden"] = [str(p) for p in tokenizer.convert_ids_to_tokens(hidden)]
+    return table
 
 
 def _lens_table(model: Checkpoint, analysis: Analysis, lens: Any) -> pd.DataFrame:

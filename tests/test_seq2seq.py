@@ -209,3 +209,34 @@ def test_a_fork_is_greedy_both_ways_from_the_chosen_candidate(family, tokenizer)
     rest, _ = _own_greedy(model, source, prefix + [second], 5 - 2)
     assert list(forked.forked.ids[1:]) == rest[: len(forked.forked.ids) - 1]
     assert len(forked.table) == max(len(forked.greedy.probs), len(forked.forked.probs))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_the_lens_reads_each_decoder_layer_as_the_model_reads_its_last(family, tokenizer):
+    """Each layer's top guess and probability from the library's own decoder hidden states, read here by hand: the
+    output layer and final_logits_bias (Marian, BART: post-norm layers, no final norm), or T5's final RMS norm and
+    its d_model^-½ rescaling of the tied embeddings."""
+    model = tiny(family)
+    table = atlas.logit_lens(model, SOURCE, tokenizer=tokenizer, as_table=True)
+    target = list(atlas.analyze(model, SOURCE, tokenizer=tokenizer).target_ids)
+    with torch.no_grad():
+        out = model(
+            input_ids=torch.tensor([tokenizer(SOURCE)["input_ids"]]),
+            decoder_input_ids=torch.tensor([target]),
+            output_hidden_states=True,
+        )
+        states = list(out.decoder_hidden_states)
+        if family == "t5":  # its last entry is after the final norm; the layers' own outputs are before it
+            read = lambda h: model.lm_head(model.decoder.final_layer_norm(h) * 16**-0.5)
+            logits = [read(h) for h in states[:-1]] + [out.logits]
+        else:
+            logits = [model.lm_head(h) + model.final_logits_bias for h in states]
+    hidden = sorted(tokenizer.all_special_ids)
+    assert table.attrs["hidden"] == tokenizer.convert_ids_to_tokens(hidden)
+    for layer, layer_logits in enumerate(logits):
+        probs = torch.softmax(layer_logits[0].double(), -1)
+        probs[:, hidden] = -1.0
+        rows = table[table["layer"] == layer].sort_values("position")
+        np.testing.assert_allclose(rows["probability"], probs.max(-1).values.numpy(), atol=TOL)
+        assert list(rows["top guess"]) == tokenizer.convert_ids_to_tokens(probs.argmax(-1).tolist())
+    assert atlas.logit_lens(model, SOURCE, tokenizer=tokenizer).data
