@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from analysis.circuits import HeadMatrices
 from analysis.forced import ForcedRow
 from analysis.fork import TOP_K, Branch, Fork, _candidate
 from analysis.imported import TraceError, from_huggingface
@@ -489,3 +490,38 @@ def lens(model: nn.Module, tokenizer: Any, text: str, target: Any = None, max_to
         f"{type(model).__name__}: no final norm and output layer of its decoder turn its last layer's output into "
         "its logits, so the lens cannot read its layers"
     )
+
+
+# --- how heads compose, from the weights -----------------------------------------------------------------------
+
+
+def head_matrices(model: nn.Module, stack: str = "encoder") -> HeadMatrices:
+    """W_Q, W_K, W_V (d_model × d_head) and W_O (d_head × d_model) of every self-attention head of `stack`, as
+    analysis.circuits.head_matrices gives ours: a pre-norm's gain folded into the reading matrices where the
+    attention sits in a wrapper with its `layer_norm` (T5's sublayers); a post-norm model's norms (Marian, BART)
+    act after the residual sum, so nothing is folded."""
+    where = layout(model)
+    names = [n for n in where.blocks if n.startswith(f"{stack}.") and n.endswith(".self_attn")]
+    if not names:
+        raise Seq2SeqError(f"{type(model).__name__} has no {stack} stack")
+    found = dict(model.named_modules())
+    heads, parts = where.n_heads, {"w_q": [], "w_k": [], "w_v": [], "w_o": []}
+    with torch.no_grad():
+        for name in names:
+            path = where.blocks[name]
+            attention, parent = found[path], found[path.rsplit(".", 1)[0]]  # a library path: its parent module
+            kids = dict(attention.named_children())
+            q, k, v = (
+                kids[next(p for p in group if p in kids)]
+                for group in (("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v"))
+            )
+            norm = getattr(parent, "layer_norm", None)  # T5's wrapper's; a BART layer names its norms otherwise
+            d_model = q.weight.shape[1]
+            gain = norm.weight.detach().double() if norm is not None else torch.ones(d_model, dtype=torch.float64)
+            for key, linear in (("w_q", q), ("w_k", k), ("w_v", v)):
+                w = linear.weight.detach().double().reshape(heads, -1, d_model).transpose(1, 2)  # (H, d_model, dh)
+                parts[key].append((gain[None, :, None] * w).numpy())
+            w_o = found[where.outputs[name]].weight.detach().double()  # (d_model, H · d_head)
+            parts["w_o"].append(w_o.T.reshape(heads, -1, d_model).numpy())
+    arrays = {key: np.concatenate(chunks) for key, chunks in parts.items()}
+    return HeadMatrices(**arrays, stack=stack, n_layers=len(names), n_heads=heads)

@@ -48,7 +48,7 @@ from analysis.analyze import Request, analyze_many
 from analysis.analyze import analyze as _analyze
 from analysis.attribution import Pass, attribute_many, decoder_inputs, never_guessed, token_id
 from analysis.attribution import logit_lens_many as _logit_lens_many
-from analysis.circuits import MODES
+from analysis.circuits import MODES, composition_of, random_like
 from analysis.circuits import baseline as _chance
 from analysis.circuits import composition as _composition
 from analysis.corpus.run import Settings, run_corpus
@@ -358,7 +358,7 @@ def _checkpoint(model: object, tokenizer: object, where: str, device: object = "
     if is_seq2seq(model):
         raise ValueError(
             f"{where} runs a model this app maps onto its own; a transformers encoder-decoder runs by its own forward "
-            "in analyze, forced, rank_heads, fork, logit_lens, patch, patch_scores and activations"
+            "in analyze, forced, rank_heads, fork, logit_lens, composition, patch, patch_scores and activations"
         )
     if is_transformers_model(model):
         return from_transformers(model, tokenizer)  # names the architectures it maps
@@ -799,9 +799,12 @@ def composition(
     previous-token head. `stack`: "encoder" or "decoder" (default: the model's first). `model`: a loaded
     checkpoint, or a `transformers` GPT-2 or Llama with its `tokenizer` (every circuit function takes either).
     `centre`: the reading matrices centred where heads read through a LayerNorm, as TransformerLens's `fold_ln`
-    (analysis.circuits)."""
+    (analysis.circuits). A `transformers` encoder-decoder: its own weights (analysis.seq2seq_tools.head_matrices;
+    `stack` default "encoder"), no `centre`."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
+    if is_seq2seq(model):
+        return composition_heatmap(_seq2seq_composition(model, stack, centre, device).scores[mode], mode)
     model = _checkpoint(model, tokenizer, "composition", device)
     return composition_heatmap(_composition(model.model, stack, centre).scores[mode], mode)
 
@@ -822,17 +825,38 @@ def composition_scores(
     column (the score divided by it); None: no baseline."""
     if baseline is not None and (isinstance(baseline, bool) or not isinstance(baseline, Integral)):
         raise ValueError(f"baseline is the random weights' seed, a whole number (or None), not {baseline!r}")
-    model = _checkpoint(model, tokenizer, "composition_scores", device)
-    composed = _composition(model.model, stack, centre)
+    if is_seq2seq(model):
+        composed = _seq2seq_composition(model, stack, centre, device)
+    else:
+        model = _checkpoint(model, tokenizer, "composition_scores", device)
+        composed = _composition(model.model, stack, centre)
     if composed.n_layers < 2:
         raise ValueError("heads compose across layers: a model of one layer has no pair to score")
     table = composition_table(composed.scores)
     table.attrs["centre"] = centre
     if baseline is not None:
-        chance = _chance(model.model, int(baseline), stack)
+        if is_seq2seq(model):
+            drawn = composition_of(random_like(seq2seq_tools.head_matrices(model, composed.stack), int(baseline)))
+            chance = {m: float(np.nanmean(v)) for m, v in drawn.scores.items()}
+        else:
+            chance = _chance(model.model, int(baseline), stack)
         table["K over baseline"] = table["K"] / chance["K"]
         table.attrs["baseline"] = chance
     return table
+
+
+def _seq2seq_composition(hf_model: Any, stack: str | None, centre: bool, device: object) -> Any:
+    """A `transformers` encoder-decoder's composition scores from its weights (analysis.seq2seq_tools)."""
+    if _device(device).type != "cpu":
+        raise ValueError("device= moves the models this app maps; a library's own model runs where it is: model.to()")
+    if centre:
+        raise ValueError("centre folds a pre-norm LayerNorm's centring; a transformers encoder-decoder's is not read")
+    if stack not in (None, "encoder", "decoder"):
+        raise ValueError(f"stack is 'encoder' or 'decoder', not {stack!r}")
+    try:
+        return composition_of(seq2seq_tools.head_matrices(hf_model, stack or "encoder"))
+    except Seq2SeqError as exc:
+        raise ValueError(str(exc)) from None
 
 
 # --- what heads write: direct logit attribution and the logit lens ------------------------------------------------

@@ -240,3 +240,40 @@ def test_the_lens_reads_each_decoder_layer_as_the_model_reads_its_last(family, t
         np.testing.assert_allclose(rows["probability"], probs.max(-1).values.numpy(), atol=TOL)
         assert list(rows["top guess"]) == tokenizer.convert_ids_to_tokens(probs.argmax(-1).tolist())
     assert atlas.logit_lens(model, SOURCE, tokenizer=tokenizer).data
+
+
+def _own_k_score(model, family, stack, early, late):
+    """‖W_OV W_K W_Qᵀ‖_F over the product of their norms, from the library's own weights (T5: its pre-norm gain
+    folded into the reading matrices)."""
+
+    def parts(layer):
+        if family == "t5":
+            wrapper = getattr(model, stack).block[layer].layer[0]
+            attn, gain = wrapper.SelfAttention, wrapper.layer_norm.weight.detach().double()
+            q, k, v, o = attn.q.weight, attn.k.weight, attn.v.weight, attn.o.weight
+        else:
+            attn = getattr(model.model, stack).layers[layer].self_attn
+            q, k, v, o = attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight, attn.out_proj.weight
+            gain = torch.ones(16, dtype=torch.float64)
+        return [w.detach().double() * (gain if i < 3 else 1) for i, w in enumerate((q, k, v))] + [o.detach().double()]
+
+    (l1, h1), (l2, h2) = early, late
+    _, _, v, o = parts(l1)
+    q, k, _, _ = parts(l2)
+    cut = lambda h: slice(h * 8, (h + 1) * 8)
+    ov = v[cut(h1)].T @ o[:, cut(h1)].T  # (d_model, d_model): x ↦ x W_V W_O
+    qk = k[cut(h2)].T @ q[cut(h2)]  # W_K W_Qᵀ
+    return float(torch.linalg.norm(ov @ qk) / (torch.linalg.norm(ov) * torch.linalg.norm(qk)))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("stack", ["encoder", "decoder"])
+def test_composition_is_read_from_the_libraries_weights(family, stack):
+    model = tiny(family)
+    table = atlas.composition_scores(model, stack)
+    assert len(table) == 2 * 2
+    for _, row in table.iterrows():
+        early = (int(row["earlier layer"]) - 1, int(row["earlier head"]) - 1)
+        late = (int(row["later layer"]) - 1, int(row["later head"]) - 1)
+        assert abs(row["K"] - _own_k_score(model, family, stack, early, late)) < TOL
+    assert atlas.composition(model, "K", stack).data
