@@ -13,6 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from analysis.agreement import METHODS, TranslatorAgreement, _largest, shuffled
 from analysis.circuits import HeadMatrices
 from analysis.forced import ForcedRow
 from analysis.fork import TOP_K, Branch, Fork, _candidate
@@ -347,14 +348,23 @@ def output_positions(model: nn.Module, runs: Runs, path: str) -> int:
     return kept[path].shape[1]
 
 
-def rank_heads(model: nn.Module, tokenizer: Any, text: str, mode: str = "zero", batch: int = BATCH) -> list:
+def rank_heads(
+    model: nn.Module,
+    tokenizer: Any,
+    text: str,
+    mode: str = "zero",
+    batch: int = BATCH,
+    found: Pair | None = None,
+    rows: slice = slice(None),
+) -> list:
     """Each head of every attention switched off alone (`mode` "zero": its output 0; "mean": its mean over the
-    positions of the intact pass), the text's greedy output held fixed: (block name, head, KL(intact ‖ ablated)
-    averaged over the output's positions), as analysis.ablation ranks ours; one batch row a head."""
-    found = pair(model, tokenizer, text, None)
+    positions of the intact pass), the text's greedy output (or `found`'s target) held fixed: (block name, head,
+    KL(intact ‖ ablated) averaged over the output's positions `rows`), as analysis.ablation ranks ours; one batch
+    row a head."""
+    found = pair(model, tokenizer, text, None) if found is None else found
     where = layout(model)
     with read_inputs(model, list(where.outputs.values())) as kept:
-        before = torch.log_softmax(run(model, found.source, found.target).logits[0].double().cpu(), -1)
+        before = torch.log_softmax(run(model, found.source, found.target).logits[0].double().cpu(), -1)[rows]
     d_head = next(iter(kept.values())).shape[-1] // where.n_heads
     todo = [(name, h) for name in where.blocks for h in range(where.n_heads)]
     table = []
@@ -372,11 +382,11 @@ def rank_heads(model: nn.Module, tokenizer: Any, text: str, mode: str = "zero", 
 
             return apply
 
-        rows = len(chosen)
+        count = len(chosen)
         edits = {where.outputs[b]: edit(b) for b in dict.fromkeys(name for name, _ in chosen)}
         with hooked(model, inputs=edits):
-            logits = run(model, found.source.expand(rows, -1), found.target.expand(rows, -1)).logits
-        after = torch.log_softmax(logits.double().cpu(), -1)
+            logits = run(model, found.source.expand(count, -1), found.target.expand(count, -1)).logits
+        after = torch.log_softmax(logits.double().cpu(), -1)[:, rows]
         kl = (before.exp() * (before - after)).sum(-1).mean(-1)  # (rows,)
         table += [(name, head, float(k)) for (name, head), k in zip(chosen, kl, strict=True)]
     return sorted(table, key=lambda row: -row[2])
@@ -525,3 +535,67 @@ def head_matrices(model: nn.Module, stack: str = "encoder") -> HeadMatrices:
             parts["w_o"].append(w_o.T.reshape(heads, -1, d_model).numpy())
     arrays = {key: np.concatenate(chunks) for key, chunks in parts.items()}
     return HeadMatrices(**arrays, stack=stack, n_layers=len(names), n_heads=heads)
+
+
+# --- do the explanations agree? -----------------------------------------------------------------------------------
+
+
+def agreement(
+    model: nn.Module, tokenizer: Any, text: str, position: int | None, corrupted: Any, target: Any = None
+) -> TranslatorAgreement:
+    """analysis.agreement.translator_agreement for a `transformers` encoder-decoder: the attention columns of the
+    decoder's heads, ablation (zero, mean) of every head at the position, activation patching of a corrupted
+    source of the same length (the one given, else the source shuffled between its first and last, seeded);
+    direct logit attribution NaN (its frozen-norm path is not read here) and attribution patching NaN."""
+    result = analysis(model, tokenizer, text, target)
+    found = Pair(
+        source_ids(model, tokenizer, text), torch.tensor([list(result.target_ids)]), [], list(result.target_pieces)
+    )
+    ids = list(result.target_ids)
+    position = 0 if position is None else position
+    if not 0 <= position < len(ids):
+        raise ValueError(f"position {position + 1} is outside the target's tokens: choose one of 1..{len(ids)}")
+    answer = result.predictions[position][0].id
+    where = layout(model)
+    nan = {name: np.full(where.n_heads, np.nan) for name in where.blocks}
+    scores = {m: {n: v.copy() for n, v in nan.items()} for m in METHODS}
+    for name, block in result.blocks.items():
+        if block.stack == "decoder":
+            skip = block.type == "self_attn"
+            scores["attention"][name] = _largest(block.weights, position, skip)
+            scores["value-weighted attention"][name] = _largest(block.value_weighted().weights, position, skip)
+    for mode in ("zero", "mean"):
+        rows = slice(position, position + 1)
+        for name, head, kl in rank_heads(model, tokenizer, text, mode, found=found, rows=rows):
+            scores[f"ablation ({mode})"][name][head] = kl
+    source = found.source[0].tolist()
+    if corrupted is None:
+        other = shuffled(source)
+        corrupted_from = "the source with the tokens between its first and last shuffled"
+    else:
+        other = source_ids(model, tokenizer, corrupted)[0].tolist() if isinstance(corrupted, str) else list(corrupted)
+        corrupted_from = "the source given" if isinstance(corrupted, str) else "the token ids given"
+    note, versus = "direct logit attribution and attribution patching are not read for this model", None
+    if other is None:
+        note = "too few different tokens in the source to shuffle into a corrupted one"
+    else:
+        bad = torch.tensor([other])
+        if bad.shape != found.source.shape:
+            raise PairError(
+                f"the corrupted source has {bad.shape[1]} tokens and the source {found.source.shape[1]}: patching "
+                "pairs source position with position"
+            )
+        logits = run(model, bad, found.target).logits[0, position].double()
+        versus = next(int(t) for t in torch.sort(logits, descending=True, stable=True).indices[:2] if int(t) != answer)
+        try:
+            runs = prepare(model, found.source, bad, found.target, position, answer, versus)
+            patched = patch_source(model, runs, "heads")
+        except PairError as exc:
+            note = str(exc)
+        else:
+            for (name, head), value in zip(patched.cells, patched.scores, strict=True):
+                scores["activation patching"][name][head] = value
+    corrupted_ids = None if other is None else tuple(int(i) for i in other)
+    return TranslatorAgreement(
+        position, answer, versus, tuple(source), tuple(ids), corrupted_ids, corrupted_from, note, scores
+    )

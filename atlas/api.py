@@ -357,8 +357,8 @@ def _checkpoint(model: object, tokenizer: object, where: str, device: object = "
         return _on(mapped, device)
     if is_seq2seq(model):
         raise ValueError(
-            f"{where} runs a model this app maps onto its own; a transformers encoder-decoder runs by its own forward "
-            "in analyze, forced, rank_heads, fork, logit_lens, composition, patch, patch_scores and activations"
+            f"{where} runs a model this app maps onto its own, not a transformers encoder-decoder (which analyze, "
+            "forced, rank_heads, fork, logit_lens, composition, agreement, patch and activations run by its forward)"
         )
     if is_transformers_model(model):
         return from_transformers(model, tokenizer)  # names the architectures it maps
@@ -1512,7 +1512,8 @@ def agreement(
     ablated runs, up to 64 a forward pass side by side, the patched runs and a few more passes; ValueError for a model
     that is not a language model or a position out of range.
 
-    A translator (a loaded one): its prediction after decoder `position` (None: the first output word) of
+    A translator (a loaded one, or a `transformers` encoder-decoder with its `tokenizer`, run by its own forward:
+    direct logit attribution NaN there): its prediction after decoder `position` (None: the first output word) of
     `target` (None: its own output), held fixed for every run; one row per head of every attention of both stacks,
     indexed (attention, layer, head); attention columns and direct logit attribution for the decoder's heads
     (NaN for the encoder's), ablation and activation patching for all, the corrupted run a source of the same
@@ -1520,6 +1521,12 @@ def agreement(
     patching NaN (a language model's only).
     `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
     TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
+    if is_seq2seq(model):
+        if _device(device).type != "cpu":
+            raise ValueError(
+                "device= moves the models this app maps; a library's own model runs where it is: model.to()"
+            )
+        return _translator_agreement(model, text, position, corrupted, target, tokenizer)
     model = _checkpoint(model, tokenizer, "agreement", device)
     if model.config.has_cross_attention:
         return _translator_agreement(model, text, position, corrupted, target)
@@ -1540,7 +1547,9 @@ def agreement(
     return table
 
 
-def _translator_agreement(model: Checkpoint, text: str, position: object, corrupted: object, target: object):
+def _translator_agreement(
+    model: Checkpoint | Any, text: str, position: object, corrupted: object, target: object, tokenizer: Any = None
+):
     """`agreement` of a translator (analysis.agreement.translator_agreement) as its table."""
     if position is not None and (isinstance(position, bool) or not isinstance(position, Integral)):
         raise ValueError(f"position must be a whole number counted from 1, not {position!r}")
@@ -1549,19 +1558,30 @@ def _translator_agreement(model: Checkpoint, text: str, position: object, corrup
     if isinstance(corrupted, torch.Tensor):
         corrupted = corrupted.reshape(-1).tolist()
     asked = None if position is None else int(position) - 1
-    found = _translator_agreement_of(model, text, asked, corrupted, target)
+    if is_seq2seq(model):
+        try:
+            found = seq2seq_tools.agreement(model, tokenizer, text, asked, corrupted, target)
+        except Seq2SeqError as exc:
+            raise ValueError(str(exc)) from None
+        n_heads = seq2seq_layout(model).n_heads
+        pieces = tokenizer.convert_ids_to_tokens
+
+        def decode(ids: list[int]) -> str:
+            return tokenizer.decode(ids, skip_special_tokens=True)
+    else:
+        found = _translator_agreement_of(model, text, asked, corrupted, target)
+        n_heads, pieces, decode = model.config.n_heads, model.tokenizer.pieces, model.tokenizer.decode
     rows, index = [], []
     for name in found.scores["attention"]:
         stack, layer, type_ = parse_block_name(name)
-        for head in range(model.config.n_heads):
+        for head in range(n_heads):
             index.append((f"{stack}.{type_}", layer + 1, head + 1))
             rows.append([float(found.scores[m][name][head]) for m in found.scores])
     index = pd.MultiIndex.from_tuples(index, names=["attention", "layer", "head"])
     table = pd.DataFrame(rows, columns=list(found.scores), index=index)
-    pieces = model.tokenizer.pieces
     table.attrs |= {"position": found.position + 1, "answer": pieces([found.answer])[0]}
     table.attrs["versus"] = None if found.versus is None else pieces([found.versus])[0]
-    table.attrs["corrupted"] = None if found.corrupted is None else model.tokenizer.decode(list(found.corrupted))
+    table.attrs["corrupted"] = None if found.corrupted is None else decode(list(found.corrupted))
     table.attrs["corrupted_ids"] = None if found.corrupted is None else list(found.corrupted)
     table.attrs |= {"corrupted_from": found.corrupted_from, "note": found.note, "target_ids": list(found.target)}
     return table

@@ -72,8 +72,8 @@ def test_a_model_no_tool_maps_says_what_does():
         atlas.fork(object(), TEXT, step=1)
     from seq2seq_models import tiny
 
-    with pytest.raises(ValueError, match=r"^agreement runs a model this app maps") as caught:
-        atlas.agreement(tiny("bart"), TEXT, tokenizer=word_tokenizer())
+    with pytest.raises(ValueError, match=r"^score_parts runs a model this app maps") as caught:
+        atlas.score_parts(tiny("bart"), TEXT, layer=1, head=1, query=1, key=1, tokenizer=word_tokenizer())
     assert "\n" not in str(caught.value)
 
 

@@ -84,3 +84,41 @@ def test_a_corrupted_source_of_another_length_is_one_line(translator):
     assert "\n" not in str(caught.value)
     shuffled = atlas.agreement(translator, CLEAN)
     assert shuffled.attrs["corrupted_from"] == "the source with the tokens between its first and last shuffled"
+
+
+@pytest.mark.parametrize("family", ["marian", "bart", "t5"])
+def test_a_transformers_translator_is_compared_as_ours(family):
+    from seq2seq_models import OTHER, SOURCE, tiny, word_tokenizer
+
+    model, tokenizer = tiny(family), word_tokenizer()
+    table = atlas.agreement(model, SOURCE, position=3, corrupted=OTHER, tokenizer=tokenizer)
+    assert len(table) == 3 * 2 * 2 and table["direct logit attribution"].isna().all()
+    asked = {"position": 3, "answer": table.attrs["answer"], "versus": table.attrs["versus"], "tokenizer": tokenizer}
+    patched = atlas.patch_scores(model, SOURCE, OTHER, **asked).set_index(["attention", "layer", "head"])
+    np.testing.assert_allclose(table["activation patching"].loc[patched.index], patched["restored"], atol=TOL)
+    source = torch.tensor([tokenizer(SOURCE)["input_ids"]])
+    target = torch.tensor([table.attrs["target_ids"]])
+    with torch.no_grad():
+        before = torch.log_softmax(model(input_ids=source, decoder_input_ids=target).logits[0, 2].double(), -1)
+    (attention, layer, head), kl = next(iter(table["ablation (mean)"].nlargest(1).items()))
+    stack, type_ = attention.split(".")
+    if family == "t5":
+        sub = {"self_attn": "layer.0.SelfAttention", "cross_attn": "layer.1.EncDecAttention"}[type_]
+        path = f"{stack}.block.{layer - 1}.{sub}.o"
+    else:
+        path = f"model.{stack}.layers.{layer - 1}.{'self_attn' if type_ == 'self_attn' else 'encoder_attn'}.out_proj"
+    proj = dict(model.named_modules())[path]
+    original, cut = proj.forward, slice((head - 1) * 8, head * 8)
+
+    def averaged(x):
+        x = x.clone()
+        x[..., cut] = x[..., cut].mean(dim=1, keepdim=True)
+        return original(x)
+
+    try:
+        proj.forward = averaged
+        with torch.no_grad():
+            after = torch.log_softmax(model(input_ids=source, decoder_input_ids=target).logits[0, 2].double(), -1)
+    finally:
+        proj.forward = original
+    assert abs(float((before.exp() * (before - after)).sum()) - kl) < TOL
