@@ -43,6 +43,7 @@ from analysis.patching import (
     PairError,
     Runs,
     attribution_patch_runs,
+    attribution_patch_translator,
     patch_runs,
     patch_translator,
     prepare_ids,
@@ -290,7 +291,7 @@ class TranslatorAgreement:
     """A translator's prediction at decoder `position` (0-based) of `target`, every head of every block (both
     stacks) by each method: scores, method → {block name: (H,)}, NaN where a method does not score a block (the
     encoder's heads have no query at the predicting position, so no attention column and no direct path to the
-    logits; attribution patching approximates a language model's heads only). corrupted: the corrupted source's
+    logits). corrupted: the corrupted source's
     ids; note: why the patching columns are NaN ("" when they are not)."""
 
     position: int
@@ -311,7 +312,7 @@ def _largest(weights: np.ndarray, position: int, skip_first: bool) -> np.ndarray
     return row.max(axis=-1) if row.shape[-1] else np.zeros(weights.shape[0])
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference mode: attribution patching takes a gradient inside
 def translator_agreement(
     ckpt: Checkpoint,
     text: str,
@@ -324,7 +325,8 @@ def translator_agreement(
     attention (decoder blocks), direct logit attribution (the decoder's, analysis.attribution), the KL at the
     position with each head of both stacks switched off alone (zero, mean), and activation patching of a corrupted
     source of the same length (`corrupted`; else the source with the tokens between its first and last shuffled,
-    seeded), the target fixed (analysis.patching.patch_translator)."""
+    seeded), the target fixed (analysis.patching.patch_translator), and attribution patching of the same pair
+    (attribution_patch_translator)."""
     analysis = analyze(ckpt, text, target=target)
     ids = list(analysis.target_ids)
     position = 0 if position is None else position
@@ -356,7 +358,7 @@ def translator_agreement(
             scores[f"ablation ({mode})"][name] = scores[f"ablation ({mode})"][name].copy()
             scores[f"ablation ({mode})"][name][head] = kl
     other, corrupted_from = _corrupted_source(ckpt, source_ids, corrupted)
-    note, versus = "attribution patching approximates a language model's heads only", None
+    note, versus = "", None
     if other is None:
         note = corrupted_from
     else:
@@ -366,13 +368,16 @@ def translator_agreement(
         try:
             runs = prepare_translator(ckpt, source, bad, decoder, position, answer, versus)
             found = patch_translator(ckpt, runs, "heads")
+            approximated = attribution_patch_translator(ckpt, runs)
         except PairError as exc:
             note = str(exc)
         else:
-            patched = scores["activation patching"]
-            for (name, head), value in zip(found.cells, found.scores, strict=True):
-                patched[name] = patched[name].copy()
-                patched[name][head] = value
+            note = ""
+            for method, result in (("activation patching", found), ("attribution patching", approximated)):
+                patched = scores[method]
+                for (name, head), value in zip(result.cells, result.scores, strict=True):
+                    patched[name] = patched[name].copy()
+                    patched[name][head] = value
     corrupted_ids = None if other is None else tuple(other)
     return TranslatorAgreement(
         position, answer, versus, tuple(source_ids), tuple(ids), corrupted_ids, corrupted_from, note, scores

@@ -467,3 +467,29 @@ def patch_translator(
         [run_translator_cells(ckpt, runs, what, todo[i : i + batch]) for i in range(0, len(todo), batch)]
     )
     return normalise_cells(what, todo, values, runs.position, runs.answer, runs.versus, runs.clean, runs.corrupted)
+
+
+def attribution_patch_translator(ckpt: Checkpoint, runs: TranslatorRuns) -> SourcePatching:
+    """Every head of both stacks approximated with one forward and one backward pass of the corrupted source:
+    (clean − corrupted head output) · ∂metric/∂(head output), normalised as `patch_translator` normalises."""
+    with torch.inference_mode():
+        _, trace = forward(ckpt.model, runs.target, runs.corrupted_source, record=True)
+        corrupted_heads = _head_outputs(trace)
+    nudges = {name: torch.zeros_like(out, requires_grad=True) for name, out in corrupted_heads.items()}
+    everywhere = torch.ones(1, ckpt.config.n_heads, dtype=torch.bool, device=next(ckpt.model.parameters()).device)
+    ablate = {name: Patch(nudge, everywhere, added=True) for name, nudge in nudges.items()}
+    names = list(nudges)
+    with torch.enable_grad():
+        logits, _ = forward(ckpt.model, runs.target, runs.corrupted_source, record=False, ablate=ablate)
+        metric = (logits[0, runs.position, runs.answer] - logits[0, runs.position, runs.versus]).double()
+        grads = dict(zip(names, torch.autograd.grad(metric, [nudges[n] for n in names]), strict=True))
+    cells, values = [], []
+    for name in names:
+        delta = (runs.heads[name] - corrupted_heads[name]).double()
+        per_head = (delta * grads[name].double()).sum(dim=(0, 2, 3)).cpu().numpy()
+        cells += [(name, h) for h in range(len(per_head))]
+        values += list(per_head + runs.corrupted)
+    found = normalise_cells(
+        "heads", cells, np.array(values), runs.position, runs.answer, runs.versus, runs.clean, runs.corrupted
+    )
+    return found

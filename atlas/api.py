@@ -65,6 +65,7 @@ from analysis.patching import (
     WHATS,
     PairError,
     attribution_patch_runs,
+    attribution_patch_translator,
     normalise_cells,
     pair_ids,
     patch_runs,
@@ -1140,7 +1141,8 @@ def patch(
     are two sources of the same token count and the decoder reads one `target` for both (None: the clean source's
     own output), teacher-forced; the logits compared are at decoder `position` (from 1; None: the first where the
     two sources' top predictions differ); every head of both stacks, or the stream entering every layer of both
-    stacks at each of its positions, is patched (`translator_patch_scores`)."""
+    stacks at each of its positions, is patched; `approximate` (a loaded translator, heads only): attribution
+    patching of every head of both stacks, one backward pass."""
     if isinstance(what, str) and what not in WHATS and not approximate:
         table = _path_patching(model, clean, corrupted, answer, versus, what, target, position, tokenizer, device)
         return _path_figure(table)
@@ -1148,7 +1150,7 @@ def patch(
         found, labels, _ = _translator_patching(
             model, clean, corrupted, answer, versus, what, approximate, target, position, tokenizer, device
         )
-        return _translator_figure(found, labels)
+        return _translator_figure(found, labels, approximate)
     model = _checkpoint(model, tokenizer, "patch", device)
     result, labels = _patched(model, clean, corrupted, answer, versus, what, approximate, "patch")
     named = [display_piece(p) for p in model.tokenizer.pieces([result.answer, result.versus])]
@@ -1191,7 +1193,7 @@ def patch_scores(
         found, labels, _ = _translator_patching(
             model, clean, corrupted, answer, versus, what, approximate, target, position, tokenizer, device
         )
-        return _translator_table(found, labels)
+        return _translator_table(found, labels, approximate)
     model = _checkpoint(model, tokenizer, "patch_scores", device)
     if not (isinstance(clean, str) or _is_ids(clean)) or not (isinstance(corrupted, str) or _is_ids(corrupted)):
         cleans, corrupteds = _texts(clean, "patch_scores"), _texts(corrupted, "patch_scores")
@@ -1370,10 +1372,10 @@ def _translator_patching(
 ):
     """A translator's SourcePatching (analysis.patching for ours, analysis.seq2seq_tools for a transformers
     one) and its labels; every bad input a ValueError of one line."""
-    if approximate:
+    if approximate and (what != "heads" or is_seq2seq(model)):
         raise ValueError(
-            "attribution patching approximates a language model's heads; a translator's pair is patched run by "
-            "run: leave approximate out"
+            "attribution patching approximates the heads of a model this app runs: what='heads', and a "
+            "transformers encoder-decoder is patched run by run (leave approximate out)"
         )
     if what not in WHATS:
         raise ValueError(f"what is one of {', '.join(map(repr, WHATS))}, not {what!r}")
@@ -1410,7 +1412,12 @@ def _translator_patching(
             _warn_cut(notes)
             chosen = [None if t is None else token_id(ckpt, t) for t in (answer, versus)]
             runs = prepare_translator(ckpt, *pair, torch.tensor([ids]), asked, *chosen)
-            found = None if runs_only else patch_translator(ckpt, runs, what, only=only)
+            if runs_only:
+                found = None
+            elif approximate:
+                found = attribution_patch_translator(ckpt, runs)
+            else:
+                found = patch_translator(ckpt, runs, what, only=only)
             decoder = runs.target
             pieces = ckpt.tokenizer.pieces
     except Seq2SeqError as exc:
@@ -1443,11 +1450,11 @@ def _translator_rows(found, labels: _PairLabels) -> list[dict[str, Any]]:
     return rows
 
 
-def _translator_table(found, labels: _PairLabels) -> pd.DataFrame:
+def _translator_table(found, labels: _PairLabels, approximate: bool = False) -> pd.DataFrame:
     table = pd.DataFrame(_translator_rows(found, labels))
     table = table.sort_values("restored", ascending=False, kind="stable").reset_index(drop=True)
     table.attrs |= {"answer": labels.answer, "versus": labels.versus, "clean": found.clean}
-    table.attrs |= {"corrupted": found.corrupted, "approximate": False, "position": found.position + 1}
+    table.attrs |= {"corrupted": found.corrupted, "approximate": approximate, "position": found.position + 1}
     return table
 
 
@@ -1465,7 +1472,7 @@ def _path_figure(table: pd.DataFrame) -> go.Figure:
     )
 
 
-def _translator_figure(found, labels: _PairLabels) -> go.Figure:
+def _translator_figure(found, labels: _PairLabels, approximate: bool = False) -> go.Figure:
     """One row per block (heads) or per layer (residual) of both stacks, NaN where a stack has no such column."""
     rows = _translator_rows(found, labels)
     side = "attention" if found.what == "heads" else "stack"
@@ -1475,7 +1482,7 @@ def _translator_figure(found, labels: _PairLabels) -> go.Figure:
     grid = np.full((len(names), width), np.nan)
     for r in rows:
         grid[names.index((r[side], r["layer"])), r[across] - 1] = r["restored"]
-    title = patching_title(found.what, labels.answer, labels.versus, False)
+    title = patching_title(found.what, labels.answer, labels.versus, approximate)
     positions = [str(i + 1) for i in range(width)]
     return patching_heatmap(grid, found.what, positions, title, rows=[f"{a} {layer}" for a, layer in names])
 
@@ -1513,12 +1520,12 @@ def agreement(
     that is not a language model or a position out of range.
 
     A translator (a loaded one, or a `transformers` encoder-decoder with its `tokenizer`, run by its own forward:
-    direct logit attribution NaN there): its prediction after decoder `position` (None: the first output word) of
-    `target` (None: its own output), held fixed for every run; one row per head of every attention of both stacks,
-    indexed (attention, layer, head); attention columns and direct logit attribution for the decoder's heads
-    (NaN for the encoder's), ablation and activation patching for all, the corrupted run a source of the same
-    token count (`corrupted`; else the source shuffled between its first and last token, seeded), attribution
-    patching NaN (a language model's only).
+    direct logit attribution and attribution patching NaN there): its prediction after decoder `position` (None:
+    the first output word) of `target` (None: its own output), held fixed for every run; one row per head of every
+    attention of both stacks, indexed (attention, layer, head); attention columns and direct logit attribution
+    for the decoder's heads (NaN for the encoder's), ablation and both patchings for all, the corrupted run a
+    source of the same token count (`corrupted`; else the source shuffled between its first and last token,
+    seeded).
     `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
     TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
     if is_seq2seq(model):
