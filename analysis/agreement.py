@@ -39,14 +39,23 @@ from torch import Tensor
 from analysis.ablation import RankingSetup, rank_block, rank_heads
 from analysis.analyze import analyze
 from analysis.attribution import attribute
-from analysis.patching import PairError, Runs, attribution_patch_runs, patch_runs, prepare_ids
+from analysis.patching import (
+    PairError,
+    Runs,
+    attribution_patch_runs,
+    attribution_patch_translator,
+    patch_runs,
+    patch_translator,
+    prepare_ids,
+    prepare_translator,
+)
 from analysis.record import Analysis
 from inference import catalog
 from inference.checkpoint import Checkpoint
 from inference.decoding import top_k
-from inference.text import clean_text, encode_prefix
+from inference.text import clean_text, encode_prefix, encode_source
 from model.forward import forward
-from model.names import block_name
+from model.names import block_name, parse_attention_type
 
 METHODS = (
     "attention",
@@ -272,3 +281,123 @@ def agreement(
         scores[f"ablation ({mode})"] = every_ablation_score(ckpt, s, mode)
     scores["activation patching"] = patching_scores(ckpt, s)
     return finish(ckpt, s, scores)
+
+
+# --- a translator: one output token, every head of both stacks ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TranslatorAgreement:
+    """A translator's prediction at decoder `position` (0-based) of `target`, every head of every block (both
+    stacks) by each method: scores, method → {block name: (H,)}, NaN where a method does not score a block (the
+    encoder's heads have no query at the predicting position, so no attention column and no direct path to the
+    logits). corrupted: the corrupted source's
+    ids; note: why the patching columns are NaN ("" when they are not)."""
+
+    position: int
+    answer: int
+    versus: int | None
+    source: tuple[int, ...]
+    target: tuple[int, ...]
+    corrupted: tuple[int, ...] | None
+    corrupted_from: str
+    note: str
+    scores: dict[str, dict[str, np.ndarray]]
+
+
+def _largest(weights: np.ndarray, position: int, skip_first: bool) -> np.ndarray:
+    """(H,) each head's largest weight from query `position` (a self-attention's first key, the start of text, left
+    out), of (H, Tq, Tk)."""
+    row = weights[:, position, 1:] if skip_first else weights[:, position]
+    return row.max(axis=-1) if row.shape[-1] else np.zeros(weights.shape[0])
+
+
+@torch.no_grad()  # not inference mode: attribution patching takes a gradient inside
+def translator_agreement(
+    ckpt: Checkpoint,
+    text: str,
+    position: int | None = None,
+    corrupted: str | Sequence[int] | None = None,
+    target: str | None = None,
+) -> TranslatorAgreement:
+    """Every head's importance for the translator's prediction after decoder `position` (0-based; None: the first
+    output word), the target (its own output, or `target`) held fixed for every run: attention and value-weighted
+    attention (decoder blocks), direct logit attribution (the decoder's, analysis.attribution), the KL at the
+    position with each head of both stacks switched off alone (zero, mean), and activation patching of a corrupted
+    source of the same length (`corrupted`; else the source with the tokens between its first and last shuffled,
+    seeded), the target fixed (analysis.patching.patch_translator), and attribution patching of the same pair
+    (attribution_patch_translator)."""
+    analysis = analyze(ckpt, text, target=target)
+    ids = list(analysis.target_ids)
+    position = 0 if position is None else position
+    if not 0 <= position < len(ids):
+        raise ValueError(f"position {position + 1} is outside the target's tokens: choose one of 1..{len(ids)}")
+    source_ids = encode_source(ckpt, analysis.text, [])
+    source, decoder = torch.tensor([source_ids]), torch.tensor([ids])
+    logits, trace = forward(ckpt.model, decoder, source, record=True)
+    answer = _top(ckpt, logits[0, position], 1)[0]
+    blocks = tuple((name, rec.keys.shape[1]) for name, rec in trace.attention.items())
+    rows = slice(position, position + 1)
+    ranking = RankingSetup(source, decoder, rows, logits[0].float()[rows], blocks)
+    n_heads = ckpt.config.n_heads
+    nan = {name: np.full(n_heads, np.nan) for name, _ in blocks}
+    scores: dict[str, dict[str, np.ndarray]] = {m: dict(nan) for m in METHODS}
+    for name, block in analysis.blocks.items():
+        if block.stack == "decoder":
+            skip = block.type == "self_attn"
+            scores["attention"][name] = _largest(block.weights, position, skip)
+            scores["value-weighted attention"][name] = _largest(block.value_weighted().weights, position, skip)
+    direct = attribute(ckpt, source, decoder, position).heads
+    for attention, matrix in direct.items():
+        stack, type_ = parse_attention_type(attention)
+        for layer, row in enumerate(matrix):
+            scores["direct logit attribution"][block_name(stack, layer, type_)] = np.asarray(row, dtype=np.float64)
+    every = [(name, h) for name, heads in blocks for h in range(heads)]
+    for mode in ("zero", "mean"):
+        for name, head, kl in rank_heads(ckpt, ranking, every, mode):
+            scores[f"ablation ({mode})"][name] = scores[f"ablation ({mode})"][name].copy()
+            scores[f"ablation ({mode})"][name][head] = kl
+    other, corrupted_from = _corrupted_source(ckpt, source_ids, corrupted)
+    note, versus = "", None
+    if other is None:
+        note = corrupted_from
+    else:
+        bad = torch.tensor([other])
+        tops = _top(ckpt, forward(ckpt.model, decoder, bad, record=False)[0][0, position], 2)
+        versus = next(t for t in tops if t != answer)
+        try:
+            runs = prepare_translator(ckpt, source, bad, decoder, position, answer, versus)
+            found = patch_translator(ckpt, runs, "heads")
+            approximated = attribution_patch_translator(ckpt, runs)
+        except PairError as exc:
+            note = str(exc)
+        else:
+            note = ""
+            for method, result in (("activation patching", found), ("attribution patching", approximated)):
+                patched = scores[method]
+                for (name, head), value in zip(result.cells, result.scores, strict=True):
+                    patched[name] = patched[name].copy()
+                    patched[name][head] = value
+    corrupted_ids = None if other is None else tuple(other)
+    return TranslatorAgreement(
+        position, answer, versus, tuple(source_ids), tuple(ids), corrupted_ids, corrupted_from, note, scores
+    )
+
+
+def _corrupted_source(
+    ckpt: Checkpoint, source: list[int], corrupted: str | Sequence[int] | None
+) -> tuple[list[int] | None, str]:
+    """The corrupted source's ids and where they came from: the text or ids given (PairError for another token
+    count), else the source shuffled between its first and last token; (None, why) when it cannot be."""
+    if corrupted is not None:
+        other = encode_source(ckpt, clean_text(corrupted).text, []) if isinstance(corrupted, str) else list(corrupted)
+        if len(other) != len(source):
+            raise PairError(
+                f"the corrupted source has {len(other)} tokens and the source {len(source)}: patching pairs source "
+                "position with position"
+            )
+        return [int(i) for i in other], "the source given" if isinstance(corrupted, str) else "the token ids given"
+    mixed = shuffled(source)
+    if mixed is None:
+        return None, "too few different tokens in the source to shuffle into a corrupted one"
+    return mixed, "the source with the tokens between its first and last shuffled"

@@ -18,7 +18,11 @@ Attribution patching (Nanda 2023) approximates the head results with one backwar
 (clean − corrupted) output times the metric's gradient at the corrupted run, normalised the same way — linear in
 the patch, so exact for small changes and only a guide for large ones.
 
-Decoder-only models (a language model): a translator's two outputs need not align.
+`patch` pairs a language model's two texts. A translator (`prepare_translator`, `patch_translator`) pairs two
+sources of the same token count with one target held fixed for both (teacher-forced), so every position of both
+runs aligns: the metric is answer − versus at one decoder position, and every head of both stacks (the
+encoder's, the decoder's self- and cross-attention) or the stream entering every layer of both stacks at each
+of its positions is patched (`SourcePatching`).
 """
 
 from __future__ import annotations
@@ -69,8 +73,9 @@ def pair_ids(ckpt: Checkpoint, clean: str, corrupted: str, notes: list[str] | No
     gets what was changed in reading them (a text cut to the model's positions)."""
     if ckpt.config.has_encoder:
         raise PairError(
-            "activation patching here pairs two texts read by a language model; a translator's two outputs need "
-            "not align, and an encoder-only model predicts no next token: choose a language model"
+            "this pairs two texts read by a language model, and an encoder-only model predicts no next token: "
+            "choose a language model (a translator's two sources are patched with one target held fixed: "
+            "atlas.patch)"
         )
     notes = [] if notes is None else notes
     ids = [encode_prefix(ckpt, clean_text(t).text, notes) for t in (clean, corrupted)]
@@ -298,3 +303,193 @@ def attribution_patch_runs(ckpt: Checkpoint, runs: Runs) -> Patching:
         scores[i] = (delta * grads[name].double()).sum(dim=(0, 2, 3)).cpu().numpy()
     scores = _normalised(scores + runs.corrupted, runs)
     return Patching("heads", scores, runs.answer, runs.versus, runs.clean, runs.corrupted, approximate=True)
+
+
+# --- a translator: two sources of the same length, the target held fixed (teacher-forced) -------------------------
+
+
+@dataclass(frozen=True)
+class SourcePatching:
+    """Normalised patching results of a translator's source pair, one per cell (0 = as corrupted, 1 = as clean).
+
+    cells: (block name, head) for `what="heads"` (every attention of both stacks), (layer name, position) for
+    "residual" (the stream entering each layer of both stacks, at one source or target position), 0-based, in
+    order; position: the decoder position whose next-token logits are compared (0-based); answer / versus, clean /
+    corrupted as in Patching."""
+
+    what: str
+    cells: tuple[tuple[str, int], ...]
+    scores: np.ndarray
+    position: int
+    answer: int
+    versus: int
+    clean: float
+    corrupted: float
+
+
+@dataclass(frozen=True)
+class TranslatorRuns:
+    """The two runs a translator's patching starts from: the sources (1, S), the target (1, T) both read, the
+    position and tokens compared with each run's logit difference, and the clean run's head outputs (block name →
+    (1, H, Tq, d_head)) and streams (layer name → (1, len, d_model))."""
+
+    clean_source: Tensor
+    corrupted_source: Tensor
+    target: Tensor
+    position: int
+    answer: int
+    versus: int
+    clean: float
+    corrupted: float
+    heads: dict[str, Tensor]
+    streams: dict[str, Tensor]
+
+
+def choose_position(clean: Tensor, corrupted: Tensor, position: int | None, answer, versus) -> tuple[int, int, int]:
+    """The decoder position compared (None: the first whose top prediction differs between the two runs' (T,
+    vocab) logits) and the tokens (None: each run's top prediction there); PairError when nothing differs."""
+    tops = clean.argmax(-1), corrupted.argmax(-1)
+    if position is None:
+        differ = (tops[0] != tops[1]).nonzero()
+        if not len(differ):
+            raise PairError(
+                "the two sources give the same top prediction at every target position: change the second source, "
+                "or name the position and the two tokens to compare"
+            )
+        position = int(differ[0])
+    if not 0 <= position < clean.shape[0]:
+        raise PairError(f"position {position + 1} is outside the target's {clean.shape[0]} positions")
+    answer = int(tops[0][position]) if answer is None else int(answer)
+    versus = int(tops[1][position]) if versus is None else int(versus)
+    if answer == versus:
+        raise PairError("the answer and the token it is compared with are the same: pick two tokens")
+    return position, answer, versus
+
+
+@torch.inference_mode()
+def prepare_translator(
+    ckpt: Checkpoint,
+    clean_source: Tensor,
+    corrupted_source: Tensor,
+    target: Tensor,
+    position: int | None = None,
+    answer: int | None = None,
+    versus: int | None = None,
+) -> TranslatorRuns:
+    """A translator's two runs on `target` (1, T), bos first; PairError for sources of other lengths."""
+    if clean_source.shape != corrupted_source.shape:
+        raise PairError(
+            f"patching pairs source position with position: the sources are {clean_source.shape[1]} and "
+            f"{corrupted_source.shape[1]} tokens; change words for words of the same token count"
+        )
+    clean_logits, trace = forward(ckpt.model, target, clean_source, record=True, activations=True)
+    corrupted_logits, _ = forward(ckpt.model, target, corrupted_source, record=False)
+    position, answer, versus = choose_position(clean_logits[0], corrupted_logits[0], position, answer, versus)
+    diff = lambda logits: float(logits[0, position, answer] - logits[0, position, versus])
+    streams = {
+        name.removesuffix(".resid_pre"): t for name, t in trace.activations.items() if name.endswith(".resid_pre")
+    }
+    return TranslatorRuns(
+        clean_source,
+        corrupted_source,
+        target,
+        position,
+        answer,
+        versus,
+        diff(clean_logits),
+        diff(corrupted_logits),
+        _head_outputs(trace),
+        streams,
+    )
+
+
+def translator_cells(runs: TranslatorRuns, what: str, n_heads: int) -> list[tuple[str, int]]:
+    """What `what` patches in a translator, one run each: every head of every block, or every layer of both stacks
+    at every position of its own input (the source for the encoder, the target for the decoder)."""
+    if what not in WHATS:
+        raise ValueError(f"what is one of {', '.join(map(repr, WHATS))}, not {what!r}")
+    if what == "heads":
+        return [(name, h) for name in runs.heads for h in range(n_heads)]
+    return [(name, i) for name, stream in runs.streams.items() for i in range(stream.shape[1])]
+
+
+@torch.inference_mode()
+def run_translator_cells(
+    ckpt: Checkpoint, runs: TranslatorRuns, what: str, chosen: list[tuple[str, int]]
+) -> np.ndarray:
+    """The metric of the corrupted source with each of `chosen` patched in from the clean run, one batch row each."""
+    rows = len(chosen)
+    clean = runs.heads if what == "heads" else runs.streams
+    patches = {}
+    for name, value in clean.items():
+        across = value.shape[1]  # heads, or positions
+        where = torch.zeros(rows, across, dtype=torch.bool, device=value.device)
+        for row, (cell, i) in enumerate(chosen):
+            if cell == name:
+                where[row, i] = True
+        if where.any():
+            key = name if what == "heads" else f"{name}.resid_pre"
+            patches[key] = Patch(value.expand(rows, *value.shape[1:]), where)
+    logits, _ = forward(
+        ckpt.model, runs.target.expand(rows, -1), runs.corrupted_source.expand(rows, -1), record=False, ablate=patches
+    )
+    return (logits[:, runs.position, runs.answer] - logits[:, runs.position, runs.versus]).double().cpu().numpy()
+
+
+def only_cells(cells: list[tuple[str, int]], only: str | None) -> list[tuple[str, int]]:
+    """`cells` of the one block or layer `only` (all for None); ValueError naming the names there are."""
+    if only is None:
+        return cells
+    kept = [c for c in cells if c[0] == only]
+    if not kept:
+        names = list(dict.fromkeys(c[0] for c in cells))
+        raise ValueError(f"this model has no {only!r} to patch: it has {', '.join(names[:3])} … {names[-1]}")
+    return kept
+
+
+def normalise_cells(what: str, cells: list, values: np.ndarray, position: int, answer, versus, clean, corrupted):
+    """Every cell's metric as a SourcePatching: (value − corrupted) / (clean − corrupted)."""
+    span = clean - corrupted
+    if abs(span) < 1e-9:
+        raise PairError("the two sources give the same logit difference: there is nothing for a patch to restore")
+    scores = (np.asarray(values, dtype=np.float64) - corrupted) / span
+    return SourcePatching(what, tuple(cells), scores, position, answer, versus, clean, corrupted)
+
+
+def patch_translator(
+    ckpt: Checkpoint, runs: TranslatorRuns, what: str = "heads", batch: int = BATCH, only: str | None = None
+) -> SourcePatching:
+    """Patch every head of both stacks (`what="heads"`) or the stream entering every layer of both stacks at each
+    position (`"residual"`) from the clean source's run into the corrupted one's, the target held fixed; `only`:
+    that one block's heads, or that one layer's positions (its name)."""
+    todo = only_cells(translator_cells(runs, what, ckpt.config.n_heads), only)
+    values = np.concatenate(
+        [run_translator_cells(ckpt, runs, what, todo[i : i + batch]) for i in range(0, len(todo), batch)]
+    )
+    return normalise_cells(what, todo, values, runs.position, runs.answer, runs.versus, runs.clean, runs.corrupted)
+
+
+def attribution_patch_translator(ckpt: Checkpoint, runs: TranslatorRuns) -> SourcePatching:
+    """Every head of both stacks approximated with one forward and one backward pass of the corrupted source:
+    (clean − corrupted head output) · ∂metric/∂(head output), normalised as `patch_translator` normalises."""
+    with torch.inference_mode():
+        _, trace = forward(ckpt.model, runs.target, runs.corrupted_source, record=True)
+        corrupted_heads = _head_outputs(trace)
+    nudges = {name: torch.zeros_like(out, requires_grad=True) for name, out in corrupted_heads.items()}
+    everywhere = torch.ones(1, ckpt.config.n_heads, dtype=torch.bool, device=next(ckpt.model.parameters()).device)
+    ablate = {name: Patch(nudge, everywhere, added=True) for name, nudge in nudges.items()}
+    names = list(nudges)
+    with torch.enable_grad():
+        logits, _ = forward(ckpt.model, runs.target, runs.corrupted_source, record=False, ablate=ablate)
+        metric = (logits[0, runs.position, runs.answer] - logits[0, runs.position, runs.versus]).double()
+        grads = dict(zip(names, torch.autograd.grad(metric, [nudges[n] for n in names]), strict=True))
+    cells, values = [], []
+    for name in names:
+        delta = (runs.heads[name] - corrupted_heads[name]).double()
+        per_head = (delta * grads[name].double()).sum(dim=(0, 2, 3)).cpu().numpy()
+        cells += [(name, h) for h in range(len(per_head))]
+        values += list(per_head + runs.corrupted)
+    found = normalise_cells(
+        "heads", cells, np.array(values), runs.position, runs.answer, runs.versus, runs.clean, runs.corrupted
+    )
+    return found

@@ -7,7 +7,8 @@ and `rank_heads` (Head ablation's ranking); how heads compose, from the weights:
 `logit_lens`; what the model thought of a reference translation or a continuation: `forced`;
 activation patching on a minimal pair: `patch` and `patch_scores`; whether the methods agree on one prediction:
 `agreement`; why a head attends where it does: `score_parts`; what if the model had written another word: `fork`;
-every head over a corpus of texts: `corpus`, and `open_corpus` to read one back;
+every head over a corpus of texts: `corpus`, and `open_corpus` to read one back; any recorded activation by its
+module path: `activations` (and `patch_scores(..., what=path)` patches one);
 `save_figure`, any figure as an
 HTML page, SVG, PNG or PDF; `offline()` for figures in a notebook without a network. Layers, heads and positions
 count from 1, as the app's labels do.
@@ -25,6 +26,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
     from atlas.api import (
         AnalysisWarning,
         TraceError,
+        activations,
         agreement,
         analyze,
         composition,
@@ -61,6 +63,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
 __all__ = [
     "AnalysisWarning",
     "TraceError",
+    "activations",
     "agreement",
     "analyze",
     "composition",

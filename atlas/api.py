@@ -40,13 +40,15 @@ import plotly.io as pio
 import torch
 from plotly.io.base_renderers import NotebookRenderer
 
+from analysis import seq2seq_tools
 from analysis.ablation import head_importance, rank_by_attribution, ranking_setup
 from analysis.agreement import agreement as _agreement
+from analysis.agreement import translator_agreement as _translator_agreement_of
 from analysis.analyze import Request, analyze_many
 from analysis.analyze import analyze as _analyze
 from analysis.attribution import Pass, attribute_many, decoder_inputs, never_guessed, token_id
 from analysis.attribution import logit_lens_many as _logit_lens_many
-from analysis.circuits import MODES
+from analysis.circuits import MODES, composition_of, random_like
 from analysis.circuits import baseline as _chance
 from analysis.circuits import composition as _composition
 from analysis.corpus.run import Settings, run_corpus
@@ -59,17 +61,33 @@ from analysis.fork import fork as _fork
 from analysis.imported import MAX_FILE_BYTES, TraceError, from_arrays, from_huggingface, from_transformer_lens
 from analysis.imported import read_trace as _read_trace
 from analysis.induction import measure
-from analysis.patching import WHATS, PairError, attribution_patch_runs, pair_ids, patch_runs, prepare_ids
+from analysis.patching import (
+    WHATS,
+    PairError,
+    attribution_patch_runs,
+    attribution_patch_translator,
+    normalise_cells,
+    pair_ids,
+    patch_runs,
+    patch_translator,
+    prepare_ids,
+    prepare_translator,
+    run_cells,
+)
 from analysis.record import Analysis, Block
 from analysis.rollout import analysis_rollout
 from analysis.score_parts import pass_inputs, row_parts
+from analysis.seq2seq import Seq2SeqError, is_seq2seq
+from analysis.seq2seq import layout as seq2seq_layout
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
 from inference.files import SourceError, check_target, read_source, user_path, write_file
 from inference.pretrained.objects import LOADERS as OBJECT_LOADERS
 from inference.pretrained.objects import from_transformers, is_transformers_model
-from inference.text import InputError, clean_text, encode_prefix
+from inference.text import InputError, clean_text, encode_prefix, encode_source
+from model.forward import forward
+from model.names import attention_type, layer_name, parse_block_name
 from viz.agreement import agreement_frame
 from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, parts_frame
 from viz.circuits import composition_heatmap, composition_table
@@ -90,6 +108,7 @@ from viz.tables import heads_frame, position_labels, ranking_frame
 __all__ = [
     "AnalysisWarning",
     "TraceError",
+    "activations",
     "analyze",
     "composition",
     "composition_scores",
@@ -155,6 +174,11 @@ def analyze(
       mapped onto our model (inference.pretrained.objects, the loader its saved folder goes through), then as a
       checkpoint: the same Analysis as `atlas.load` of its folder, tokenized by the same rule
       (docs/published-models.md: a decoder reads bos + the text's tokens).
+    - A `transformers` encoder-decoder (Marian, BART, T5, any of q/k/v and an output projection) with its
+      `tokenizer`: run by its own forward where it is (analysis.seq2seq_tools), on the source and, as the
+      decoder's input after its start token, its greedy output (`generate`, one beam, up to `max_tokens`) or
+      `target` (read as its tokenizer reads a target, `text_target=`); every head of the encoder, the decoder
+      and the cross-attention, and each decoder position's top `k` predictions.
     - Any other `transformers` model (decoder-only or encoder-only) with its `tokenizer`: run once on the text
       with `output_attentions=True`, switched to eager attention for the call (sdpa and flash attention return no
       weights) and back after; then `from_huggingface`. A decoder-only model reads bos first here too.
@@ -197,6 +221,8 @@ def analyze(
         )
     if hasattr(model, "run_with_cache") and hasattr(model, "to_str_tokens"):
         found = [_transformer_lens(model, t) for t in texts]
+    elif is_seq2seq(model):
+        found = [_seq2seq_analysis(model, t, tokenizer, target, k, max_tokens) for t in texts]
     elif isinstance(model, torch.nn.Module) and hasattr(model, "config"):
         found = [_huggingface(model, t, tokenizer) for t in texts]
     else:
@@ -330,11 +356,17 @@ def _checkpoint(model: object, tokenizer: object, where: str, device: object = "
         if tokenizer is not None:
             raise ValueError("a loaded checkpoint brings its own tokenizer: leave tokenizer out")
         return _on(mapped, device)
+    if is_seq2seq(model):
+        raise ValueError(
+            f"{where} runs a model this app maps onto its own, not a transformers encoder-decoder (which analyze, "
+            "forced, rank_heads, fork, logit_lens, composition, agreement, patch and activations run by its forward)"
+        )
     if is_transformers_model(model):
         return from_transformers(model, tokenizer)  # names the architectures it maps
     raise TypeError(
         f"{where} takes a loaded model (atlas.load), a transformers GPT-2, Llama, Qwen2 or GPT-NeoX with tokenizer=, "
-        f"or a TransformerLens bridge of one, not {type(model).__name__}"
+        f"or a TransformerLens bridge of one, not {type(model).__name__}; another model saved with "
+        "save_pretrained(folder) is read by atlas.load(folder) where its architecture is one of these"
     )
 
 
@@ -375,11 +407,6 @@ def _huggingface(hf_model: Any, text: str, tokenizer: Any) -> Analysis:
             "a Hugging Face model needs its tokenizer: atlas.analyze(model, text, "
             "tokenizer=AutoTokenizer.from_pretrained(...))"
         )
-    if getattr(hf_model.config, "is_encoder_decoder", False):
-        raise ValueError(
-            "an encoder-decoder needs its decoder's input too: run it with decoder_input_ids and "
-            "output_attentions=True, then atlas.from_huggingface(outputs, target_tokens, source_tokens=...)"
-        )
     inputs = tokenizer(text, return_tensors="pt")
     bos = getattr(hf_model.config, "bos_token_id", None)
     ids = inputs["input_ids"]
@@ -411,6 +438,14 @@ def _huggingface(hf_model: Any, text: str, tokenizer: Any) -> Analysis:
         )
     name = getattr(hf_model.config, "name_or_path", "") or type(hf_model).__name__
     return from_huggingface(outputs, tokens, name=name)
+
+
+def _seq2seq_analysis(hf_model: Any, text: str, tokenizer: Any, target: object, k: int, max_tokens: int) -> Analysis:
+    """A `transformers` encoder-decoder's Analysis (analysis.seq2seq_tools.analysis); its bad inputs one line."""
+    try:
+        return seq2seq_tools.analysis(hf_model, tokenizer, text, target, k, max_tokens)
+    except Seq2SeqError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _writes_text(hf_model: Any) -> bool:
@@ -598,15 +633,22 @@ def mask(analysis: Analysis, attention: str | None = None) -> go.Figure:
 def value_weighted(analysis: Analysis) -> Analysis:
     """`analysis` with every head's weights replaced by each key's share of what the query's row moves,
     ‖α_ij · v_j W_O^h‖ / Σ_j ‖α_ij · v_j W_O^h‖ (Kobayashi et al. 2020), the app's "weight × value norm": every
-    view draws it as it draws weights (`atlas.head(atlas.value_weighted(analysis), 2, 3)`). ValueError for
-    attention taken from outside the app's model (a trace file, a `transformers` BERT's or encoder-decoder's
-    outputs, a TransformerLens cache), which comes without values: the message names the models that have them."""
+    view draws it as it draws weights (`atlas.head(atlas.value_weighted(analysis), 2, 3)`); `analyze` of a
+    `transformers` encoder-decoder has them too. ValueError for attention taken from outside (a trace file, a
+    model's outputs given to `from_huggingface`, a TransformerLens cache), which comes without values: the
+    message names the models that have them."""
     if not isinstance(analysis, Analysis):
         raise TypeError(f"value_weighted takes an Analysis (atlas.analyze), not {type(analysis).__name__}")
     return analysis.value_weighted()
 
 
-def head_stats(analysis: Analysis, model: Checkpoint | None = None) -> pd.DataFrame:
+def head_stats(
+    analysis: Analysis,
+    model: Checkpoint | object | None = None,
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> pd.DataFrame:
     """The Head statistics page's table: one row per head of every block, layers and heads counted from 1, with
     its entropy (bits), mean distance, and the weight on the previous token, the first token and its own
     position, averaged over the queries of the analysed text (viz.stats.head_table). The page draws no figure of
@@ -616,14 +658,15 @@ def head_stats(analysis: Analysis, model: Checkpoint | None = None) -> pd.DataFr
     self-attention head's "induction" and "previous_token_probe" scores on the induction probe, `<s>` and 50 random
     tokens repeated (analysis.induction.measure: its mean weight on the token after the query's earlier copy, and
     on the token just before; 1 = a perfect induction or previous-token head), NaN for a head the probe does not
-    score. The probe does not depend on the text; it runs the model once, on 4 probes of 101 tokens."""
+    score. The probe does not depend on the text; it runs the model once, on 4 probes of 101 tokens.
+    `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
+    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
     if not isinstance(analysis, Analysis):
         raise TypeError(f"head_stats takes an Analysis (atlas.analyze), not {type(analysis).__name__}")
     table = head_table(analysis)
     if model is None:
         return for_display(table)
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"head_stats's model is a loaded model (atlas.load), not {type(model).__name__}")
+    model = _checkpoint(model, tokenizer, "head_stats", device)
     if model.config.has_encoder:
         raise ValueError(
             f"{model.name} is an {model.config.kind} model: the induction probe runs a decoder-only model on a "
@@ -633,18 +676,37 @@ def head_stats(analysis: Analysis, model: Checkpoint | None = None) -> pd.DataFr
     return for_display(with_probe_scores(table, probe.induction, probe.previous_token))
 
 
-def rank_heads(model: Checkpoint, text: str, mode: str = "zero", approximate: bool = False) -> pd.DataFrame:
+def rank_heads(
+    model: Checkpoint | object,
+    text: str,
+    mode: str = "zero",
+    approximate: bool = False,
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> pd.DataFrame:
     """Head ablation's "Rank every head": each head switched off alone (`mode` "zero": its output becomes 0;
     "mean": its mean over the positions), ranked by the KL divergence of the predictions from the intact model's
     (at the last position for a language model, averaged over the greedy output's steps for a translator, over
     every position for an encoder), the largest first; layers and heads from 1. Each head its own run, up to 64 runs
     a forward pass side by side (analysis.ablation.rank_heads: one batch row a head, equal to a pass a head);
     `approximate`: one forward and one backward pass for all (attribution patching), ranked by the first-order drop
-    in the log-probability of the top prediction ("log p drop (approx.)")."""
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"rank_heads takes a loaded model (atlas.load), not {type(model).__name__}")
+    in the log-probability of the top prediction ("log p drop (approx.)").
+    `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
+    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`; or a `transformers`
+    encoder-decoder with its `tokenizer`, run by its own forward (its heads' outputs cut by hooks, no
+    `approximate`)."""
     if mode not in ("zero", "mean"):
         raise ValueError(f"mode is 'zero' or 'mean', not {mode!r}")
+    if is_seq2seq(model) and not approximate:
+        if _device(device).type != "cpu":
+            raise ValueError(
+                "device= moves the models this app maps; a library's own model runs where it is: model.to()"
+            )
+        analysis = seq2seq_tools.analysis(model, tokenizer, text)
+        table = ranking_frame(analysis, seq2seq_tools.rank_heads(model, tokenizer, text, mode))
+        return table.sort_values("KL (nats)", ascending=False, kind="stable").reset_index(drop=True)
+    model = _checkpoint(model, tokenizer, "rank_heads", device)
     analysis = _analyze(model, text)
     if approximate:
         table = rank_by_attribution(model, ranking_setup(model, text), mode)
@@ -653,18 +715,24 @@ def rank_heads(model: Checkpoint, text: str, mode: str = "zero", approximate: bo
 
 
 def detect_heads(
-    model: Checkpoint | Analysis | Sequence[Analysis],
+    model: Checkpoint | Analysis | Sequence[Analysis] | object,
     texts: str | Sequence[str] | None = None,
     pattern: str | np.ndarray = "previous token",
+    *,
+    tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> pd.DataFrame:
     """Head statistics' "Detect a pattern": the share of each self-attention head's attention that falls where
     `pattern` points (1: all of it), over `texts` — one string, or a list (a file's lines) — analysed by `model`,
     or over Analyses given as `model` (from `analyze`, `from_huggingface`, `read_trace`; `texts` None). `pattern`:
     "previous token", "first token", "current token", "same token", "induction", or a (T, T) array of 0 and 1 that
-    fits every text (TransformerLens's `detect_head`). One row per head (layer and head from 1), highest first."""
-    if isinstance(model, Checkpoint):
+    fits every text (TransformerLens's `detect_head`). One row per head (layer and head from 1), highest first.
+    `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
+    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
+    if not isinstance(model, Analysis) and not (isinstance(model, (list, tuple)) and model):
         if texts is None:
             raise ValueError("detect_heads needs texts to run the model on: a string or a list of them")
+        model = _checkpoint(model, tokenizer, "detect_heads", device)
         lines = [texts] if isinstance(texts, str) else list(texts)
         analyses = _analyzed(model, lines)
     else:
@@ -732,9 +800,12 @@ def composition(
     previous-token head. `stack`: "encoder" or "decoder" (default: the model's first). `model`: a loaded
     checkpoint, or a `transformers` GPT-2 or Llama with its `tokenizer` (every circuit function takes either).
     `centre`: the reading matrices centred where heads read through a LayerNorm, as TransformerLens's `fold_ln`
-    (analysis.circuits)."""
+    (analysis.circuits). A `transformers` encoder-decoder: its own weights (analysis.seq2seq_tools.head_matrices;
+    `stack` default "encoder"), no `centre`."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}, not {mode!r}")
+    if is_seq2seq(model):
+        return composition_heatmap(_seq2seq_composition(model, stack, centre, device).scores[mode], mode)
     model = _checkpoint(model, tokenizer, "composition", device)
     return composition_heatmap(_composition(model.model, stack, centre).scores[mode], mode)
 
@@ -755,17 +826,38 @@ def composition_scores(
     column (the score divided by it); None: no baseline."""
     if baseline is not None and (isinstance(baseline, bool) or not isinstance(baseline, Integral)):
         raise ValueError(f"baseline is the random weights' seed, a whole number (or None), not {baseline!r}")
-    model = _checkpoint(model, tokenizer, "composition_scores", device)
-    composed = _composition(model.model, stack, centre)
+    if is_seq2seq(model):
+        composed = _seq2seq_composition(model, stack, centre, device)
+    else:
+        model = _checkpoint(model, tokenizer, "composition_scores", device)
+        composed = _composition(model.model, stack, centre)
     if composed.n_layers < 2:
         raise ValueError("heads compose across layers: a model of one layer has no pair to score")
     table = composition_table(composed.scores)
     table.attrs["centre"] = centre
     if baseline is not None:
-        chance = _chance(model.model, int(baseline), stack)
+        if is_seq2seq(model):
+            drawn = composition_of(random_like(seq2seq_tools.head_matrices(model, composed.stack), int(baseline)))
+            chance = {m: float(np.nanmean(v)) for m, v in drawn.scores.items()}
+        else:
+            chance = _chance(model.model, int(baseline), stack)
         table["K over baseline"] = table["K"] / chance["K"]
         table.attrs["baseline"] = chance
     return table
+
+
+def _seq2seq_composition(hf_model: Any, stack: str | None, centre: bool, device: object) -> Any:
+    """A `transformers` encoder-decoder's composition scores from its weights (analysis.seq2seq_tools)."""
+    if _device(device).type != "cpu":
+        raise ValueError("device= moves the models this app maps; a library's own model runs where it is: model.to()")
+    if centre:
+        raise ValueError("centre folds a pre-norm LayerNorm's centring; a transformers encoder-decoder's is not read")
+    if stack not in (None, "encoder", "decoder"):
+        raise ValueError(f"stack is 'encoder' or 'decoder', not {stack!r}")
+    try:
+        return composition_of(seq2seq_tools.head_matrices(hf_model, stack or "encoder"))
+    except Seq2SeqError as exc:
+        raise ValueError(str(exc)) from None
 
 
 # --- what heads write: direct logit attribution and the logit lens ------------------------------------------------
@@ -870,14 +962,23 @@ def _parts_table(model: Checkpoint, analysis: Analysis, parts: Any) -> pd.DataFr
     return table
 
 
-def forced(model: Checkpoint, text: str, reference: str) -> pd.DataFrame:
+def forced(
+    model: Checkpoint | object, text: str, reference: str, *, tokenizer: object | None = None, device: str = "cpu"
+) -> pd.DataFrame:
     """Forced decoding, the Explore page's reference table: `reference` (a translator's reference translation of
     `text`, a language model's continuation of it) fed to the decoder token by token, and for each token (from 1)
     the probability the model gave it, its rank among the whole vocabulary (1: the model's own choice) and that
     choice with its probability. A translator's last row is the end of text. Raises InputError for an empty or too
-    long reference."""
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"forced takes a loaded model (atlas.load), not {type(model).__name__}")
+    long reference. `model`: a loaded checkpoint, a mapped `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX (or a
+    TransformerLens bridge of one) with `tokenizer`, run on `device`; or a `transformers` encoder-decoder (Marian,
+    BART, T5) with its `tokenizer`, run by its own forward where it is, the reference read as its tokenizer reads
+    a target (`text_target=`)."""
+    if is_seq2seq(model):
+        try:
+            return forced_frame(seq2seq_tools.forced_rows(model, tokenizer, text, reference))
+        except Seq2SeqError as exc:
+            raise ValueError(str(exc)) from None
+    model = _checkpoint(model, tokenizer, "forced", device)
     found = _forced(model, text, reference)
     table = forced_frame(found.rows)
     table.attrs["notes"] = found.notes
@@ -901,7 +1002,12 @@ def logit_lens(
     (what this layer gives the model's own final top guess). The guesses leave out the tokens no text is made of
     (analysis.attribution.never_guessed: padding, the unknown token, a start token never written); they are named
     in `.attrs["hidden"]`, this model's pieces. A list of texts gives a list of figures (or tables), in order, from
-    one padded batch (analysis.attribution.logit_lens_many)."""
+    one padded batch (analysis.attribution.logit_lens_many). A `transformers` encoder-decoder with its
+    `tokenizer` (one text, its source): the decoder's stream on its greedy output, read through the final norm and
+    output layer found to turn its last layer's output into its own logits (analysis.seq2seq_tools.lens), its
+    special tokens left out."""
+    if is_seq2seq(model):
+        return _seq2seq_lens(model, text, as_table, tokenizer, device)
     model = _checkpoint(model, tokenizer, "logit_lens", device)
     passes = _decoder_passes(model, text, "logit_lens")
     lenses = _logit_lens_many(model, [p for _, p in passes])
@@ -914,6 +1020,48 @@ def logit_lens(
         title = "The logit lens: each layer's guess for the next token"
         found.append(lens_heatmap(readable, lens.prob, position_labels(analysis), title))
     return _one_or_list(text, found)
+
+
+def _seq2seq_lens(hf_model: Any, text: object, as_table: bool, tokenizer: Any, device: object) -> Any:
+    """`logit_lens` of a `transformers` encoder-decoder on its translation of `text` (analysis.seq2seq_tools.lens):
+    every guess over the whole vocabulary, its special tokens named in `.attrs["hidden"]` and left out."""
+    if _device(device).type != "cpu":
+        raise ValueError("device= moves the models this app maps; a library's own model runs where it is: model.to()")
+    if not isinstance(text, str):
+        raise TypeError(
+            f"logit_lens of a transformers encoder-decoder reads one source text, not {type(text).__name__}"
+        )
+    try:
+        found = seq2seq_tools.lens(hf_model, tokenizer, text)
+    except Seq2SeqError as exc:
+        raise ValueError(str(exc)) from None
+    probs = torch.softmax(found.logits.double(), dim=-1)  # (layers + 1, T, vocab)
+    hidden = sorted(set(getattr(tokenizer, "all_special_ids", [])))
+    shown = probs.clone()
+    shown[..., hidden] = -1.0
+    top = shown.argmax(-1)  # (layers + 1, T)
+    prob = probs.gather(-1, top[..., None])[..., 0].numpy()
+    final = probs[..., :].gather(-1, top[-1][None, :, None].expand(len(probs), -1, 1))[..., 0].numpy()
+    pieces = [tokenizer.convert_ids_to_tokens(row.tolist()) for row in top]
+    labels = indexed_labels(found.pair.target_pieces)
+    if not as_table:
+        readable = [[display_piece(p) for p in row] for row in pieces]
+        return lens_heatmap(readable, prob, labels, "The logit lens: each layer's guess for the next token")
+    rows = [
+        {
+            "layer": layer,
+            "position": position + 1,
+            "token": str(found.pair.target_pieces[position]),
+            "top guess": str(guess),
+            "probability": float(prob[layer, position]),
+            "final guess probability": float(final[layer, position]),
+        }
+        for layer, guesses in enumerate(pieces)
+        for position, guess in enumerate(guesses)
+    ]
+    table = pd.DataFrame(rows)
+    table.attrs["hidden"] = [str(p) for p in tokenizer.convert_ids_to_tokens(hidden)]
+    return table
 
 
 def _lens_table(model: Checkpoint, analysis: Analysis, lens: Any) -> pd.DataFrame:
@@ -978,6 +1126,8 @@ def patch(
     what: str = "heads",
     approximate: bool = False,
     *,
+    target: str | Sequence[int] | None = None,
+    position: int | None = None,
     tokenizer: object | None = None,
     device: str = "cpu",
 ) -> go.Figure:
@@ -985,7 +1135,22 @@ def patch(
     run again with each head's output (`what="heads"`) or the stream entering each layer at each position
     (`"residual"`) taken from `clean`'s run; the grid shows how much of the logit difference `answer` − `versus`
     each patch restores (1: all, 0: none). `answer` defaults to the clean text's top guess, `versus` to the
-    corrupted one's (ids, pieces or one-piece words). `approximate`: attribution patching, one backward pass."""
+    corrupted one's (ids, pieces or one-piece words). `approximate`: attribution patching, one backward pass.
+
+    A translator (a loaded one, or a `transformers` encoder-decoder with its `tokenizer`): `clean` and `corrupted`
+    are two sources of the same token count and the decoder reads one `target` for both (None: the clean source's
+    own output), teacher-forced; the logits compared are at decoder `position` (from 1; None: the first where the
+    two sources' top predictions differ); every head of both stacks, or the stream entering every layer of both
+    stacks at each of its positions, is patched; `approximate` (a loaded translator, heads only): attribution
+    patching of every head of both stacks, one backward pass."""
+    if isinstance(what, str) and what not in WHATS and not approximate:
+        table = _path_patching(model, clean, corrupted, answer, versus, what, target, position, tokenizer, device)
+        return _path_figure(table)
+    if _is_translator(model):
+        found, labels, _ = _translator_patching(
+            model, clean, corrupted, answer, versus, what, approximate, target, position, tokenizer, device
+        )
+        return _translator_figure(found, labels, approximate)
     model = _checkpoint(model, tokenizer, "patch", device)
     result, labels = _patched(model, clean, corrupted, answer, versus, what, approximate, "patch")
     named = [display_piece(p) for p in model.tokenizer.pieces([result.answer, result.versus])]
@@ -1001,6 +1166,8 @@ def patch_scores(
     what: str = "heads",
     approximate: bool = False,
     *,
+    target: str | Sequence[int] | None = None,
+    position: int | None = None,
     tokenizer: object | None = None,
     device: str = "cpu",
 ) -> pd.DataFrame | list[pd.DataFrame]:
@@ -1009,7 +1176,24 @@ def patch_scores(
     and corrupted texts, as long as each other, give a list of tables, one per pair, in order: pair by pair, not
     stacked into one batch, since a pair's patched runs already fill batches of their own (analysis.patching.BATCH
     rows per pass, all on that pair's corrupted text with that pair's clean activations patched in); stacking
-    pairs would save at most one pass per pair and pad every patched run to the longest pair."""
+    pairs would save at most one pass per pair and pad every patched run to the longest pair.
+
+    A translator's pair (`patch`'s `target` and `position`): one row per head of every attention of both stacks
+    ("attention", "layer", "head") or per layer of both stacks and position of its input ("stack", "layer",
+    "position", "token"), the share restored, the largest first; `.attrs` also holds the position (from 1).
+
+    `what` a module path patches that one activation (`activations` reads them): an attention block of ours
+    ("decoder.layers.1.self_attn": each of its heads), a layer's "….resid_pre" or "….resid_post" (each
+    position; the last layer's output goes through the final norm and is not patched); for a `transformers`
+    encoder-decoder also any of its own modules ("model.encoder.layers.0.fc2": its output at each position). One
+    row per head or position; `.attrs["patched"]` names the path."""
+    if isinstance(what, str) and what not in WHATS and not approximate:
+        return _path_patching(model, clean, corrupted, answer, versus, what, target, position, tokenizer, device)
+    if _is_translator(model):
+        found, labels, _ = _translator_patching(
+            model, clean, corrupted, answer, versus, what, approximate, target, position, tokenizer, device
+        )
+        return _translator_table(found, labels, approximate)
     model = _checkpoint(model, tokenizer, "patch_scores", device)
     if not (isinstance(clean, str) or _is_ids(clean)) or not (isinstance(corrupted, str) or _is_ids(corrupted)):
         cleans, corrupteds = _texts(clean, "patch_scores"), _texts(corrupted, "patch_scores")
@@ -1027,11 +1211,294 @@ def patch_scores(
     return table
 
 
+# --- any recorded activation, by its module path -----------------------------------------------------------------
+
+
+def activations(
+    model: Checkpoint | object,
+    text: str,
+    *,
+    names: Sequence[str] | None = None,
+    target: str | None = None,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> dict[str, np.ndarray]:
+    """Every activation one pass of `text` recorded, by its module path, as arrays of the one text (positions
+    first): for a loaded checkpoint (or a mapped `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX, or a
+    TransformerLens bridge of one, with `tokenizer`, on `device`) the trace's names (model.trace.Trace.activations:
+    `decoder.layers.0.resid_pre`, `….self_attn.out`, `….feed_forward.hidden`, `decoder.output` …), a translator's
+    on the pass `analyze` makes (its own output, or `target`); for a `transformers` encoder-decoder with its
+    `tokenizer` the outputs of the modules at `names` as `model.named_modules()` names them (default: every
+    layer's), on the pass `analyze` makes. `names` keeps those only, in that order; a name the pass does not
+    have is a ValueError that names some it has. `patch_scores(..., what=name)` patches one of them."""
+    if names is not None and (isinstance(names, str) or not all(isinstance(n, str) for n in names)):
+        raise TypeError("names is a list of module paths (str), or None for all")
+    if is_seq2seq(model):
+        try:
+            found = seq2seq_tools.pair(model, tokenizer, text, target)
+            paths = list(names) if names is not None else list(seq2seq_layout(model).layers.values())
+            return seq2seq_tools.activations(model, found.source, found.target, paths)
+        except Seq2SeqError as exc:
+            raise ValueError(str(exc)) from None
+    model = _checkpoint(model, tokenizer, "activations", device)
+    analysis = _analyze(model, text, target=target)
+    ids, source = pass_inputs(model, analysis.text, analysis.target_ids)
+    with torch.inference_mode():
+        _, trace = forward(model.model, ids, source, record=False, activations=True)
+    recorded = trace.activations
+    chosen = list(recorded) if names is None else list(names)
+    missing = [n for n in chosen if n not in recorded]
+    if missing:
+        raise ValueError(f"{model.name} records no {missing[0]!r}: it records {', '.join(list(recorded)[:4])} …")
+    return {n: recorded[n][0].float().cpu().numpy() for n in chosen}
+
+
+def _our_name(what: str) -> tuple[str, str]:
+    """A module path of ours as what it patches: ("heads", block name) for an attention block, ("residual", layer
+    name) for a layer's input (`resid_pre`) or output (`resid_post`: the next layer's input); ("", what) else."""
+    for suffix, step in ((".resid_pre", 0), (".resid_post", 1)):
+        if what.endswith(suffix):
+            try:
+                stack, layer, _ = parse_block_name(f"{what.removesuffix(suffix)}.self_attn")  # every layer has one
+            except ValueError:
+                return "", what
+            return "residual", layer_name(stack, layer + step)
+    try:
+        parse_block_name(what)
+    except ValueError:
+        return "", what
+    return "heads", what
+
+
+PATCHABLE = "an attention block (decoder.layers.1.self_attn), or a layer's resid_pre or resid_post"
+
+
+def _path_patching(model, clean, corrupted, answer, versus, what, target, position, tokenizer, device):
+    """`patch_scores(..., what=path)`: the patch of one module path at each head or position, as a table."""
+    kind, name = _our_name(what)
+    library = is_seq2seq(model) and not kind
+    if library:
+        seq2seq_tools.module_or_error(model, what)
+    elif not kind:
+        raise ValueError(f"what is 'heads', 'residual' or a module path: {PATCHABLE}; not {what!r}")
+    if _is_translator(model):
+        found, labels, runs = _translator_patching(
+            model,
+            clean,
+            corrupted,
+            answer,
+            versus,
+            "heads" if library else kind,
+            False,
+            target,
+            position,
+            tokenizer,
+            device,
+            only=None if library else name,
+        )
+        if library:
+            positions = seq2seq_tools.output_positions(model, runs, what)
+            values = seq2seq_tools.patch_module(model, runs, what, range(positions))
+            found = normalise_cells(
+                "residual",
+                [(what, p) for p in range(positions)],
+                values,
+                runs.position,
+                runs.answer,
+                runs.versus,
+                runs.clean_diff,
+                runs.corrupted_diff,
+            )
+        table = _translator_table(found, labels)
+    else:
+        ckpt = _checkpoint(model, tokenizer, "patch_scores", device)
+        pair = _pair(ckpt, clean, corrupted, "patch_scores")
+        chosen = [None if t is None else token_id(ckpt, t) for t in (answer, versus)]
+        runs = prepare_ids(ckpt, *pair, *chosen)
+        layers = len(runs.streams)
+        stack, layer, _ = parse_block_name(name if kind == "heads" else f"{name}.self_attn")
+        if stack != "decoder" or layer >= layers:
+            raise ValueError(f"{ckpt.name} has no {what!r} to patch: {PATCHABLE}, of its decoder layers 1 to {layers}")
+        across = ckpt.config.n_heads if kind == "heads" else pair[0].shape[1]
+        values = run_cells(ckpt, runs, kind, [(layer, i) for i in range(across)])
+        span = runs.clean - runs.corrupted
+        if abs(span) < 1e-9:
+            raise PairError("the two texts give the same logit difference: there is nothing for a patch to restore")
+        shown = pair_labels(*[[display_piece(p) for p in ckpt.tokenizer.pieces(i[0].tolist())] for i in pair])
+        cross = "head" if kind == "heads" else "position"
+        table = pd.DataFrame({cross: range(1, across + 1), "restored": (values - runs.corrupted) / span})
+        if kind != "heads":
+            table.insert(1, "token", shown)
+        table = table.sort_values("restored", ascending=False, kind="stable").reset_index(drop=True)
+        table.attrs |= {"clean": runs.clean, "corrupted": runs.corrupted}
+        table.attrs |= dict(zip(("answer", "versus"), ckpt.tokenizer.pieces([runs.answer, runs.versus]), strict=True))
+    table.attrs["patched"] = what
+    return table
+
+
+# --- a translator's source pair, the target held fixed ------------------------------------------------------------
+
+
+def _is_translator(model: object) -> bool:
+    """A loaded encoder-decoder, or a `transformers` one (run by its own forward)."""
+    return is_seq2seq(model) or (isinstance(model, Checkpoint) and model.config.has_cross_attention)
+
+
+@dataclass(frozen=True)
+class _PairLabels:
+    """The pieces a translator's patching reads, for its table and figure: `pair_labels` of the two sources, the
+    target's, and the two tokens compared."""
+
+    source: list[str]
+    target: list[str]
+    answer: str
+    versus: str
+
+
+def _translator_patching(
+    model,
+    clean,
+    corrupted,
+    answer,
+    versus,
+    what,
+    approximate,
+    target,
+    position,
+    tokenizer,
+    device,
+    only=None,
+    runs_only=False,
+):
+    """A translator's SourcePatching (analysis.patching for ours, analysis.seq2seq_tools for a transformers
+    one) and its labels; every bad input a ValueError of one line."""
+    if approximate and (what != "heads" or is_seq2seq(model)):
+        raise ValueError(
+            "attribution patching approximates the heads of a model this app runs: what='heads', and a "
+            "transformers encoder-decoder is patched run by run (leave approximate out)"
+        )
+    if what not in WHATS:
+        raise ValueError(f"what is one of {', '.join(map(repr, WHATS))}, not {what!r}")
+    if not isinstance(clean, str) or not isinstance(corrupted, str):
+        raise TypeError("a translator's patching pairs two source texts (str)")
+    if position is not None and (isinstance(position, bool) or not isinstance(position, Integral) or position < 1):
+        raise ValueError(f"position is a decoder position counted from 1, not {position!r}")
+    asked = None if position is None else int(position) - 1
+    try:
+        if is_seq2seq(model):
+            if _device(device).type != "cpu":
+                raise ValueError(
+                    "device= moves the models this app maps; a library's own model runs where it is: model.to()"
+                )
+            pair = [seq2seq_tools.source_ids(model, tokenizer, t) for t in (clean, corrupted)]
+            decoder = seq2seq_tools.target_ids(model, tokenizer, pair[0], target, 64)
+            chosen = [
+                None if t is None else seq2seq_tools.token_of(tokenizer, t, model.config.vocab_size)
+                for t in (answer, versus)
+            ]
+            runs = seq2seq_tools.prepare(model, *pair, decoder, asked, *chosen)
+            found = None if runs_only else seq2seq_tools.patch_source(model, runs, what, only=only)
+            pieces = tokenizer.convert_ids_to_tokens
+        else:
+            ckpt = _checkpoint(model, tokenizer, "patch", device)
+            notes: list[str] = []
+            pair = [torch.tensor([encode_source(ckpt, clean_text(t).text, notes)]) for t in (clean, corrupted)]
+            if target is None:
+                ids = list(_analyze(ckpt, clean).target_ids)
+            elif isinstance(target, str):
+                ids = encode_prefix(ckpt, clean_text(target).text, notes)
+            else:
+                ids = [int(i) for i in target]
+            _warn_cut(notes)
+            chosen = [None if t is None else token_id(ckpt, t) for t in (answer, versus)]
+            runs = prepare_translator(ckpt, *pair, torch.tensor([ids]), asked, *chosen)
+            if runs_only:
+                found = None
+            elif approximate:
+                found = attribution_patch_translator(ckpt, runs)
+            else:
+                found = patch_translator(ckpt, runs, what, only=only)
+            decoder = runs.target
+            pieces = ckpt.tokenizer.pieces
+    except Seq2SeqError as exc:
+        raise ValueError(str(exc)) from None
+    shown = lambda ids: [display_piece(p) for p in pieces(list(ids))]
+    labels = _PairLabels(
+        pair_labels(shown(pair[0][0].tolist()), shown(pair[1][0].tolist())),
+        pair_labels(*[shown(decoder[0].tolist())] * 2),
+        *shown([runs.answer, runs.versus]),
+    )
+    return found, labels, runs
+
+
+def _translator_rows(found, labels: _PairLabels) -> list[dict[str, Any]]:
+    rows = []
+    for (name, i), score in zip(found.cells, found.scores, strict=True):
+        if not _our_name(name)[0] and not name.startswith(("encoder.layers.", "decoder.layers.")):
+            rows.append({"module": name, "position": i + 1, "restored": float(score)})  # a library's own path
+        elif found.what == "heads":
+            stack, layer, _ = parse_block_name(name)
+            rows.append(
+                {"attention": attention_type(name), "layer": layer + 1, "head": i + 1, "restored": float(score)}
+            )
+        else:
+            stack, layer, _ = parse_block_name(f"{name}.self_attn")  # every layer of both stacks has one
+            token = (labels.source if stack == "encoder" else labels.target)[i]
+            rows.append(
+                {"stack": stack, "layer": layer + 1, "position": i + 1, "token": token, "restored": float(score)}
+            )
+    return rows
+
+
+def _translator_table(found, labels: _PairLabels, approximate: bool = False) -> pd.DataFrame:
+    table = pd.DataFrame(_translator_rows(found, labels))
+    table = table.sort_values("restored", ascending=False, kind="stable").reset_index(drop=True)
+    table.attrs |= {"answer": labels.answer, "versus": labels.versus, "clean": found.clean}
+    table.attrs |= {"corrupted": found.corrupted, "approximate": approximate, "position": found.position + 1}
+    return table
+
+
+def _path_figure(table: pd.DataFrame) -> go.Figure:
+    """One module path's patches as a one-row heatmap, in order of head or position."""
+    across = "head" if "head" in table else "position"
+    ordered = table.sort_values(across, kind="stable")
+    grid = ordered["restored"].to_numpy(dtype=float)[None]
+    labels = [str(t) for t in ordered.get("token", ordered[across])]
+    title = (
+        f"Activation patching: how much of ‘{table.attrs['answer']}’ − ‘{table.attrs['versus']}’ each patch restores"
+    )
+    return patching_heatmap(
+        grid, "heads" if across == "head" else "residual", labels, title, rows=[table.attrs["patched"]]
+    )
+
+
+def _translator_figure(found, labels: _PairLabels, approximate: bool = False) -> go.Figure:
+    """One row per block (heads) or per layer (residual) of both stacks, NaN where a stack has no such column."""
+    rows = _translator_rows(found, labels)
+    side = "attention" if found.what == "heads" else "stack"
+    across = "head" if found.what == "heads" else "position"
+    names = list(dict.fromkeys((r[side], r["layer"]) for r in rows))
+    width = max(r[across] for r in rows)
+    grid = np.full((len(names), width), np.nan)
+    for r in rows:
+        grid[names.index((r[side], r["layer"])), r[across] - 1] = r["restored"]
+    title = patching_title(found.what, labels.answer, labels.versus, approximate)
+    positions = [str(i + 1) for i in range(width)]
+    return patching_heatmap(grid, found.what, positions, title, rows=[f"{a} {layer}" for a, layer in names])
+
+
 # --- do the explanations agree? ----------------------------------------------------------------------------------
 
 
 def agreement(
-    model: Checkpoint, text: str, position: int | None = None, corrupted: str | Sequence[int] | None = None
+    model: Checkpoint | object,
+    text: str,
+    position: int | None = None,
+    corrupted: str | Sequence[int] | None = None,
+    *,
+    target: str | None = None,
+    tokenizer: object | None = None,
+    device: str = "cpu",
 ) -> pd.DataFrame:
     """Every self-attention head's importance for one prediction of a language model — the next token after
     `position` (from 1; default the text's last token), the model's top guess there — by seven methods, one column
@@ -1050,9 +1517,26 @@ def agreement(
     are NaN. The methods' Spearman correlations:
     `frame.abs().rank().corr()` ranks the signed columns by magnitude as the app does. Costs layers × heads × 2
     ablated runs, up to 64 a forward pass side by side, the patched runs and a few more passes; ValueError for a model
-    that is not a language model or a position out of range."""
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"agreement takes a loaded model (atlas.load), not {type(model).__name__}")
+    that is not a language model or a position out of range.
+
+    A translator (a loaded one, or a `transformers` encoder-decoder with its `tokenizer`, run by its own forward:
+    direct logit attribution and attribution patching NaN there): its prediction after decoder `position` (None:
+    the first output word) of `target` (None: its own output), held fixed for every run; one row per head of every
+    attention of both stacks, indexed (attention, layer, head); attention columns and direct logit attribution
+    for the decoder's heads (NaN for the encoder's), ablation and both patchings for all, the corrupted run a
+    source of the same token count (`corrupted`; else the source shuffled between its first and last token,
+    seeded).
+    `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
+    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
+    if is_seq2seq(model):
+        if _device(device).type != "cpu":
+            raise ValueError(
+                "device= moves the models this app maps; a library's own model runs where it is: model.to()"
+            )
+        return _translator_agreement(model, text, position, corrupted, target, tokenizer)
+    model = _checkpoint(model, tokenizer, "agreement", device)
+    if model.config.has_cross_attention:
+        return _translator_agreement(model, text, position, corrupted, target)
     if position is not None and (isinstance(position, bool) or not isinstance(position, Integral)):
         raise ValueError(f"position must be a whole number counted from 1, not {position!r}")
     if corrupted is not None and not isinstance(corrupted, str) and not _is_ids(corrupted):
@@ -1067,6 +1551,46 @@ def agreement(
     table.attrs["corrupted"] = None if found.corrupted is None else model.tokenizer.decode(list(found.corrupted[1:]))
     table.attrs["corrupted_ids"] = None if found.corrupted is None else list(found.corrupted)
     table.attrs |= {"corrupted_from": found.corrupted_from, "note": found.note}
+    return table
+
+
+def _translator_agreement(
+    model: Checkpoint | Any, text: str, position: object, corrupted: object, target: object, tokenizer: Any = None
+):
+    """`agreement` of a translator (analysis.agreement.translator_agreement) as its table."""
+    if position is not None and (isinstance(position, bool) or not isinstance(position, Integral)):
+        raise ValueError(f"position must be a whole number counted from 1, not {position!r}")
+    if target is not None and not isinstance(target, str):
+        raise TypeError(f"target is the decoder's text (a str), not {type(target).__name__}")
+    if isinstance(corrupted, torch.Tensor):
+        corrupted = corrupted.reshape(-1).tolist()
+    asked = None if position is None else int(position) - 1
+    if is_seq2seq(model):
+        try:
+            found = seq2seq_tools.agreement(model, tokenizer, text, asked, corrupted, target)
+        except Seq2SeqError as exc:
+            raise ValueError(str(exc)) from None
+        n_heads = seq2seq_layout(model).n_heads
+        pieces = tokenizer.convert_ids_to_tokens
+
+        def decode(ids: list[int]) -> str:
+            return tokenizer.decode(ids, skip_special_tokens=True)
+    else:
+        found = _translator_agreement_of(model, text, asked, corrupted, target)
+        n_heads, pieces, decode = model.config.n_heads, model.tokenizer.pieces, model.tokenizer.decode
+    rows, index = [], []
+    for name in found.scores["attention"]:
+        stack, layer, type_ = parse_block_name(name)
+        for head in range(n_heads):
+            index.append((f"{stack}.{type_}", layer + 1, head + 1))
+            rows.append([float(found.scores[m][name][head]) for m in found.scores])
+    index = pd.MultiIndex.from_tuples(index, names=["attention", "layer", "head"])
+    table = pd.DataFrame(rows, columns=list(found.scores), index=index)
+    table.attrs |= {"position": found.position + 1, "answer": pieces([found.answer])[0]}
+    table.attrs["versus"] = None if found.versus is None else pieces([found.versus])[0]
+    table.attrs["corrupted"] = None if found.corrupted is None else decode(list(found.corrupted))
+    table.attrs["corrupted_ids"] = None if found.corrupted is None else list(found.corrupted)
+    table.attrs |= {"corrupted_from": found.corrupted_from, "note": found.note, "target_ids": list(found.target)}
     return table
 
 
@@ -1170,14 +1694,27 @@ class Forked:
     choice: int
 
 
-def fork(model: Checkpoint, text: str, *, step: int, choice: int = 2, max_tokens: int = 20) -> Forked:
+def fork(
+    model: Checkpoint | object,
+    text: str,
+    *,
+    step: int,
+    choice: int = 2,
+    max_tokens: int = 20,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> Forked:
     """What if the model had written another word? Decode greedily after `text` (a language model's prompt, a
     translator's source), and at decoding step `step` (from 1: the first token written) take the `choice`-th likeliest
     candidate (1: greedy's own; up to 5) instead, then continue greedily both ways, up to `max_tokens` tokens
     written in all (analysis.fork). Deterministic; the key/value cache of the shared prefix is computed once and
-    reused by both branches. A fork at choice 1 is greedy decoding itself."""
-    if not isinstance(model, Checkpoint):
-        raise TypeError(f"fork takes a loaded model (atlas.load), not {type(model).__name__}")
+    reused by both branches. A fork at choice 1 is greedy decoding itself. A `transformers` encoder-decoder with
+    its `tokenizer` forks its translation of `text`, run by its own forward (each step a teacher-forced pass).
+    `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
+    TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
+    if is_seq2seq(model):
+        return _seq2seq_fork(model, text, step, choice, max_tokens, tokenizer, device)
+    model = _checkpoint(model, tokenizer, "fork", device)
     if not model.config.has_decoder:
         raise ValueError(f"{model.name} is an encoder and writes nothing: choose a language model or translator")
     for what, value in (("step", step), ("choice", choice), ("max_tokens", max_tokens)):
@@ -1201,6 +1738,25 @@ def fork(model: Checkpoint, text: str, *, step: int, choice: int = 2, max_tokens
     shared = list(found.shared)
     texts = [tok.decode(shared + list(b.ids)) for b in branches]
     return Forked(table, *branches, *texts, tok.decode(shared), int(step), int(choice))
+
+
+def _seq2seq_fork(hf_model, text, step, choice, max_tokens, tokenizer, device) -> Forked:
+    """`fork` of a `transformers` encoder-decoder (analysis.seq2seq_tools.fork), run by its own forward."""
+    if _device(device).type != "cpu":
+        raise ValueError("device= moves the models this app maps; a library's own model runs where it is: model.to()")
+    for what, value in (("step", step), ("choice", choice), ("max_tokens", max_tokens)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{what} must be a whole number from 1, not {value!r}")
+    try:
+        found = seq2seq_tools.fork(hf_model, tokenizer, text, int(step) - 1, int(choice), int(max_tokens))
+    except Seq2SeqError as exc:
+        raise ValueError(str(exc)) from None
+    pieces = tokenizer.convert_ids_to_tokens
+    branches = [found.greedy, found.forked]
+    table = fork_frame(int(step), *[x for b in branches for x in (pieces(list(b.ids)), b.probs)])
+    shared = list(found.shared)
+    texts = [tokenizer.decode(shared + list(b.ids), skip_special_tokens=True) for b in branches]
+    return Forked(table, *branches, *texts, tokenizer.decode(shared, skip_special_tokens=True), int(step), int(choice))
 
 
 # --- figures as files ----------------------------------------------------------------------------------------------

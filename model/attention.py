@@ -120,7 +120,8 @@ class Patch:
     run's activations put into another run), or with `added` added there (a zero tensor that needs a gradient
     then measures how the output depends on the activation: attribution patching). For a block's head outputs
     (in place of an Ablation) `values` is (B, H, Tq, d_head) and `where` (B, H), each head at every position; for
-    a decoder layer's input, the residual stream (`decoder.layers.{i}.resid_pre`), (B, T, d_model) and (B, T).
+    a layer's input, the residual stream (`decoder.layers.{i}.resid_pre`, `encoder.layers.{i}.resid_pre`), (B, T,
+    d_model) and (B, T).
     An argument of the forward pass, never state on the model."""
 
     values: Tensor

@@ -261,6 +261,8 @@ class Encoder(nn.Module):
         acts: Activations = {}
         for i, layer in enumerate(self.layers):
             name, block = layer_name("encoder", i), block_name("encoder", i, "self_attn")
+            if (patched := ablate.get(f"{name}.resid_pre")) is not None:  # a Patch of the layer's input
+                x = patched.apply(x)
             x, records[block], mine = layer(x, mask, record, ablate.get(block), keep)
             acts |= {f"{name}.{k}": t for k, t in mine.items()}
         x = self.norm(x)

@@ -177,9 +177,11 @@ def test_a_position_out_of_range_is_one_message(lm: Checkpoint, position: int) -
         atlas.agreement(lm, TEXT, position=position)
 
 
-def test_a_translator_and_a_position_that_is_no_number_are_refused(tiny_checkpoints: dict[str, Path], lm) -> None:
-    with pytest.raises(ValueError, match="choose a language model"):
-        atlas.agreement(load_checkpoint(tiny_checkpoints["encoder-decoder"]), TEXT)
+def test_a_translator_is_compared_and_a_position_that_is_no_number_refused(tiny_checkpoints, lm) -> None:
+    translator = atlas.agreement(
+        load_checkpoint(tiny_checkpoints["encoder-decoder"]), TEXT
+    )  # test_translator_agreement
+    assert translator.index.names == ["attention", "layer", "head"]
     with pytest.raises(ValueError, match="whole number counted from 1"):
         atlas.agreement(lm, TEXT, position="2")
     with pytest.raises(

@@ -28,7 +28,7 @@ MAY_ASK = {
     "training/tiny.py": "a tiny model of each kind is configured by that kind",
     "training/quantize.py": "counts a task's batches' tokens, pairs or windows",
     "inference/catalog.py": "guesses a checkpoint's task from its card before loading it",
-    "atlas/api.py": "asks a Hugging Face model's own config which it is",
+    "analysis/seq2seq.py": "asks a Hugging Face model's own config whether it is an encoder-decoder",
     "analysis/imported/arrays.py": "a foreign trace's layout is the kind its caller names, before any config",
     "analysis/imported/checks.py": "checks the kind a caller names against the arrays given",
     "analysis/imported/huggingface.py": "reads a Hugging Face output's fields by the kind its caller names",

@@ -32,13 +32,17 @@ def patching_title(what: str, answer: str, versus: str, approximate: bool) -> st
     return f"{how}: how much of ‘{answer}’ − ‘{versus}’ {where} restores"
 
 
-def patching_heatmap(scores: np.ndarray, what: str, positions: list[str], title: str) -> go.Figure:
+def patching_heatmap(
+    scores: np.ndarray, what: str, positions: list[str], title: str, rows: list[str] | None = None
+) -> go.Figure:
     """(L, H) or (L, T) normalised results as a heatmap: one row per layer; blue where a patch restores the clean
     answer (1: all of it), red where it moves the other way, white where it changes nothing. `positions`: the
-    pair's labels (`pair_labels`), for the stream's columns."""
+    pair's labels (`pair_labels`), for the stream's columns. `rows`: each row's label (a translator's rows are
+    the layers of both stacks), else the layer from 1; NaN cells are left blank."""
     layers, across = scores.shape
-    top = max(1.0, float(np.nanmax(np.abs(scores)))) if scores.size else 1.0
-    heatmap: dict[str, Any] = {"type": "heatmap", "z": scores.tolist(), **AT_FIRST}
+    top = max(1.0, float(np.nanmax(np.abs(scores)))) if scores.size and not np.isnan(scores).all() else 1.0
+    z = [[None if np.isnan(v) else float(v) for v in row] for row in scores]  # NaN: no such cell (blank)
+    heatmap: dict[str, Any] = {"type": "heatmap", "z": z, **AT_FIRST}
     heatmap |= {"zmin": -top, "zmax": top, "zmid": 0.0, "colorscale": DIVERGING}
     heatmap["colorbar"] = {"title": {"text": "restored"}, "thickness": 12}
     if what == "heads":
@@ -54,7 +58,9 @@ def patching_heatmap(scores: np.ndarray, what: str, positions: list[str], title:
         heatmap |= {"texttemplate": "%{z:.2f}", "textfont": {"size": 11}}
     layout = {
         "xaxis": {**xaxis, "showgrid": False},
-        "yaxis": {"title": {"text": "layer"}, "autorange": "reversed", "dtick": 1 if layers <= 32 else None},
+        "yaxis": {"title": {"text": "layer"}, "autorange": "reversed", "dtick": 1 if layers <= 32 else None}
+        if rows is None
+        else {"autorange": "reversed", "tickvals": list(range(layers)), "ticktext": [escape(r) for r in rows]},
         **finish_layout(title, height=min(900, max(300, 34 * layers + 190))),
     }
     return unvalidated([heatmap], layout)
