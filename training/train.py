@@ -220,7 +220,9 @@ def explicit_heads(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
-def loss_of(model: nn.Module, batch, kind: str, criterion: nn.Module) -> tuple[Tensor, int]:
+def loss_of(
+    model: nn.Module, batch: Tensor | tuple[Tensor, Tensor], kind: str, criterion: nn.Module
+) -> tuple[Tensor, int]:
     """Mean loss over the non-padding target tokens of a batch, and their number; the batch goes to the model's
     device (batches are built on the CPU)."""
     device = next(model.parameters()).device
