@@ -53,7 +53,9 @@ class Forced:
 
 
 @torch.inference_mode()
-def score(ckpt: Checkpoint, target_ids: Sequence[int], source_ids: Sequence[int] | None = None, start: int = 1):
+def score(
+    ckpt: Checkpoint, target_ids: Sequence[int], source_ids: Sequence[int] | None = None, start: int = 1
+) -> tuple[ForcedRow, ...]:
     """The rows of `target_ids[start:]`: each token's probability and rank where the decoder, fed every token before
     it (teacher forcing), predicts it. `source_ids`: an encoder-decoder's encoder input. One forward pass, nothing
     recorded."""

@@ -10,6 +10,7 @@ sampling, ties in order of id.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -91,7 +92,7 @@ def _continue(
     start: tuple[Tensor, dict[str, np.ndarray]],
     first: int,
     steps: int,
-    pieces,
+    pieces: Callable[[list[int]], list[str]],
     never: frozenset[int],
 ) -> Branch:
     """Write `first`, then greedily up to `steps` tokens in all, from the cache `past` whose last row is `start`."""
@@ -128,7 +129,7 @@ def fork(
     step: int,
     choice: int,
     max_tokens: int,
-    pieces,
+    pieces: Callable[[list[int]], list[str]],
     never: frozenset[int] = frozenset(),
 ) -> Fork:
     """Decode greedily after `prompt` (the decoder's ids, bos first; `source` (1, S): an encoder-decoder's) for

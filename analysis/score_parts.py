@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -168,7 +168,7 @@ def stream_parts(model: nn.Module, trace: Trace, stack: str, stop: str | None = 
     return _frozen_norm(getattr(model, stack).norm, parts, acts[f"{layer_name(stack, n_layers - 1)}.resid_post"])
 
 
-def _projected(project, parts: Parts) -> tuple[list[str], Tensor]:
+def _projected(project: Callable[[Tensor], Tensor], parts: Parts) -> tuple[list[str], Tensor]:
     """`project` (x (1, T, d_model) → (1, H, T, d_head), bias and rotary turns included) applied to each part
     without its bias, which goes to the biases part: names and (P, H, T, d_head)."""
     names = list(parts)

@@ -38,9 +38,20 @@ from model.trace import Trace
 Records = dict[str, AttentionRecord]
 Activations = dict[str, Tensor]  # name → (B, T, ·): the residual stream and hidden layers (Trace.activations)
 # block name (`decoder.layers.1.cross_attn`) → the heads switched off or patched there; a decoder layer's input
-# (`decoder.layers.1.resid_pre`) → the stream patched there
+# (`decoder.layers.1.resid_pre`) → the stream patched there; a stack's token embeddings (`encoder.embed`,
+# `decoder.embed`) → patched before the positions are added
 Ablations = Mapping[str, Ablation | Patch]
 NONE: Ablations = {}
+
+
+def patched(patch: Ablation | Patch | None, x: Tensor) -> Tensor:
+    """`x` with a Patch applied (a stack's token embeddings, under "encoder.embed" / "decoder.embed"); as it is
+    without one."""
+    if patch is None:
+        return x
+    if not isinstance(patch, Patch):
+        raise ValueError("token embeddings are patched (model.attention.Patch), not ablated: an Ablation cuts heads")
+    return patch.apply(x)
 
 
 def sinusoidal_table(max_len: int, d_model: int) -> Tensor:
@@ -336,7 +347,7 @@ class TransformerBase(nn.Module):
         self, ids: Tensor, valid: Tensor, record: bool, ablate: Ablations, keep: bool
     ) -> tuple[Tensor, Records, Tensor, Activations]:
         """Encoder over `ids` (B, S), `valid` its real tokens: memory (B, S, d_model), records, PE rows, activations."""
-        tokens = self.embed(ids)  # (B, S, d_model)
+        tokens = patched(ablate.get("encoder.embed"), self.embed(ids))  # (B, S, d_model)
         x, rows = self.with_positions(tokens, 0)
         memory, records, acts = self.encoder(x, attention_mask(valid, valid), record, ablate, keep)
         return memory, records, rows, ({"encoder.embed": tokens} | acts) if keep else acts
@@ -358,7 +369,7 @@ class TransformerBase(nn.Module):
         target_valid = torch.cat([past.target_valid, new_valid], dim=1) if past else new_valid  # (B, T_all)
         self_mask = attention_mask(new_valid, target_valid, causal=True, query_offset=offset)  # (B, T_new, T_all)
         cross_mask = None if source_valid is None else attention_mask(new_valid, source_valid)  # (B, T_new, S)
-        tokens = self.embed(target_ids)  # (B, T_new, d_model)
+        tokens = patched(ablate.get("decoder.embed"), self.embed(target_ids))  # (B, T_new, d_model)
         x, rows = self.with_positions(tokens, offset)
         past_records = past.attention if past else {}
         x, records, acts = self.decoder(x, self_mask, memory, cross_mask, past_records, record, ablate, keep)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 WARM_STEPS = 5  # not timed: the first steps compile kernels, fill allocator caches and load the data pipeline
@@ -57,3 +58,39 @@ class Clock:
     def must_stop(self) -> bool:
         """True when what is left would not cover one more validation and the save."""
         return self.left() < 1.5 * self.validation_seconds + SAVE_SECONDS
+
+
+def cooldown_steps(cooldown: int, share: float, steps: int) -> int:
+    """A run's cool-down in steps: the task's own `cooldown`, or its `share` of a run of `steps` steps, whichever is
+    longer, and never more than the run."""
+    return min(steps, max(cooldown, round(share * steps)))
+
+
+def speed_since(mark: tuple[int, float], step: int, at: float, validation_seconds: float) -> float:
+    """Seconds a step took from the last fit (`mark`: its step and time) to `step` at time `at`, leaving out the
+    validation just made (its time is a share of its own in `Clock.fit`, not the steps')."""
+    mark_step, mark_time = mark
+    return max(at - mark_time - validation_seconds, 0.0) / (step - mark_step)
+
+
+def cooling(step: int, last: int, cooldown: int) -> bool:
+    """True once a run ending at `last` has begun its cool-down of `cooldown` steps at `step`: its line down to zero is
+    laid and no refit moves it."""
+    return step >= last - cooldown
+
+
+def refitted_last(
+    *, start: int, cap: int, last: int, cooldown: int, step: int, more: int, cooldown_of: Callable[[int], int]
+) -> int:
+    """The run's new last step, refitted at `step` to `more` steps the budget still holds: at most `cap` (the
+    task's own steps). A run already cooling keeps its `last`. A plan shorter than the current one whose cool-down
+    (`cooldown_of` a run of so many steps) would have begun before `step` is lengthened until it begins at `step`:
+    before its cool-down the rate does not depend on the last step, so the rate already used stays what the new plan
+    uses and a replay with `--max-steps` of the final fit is the same run (the guard, `Clock.must_stop`, still stops
+    an overrun)."""
+    if cooling(step, last, cooldown):
+        return last
+    fitted = min(cap, step + more)
+    while fitted < last and fitted - cooldown_of(fitted - start) < step:
+        fitted += 1
+    return fitted

@@ -220,7 +220,9 @@ def explicit_heads(device: torch.device) -> bool:
     return device.type == "cuda"
 
 
-def loss_of(model: nn.Module, batch, kind: str, criterion: nn.Module) -> tuple[Tensor, int]:
+def loss_of(
+    model: nn.Module, batch: Tensor | tuple[Tensor, Tensor], kind: str, criterion: nn.Module
+) -> tuple[Tensor, int]:
     """Mean loss over the non-padding target tokens of a batch, and their number; the batch goes to the model's
     device (batches are built on the CPU)."""
     device = next(model.parameters()).device
@@ -656,23 +658,25 @@ def fit_to_budget(run: Run, step: int, bar: tqdm) -> None:
 
 
 def refit_to_budget(run: Run, step: int, validation_seconds: float, bar: tqdm) -> None:
-    """After a validation at `step`, while the cool-down has not begun: the budget fitted again from the speed of the
-    steps since the last fit, the run's last step and cool-down moved to match (at most the task's steps). Before
-    its cool-down the rate does not depend on the last step, so the rate already used stays what the new plan would
-    have used: a replay with `--max-steps` the final fit is the same run. A plan that would have begun its cool-down
-    before `step` is lengthened until it begins here; the guard (`Clock.must_stop`) still stops an overrun."""
+    """After a validation at `step`: the budget fitted again from the speed of the steps since the last fit
+    (training.clock.refitted_last), the run's last step, cool-down and snapshots moved to match, the refit
+    recorded."""
     clock = run.clock
     sync(run.where)
-    mark_step, mark_time = clock.mark
-    at = wall.now()
+    mark, at = clock.mark, wall.now()
     clock.mark = (step, at)
-    if step >= run.last - run.cooldown or step <= mark_step:
-        return  # the cool-down's line down is laid
-    per_step = max(at - mark_time - validation_seconds, 0.0) / (step - mark_step)
-    cap = run.start + run.spec.max_steps
-    last = min(cap, step + clock.fit(per_step, validation_seconds, run.spec.eval_every))
-    while last < run.last and last - spec_cooldown(run.spec, last - run.start) < step:
-        last += 1
+    if step <= mark[0] or wall.cooling(step, run.last, run.cooldown):
+        return  # nothing timed since the last fit, or the cool-down's line down is laid
+    per_step = wall.speed_since(mark, step, at, validation_seconds)
+    last = wall.refitted_last(
+        start=run.start,
+        cap=run.start + run.spec.max_steps,
+        last=run.last,
+        cooldown=run.cooldown,
+        step=step,
+        more=clock.fit(per_step, validation_seconds, run.spec.eval_every),
+        cooldown_of=lambda steps: spec_cooldown(run.spec, steps),
+    )
     if last == run.last:
         return
     run.last, run.cooldown = last, spec_cooldown(run.spec, last - run.start)
@@ -725,8 +729,8 @@ def save_best(run: Run, step: int) -> Path:
 
 
 def spec_cooldown(spec: TaskSpec, steps: int) -> int:
-    """The run's cool-down in steps: the task's own, or its share of a run of `steps` steps, whichever is longer."""
-    return min(steps, max(spec.cooldown, round(spec.cooldown_share * steps)))
+    """The run's cool-down in steps for a run of `steps` steps (training.clock.cooldown_steps of the task's)."""
+    return wall.cooldown_steps(spec.cooldown, spec.cooldown_share, steps)
 
 
 def planned_snapshots(spec: TaskSpec, start: int, last: int) -> set[int]:

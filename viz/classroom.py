@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
 import plotly.graph_objects as go
 
 from viz.labels import escape
@@ -77,7 +79,7 @@ def head_grid_figure(
     layer_of, head_of = divmod(model_answer, n_heads)
     heads, layers = list(range(1, n_heads + 1)), [f"layer {r + 1}" for r in range(n_layers)]
 
-    def rows(values, shown):
+    def rows(values: Sequence[float], shown: Callable[[float], str]) -> tuple[list[list[float]], list[list[str]]]:
         return [[values[r * n_heads + c] for c in range(n_heads)] for r in range(n_layers)], [
             [("★" if r * n_heads + c == model_answer else "") + shown(values[r * n_heads + c]) for c in range(n_heads)]
             for r in range(n_layers)

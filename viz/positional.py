@@ -50,7 +50,9 @@ def encoding_heatmap(table: np.ndarray, n_positions: int | None = None, used: in
     return finish(fig, "Positional encoding: positions × dimensions", height=min(480, 200 + 3 * rows.shape[0]))
 
 
-def encoding_curves(table: np.ndarray, dims: Sequence[int], n_positions: int | None = None, sinusoidal: bool = True):
+def encoding_curves(
+    table: np.ndarray, dims: Sequence[int], n_positions: int | None = None, sinusoidal: bool = True
+) -> go.Figure:
     """The chosen dimensions as curves over position (sin/cos waves of growing wavelength when sinusoidal)."""
     rows = _rows(table, n_positions)
     d_model = rows.shape[1]
