@@ -53,7 +53,8 @@ FLOW_TOKENS = 64  # attention flow's exact max-flow is computed for stacks up to
 class TokenAttribution:
     """Each input token's number under each method, toward one logit.
 
-    stacks: per token, "encoder" (a translator's source) or "decoder" (the decoder's input); pieces: the tokens;
+    stacks: per token, "encoder" (a translator's source) or "decoder" (the decoder's input up to `position`, the
+    tokens the prediction can read); pieces: the tokens;
     scores: method → (n_tokens,) float array (no "attention flow" when a stack is longer than FLOW_TOKENS);
     position: the decoder position (0-based) whose next-token logit is attributed; token: that token's id;
     logit: f at the embeddings; baseline: f with every token embedding zero (the positions kept);
@@ -223,4 +224,17 @@ def token_attribution(
         scores["attention flow"] = np.concatenate([flow[s] for s in ("encoder", "decoder") if s in flow])
     logit, baseline = float(f[-1]), float(f[-2])
     gap = abs(float(scores["integrated gradients"].sum()) - (logit - baseline))
-    return TokenAttribution(stacks, pieces, scores, position, token, logit, baseline, gap, notes)
+    # the decoder's tokens after the position cannot reach its prediction (the causal mask): every method gives
+    # them exactly 0, so they are left out
+    kept = np.array([s == "encoder" for s in stacks]) | (np.cumsum([s == "decoder" for s in stacks]) <= position + 1)
+    return TokenAttribution(
+        tuple(s for s, k in zip(stacks, kept, strict=True) if k),
+        tuple(p for p, k in zip(pieces, kept, strict=True) if k),
+        {m: v[kept] for m, v in scores.items()},
+        position,
+        token,
+        logit,
+        baseline,
+        gap,
+        notes,
+    )

@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # what the names are, for readers and type checkers; at run t
         save,
         save_figure,
         score_parts,
+        token_attribution,
         value_weighted,
     )
 
@@ -94,6 +95,7 @@ __all__ = [
     "save",
     "save_figure",
     "score_parts",
+    "token_attribution",
     "value_weighted",
 ]
 

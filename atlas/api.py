@@ -79,6 +79,8 @@ from analysis.rollout import analysis_rollout
 from analysis.score_parts import pass_inputs, row_parts
 from analysis.seq2seq import Seq2SeqError, is_seq2seq
 from analysis.seq2seq import layout as seq2seq_layout
+from analysis.token_attribution import STEPS as TOKEN_STEPS
+from analysis.token_attribution import token_attribution as _token_attribution
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError, load_checkpoint
 from inference.decoding import Sampling
@@ -104,6 +106,7 @@ from viz.score_parts import score_parts_frame, score_parts_heatmap
 from viz.stats import for_display, head_table, with_probe_scores
 from viz.style import standalone_html
 from viz.tables import heads_frame, position_labels, ranking_frame
+from viz.token_attribution import token_attribution_frame, token_attribution_heatmap
 
 __all__ = [
     "AnalysisWarning",
@@ -950,6 +953,53 @@ def logit_attribution_scores(
     model = _checkpoint(model, tokenizer, "logit_attribution_scores", device)
     found = _attributed(model, text, position, token, versus, "logit_attribution_scores")
     return _one_or_list(text, [_parts_table(model, analysis, parts) for analysis, parts in found])
+
+
+def token_attribution(
+    model: Checkpoint | object,
+    text: str,
+    position: int | None = None,
+    token: int | str | None = None,
+    *,
+    steps: int = TOKEN_STEPS,
+    figure: bool = False,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> pd.DataFrame | go.Figure:
+    """Which input tokens the prediction of `token` (an id, a piece or a one-piece word; default: the model's top
+    guess) after decoder position `position` (from 1; default as `logit_attribution`) rests on: one row per input
+    token (a translator's source, then its decoder's input; each place from 1 within its stack) with a column per
+    method — integrated gradients (`steps` equal parts from a baseline of zero embeddings), gradient × input,
+    saliency, rollout and attention flow (texts up to 64 tokens a stack). `.attrs`: the logit, the baseline's
+    logit, integrated gradients' gap to their difference, the token, the position and notes. `figure=True`: the
+    app's heatmap of the same, methods × tokens, each row against its own largest value."""
+    model = _checkpoint(model, tokenizer, "token_attribution", device)
+    if not isinstance(text, str):
+        raise ValueError(f"token_attribution reads one text (a str), not {type(text).__name__}")
+    [(analysis, (_, target))] = _decoder_passes(model, text, "token_attribution")
+    steps_in = target.shape[1]
+    if position is None:
+        index = 0 if model.config.has_cross_attention else steps_in - 1
+    else:
+        index = _index(position, steps_in, "position", f"the decoder's input ({steps_in} tokens)")
+    chosen = None if token is None else token_id(model, token)
+    found = _token_attribution(model, analysis, index, chosen, steps)
+    for note in found.notes:
+        warnings.warn(note, AnalysisWarning, stacklevel=2)
+    named = model.tokenizer.pieces([found.token])[0]
+    if figure:
+        title = f"Which input tokens ‘{named}’ after {position_labels(analysis)[index]} rests on"
+        return token_attribution_heatmap(found.pieces, found.stacks, found.scores, title)
+    table = token_attribution_frame(found.pieces, found.stacks, found.scores)
+    table.attrs |= {
+        "logit": found.logit,
+        "baseline": found.baseline,
+        "gap": found.gap,
+        "token": named,
+        "position": index + 1,
+        "notes": list(found.notes),
+    }
+    return table
 
 
 def _parts_table(model: Checkpoint, analysis: Analysis, parts: Any) -> pd.DataFrame:
