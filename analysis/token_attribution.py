@@ -21,7 +21,7 @@ translator's output so far) and, for a translator, of its source:
   (networkx's preflow-push) per token: texts up to FLOW_TOKENS tokens a stack; longer ones get no flow column and a
   note saying so.
 
-The gradients come from one batched pass per at most ALPHA_BATCH rows, the embeddings replaced through the
+The gradients come from batched passes of at most ALPHA_TOKENS tokens, the embeddings replaced through the
 forward pass's own `Patch` at `encoder.embed` / `decoder.embed` (nothing is set on the model, so one cached model
 serves every session); eval mode, deterministic.
 """
@@ -45,7 +45,8 @@ from model.forward import forward
 METHODS = ("integrated gradients", "gradient × input", "saliency", "rollout", "attention flow")
 STEPS = 32  # integrated gradients' equal parts of the path from the baseline
 MAX_STEPS = 512
-ALPHA_BATCH = 16  # rows of one batched pass of the gradient methods
+ALPHA_TOKENS = 2048  # tokens (rows × a row's source and decoder tokens) of one batched pass of the gradient methods
+STACKS = ("encoder", "decoder")  # a translator's source tokens first, then the decoder's input
 FLOW_TOKENS = 64  # attention flow's exact max-flow is computed for stacks up to this many tokens
 
 
@@ -93,7 +94,8 @@ def gradients(
         embedded = {k: e.detach() for k, e in _embedded(ckpt, source, target).items()}
         grads: dict[str, list[Tensor]] = {k: [] for k in embedded}
         logits: list[Tensor] = []
-        for chunk in alphas.split(ALPHA_BATCH):
+        per_row = target.shape[1] + (0 if source is None else source.shape[1])
+        for chunk in alphas.split(max(1, ALPHA_TOKENS // per_row)):
             rows = len(chunk)
             scaled = {
                 k: (chunk.to(e)[:, None, None] * e[None]).requires_grad_(True) for k, e in embedded.items()
@@ -192,9 +194,12 @@ def token_attribution(
     if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= MAX_STEPS:
         raise ValueError(f"steps is a whole number from 1 to {MAX_STEPS}, not {steps!r}")
     source, target = decoder_inputs(ckpt, analysis.text, analysis.target_ids)
-    n_target = target.shape[1]
-    if not 0 <= position < n_target:
-        raise ValueError(f"position {position + 1} is outside 1..{n_target}")
+    if not 0 <= position < target.shape[1]:
+        raise ValueError(f"position {position + 1} is outside 1..{target.shape[1]}")
+    # the decoder's tokens after the position cannot reach its prediction (the causal mask): they are left out of
+    # the passes and of the answer
+    target = target[:, : position + 1]
+    n_target = position + 1
     model = ckpt.model
     if model.training:
         raise ValueError("the model is in training mode; attributions are read in eval mode (model.eval())")
@@ -206,7 +211,9 @@ def token_attribution(
     grads, f = gradients(ckpt, source, target, position, token, alphas.float())
     embedded = _embedded(ckpt, source, target)
     stacks = ("encoder",) * (0 if source is None else source.shape[1]) + ("decoder",) * n_target
-    pieces = (tuple(analysis.source_pieces or ()) if source is not None else ()) + tuple(analysis.target_pieces)
+    pieces = (tuple(analysis.source_pieces or ()) if source is not None else ()) + tuple(analysis.target_pieces)[
+        :n_target
+    ]
     if len(pieces) != len(stacks):
         raise ValueError(f"the analysis reads {len(pieces)} tokens where its pass has {len(stacks)}: analyse again")
     order = [k for k in ("encoder.embed", "decoder.embed") if k in grads]
@@ -218,23 +225,14 @@ def token_attribution(
         per["saliency"].append(g[-1].norm(dim=-1).cpu().numpy())
     scores = {m: np.concatenate(v) for m, v in per.items()}
     rolled = _rollout_rows(analysis, position)
-    scores["rollout"] = np.concatenate([rolled[s] for s in ("encoder", "decoder") if s in rolled])
+    scores["rollout"] = np.concatenate(
+        [rolled[s][: n_target if s == "decoder" else None] for s in STACKS if s in rolled]
+    )
     flow, notes = attention_flow(analysis, position)
     if flow:
-        scores["attention flow"] = np.concatenate([flow[s] for s in ("encoder", "decoder") if s in flow])
+        scores["attention flow"] = np.concatenate(
+            [flow[s][: n_target if s == "decoder" else None] for s in STACKS if s in flow]
+        )
     logit, baseline = float(f[-1]), float(f[-2])
     gap = abs(float(scores["integrated gradients"].sum()) - (logit - baseline))
-    # the decoder's tokens after the position cannot reach its prediction (the causal mask): every method gives
-    # them exactly 0, so they are left out
-    kept = np.array([s == "encoder" for s in stacks]) | (np.cumsum([s == "decoder" for s in stacks]) <= position + 1)
-    return TokenAttribution(
-        tuple(s for s, k in zip(stacks, kept, strict=True) if k),
-        tuple(p for p, k in zip(pieces, kept, strict=True) if k),
-        {m: v[kept] for m, v in scores.items()},
-        position,
-        token,
-        logit,
-        baseline,
-        gap,
-        notes,
-    )
+    return TokenAttribution(stacks, pieces, scores, position, token, logit, baseline, gap, notes)
