@@ -80,3 +80,26 @@ def test_an_encoder_only_model_gets_a_sentence_not_a_traceback(monkeypatch, tmp_
     ok(at)
     assert "reads a decoder's stream" in " ".join(i.value for i in at.info)
     assert not at.get("plotly_chart")
+
+
+def test_the_input_tokens_are_traced_back_when_asked_and_match_the_analysis(app, good_dir: Path) -> None:
+    """Nothing runs until the button is pressed; then the heatmap holds each method's numbers as
+    analysis.token_attribution computes them for the page's prediction, and the table their raw values."""
+    from analysis.token_attribution import METHODS, token_attribution
+
+    at = app(text=TEXT)
+    at.switch_page("views/attribution.py").run()
+    assert not any(c.key == "tokens_back" for c in ok(at).get("plotly_chart")), "computed only when asked"
+    at.button(key="tokens_run").click().run()
+    ok(at)
+    spec = chart(at, "tokens_back")
+    ckpt = load_checkpoint(good_dir / LM)
+    analysis = analyze(ckpt, TEXT)
+    last = len(analysis.target_ids) - 1
+    expected = token_attribution(ckpt, analysis, last, analysis.predictions[last][0].id)
+    raw = np.asarray(spec["data"][0]["customdata"], dtype=float)
+    assert [m for m in spec["data"][0]["y"]] == [m for m in METHODS if m in expected.scores]
+    for row, method in zip(raw, expected.scores, strict=True):
+        np.testing.assert_allclose(row, expected.scores[method], atol=1e-5)
+    at.selectbox(key="position").set_value(2).run()
+    assert not any(c.key == "tokens_back" for c in ok(at).get("plotly_chart")), "another position is asked again"

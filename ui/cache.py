@@ -27,6 +27,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yiel
 
 from analysis import agreement as agree
 from analysis import attribution, circuits, fork, lesson, patching, score_parts
+from analysis import token_attribution as tokens_back
 from analysis.ablation import (
     Effect,
     RankingSetup,
@@ -480,6 +481,22 @@ def logit_lens(ctx: Shown) -> attribution.LogitLens:
     """Each layer's top guess at each decoder position (analysis.attribution.logit_lens); run by the worker."""
     worker = model_worker(ctx.path, ctx.stamp)
     return worker.call(_lens, ctx.text, ctx.analysis.target_ids, tokens=worker.tokens(ctx.text))
+
+
+def _token_attribution(ckpt: Checkpoint, analysis: Analysis, position: int, token: int) -> tokens_back.TokenAttribution:
+    return tokens_back.token_attribution(ckpt, analysis, position, token)
+
+
+@kept("Following the prediction back to each input token…")
+def token_attribution(ctx: Shown, position: int, token: int) -> tokens_back.TokenAttribution:
+    """Each input token's number toward `token` after decoder position `position` under every method
+    (analysis.token_attribution): one heavy chunk of the model's worker (tens of passes with their gradients), so
+    that a class's pages go first."""
+    worker = model_worker(ctx.path, ctx.stamp)
+    passes = tokens_back.STEPS + 2
+    return heavy_chunk(
+        worker, _token_attribution, ctx.analysis, position, token, tokens=passes * worker.tokens(ctx.text)
+    )
 
 
 def _score_parts(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...], block: str, head: int, q: int, k: int):

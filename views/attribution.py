@@ -23,6 +23,7 @@ from viz.attribution import (
 )
 from viz.labels import display_piece, safe_filename
 from viz.tables import heads_frame, position_labels
+from viz.token_attribution import token_attribution_frame, token_attribution_heatmap
 
 TOKEN = state.url_key("dla_token", longest=200)  # a piece among the position's top predictions
 VERSUS = state.url_key("dla_versus", longest=200)  # another of them, or NO_CONTRAST
@@ -89,6 +90,7 @@ def body() -> None:
     table_downloads(partial(parts_frame, *every), f"{name}-parts", "attribution_parts", "every part's contribution")
     with st.expander("Every head, the largest push first"):
         data_table(heads, hide_index=True, key="attribution_table")
+    tokens_section(ctx, pos, ids[token], labels)
     st.header("Logit lens")
     st.caption(
         "The stream after each layer read as if it were the last (through the final normalisation and the output "
@@ -107,6 +109,48 @@ def body() -> None:
     )
     table_downloads(partial(lens_frame, readable, lens.prob, labels), lens_name, "logit_lens", "the logit lens")
     agreement_section(ctx, pos, labels)
+
+
+TOKENS_ASKED = "_tokens_asked"  # session: the (model, text, position, token) traced back to its input tokens
+
+
+def tokens_section(ctx: cache.Shown, pos: int, token: int, labels: list[str]) -> None:
+    """Which input tokens the prediction rests on: five per-token attributions side by side
+    (analysis.token_attribution), computed when asked (tens of passes with gradients)."""
+    st.header("Which input tokens it rests on")
+    named = display_piece(ctx.ckpt.tokenizer.pieces([token])[0])
+    st.caption(
+        literal(
+            f"Every input token's share in the prediction {named} after {labels[pos]}, by five methods. Integrated "
+            "gradients fade every token's embedding in from nothing and add up what each one changed on the way "
+            "(the numbers sum to the logit against no embeddings at all); gradient × input is the same read at the "
+            "embeddings only; saliency is how much the logit moves for a small change of the token, either way; "
+            "rollout and attention flow follow the attention weights down through the layers (the residual "
+            "connection counted as half of each layer)."
+        )
+    )
+    asked = (ctx.path, ctx.text, pos, token)
+    if st.button(literal(f"Trace {named} back to each input token"), key="tokens_run"):
+        st.session_state[TOKENS_ASKED] = asked
+    if st.session_state.get(TOKENS_ASKED) != asked:
+        return
+    with progress.running("tokens_run", TOKENS_ASKED, first="Following the prediction back to each token…"):
+        found = cache.token_attribution(ctx, pos, token)
+    for note in found.notes:
+        st.info(literal(note))
+    name = safe_filename("tokens", ctx.name, f"pos{pos + 1}")
+    title = f"Which input tokens {named} after {labels[pos]} rests on"
+    show_chart(token_attribution_heatmap(found.pieces, found.stacks, found.scores, title), "tokens_back", name)
+    st.caption(
+        literal(
+            f"Each row is one method, coloured against its own largest number (blue toward {named}, red against). "
+            f"Integrated gradients sum to {found.logit - found.baseline:+.3f} within {found.gap:.3f}."
+        )
+    )
+    table = token_attribution_frame(found.pieces, found.stacks, found.scores)
+    table_downloads(table, name, "tokens_back", "every token's numbers")
+    with st.expander("Every token's numbers"):
+        data_table(table, hide_index=True, key="tokens_table")
 
 
 AGREEMENT_ASKED = "_agreement_asked"  # session: the (model, text, position) whose methods were asked to be compared
