@@ -58,6 +58,7 @@ from analysis.export import to_json, to_npz_bytes
 from analysis.forced import forced as _forced
 from analysis.fork import Branch, source_of
 from analysis.fork import fork as _fork
+from analysis.head_diff import LayoutError, head_differences
 from analysis.imported import MAX_FILE_BYTES, TraceError, from_arrays, from_huggingface, from_transformer_lens
 from analysis.imported import read_trace as _read_trace
 from analysis.induction import measure
@@ -1000,6 +1001,64 @@ def token_attribution(
         "notes": list(found.notes),
     }
     return table
+
+
+def compare_models(
+    first: Checkpoint | object,
+    second: Checkpoint | object,
+    text: str,
+    *,
+    figure: bool = False,
+    tokenizer: object | None = None,
+    device: str = "cpu",
+) -> pd.DataFrame | go.Figure:
+    """Two models on one text, head by head (analysis.head_diff): one row per head (its attention, layer and head
+    from 1) with how far its attention moved from `first` to `second` — the total variation of a query's two rows
+    of weights averaged over the queries (0: alike, 1: no key shared), the largest change of one weight, and the
+    query (from 1, with its token) that moved most — the most changed head first. The models must share a
+    tokenizer and a layout (layers, heads); a translator's second model is fed the first's output, so both
+    decoders read the same tokens. `figure=True`: a layer × head heatmap of the total variation per attention.
+    `tokenizer`: for a published model given as an object (both must read it alike)."""
+    models = [_checkpoint(m, tokenizer, "compare_models", device) for m in (first, second)]
+    if not isinstance(text, str):
+        raise ValueError(f"compare_models reads one text (a str), not {type(text).__name__}")
+    [ours] = analyze_many(models[0], [Request(text)])
+    if isinstance(ours, InputError):
+        raise ours
+    again = Request(text, target_ids=ours.target_ids) if models[1].config.has_cross_attention else Request(text)
+    [theirs] = analyze_many(models[1], [again])
+    if isinstance(theirs, InputError):
+        raise InputError(f"the second model: {theirs}") from theirs
+    try:
+        found = head_differences(ours, theirs)
+    except LayoutError as exc:
+        raise ValueError(f"compare_models matches heads one to one: {exc}") from None
+    labels = {a: ours.attention_label(a) for a in ours.attentions}
+    if figure:
+        grids = {
+            a: np.array(
+                [
+                    [d.total_variation for d in found if d.attention == a and d.layer == layer]
+                    for layer in range(len(ours.layers(a)))
+                ]
+            )
+            for a in ours.attentions
+        }
+        title = "How far each head moved from the first model to the second"
+        return heads_heatmap(grids, labels, title, "total variation", signed=False)
+    pieces = {a: ours.block(a, ours.layers(a)[0]).query_pieces for a in ours.attentions}
+    table = pd.DataFrame(
+        {
+            "attention": [labels[d.attention] for d in found],
+            "layer": [d.layer + 1 for d in found],
+            "head": [d.head + 1 for d in found],
+            "total variation": [d.total_variation for d in found],
+            "largest change": [d.largest for d in found],
+            "query": [d.query + 1 for d in found],
+            "query token": [pieces[d.attention][d.query] for d in found],
+        }
+    )
+    return table.sort_values("total variation", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def _parts_table(model: Checkpoint, analysis: Analysis, parts: Any) -> pd.DataFrame:
