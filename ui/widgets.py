@@ -78,8 +78,10 @@ html { font-size: 22px; }
 # so that Explore's heatmap keeps 420 px at 1024 × 768; a table made with `wrap=False` keeps each cell on one line
 # (ids and pieces read whole) and scrolls sideways inside its column when it is wider. Plotly's toolbar shows only
 # while a pointer is on its chart (`config`), and not at all on a device without hover (a phone), where Plotly would
-# show it always, over the chart's title.
+# show it always, over the chart's title. The main area starts just under the menu bar (Streamlit leaves 6rem): the
+# first figure keeps the first view at 1024 × 768.
 LAYOUT_CSS = """<style>
+[data-testid="stMainBlockContainer"] { padding-top: 4rem; }
 @media (max-width: 1100px) {
   [data-testid="stMainBlockContainer"] { padding-left: 1.5rem; padding-right: 1.5rem; }
 }

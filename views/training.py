@@ -130,12 +130,7 @@ def body() -> None:
     opening = catalog.default_head(ctx.ckpt.card) or (recorded[:2] if recorded else None)
     if opening is not None and opening[0] in final.blocks and opening[1] < final.n_heads:
         open_on_head(*opening)
-    attention, layer, head = head_picker(final, with_average=True)
-    if recorded is not None:
-        _recorded_note(recorded)
-    state.sync_url()
-    player.player(STEP, snapshot_step, cache.held(ctx), attention, layer, head)
-    # Below the step's figure, so that on a projector the figure starts in the first view.
+    player.player(STEP, snapshot_step, cache.held(ctx))
     measured = catalog.card_defaults(ctx.ckpt.card, "training")
     if measured and measured.get("text") == ctx.text:
         st.caption(
@@ -147,8 +142,13 @@ def body() -> None:
         f"Each snapshot is the run's weights at that step, stored as {literal(stored_as(ctx.path))}. "
         "Its loss is the validation loss of that step's weights."
     )
-    # Every step's decoder reads the same tokens: the shipped model's output (its untrained snapshots would write
-    # outputs of other lengths, and their heads could not be compared).
+
+
+def _strip(ctx: Source, saved: list[Snapshot], attention: str, layer: int, head: int | str) -> None:
+    """The chosen head at every snapshot, earliest first. Every step's decoder reads the same tokens: the shipped
+    model's output (its untrained snapshots would write outputs of other lengths, and their heads could not be
+    compared)."""
+    final = ctx.analysis
     analyses = [cache.snapshot_analysis(ctx, s.step, final.output_text) for s in saved]
     block = analyses[0].block(attention, layer)
     where = f"{final.attention_label(attention)}, layer {layer + 1}, {charts.head_name(head)}"
@@ -164,13 +164,18 @@ def body() -> None:
 
 
 @errors.safe
-def snapshot_step(source: Source, attention: str, layer: int, head: int | str) -> None:
-    """The step controls and the chosen snapshot's head, loss and prediction: a fragment (ui.player) that reruns
-    alone on a step change and while playing, from the snapshots' kept analyses."""
+def snapshot_step(source: Source) -> None:
+    """The chosen snapshot's head, loss and prediction, the head and step controls under them, and the head at
+    every snapshot: a fragment (ui.player) that reruns alone on a step or head change and while playing, from the
+    snapshots' kept analyses. The figure first: on a projector and a phone it opens the first view."""
     ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
     saved = cache.snapshots(ctx.path, ctx.stamp)
     steps = [s.step for s in saved]
     by_step = {s.step: s for s in saved}
+    figure = st.container()
+    attention, layer, head = head_picker(ctx.analysis, with_average=True)
+    if (recorded := catalog.recorded_head(ctx.ckpt.card)) is not None:
+        _recorded_note(recorded)
     state.keep_valid(STEP, steps, steps[len(steps) // 2])
     player.controls(STEP, steps, "snapshot")
     step = st.select_slider(
@@ -190,14 +195,13 @@ def snapshot_step(source: Source, attention: str, layer: int, head: int | str) -
     head_name = charts.head_name(head)
     where = f"{ctx.analysis.attention_label(attention)}, layer {layer + 1}, {head_name}"
     label = _step_label(by_step[step])
-    left, right = st.columns([3, 2])
+    left, right = figure.columns([3, 2])
     fig = head_heatmap(weights, block.query_pieces, block.key_pieces, f"{where} at {label}")
     name = safe_filename("training", ctx.entry.name, f"step{step}", attention, f"L{layer + 1}", head_name)
     show_chart(fig, "training_head", name, where=left)
     figure_says(
         literal(
-            f"The same head at training step {step:,}: move the slider above from the first step to the last and "
-            "watch its pattern form as the loss falls."
+            f"This head at training step {step:,}. Move the slider below and watch its pattern form as the loss falls."
         ),
         left,
     )
@@ -216,7 +220,8 @@ def snapshot_step(source: Source, attention: str, layer: int, head: int | str) -
     )
     _prediction(right, own, f"step {step:,}")
     _copying(ctx, step)
-    state.sync_url()  # a rerun of this fragment alone: the address bar follows the step
+    _strip(ctx, saved, attention, layer, head)
+    state.sync_url()  # a rerun of this fragment alone: the address bar follows the step and the head
 
 
 errors.guarded(body)
