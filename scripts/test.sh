@@ -42,5 +42,6 @@ echo "== pytest"
 # processes the tests start (app servers, the command line) do not each compile the repository again.
 unset PYTHONDONTWRITEBYTECODE
 # --no-loadscope-reorder: xdist would send the groups with most tests first, so that the longest single tests
-# (conftest's LONGEST_FIRST: the walk, 4 minutes) started last and one worker ran on alone at the end.
-.venv/bin/python -m pytest -n "${ATLAS_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder "$@"
+# (conftest's LONGEST_FIRST: the walk, about 2 minutes) started last and one worker ran on alone at the end.
+# --durations=25: every run ends on its slowest tests and setups, where CI's time goes (docs/testing.md).
+.venv/bin/python -m pytest -n "${ATLAS_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder --durations=25 "$@"

@@ -1,0 +1,90 @@
+"""Where a browser test's page visit spends its time, phase by phase, as tests/test_browser_axe.py and
+tests/test_browser_first_figure.py visit a page: a fresh browser context at 1024×768 in projector mode, the page
+opened, its title drawn (browser_support.SETTLED), the page drawing on until it holds still for QUIET_MS
+(browser_support.hold_still), axe-core's one run and a screenshot.
+
+    python bench/page_visit.py [--rounds 2] [--pages 6]
+
+Prints each visit's phases in seconds and their means, with the machine's load; starts the tests' own server
+(browser_support.serve) and chromium (browser_support.launch_chromium), and visits every page once first so that the
+rounds meet a warm server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from browser_support import AXE, QUIET_MS, RUN_AXE, SETTLED, hold_still, launch_chromium, serve  # noqa: E402
+
+from ui.pages import PAGES  # noqa: E402
+
+PHASES = ("open", "title drawn", "draws on + quiet", "axe", "screenshot", "close")
+
+
+def visit(browser, url: str, shot: Path) -> list[float]:
+    """One visit's phases (PHASES), in seconds."""
+    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    marks = [time.perf_counter()]
+    page.goto(url)
+    marks.append(time.perf_counter())
+    page.wait_for_function(SETTLED)
+    marks.append(time.perf_counter())
+    hold_still(page)
+    marks.append(time.perf_counter())
+    page.add_script_tag(path=str(AXE))
+    page.evaluate(RUN_AXE, [])
+    marks.append(time.perf_counter())
+    page.screenshot(path=str(shot))
+    marks.append(time.perf_counter())
+    context.close()
+    marks.append(time.perf_counter())
+    return [b - a for a, b in zip(marks, marks[1:], strict=False)]
+
+
+def main() -> int:
+    args = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    args.add_argument("--rounds", type=int, default=2)
+    args.add_argument("--pages", type=int, default=6, help="the first N pages of ui/pages.py")
+    opts = args.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    paths = [p.url_path for p in PAGES][: opts.pages]
+    shot = Path(os.environ.get("TMPDIR", "/tmp")) / "page_visit.png"
+    started = time.perf_counter()
+    server = serve()
+    url = next(server)
+    print(f"server: {time.perf_counter() - started:.1f} s to answer its health check")
+    rows: list[list[float]] = []
+    try:
+        with sync_playwright() as p:
+            started = time.perf_counter()
+            browser = launch_chromium(p)
+            print(f"chromium: {time.perf_counter() - started:.2f} s to start")
+            for round_ in range(opts.rounds + 1):  # round 0 warms the server
+                for path in paths:
+                    phases = visit(browser, f"{url}/{path}?model=lm-english&projector=1", shot)
+                    if round_:
+                        rows.append(phases)
+                        print(f"/{path:<12}", "  ".join(f"{s:5.2f}" for s in phases), f"= {sum(phases):.2f} s")
+            browser.close()
+    finally:
+        server.close()
+    print(f"{len(rows)} visits; the mean of each phase ({', '.join(PHASES)}; QUIET_MS {QUIET_MS}):")
+    means = [statistics.mean(col) for col in zip(*rows, strict=True)]
+    print("  ".join(f"{name} {m:.2f}" for name, m in zip(PHASES, means, strict=True)), f"= {sum(means):.2f} s")
+    print("load average:", " ".join(Path("/proc/loadavg").read_text().split()[:3]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
