@@ -331,7 +331,8 @@ def beam_many(
             break
         rows = torch.tensor(order)
         fed = torch.cat([fed.index_select(0, rows), torch.tensor(last)[:, None]], dim=1)
-        past = past.select(rows)
+        if order != list(range(past.target_ids.shape[0])):  # rows that kept their places keep their cache
+            past = past.select(rows)
         logits, past = forward(model, fed[:, -1:], padded.index_select(0, torch.tensor(owner)), past, record=False)
         log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
     return [_beam_result(h, d) for h, d in zip(hyps, done)]
