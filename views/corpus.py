@@ -78,8 +78,8 @@ def body() -> None:
     show_chart(head_map(grid, label, (layer, head)), "corpus_map", safe_filename("corpus", name, score), where=figure)
     model = corpus.manifest["identity"]["model"]["name"]
     figure_says(
-        f"A square a head of {literal(model)}: its mean {label} over the profile's {corpus.manifest['texts']:,} texts. "
-        f"The outlined head is shown below.",
+        f"A square a head of {literal(model)}: its mean {literal(label)} over the profile's "
+        f"{corpus.manifest['texts']:,} texts. The outlined head is shown below.",
         figure,
     )
     one_head(corpus, name, model, score, layer, head)
