@@ -33,6 +33,7 @@ PAGES = (
     Page("views/ablation.py", "Head ablation", "ablation", HEADS),
     Page("views/attribution.py", "Logit attribution", "attribution", HEADS),
     Page("views/compare.py", "Compare two inputs", "compare", HEADS),
+    Page("views/corpus.py", "Corpus", "corpus", HEADS),
     Page("views/training.py", "Training steps", "training", RUNS),
     Page("views/experiment.py", "Experiment: heads pruned", "experiment", RUNS),
     Page("views/trace.py", "Open a trace file", "trace", RUNS),

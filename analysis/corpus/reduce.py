@@ -73,12 +73,13 @@ def _priorities(texts: np.ndarray, positions: np.ndarray, seed: int) -> np.ndarr
     return x ^ (x >> np.uint64(31))
 
 
-def snippet(pieces: list[str], query: int, key: int) -> str:
-    """The pieces around key and query (0-based) as text: the key in «», the query in [], gaps as " … ". A word
+def snippet(pieces: list[str], query: int, key: int | None = None) -> str:
+    """The pieces around key and query (0-based) as text: the key in «», the query in [], gaps as " … "; no key:
+    the query's own context. A word
     starts at sentencepiece's "▁" or byte-level BPE's "Ġ"; in WordPiece's pieces (neither mark) at every piece but
     a "##" continuation."""
     shown = sorted(
-        {p for centre in (key, query) for p in range(centre - SNIPPET_SIDE, centre + SNIPPET_SIDE + 1)}
+        {p for centre in {key, query} - {None} for p in range(centre - SNIPPET_SIDE, centre + SNIPPET_SIDE + 1)}
         & set(range(len(pieces)))
     )
     marked = any(piece[:1] in ("▁", "Ġ") for piece in pieces)
@@ -119,6 +120,7 @@ class Reducer:
         self.sample_priority = np.zeros(0, dtype=np.uint64)
         self.sample_where = np.zeros((0, 2), dtype=np.int64)  # text (from 1), position (0-based)
         self.sample_piece: list[str] = []
+        self.sample_context: list[str] = []  # each sampled position's snippet, the position in []
         self.sample_q = np.zeros((n, h, 0, d_head), dtype=np.float32)
         self.sample_k = np.zeros((n, h, 0, d_head), dtype=np.float32)
 
@@ -219,9 +221,11 @@ class Reducer:
         slot[old + new] = old + np.arange(len(new))
         picked = slot[order]
         pieces = self.sample_piece + [batch.pieces[a][b] for a, b in zip(rows[new], positions[new])]
+        contexts = self.sample_context + [snippet(batch.pieces[a], int(b)) for a, b in zip(rows[new], positions[new])]
         where = np.concatenate([self.sample_where, np.stack([texts[new], positions[new]], axis=1)])
         self.sample_priority = priority[order]
         self.sample_where, self.sample_piece = where[picked], [pieces[i] for i in picked]
+        self.sample_context = [contexts[i] for i in picked]
         self.sample_q, self.sample_k = all_q[:, :, picked], all_k[:, :, picked]
 
     # --- results -------------------------------------------------------------------------------------------------
@@ -263,6 +267,7 @@ class Reducer:
             "queries": self.queries,
             "top_text": self.top_text,
             "sample_piece": self.sample_piece,
+            "sample_context": self.sample_context,
         }
         return {name: np.ascontiguousarray(a) for name, a in arrays.items()}, info
 
@@ -270,7 +275,7 @@ class Reducer:
     def from_state(cls, arrays: dict[str, np.ndarray], info: dict) -> Reducer:
         r = cls(info["blocks"], info["n_heads"], info["d_head"], info["top_k"], info["sample"], info["seed"])
         r.texts, r.queries = info["texts"], info["queries"]
-        r.top_text, r.sample_piece = info["top_text"], info["sample_piece"]
+        r.top_text, r.sample_piece, r.sample_context = info["top_text"], info["sample_piece"], info["sample_context"]
         r.score_sums, r.offset_sums = arrays["score_sums"], arrays["offset_sums"]
         r.top_weight, r.top_where = arrays["top_weight"], arrays["top_where"]
         r.sample_priority = arrays["sample_priority"].view(np.uint64)

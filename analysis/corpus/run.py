@@ -313,6 +313,7 @@ def _write_final(out: Path, r: Reducer) -> None:
         "text": np.tile(r.sample_where[:, 0], len(cells)),
         "position": np.tile(r.sample_where[:, 1] + 1, len(cells)),
         "piece": r.sample_piece * len(cells),
+        "context": r.sample_context * len(cells),
         "query_vector": _vectors(r.sample_q),
         "key_vector": _vectors(r.sample_k),
     }

@@ -11,7 +11,8 @@ SQL runs in DuckDB (embedded: no server), over these views of the folder's Parqu
 - `contexts`: each head's top contexts (layer, head, rank, text, query, key, weight, snippet, query_piece,
   key_piece);
 - `offsets`: each head's mean attention by offset query − key (layer, head, offset, weight);
-- `sample`: the sampled query and key vectors (layer, head, text, position, piece, query_vector, key_vector).
+- `sample`: the sampled query and key vectors (layer, head, text, position, piece, context: its snippet with the
+  position in [], query_vector, key_vector).
 """
 
 from __future__ import annotations

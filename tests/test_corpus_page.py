@@ -1,0 +1,42 @@
+"""The Corpus page on the shipped induction profile (corpora/induction-brown): it opens on the profile's strongest
+induction head, its top contexts link to Explore at that text, head and query, and each bad URL value falls back."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+from test_app import chart, ok
+
+from analysis.corpus.store import open_corpus
+from ui import state
+from views.corpus import PROFILES
+
+
+def page(app, **query: str):
+    at = app(**query)
+    return ok(at.switch_page("views/corpus.py").run())
+
+
+def test_the_page_opens_on_the_induction_profiles_strongest_induction_head(app) -> None:
+    at = page(app)
+    heads = open_corpus(PROFILES / "induction-brown" / "profile").heads
+    best = heads.loc[heads["induction"].idxmax()]
+    fig = chart(at, "corpus_map")
+    rect = fig["layout"]["shapes"][0]
+    assert (rect["y0"] + 0.5, rect["x0"] + 0.5) == (best["layer"], best["head"])
+    assert {"corpus_distribution", "corpus_vectors"} <= {el.key for el in at.get("plotly_chart")}
+
+
+def test_a_top_context_links_to_explore_at_its_text_and_query(app) -> None:
+    at = page(app)
+    corpus = open_corpus(PROFILES / "induction-brown" / "profile")
+    top = at.dataframe[0].value
+    link = parse_qs(urlparse(top["Explore"].iloc[0]).query)
+    assert link["model"] == ["induction"] and link["point"] == [str(top["query"].iloc[0])]
+    texts = corpus.sql(f"SELECT content FROM texts WHERE text = {int(top['text'].iloc[0])}")
+    assert state.unpack_text(link["text"][0]) == texts["content"].iloc[0]
+
+
+def test_bad_url_values_fall_back_to_the_defaults(app) -> None:
+    at = page(app, corpus="nonesuch", corpus_score="<b>", corpus_L="99", corpus_H="x")
+    assert not at.error and at.selectbox[0].value == "induction-brown"

@@ -1,0 +1,75 @@
+"""The Corpus page's figures: every head coloured by one corpus score, one head's scores over the texts, and one
+head's sampled queries and keys on a map. Layers and heads count from 1."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from viz.labels import escape
+from viz.style import COLORSCALE
+
+
+def head_map(grid: np.ndarray, label: str, chosen: tuple[int, int]) -> go.Figure:
+    """(L, H) one score a head → a heatmap, a row a layer; `chosen` (layer, head from 1) outlined."""
+    layers, heads = grid.shape
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid.tolist(),
+            x=list(range(1, heads + 1)),
+            y=list(range(1, layers + 1)),
+            colorscale=COLORSCALE,
+            colorbar={"title": {"text": escape(label)}, "thickness": 12},
+            texttemplate="%{z:.2f}" if layers * heads <= 16 * 12 else None,
+            hovertemplate=f"layer %{{y}} · head %{{x}}: {escape(label)} %{{z:.3f}}<extra></extra>",
+        )
+    )
+    layer, head = chosen
+    fig.add_shape(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5, line={"width": 3})
+    fig.update_layout(
+        title={"text": f"Every head over the corpus: {escape(label)}"},
+        xaxis={"title": {"text": "head"}, "dtick": 1},
+        yaxis={"title": {"text": "layer"}, "dtick": 1, "autorange": "reversed"},
+        height=max(260, 60 + 40 * layers),
+        margin={"t": 50, "b": 40, "l": 50, "r": 20},
+    )
+    return fig
+
+
+def distribution(values: np.ndarray, label: str, layer: int, head: int) -> go.Figure:
+    """One head's score of each text, as a histogram."""
+    fig = go.Figure(go.Histogram(x=values.tolist(), nbinsx=30, hovertemplate="%{x}: %{y} texts<extra></extra>"))
+    fig.update_layout(
+        title={"text": f"Layer {layer}, head {head}: {escape(label)} of each text"},
+        xaxis={"title": {"text": escape(label)}},
+        yaxis={"title": {"text": "texts"}},
+        height=300,
+        margin={"t": 50, "b": 40, "l": 50, "r": 20},
+    )
+    return fig
+
+
+def vector_map(queries: np.ndarray, keys: np.ndarray, pieces: list[str], layer: int, head: int) -> go.Figure:
+    """(N, 2) queries and keys of one head's sampled positions, one joint map, the piece on hover."""
+    hover = [escape(p) for p in pieces]
+    fig = go.Figure()
+    for name, points, symbol in (("query", queries, "circle"), ("key", keys, "x")):
+        fig.add_trace(
+            go.Scatter(
+                x=points[:, 0].tolist(),
+                y=points[:, 1].tolist(),
+                mode="markers",
+                name=name,
+                marker={"symbol": symbol, "size": 7},
+                text=hover,
+                hovertemplate=f"{name} %{{text}}<extra></extra>",
+            )
+        )
+    fig.update_layout(
+        title={"text": f"Layer {layer}, head {head}: sampled queries and keys (PCA)"},
+        xaxis={"title": {"text": "axis 1"}},
+        yaxis={"title": {"text": "axis 2"}},
+        height=380,
+        margin={"t": 50, "b": 40, "l": 50, "r": 20},
+    )
+    return fig
