@@ -17,8 +17,8 @@ from viz.labels import safe_filename
 LOOK = {
     "embeddings": "Each row is one token of the sentence as the model first reads it: a list of numbers, one colour "
     "each.",
-    "positional-encoding": "Each row is one position's vector, added to its token: the first columns change fast "
-    "from row to row, the last ones slowly, so no two rows are the same.",
+    "positional-encoding": "Each row is one position's vector, added to its token: left columns change fast, right "
+    "ones slowly, so no two rows match.",
     "padding-mask": "The short sentence is filled up with pads to the long one's length: no query may attend to a pad.",
     "no-peek-mask": "Above the diagonal every cell is ✗: a token may attend to itself and to the tokens before it, "
     "never to the ones after.",
