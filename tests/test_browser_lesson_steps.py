@@ -51,6 +51,12 @@ NOT_YET = {
     ("lm-english", "next-token", "projector"): "its sentence ends 15 px below the fold, under the table",
     ("lm-english", "induction-heads", "phone"): f"the 440 px head ends 12 px below the fold: {HEADER}",
     ("lm-english", "induction-circuit", "phone"): f"its sentence ends 11 px below the fold: {HEADER}",
+    ("translate-en-de", "positional-encoding", "phone"): f"its sentence ends 7 px below the fold: {HEADER}",
+    ("translate-en-de", "scaled-dot-product", "phone"): f"its sentence ends 5 px below the fold: {HEADER}",
+    ("translate-en-de", "residual-layernorm", "phone"): f"its sentence ends 36 px below the fold: {HEADER}",
+    ("translate-en-de", "next-token", "phone"): f"its sentence ends 33 px below the fold: {HEADER}",
+    ("translate-en-de", "induction-heads", "phone"): f"its sentence ends 96 px below the fold: {HEADER}",
+    ("translate-en-de", "induction-circuit", "phone"): f"its sentence ends 11 px below the fold: {HEADER}",
 }
 
 
