@@ -153,3 +153,16 @@ def test_the_shipped_english_models_attribution_sentence_agrees_with_its_numbers
     heads = number(r"The (\d+) induction heads write (-?\d+\.\d\d) of the (-?\d+\.\d\d) all heads write", text)
     assert heads[2] == f"{sum(writes[cell(h)] for h in shares['induction head']):.2f}"
     assert heads[3] == f"{writes.sum():.2f}" and int(heads[1]) == len(shares)
+
+
+def test_the_steps_takeaway_follows_what_the_figures_found() -> None:
+    """The step's last sentence (views.lesson_steps.induction.takeaway) says the textbook's keys only where the
+    figures found them, and who carries the copying from the patching, in plain words."""
+    from views.lesson_steps.induction import takeaway
+
+    textbook = tell({(1, 0): 0.8}, 0.95, [(0, 3, 0.40), (0, 1, 0.12)], {(1, 0): 3.0})
+    said = takeaway(textbook, "layer 1, head 4")
+    assert "through layer 1, head 4, as the textbook says" in said and "one head, layer 2, head 1, carries" in said
+    spread = tell({(1, 0): 0.1, (1, 2): 0.2}, 0.9, [(0, 1, 0.20), (0, 3, 0.10)], {(1, 2): 1.0})
+    said = takeaway(spread, "layer 1, head 4")
+    assert "as the textbook says" not in said and "several heads share the copying" in said

@@ -209,6 +209,7 @@ def test_the_circuit_step_traces_the_induction_models_circuit(app) -> None:
     restored = re.search(r"(\d\.\d\d) patched together: the model spreads the circuit over several heads", text)
     assert restored and float(restored[1]) > 0.9
     assert "The largest is the induction head's, layer 2, head 1" in text
+    assert "What to take away**: This model copies a repeated word" in text and "several heads share" in text
     keys = {el.key for el in at.get("plotly_chart")}
     assert {"lesson_circuit_previous", "lesson_circuit_patching", "lesson_circuit_attribution"} <= keys
 

@@ -7,7 +7,7 @@ from urllib.parse import urlencode
 import pandas as pd
 import streamlit as st
 
-from analysis.circuit_told import tell
+from analysis.circuit_told import ONE_HEAD, Told, tell
 from analysis.induction import PROBE_BATCH, SENTENCES, second_copy, sentence_scores
 from analysis.lesson import (
     INDUCTION_AT,
@@ -313,4 +313,27 @@ def induction_circuit(ctx: Source) -> None:
     st.caption(
         f"Each head's direct contribution to the logit of “{literal(copied)}” ({parts.logit:.2f} in all; the Logit "
         f"attribution page shows every part). {literal(told.writes)}"
+    )
+    st.markdown(f"**What to take away**: {takeaway(told, prev)}")
+
+
+def takeaway(told: Told, prev: str) -> str:
+    """The step's last sentence, in plain words, from what the figures found: whether the keys read the
+    previous-token head (`told.textbook_keys`) and whether the copying is shared out (`told.spread`)."""
+    keys = (
+        f"the induction head finds the word to copy through {prev}, as the textbook says"
+        if told.textbook_keys
+        else "the induction head does not get its clue mostly from one previous-token head: several earlier heads "
+        "feed it"
+    )
+    if told.spread:
+        share = "several heads share the copying, so no one of them carries it alone"
+    elif told.shares and told.shares[0][2] >= ONE_HEAD:
+        share = f"one head, {told.shares[0][0]}, carries most of the copying"
+    else:
+        share = "no induction head carries the copying alone (part 3 says which head does, if any)"
+    return (
+        f"This model copies a repeated word, and in this model {keys}; {share}. The idea holds, a head that looks "
+        "back to copy what came next last time, but a trained model builds it its own way: measure it, never assume "
+        "the textbook picture."
     )

@@ -17,8 +17,8 @@ from viz.labels import safe_filename
 LOOK = {
     "embeddings": "Each row is one token of the sentence as the model first reads it: a list of numbers, one colour "
     "each.",
-    "positional-encoding": "Each row is one position's vector, added to its token: the first columns change fast "
-    "from row to row, the last ones slowly, so no two rows are the same.",
+    "positional-encoding": "Each row is one position's vector, added to its token: left columns change fast, right "
+    "ones slowly, so no two rows match.",
     "padding-mask": "The short sentence is filled up with pads to the long one's length: no query may attend to a pad.",
     "no-peek-mask": "Above the diagonal every cell is ✗: a token may attend to itself and to the tokens before it, "
     "never to the ones after.",
@@ -33,8 +33,9 @@ LOOK = {
     "write the next word.",
     "next-token": "Each row: a token, the one that follows it in the text, and the model's own first guess for it.",
     "kv-cache": "The new token's query against every key kept so far: the cache grows by one key and one value a step.",
-    "quadratic-cost": "How the time and memory of one attention block grow with the text's length: doubling the "
-    "text more than doubles them.",
+    "quadratic-cost": "How the time and memory of one attention block grow as the text gets longer: the memory "
+    "keeps one score for every pair of tokens, so twice the text needs four times as much; the sentence below says "
+    "how much the time grew here.",
     "induction-heads": "The same random tokens twice: in the second half, the bright stripe beside the diagonal is "
     "the head looking at the token that came after the same token the first time.",
     "induction-circuit": "The previous-token head: each token looks at the one just before it, the first step of "

@@ -1,0 +1,106 @@
+"""Every Lesson step on a projector and a phone, in a real browser: on each shipped model, at 1024×768 in projector
+mode and on a 390×844 phone, the step's figure (its first chart, lifted into `.st-key-lesson_figure` above its words:
+views/lesson_steps/layout.py) lies whole in the first view, and the sentence that says what to look at in it
+(`.st-key-figure_says`, layout.LOOK) in view with it. A step a model cannot show (its "This step needs …" message)
+is skipped, saying so. One server (it serves every shipped model) and one chromium for the module. Every visit's
+screenshot goes to screenshots/lesson-steps/ (git-ignored), a failure's path in its message."""
+
+from __future__ import annotations
+
+from urllib.parse import urlencode
+
+import pytest
+from browser_support import settle
+from test_browser import SHOTS, drawn_without_error
+
+from course.lesson import SLUGS
+
+pytestmark = pytest.mark.browser
+MODELS = ("translate-en-de", "lm-english", "reverse")
+SCREENS = {"projector": (1024, 768, True), "phone": (390, 844, False)}  # name → (width, height, projector mode)
+FIGURE = "[data-testid='stMain'] .st-key-lesson_figure"
+SAYS = "[data-testid='stMain'] .st-key-figure_says"
+# The boxes of `figure` and `says`, with every scrolled container back at its top, in window pixels.
+BOXES = """([figure, says]) => {
+  for (const e of document.querySelectorAll('*')) if (e.scrollTop) e.scrollTop = 0;
+  const box = s => { const e = document.querySelector(s); if (!e) return null;
+    const r = e.getBoundingClientRect(); return {top: r.top, bottom: r.bottom, right: r.right, height: r.height}; };
+  return {figure: box(figure), says: box(says)};
+}"""
+
+
+def _whole(box: dict | None, width: int, height: int) -> bool:
+    return (
+        box is not None
+        and box["height"] > 0
+        and box["top"] >= -1
+        and box["bottom"] <= height + 1
+        and (box["right"] <= width + 1)
+    )
+
+
+# The step views that do not fit yet, measured, and why: each is expected to fail until its step is laid out again (a
+# view that passes all the same is reported as XPASS, and goes from this list).
+HEADER = "the page title, progress bar and step heading take 330-420 px of the phone"
+NOT_YET = {
+    ("lm-english", "positional-encoding", "phone"): f"its sentence ends 7 px below the fold: {HEADER}",
+    ("lm-english", "scaled-dot-product", "phone"): f"the 512 px figure ends 22 px below the fold: {HEADER}",
+    ("lm-english", "multi-head", "phone"): f"the 622 px grid of heads ends 175 px below the fold: {HEADER}",
+    ("lm-english", "residual-layernorm", "phone"): f"its sentence ends 36 px below the fold: {HEADER}",
+    ("lm-english", "next-token", "phone"): f"its sentence ends 33 px below the fold: {HEADER}",
+    ("lm-english", "next-token", "projector"): "its sentence ends 15 px below the fold, under the table",
+    ("lm-english", "induction-heads", "phone"): f"the 440 px head ends 12 px below the fold: {HEADER}",
+    ("lm-english", "induction-circuit", "phone"): f"its sentence ends 11 px below the fold: {HEADER}",
+    ("translate-en-de", "positional-encoding", "phone"): f"its sentence ends 7 px below the fold: {HEADER}",
+    ("translate-en-de", "scaled-dot-product", "phone"): f"its sentence ends 5 px below the fold: {HEADER}",
+    ("translate-en-de", "residual-layernorm", "phone"): f"its sentence ends 36 px below the fold: {HEADER}",
+    ("translate-en-de", "next-token", "phone"): f"its sentence ends 33 px below the fold: {HEADER}",
+    ("translate-en-de", "induction-heads", "phone"): f"its sentence ends 96 px below the fold: {HEADER}",
+    ("translate-en-de", "induction-circuit", "phone"): f"its sentence ends 11 px below the fold: {HEADER}",
+}
+
+
+def _views() -> list:
+    views = []
+    for model in MODELS:
+        for slug in SLUGS:
+            for screen in SCREENS:
+                why = NOT_YET.get((model, slug, screen))
+                marks = [pytest.mark.xfail(reason=f"does not fit yet: {why}", strict=False)] if why else []
+                views.append(pytest.param(model, slug, screen, id=f"{model}-{slug}-{screen}", marks=marks))
+    return views
+
+
+@pytest.mark.parametrize(("model", "slug", "screen"), _views())
+def test_each_steps_figure_and_its_sentence_are_in_the_first_view(server, browser, model, slug, screen) -> None:
+    width, height, on_projector = SCREENS[screen]
+    phone = not on_projector
+    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone)
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        query = {"model": model, "lesson": slug, **({"projector": "1"} if on_projector else {})}
+        where = f"/lesson?{urlencode(query)} at {width}×{height}"
+        page.goto(f"{server}/lesson?{urlencode(query)}")
+        settle(page)
+        if page.get_by_text("This step needs").count() and not page.get_by_text("Shown here on").count():
+            pytest.skip(f"{where}: {model} cannot show this step")
+        skip = page.get_by_role("button", name="Show without answering")
+        if skip.count():  # a student alone is asked first (views/lesson_steps/quiz.py): the figure once skipped
+            skip.first.click()
+            page.get_by_text("You did not answer.", exact=False).wait_for()
+            settle(page)
+        page.locator(f"{FIGURE} .stPlotlyChart, {FIGURE} [data-testid='stDataFrame']").first.wait_for()
+        drawn_without_error(page)
+        seen = page.evaluate(BOXES, [FIGURE, SAYS])
+        shot = SHOTS / "lesson-steps" / f"{slug}-{model}-{screen}.png"
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shot))
+        problems = []
+        if not _whole(seen["figure"], width, height):
+            problems.append(f"the figure is not whole in the first view: {seen['figure']}")
+        if not _whole(seen["says"], width, height):
+            problems.append(f"the sentence that says what to look at is not in the first view: {seen['says']}")
+        assert not problems, f"{where} (screenshot: {shot}): " + "; ".join(problems)
+    finally:
+        context.close()
