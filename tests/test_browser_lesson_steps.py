@@ -60,11 +60,19 @@ NOT_YET = {
 }
 
 
+# The projector lays a step out alike on every model (its figure sized to the screen): it is visited on lm-english;
+# the phone, where the step's words and figure wrap by model, on the language model and the translator. CI pays for
+# each visit (about 5 s).
+ON = {"projector": ("lm-english",), "phone": ("lm-english", "translate-en-de")}
+
+
 def _views() -> list:
     views = []
     for model in MODELS:
         for slug in SLUGS:
             for screen in SCREENS:
+                if model not in ON[screen]:
+                    continue
                 why = NOT_YET.get((model, slug, screen))
                 marks = [pytest.mark.xfail(reason=f"does not fit yet: {why}", strict=False)] if why else []
                 views.append(pytest.param(model, slug, screen, id=f"{model}-{slug}-{screen}", marks=marks))
