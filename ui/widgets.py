@@ -87,6 +87,8 @@ LAYOUT_CSS = """<style>
 }
 .atlas-scroll { overflow-x: auto; }
 @media (hover: none) { .js-plotly-plot .modebar-container { display: none; } }
+/* a phone's first view is the Lesson step's figure and sentence: the step's own heading says which step it is */
+@media (max-width: 640px) { .st-key-lesson_progress { display: none; } }
 .atlas-table.nowrap th, .atlas-table.nowrap td { white-space: nowrap; overflow-wrap: normal; }
 </style>"""
 

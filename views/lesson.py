@@ -169,7 +169,8 @@ def body() -> None:
     index = current()
     step = STEPS[index]
     if not projector():  # a projector's first view keeps its height for the figure: the step list says where it is
-        st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
+        with st.container(key="lesson_progress"):  # folded away on a phone (ui.widgets.LAYOUT_CSS)
+            st.progress((index + 1) / len(STEPS), text=f"Step {index + 1} of {len(STEPS)}: {step.title}")
     st.header(f"{index + 1}. {step.title}", anchor=False)
     # The step opens on its picture: its first chart goes in `figure`, above the steps' list, the paragraph and the
     # step's own captions and pickers, with the sentence that says what to look at under it, so that a projector
