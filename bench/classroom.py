@@ -380,8 +380,20 @@ class RssSampler:
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def now(self) -> int:
-        procs = [self.proc, *self.proc.children(recursive=True)]
-        return sum(p.memory_info().rss for p in procs)
+        """The tree's RSS now; a process that ended while it was read counts nothing (the server stopping)."""
+        import psutil
+
+        total = 0
+        try:
+            procs = [self.proc, *self.proc.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return 0
+        for proc in procs:
+            try:
+                total += proc.memory_info().rss
+            except psutil.NoSuchProcess:
+                continue
+        return total
 
     def _run(self) -> None:
         while not self.stop.wait(0.1):

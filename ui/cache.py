@@ -224,8 +224,9 @@ def _stop(worker: ModelWorker) -> None:
 
 @st.cache_resource(max_entries=4, show_spinner=False, on_release=_stop)
 def model_worker(path: str, stamp: float) -> ModelWorker:
-    """The one thread that runs this checkpoint's model for every session, batching requests made at once. Owned
-    by the cache: evicted or cleared, it is stopped (its thread ends, what it kept is dropped)."""
+    """The worker that runs this checkpoint's model for every session (analysis.worker: a thread for the pages'
+    light work, batching requests made at once, and a lower-priority one for heavy chunks). Owned by the cache:
+    evicted or cleared, it is stopped (its threads end, what it kept is dropped)."""
     return ModelWorker(load_model(path, stamp), owner=session_id)
 
 
