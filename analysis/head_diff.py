@@ -83,3 +83,15 @@ def head_differences(first: Analysis, second: Analysis) -> list[HeadDiff]:
                     )
                 )
     return found
+
+
+def grids(found: list[HeadDiff]) -> dict[str, np.ndarray]:
+    """attention → (layers, heads) of the total variation, for a layer × head heatmap."""
+    out: dict[str, np.ndarray] = {}
+    for attention in dict.fromkeys(d.attention for d in found):
+        mine = [d for d in found if d.attention == attention]
+        grid = np.zeros((max(d.layer for d in mine) + 1, max(d.head for d in mine) + 1))
+        for d in mine:
+            grid[d.layer, d.head] = d.total_variation
+        out[attention] = grid
+    return out

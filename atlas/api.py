@@ -59,6 +59,7 @@ from analysis.forced import forced as _forced
 from analysis.fork import Branch, source_of
 from analysis.fork import fork as _fork
 from analysis.head_diff import LayoutError, head_differences
+from analysis.head_diff import grids as head_grids
 from analysis.imported import MAX_FILE_BYTES, TraceError, from_arrays, from_huggingface, from_transformer_lens
 from analysis.imported import read_trace as _read_trace
 from analysis.induction import measure
@@ -1035,17 +1036,8 @@ def compare_models(
         raise ValueError(f"compare_models matches heads one to one: {exc}") from None
     labels = {a: ours.attention_label(a) for a in ours.attentions}
     if figure:
-        grids = {
-            a: np.array(
-                [
-                    [d.total_variation for d in found if d.attention == a and d.layer == layer]
-                    for layer in range(len(ours.layers(a)))
-                ]
-            )
-            for a in ours.attentions
-        }
         title = "How far each head moved from the first model to the second"
-        return heads_heatmap(grids, labels, title, "total variation", signed=False)
+        return heads_heatmap(head_grids(found), labels, title, "total variation", signed=False)
     pieces = {a: ours.block(a, ours.layers(a)[0]).query_pieces for a in ours.attentions}
     table = pd.DataFrame(
         {

@@ -89,3 +89,35 @@ def test_a_model_without_the_attention_says_so(tiny_checkpoints, tmp_path, monke
         text="the old man ___ to the river",
     )
     assert "fivegram-1L-1H has no cross-attention" in " ".join(e.value for e in at.error).replace("\\", "")
+
+
+def test_two_models_of_one_layout_show_every_heads_change(tmp_path, monkeypatch) -> None:
+    """A centre-word model and its tied-embedding sibling (one tokenizer, one layout): the every-head map is
+    analysis.head_diff's total variation, and its sentence names the head that moved most."""
+    from analysis.head_diff import head_differences
+
+    for name in ("fivegram-3L-8H", "fivegram-3L-8H-tied"):
+        shutil.copytree(ROOT / "checkpoints" / name, tmp_path / name)
+    text = "the old man ___ to the river"
+    at = open_compare(tmp_path, monkeypatch, model="fivegram-3L-8H", compare_model="fivegram-3L-8H-tied", text=text)
+    found = head_differences(
+        analyze(load_checkpoint(tmp_path / "fivegram-3L-8H"), text),
+        analyze(load_checkpoint(tmp_path / "fivegram-3L-8H-tied"), text),
+    )
+    grid = z(chart(at, "compare_every_head"))
+    for d in found:
+        assert grid[d.layer, d.head] == pytest.approx(d.total_variation, abs=1e-6)
+    most = max(found, key=lambda d: d.total_variation)
+    assert f"layer {most.layer + 1}, head {most.head + 1}" in captions(at)
+
+
+def test_models_of_other_layouts_say_why_there_is_no_overview(tmp_path, monkeypatch) -> None:
+    """One tokenizer, 8 and 16 heads a layer: the chosen head's difference is drawn, the every-head map is not, and
+    one line says why."""
+    for name in ("fivegram-3L-8H", "fivegram-3L-16H"):
+        shutil.copytree(ROOT / "checkpoints" / name, tmp_path / name)
+    text = "the old man ___ to the river"
+    at = open_compare(tmp_path, monkeypatch, model="fivegram-3L-8H", compare_model="fivegram-3L-16H", text=text)
+    assert "compare_every_head" not in {c.key for c in at.get("plotly_chart")}
+    assert "No head-by-head overview of the two models" in captions(at)
+    assert "8 heads a layer in the first model, 16 in the second" in captions(at)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.head_diff import LayoutError, head_differences
+from analysis.head_diff import grids as head_grids
 from analysis.patching import PairError
 from analysis.record import Analysis
 from inference import catalog
@@ -17,6 +19,7 @@ from ui.downloads import table_downloads
 from ui.markdown import literal
 from ui.says import figure_says
 from ui.widgets import data_table, head_picker, open_on_head, show_chart, trace_uploader, weighting_picker
+from viz.attribution import heads_heatmap
 from viz.compare import aligned, difference_heatmap
 from viz.heads import AVERAGE, head_title
 from viz.labels import display_piece, safe_filename
@@ -274,6 +277,30 @@ def two_models(first: Shown, second: Shown, attention: str, layer: int, head: in
         literal(f"Both models read the same {len(a.key_pieces)} tokens: the difference is position by position.")
     )
     difference(first, second, attention, layer, head, norms, (near, near_head))
+    every_head(first, second)
+
+
+def every_head(first: Shown, second: Shown) -> None:
+    """Every head's change from the first model to the second (analysis.head_diff), where the two match head by
+    head; else one line saying why not."""
+    try:
+        found = head_differences(first.analysis, second.analysis)
+    except LayoutError as exc:
+        st.caption(literal(f"No head-by-head overview of the two models: {exc}."))
+        return
+    st.header("Every head: how far it moved", anchor=False)
+    labels = {a: first.analysis.attention_label(a) for a in first.analysis.attentions}
+    title = f"How far each head moved from {first.name} to {second.name}"
+    fig = heads_heatmap(head_grids(found), labels, title, "total variation", signed=False)
+    show_chart(fig, "compare_every_head", safe_filename("compare-every-head", first.name, second.name))
+    most = max(found, key=lambda d: d.total_variation)
+    st.caption(
+        literal(
+            "Each square is one head: 0 when it attends alike in both models, 1 when no query's two rows of weights "
+            f"share a key. The head that moved most is layer {most.layer + 1}, head {most.head + 1} of the "
+            f"{labels[most.attention].lower()} ({most.total_variation:.2f})."
+        )
+    )
 
 
 def difference(

@@ -314,7 +314,7 @@ def induction_circuit(ctx: Source) -> None:
         f"Each head's direct contribution to the logit of “{literal(copied)}” ({parts.logit:.2f} in all; the Logit "
         f"attribution page shows every part). {literal(told.writes)}"
     )
-    st.markdown(f"**What to take away**: {takeaway(told, prev)}")
+    st.markdown(f"**What to take away**: {literal(takeaway(told, prev))}")
 
 
 def takeaway(told: Told, prev: str) -> str:
