@@ -231,6 +231,11 @@ def experiment(page) -> None:
     choose_other(page, "A model of the table")
 
 
+def corpus(page) -> None:
+    choose_other(page, "Colour each head by")
+    choose_other(page, "Head")
+
+
 def nothing(page) -> None:
     """A page whose widgets are all deliberately not kept (Training steps: its step is dropped on another page, as
     Generate's; Open a trace file: a file cannot be in a URL)."""
@@ -249,6 +254,7 @@ CHANGES = {
     "Head ablation": ablation,
     "Logit attribution": attribution,
     "Compare two inputs": compare,
+    "Corpus": corpus,
     "Training steps": nothing,
     "Experiment: heads pruned": experiment,
     "Open a trace file": nothing,
