@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 from training.data.lm import fetch_brown  # noqa: E402  (the same reader lm-english's data went through)
 
 WORDS = 45  # a text's words, about 64 of lm-english's tokens
-TEXTS = 1000
+TEXTS = 300  # the repository keeps every tracked file within 60 MB (tests/test_shipped_checkpoints.py)
 RUNS = 500
 SHORTEST, LONGEST = 8, 30  # words of an induction run, as the model's training runs (8 to 50)
 WORD = re.compile(r"[a-z]+")
