@@ -93,16 +93,24 @@ def decoder_inputs(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...]) -> 
     return source, torch.tensor([list(target_ids)])
 
 
-def token_id(ckpt: Checkpoint, token: int | str) -> int:
-    """A token named by its id, its piece (`▁mat`) or a word that the tokenizer reads as one piece (`mat` →
-    `▁mat`); ValueError naming the pieces when it reads as several."""
-    vocab = ckpt.config.vocab_size
+def checked_id(token: object, vocab: int) -> int | None:
+    """`token` when it is an id inside a vocabulary of `vocab` tokens; None when it is a piece or word (a str) for
+    the tokenizer to read; TypeError or ValueError in one line for anything else."""
     if isinstance(token, bool) or not isinstance(token, int | str):
         raise TypeError(f"a token is an id (int) or a piece or word (str), not {type(token).__name__}")
     if isinstance(token, int):
         if not 0 <= token < vocab:
             raise ValueError(f"token id {token} is outside the vocabulary (0..{vocab - 1})")
         return token
+    return None
+
+
+def token_id(ckpt: Checkpoint, token: int | str) -> int:
+    """A token named by its id, its piece (`▁mat`) or a word that the tokenizer reads as one piece (`mat` →
+    `▁mat`); ValueError naming the pieces when it reads as several."""
+    vocab = ckpt.config.vocab_size
+    if (found := checked_id(token, vocab)) is not None:
+        return found
     pieces = ckpt.tokenizer.pieces(list(range(vocab)))
     if token in pieces:
         return pieces.index(token)

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor, nn
 
 from analysis.agreement import METHODS, TranslatorAgreement, _largest, shuffled
+from analysis.attribution import checked_id
 from analysis.circuits import HeadMatrices
 from analysis.forced import ForcedRow
 from analysis.fork import TOP_K, Branch, Fork, _candidate
@@ -315,12 +316,8 @@ def patch_source(
 
 def token_of(tokenizer: Any, token: int | str, vocab: int) -> int:
     """A token named by its id, its piece, or a word its tokenizer reads as one piece (its end token aside)."""
-    if isinstance(token, bool) or not isinstance(token, int | str):
-        raise TypeError(f"a token is an id (int) or a piece or word (str), not {type(token).__name__}")
-    if isinstance(token, int):
-        if not 0 <= token < vocab:
-            raise ValueError(f"token id {token} is outside the vocabulary (0..{vocab - 1})")
-        return token
+    if (checked := checked_id(token, vocab)) is not None:
+        return checked
     found = tokenizer.convert_tokens_to_ids(token)
     if isinstance(found, int) and found != getattr(tokenizer, "unk_token_id", None):
         return found

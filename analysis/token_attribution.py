@@ -87,9 +87,10 @@ def _device(ckpt: Checkpoint) -> torch.device:
 
 def gradients(
     ckpt: Checkpoint, source: Tensor | None, target: Tensor, position: int, token: int, alphas: Tensor
-) -> tuple[dict[str, Tensor], Tensor]:
-    """∂f/∂(α·e) for each α of `alphas` (A,): per stack key (A, n, d_model), and f at each α (A,). f is the logit of
-    `token` after decoder position `position` with every token embedding scaled by α (the positions kept)."""
+) -> tuple[dict[str, Tensor], Tensor, dict[str, Tensor]]:
+    """∂f/∂(α·e) for each α of `alphas` (A,): per stack key (A, n, d_model); f at each α (A,); and the embeddings e
+    (n, d_model) per stack key. f is the logit of `token` after decoder position `position` with every token
+    embedding scaled by α (the positions kept)."""
     with torch.inference_mode(False), torch.enable_grad():
         embedded = {k: e.detach() for k, e in _embedded(ckpt, source, target).items()}
         grads: dict[str, list[Tensor]] = {k: [] for k in embedded}
@@ -110,7 +111,7 @@ def gradients(
             for k, g in zip(scaled, found, strict=True):
                 grads[k].append(g.detach())
             logits.append(f.detach())
-    return {k: torch.cat(g) for k, g in grads.items()}, torch.cat(logits)
+    return {k: torch.cat(g) for k, g in grads.items()}, torch.cat(logits), embedded
 
 
 def _flow(graph: nx.DiGraph, top: tuple, bottoms: list[tuple]) -> np.ndarray:
@@ -208,8 +209,7 @@ def token_attribution(
         with torch.inference_mode():
             logits, _ = forward(model, target, source, record=False)
         token = int(logits[0, position].argmax())
-    grads, f = gradients(ckpt, source, target, position, token, alphas.float())
-    embedded = _embedded(ckpt, source, target)
+    grads, f, embedded = gradients(ckpt, source, target, position, token, alphas.float())
     stacks = ("encoder",) * (0 if source is None else source.shape[1]) + ("decoder",) * n_target
     pieces = (tuple(analysis.source_pieces or ()) if source is not None else ()) + tuple(analysis.target_pieces)[
         :n_target
@@ -219,7 +219,7 @@ def token_attribution(
     order = [k for k in ("encoder.embed", "decoder.embed") if k in grads]
     per: dict[str, list[np.ndarray]] = {m: [] for m in METHODS[:3]}
     for key in order:
-        g, e = grads[key].double(), embedded[key].detach().double()  # (A, n, d), (n, d)
+        g, e = grads[key].double(), embedded[key].double()  # (A, n, d), (n, d)
         per["integrated gradients"].append((g[:steps].mean(0) * e).sum(-1).cpu().numpy())
         per["gradient × input"].append((g[-1] * e).sum(-1).cpu().numpy())
         per["saliency"].append(g[-1].norm(dim=-1).cpu().numpy())
