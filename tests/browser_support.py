@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from tied import tied
 
 ROOT = Path(__file__).resolve().parent.parent
 # Debian's chromium-headless-shell (the same Blink, without the full browser's windowing and GPU process) spends
@@ -75,7 +76,7 @@ def serve(extra_env: dict[str, str] | None = None, log_name: str = "server") -> 
     SHOTS.mkdir(exist_ok=True)
     log_file = f"{log_name}{worker_suffix()}.log"
     log = open(SHOTS / log_file, "w")  # closed in the finally below
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, preexec_fn=tied())
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.time() + 90

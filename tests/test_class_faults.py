@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 from test_app import APP, LM, ok
+from tied import tied
 
 from live import rules, store
 from live.push import Followers
@@ -39,7 +40,7 @@ class RedisServer:
         self.socket.unlink(missing_ok=True)
         args = [binary, "--port", "0", "--unixsocket", str(self.socket), "--dir", str(self.folder), "--save", ""]
         args += ["--appendonly", "yes", "--appendfsync", "always"]  # as the deploy: a restart keeps the classes
-        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, preexec_fn=tied())
         self.wait_until(lambda: self.client().ping())
 
     def client(self):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import fakeredis
 import pytest
+from tied import tied
 
 from live import rules as classroom
 from live import store as class_store
@@ -51,7 +52,7 @@ def redis_server(tmp_path_factory):
         "--dir",
         str(folder),
     ]
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, preexec_fn=tied())
     deadline = time.monotonic() + 20
     while not socket.exists():
         assert proc.poll() is None and time.monotonic() < deadline, "redis-server did not start"

@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from tied import tied
 
 pytestmark = pytest.mark.browser
 ROOT = Path(__file__).resolve().parent.parent
@@ -54,7 +55,13 @@ def test_the_server_makes_no_outbound_connection_at_start_or_while_serving(tmp_p
     # its own process group: the server gets the stop signal too (sent to strace alone, strace detaches from the
     # server and exits, and the server runs on)
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, start_new_session=True
+        cmd,
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=tied(),
     )
     url = f"http://localhost:{port}"
     try:
