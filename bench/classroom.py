@@ -346,17 +346,22 @@ class Link:
 
 
 async def run_sessions(
-    url: str, model: str, groups: list[list[str]], link: Link | None = None
+    url: str, model: str, groups: list[list[str]], link: Link | None = None, cpu: CpuClock | None = None
 ) -> tuple[dict, list[float], float]:
     """Every group of sentences in its own session, all opening `link` at once, then typing; the typed
-    sentences' times and the wall time from the first typed sentence to the last."""
+    sentences' times and the wall time from the first typed sentence to the last (`cpu`, when given, is started
+    and stopped with that wall time)."""
     results, times = {}, []
     link = link or Link()
     ready = asyncio.Barrier(len(groups) + 1)
     tasks = [asyncio.create_task(one_session(url, model, g, results, times, ready, link)) for g in groups]
     await asyncio.wait_for(ready.wait(), STEP_TIMEOUT_S)
     t0 = time.perf_counter()
+    if cpu is not None:
+        cpu.start()
     await asyncio.gather(*tasks)
+    if cpu is not None:
+        cpu.stop()
     return results, times, time.perf_counter() - t0
 
 
@@ -368,6 +373,37 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class CpuClock:
+    """The CPU seconds (user + system) a server's process tree spends between `start` and `stop`: what a page
+    costs the machine, which the machine's other load changes far less than the wall time."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.seconds = pid, 0.0
+
+    def now(self) -> float:
+        import psutil
+
+        total = 0.0
+        try:
+            root = psutil.Process(self.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return 0.0
+        for proc in procs:
+            try:
+                t = proc.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += t.user + t.system
+        return total
+
+    def start(self) -> None:
+        self._t0 = self.now()
+
+    def stop(self) -> None:
+        self.seconds = self.now() - self._t0
 
 
 class RssSampler:
@@ -469,9 +505,11 @@ def measure(ckpt_dir: Path, sessions: int, k: int, threads: int, cold: bool = Fa
     load_before = uptime()
     proc, url = serve(ckpt_dir, threads, cold)
     try:
+        cpu = CpuClock(proc.pid)
         with RssSampler(proc.pid) as rss:
             start_rss = rss.now()
-            concurrent, times, wall = asyncio.run(run_sessions(url, common.model_name(ckpt_dir), groups, link))
+            run = run_sessions(url, common.model_name(ckpt_dir), groups, link, cpu)
+            concurrent, times, wall = asyncio.run(run)
             end_rss = rss.now()
     finally:
         stop_server(proc)
@@ -497,6 +535,7 @@ def measure(ckpt_dir: Path, sessions: int, k: int, threads: int, cold: bool = Fa
         common.ms(common.percentile(times, 95)),
         common.ms(max(times)),
         f"{len(times) / wall:.2f}/s",
+        common.ms(cpu.seconds / len(times)),
         common.ms(statistics.median(seq_times)),
         f"{start_rss / mb:.0f} / {max(rss.peak, start_rss, end_rss) / mb:.0f} / {end_rss / mb:.0f} MiB",
         f"{mismatches}/{len(texts)}",
@@ -527,7 +566,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [measure(d, args.sessions, args.sentences, args.threads, args.cold) for d in dirs]
     table = common.Table(
         ["model", "sessions × sentences", "first page p50", "first page p95", "typed p50", "typed p95", "max",
-         "throughput", "one at a time (median)",
+         "throughput", "server CPU a typed page", "one at a time (median)",
          "server RSS start / peak / end", "mismatches", "load average before → after"],
         rows,
     )  # fmt: skip
@@ -545,6 +584,9 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.sentences} distinct sentences back to back, all starting together: typed = from sending the new "
         "Text value to that rerun's `script_finished` (after both charts' deltas); max and throughput are of the "
         f"typed ones. Target: p95 ≤ {TARGET_P95_S:.0f} s for both.",
+        "- server CPU a typed page: the CPU seconds (user + system) of the server's process tree from the first "
+        "typed sentence to the last, over the typed pages: the page's cost to the machine, which other load on the "
+        "machine sways far less than the times.",
         "- mismatches: sentences whose page differs from the same sentence typed alone: any text (model output, "
         "table cells, chart labels) not equal, or any number of the tables and charts more than 1e-4 apart "
         "(uint8 thumbnails: more than one step of 255), "
