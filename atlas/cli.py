@@ -272,7 +272,10 @@ HANDED_OVER = {
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in HANDED_OVER:  # imported only here: running a checkpoint needs no training or app code
-        module = importlib.import_module(HANDED_OVER[argv[0]][0])
+        # HANDED_OVER names modules as the repository lays them out; the wheel has them under one prefix
+        # (setup.py), read off a module imported by that same name.
+        house = catalog.__name__.removesuffix("inference.catalog")
+        module = importlib.import_module(house + HANDED_OVER[argv[0]][0])
         return module.main(argv if argv[0] == "prepare" else argv[1:]) or 0
     args = build_parser().parse_args(argv)
     try:

@@ -1,5 +1,9 @@
 """The package as a user gets it: the wheel `pip wheel .` builds, installed in a fresh virtual environment and used
-from a folder that is not the clone (`atlas --help`, `atlas info`, `import atlas`, `atlas app`).
+from a folder that is not the clone (`atlas --help`, `atlas info`, `import atlas`, `atlas trace`, `atlas app`).
+
+That folder is a researcher's notebook folder: it holds a `model.py`, a `ui/` and a `training/` of its own, first on
+the path of everything run there. The wheel installs one name, `atlas` (setup.py moves the rest inside it), so
+theirs and ours never meet.
 
 The fresh environment gets the wheel's dependencies from this one, not from an index: a folder of links to exactly
 the distributions the wheel declares (its Requires-Dist, transitively, as installed here) goes on its path, and
@@ -35,6 +39,9 @@ SETUPTOOLS = PYPROJECT["tool"]["setuptools"]
 EXTRAS = {"train": "requirements-train.txt", "pretrained": "requirements-pretrained.txt"}
 NOT_CODE = {"checkpoints"}  # listed as packages for their data
 APP_START_S = 300  # the warm first page (ui/serve.py's WARM_TIMEOUT_S) and the server after it
+# A researcher's own modules, named as ours are in the repository: each says whose it is.
+USERS_OWN = {"model.py": "WHOSE = 'theirs'\n", "ui/__init__.py": "WHOSE = 'theirs'\n"}
+USERS_OWN["training/__init__.py"] = "WHOSE = 'theirs'\n"
 
 
 def pins(path: Path) -> dict[str, str]:
@@ -174,11 +181,67 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> dict:
         (site / "dependencies.pth").write_text(f"{linked}\n")
         run(*pip, "--no-index", wheel, cwd=base, env=os.environ)
     print(f"installed in {time.perf_counter() - start:.0f} s")
-    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "ATLAS_CHECKPOINTS", "VIRTUAL_ENV"}}
-    env["PATH"] = f"{base / 'venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     elsewhere = base / "elsewhere"
-    elsewhere.mkdir()
+    for name, text in USERS_OWN.items():
+        (elsewhere / name).parent.mkdir(parents=True, exist_ok=True)
+        (elsewhere / name).write_text(text, encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k not in {"ATLAS_CHECKPOINTS", "VIRTUAL_ENV"}}
+    env["PYTHONPATH"] = str(elsewhere)  # their modules first on the path of every command, the app's server too
+    env["PATH"] = f"{base / 'venv' / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return {"bin": base / "venv" / "bin", "site": site, "env": env, "elsewhere": elsewhere}
+
+
+@pytest.mark.slow
+def test_the_wheel_installs_one_name_beside_its_record(installed) -> None:
+    """site-packages gains `atlas` and the wheel's dist-info, nothing else (dependencies.pth is this test's)."""
+    names = {p.name for p in installed["site"].iterdir()} - {"dependencies.pth"}
+    assert names == {"atlas", "attention_atlas-0.1.0.dist-info"}
+    assert not (installed["site"] / "atlas" / "_house" / "checkpoints" / "__init__.py").exists()
+
+
+@pytest.mark.slow
+def test_a_notebook_folders_own_model_ui_and_training_stay_theirs_beside_atlas(installed) -> None:
+    """A script beside the folder's own model.py, ui/ and training/: theirs imported before atlas stays theirs
+    (ours would fail on it), atlas loads and analyzes a shipped model, and theirs imported after is still theirs."""
+    script = installed["elsewhere"] / "notebook.py"
+    script.write_text(
+        "import sys\n"
+        "import model\n"
+        "import atlas\n"
+        "a = atlas.analyze(atlas.load('lm-english'), 'The cat sat on the mat.')\n"
+        "print(' '.join(a.target_pieces))\n"
+        "print(atlas.__file__)\n"
+        "import training, ui\n"
+        "for name in ('model', 'ui', 'training'):\n"
+        "    print(name, sys.modules[name].WHOSE, sys.modules[name].__file__)\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'analysis', 'inference', 'viz', 'views', 'app'}))\n",
+        encoding="utf-8",
+    )
+    lines = run(installed["bin"] / "python", script, cwd=installed["elsewhere"], env=installed["env"]).stdout
+    pieces, where, *theirs, bare = lines.splitlines()
+    assert "▁cat" in pieces.split()
+    assert Path(where).is_relative_to(installed["site"])
+    for line, name in zip(theirs, ["model.py", "ui/__init__.py", "training/__init__.py"], strict=True):
+        assert line.split(" ", 2)[1:] == ["theirs", str(installed["elsewhere"] / name)]
+    assert bare == "[]"  # none of ours under a bare name
+
+
+@pytest.mark.slow
+def test_the_installed_trace_command_writes_a_trace_beside_their_modules(installed) -> None:
+    out = installed["elsewhere"] / "trace.json"
+    run(
+        installed["bin"] / "python",
+        "-m",
+        "atlas",
+        "trace",
+        "lm-english",
+        "The cat sat.",
+        "-o",
+        out,
+        cwd=installed["elsewhere"],
+        env=installed["env"],
+    )
+    assert "cat" in json.dumps(json.loads(out.read_text(encoding="utf-8")))
 
 
 @pytest.mark.slow
@@ -206,7 +269,7 @@ def test_the_installed_package_analyzes_a_shipped_model_without_the_clone(instal
 def test_the_installed_app_serves_with_the_repository_settings(installed) -> None:
     """`atlas app` from another folder: it finds app.py and its pages in site-packages, and Streamlit reads the
     .streamlit/config.toml shipped beside app.py (its hideWelcomeMessage: no "Local URL" line)."""
-    shipped = installed["site"] / ".streamlit" / "config.toml"
+    shipped = installed["site"] / "atlas" / "_house" / ".streamlit" / "config.toml"
     assert shipped.read_bytes() == (ROOT / ".streamlit" / "config.toml").read_bytes()
     port = free_port()
     log = installed["elsewhere"] / "app.log"
@@ -224,6 +287,8 @@ def test_the_installed_app_serves_with_the_repository_settings(installed) -> Non
         while True:
             try:
                 if urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2).read() == b"ok":
+                    page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10).read().decode()
+                    assert 'id="root"' in page, page[:3000]  # the app's page, whose script the warm run ran
                     break
             except OSError:
                 pass
