@@ -89,6 +89,12 @@ LAYOUT_CSS = """<style>
 @media (hover: none) { .js-plotly-plot .modebar-container { display: none; } }
 /* a phone's first view is the Lesson step's figure and sentence: the step's own heading says which step it is */
 @media (max-width: 640px) { .st-key-lesson_progress { display: none; } }
+/* a phone's headings in the type a phone's own pages use: a 2.75rem title and a three-line heading would take a
+   third of its first view */
+@media (max-width: 640px) {
+  [data-testid="stMain"] h1 { font-size: 1.75rem; padding: 0.25rem 0; }
+  [data-testid="stMain"] h2 { font-size: 1.3rem; padding: 0.25rem 0; }
+}
 .atlas-table.nowrap th, .atlas-table.nowrap td { white-space: nowrap; overflow-wrap: normal; }
 </style>"""
 
