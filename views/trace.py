@@ -71,7 +71,7 @@ def body() -> None:
         "Open an example: the translator on “The cat sat.”",
         key="trace_example",
         on_click=_open_example,
-        help=f'{EXAMPLE.name}, written by `python -m atlas trace translate-en-de "The cat sat."`',
+        help='Written by `python -m atlas trace translate-en-de "The cat sat."`',
     )
     if failed:
         st.error(f"This file cannot be opened: {failed}")  # failed: already errors.shown
