@@ -269,7 +269,9 @@ def steps_latex(steps: Steps) -> str:
     """The scaling for this head as numbers: √d_k and the largest weight, its key numbered from 1 as the key
     labels (`5:▁station`) are."""
     best = int(np.argmax(np.where(steps.allowed, steps.weights, -1.0)))
+    # two lines: on one, the numbers run past a phone's 340 px
     return (
-        rf"d_k = {steps.d_head},\ \sqrt{{d_k}} = {math.sqrt(steps.d_head):.3f},\quad "
+        rf"\begin{{gathered}}d_k = {steps.d_head},\ \sqrt{{d_k}} = {math.sqrt(steps.d_head):.3f}\\"
         rf"\max_j w_j = w_{{{best + 1}}} = {steps.weights[best]:.3f},\quad \sum_j w_j = {steps.weights.sum():.3f}"
+        r"\end{gathered}"
     )
