@@ -175,3 +175,14 @@ def test_the_lens_never_names_a_gpt2_tokenizers_own_start_and_padding_pieces() -
     assert not np.isin(lens.top, ids).any()
     assert not set(placeholders) & {piece for row in lens.pieces for piece in row}
     assert tok.eos_id not in never_guessed(tok)
+
+
+def test_side_by_side_head_panels_keep_their_names_apart_on_a_phone() -> None:
+    from viz.attribution import heads_heatmap
+
+    grids = {"encoder.self_attn": np.zeros((3, 8)), "decoder.self_attn": np.zeros((3, 8))}
+    labels = {"encoder.self_attn": "Encoder self-attention", "decoder.self_attn": "Decoder self-attention (masked)"}
+    layout = heads_heatmap(grids, labels, "Every head", value="score", signed=False).layout
+    for axis in (layout.xaxis, layout.xaxis2):  # lines of a phone's 95 px panel: one word where it is longer
+        assert all(len(line) <= 14 for line in axis.title.text.split("<br>")), axis.title.text
+    assert layout.yaxis.showticklabels and not layout.yaxis2.showticklabels  # the layers once, on the left

@@ -41,7 +41,7 @@ def test_the_experiment_page_shows_the_table_and_the_pruning_curve(server, brows
     page.set_default_timeout(90_000)
     try:
         page.goto(f"{server}/experiment")
-        page.get_by_role("heading", name="Seed 003's experiment").wait_for()
+        page.get_by_role("heading", name="More heads or more layers?").wait_for()
         ours = page.locator("table.atlas-table").filter(has_text="seed 003 accuracy")
         rows = ours.locator("tbody tr")
         rows.first.wait_for()

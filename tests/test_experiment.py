@@ -238,6 +238,9 @@ def test_the_experiment_page_shows_the_table_the_charts_and_the_curves(zoo_only:
     assert len(report) == 1 and len(report[0]) == 12  # the report's Table 1, every row
     charts = {el.key: json.loads(el.proto.spec) for el in at.get("plotly_chart")}
     assert {"accuracy_chart", "time_chart", "pruning_chart", "remaining_heads"} <= set(charts)
+    for axis in ("yaxis", "yaxis2"):  # each panel's accuracy axis spans a tenth at least: no cliff out of 0.01
+        low, high = charts["accuracy_chart"]["layout"][axis]["range"]
+        assert high - low >= 0.1 - 1e-9 and 0 <= low < high <= 1
     chosen = at.selectbox(key="pruned_model").value
     accuracy = load_checkpoint(zoo_only / chosen).card["metrics"]["accuracy"]
     curve = next(t for t in charts["pruning_chart"]["data"] if t["name"] == chosen)

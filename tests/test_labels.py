@@ -15,7 +15,7 @@ from inference.pretrained.tokenizer import BytePiece, PretrainedTokenizer
 from inference.tokenizer import Tokenizer
 from viz.compare import difference_heatmap
 from viz.heads import head_heatmap
-from viz.labels import display_piece, reading_note, token_labels
+from viz.labels import display_piece, marks_note, reading_note, token_labels
 from viz.masks import MAX_CELLS, mask_heatmap, padding_heatmap
 from viz.rollout import rollout_heatmap
 from viz.steps import Steps, steps_table
@@ -189,3 +189,9 @@ def test_the_reading_note_takes_its_example_from_the_figures_own_tokens() -> Non
     assert "<0xC8> is one byte of a character the vocabulary has no piece for" in note
     plain = reading_note(["<s>", "o", "l", "l", "e", "h"])
     assert "(2:o)" in plain and "▁" not in plain and "byte" not in plain and "12:▁cat" not in plain
+
+
+def test_the_marks_note_explains_only_the_marks_its_tokens_use() -> None:
+    assert marks_note(["▁I", "▁you"]) == "▁ is a space before a word."
+    assert "<0xC8> is one byte" in marks_note(["<0xC8>", "a"]) and "▁" not in marks_note(["<0xC8>", "a"])
+    assert marks_note(["o", "l", ""]) == ""

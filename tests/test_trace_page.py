@@ -53,6 +53,15 @@ def test_an_exported_trace_draws_the_heads_it_was_exported_with(page, good_dir: 
     assert "run the model itself" in " ".join(c.value for c in page.caption)
 
 
+def test_the_shipped_example_trace_opens_from_its_button_and_draws_its_heads(page) -> None:
+    page.button(key="trace_example").click().run()
+    assert not page.exception and not page.error, [e.value for e in [*page.exception, *page.error]]
+    keys = {el.key for el in page.get("plotly_chart")}
+    assert {"trace_chart_head", "trace_chart_heads", "trace_chart_paper", "trace_chart_rollout"} <= keys
+    assert page.radio(key="attention").value == "decoder.cross_attn"  # the translator's, as Explore opens on
+    assert head_z(page).shape[1] == 5  # the source's tokens: ▁The ▁cat ▁sat . </s>
+
+
 def bad_files(analysis) -> dict[str, tuple[bytes, str]]:
     """name → (bytes, a phrase its message must hold)."""
     obj = to_json_object(analysis)

@@ -89,6 +89,14 @@ LAYOUT_CSS = """<style>
 @media (hover: none) { .js-plotly-plot .modebar-container { display: none; } }
 /* a phone's first view is the Lesson step's figure and sentence: the step's own heading says which step it is */
 @media (max-width: 640px) { .st-key-lesson_progress { display: none; } }
+/* a phone's headings in the type a phone's own pages use: a 2.75rem title and a three-line heading would take a
+   third of its first view */
+@media (max-width: 640px) {
+  [data-testid="stMain"] h1 { font-size: 1.75rem; padding: 0.25rem 0; }
+  [data-testid="stMain"] h2 { font-size: 1.3rem; padding: 0.25rem 0; }
+  /* a formula in smaller type, scrolling sideways rather than cut off where it is still wider than the phone */
+  [data-testid="stMain"] .katex-display { font-size: 0.8em; overflow-x: auto; overflow-y: hidden; }
+}
 .atlas-table.nowrap th, .atlas-table.nowrap td { white-space: nowrap; overflow-wrap: normal; }
 </style>"""
 
@@ -167,6 +175,11 @@ def open_on_head(block: str, head: int) -> bool:
 
 WEIGHTING = state.url_key("weighting")  # WEIGHTINGS: what every attention view draws, on every page
 WEIGHTINGS = {"weights": "attention weights", "norms": "weight × value norm"}
+# one line under each choice, read without hovering (a phone, a projector): what the picture then shows
+WEIGHTING_CAPTIONS = (
+    "how much each token looks at each other token",
+    "how much of each token's information really arrives",
+)
 WEIGHTING_HELP = (
     "Attention weights: how much each query attends to each key. Weight × value norm: how much of what each key "
     "writes reaches the query — the weight times the length of the key's value vector through the head's output "
@@ -183,7 +196,13 @@ def weighting_picker(analysis: Analysis, where: Any = None) -> bool:
     where = where if where is not None else st
     state.keep_valid(WEIGHTING, list(WEIGHTINGS), "weights")
     choice = where.radio(
-        "Show", list(WEIGHTINGS), key=WEIGHTING, format_func=WEIGHTINGS.get, horizontal=True, help=WEIGHTING_HELP
+        "Show",
+        list(WEIGHTINGS),
+        key=WEIGHTING,
+        format_func=WEIGHTINGS.get,
+        horizontal=True,
+        help=WEIGHTING_HELP,
+        captions=WEIGHTING_CAPTIONS,
     )
     return choice == "norms"
 

@@ -159,7 +159,10 @@ def body() -> None:
     ranking(ctx, mode)
 
 
-KL_SAYS = "KL divergence: 0 when the model predicts exactly as before; from about 0.05 the change shows."
+KL_SAYS = (
+    "The KL divergence measures how much the model's guesses changed, in nats: 0 when it predicts exactly as "
+    "before; from about 0.05 the change shows."
+)
 
 
 def outcome(ctx, effect, picked: list[str]) -> None:

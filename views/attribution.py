@@ -21,7 +21,7 @@ from viz.attribution import (
     parts_bars,
     parts_frame,
 )
-from viz.labels import display_piece, safe_filename
+from viz.labels import display_piece, marks_note, safe_filename
 from viz.tables import heads_frame, position_labels
 from viz.token_attribution import token_attribution_frame, token_attribution_heatmap
 
@@ -70,7 +70,8 @@ def body() -> None:
         literal(
             f"Each square is one head. Blue heads push the model toward {display_piece(token)}"
             + (f" and away from {display_piece(versus)}" if versus else "")
-            + f", red ones against; the numbers are in units of {what}."
+            + f", red ones against; the numbers are in units of {what}. "
+            + marks_note([token, versus, analysis.target_pieces[pos]])
         ),
         figure,
     )

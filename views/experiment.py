@@ -163,7 +163,7 @@ def findings(rows: list[dict]) -> str:
 
 
 def body() -> None:
-    st.title("Seed 003's experiment")
+    st.title("More heads or more layers? A student's experiment, rerun")
     if st.session_state.pop(OPENING, False):
         st.switch_page("views/explore.py")
     root = catalog.checkpoints_dir()

@@ -3,6 +3,8 @@ Hugging Face model, a TransformerLens cache), opened and drawn with the views th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import streamlit as st
 
@@ -15,6 +17,9 @@ from ui.widgets import data_table, head_picker, show_chart, small_table, trace_u
 from viz.labels import safe_filename
 
 UPLOAD = "trace_upload"
+# A trace to open without one of your own, written by the README's command on a shipped model:
+# python -m atlas trace translate-en-de "The cat sat." -o examples/trace-the-cat-sat.npz
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "trace-the-cat-sat.npz"
 NEEDS_MODEL = (
     "Generate, Attention math, Positional encoding, Head ablation, Training steps and the Lesson run the model "
     "itself: a trace holds its attention, not its weights. Turn off “Draw the trace file” in the sidebar for those."
@@ -43,6 +48,11 @@ def views(analysis: Analysis, name: str) -> None:
     data_table(api.head_stats(analysis), tabs[5], hide_index=True, key="trace_stats")
 
 
+@errors.safe  # a callback: runs outside the page's guard
+def _open_example() -> None:
+    sidebar.open_trace(cache.open_trace(EXAMPLE.read_bytes(), EXAMPLE.name))
+
+
 def body() -> None:
     st.title("Open a trace file")
     failed = trace_uploader("Trace file (.json or .npz)", UPLOAD, sidebar.open_trace)
@@ -56,6 +66,12 @@ def body() -> None:
         "attention computed anywhere, drawn here and on the pages below. The file is checked as a checkpoint is "
         "(shapes against the tokens, finite weights, each row summing to 1); the server keeps its attention, not the "
         "file, and only this session draws it."
+    )
+    st.button(
+        "Open an example: the translator on “The cat sat.”",
+        key="trace_example",
+        on_click=_open_example,
+        help='Written by `python -m atlas trace translate-en-de "The cat sat."`',
     )
     if failed:
         st.error(f"This file cannot be opened: {failed}")  # failed: already errors.shown

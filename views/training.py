@@ -12,7 +12,7 @@ from ui import cache, charts, errors, player, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
 from ui.says import figure_says
-from ui.widgets import data_table, head_picker, open_on_head, show_chart
+from ui.widgets import data_table, head_picker, open_on_head, projector, show_chart
 from viz.heads import head_heatmap
 from viz.labels import safe_filename
 from viz.tables import top_k_frame
@@ -195,7 +195,9 @@ def snapshot_step(source: Source) -> None:
     head_name = charts.head_name(head)
     where = f"{ctx.analysis.attention_label(attention)}, layer {layer + 1}, {head_name}"
     label = _step_label(by_step[step])
-    left, right = figure.columns([3, 2])
+    # on a projector the head takes the page's width: in a column its large type left it 170 px high, the key
+    # labels printed over each other; the loss curve follows under it
+    left, right = (figure.container(), figure.container()) if projector() else figure.columns([3, 2])
     fig = head_heatmap(weights, block.query_pieces, block.key_pieces, f"{where} at {label}")
     name = safe_filename("training", ctx.entry.name, f"step{step}", attention, f"L{layer + 1}", head_name)
     show_chart(fig, "training_head", name, where=left)

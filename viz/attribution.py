@@ -58,13 +58,17 @@ def heads_heatmap(
         start = i * (width + GAP)
         layout[f"xaxis{suffix}"] = {
             "domain": [start, start + width],
-            # the attention's name under its own panel, wrapped so that two panels' names never meet
-            "title": {"text": "<br>".join(["head", *map(escape, wrap_title(labels.get(attention, attention), 26))])},
+            # the attention's name under its own panel, wrapped so that two panels' names never meet, a phone's
+            # 95 px panels too ("self-attention" is the longest word)
+            "title": {"text": "<br>".join(["head", *map(escape, wrap_title(labels.get(attention, attention), 14))])},
             "dtick": 1 if n_heads <= 16 else None,
             "showgrid": False,
         }
         layout[f"yaxis{suffix}"] = {
             "title": {"text": "layer"} if i == 0 else None,
+            # the layers' numbers once, on the left, where every panel has the same layers: a later panel's would
+            # print over its left neighbour's last column on a phone
+            "showticklabels": i == 0 or layers != next(iter(heads.values())).shape[0],
             "autorange": "reversed",
             "dtick": 1 if layers <= 32 else None,
             "anchor": f"x{suffix}",

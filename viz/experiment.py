@@ -29,15 +29,28 @@ def _label(heads: int) -> str:
     return "1 head (self-attention)" if heads == 1 else f"{heads} heads"
 
 
+ACCURACY_SPAN = 0.10  # the least a panel's accuracy axis spans: one point of accuracy is a tenth of its height
+
+
+def accuracy_range(values: Sequence[float]) -> list[float]:
+    """A panel's accuracy axis: its values' spread with a margin, at least ACCURACY_SPAN, inside 0–1, so that a
+    difference of 0.01 looks as small as it is instead of filling the panel."""
+    low, high = min(values), max(values)
+    span = max(ACCURACY_SPAN, 1.2 * (high - low))
+    middle = (low + high) / 2
+    bottom = min(max(0.0, middle - span / 2), 1.0 - span)
+    return [bottom, bottom + span]
+
+
 def accuracy_chart(rows: Sequence[Mapping[str, Any]], seed_rows: Sequence[Mapping[str, Any]]) -> go.Figure:
     """Test accuracy against layers, one line per head count; left our table, right the report's (other data and
     scale: each panel its own axis). The shared-layers and shared-embeddings rows are single markers.
 
     `rows`: dicts with layers, heads, shared_layers, shared_embeddings, accuracy; `seed_rows` the same for the
     report's rows at its width (heads 1 for its single-head self-attention)."""
-    fig = make_subplots(
-        rows=1, cols=2, subplot_titles=("Ours: d_model 64, 2,000 words", "Seed 003: d_model 256, its own data")
-    )
+    # Short two-line panel titles: at a phone's 150 px a panel, longer ones print over each other (the page's text
+    # says what differs between the two)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Ours<br>(d_model 64)", "The report's<br>(d_model 256)"))
     for col, table in ((1, rows), (2, seed_rows)):
         for heads, colour in HEAD_COLOURS.items():
             line = sorted((r["layers"], r["accuracy"]) for r in table if r["heads"] == heads and _plain(r))
@@ -75,7 +88,11 @@ def accuracy_chart(rows: Sequence[Mapping[str, Any]], seed_rows: Sequence[Mappin
                     col=col,
                 )
     fig.update_xaxes(title_text="layers", tickvals=[1, 2, 3], range=[0.7, 3.3])
-    fig.update_yaxes(title_text="test accuracy", tickformat=".3f")
+    fig.update_yaxes(title_text="test accuracy", tickformat=".2f", row=1, col=1)
+    fig.update_yaxes(tickformat=".2f", row=1, col=2)  # the same quantity: one title, on the left
+    for col, table in ((1, rows), (2, seed_rows)):
+        if table:
+            fig.update_yaxes(range=accuracy_range([r["accuracy"] for r in table]), row=1, col=col)
     fig.update_layout(legend={"orientation": "h", "y": -0.25, "x": 0})
     fig = finish(fig, "Accuracy against layers and heads", 420)
     fig.update_layout(margin={"t": 90})  # the panels' titles below the chart's, not over it

@@ -102,7 +102,19 @@ def reading_note(pieces: Sequence[str]) -> str:
         return ""
     words = [label for label, p in zip(labels, pieces, strict=True) if not SPECIAL.fullmatch(display_piece(p))]
     example = next((label for label in words if "▁" in label), (words or labels)[0])
-    said = [f"Tokens read position:piece, from 1 ({example})"]
+    said = [f"Tokens read position:piece, from 1 ({example})", *_marks(pieces)]
+    return "; ".join(said) + "."
+
+
+def marks_note(pieces: Sequence[str]) -> str:
+    """A line for each mark `pieces` use as display_piece shows them (▁ a space before a word, ↵ a new line, <0xC8>
+    one byte of a character), to print beside a figure that names tokens; "" when they use none."""
+    said = _marks(pieces)
+    return "; ".join(said) + "." if said else ""
+
+
+def _marks(pieces: Sequence[str]) -> list[str]:
+    said = []
     shown = "".join(display_piece(p) for p in pieces)
     if "▁" in shown:
         said.append("▁ is a space before a word")
@@ -110,4 +122,4 @@ def reading_note(pieces: Sequence[str]) -> str:
         said.append("↵ is a new line")
     if byte := BYTE_PIECE.search(shown):
         said.append(f"{byte.group()} is one byte of a character the vocabulary has no piece for")
-    return "; ".join(said) + "."
+    return said

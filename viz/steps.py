@@ -114,7 +114,8 @@ def opening_query(mask: np.ndarray) -> int:
     return min(rows, key=lambda i: (abs(int(allowed[i].sum()) - allowed.shape[1] / 2), i))
 
 
-STEP_LABELS = ("1.<br>scores", "2.<br>masked", "3.<br>softmax", "4. weight × V<br>(value dimension)")
+STEP_LABELS = ("1. scores", "2. masked", "3. softmax", "4. weight × V<br>(value dimension)")
+STEP_LABELS_BELOW = 90  # px under the panels for the three narrow panels' upright names
 STEP_LABEL_COLOR = "#262730"  # the page's text colour: a step's name is read, not a tick
 
 
@@ -182,16 +183,31 @@ def steps_figure(steps: Steps, window: range | None = None) -> go.Figure:
         col=4,
     )
     fig.update_layout(plot_bgcolor=MASKED)
-    # Each panel's step under it, as its axis title in the figure's own type (larger in projector mode), dark:
-    # above the panels they sat in small grey type under the chart's title. Two short lines fit a narrow panel.
+    # Each panel's step under it, in the figure's own type (larger in projector mode), dark: above the panels they
+    # sat in small grey type under the chart's title. The three narrow panels' names stand upright, read bottom to
+    # top, so that they never run into each other however narrow the panels get (25 px each on a phone); the wide
+    # panel's is its axis title.
     fig.update_xaxes(showticklabels=False, showgrid=False, automargin=True, title_font_color=STEP_LABEL_COLOR)
-    for col, label in enumerate(STEP_LABELS, start=1):
-        fig.update_xaxes(title_text=label, title_standoff=6, row=1, col=col)
-    fig.update_xaxes(showticklabels=True, row=1, col=4)
+    for col, label in enumerate(STEP_LABELS[:3], start=1):
+        fig.add_annotation(
+            text=label,
+            textangle=-90,
+            xref=f"x{col if col > 1 else ''} domain",
+            x=0.5,
+            yref="paper",
+            y=0,
+            xanchor="center",
+            yanchor="top",
+            yshift=-4,
+            showarrow=False,
+            font={"color": STEP_LABEL_COLOR},
+        )
+    fig.update_xaxes(title_text=STEP_LABELS[3], title_standoff=6, showticklabels=True, row=1, col=4)
     fig.update_yaxes(tickmode="array", tickvals=list(y), ticktext=keys, autorange="reversed", showgrid=False)
     fig.update_yaxes(title_text="key", row=1, col=1)
     title = f"Head {steps.head + 1}, query {steps.query + 1} ({display_piece(steps.query_piece)})"
-    return finish(fig, title, height=min(900, max(320, 26 * len(keys) + 200)))
+    fig = finish(fig, title, height=min(900, max(320, 26 * len(keys) + 200)))
+    return fig.update_layout(margin_b=STEP_LABELS_BELOW)
 
 
 def weights_overview(steps: Steps, window: range) -> go.Figure:
@@ -253,7 +269,9 @@ def steps_latex(steps: Steps) -> str:
     """The scaling for this head as numbers: √d_k and the largest weight, its key numbered from 1 as the key
     labels (`5:▁station`) are."""
     best = int(np.argmax(np.where(steps.allowed, steps.weights, -1.0)))
+    # two lines: on one, the numbers run past a phone's 340 px
     return (
-        rf"d_k = {steps.d_head},\ \sqrt{{d_k}} = {math.sqrt(steps.d_head):.3f},\quad "
+        rf"\begin{{gathered}}d_k = {steps.d_head},\ \sqrt{{d_k}} = {math.sqrt(steps.d_head):.3f}\\"
         rf"\max_j w_j = w_{{{best + 1}}} = {steps.weights[best]:.3f},\quad \sum_j w_j = {steps.weights.sum():.3f}"
+        r"\end{gathered}"
     )

@@ -30,6 +30,7 @@ from viz.steps import (
     steps_figure,
     steps_latex,
 )
+from viz.style import thaw
 from viz.tables import top_k_frame
 
 SHORT = "Hi!"  # the short sentence padded beside the lesson's
@@ -137,6 +138,9 @@ def scaled_dot(ctx: Source, analysis: Analysis) -> None:
     st.page_link("views/attention_math.py", label="Any head and query: the Attention math page")
 
 
+LESSON_GRID_ROW = 72  # px: one layer's row of the Lesson's grid of heads
+
+
 def multi_head(ctx: Shown, analysis: Analysis) -> None:
     cfg = ctx.ckpt.config
     attention = analysis.attentions[0]
@@ -146,7 +150,10 @@ def multi_head(ctx: Shown, analysis: Analysis) -> None:
         f"head's {d_head} output numbers per token are concatenated back to {cfg.n_heads} × {d_head} = {cfg.d_model} "
         "and multiplied by W^O. Below, every head of every layer on the sentence: each attends in its own way."
     )
-    chart(charts.grid_chart(ctx, attention), "heads", ctx.entry.name)
+    grid = thaw(charts.grid_chart(ctx, attention))
+    # rows of LESSON_GRID_ROW px: the grid, the step's heading and the sentence under it fit a phone's 844 px
+    grid.update_layout(height=min(grid.layout.height, 60 + len(grid.layout.yaxis.tickvals) * LESSON_GRID_ROW))
+    chart(grid, "heads", ctx.entry.name)
 
 
 def feed_forward(ctx: Source, analysis: Analysis) -> None:
@@ -201,7 +208,11 @@ def next_token(ctx: Source, analysis: Analysis) -> None:
         "shifted by one. The model's own first guess at each position, and whether it is the text's next token:"
     )
     shift = shift_frame(analysis)  # the step's figure: first on a projector (layout.figure_place)
-    widgets.data_table(shift, figure_place(), hide_index=True, column_config={"probability": PROB}, key="lesson_shift")
+    # in a projector's large type ten rows and the sentence under them overrun 768 px: nine show, the rest scroll
+    size = {"height": 480} if widgets.projector() else {}
+    widgets.data_table(
+        shift, figure_place(), hide_index=True, column_config={"probability": PROB}, key="lesson_shift", **size
+    )
     st.markdown("**After the last token, it would write**")
     top = top_k_frame(analysis, -1)
     widgets.data_table(top, hide_index=True, column_config={"probability": PROB}, key="lesson_next")
