@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from itertools import islice
 from pathlib import Path
@@ -111,11 +111,18 @@ def run_corpus(
     settings: Settings = Settings(),
     progress: bool = True,
     max_shards: int | None = None,
+    ray: str | None = None,
+    workers: int | None = None,
 ) -> Path:
     """Reduce `ckpt`'s self-attention heads over the corpus at `texts` into the folder `out` (see the module's
     docstring); resumes a run of the same model, texts and settings found there. `max_shards`: stop after that
-    many shards in this call (what an interrupted run leaves). Returns `out`."""
+    many shards in this call (what an interrupted run leaves). `ray`: reduce the shards on Ray Data's workers
+    instead (analysis.corpus.cluster): "" a Ray started here (or the one this process is connected to), else a
+    cluster's address; `workers` of them, one model each. Returns `out`."""
     settings.check()
+    bad_workers = isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    if workers is not None and (ray is None or bad_workers):
+        raise CorpusError(f"--workers is a whole number from 1, with --ray, not {workers!r}")
     if ckpt.config.has_cross_attention:
         raise CorpusError(
             f"{ckpt.name} is an encoder-decoder: its decoder reads its own output, which a corpus pass does not "
@@ -133,34 +140,36 @@ def run_corpus(
     (out / "shards").mkdir(parents=True, exist_ok=True)
     (out / "state").mkdir(exist_ok=True)
     done = [] if manifest is None else manifest["shards"]
-    reducer = _new_reducer(ckpt, settings) if manifest is None else _load_state(out, manifest["state"])
+    reducer = new_reducer(ckpt, settings) if manifest is None else _load_state(out, manifest["state"])
     texts_iter = stream(files)
     skipped = len(done) * settings.shard
     for _ in islice(texts_iter, skipped):
         pass
     bar = _bar(total, skipped, progress)
-    number, ran, state = skipped, 0, None if manifest is None else manifest["state"]
+    state, resumed = (None if manifest is None else manifest["state"]), len(done)
+    chunks = islice(_chunks(texts_iter, settings.shard, skipped + 1), max_shards)
     try:
-        while max_shards is None or ran < max_shards:
-            chunk = list(islice(texts_iter, settings.shard))
-            if not chunk:
-                break
-            index = len(done)
-            reducer, tables = _shard(ckpt, chunk, number + 1, settings, reducer, bar)
-            number, ran = number + len(chunk), ran + 1
-            name = f"{index:05d}"
-            write_file(out / "shards" / f"texts-{name}.parquet", _parquet(tables[0]))
-            write_file(out / "shards" / f"heads-{name}.parquet", _parquet(tables[1]))
+        if ray is None:
+            reduced = (reduce_shard(ckpt, c, first, settings, reducer.empty(), bar.update) for first, c in chunks)
+        else:
+            from analysis.corpus.cluster import reduce_on_ray  # Ray is imported only when asked for
+
+            reduced = reduce_on_ray(ckpt, chunks, settings, ray, workers, bar.update)
+        for shard in reduced:
+            reducer.merge(shard.reducer)
+            index, name = len(done), f"{len(done):05d}"
+            write_file(out / "shards" / f"texts-{name}.parquet", shard.texts)
+            write_file(out / "shards" / f"heads-{name}.parquet", shard.heads)
             state = f"after-{index + 1:05d}"
             _save_state(out, state, reducer)
-            done = [*done, {"shard": name, "texts": [number - len(chunk) + 1, number]}]
+            done = [*done, {"shard": name, "texts": [shard.first, shard.first + shard.count - 1]}]
             _write_json(out / MANIFEST, _manifest_of(identity, total, done, state, reducer, complete=False))
             for old in (out / "state").iterdir():  # the manifest names the newest; older states are spent
                 if not old.name.startswith(state):
                     old.unlink()
     finally:
         bar.close()
-    if max_shards is not None and ran == max_shards and next(texts_iter, None) is not None:
+    if max_shards is not None and len(done) - resumed == max_shards and next(texts_iter, None) is not None:
         return out  # stopped before the end, as a killed run would
     if not reducer.texts:
         raise CorpusError(f"{texts}: {ckpt.name} could read none of its texts (texts in shards/ say why)")
@@ -169,8 +178,35 @@ def run_corpus(
     return out
 
 
+@dataclass(frozen=True)
+class Shard:
+    """One shard reduced on its own: texts `first` … `first + count − 1`, its reducer (to merge in order), and
+    its two tables as Parquet bytes (texts; per-text head scores)."""
+
+    first: int
+    count: int
+    reducer: Reducer
+    texts: bytes
+    heads: bytes
+
+
+def _chunks(texts: Iterator[Text], size: int, first: int) -> Iterator[tuple[int, list[Text]]]:
+    """(number of its first text, from 1; the texts) of each shard of `size` texts."""
+    while chunk := list(islice(texts, size)):
+        yield first, chunk
+        first += len(chunk)
+
+
+def reduce_shard(
+    ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, reducer: Reducer, done: Callable[[int], object]
+) -> Shard:
+    """One shard through the model into `reducer` (an empty one): the same wherever it runs."""
+    reducer, (texts, heads) = _shard(ckpt, chunk, first, settings, reducer, done)
+    return Shard(first, len(chunk), reducer, _parquet(texts), _parquet(heads))
+
+
 @torch.inference_mode()
-def _new_reducer(ckpt: Checkpoint, settings: Settings) -> Reducer:
+def new_reducer(ckpt: Checkpoint, settings: Settings) -> Reducer:
     """An empty reducer for the model's self-attention blocks, their shapes read from a pass over the start token."""
     _, trace = forward(ckpt.model, torch.tensor([[ckpt.config.bos_id]]))
     return Reducer.for_trace(trace, settings.top_k, settings.sample, settings.seed)
@@ -208,7 +244,9 @@ def _encoded(ckpt: Checkpoint, chunk: list[Text], first: int) -> Iterator[tuple[
 
 
 @torch.inference_mode()
-def _shard(ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, reducer: Reducer, bar):
+def _shard(
+    ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, reducer: Reducer, done: Callable[[int], object]
+):
     """Reduce one shard's texts; returns the reducer and the shard's two tables (texts, per-text head scores)."""
     rows: dict[str, list] = {"text": [], "source": [], "tokens": [], "skipped": [], "content": []}
     per_text: list[np.ndarray] = []
@@ -229,8 +267,8 @@ def _shard(ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, 
         batch = Batch(trace, ids, [n for n, _ in part], [len(r) for _, r in part], pieces)
         per_text.append(reducer.update(batch))
         numbers += batch.texts
-        bar.update(len(part))
-    bar.update(len(chunk) - len(readable))
+        done(len(part))
+    done(len(chunk) - len(readable))
     return reducer, (rows, _text_heads(reducer, numbers, per_text))
 
 
