@@ -17,6 +17,7 @@ from test_corpus import READ, _one_line_error, _tables
 from analysis.corpus.run import Settings, run_corpus
 from analysis.corpus.store import open_corpus
 from atlas.cli import main
+from training.tiny import make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = Settings(batch=4, shard=8, top_k=5, sample=16)  # 42 texts: six shards, the last one short
@@ -27,6 +28,11 @@ def texts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("texts") / "texts.txt"
     path.write_text("".join(f"{READ[i % len(READ)]} {i}\n" for i in range(42)), encoding="utf-8")
     return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny-lm", "decoder-only", seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +79,28 @@ def test_a_cluster_that_does_not_answer_is_one_line(texts: Path, tmp_path: Path,
     assert f"nothing answers at 127.0.0.1:{port}" in err
     err = _one_line_error(capsys, ["corpus", "induction", str(texts), "--out", str(tmp_path / "o"), "--workers", "2"])
     assert "--workers is a whole number from 1, with --ray" in err
+
+
+def test_each_bad_input_is_its_own_line_with_ray_too_before_ray_is_asked_for(
+    tiny: Path, texts: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    (tmp_path / "empty.txt").write_text("\n\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_bytes(bytes(range(256)) * 8)
+    (tmp_path / "long.txt").write_text("a fine text\n" + "word " * 200_000 + "\n", encoding="utf-8")
+    (tmp_path / "none").mkdir()
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{not json", encoding="utf-8")
+    other = tmp_path / "other"
+    assert main(["corpus", str(tiny), str(texts), "--out", str(other), "-q", "--shard", "64"]) == 0
+    capsys.readouterr()
+    monkeypatch.setitem(sys.modules, "ray", None)  # had Ray been asked for, the line would say it is missing
+    for model, corpus, out, says in (
+        (tiny, tmp_path / "empty.txt", tmp_path / "o", "holds no texts"),
+        (tiny, tmp_path / "b.txt", tmp_path / "o", "binary"),
+        (tiny, tmp_path / "long.txt", tmp_path / "o", "long.txt:2: a line over 100,000 bytes"),
+        (tiny, tmp_path / "none", tmp_path / "o", "the folder holds no texts"),
+        (tmp_path / "broken", texts, tmp_path / "o", "config.json: not valid JSON"),
+        (tiny, texts, other, "holds another corpus"),
+    ):
+        err = _one_line_error(capsys, ["corpus", str(model), str(corpus), "--out", str(out), "--ray", "-q"])
+        assert says in err, err
