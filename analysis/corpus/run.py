@@ -2,7 +2,9 @@
 of Parquet shards and a manifest.
 
 The texts go in shards of `shard` texts, each in padded batches of `batch`, through the model's traced forward
-pass. After each shard: its tables (`shards/texts-NNNNN.parquet`, `shards/heads-NNNNN.parquet`), then the
+pass. Each shard is reduced into an empty reducer of its own and merged into the corpus's, in order (Reducer.merge):
+the one procedure whether the shard ran here or on a Ray worker (analysis.corpus.cluster). After each shard: its
+tables (`shards/texts-NNNNN.parquet`, `shards/heads-NNNNN.parquet`), then the
 reducer's state (`state/after-NNNNN.safetensors` + `.json`), then the manifest naming both, each written whole
 (a temporary file renamed). A run killed at any point and started again with the same model, texts and settings
 continues after the last shard the manifest names and ends with the same files as one that never stopped; the
