@@ -26,7 +26,7 @@ import numpy as np
 from safetensors.numpy import load, save
 
 from analysis.corpus.reduce import Reducer
-from analysis.corpus.run import Settings, Shard, new_reducer, reduce_shard
+from analysis.corpus.shard import Settings, Shard, new_reducer, reduce_shard
 from analysis.corpus.texts import CorpusError, Text
 from inference.checkpoint import Checkpoint
 

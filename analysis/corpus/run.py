@@ -13,48 +13,27 @@ final tables (heads, offsets, contexts, sample) are written once every shard is 
 
 from __future__ import annotations
 
-import io
 import json
-from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from dataclasses import asdict
 from itertools import islice
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
-import torch
 from safetensors.numpy import load_file, save
 
-from analysis.corpus.reduce import OFFSETS, SCORES, Batch, Reducer
+from analysis.corpus.reduce import OFFSETS, Reducer
+from analysis.corpus.shard import COLUMNS, Settings, new_reducer, parquet_bytes, reduce_shard
 from analysis.corpus.texts import CorpusError, Text, corpus_files, count_texts, fingerprint, stream
 from inference.checkpoint import Checkpoint
-from inference.decoding import pad_rows
 from inference.files import write_file
-from inference.text import InputError, clean_text, encode_first_stack
-from model.forward import forward
 from model.names import attention_type
 
 FORMAT = 1
 MANIFEST = "manifest.json"
-COLUMNS = tuple(name.replace(" ", "_") for name in SCORES)  # names SQL reads without quotes
 FINAL = ("heads", "offsets", "contexts", "sample")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What a run reduces with; a resumed run must have the same."""
-
-    batch: int = 16  # texts a forward pass
-    shard: int = 1000  # texts a shard: what a killed run loses at most
-    top_k: int = 20  # contexts kept a head
-    sample: int = 256  # (text, position)s whose query and key vectors are kept, the same for every head
-    seed: int = 0  # of the sample's hash
-
-    def check(self) -> None:
-        for name, value in asdict(self).items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "seed" else 1):
-                raise CorpusError(f"{name} must be a whole number from {0 if name == 'seed' else 1}, not {value!r}")
+DEFAULTS = Settings()
 
 
 def _identity(ckpt: Checkpoint, files: list[Path], settings: Settings) -> dict:
@@ -96,12 +75,6 @@ def _open_out(out: Path, identity: dict) -> dict | None:
     return manifest
 
 
-def _parquet(table: dict[str, object]) -> bytes:
-    sink = io.BytesIO()
-    pq.write_table(pa.table(table), sink)
-    return sink.getvalue()
-
-
 def _write_json(path: Path, value: object) -> None:
     write_file(path, (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
 
@@ -110,7 +83,7 @@ def run_corpus(
     ckpt: Checkpoint,
     texts: str | Path,
     out: str | Path,
-    settings: Settings = Settings(),
+    settings: Settings = DEFAULTS,
     progress: bool = True,
     max_shards: int | None = None,
     ray: str | None = None,
@@ -180,38 +153,11 @@ def run_corpus(
     return out
 
 
-@dataclass(frozen=True)
-class Shard:
-    """One shard reduced on its own: texts `first` … `first + count − 1`, its reducer (to merge in order), and
-    its two tables as Parquet bytes (texts; per-text head scores)."""
-
-    first: int
-    count: int
-    reducer: Reducer
-    texts: bytes
-    heads: bytes
-
-
 def _chunks(texts: Iterator[Text], size: int, first: int) -> Iterator[tuple[int, list[Text]]]:
     """(number of its first text, from 1; the texts) of each shard of `size` texts."""
     while chunk := list(islice(texts, size)):
         yield first, chunk
         first += len(chunk)
-
-
-def reduce_shard(
-    ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, reducer: Reducer, done: Callable[[int], object]
-) -> Shard:
-    """One shard through the model into `reducer` (an empty one): the same wherever it runs."""
-    reducer, (texts, heads) = _shard(ckpt, chunk, first, settings, reducer, done)
-    return Shard(first, len(chunk), reducer, _parquet(texts), _parquet(heads))
-
-
-@torch.inference_mode()
-def new_reducer(ckpt: Checkpoint, settings: Settings) -> Reducer:
-    """An empty reducer for the model's self-attention blocks, their shapes read from a pass over the start token."""
-    _, trace = forward(ckpt.model, torch.tensor([[ckpt.config.bos_id]]))
-    return Reducer.for_trace(trace, settings.top_k, settings.sample, settings.seed)
 
 
 def _bar(total: int, initial: int, shown: bool):
@@ -234,63 +180,6 @@ def _manifest_of(identity: dict, total: int, done: list, state: str, reducer: Re
         "offsets": OFFSETS,
         "tables": list(FINAL) if complete else [],
     }
-
-
-def _encoded(ckpt: Checkpoint, chunk: list[Text], first: int) -> Iterator[tuple[int, Text, list[int] | str]]:
-    """(text number, text, its ids or why the model cannot read it) for each text of the chunk."""
-    for offset, text in enumerate(chunk):
-        try:
-            yield first + offset, text, encode_first_stack(ckpt, clean_text(text.text).text, [])
-        except InputError as exc:
-            yield first + offset, text, str(exc)
-
-
-@torch.inference_mode()
-def _shard(
-    ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, reducer: Reducer, done: Callable[[int], object]
-):
-    """Reduce one shard's texts; returns the reducer and the shard's two tables (texts, per-text head scores)."""
-    rows: dict[str, list] = {"text": [], "source": [], "tokens": [], "skipped": [], "content": []}
-    per_text: list[np.ndarray] = []
-    numbers: list[int] = []
-    encoded = list(_encoded(ckpt, chunk, first))
-    for number, text, ids in encoded:
-        rows["text"].append(number)
-        rows["source"].append(text.where)
-        rows["tokens"].append(len(ids) if isinstance(ids, list) else 0)
-        rows["skipped"].append(None if isinstance(ids, list) else ids)
-        rows["content"].append(text.text)
-    readable = [(n, ids) for n, _, ids in encoded if isinstance(ids, list)]
-    for start in range(0, len(readable), settings.batch):
-        part = readable[start : start + settings.batch]
-        ids = pad_rows([r for _, r in part], ckpt.config.pad_id)
-        _, trace = forward(ckpt.model, ids)
-        pieces = [ckpt.tokenizer.pieces(r) for _, r in part]
-        batch = Batch(trace, ids, [n for n, _ in part], [len(r) for _, r in part], pieces)
-        per_text.append(reducer.update(batch))
-        numbers += batch.texts
-        done(len(part))
-    done(len(chunk) - len(readable))
-    return reducer, (rows, _text_heads(reducer, numbers, per_text))
-
-
-def _text_heads(reducer: Reducer, numbers: list[int], per_text: list[np.ndarray]) -> dict[str, object]:
-    """A row per text, layer and head (from 1): each score of that text."""
-    if not per_text:
-        columns: dict[str, object] = {"text": pa.array([], pa.int64()), "layer": pa.array([], pa.int64())}
-        columns["head"] = pa.array([], pa.int64())
-        return columns | {c: pa.array([], pa.float64()) for c in COLUMNS}
-    scores = np.concatenate(per_text)  # (N, S, L, H)
-    n, _, layers, heads = scores.shape
-    grid = np.stack(np.meshgrid(np.arange(n), np.arange(layers), np.arange(heads), indexing="ij"), -1).reshape(-1, 3)
-    table: dict[str, object] = {
-        "text": np.asarray(numbers, dtype=np.int64)[grid[:, 0]],
-        "layer": np.asarray(reducer.layers(), dtype=np.int64)[grid[:, 1]],
-        "head": grid[:, 2].astype(np.int64) + 1,
-    }
-    for s, column in enumerate(COLUMNS):
-        table[column] = scores[:, s].reshape(-1)
-    return table
 
 
 def _save_state(out: Path, name: str, reducer: Reducer) -> None:
@@ -324,7 +213,7 @@ def _write_final(out: Path, r: Reducer) -> None:
     }
     for s, column in enumerate(COLUMNS):
         heads[column] = [float(scores[s, li, h]) for li, h in cells]
-    write_file(out / "heads.parquet", _parquet(heads))
+    write_file(out / "heads.parquet", parquet_bytes(heads))
     means = r.offset_means()
     offsets = {"layer": [], "head": [], "offset": [], "weight": []}
     for li, h in cells:
@@ -333,7 +222,7 @@ def _write_final(out: Path, r: Reducer) -> None:
             offsets["head"].append(h + 1)
             offsets["offset"].append(b - OFFSETS)
             offsets["weight"].append(float(means[li, h, b]))
-    write_file(out / "offsets.parquet", _parquet(offsets))
+    write_file(out / "offsets.parquet", parquet_bytes(offsets))
     contexts: dict[str, list] = {k: [] for k in ("layer", "head", "rank", "text", "query", "key", "weight")}
     contexts |= {"snippet": [], "query_piece": [], "key_piece": []}
     for li, h in cells:
@@ -345,7 +234,7 @@ def _write_final(out: Path, r: Reducer) -> None:
             contexts["snippet"].append(text[0])
             contexts["query_piece"].append(text[1])
             contexts["key_piece"].append(text[2])
-    write_file(out / "contexts.parquet", _parquet(contexts))
+    write_file(out / "contexts.parquet", parquet_bytes(contexts))
     n = len(r.sample_piece)
     sample = {
         "layer": np.repeat(layers, r.n_heads * n),
@@ -357,7 +246,7 @@ def _write_final(out: Path, r: Reducer) -> None:
         "query_vector": _vectors(r.sample_q),
         "key_vector": _vectors(r.sample_k),
     }
-    write_file(out / "sample.parquet", _parquet(sample))
+    write_file(out / "sample.parquet", parquet_bytes(sample))
 
 
 def _vectors(values: np.ndarray) -> pa.FixedSizeListArray:
