@@ -43,7 +43,7 @@ def local_ray():
     ray.shutdown()
 
 
-@pytest.mark.slow  # a Ray start and two workers loading torch: about 40 s on a shared 2-core machine
+@pytest.mark.slow  # a Ray start and two workers loading torch: 30 to 60 s on a shared 2-core machine
 def test_the_command_on_a_local_ray_writes_the_local_runs_files(local_ray, texts: Path, tmp_path: Path, capsys):
     import atlas
 
