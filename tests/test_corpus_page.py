@@ -3,6 +3,7 @@ induction head, its top contexts link to Explore at that text, head and query, a
 
 from __future__ import annotations
 
+import sys
 from urllib.parse import parse_qs, urlparse
 
 from test_app import chart, ok
@@ -40,3 +41,13 @@ def test_a_top_context_links_to_explore_at_its_text_and_query(app) -> None:
 def test_bad_url_values_fall_back_to_the_defaults(app) -> None:
     at = page(app, corpus="nonesuch", corpus_score="<b>", corpus_L="99", corpus_H="x")
     assert not at.error and at.selectbox[0].value == "induction-brown"
+
+
+def test_heads_cluster_by_their_profiles_and_the_page_says_its_map_is_pca(app, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "umap", None)  # as where umap-learn is not installed
+    at = page(app)
+    rows = chart(at, "corpus_clusters")["data"][0]["y"]
+    assert len(rows) == 8 and {r.split(" · ")[1] for r in rows[:4]} == {"c1"}  # induction: layer 1, then layer 2
+    assert [r.split(" ")[0] for r in rows] == ["L1"] * 4 + ["L2"] * 4
+    assert "(PCA)" in chart(at, "corpus_cluster_map")["layout"]["title"]["text"]
+    assert any("by PCA (UMAP when umap-learn is installed)" in c.value for c in at.caption)

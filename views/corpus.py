@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import numpy as np
 import streamlit as st
 
-from analysis.corpus.maps import nearest, pca_2d
+from analysis.corpus.maps import head_clusters, nearest, pca_2d
 from analysis.corpus.run import COLUMNS
 from analysis.corpus.store import Corpus, open_corpus
 from analysis.corpus.texts import CorpusError
@@ -18,7 +18,7 @@ from ui import errors, state
 from ui.markdown import literal
 from ui.says import figure_says
 from ui.widgets import data_table, show_chart
-from viz.corpus import distribution, head_map, vector_map
+from viz.corpus import cluster_heatmap, cluster_map, distribution, head_map, vector_map
 from viz.labels import safe_filename
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,6 +83,29 @@ def body() -> None:
         figure,
     )
     one_head(corpus, name, model, score, layer, head)
+    clustered(corpus, name)
+
+
+def clustered(corpus: Corpus, name: str) -> None:
+    st.header("Heads by their profiles")
+    found = head_clusters(corpus.heads, corpus.offsets)
+    show_chart(
+        cluster_heatmap(found.features, found.names, found.heads, found.order, found.cluster),
+        "corpus_clusters",
+        safe_filename("corpus", name, "clusters"),
+    )
+    st.caption(
+        f"Every head's profile — its five pattern shares and its mean attention by offset — clustered (average "
+        f"linkage, cut at the widest gap between merges, {max(found.cluster)} clusters): a row a head in the "
+        "dendrogram's order, heads of one cluster side by side."
+    )
+    show_chart(
+        cluster_map(found.points, found.heads, found.cluster, found.method),
+        "corpus_cluster_map",
+        safe_filename("corpus", name, "cluster_map"),
+    )
+    how = "UMAP (umap-learn is installed)" if found.method == "UMAP" else "PCA (UMAP when umap-learn is installed)"
+    st.caption(f"The same profiles on a map by {how}: heads that attend alike sit close, a colour a cluster.")
 
 
 def one_head(corpus: Corpus, name: str, model: str, score: str, layer: int, head: int) -> None:

@@ -73,3 +73,61 @@ def vector_map(queries: np.ndarray, keys: np.ndarray, pieces: list[str], layer: 
         margin={"t": 50, "b": 40, "l": 50, "r": 20},
     )
     return fig
+
+
+CLUSTER_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")  # Okabe–Ito
+
+
+def cluster_heatmap(
+    features: np.ndarray, names: list[str], heads: list[tuple[int, int]], order: list[int], cluster: list[int]
+) -> go.Figure:
+    """Every head's profile (N, F), a row a head in the dendrogram's order, its cluster in its label; layers and
+    heads from 1."""
+    rows = [f"L{heads[i][0]} H{heads[i][1]} · c{cluster[i]}" for i in order]
+    fig = go.Figure(
+        go.Heatmap(
+            z=features[order].tolist(),
+            x=[escape(n) for n in names],
+            y=rows,
+            colorscale=COLORSCALE,
+            zmin=0,
+            zmax=1,
+            colorbar={"title": {"text": "share"}, "thickness": 12},
+            hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title={"text": "Heads clustered by their profiles"},
+        xaxis={"title": {"text": "pattern share, then mean attention by offset"}, "tickangle": -60},
+        yaxis={"autorange": "reversed", "type": "category"},
+        height=min(1600, max(300, 120 + 16 * len(rows))),
+        margin={"t": 50, "b": 110, "l": 90, "r": 20},
+    )
+    return fig
+
+
+def cluster_map(points: np.ndarray, heads: list[tuple[int, int]], cluster: list[int], method: str) -> go.Figure:
+    """(N, 2) every head on a map by its profile, a colour a cluster."""
+    fig = go.Figure()
+    for c in sorted(set(cluster)):
+        rows = [i for i, k in enumerate(cluster) if k == c]
+        fig.add_trace(
+            go.Scatter(
+                x=points[rows, 0].tolist(),
+                y=points[rows, 1].tolist(),
+                mode="markers+text" if len(heads) <= 64 else "markers",
+                name=f"cluster {c}",
+                marker={"size": 10, "color": CLUSTER_COLOURS[(c - 1) % len(CLUSTER_COLOURS)]},
+                text=[f"L{heads[i][0]} H{heads[i][1]}" for i in rows],
+                textposition="top center",
+                hovertemplate="%{text}<extra>cluster " + str(c) + "</extra>",
+            )
+        )
+    fig.update_layout(
+        title={"text": f"Heads by their profiles ({escape(method)})"},
+        xaxis={"title": {"text": "axis 1"}},
+        yaxis={"title": {"text": "axis 2"}},
+        height=420,
+        margin={"t": 50, "b": 40, "l": 50, "r": 20},
+    )
+    return fig

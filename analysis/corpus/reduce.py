@@ -19,6 +19,7 @@ state ends bit for bit as one that never stopped. Positions are 0-based here; th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -178,21 +179,21 @@ class Reducer:
             weights = flat[head, cells].numpy().astype(np.float32)
             keys = key[rows, head, queries].numpy()
             where = np.stack([np.asarray(batch.texts)[rows], queries, keys], axis=1).astype(np.int64)
-            self._merge_top(layer, head, weights, where, rows, batch.pieces)
+            context = lambda i, rows=rows, where=where: self._context(batch.pieces[rows[i]], *where[i, 1:])
+            self._merge_top(layer, head, weights, where, context)
 
     def _merge_top(
-        self, layer: int, head: int, weights: np.ndarray, where: np.ndarray, rows: np.ndarray, pieces: list
+        self, layer: int, head: int, weights: np.ndarray, where: np.ndarray, context: Callable[[int], list[str]]
     ) -> None:
-        """Keep the k strongest of the kept and the batch's candidates; a snippet only for a candidate kept."""
+        """Keep the k strongest of the kept and the new candidates; `context(i)`, the snippet and pieces of new
+        candidate i, is asked only for a candidate kept."""
         kept = np.isfinite(self.top_weight[layer, head])
         old = int(kept.sum())
         all_w = np.concatenate([self.top_weight[layer, head][kept], weights])
         all_where = np.concatenate([self.top_where[layer, head][kept], where])
         order = np.lexsort((all_where[:, 1], all_where[:, 0], -all_w))[: self.top_k]  # weight, then text, query
         texts = self.top_text[layer][head]
-        self.top_text[layer][head] = [
-            texts[i] if i < old else self._context(pieces[rows[i - old]], *all_where[i, 1:]) for i in order
-        ]
+        self.top_text[layer][head] = [texts[i] if i < old else context(i - old) for i in order]
         n = len(order)
         self.top_weight[layer, head] = -np.inf
         self.top_weight[layer, head, :n] = all_w[order]
@@ -227,6 +228,41 @@ class Reducer:
         self.sample_where, self.sample_piece = where[picked], [pieces[i] for i in picked]
         self.sample_context = [contexts[i] for i in picked]
         self.sample_q, self.sample_k = all_q[:, :, picked], all_k[:, :, picked]
+
+    # --- partial reductions -------------------------------------------------------------------------------------
+
+    def empty(self) -> Reducer:
+        """A reducer of the same heads and settings that has seen no text: a shard's own (see merge)."""
+        return Reducer(self.blocks, self.n_heads, self.d_head, self.top_k, self.sample, self.seed)
+
+    def merge(self, later: Reducer) -> None:
+        """Fold in `later`, a reducer of the texts after this one's: sums add, the top contexts and the sample keep
+        the strongest and the lowest-priority of both, by the same total orders as update. Reducing a corpus
+        shard by shard into empty() reducers and merging them in order is one procedure wherever the shards ran
+        (here or on Ray workers): the same results."""
+        self.texts += later.texts
+        self.queries += later.queries
+        self.score_sums += later.score_sums
+        self.offset_sums += later.offset_sums
+        for layer in range(len(self.blocks)):
+            for head in range(self.n_heads):
+                kept = np.isfinite(later.top_weight[layer, head])
+                texts = later.top_text[layer][head]
+                self._merge_top(
+                    layer,
+                    head,
+                    later.top_weight[layer, head][kept],
+                    later.top_where[layer, head][kept],
+                    lambda i, texts=texts: texts[i],
+                )
+        priority = np.concatenate([self.sample_priority, later.sample_priority])
+        order = np.argsort(priority, kind="stable")[: self.sample]  # lowest first, as _sample keeps them
+        pieces, contexts = self.sample_piece + later.sample_piece, self.sample_context + later.sample_context
+        self.sample_priority = priority[order]
+        self.sample_where = np.concatenate([self.sample_where, later.sample_where])[order]
+        self.sample_piece, self.sample_context = [pieces[i] for i in order], [contexts[i] for i in order]
+        self.sample_q = np.concatenate([self.sample_q, later.sample_q], axis=2)[:, :, order]
+        self.sample_k = np.concatenate([self.sample_k, later.sample_k], axis=2)[:, :, order]
 
     # --- results -------------------------------------------------------------------------------------------------
 

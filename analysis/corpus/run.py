@@ -2,7 +2,9 @@
 of Parquet shards and a manifest.
 
 The texts go in shards of `shard` texts, each in padded batches of `batch`, through the model's traced forward
-pass. After each shard: its tables (`shards/texts-NNNNN.parquet`, `shards/heads-NNNNN.parquet`), then the
+pass. Each shard is reduced into an empty reducer of its own and merged into the corpus's, in order (Reducer.merge):
+the one procedure whether the shard ran here or on a Ray worker (analysis.corpus.cluster). After each shard: its
+tables (`shards/texts-NNNNN.parquet`, `shards/heads-NNNNN.parquet`), then the
 reducer's state (`state/after-NNNNN.safetensors` + `.json`), then the manifest naming both, each written whole
 (a temporary file renamed). A run killed at any point and started again with the same model, texts and settings
 continues after the last shard the manifest names and ends with the same files as one that never stopped; the
@@ -11,48 +13,27 @@ final tables (heads, offsets, contexts, sample) are written once every shard is 
 
 from __future__ import annotations
 
-import io
 import json
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from itertools import islice
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
-import torch
 from safetensors.numpy import load_file, save
 
-from analysis.corpus.reduce import OFFSETS, SCORES, Batch, Reducer
+from analysis.corpus.reduce import OFFSETS, Reducer
+from analysis.corpus.shard import COLUMNS, Settings, new_reducer, parquet_bytes, reduce_shard
 from analysis.corpus.texts import CorpusError, Text, corpus_files, count_texts, fingerprint, stream
 from inference.checkpoint import Checkpoint
-from inference.decoding import pad_rows
 from inference.files import write_file
-from inference.text import InputError, clean_text, encode_first_stack
-from model.forward import forward
 from model.names import attention_type
 
 FORMAT = 1
 MANIFEST = "manifest.json"
-COLUMNS = tuple(name.replace(" ", "_") for name in SCORES)  # names SQL reads without quotes
 FINAL = ("heads", "offsets", "contexts", "sample")
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What a run reduces with; a resumed run must have the same."""
-
-    batch: int = 16  # texts a forward pass
-    shard: int = 1000  # texts a shard: what a killed run loses at most
-    top_k: int = 20  # contexts kept a head
-    sample: int = 256  # (text, position)s whose query and key vectors are kept, the same for every head
-    seed: int = 0  # of the sample's hash
-
-    def check(self) -> None:
-        for name, value in asdict(self).items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < (0 if name == "seed" else 1):
-                raise CorpusError(f"{name} must be a whole number from {0 if name == 'seed' else 1}, not {value!r}")
+DEFAULTS = Settings()
 
 
 def _identity(ckpt: Checkpoint, files: list[Path], settings: Settings) -> dict:
@@ -94,12 +75,6 @@ def _open_out(out: Path, identity: dict) -> dict | None:
     return manifest
 
 
-def _parquet(table: dict[str, object]) -> bytes:
-    sink = io.BytesIO()
-    pq.write_table(pa.table(table), sink)
-    return sink.getvalue()
-
-
 def _write_json(path: Path, value: object) -> None:
     write_file(path, (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode("utf-8"))
 
@@ -108,14 +83,21 @@ def run_corpus(
     ckpt: Checkpoint,
     texts: str | Path,
     out: str | Path,
-    settings: Settings = Settings(),
+    settings: Settings = DEFAULTS,
     progress: bool = True,
     max_shards: int | None = None,
+    ray: str | None = None,
+    workers: int | None = None,
 ) -> Path:
     """Reduce `ckpt`'s self-attention heads over the corpus at `texts` into the folder `out` (see the module's
     docstring); resumes a run of the same model, texts and settings found there. `max_shards`: stop after that
-    many shards in this call (what an interrupted run leaves). Returns `out`."""
+    many shards in this call (what an interrupted run leaves). `ray`: reduce the shards on Ray Data's workers
+    instead (analysis.corpus.cluster): "" a Ray started here (or the one this process is connected to), else a
+    cluster's address; `workers` of them, one model each. Returns `out`."""
     settings.check()
+    bad_workers = isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
+    if workers is not None and (ray is None or bad_workers):
+        raise CorpusError(f"--workers is a whole number from 1, with --ray, not {workers!r}")
     if ckpt.config.has_cross_attention:
         raise CorpusError(
             f"{ckpt.name} is an encoder-decoder: its decoder reads its own output, which a corpus pass does not "
@@ -133,34 +115,36 @@ def run_corpus(
     (out / "shards").mkdir(parents=True, exist_ok=True)
     (out / "state").mkdir(exist_ok=True)
     done = [] if manifest is None else manifest["shards"]
-    reducer = _new_reducer(ckpt, settings) if manifest is None else _load_state(out, manifest["state"])
+    reducer = new_reducer(ckpt, settings) if manifest is None else _load_state(out, manifest["state"])
     texts_iter = stream(files)
     skipped = len(done) * settings.shard
     for _ in islice(texts_iter, skipped):
         pass
     bar = _bar(total, skipped, progress)
-    number, ran, state = skipped, 0, None if manifest is None else manifest["state"]
+    state, resumed = (None if manifest is None else manifest["state"]), len(done)
+    chunks = islice(_chunks(texts_iter, settings.shard, skipped + 1), max_shards)
     try:
-        while max_shards is None or ran < max_shards:
-            chunk = list(islice(texts_iter, settings.shard))
-            if not chunk:
-                break
-            index = len(done)
-            reducer, tables = _shard(ckpt, chunk, number + 1, settings, reducer, bar)
-            number, ran = number + len(chunk), ran + 1
-            name = f"{index:05d}"
-            write_file(out / "shards" / f"texts-{name}.parquet", _parquet(tables[0]))
-            write_file(out / "shards" / f"heads-{name}.parquet", _parquet(tables[1]))
+        if ray is None:
+            reduced = (reduce_shard(ckpt, c, first, settings, reducer.empty(), bar.update) for first, c in chunks)
+        else:
+            from analysis.corpus.cluster import reduce_on_ray  # Ray is imported only when asked for
+
+            reduced = reduce_on_ray(ckpt, chunks, settings, ray, workers, bar.update)
+        for shard in reduced:
+            reducer.merge(shard.reducer)
+            index, name = len(done), f"{len(done):05d}"
+            write_file(out / "shards" / f"texts-{name}.parquet", shard.texts)
+            write_file(out / "shards" / f"heads-{name}.parquet", shard.heads)
             state = f"after-{index + 1:05d}"
             _save_state(out, state, reducer)
-            done = [*done, {"shard": name, "texts": [number - len(chunk) + 1, number]}]
+            done = [*done, {"shard": name, "texts": [shard.first, shard.first + shard.count - 1]}]
             _write_json(out / MANIFEST, _manifest_of(identity, total, done, state, reducer, complete=False))
             for old in (out / "state").iterdir():  # the manifest names the newest; older states are spent
                 if not old.name.startswith(state):
                     old.unlink()
     finally:
         bar.close()
-    if max_shards is not None and ran == max_shards and next(texts_iter, None) is not None:
+    if max_shards is not None and len(done) - resumed == max_shards and next(texts_iter, None) is not None:
         return out  # stopped before the end, as a killed run would
     if not reducer.texts:
         raise CorpusError(f"{texts}: {ckpt.name} could read none of its texts (texts in shards/ say why)")
@@ -169,11 +153,11 @@ def run_corpus(
     return out
 
 
-@torch.inference_mode()
-def _new_reducer(ckpt: Checkpoint, settings: Settings) -> Reducer:
-    """An empty reducer for the model's self-attention blocks, their shapes read from a pass over the start token."""
-    _, trace = forward(ckpt.model, torch.tensor([[ckpt.config.bos_id]]))
-    return Reducer.for_trace(trace, settings.top_k, settings.sample, settings.seed)
+def _chunks(texts: Iterator[Text], size: int, first: int) -> Iterator[tuple[int, list[Text]]]:
+    """(number of its first text, from 1; the texts) of each shard of `size` texts."""
+    while chunk := list(islice(texts, size)):
+        yield first, chunk
+        first += len(chunk)
 
 
 def _bar(total: int, initial: int, shown: bool):
@@ -196,61 +180,6 @@ def _manifest_of(identity: dict, total: int, done: list, state: str, reducer: Re
         "offsets": OFFSETS,
         "tables": list(FINAL) if complete else [],
     }
-
-
-def _encoded(ckpt: Checkpoint, chunk: list[Text], first: int) -> Iterator[tuple[int, Text, list[int] | str]]:
-    """(text number, text, its ids or why the model cannot read it) for each text of the chunk."""
-    for offset, text in enumerate(chunk):
-        try:
-            yield first + offset, text, encode_first_stack(ckpt, clean_text(text.text).text, [])
-        except InputError as exc:
-            yield first + offset, text, str(exc)
-
-
-@torch.inference_mode()
-def _shard(ckpt: Checkpoint, chunk: list[Text], first: int, settings: Settings, reducer: Reducer, bar):
-    """Reduce one shard's texts; returns the reducer and the shard's two tables (texts, per-text head scores)."""
-    rows: dict[str, list] = {"text": [], "source": [], "tokens": [], "skipped": [], "content": []}
-    per_text: list[np.ndarray] = []
-    numbers: list[int] = []
-    encoded = list(_encoded(ckpt, chunk, first))
-    for number, text, ids in encoded:
-        rows["text"].append(number)
-        rows["source"].append(text.where)
-        rows["tokens"].append(len(ids) if isinstance(ids, list) else 0)
-        rows["skipped"].append(None if isinstance(ids, list) else ids)
-        rows["content"].append(text.text)
-    readable = [(n, ids) for n, _, ids in encoded if isinstance(ids, list)]
-    for start in range(0, len(readable), settings.batch):
-        part = readable[start : start + settings.batch]
-        ids = pad_rows([r for _, r in part], ckpt.config.pad_id)
-        _, trace = forward(ckpt.model, ids)
-        pieces = [ckpt.tokenizer.pieces(r) for _, r in part]
-        batch = Batch(trace, ids, [n for n, _ in part], [len(r) for _, r in part], pieces)
-        per_text.append(reducer.update(batch))
-        numbers += batch.texts
-        bar.update(len(part))
-    bar.update(len(chunk) - len(readable))
-    return reducer, (rows, _text_heads(reducer, numbers, per_text))
-
-
-def _text_heads(reducer: Reducer, numbers: list[int], per_text: list[np.ndarray]) -> dict[str, object]:
-    """A row per text, layer and head (from 1): each score of that text."""
-    if not per_text:
-        columns: dict[str, object] = {"text": pa.array([], pa.int64()), "layer": pa.array([], pa.int64())}
-        columns["head"] = pa.array([], pa.int64())
-        return columns | {c: pa.array([], pa.float64()) for c in COLUMNS}
-    scores = np.concatenate(per_text)  # (N, S, L, H)
-    n, _, layers, heads = scores.shape
-    grid = np.stack(np.meshgrid(np.arange(n), np.arange(layers), np.arange(heads), indexing="ij"), -1).reshape(-1, 3)
-    table: dict[str, object] = {
-        "text": np.asarray(numbers, dtype=np.int64)[grid[:, 0]],
-        "layer": np.asarray(reducer.layers(), dtype=np.int64)[grid[:, 1]],
-        "head": grid[:, 2].astype(np.int64) + 1,
-    }
-    for s, column in enumerate(COLUMNS):
-        table[column] = scores[:, s].reshape(-1)
-    return table
 
 
 def _save_state(out: Path, name: str, reducer: Reducer) -> None:
@@ -284,7 +213,7 @@ def _write_final(out: Path, r: Reducer) -> None:
     }
     for s, column in enumerate(COLUMNS):
         heads[column] = [float(scores[s, li, h]) for li, h in cells]
-    write_file(out / "heads.parquet", _parquet(heads))
+    write_file(out / "heads.parquet", parquet_bytes(heads))
     means = r.offset_means()
     offsets = {"layer": [], "head": [], "offset": [], "weight": []}
     for li, h in cells:
@@ -293,7 +222,7 @@ def _write_final(out: Path, r: Reducer) -> None:
             offsets["head"].append(h + 1)
             offsets["offset"].append(b - OFFSETS)
             offsets["weight"].append(float(means[li, h, b]))
-    write_file(out / "offsets.parquet", _parquet(offsets))
+    write_file(out / "offsets.parquet", parquet_bytes(offsets))
     contexts: dict[str, list] = {k: [] for k in ("layer", "head", "rank", "text", "query", "key", "weight")}
     contexts |= {"snippet": [], "query_piece": [], "key_piece": []}
     for li, h in cells:
@@ -305,7 +234,7 @@ def _write_final(out: Path, r: Reducer) -> None:
             contexts["snippet"].append(text[0])
             contexts["query_piece"].append(text[1])
             contexts["key_piece"].append(text[2])
-    write_file(out / "contexts.parquet", _parquet(contexts))
+    write_file(out / "contexts.parquet", parquet_bytes(contexts))
     n = len(r.sample_piece)
     sample = {
         "layer": np.repeat(layers, r.n_heads * n),
@@ -317,7 +246,7 @@ def _write_final(out: Path, r: Reducer) -> None:
         "query_vector": _vectors(r.sample_q),
         "key_vector": _vectors(r.sample_k),
     }
-    write_file(out / "sample.parquet", _parquet(sample))
+    write_file(out / "sample.parquet", parquet_bytes(sample))
 
 
 def _vectors(values: np.ndarray) -> pa.FixedSizeListArray:
