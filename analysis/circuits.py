@@ -120,7 +120,8 @@ def head_matrices(model: nn.Module, stack: str | None = None, centre: bool = Fal
 def _shrunk(factor: np.ndarray) -> np.ndarray:
     """R of each (…, d_model, d_head) factor X = Q R: ‖M Xᵀ‖_F = ‖M Rᵀ‖_F for any M, as Q's columns are
     orthonormal. (…, d_head, d_head)."""
-    return np.linalg.qr(factor, mode="r")
+    # torch's batched QR: a stack of hundreds of heads' factors in one call
+    return torch.linalg.qr(torch.from_numpy(np.ascontiguousarray(factor)), mode="r")[1].numpy()
 
 
 def composition(model: nn.Module, stack: str | None = None, centre: bool = False) -> Composition:
