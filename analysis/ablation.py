@@ -170,7 +170,7 @@ BATCH_BYTES = 2**29
 def resumes(ckpt: Checkpoint) -> bool:
     """Whether `rank_heads` starts each row at its head's layer (model.forward.decoder_layers): a decoder-only
     model, whose layers before the head's are the intact pass's."""
-    return ckpt.config.kind == "decoder-only"
+    return ckpt.config.has_decoder and not ckpt.config.has_encoder
 
 
 def row_bytes(ckpt: Checkpoint, setup: RankingSetup) -> int:
