@@ -20,7 +20,9 @@ from inference.decoding import generate, top_k
 from inference.prediction import Prediction
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import Ablation, Patch
-from model.forward import forward
+from model.forward import decoder_layers, decoder_logits, forward
+from model.names import block_name, layer_name
+from model.trace import Trace
 from model.transformer import Ablations
 
 
@@ -160,23 +162,36 @@ def rank_one_at_a_time(
 
 
 MAX_BATCH = 64  # heads switched off side by side in one pass, a batch row each
-# A batch's logits, rows × tokens × vocabulary float32, stay within 512 MiB: SmolLM2 (49,152 tokens) at 256 tokens
-# takes 10 rows a pass, lm-english at 64 tokens all 48 heads at once.
-BATCH_LOGITS = 2**27
+# The float32 tensors of a batch (row_bytes a row) stay within 512 MiB: SmolLM2 (49,152 tokens) at 256 tokens
+# takes 49 rows a pass resumed (its logits only at the scored position), 10 on a whole pass.
+BATCH_BYTES = 2**29
+
+
+def resumes(ckpt: Checkpoint) -> bool:
+    """Whether `rank_heads` starts each row at its head's layer (model.forward.decoder_layers): a decoder-only
+    model, whose layers before the head's are the intact pass's."""
+    return ckpt.config.has_decoder and not ckpt.config.has_encoder
+
+
+def row_bytes(ckpt: Checkpoint, setup: RankingSetup) -> int:
+    """About the bytes one batch row holds at once: a layer's streams and hidden layer, a head's weights
+    (queries × keys) for each head, and the logits (the scored positions when resumed, else every position)."""
+    cfg, t = ckpt.config, setup.target.shape[1]
+    keys = max(t, 0 if setup.source is None else setup.source.shape[1])
+    logits = len(range(t)[setup.rows]) if resumes(ckpt) else t
+    return 4 * (t * (6 * cfg.d_model + 3 * cfg.d_ff) + cfg.n_heads * t * keys + logits * cfg.vocab_size)
 
 
 def batch_rows(ckpt: Checkpoint, setup: RankingSetup) -> int:
-    """How many heads `rank_heads` switches off a pass by default: MAX_BATCH, fewer where their logits would pass
-    BATCH_LOGITS."""
-    cells = setup.target.shape[1] * ckpt.config.vocab_size
-    return max(1, min(MAX_BATCH, BATCH_LOGITS // cells))
+    """How many heads `rank_heads` switches off a pass by default: MAX_BATCH, fewer where row_bytes of each
+    would pass BATCH_BYTES (one at least)."""
+    return max(1, min(MAX_BATCH, BATCH_BYTES // row_bytes(ckpt, setup)))
 
 
-def _head_means(ckpt: Checkpoint, setup: RankingSetup) -> dict[str, Tensor]:
-    """Every block's heads' outputs averaged over the real query positions of the intact pass, (1, H, 1, d_head):
-    what Ablation's mode "mean" writes. A head switched off alone is the only change in its row, so the output
-    it would have had there is the intact pass's."""
-    _, trace = forward(ckpt.model, setup.target, setup.source, record=True)
+def _head_means(trace: Trace) -> dict[str, Tensor]:
+    """Every block's heads' outputs averaged over the real query positions of the intact pass `trace` (recorded),
+    (1, H, 1, d_head): what Ablation's mode "mean" writes. A head switched off alone is the only change in its
+    row, so the output it would have had there is the intact pass's."""
     means = {}
     for name, rec in trace.attention.items():
         heads = rec.weights @ rec.values  # (1, H, Tq, d_head)
@@ -192,34 +207,92 @@ def rank_heads(
     heads: Sequence[tuple[str, int]],
     mode: str = "zero",
     batch: int | None = None,
+    *,
+    resume: bool = True,
 ) -> list[tuple[str, int, float]]:
     """Each (block name, head) of `heads` switched off alone: (block name, head, KL(before ‖ after)), in the order
     given. `batch` heads a forward pass (None: batch_rows): the text repeated once a head, row i switching off
     head i only (a model.attention.Patch true at that row and head: zeros, or with mode "mean" the intact pass's
-    mean of that head, _head_means). Equal to one pass a head (rank_one_at_a_time) within float rounding."""
+    mean of that head, _head_means). `resume` (a decoder-only model, `resumes`): each row joins the batch at its
+    head's layer from the intact pass's stream there, and the logits are projected at the scored positions only.
+    Equal to one pass a head (rank_one_at_a_time) within float rounding; `resume=False` runs whole passes."""
     if mode not in ("zero", "mean"):
         raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}")
     counts = dict(setup.blocks)
     for name, head in heads:
         if name not in counts or not 0 <= head < counts[name]:
             raise ValueError(f"no head {head} in block {name!r}")
-    device, batch = setup.before.device, batch or batch_rows(ckpt, setup)
-    means = _head_means(ckpt, setup) if mode == "mean" and heads else {}
-    table = []
+    if not heads:
+        return []
+    batch = batch or batch_rows(ckpt, setup)
+    if resume and resumes(ckpt):
+        kls = _resumed(ckpt, setup, heads, mode, batch)
+    else:
+        kls = _whole_passes(ckpt, setup, heads, mode, batch)
+    return [(name, head, kl) for (name, head), kl in zip(heads, kls, strict=True)]
+
+
+def _patches(
+    chunk: Sequence[tuple[str, int]], counts: dict[str, int], means: dict[str, Tensor], device: torch.device
+) -> dict[str, Patch]:
+    """Row i of a batch switches off head i of `chunk` only: a Patch a block, true at (row, head)."""
+    where = {name: torch.zeros(len(chunk), counts[name], dtype=torch.bool, device=device) for name, _ in chunk}
+    for row, (name, head) in enumerate(chunk):
+        where[name][row, head] = True
+    zero = torch.zeros((), device=device)
+    return {name: Patch(means.get(name, zero), w) for name, w in where.items()}
+
+
+def _whole_passes(
+    ckpt: Checkpoint, setup: RankingSetup, heads: Sequence[tuple[str, int]], mode: str, batch: int
+) -> list[float]:
+    """KL a head, every layer of every row run (any kind of model)."""
+    device, counts = setup.before.device, dict(setup.blocks)
+    means = _head_means(forward(ckpt.model, setup.target, setup.source, record=True)[1]) if mode == "mean" else {}
+    kls: list[float] = []
     for first in range(0, len(heads), batch):
         chunk = heads[first : first + batch]
         rows = len(chunk)
-        where = {name: torch.zeros(rows, counts[name], dtype=torch.bool, device=device) for name, _ in chunk}
-        for row, (name, head) in enumerate(chunk):
-            where[name][row, head] = True
-        zero = torch.zeros((), device=device)
-        cut = {name: Patch(means.get(name, zero), w) for name, w in where.items()}
         source = None if setup.source is None else setup.source.expand(rows, -1)
+        cut = _patches(chunk, counts, means, device)
         logits, _ = forward(ckpt.model, setup.target.expand(rows, -1), source, record=False, ablate=cut)
         after = logits[:, setup.rows].float()  # (rows, scored rows, vocab)
-        kl = _kl(setup.before.expand(rows, -1, -1), after).mean(dim=-1)  # (rows,)
-        table += [(name, head, float(k)) for (name, head), k in zip(chunk, kl.tolist(), strict=True)]
-    return table
+        kls += _kl(setup.before.expand(rows, -1, -1), after).mean(dim=-1).tolist()  # (rows,)
+    return kls
+
+
+def _resumed(
+    ckpt: Checkpoint, setup: RankingSetup, heads: Sequence[tuple[str, int]], mode: str, batch: int
+) -> list[float]:
+    """KL a head of a decoder-only model: the heads sorted by layer, `batch` a batch; a row joins at its head's
+    layer with the intact stream there (the layers before are the intact pass's), so a pass through layer l runs
+    only the rows whose head lies at or before l; the logits at the scored positions only."""
+    model, device, counts = ckpt.model, setup.before.device, dict(setup.blocks)
+    _, trace = forward(model, setup.target, None, record=mode == "mean", activations=True)
+    means = _head_means(trace) if mode == "mean" else {}
+    n_layers = ckpt.config.n_decoder_layers
+    layer_of = {block_name("decoder", i, "self_attn"): i for i in range(n_layers)}
+    order = sorted(range(len(heads)), key=lambda i: layer_of[heads[i][0]])
+    kls = [0.0] * len(heads)
+    for first in range(0, len(order), batch):
+        chunk = order[first : first + batch]
+        x = torch.empty(0, *setup.target.shape[1:], ckpt.config.d_model, device=device)
+        for layer in range(layer_of[heads[chunk[0]][0]], n_layers):
+            joining = [heads[i] for i in chunk if layer_of[heads[i][0]] == layer]
+            cut = {}
+            if joining:  # the rows of this layer's heads come last, in chunk order
+                stream = trace.activations[f"{layer_name('decoder', layer)}.resid_pre"]  # (1, T, d_model)
+                x = torch.cat([x, stream.expand(len(joining), -1, -1)])
+                name = joining[0][0]
+                patch = _patches(joining, counts, means, device)[name]
+                earlier = torch.zeros(len(x) - len(joining), counts[name], dtype=torch.bool, device=device)
+                cut = {name: Patch(patch.values, torch.cat([earlier, patch.where]))}
+            x = decoder_layers(model, setup.target.expand(len(x), -1), x, layer, layer + 1, ablate=cut)
+        after = decoder_logits(model, x[:, setup.rows]).float()  # (rows, scored rows, vocab)
+        kl = _kl(setup.before.expand(len(chunk), -1, -1), after).mean(dim=-1)  # (rows,)
+        for i, value in zip(chunk, kl.tolist(), strict=True):
+            kls[i] = value
+    return kls
 
 
 def rank_by_attribution(ckpt: Checkpoint, setup: RankingSetup, mode: str = "zero") -> list[tuple[str, int, float]]:

@@ -120,7 +120,8 @@ def head_matrices(model: nn.Module, stack: str | None = None, centre: bool = Fal
 def _shrunk(factor: np.ndarray) -> np.ndarray:
     """R of each (…, d_model, d_head) factor X = Q R: ‖M Xᵀ‖_F = ‖M Rᵀ‖_F for any M, as Q's columns are
     orthonormal. (…, d_head, d_head)."""
-    return np.linalg.qr(factor, mode="r")
+    # torch's batched QR: a stack of hundreds of heads' factors in one call
+    return torch.linalg.qr(torch.from_numpy(np.ascontiguousarray(factor)), mode="r")[1].numpy()
 
 
 def composition(model: nn.Module, stack: str | None = None, centre: bool = False) -> Composition:
@@ -145,10 +146,31 @@ def baseline(model: nn.Module, seed: int, stack: str | None = None) -> dict[str,
     return {mode: float(np.nanmean(s)) for mode, s in scores.items()}
 
 
-def composition_of(m: HeadMatrices) -> Composition:
-    """Q-, K- and V-composition of the heads whose matrices are `m`."""
+GRAM_BYTES = 2**29  # the packed Gram matrices of every head's writing side (float64) stay within 512 MiB
+LATE_CHUNK = 64  # later heads whose Gram matrices are built and scored together
+
+
+def _packed(gram: np.ndarray, doubled: bool = False) -> np.ndarray:
+    """(n, d, d) symmetric matrices → (n, d(d+1)/2): the upper triangle; `doubled`: its off-diagonal cells twice,
+    so that the dot product of a doubled row with a plain one is Σ_ab G_ab H_ab = ⟨G, H⟩."""
+    rows, cols = np.triu_indices(gram.shape[-1])
+    packed = gram[:, rows, cols]
+    return packed * np.where(rows == cols, 1.0, 2.0) if doubled else packed
+
+
+def gram_fits(m: HeadMatrices) -> bool:
+    """Whether composition_of scores `m` by Gram matrices: every head's packed d_model × d_model one within
+    GRAM_BYTES (else pair by pair, in d_head × d_head products)."""
+    n, d_model = m.n_layers * m.n_heads, m.w_o.shape[2]
+    return n * d_model * (d_model + 1) // 2 * 8 <= GRAM_BYTES
+
+
+def composition_of(m: HeadMatrices, gram: bool | None = None) -> Composition:
+    """Q-, K- and V-composition of the heads whose matrices are `m`. `gram` (None: gram_fits): ‖E F‖²_F =
+    ⟨EᵀE, F Fᵀ⟩, every pair of heads one dot product of two packed d_model × d_model Gram matrices (d_model² / 2
+    multiplications against d_head² · d_model for E F itself), in one matrix product; False: pair by pair. Equal
+    within float64 rounding (tests/test_circuits.py)."""
     n, layers, heads = m.n_layers * m.n_heads, m.n_layers, m.n_heads
-    d_model, d_head = m.w_o.shape[2], m.w_o.shape[1]
     # the earlier head's OV = A B (A = W_V, B = W_O), shrunk to E = R_A B: ‖E M‖_F = ‖A B M‖_F
     early = _shrunk(m.w_v) @ m.w_o  # (N, dh, d_model)
     early_norm = np.linalg.norm(early, axis=(1, 2))  # ‖W_OV‖_F
@@ -158,16 +180,42 @@ def composition_of(m: HeadMatrices) -> Composition:
         "K": (m.w_k, m.w_q),  # QKᵀ = W_K W_Qᵀ
         "V": (m.w_v, np.swapaxes(m.w_o, 1, 2)),  # OV = W_V W_O
     }
+    use_gram = gram_fits(m) if gram is None else gram
+    written = _grams(early) if use_gram else None  # (N, d_model(d_model+1)/2): EᵀE of every head, packed
+    later = np.arange(n)[None, :] // heads > np.arange(n)[:, None] // heads  # (N, N): j in a later layer than i
     scores = {}
     for mode, (c, d_t) in right.items():
         late = c @ np.swapaxes(_shrunk(d_t), 1, 2)  # (N, d_model, dh): F = C R_Dᵀ, ‖M F‖_F = ‖M C D‖_F
         late_norm = np.linalg.norm(late, axis=(1, 2))
-        beside = np.ascontiguousarray(np.swapaxes(late, 0, 1)).reshape(d_model, n * d_head)  # every F side by side
-        out = np.full((n, n), np.nan)
-        for i in range(n - heads):  # the last layer's heads have no later head
-            first = (i // heads + 1) * heads  # heads in layer order: every head from here on is in a later layer
-            ef = (early[i] @ beside[:, first * d_head :]).reshape(d_head, -1, d_head)  # (dh, n_later, dh): E F_j
-            product = np.einsum("ajb,ajb->j", ef, ef)  # ‖E F_j‖²_F = ‖W_OV W_late‖²_F
-            out[i, first:] = np.sqrt(product) / (early_norm[i] * late_norm[first:])
-        scores[mode] = out.reshape(layers, heads, layers, heads)
+        squared = _by_gram(written, late) if written is not None else _by_pairs(early, late, heads)
+        out = np.sqrt(np.clip(squared, 0.0, None)) / (early_norm[:, None] * late_norm[None, :])
+        scores[mode] = np.where(later, out, np.nan).reshape(layers, heads, layers, heads)
     return Composition(m.stack, layers, heads, scores)
+
+
+def _grams(early: np.ndarray) -> np.ndarray:
+    """(N, dh, d_model) → (N, d_model(d_model+1)/2): each EᵀE packed (doubled), built LATE_CHUNK heads at a time."""
+    parts = np.array_split(early, -(-len(early) // LATE_CHUNK))
+    chunks = [_packed(np.swapaxes(e, 1, 2) @ e, doubled=True) for e in parts]
+    return np.concatenate(chunks)
+
+
+def _by_gram(written: np.ndarray, late: np.ndarray) -> np.ndarray:
+    """(N, N) ‖E_i F_j‖²_F = ⟨E_iᵀE_i, F_j F_jᵀ⟩ for every pair, LATE_CHUNK later heads a matrix product."""
+    out = np.empty((written.shape[0], late.shape[0]))
+    for first in range(0, late.shape[0], LATE_CHUNK):
+        f = late[first : first + LATE_CHUNK]  # (chunk, d_model, dh)
+        out[:, first : first + len(f)] = written @ _packed(f @ np.swapaxes(f, 1, 2)).T
+    return out
+
+
+def _by_pairs(early: np.ndarray, late: np.ndarray, heads: int) -> np.ndarray:
+    """(N, N) ‖E_i F_j‖²_F for j in a later layer than i (NaN elsewhere), a d_head × d_head product a pair."""
+    n, d_model, d_head = late.shape
+    beside = np.ascontiguousarray(np.swapaxes(late, 0, 1)).reshape(d_model, n * d_head)  # every F side by side
+    out = np.full((n, n), np.nan)
+    for i in range(n - heads):  # the last layer's heads have no later head
+        first = (i // heads + 1) * heads  # heads in layer order: every head from here on is in a later layer
+        ef = (early[i] @ beside[:, first * d_head :]).reshape(d_head, -1, d_head)  # (dh, n_later, dh): E F_j
+        out[i, first:] = np.einsum("ajb,ajb->j", ef, ef)  # ‖E F_j‖²_F = ‖W_OV W_late‖²_F
+    return out

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from model.attention import attention_mask, padding_mask
+from model.names import layer_name
 from model.trace import Trace
 from model.transformer import NONE, Ablations
 
@@ -53,3 +55,32 @@ def forward(
             raise ValueError("an encoder-only model has no decoder and nothing to continue: no past")
         return model(ids, **options)
     return model(ids, past=past, **options)
+
+
+def decoder_layers(
+    model: nn.Module, ids: Tensor, x: Tensor, first: int, last: int, *, ablate: Ablations = NONE
+) -> Tensor:
+    """A decoder-only model's residual stream (B, T, d_model) after its decoder layers first … last − 1, run from
+    `x` (B, T, d_model), the input of layer `first` (a trace's `decoder.layers.{first}.resid_pre`), over `ids`
+    (B, T) (their padding and the no-peek rule make the mask, as `forward` makes it). `ablate` as `forward`'s.
+
+    The speed path of a ranking that switches off a head of a later layer: the layers before it are the intact
+    pass's, so they are not run again. The same layer modules as `forward`, so the same stream
+    (tests/test_forward.py)."""
+    if model.config.kind != "decoder-only":
+        raise ValueError(f"decoder_layers runs a decoder-only model's layers, not an {model.config.kind} model's")
+    device = next((p.device for p in model.parameters()), ids.device)
+    ids, x = ids.to(device), x.to(device)
+    valid = padding_mask(ids, model.config.pad_id)  # (B, T)
+    mask = attention_mask(valid, valid, causal=True)  # (B, T, T)
+    for i in range(first, last):
+        name = layer_name("decoder", i)
+        cut = {k.removeprefix(f"{name}."): a for k, a in ablate.items() if k.startswith(f"{name}.")}
+        x, _, _ = model.decoder.layers[i](x, mask, None, None, {}, False, cut, False)
+    return x
+
+
+def decoder_logits(model: nn.Module, x: Tensor) -> Tensor:
+    """A decoder-only model's logits (B, T', vocab) from its last layer's output `x` (B, T', d_model), any of its
+    positions (the final norm and the output projection act on each position alone)."""
+    return model.logits(model.decoder.norm(x))

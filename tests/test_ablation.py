@@ -197,12 +197,57 @@ def test_heads_switched_off_side_by_side_equal_one_pass_a_head(three_kinds, kind
     passes = []
     counted = ablation.forward
     monkeypatch.setattr(ablation, "forward", lambda *a, **k: passes.append(a[1].shape[0]) or counted(*a, **k))
-    batched = ablation.rank_heads(ckpt, setup, every, mode, batch=5)  # a batch that does not divide the heads
-    assert [row[:2] for row in batched] == every
+    for resume in (True, False):
+        passes.clear()
+        batched = ablation.rank_heads(ckpt, setup, every, mode, batch=5, resume=resume)  # 5 does not divide them
+        assert [row[:2] for row in batched] == every
+        np.testing.assert_allclose([r[2] for r in batched], [r[2] for r in one_at_a_time], rtol=0, atol=1e-5)
+        assert max(r[2] for r in batched) > 1e-4  # the heads matter: equal KLs are not all zero
+        if resume and ablation.resumes(ckpt):
+            assert passes == [1]  # one intact pass; the rows then run from their heads' layers (the test below)
+        else:
+            rows = [5] * (len(every) // 5) + ([len(every) % 5] if len(every) % 5 else [])
+            assert passes == ([1] if mode == "mean" else []) + rows  # the means' intact pass, then one a batch
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_a_row_joins_the_batch_at_its_heads_layer(three_kinds, mode, monkeypatch) -> None:
+    from analysis import ablation
+
+    ckpt = three_kinds["decoder-only"]
+    setup = ablation.ranking_setup(ckpt, "the cat sat on the mat")
+    (first, h), (second, _) = setup.blocks
+    shuffled = [(second, 1), (first, 0), (second, 0), (first, h - 1)]  # the answer keeps the order asked
+    runs = []
+    counted = ablation.decoder_layers
+    monkeypatch.setattr(
+        ablation,
+        "decoder_layers",
+        lambda m, ids, x, a, b, **k: runs.append((a, b, x.shape[0])) or counted(m, ids, x, a, b, **k),
+    )
+    batched = ablation.rank_heads(ckpt, setup, shuffled, mode, batch=4)
+    assert runs == [(0, 1, 2), (1, 2, 4)]  # layer 1 runs the first layer's two rows only; layer 2 all four
+    expected = ablation.rank_one_at_a_time(ckpt, setup, shuffled, mode)
+    assert [r[:2] for r in batched] == shuffled
+    np.testing.assert_allclose([r[2] for r in batched], [r[2] for r in expected], rtol=0, atol=1e-5)
+    runs.clear()
+    ablation.rank_heads(ckpt, setup, [(second, 0), (second, 1)], mode)
+    assert runs == [(1, 2, 2)]  # the second layer's heads: the first layer is not run again
+
+
+@pytest.mark.parametrize("mode", ["zero", "mean"])
+def test_a_shipped_language_model_ranks_side_by_side_as_one_pass_a_head(mode) -> None:
+    from analysis import ablation
+    from inference import catalog
+    from inference.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(catalog.find_checkpoint("lm-english"))
+    setup = ablation.ranking_setup(ckpt, "The cat sat on the mat because it was")
+    every = [(name, head) for name, n in setup.blocks for head in range(n)]
+    one_at_a_time = ablation.rank_one_at_a_time(ckpt, setup, every, mode)
+    batched = ablation.rank_heads(ckpt, setup, every, mode, batch=20)
     np.testing.assert_allclose([r[2] for r in batched], [r[2] for r in one_at_a_time], rtol=0, atol=1e-5)
-    assert max(r[2] for r in batched) > 1e-4  # the heads matter: equal KLs are not all zero
-    rows = [5] * (len(every) // 5) + ([len(every) % 5] if len(every) % 5 else [])
-    assert passes == ([1] if mode == "mean" else []) + rows  # the means' intact pass, then a pass per batch
+    assert max(r[2] for r in batched) > 1e-3
 
 
 def test_ranking_one_block_or_a_head_that_is_not_there(three_kinds) -> None:
@@ -220,13 +265,25 @@ def test_ranking_one_block_or_a_head_that_is_not_there(three_kinds) -> None:
     assert rank_heads(ckpt, setup, [], "mean") == []
 
 
-def test_a_batch_holds_as_many_heads_as_its_logits_allow(three_kinds, monkeypatch) -> None:
+def test_a_batch_holds_as_many_heads_as_its_bytes_allow(three_kinds, monkeypatch) -> None:
+    from analysis import ablation
+
+    for kind in ("decoder-only", "encoder-decoder"):
+        ckpt = three_kinds[kind]
+        setup = ablation.ranking_setup(ckpt, "the cat sat")
+        row = ablation.row_bytes(ckpt, setup)
+        assert ablation.batch_rows(ckpt, setup) == ablation.MAX_BATCH
+        for budget, rows in ((3 * row, 3), (3 * row - 1, 2), (row, 1), (1, 1)):
+            monkeypatch.setattr(ablation, "BATCH_BYTES", budget)
+            assert ablation.batch_rows(ckpt, setup) == rows
+        monkeypatch.undo()
+
+
+def test_a_resumed_row_holds_only_the_scored_logits(three_kinds) -> None:
     from analysis import ablation
 
     ckpt = three_kinds["decoder-only"]
     setup = ablation.ranking_setup(ckpt, "the cat sat")
-    cells = setup.target.shape[1] * ckpt.config.vocab_size  # one row's logits
-    assert ablation.batch_rows(ckpt, setup) == ablation.MAX_BATCH
-    for budget, rows in ((3 * cells, 3), (3 * cells - 1, 2), (cells, 1), (1, 1)):
-        monkeypatch.setattr(ablation, "BATCH_LOGITS", budget)
-        assert ablation.batch_rows(ckpt, setup) == rows
+    t, vocab = setup.target.shape[1], ckpt.config.vocab_size
+    whole = ablation.row_bytes(ckpt, ablation.RankingSetup(None, setup.target, slice(None), setup.before, setup.blocks))
+    assert whole - ablation.row_bytes(ckpt, setup) == 4 * (t - 1) * vocab  # the last position's logits only

@@ -116,3 +116,30 @@ def test_the_notebook_draws_and_tables_them_from_one_and_names_bad_arguments() -
     for chance in (None, 0):  # the table says the same, with or without a baseline
         with pytest.raises(ValueError, match="a model of one layer has no pair"):
             atlas.composition_scores(one_layer, baseline=chance)
+
+
+@pytest.mark.parametrize("source", ["tiny", "lm-english"])
+def test_gram_matrices_score_every_pair_as_the_pairs_one_by_one_do(source) -> None:
+    from analysis.circuits import composition_of
+
+    model = lm(norm="pre", layers=4) if source == "tiny" else load_checkpoint(CHECKPOINTS / source).model
+    m = head_matrices(model)
+    by_gram, by_pairs = composition_of(m, gram=True).scores, composition_of(m, gram=False).scores
+    for mode in MODES:
+        np.testing.assert_allclose(by_gram[mode], by_pairs[mode], rtol=1e-9, atol=1e-12)
+        assert np.nanmin(by_gram[mode]) > 0  # the pairs are scored, not left out
+
+
+def test_the_gram_path_holds_within_its_byte_budget(monkeypatch) -> None:
+    from analysis import circuits
+
+    m = head_matrices(lm(norm="pre"))
+    packed = m.n_layers * m.n_heads * 32 * 33 // 2 * 8  # every head's d_model × d_model triangle, float64
+    real, calls = circuits._by_gram, []
+    monkeypatch.setattr(circuits, "_by_gram", lambda *a: calls.append("gram") or real(*a))
+    for budget, fits in ((packed, True), (packed - 1, False)):
+        monkeypatch.setattr(circuits, "GRAM_BYTES", budget)
+        assert circuits.gram_fits(m) is fits
+        calls.clear()
+        circuits.composition_of(m)
+        assert calls == (["gram"] * 3 if fits else [])

@@ -87,3 +87,20 @@ def test_forward_names_what_a_kind_cannot_take(kind: str, source: bool, past: bo
     earlier = forward(model, ids)[1] if past else None
     with pytest.raises(ValueError, match=words):
         forward(model, ids, ids if source else None, earlier)
+
+
+def test_decoder_layers_from_a_layers_stream_give_the_whole_passs_logits() -> None:
+    from model.forward import decoder_layers, decoder_logits
+
+    torch.manual_seed(0)
+    config = ModelConfig(kind="decoder-only", vocab_size=20, d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=32)
+    model = build_model(config).eval()
+    ids = torch.tensor([[2, 5, 6, 7, 9], [2, 8, 4, 0, 0]])  # the second row padded (pad_id 0)
+    with torch.no_grad():
+        logits, trace = forward(model, ids, activations=True)
+        for first in range(config.n_decoder_layers):
+            x = trace.activations[f"decoder.layers.{first}.resid_pre"]
+            out = decoder_layers(model, ids, x, first, config.n_decoder_layers)
+            torch.testing.assert_close(decoder_logits(model, out[:, -2:]), logits[:, -2:], rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="decoder-only"):
+        decoder_layers(small("encoder-only"), ids, x, 0, 1)
