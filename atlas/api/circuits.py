@@ -104,7 +104,7 @@ def _seq2seq_composition(hf_model: Any, stack: str | None, centre: bool, device:
         raise ValueError(str(exc)) from None
 
 
-# --- why a head attends where it does; what if the model had written another word ---------------------------------
+# --- why a head attends where it does -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

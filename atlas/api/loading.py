@@ -34,8 +34,6 @@ from inference.decoding import Sampling
 from inference.files import SourceError, read_source, user_path, write_file
 from inference.text import InputError
 
-# --- checkpoints, analyses, traces ---------------------------------------------------------------------------------
-
 
 def load(path_or_name: str | Path) -> Checkpoint:
     """A checkpoint, loaded and checked (inference.checkpoint.load_checkpoint): a path to a checkpoint folder (or a
