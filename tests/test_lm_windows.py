@@ -9,7 +9,7 @@ from dataclasses import replace
 import torch
 
 from training.tasks import TASKS
-from training.train import induction_batches, lm_batches, repeat_span, repeated_random
+from training.batches import induction_batches, lm_batches, repeat_span, repeated_random
 
 BOS = 2
 
