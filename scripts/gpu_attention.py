@@ -5,7 +5,7 @@ of a few dozen tokens), the language model's never do, and cuDNN's attention ker
 below is the model's fused path with torch's own choice of kernel, cuDNN allowed. Every variant computes the same
 softmax(QKᵀ/√d_k)V under the same mask, and on the CPU the fused and explicit paths agree (tests/test_attention.py);
 on a GPU each kernel is first checked against the explicit arithmetic on a real batch (float32, dropout off). The
-training command computes the heads explicitly on a GPU (training.train.explicit_heads) until a kernel is shown
+training command computes the heads explicitly on a GPU (training.batches.explicit_heads) until a kernel is shown
 equal there. Variants are timed in turn on the same batches: a kernel that plans per shape is slow only the first
 time it meets one, so give --warm no fewer steps than --timed.
 
@@ -39,8 +39,9 @@ from inference.tokenizer import Tokenizer
 from model.attention import MultiHeadedAttention, masked_softmax
 from model.factory import build_model
 from model.forward import forward
+from training.batches import encode_pairs, pair_batches
+from training.loop import build
 from training.tasks import TASKS, data_dir
-from training.train import build, encode_pairs, pair_batches
 
 CODE = MultiHeadedAttention.fused  # what the repository's model runs now
 
@@ -196,10 +197,10 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"fastest": fastest, "ms_per_step": timed[fastest], "code": timed.get("code")}), flush=True)
     if not args.train:
         return 0
-    from training import train
+    from training import batches, train
 
     MultiHeadedAttention.fused = VARIANTS[fastest]
-    train.explicit_heads = lambda device: False  # the fused path, so that the chosen variant runs
+    batches.explicit_heads = lambda device: False  # the fused path, so that the chosen variant runs
     print(f"training under {fastest}: python -m training.train {' '.join(rest)}", file=sys.stderr, flush=True)
     return train.main(rest)
 

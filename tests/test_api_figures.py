@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import pytest
 
 import atlas
+from atlas.api.figures import PNG_SCALE
 from viz.style import chart_config
 
 SVG = "{http://www.w3.org/2000/svg}svg"
@@ -57,7 +58,7 @@ def test_svg_is_a_vector_drawing_with_the_figures_title(fig, tmp_path) -> None:
 @pytest.mark.parametrize("scale", [None, 3])
 def test_png_has_width_times_height_times_scale_pixels(fig, tmp_path, scale) -> None:
     data = atlas.save_figure(fig, tmp_path / "head.png", scale=scale, width=400, height=300).read_bytes()
-    factor = scale or atlas.api.PNG_SCALE
+    factor = scale or PNG_SCALE
     assert png_size(data) == (400 * factor, 300 * factor)
 
 

@@ -51,7 +51,7 @@ def test_the_explore_page_shows_its_certainty_without_a_second_pass(app, monkeyp
     def second_pass(*args, **kwargs):
         raise AssertionError("the page ran the model again for its certainty")
 
-    monkeypatch.setattr("ui.cache.scored", second_pass)
+    monkeypatch.setattr("ui.cache.analyses.scored", second_pass)
     at = app(folder=ROOT / "checkpoints", model="translate-en-de", text="Where is the train station?")
     assert not at.exception
     assert "How sure was the model?" in [h.value for h in at.header]

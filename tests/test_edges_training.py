@@ -1,4 +1,4 @@
-"""The training budget's rules at their edges (training/clock.py, training/train.py), on a clock the test moves:
+"""The training budget's rules at their edges (training/clock.py, training/loop.py), on a clock the test moves:
 the guard stops a run exactly when what is left no longer covers one and a half validations and the save, a refit
 times the steps since the last fit without the validation it was made after, and a refit never plans past the
 task's own steps."""
@@ -14,9 +14,9 @@ from inference.checkpoint import load_checkpoint
 from tests.test_training import tiny_spec, write_task
 from tests.test_training_budget import drive_the_clock
 from training import clock as clock_module
-from training import train as train_module
+from training import loop as train_module
 from training.clock import SAVE_SECONDS, Clock
-from training.train import train
+from training.loop import train
 
 
 def test_the_guard_stops_when_what_is_left_falls_below_one_and_a_half_validations_and_the_save(

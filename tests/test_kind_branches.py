@@ -24,7 +24,7 @@ OLD_QUESTION = "is_encoder_decoder"  # Hugging Face's config's question, which i
 MAY_ASK = {
     "model/forward.py": "the model runs the one class its kind built",
     "model/transformer.py": "the model builds one class per kind and checks it",
-    "training/train.py": "a task's batches are pairs or windows before any model exists",
+    "training/batches.py": "a task's batches are pairs or windows before any model exists",
     "training/tiny.py": "a tiny model of each kind is configured by that kind",
     "training/quantize.py": "counts a task's batches' tokens, pairs or windows",
     "inference/catalog.py": "guesses a checkpoint's task from its card before loading it",

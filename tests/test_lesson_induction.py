@@ -22,7 +22,6 @@ from analysis.lesson import INDUCTION_AT, copying, formation
 from course.lesson import SENTENCES, SLUGS, STEPS
 from inference.checkpoint import load_checkpoint
 from model.attention import Ablation
-from ui import cache
 
 ROOT = Path(__file__).resolve().parents[1]
 APP = str(ROOT / "app.py")
@@ -175,7 +174,7 @@ def test_an_encoder_decoder_is_shown_the_step_on_a_decoder_only_model(app) -> No
 
 def test_the_probe_is_run_once_however_often_the_step_is_drawn(app, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = []
-    monkeypatch.setattr(cache.lesson, "copying", lambda *args: calls.append(args) or copying(*args))
+    monkeypatch.setattr("analysis.lesson.copying", lambda *args: calls.append(args) or copying(*args))
     at = app("induction")
     at.run()
     at.selectbox(key="lesson_jump").select("embeddings").run()

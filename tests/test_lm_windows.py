@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import torch
 
+from training.batches import induction_batches, lm_batches, repeat_span, repeated_random
 from training.tasks import TASKS
-from training.train import induction_batches, lm_batches, repeat_span, repeated_random
 
 BOS = 2
 

@@ -440,7 +440,7 @@ def test_importing_atlas_loads_no_plotly_and_the_api_no_streamlit() -> None:
 def test_offline_embeds_plotly_js_and_names_no_cdn() -> None:
     import plotly.io as pio
 
-    from atlas.api import EMBEDDED, OFFLINE
+    from atlas.api.figures import EMBEDDED, OFFLINE
 
     before = pio.renderers.default
     try:

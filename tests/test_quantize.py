@@ -12,8 +12,8 @@ from safetensors.torch import load_file
 from inference.checkpoint import WEIGHTS, load_checkpoint, read_metadata
 from inference.quantized import QUANTIZED_8
 from tests.test_training import tiny_spec, write_task
+from training.loop import train
 from training.quantize import main as quantize_main
-from training.train import train
 
 
 def trained(tmp_path: Path) -> Path:

@@ -15,10 +15,12 @@ from analysis.analyze import generate_text
 from inference.catalog import PRESETS
 from inference.checkpoint import CheckpointError, check_recorded, load_checkpoint, model_from_safetensors, read_metadata
 from model.transformer import EncoderDecoder
+from training.checkpoint import OPTIMIZER
 from training.data.common import train_tokenizer
 from training.evaluate import TRANSLATE_SAMPLES, evaluate, has_loop, loop_rate, score_translations, unprompted_loop_rate
+from training.loop import train
+from training.schedule import cooled_rate, learning_rate, snapshot_steps
 from training.tasks import TASKS
-from training.train import OPTIMIZER, cooled_rate, learning_rate, snapshot_steps, train
 
 pytestmark = pytest.mark.slow  # tiny trainings of every task (10 s): CI runs them
 
@@ -218,7 +220,7 @@ def test_the_last_validations_average_into_a_checkpoint_as_in_the_paper(tmp_path
     """A run keeps its last KEEP_EVALS validations' weights; training.average takes their mean, measures it on the
     validation split and writes a checkpoint that loads, its card saying what was averaged."""
     from training.average import main as average_main
-    from training.train import EVALS, KEEP_EVALS
+    from training.checkpoint import EVALS, KEEP_EVALS
 
     write_task(tmp_path / "data", "translate")
     spec = replace(tiny_spec("translate"), max_steps=14, eval_every=2)
@@ -255,7 +257,7 @@ def test_a_gpu_pass_computes_its_heads_step_by_step_and_a_cpu_pass_by_the_fused_
     tmp_path: Path, monkeypatch
 ) -> None:
     """cuDNN's fused kernel plans every batch shape; the translator's change every step (scripts/gpu_attention.py)."""
-    import training.train as train_module
+    import training.batches as train_module
 
     assert train_module.explicit_heads(torch.device("cuda"))
     assert not train_module.explicit_heads(torch.device("cpu"))
@@ -416,7 +418,7 @@ def test_a_language_model_is_scored_on_its_validation_lines_to_choose_a_checkpoi
 
 
 def test_the_finished_card_names_the_step_whose_weights_were_saved_even_when_rounded_losses_tie(tmp_path) -> None:
-    from training.train import finish_card
+    from training.checkpoint import finish_card
 
     history = [
         {"step": 5250, "valid_loss": 4.322},

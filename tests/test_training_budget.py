@@ -18,9 +18,10 @@ from safetensors.torch import load_file
 from inference.checkpoint import CheckpointError, load_checkpoint
 from tests.test_training import tiny_spec, write_task
 from training import clock as clock_module
-from training import train as train_module
+from training import loop as train_module
+from training.checkpoint import OPTIMIZER
 from training.clock import MARGIN, SAVE_SECONDS, TIMED_STEPS, WARM_STEPS, Clock
-from training.train import OPTIMIZER, train
+from training.loop import train
 
 ROOT = Path(__file__).resolve().parent.parent
 # What the GPU machine lacks (training must not import them): the app's packages and the data preparers'.

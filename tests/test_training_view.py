@@ -18,7 +18,7 @@ from analysis.analyze import analyze
 from inference.checkpoint import CheckpointError, load_checkpoint
 from inference.snapshots import list_snapshots, load_snapshot
 from model.factory import build_model
-from training.train import save_snapshot
+from training.checkpoint import save_snapshot
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 STEPS, LOSSES = [0, 5, 20], [4.5, 3.25, 1.5]

@@ -20,7 +20,8 @@ from safetensors import safe_open
 from safetensors.torch import load_file
 
 from inference.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-from training.train import EVALS, evaluate_loss, run_validation_batches
+from training.batches import evaluate_loss, run_validation_batches
+from training.checkpoint import EVALS
 
 
 def eval_files(run: Path, last: int) -> list[tuple[int, float, Path]]:

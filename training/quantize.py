@@ -4,7 +4,7 @@ at most `--tolerance` nats on its test split.
 A shipped model's weights take most of the repository's room. In 8 bits (inference.quantized: groups of 32 with a
 float16 scale each) they take half of float16's bytes; whether that changes what the model does is measured, not
 assumed: the loss per token on the test split, with the weights as they are and as they would be stored, on the
-batches the run validated with (training.train.validation_batches). The weights are rewritten only when the two
+batches the run validated with (training.batches.validation_batches). The weights are rewritten only when the two
 differ by at most the tolerance; the card records both figures. Run `python -m atlas evaluate CHECKPOINT
 --write-card` after it, so the card's metrics are those of the weights as shipped.
 """
@@ -29,7 +29,7 @@ from inference.checkpoint import (
     read_metadata,
     save_checkpoint,
 )
-from training.train import evaluate_loss, run_validation_batches
+from training.batches import evaluate_loss, run_validation_batches
 
 TOLERANCE = 0.01  # nats per token: what 8-bit weights may add to the test loss
 

@@ -23,7 +23,7 @@ from safetensors.torch import load_file, save_file
 
 from inference.checkpoint import CheckpointError, check_recorded, load_checkpoint, read_metadata, recorded
 from inference.snapshots import INDEX, QUANTIZED, SNAPSHOTS, quantize, read_weights
-from training.train import evaluate_loss, run_validation_batches
+from training.batches import evaluate_loss, run_validation_batches
 
 
 def find_step(runs: list[Path], step: int, tokenizer_sha256: str) -> tuple[Path, float]:

@@ -4,7 +4,7 @@ heads form.
 A sequence is `<s>`, then a run of `length` words drawn uniformly from a vocabulary of common English words, then
 the same run again. The first copy cannot be predicted; the second can, word for word, by a model that finds the
 earlier occurrence of the current word and copies the word that followed it. Training sequences are drawn on the
-fly from the run's seed (training.train.induction_batches); valid and test are fixed files of such sequences.
+fly from the run's seed (training.batches.induction_batches); valid and test are fixed files of such sequences.
 
 The vocabulary is the INDUCTION_WORDS most frequent words of the lm task's training text (OUT/lm/train.txt), one
 piece per word (sentencepiece's word model), case-folded: a student can type any text of common words and watch
