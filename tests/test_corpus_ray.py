@@ -104,3 +104,14 @@ def test_each_bad_input_is_its_own_line_with_ray_too_before_ray_is_asked_for(
     ):
         err = _one_line_error(capsys, ["corpus", str(model), str(corpus), "--out", str(out), "--ray", "-q"])
         assert says in err, err
+
+
+def test_the_library_call_takes_ray_and_workers_as_the_command_does(texts: Path, tmp_path: Path) -> None:
+    """`atlas.corpus(..., ray=, workers=)` reaches the same run as `--ray --workers`: its checks answer alike."""
+    import atlas
+    from analysis.corpus.texts import CorpusError
+
+    with pytest.raises(CorpusError, match="--workers is a whole number from 1, with --ray"):
+        atlas.corpus("induction", texts, tmp_path / "o", workers=2, progress=False)
+    with pytest.raises(CorpusError, match="--workers is a whole number from 1, with --ray"):
+        atlas.corpus("induction", texts, tmp_path / "o", ray="", workers=0, progress=False)

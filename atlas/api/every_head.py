@@ -156,16 +156,22 @@ def corpus(
     sample: int = 256,
     device: str = "cpu",
     progress: bool = True,
+    ray: str | None = None,
+    workers: int | None = None,
 ) -> Corpus:
     """Every self-attention head over a corpus, as `python -m atlas corpus` makes it (analysis.corpus.run;
     docs/corpus.md): `texts` a .txt (a text a line), .jsonl (a "text" field a line), .parquet (a "text" column) or a
     folder of them, streamed through `model` (loaded, or a name or path for `load`) `batch` texts at a time and
     reduced per head into the folder `out`, in shards of `shard` texts; a folder of the same run continues where it
-    stopped. Returns `open_corpus(out)`. CorpusError (a ValueError) for input it cannot read, a model it cannot
-    run, or an `out` that holds something else."""
+    stopped. `ray`: the shards reduced on Ray Data's workers, one model each ("" for a Ray started
+    here, else a cluster's address; needs the `cluster` extra), `workers` of them, with the same files as the run
+    here. Returns `open_corpus(out)`. CorpusError (a ValueError) for input it cannot read, a model it cannot run,
+    an `out` that holds something else, or a Ray that is not installed or does not answer."""
     ckpt = load(model) if isinstance(model, (str, Path)) else checkpoint_of(model, None, "corpus", device)
     settings = Settings(batch, shard, top_k, sample)
-    run_corpus(on_device(ckpt, device), user_path(texts), user_path(out), settings, progress=progress)
+    run_corpus(
+        on_device(ckpt, device), user_path(texts), user_path(out), settings, progress=progress, ray=ray, workers=workers
+    )
     return open_corpus(out)
 
 
