@@ -159,10 +159,7 @@ def body() -> None:
     ranking(ctx, mode)
 
 
-KL_SAYS = (
-    "The KL divergence measures how much the model's guesses changed, in nats: 0 when it predicts exactly as "
-    "before; from about 0.05 the change shows."
-)
+KL_SAYS = "It measures how much the guesses changed: 0 when they are exactly as before; from about 0.05 it shows."
 
 
 def outcome(ctx, effect, picked: list[str]) -> None:
