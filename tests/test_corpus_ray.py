@@ -38,7 +38,9 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, runtime_env={"env_vars": {"PYTHONPATH": str(ROOT)}})
+    env = {"env_vars": {"PYTHONPATH": str(ROOT)}}
+    # log_to_driver off as the command has it: else the cluster's own log lines reach a later test's stderr
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="WARNING", runtime_env=env)
     yield ray
     ray.shutdown()
 

@@ -97,6 +97,8 @@ LAYOUT_CSS = """<style>
   /* a formula in smaller type, scrolling sideways rather than cut off where it is still wider than the phone */
   [data-testid="stMain"] .katex-display { font-size: 0.8em; overflow-x: auto; overflow-y: hidden; }
 }
+/* a formula of two lines (`gathered`) reaches 2 px below its box, which Streamlit's overflow-y: hidden cuts */
+[data-testid="stMain"] .katex-display { padding: 0.15em 0; }
 .atlas-table.nowrap th, .atlas-table.nowrap td { white-space: nowrap; overflow-wrap: normal; }
 </style>"""
 
