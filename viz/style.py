@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
+from _plotly_utils.utils import to_typed_array_spec
 
 from viz.labels import escape, safe_filename
 
@@ -133,8 +135,78 @@ def category_hover(row_word: str = "query", column_word: str = "key") -> str:
 
 def frozen(fig: go.Figure) -> dict[str, Any]:
     """The figure as the JSON plotly.js receives, as a dict: its arrays already base64 typed arrays. Kept in a
-    cache, it is built and encoded once; `thaw` makes a Figure of it for st.plotly_chart."""
-    return json.loads(pio.to_json(fig, validate=False))
+    cache, it is built and encoded once; `thaw` makes a Figure of it for st.plotly_chart.
+
+    Equal to `json.loads(pio.to_json(fig, validate=False))`, built without that round trip: Plotly's `to_dict`
+    deep-copies every series and the template, then the JSON is written and read back, several milliseconds a
+    chart on every new sentence. The figure's own dicts are walked once instead, each array encoded as `to_dict`
+    would; Plotly's default template, the same in every figure, is one shared dict (`TEMPLATE`), never changed.
+    A value of a type the walk does not know takes the round trip."""
+    try:
+        layout = fig._layout
+        template = layout.get("template")
+        shared = template is not None and template == _default_template()[0]
+        spec = {
+            "data": _plain(fig._data, _IN_LIST),
+            "layout": _plain({k: v for k, v in layout.items() if not (shared and k == "template")}, _IN_DICT),
+        }
+        if fig._frame_objs:
+            raise _Unknown
+    except _Unknown:
+        return json.loads(pio.to_json(fig, validate=False))
+    for trace in spec["data"]:
+        trace.pop("uid", None)  # as pio.to_json leaves it out
+    if shared:
+        spec["layout"]["template"] = _default_template()[1]
+    return spec
+
+
+class _Unknown(Exception):  # noqa: N818 (a signal to take the round trip, not an error)
+    """A value `_plain` does not know: the figure takes Plotly's own JSON round trip."""
+
+
+_IN_LIST, _IN_DICT, _AS_IS = 0, 1, 2  # where a value sits: Plotly encodes an array as a typed array in a dict only
+_SKIPPED = frozenset(("geojson", "layer", "layers", "range"))  # keys whose values Plotly never encodes so
+
+
+def _plain(value: Any, where: int) -> Any:
+    """`value` as Plotly's `to_dict` and a JSON round trip give it: arrays that are a dict's values as typed arrays
+    (`to_typed_array_spec`), other arrays and tuples as lists, NumPy scalars as numbers, NaN and ±∞ as None."""
+    kind = type(value)
+    if kind is str or kind is bool or kind is int or value is None:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is dict:
+        inner = _AS_IS if where == _AS_IS else _IN_DICT
+        out = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _Unknown
+            out[key] = _plain(item, _AS_IS if key in _SKIPPED else inner)
+        return out
+    if kind is list or kind is tuple:
+        inner = _AS_IS if where == _AS_IS else _IN_LIST
+        return [_plain(item, inner) for item in value]
+    if kind is np.ndarray:
+        if where == _IN_DICT:
+            typed = to_typed_array_spec(value)
+            if isinstance(typed, dict):
+                return typed
+        if value.dtype.kind not in "biuf":
+            raise _Unknown
+        return _plain(value.tolist(), _AS_IS)
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        return _plain(value.item(), where)
+    raise _Unknown
+
+
+@functools.cache
+def _default_template() -> tuple[dict[str, Any], dict[str, Any]]:
+    """Plotly's default template as a Figure holds it, and as `frozen` gives it (the one dict every frozen figure
+    shares)."""
+    layout = go.Figure()._layout
+    return layout["template"], json.loads(pio.to_json(go.Figure(), validate=False))["layout"]["template"]
 
 
 def thaw(spec: dict[str, Any]) -> go.Figure:
