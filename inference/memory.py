@@ -58,11 +58,24 @@ def give_back() -> bool:
     return True
 
 
+_LASTING: dict[int, Any] = {}  # id → the object (held, so that its id is never another's)
+_LASTING_LOCK = threading.Lock()
+
+
+def lasting(value: Any) -> Any:
+    """Mark `value` as one object the server holds for its whole life and shares among many entries (a chart's
+    default template): `measured_bytes` counts it, and what it holds, in no entry. Returns `value`."""
+    with _LASTING_LOCK:
+        _LASTING[id(value)] = value
+    return value
+
+
 def measured_bytes(value: Any) -> int:
     """Bytes `value` occupies with everything it holds: each object once (by identity), an array's or tensor's
     buffer once (by its base buffer), a model's parameters and buffers. Objects that are not data (modules,
-    functions, classes, locks, threads) count their own size only, except a `torch.nn.Module`'s tensors."""
-    seen: set[int] = set()
+    functions, classes, locks, threads) count their own size only, except a `torch.nn.Module`'s tensors. What
+    `lasting` marked counts nothing."""
+    seen: set[int] = set(_LASTING)
     buffers: set[tuple[int, int]] = set()
     total = 0
     stack = [value]

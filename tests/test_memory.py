@@ -14,7 +14,7 @@ import pytest
 
 from analysis.analyze import analyze
 from inference.checkpoint import load_checkpoint
-from inference.memory import Budget, ByteCache, measured_bytes
+from inference.memory import Budget, ByteCache, lasting, measured_bytes
 from training.tiny import make_tiny_checkpoint
 
 MB = 2**20
@@ -41,6 +41,32 @@ def test_an_analysis_measures_what_building_it_allocated(ckpt) -> None:
 def test_a_shared_buffer_counts_once_and_views_do_not_double_it() -> None:
     a = np.zeros(MB, dtype=np.uint8)
     assert MB <= measured_bytes([a, a, a[10:], a.reshape(1024, 1024)]) < MB + 4096
+
+
+def test_a_lasting_object_counts_in_no_entry_and_only_it() -> None:
+    """What `lasting` marks (a template every frozen chart shares) counts nothing, nor what it holds; the entry's
+    own data beside it still counts whole, an array shared with it included once."""
+    shared = np.zeros(MB, dtype=np.uint8)
+    template = {"layout": {"colorway": ["#000001"] * 100}, "buffer": shared}
+    entry = {"data": [{"z": np.ones(MB // 2, dtype=np.uint8)}], "layout": {"template": template}}
+    before = measured_bytes(entry)
+    assert before > MB + MB // 2
+    lasting(template)
+    after = measured_bytes(entry)
+    assert MB // 2 <= after < MB // 2 + 4096, after
+    assert measured_bytes({"own": shared}) >= MB  # the array itself is not lasting: held elsewhere it counts
+
+
+def test_the_charts_shared_template_is_lasting() -> None:
+    """ui.charts marks the frozen default template: a frozen chart's size is its own data, not the template's."""
+    import plotly.graph_objects as go
+
+    import ui.charts  # noqa: F401  (marks the template)
+    from viz.style import frozen, shared_template
+
+    spec = frozen(go.Figure(go.Bar(y=[1, 2])))
+    assert spec["layout"]["template"] is shared_template()
+    assert measured_bytes(spec) < 4096 < measured_bytes({**spec, "layout": {"template": dict(shared_template())}})
 
 
 def full_budget_of_two_stores() -> tuple[Budget, ByteCache, ByteCache]:

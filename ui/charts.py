@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from analysis.forced import ForcedRow
 from analysis.record import Block
+from inference.memory import lasting
 from ui.cache import Shown, composition
 from ui.kept import kept
 from viz.circuits import composition_heatmap
@@ -23,8 +24,12 @@ from viz.heads import grid_view, head_heatmap, head_title, swap_head
 from viz.heads import head_name as head_name  # re-exported, as AVERAGE
 from viz.heads import head_weights as block_head_weights
 from viz.stats import head_table
-from viz.style import frozen
+from viz.style import frozen, shared_template
 from viz.tables import encoder_frame, generation_frame, top_k_frame
+
+# Every frozen chart on the default template holds the same template dict: the byte budget counts it in none.
+if (_TEMPLATE := shared_template()) is not None:
+    lasting(_TEMPLATE)
 
 
 def head_weights(block: Block, head: int | str) -> np.ndarray:

@@ -140,12 +140,12 @@ def frozen(fig: go.Figure) -> dict[str, Any]:
     Equal to `json.loads(pio.to_json(fig, validate=False))`, built without that round trip: Plotly's `to_dict`
     deep-copies every series and the template, then the JSON is written and read back, several milliseconds a
     chart on every new sentence. The figure's own dicts are walked once instead, each array encoded as `to_dict`
-    would; Plotly's default template, the same in every figure, is one shared dict (`TEMPLATE`), never changed.
+    would; the default template, the same in every figure, is one shared dict (`shared_template`), never changed.
     A value of a type the walk does not know takes the round trip."""
     try:
         layout = fig._layout
-        template = layout.get("template")
-        shared = template is not None and template == _default_template()[0]
+        template, default = layout.get("template"), _default_template()
+        shared = template is not None and default is not None and template == default[0]
         spec = {
             "data": _plain(fig._data, _IN_LIST),
             "layout": _plain({k: v for k, v in layout.items() if not (shared and k == "template")}, _IN_DICT),
@@ -157,7 +157,7 @@ def frozen(fig: go.Figure) -> dict[str, Any]:
     for trace in spec["data"]:
         trace.pop("uid", None)  # as pio.to_json leaves it out
     if shared:
-        spec["layout"]["template"] = _default_template()[1]
+        spec["layout"]["template"] = default[1]
     return spec
 
 
@@ -201,12 +201,25 @@ def _plain(value: Any, where: int) -> Any:
     raise _Unknown
 
 
+def shared_template() -> dict[str, Any] | None:
+    """The frozen default template every `frozen` figure on it holds (one dict: never change it), or None when
+    the default is not a registered template's name. Streamlit makes its own ("streamlit") the default."""
+    default = _default_template()
+    return None if default is None else default[1]
+
+
+def _default_template() -> tuple[Any, dict[str, Any]] | None:
+    name = pio.templates.default
+    return _template_named(name) if isinstance(name, str) else None
+
+
 @functools.cache
-def _default_template() -> tuple[dict[str, Any], dict[str, Any]]:
-    """Plotly's default template as a Figure holds it, and as `frozen` gives it (the one dict every frozen figure
-    shares)."""
-    layout = go.Figure()._layout
-    return layout["template"], json.loads(pio.to_json(go.Figure(), validate=False))["layout"]["template"]
+def _template_named(name: str) -> tuple[Any, dict[str, Any]] | None:
+    """Template `name` as a Figure holds it, and as `frozen` gives it; None for a name not registered."""
+    if name not in pio.templates:
+        return None
+    figure = go.Figure(layout={"template": name})
+    return figure._layout["template"], json.loads(pio.to_json(figure, validate=False))["layout"]["template"]
 
 
 def thaw(spec: dict[str, Any]) -> go.Figure:
