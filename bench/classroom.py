@@ -19,7 +19,13 @@ neither run reads the other's cache), and for every sentence what the page recei
 output (`st.code`), the tables' Arrow bytes, and a hash of both charts' `data` (the heatmaps' z values).
 
     python bench/classroom.py [--sessions 30] [--sentences 5] [--model reverse|translate-en-de|lm-english|all]
-                              [--checkpoints DIR] [--tiny] [--threads N] [--out FILE.md] [--cold]
+                              [--checkpoints DIR] [--tiny] [--threads N] [--out FILE.md] [--cold] [--replicas N]
+
+`--replicas N`: the class goes to the deployment deploy/README.md gives a class (deploy/run-replicas.sh N: N
+`atlas app` replicas behind haproxy, a redis-server holding the classes, all under supervisord, the replicas not
+niced here so that they compete with the sessions as one server does), each session through the proxy; the one at
+a time run is still one `atlas app`. One Streamlit server runs its pages under one interpreter lock, so one server
+uses about one core whatever the machine has; the replicas are how a class uses the others.
 Sentences differ between sessions: everyday English sentences drawn seeded from templates, and for a model of
 the reversal task lower-case strings over a–p (its training alphabet, see its card.json).
 """
@@ -32,10 +38,12 @@ import base64
 import json
 import os
 import random
+import signal
 import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -474,18 +482,66 @@ def spawn(
     return proc, port
 
 
-def wait_healthy(proc: subprocess.Popen, port: int, poll_s: float = 0.5) -> str:
+def serve_replicas(ckpt_dir: Path, replicas: int, threads: int) -> tuple[subprocess.Popen, str]:
+    """deploy/run-replicas.sh with `replicas` replicas on free ports, its logs in a temporary folder; returns once
+    every replica and the proxy answer: (supervisord's process, the proxy's websocket URL)."""
+    proxy, stats, base = free_port(), free_port(), _free_run(replicas)
+    logdir = Path(tempfile.mkdtemp(prefix="classroom-replicas."))
+    env = {**os.environ, "ATLAS_CHECKPOINTS": str(ckpt_dir.parent), "PROXY_PORT": str(proxy),
+           "BASE_PORT": str(base), "STATS_PORT": str(stats), "LOGDIR": str(logdir), "NICE": "0",
+           "PYTHON": sys.executable}  # fmt: skip
+    env.pop("ATLAS_CLASS_STORE", None)
+    if threads:
+        env["OMP_NUM_THREADS"] = str(threads)
+    log = open(LOG, "w")
+    proc = subprocess.Popen(["bash", "deploy/run-replicas.sh", str(replicas)], cwd=common.ROOT, env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    for port in [base + i for i in range(replicas)]:
+        wait_healthy(proc, port, stop=stop_replicas)
+    return proc, wait_healthy(proc, proxy, stop=stop_replicas)
+
+
+def _free_run(n: int) -> int:
+    """The first of `n` free ports in a row (run-replicas.sh numbers its replicas from BASE_PORT)."""
+    for _ in range(100):
+        base = free_port()
+        if base + n < 65536 and all(_free(base + i) for i in range(n)):
+            return base
+    raise RuntimeError(f"no {n} free ports in a row")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def stop_replicas(proc: subprocess.Popen) -> None:
+    """Stop supervisord (it stops every program, each in its own process group, then exits)."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def wait_healthy(proc: subprocess.Popen, port: int, poll_s: float = 0.5, stop=stop_server) -> str:
     """Wait until the spawned server's /_stcore/health answers "ok"; its websocket URL. Stops it on a timeout."""
     deadline = time.time() + STARTUP_S
     while time.time() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"streamlit exited with {proc.returncode}; see {LOG}")
+            raise RuntimeError(f"the server exited with {proc.returncode}; see {LOG}")
         try:
             if urllib.request.urlopen(f"http://localhost:{port}/_stcore/health", timeout=2).read() == b"ok":
                 return f"ws://localhost:{port}/_stcore/stream"
         except OSError:
             time.sleep(poll_s)
-    stop_server(proc)
+    stop(proc)
     raise RuntimeError(f"streamlit did not answer on port {port} within {STARTUP_S} s")
 
 
@@ -496,14 +552,14 @@ def uptime() -> str:
         return "?"
 
 
-def measure(ckpt_dir: Path, sessions: int, k: int, threads: int, cold: bool = False) -> list[str]:
-    """One model: the class at once on a fresh server, then the same sentences one by one on another (`cold`:
-    servers started without the warm start)."""
+def measure(ckpt_dir: Path, sessions: int, k: int, threads: int, cold: bool = False, replicas: int = 0) -> list[str]:
+    """One model: the class at once on a fresh server (`replicas`: on deploy/run-replicas.sh with that many), then
+    the same sentences one by one on another (`cold`: servers started without the warm start)."""
     texts = sentences_for(ckpt_dir, sessions * k + 1, seed=0)
     link = Link(texts.pop())  # the sentence of the teacher's link, typed by nobody
     groups = [texts[i * k : (i + 1) * k] for i in range(sessions)]
     load_before = uptime()
-    proc, url = serve(ckpt_dir, threads, cold)
+    proc, url = serve_replicas(ckpt_dir, replicas, threads) if replicas else serve(ckpt_dir, threads, cold)
     try:
         cpu = CpuClock(proc.pid)
         with RssSampler(proc.pid) as rss:
@@ -512,7 +568,7 @@ def measure(ckpt_dir: Path, sessions: int, k: int, threads: int, cold: bool = Fa
             concurrent, times, wall = asyncio.run(run)
             end_rss = rss.now()
     finally:
-        stop_server(proc)
+        (stop_replicas if replicas else stop_server)(proc)
     load_after = uptime()
     proc, url = serve(ckpt_dir, threads, cold)
     try:
@@ -527,7 +583,7 @@ def measure(ckpt_dir: Path, sessions: int, k: int, threads: int, cold: bool = Fa
     mismatches = len(differing)
     mb = 1024 * 1024
     return [
-        common.model_name(ckpt_dir),
+        common.model_name(ckpt_dir) + (f", {replicas} replicas" if replicas else ""),
         f"{sessions} × {k}",
         common.ms(common.percentile(link.times, 50)),
         common.ms(common.percentile(link.times, 95)),
@@ -555,7 +611,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, help=argparse.SUPPRESS)  # passed on by run_all.py; not used here
     p.add_argument("--quick", action="store_true", help="2 sessions × 1 sentence: a smoke test")
     p.add_argument("--cold", action="store_true", help="plain `streamlit run app.py`, no warm start: to compare")
+    p.add_argument("--replicas", type=int, default=0, help="the class on deploy/run-replicas.sh N (0: one server)")
     args = p.parse_args(argv)
+    if args.replicas and args.cold:
+        p.error("--replicas starts the deployment's `atlas app` replicas: it has no --cold")
     if args.quick:
         args.sessions, args.sentences = 2, 1
     dirs, what = common.checkpoint_dirs(args)
@@ -563,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         dirs = [d for d in dirs if common.model_name(d) == args.model]
         if not dirs:
             p.error(f"no checkpoint named {args.model!r} in {what}")
-    rows = [measure(d, args.sessions, args.sentences, args.threads, args.cold) for d in dirs]
+    rows = [measure(d, args.sessions, args.sentences, args.threads, args.cold, args.replicas) for d in dirs]
     table = common.Table(
         ["model", "sessions × sentences", "first page p50", "first page p95", "typed p50", "typed p95", "max",
          "throughput", "server CPU a typed page", "one at a time (median)",
@@ -573,7 +632,9 @@ def main(argv: list[str] | None = None) -> int:
     machine = common.header("", what).splitlines()[2].replace(f"torch {common.torch.__version__} with ", "")
     text = common.emit([
         "### A classroom at once: real sessions against "
-        + ("`streamlit run app.py` (no warm start)" if args.cold else "`python -m atlas app` (the README's command)"),
+        + ("`streamlit run app.py` (no warm start)" if args.cold else
+           f"`deploy/run-replicas.sh {args.replicas}` (deploy/README.md's class server)" if args.replicas else
+           "`python -m atlas app` (the README's command)"),
         "",
         machine.split(" intra-op")[0].rsplit(",", 1)[0] + "; the server's torch uses 1 thread (app.py)",
         f"- models: {what}",
@@ -590,7 +651,8 @@ def main(argv: list[str] | None = None) -> int:
         "- mismatches: sentences whose page differs from the same sentence typed alone: any text (model output, "
         "table cells, chart labels) not equal, or any number of the tables and charts more than 1e-4 apart "
         "(uint8 thumbnails: more than one step of 255), "
-        "the single run on a fresh server; RSS: the server process.",
+        "the single run on a fresh server; RSS: the server process"
+        + (" tree (the replicas, redis-server, haproxy, supervisord)." if args.replicas else "."),
         "",
         table.markdown(),
     ])  # fmt: skip
@@ -600,4 +662,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped (a timeout, a kill): its servers stop too
     sys.exit(main())

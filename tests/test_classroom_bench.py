@@ -29,6 +29,39 @@ def test_two_sessions_get_the_same_pages_as_one_session_alone(tmp_path: Path) ->
     assert cells[11] == "0/2"  # mismatches
 
 
+def test_the_class_on_two_replicas_gets_the_same_pages(tmp_path: Path) -> None:
+    """`--replicas 2`: the sessions go through deploy/run-replicas.sh's proxy, and every process it started is gone
+    after the run."""
+    pytest.importorskip("websockets")
+    psutil = pytest.importorskip("psutil")
+    sys.path.insert(0, str(BENCH))
+    try:
+        import classroom
+    finally:
+        sys.path.remove(str(BENCH))
+    out = tmp_path / "classroom.md"
+    assert classroom.main(["--tiny", "--quick", "--model", "tiny-lm", "--replicas", "2", "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "`deploy/run-replicas.sh 2`" in text
+    row = next(line for line in text.splitlines() if line.startswith("| tiny-lm, 2 replicas"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[8].endswith(" ms") or cells[8].endswith(" s"), "the deployment's CPU a typed page is measured"
+    assert cells[11] == "0/2"  # mismatches
+    assert not started_by_the_bench(psutil), "the deployment's processes outlived the bench"
+
+
+def started_by_the_bench(psutil) -> list[str]:
+    """Processes of a deployment bench/classroom.py started (their LOGDIR is its temporary folder)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if "classroom-replicas." in proc.environ().get("LOGDIR", ""):
+                found.append(" ".join(proc.info["cmdline"] or []))
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return found
+
+
 def test_sentences_differ_between_sessions() -> None:
     sys.path.insert(0, str(BENCH))
     try:
