@@ -345,7 +345,9 @@ class TranslatorRuns:
     streams: dict[str, Tensor]
 
 
-def choose_position(clean: Tensor, corrupted: Tensor, position: int | None, answer, versus) -> tuple[int, int, int]:
+def choose_position(
+    clean: Tensor, corrupted: Tensor, position: int | None, answer: int | None, versus: int | None
+) -> tuple[int, int, int]:
     """The decoder position compared (None: the first whose top prediction differs between the two runs' (T,
     vocab) logits) and the tokens (None: each run's top prediction there); PairError when nothing differs."""
     tops = clean.argmax(-1), corrupted.argmax(-1)
@@ -447,7 +449,16 @@ def only_cells(cells: list[tuple[str, int]], only: str | None) -> list[tuple[str
     return kept
 
 
-def normalise_cells(what: str, cells: list, values: np.ndarray, position: int, answer, versus, clean, corrupted):
+def normalise_cells(
+    what: str,
+    cells: list,
+    values: np.ndarray,
+    position: int,
+    answer: int,
+    versus: int,
+    clean: float,
+    corrupted: float,
+) -> SourcePatching:
     """Every cell's metric as a SourcePatching: (value − corrupted) / (clean − corrupted)."""
     span = clean - corrupted
     if abs(span) < 1e-9:

@@ -176,7 +176,7 @@ def hooked(
         return lambda _m, _args, out: kept.__setitem__(path, _first(out).detach())
 
     def edit_input(edit: Edit) -> Callable:
-        def hook(_m, args, kwargs):
+        def hook(_m: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
             if args:
                 return (edit(args[0]), *args[1:]), kwargs
             key = (

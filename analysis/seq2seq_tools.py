@@ -5,7 +5,7 @@ activation by path, and activation patching of a same-length source pair with th
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,7 +236,7 @@ def patch_heads(model: nn.Module, runs: Runs, cells: Sequence[tuple[str, int]]) 
     for row, (block, head) in enumerate(cells):
         by_block.setdefault(block, []).append((row, head))
 
-    def edit(block: str):
+    def edit(block: str) -> Callable[[Tensor], Tensor]:
         def apply(x: Tensor) -> Tensor:
             x = x.clone()
             for row, head in by_block[block]:
@@ -257,7 +257,7 @@ def patch_streams(model: nn.Module, runs: Runs, cells: Sequence[tuple[str, int]]
     for row, (layer, position) in enumerate(cells):
         by_layer.setdefault(layer, []).append((row, position))
 
-    def edit(layer: str):
+    def edit(layer: str) -> Callable[[Tensor], Tensor]:
         def apply(x: Tensor) -> Tensor:
             x = x.clone()
             for row, position in by_layer[layer]:
@@ -368,7 +368,7 @@ def rank_heads(
     for start in range(0, len(todo), batch):
         chosen = todo[start : start + batch]
 
-        def edit(block: str, chosen: list = chosen):
+        def edit(block: str, chosen: list = chosen) -> Callable[[Tensor], Tensor]:
             def apply(x: Tensor) -> Tensor:
                 x = x.clone()
                 for row, (name, head) in enumerate(chosen):
@@ -472,7 +472,7 @@ def _readers(model: nn.Module) -> list[Any]:
     for norm in [*norms, None]:
         for scale in (1.0, d_model**-0.5):
 
-            def read(x: Tensor, norm=norm, scale=scale) -> Tensor:
+            def read(x: Tensor, norm: Callable | None = norm, scale: float = scale) -> Tensor:
                 y = head((norm(x) if norm is not None else x) * scale)
                 return y if bias is None else y + bias
 
