@@ -186,11 +186,11 @@ def test_a_student_follows_the_teacher_to_the_lesson_and_its_step(start, monkeyp
 def test_the_teachers_and_a_followers_page_runs_go_first_and_a_detached_students_do_not(start, monkeypatch) -> None:
     """app.py marks a class's teacher's and follower's page runs for the worker (analysis.worker: no heavy chunk
     starts beside them); a student exploring on their own, or a page in no class, is an ordinary page."""
-    from analysis import worker
+    from analysis import lanes
 
     marked: list[bool] = []
-    running = worker.PAGES.running
-    monkeypatch.setattr(worker.PAGES, "running", lambda owner, first=False: marked.append(first) or running(owner))
+    running = lanes.PAGES.running
+    monkeypatch.setattr(lanes.PAGES, "running", lambda owner, first=False: marked.append(first) or running(owner))
     start()  # a page in no class
     assert marked == [False]
     teacher, student, code = teacher_and_student(start)

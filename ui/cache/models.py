@@ -17,7 +17,8 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check, get_script_run_ctx
 
 from analysis.analyze import positional_table as model_positional_table
-from analysis.worker import PAGES, ModelWorker
+from analysis.lanes import PAGES
+from analysis.worker import ModelWorker
 from inference import catalog
 from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.memory import BUDGET, measured_bytes
