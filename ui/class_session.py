@@ -95,7 +95,7 @@ def _answers(code: str) -> bool:
 
 def leads_or_follows() -> bool:
     """Whether this page is a class's teacher's or a follower's (not a student exploring on their own): its run
-    goes before heavy work (analysis.worker)."""
+    goes before heavy work (analysis.lanes)."""
     return class_code() is not None and (bool(st.session_state.get(TEACH)) or not st.session_state.get(DETACHED))
 
 

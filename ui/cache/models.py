@@ -41,7 +41,7 @@ BUDGET.owner = session_id  # what a page's work keeps counts in its session's sh
 
 @contextmanager
 def page_running(first: bool = False) -> Iterator[None]:
-    """Around a page's run: this session is drawing a page, which heavy work leaves room for (analysis.worker);
+    """Around a page's run: this session is drawing a page, which heavy work leaves room for (analysis.lanes);
     `first`: a live class's page (its teacher's or a follower's), which no heavy chunk starts beside."""
     with PAGES.running(session_id(), first):
         yield
