@@ -12,7 +12,7 @@ from functools import partial
 import streamlit as st
 import torch
 
-from ui import cache, class_live, errors, guard, pages, sidebar, state, widgets
+from ui import cache, class_live, class_session, errors, guard, pages, sidebar, state, widgets
 
 # One intra-op thread unless a pass is long: concurrent sessions already use the cores, and a short request waits
 # on threads more than it gains from them (bench/trace_speed.py --threads); the model workers give a pass over
@@ -44,7 +44,7 @@ MENU = {
     for section, group in pages.sections().items()
 }
 page = st.navigation(MENU, position="top")
-class_live.follow(page.url_path)  # a student following a class: the teacher's view and page, before any widget
+class_session.follow(page.url_path)  # a student following a class: the teacher's view and page, before any widget
 st.sidebar.title("Attention Atlas")
 errors.guarded(partial(sidebar.sidebar, page.url_path))  # the page's own opening text, where it has one
 sidebar.projector_toggle()
@@ -53,9 +53,9 @@ if widgets.projector() and page.url_path not in sidebar.OWN_TEXT_PAGES:  # the s
     errors.guarded(sidebar.projector_summary)
 class_live.panel(page.url_path)  # a class's link, questions and following, above the page
 try:
-    with cache.page_running(class_live.leads_or_follows()):  # heavy work shares the cores (analysis.worker)
+    with cache.page_running(class_session.leads_or_follows()):  # heavy work shares the cores (analysis.worker)
         page.run()
     state.sync_url()
-    class_live.publish(page.url_path)  # the teacher's view, to the class
+    class_session.publish(page.url_path)  # the teacher's view, to the class
 finally:  # a rerun asked of this page is over, however it ended (a follower's place goes to the next)
-    class_live.run_over()
+    class_session.run_over()

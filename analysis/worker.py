@@ -18,29 +18,15 @@ a smaller share, the full one (raw scores and V too, for the export), only when 
 are shared by every session, never copied or
 unpickled per rerun; their arrays are read-only. Two sessions asking for the same text at once wait on one run.
 
-Fair work (one place for the whole server): each session's work waits in its own lane and the worker takes the
-sessions in turn, round-robin, so that one session's many requests never hold another's page behind them. Work is
-light (a class's sentences, one head's detail) or heavy (a long text, or a chunk of a job that runs many passes:
-patching, ranking heads, a detector over many texts). Light work always goes first, and never waits behind a heavy
-chunk under way: the two kinds have a thread each. The light thread runs only light work; the heavy thread starts a
-chunk only when no light work waits or runs, and runs at a lower CPU priority (HEAVY_NICE, with the torch threads
+Fair work (one place for the whole server, analysis/lanes.py): each session's work waits in its own lane, light
+(a class's sentences, one head's detail) or heavy (a long text, or a chunk of a job that runs many passes), and the
+sessions are taken in turn. The worker has a thread for each kind: the light thread runs only light work, the heavy
+thread a chunk only when no light work waits or runs, at a lower CPU priority (HEAVY_NICE, with the torch threads
 it starts; Linux's nice is per thread), so that on a machine whose cores are busy a chunk under way takes the CPU
 the light thread and the pages leave, not theirs. At most two passes run at once, a light one and a heavy one, each
-within the trace bound below. While other sessions are drawing a page (`PAGES`, marked by the app around each run;
-a session that asked for a heavy chunk in the last ACTIVE_S seconds is not counted) the heavy sessions together get
-a fair share of the machine: after a chunk of t seconds the next waits t × active / heavy sessions, so twenty students
-drawing pages beside one heavy tab get twenty turns to its one; with no page drawn, it runs at full speed.
-A session keeps at most one heavy chunk queued (a new one replaces it), and a chunk whose session stopped waiting
-for it (it left, pressed Cancel, or ran its page again) is dropped before it runs.
-
-The class first: a page marked as a live class's (its teacher's or a follower's, `PAGES.running(owner, first=True)`)
-is not shared with at all. While one is being drawn no heavy chunk starts, and the chunk under way stops at its next
-Python call (a profile hook on the heavy thread, `_pause_point`, set only around the model's work, where no lock of
-the worker's is held) until the page is drawn: its Python would else share the interpreter's lock and the cores
-with the page's figures, and a thread at nice 19 that holds the lock when the busy cores preempt it stalls every
-thread for its long turn to come back. Both for at most CLASS_HOLD_S at a time, so that a class's stream of follower
-runs never stops the heavy work: past it one chunk goes and runs to its end, and the hold starts again. While a
-class is live (a page of it drawn in the last ACTIVE_S seconds) the chunks are cut to CLASS_CHUNK_TOKENS.
+within the trace bound below. A live class's pages go first (the lanes hold heavy chunks back while one is drawn,
+and the chunk under way pauses at its next Python call, `_model_work`); while a class is live (a page of it drawn in
+the last ACTIVE_S seconds) the chunks are cut to CLASS_CHUNK_TOKENS.
 """
 
 from __future__ import annotations
@@ -49,8 +35,8 @@ import os
 import sys
 import threading
 import time
-from collections import Counter, OrderedDict, deque
-from collections.abc import Callable, Hashable, Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
@@ -59,13 +45,54 @@ from typing import TypeVar
 
 import torch
 
+from analysis import lanes
 from analysis.analyze import Request, analyze_many, decode_outputs
+from analysis.lanes import (
+    ACTIVE_S,
+    CLASS_HOLD_S,
+    HOLD_POLL_S,
+    MOST_HEAVY_WAIT_S,
+    PAGES,
+    STOP,
+    Item,
+    Lanes,
+    Owner,
+    Pages,
+)
 from analysis.record import Analysis
 from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling
 from inference.memory import ByteCache, give_back
 from inference.text import InputError
 
+# The worker's names, and the lanes' (analysis/lanes.py) that callers have imported from here. PAGES is read
+# where it lives, as lanes.PAGES: a test's own Pages goes there.
+__all__ = [
+    "ACTIVE_S",
+    "BATCH_TOKENS",
+    "BATCH_TRACE_BYTES",
+    "CHUNK_TOKENS",
+    "CLASS_CHUNK_TOKENS",
+    "CLASS_HOLD_S",
+    "DECODE_TOKENS",
+    "FULL_BYTES",
+    "HEAVY_NICE",
+    "HOLD_POLL_S",
+    "LONG_THREADS",
+    "LONG_TOKENS",
+    "MOST_HEAVY_WAIT_S",
+    "OUTPUTS_KEPT",
+    "PAGES",
+    "PAGES_BYTES",
+    "STOP",
+    "TICK_S",
+    "TRACE_COPIES",
+    "Asked",
+    "Job",
+    "ModelWorker",
+    "Owner",
+    "Pages",
+]
 T = TypeVar("T")
 PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or three of 512 tokens on lm-english
 FULL_BYTES = 64 * 2**20  # full analyses (scores and V of every block), kept only when asked for (the export)
@@ -81,21 +108,15 @@ OUTPUTS_KEPT = 4096  # an encoder-decoder's decoded outputs kept by (text, max_t
 # a deep model at once are run a few at a time instead of all in one pass whose trace outgrows the machine.
 BATCH_TRACE_BYTES = 384 * 2**20
 TRACE_COPIES = 4
-STOP = object()  # put on the queue by `stop`: the thread ends
 Asked = tuple[Request, Future, Request]  # a request (the key sessions wait on), its future, what the model is asked
-ACTIVE_S = 10.0  # a session that asked for a heavy chunk this recently is a heavy one, not the class
 # The padded tokens one heavy chunk runs through the model (rows × tokens a row): about a tenth of a second of one
 # core on lm-english, so that a class's page never waits long behind one. Pages cut their jobs by `chunk_rows`.
 CHUNK_TOKENS = 512
 TICK_S = 0.25  # a heavy chunk's waiting session is asked this often whether it still wants it (`waiting`)
-MOST_HEAVY_WAIT_S = 30.0  # the longest a heavy chunk waits for its share while the class is busy
 CLASS_CHUNK_TOKENS = 128  # a heavy chunk's padded tokens while a live class's pages are drawn (see the docstring)
-CLASS_HOLD_S = 2.0  # the longest heavy chunks are held back, at a time, while a live class's pages are drawn
-HOLD_POLL_S = 0.01  # how often a held-back heavy chunk looks whether the class's pages are drawn (they end anywhere)
 # The heavy thread's nice, above the server's own: on a machine whose cores are busy it runs on what the light thread,
 # the pages and the other programs leave (Linux; elsewhere it runs at the server's priority).
 HEAVY_NICE = 19
-Owner = Hashable | None  # who asked: a browser session's id (ui.cache), None for a notebook or a test
 
 
 @dataclass(frozen=True)
@@ -128,63 +149,6 @@ def _decodes(request: Request) -> bool:
     return request.target is None and request.target_ids is None
 
 
-class Pages:
-    """The sessions drawing a page right now, marked by the app around each run (`running`): the class whose pages
-    heavy work shares the machine with. One for the whole server: a page may use any checkpoint's worker."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._running: Counter[Owner] = Counter()
-        self._first: Counter[Owner] = Counter()  # of those, the pages of a live class (`first`)
-        self._first_seen = -float("inf")  # when a live class's page was last drawn (monotonic seconds)
-        self.drawing = threading.Event()  # set while a live class's page is drawn: read at each heavy pause point
-
-    @contextmanager
-    def running(self, owner: Owner, first: bool = False) -> Iterator[None]:
-        """Around `owner`'s page run; `first`: the page of a live class (its teacher's or a follower's), which
-        heavy chunks do not start beside (see the module's docstring)."""
-        if owner is None:
-            yield
-            return
-        with self._lock:
-            self._running[owner] += 1
-            if first:
-                self._first[owner] += 1
-                self._first_seen = time.monotonic()
-                self.drawing.set()
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._running[owner] -= 1
-                if self._running[owner] <= 0:
-                    del self._running[owner]
-                if first:
-                    self._first[owner] -= 1
-                    self._first_seen = time.monotonic()
-                    if self._first[owner] <= 0:
-                        del self._first[owner]
-                    if not self._first:
-                        self.drawing.clear()
-
-    def owners(self) -> set[Owner]:
-        with self._lock:
-            return set(self._running)
-
-    def first(self) -> set[Owner]:
-        """The sessions drawing a live class's page now."""
-        with self._lock:
-            return set(self._first)
-
-    def class_live(self) -> bool:
-        """Whether a live class's page is drawn now or was in the last ACTIVE_S seconds."""
-        with self._lock:
-            return bool(self._first) or time.monotonic() - self._first_seen <= ACTIVE_S
-
-
-PAGES = Pages()
-
-
 def _wait(future: Future, waiting: Callable[[], None] | None, cancel: bool = False) -> object:
     """`future`'s result, calling `waiting()` every TICK_S seconds meanwhile; when it raises, the future is
     cancelled (with `cancel`: a job of one session's, dropped unless it runs already) and the exception goes on."""
@@ -201,16 +165,6 @@ def _wait(future: Future, waiting: Callable[[], None] | None, cancel: bool = Fal
             if cancel:
                 future.cancel()
             raise
-
-
-@dataclass
-class _Item:
-    """What waits in a session's lane: an analysis request or a job, its future, who asked, how heavy."""
-
-    what: Request | Job | object
-    future: Future
-    owner: Owner = None
-    heavy: bool = False
 
 
 class ModelWorker:
@@ -253,18 +207,7 @@ class ModelWorker:
         self._wants_full: set[Request] = set()  # requests someone asked the full copy of: only those keep it
         self._asked_by: dict[Request, Owner] = {}  # the session that asked first: its share of the budget holds it
         self._lock = threading.Lock()
-        # the lanes: each session's waiting work in order, the sessions in turn (the first is served next)
-        self._ready = threading.Condition()
-        self._light: OrderedDict[Owner, deque[_Item]] = OrderedDict()
-        self._heavy: OrderedDict[Owner, deque[_Item]] = OrderedDict()
-        self._stopping: _Item | None = None
-        self._heavy_seen: dict[Owner, float] = {}  # each session's last heavy chunk (monotonic seconds)
-        self._heavy_after = 0.0  # no heavy chunk starts before this while others are active
-        self._light_busy = False  # the light thread is running light work (no heavy chunk starts meanwhile)
-        self._held_since: float | None = None  # since when heavy chunks are held back for a live class's pages
-        self._hold_spent = False  # the last hold ran out: the chunk it let go is not held again (`_pause_point`)
-        self._pausable = False  # the heavy chunk under way may still stop for a class's page
-        self._looked = -float("inf")  # when `_pause_point` last asked whether the chunk is held (monotonic)
+        self.lanes = Lanes()  # what sessions asked, light and heavy, taken in turn (analysis/lanes.py)
         name = f"model-worker-{ckpt.name}"
         self._thread = threading.Thread(target=self._run, args=(False,), name=name, daemon=True)
         self._heavy_thread = threading.Thread(target=self._run, args=(True,), name=f"{name}-heavy", daemon=True)
@@ -281,22 +224,8 @@ class ModelWorker:
                 future = self._pending[request] = Future()
                 self._asked_by[request] = owner
                 heavy = heavy or self.padded_tokens(request) >= LONG_TOKENS
-                self._put(_Item(request, future, owner, heavy))
+                self.lanes.put(Item(request, future, owner, heavy))
             return future
-
-    def _put(self, item: _Item) -> None:
-        """Queue `item` in its session's lane. A session's heavy lane holds one chunk: a newer one replaces it."""
-        with self._ready:
-            if item.heavy and item.owner is not None:
-                self._heavy_seen[item.owner] = time.monotonic()
-            lanes = self._heavy if item.heavy else self._light
-            lane = lanes.setdefault(item.owner, deque())
-            if item.heavy and item.owner is not None:  # nobody's (a notebook's, a test's threads): all kept
-                kept = [old for old in lane if not (isinstance(old.what, Job) and old.future.cancel())]
-                lane.clear()
-                lane.extend(kept)  # an analysis stays: other sessions may wait on the same run
-            lane.append(item)
-            self._ready.notify_all()  # the light and the heavy thread wait on it
 
     def cached(
         self,
@@ -389,20 +318,18 @@ class ModelWorker:
         it has not started, and that exception goes on. Raises what `fn` raises."""
         future: Future = Future()
         heavy = heavy or tokens >= LONG_TOKENS
-        self._put(_Item(Job(fn, args, tokens), future, self.owner(), heavy))
+        self.lanes.put(Item(Job(fn, args, tokens), future, self.owner(), heavy, job=True))
         return _wait(future, waiting, cancel=True)
 
     def stop(self) -> None:
         """End the worker's thread once what it is running is done; requests still queued get an error. What it
         kept is dropped, so an evicted worker frees its results, and its model once nothing else holds it."""
-        with self._ready:
-            self._stopping = _Item(STOP, Future())
-            self._ready.notify_all()
+        self.lanes.stop()
 
     @staticmethod
     def chunk_rows(tokens: int) -> int:
         """How many runs of `tokens` tokens one heavy chunk may hold (at least one): fewer while a class is live."""
-        return max(1, (CLASS_CHUNK_TOKENS if PAGES.class_live() else CHUNK_TOKENS) // max(1, tokens))
+        return max(1, (CLASS_CHUNK_TOKENS if lanes.PAGES.class_live() else CHUNK_TOKENS) // max(1, tokens))
 
     @staticmethod
     def tokens(text: str) -> int:
@@ -441,131 +368,23 @@ class ModelWorker:
                 passes.append([item])
         return passes
 
-    def _next(self, lanes: OrderedDict[Owner, deque[_Item]]) -> _Item | None:
-        """The first item of the next session's lane in turn (the session then goes last); None if none waits.
-        An item whose session cancelled it is dropped here. Called holding `_ready`."""
-        while lanes:
-            owner, lane = next(iter(lanes.items()))
-            item = lane.popleft()
-            if lane:
-                lanes.move_to_end(owner)
-            else:
-                del lanes[owner]
-            if item.future.set_running_or_notify_cancel() if isinstance(item.what, Job) else True:
-                return item
-        return None
-
-    def _put_back(self, item: _Item) -> None:
-        """A request that did not fit the batch: first in its lane, and its session first in turn."""
-        with self._ready:
-            lane = self._light.setdefault(item.owner, deque())
-            lane.appendleft(item)
-            self._light.move_to_end(item.owner, last=False)
-
-    def _active_others(self) -> int:
-        """Sessions drawing a page now (PAGES) that asked for no heavy chunk in the last ACTIVE_S seconds: the
-        class whose pages heavy work must leave room for."""
-        now = time.monotonic()
-        for owner in [o for o, seen in self._heavy_seen.items() if now - seen > ACTIVE_S]:
-            del self._heavy_seen[owner]
-        return len(PAGES.owners() - self._heavy_seen.keys())
-
-    def _class_holds(self, now: float) -> bool:
-        """Whether heavy chunks wait now for a live class's page being drawn (not a heavy session's own page), at
-        most CLASS_HOLD_S at a time: past it one chunk goes, and the hold starts again. Called holding `_ready`."""
-        if not PAGES.first() - self._heavy_seen.keys():
-            self._held_since, self._hold_spent = None, False
-            return False
-        if self._held_since is None:
-            self._held_since, self._hold_spent = now, False
-        if now - self._held_since < CLASS_HOLD_S:
-            return True
-        self._held_since, self._hold_spent = None, True
-        return False
-
-    def _take(self, timeout: float | None = None) -> _Item | None:
-        """The light thread's next item: a stop, else light work round-robin. Waits up to `timeout` seconds (None:
-        until there is one). The light thread is busy from here until `_ran_light`."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._ready:
-            while True:
-                if self._stopping is not None:
-                    return self._stopping
-                item = self._next(self._light)
-                if item is not None:
-                    self._light_busy = True
-                    return item
-                wait = None if deadline is None else deadline - time.monotonic()
-                if wait is not None and wait <= 0:
-                    return None
-                self._ready.wait(wait)
-
-    def _ran_light(self) -> None:
-        """The light thread's work is done: a heavy chunk may start, if no light work waits."""
-        with self._ready:
-            self._light_busy = False
-            self._ready.notify_all()
-
-    def _take_heavy(self) -> _Item:
-        """The heavy thread's next item: a stop, else a heavy chunk once no light work waits or runs, no class page
-        holds it and its share allows. Waits until there is one."""
-        with self._ready:
-            while True:
-                if self._stopping is not None:
-                    return self._stopping
-                wait = None
-                if self._heavy and not self._light and not self._light_busy:
-                    now = time.monotonic()
-                    if self._class_holds(now):  # a class page's end is not signalled here: looked at again soon
-                        wait = HOLD_POLL_S
-                    elif now >= self._heavy_after or not self._active_others():
-                        item = self._next(self._heavy)
-                        if item is not None:
-                            self._pausable, self._hold_spent = not self._hold_spent, False
-                            return item
-                        continue
-                    else:
-                        wait = self._heavy_after - now
-                self._ready.wait(wait)
-
-    def _pause_point(self, frame, event: str, arg) -> None:
-        """sys.setprofile's hook on the heavy thread around the model's work: at each Python call, the chunk under
-        way waits (the interpreter's lock let go) while a live class's page is drawn, as `_class_holds` says; once
-        the hold runs out it goes on to its end. Looks at most every HOLD_POLL_S while a page is drawn."""
-        if not (self._pausable and PAGES.drawing.is_set()) or time.monotonic() - self._looked < HOLD_POLL_S:
-            return
-        while True:
-            with self._ready:
-                now = self._looked = time.monotonic()
-                if self._stopping is not None or not self._class_holds(now):
-                    self._pausable = not self._hold_spent
-                    return
-            time.sleep(HOLD_POLL_S)
-
     @contextmanager
     def _model_work(self) -> Iterator[None]:
         """Around the model's work (no lock of the worker's held): on the heavy thread, its pause points."""
         if threading.current_thread() is not self._heavy_thread:
             yield
             return
-        sys.setprofile(self._pause_point)
+        sys.setprofile(self.lanes.pause_point)
         try:
             yield
         finally:
             sys.setprofile(None)
 
-    def _ran_heavy(self, seconds: float) -> None:
-        """After a heavy chunk of `seconds`: the heavy sessions together wait their share of the active ones'."""
-        with self._ready:
-            others = self._active_others()
-            heavy = max(1, len(self._heavy))
-            self._heavy_after = time.monotonic() + min(MOST_HEAVY_WAIT_S, seconds * others / heavy)
-
     def _gather(self, heavy: bool) -> tuple[list[tuple[Request, Future]], list[tuple[Job, Future]]]:
         """The light thread's (`heavy` False): the requests waiting within `window` (at most `max_batch` and
         `max_tokens` padded tokens), and any jobs met on the way; a request that would overflow the batch is put
         back: it opens the next one. The heavy thread's: one heavy chunk, alone."""
-        first = self._take_heavy() if heavy else self._take()
+        first = self.lanes.take_heavy() if heavy else self.lanes.take()
         if first.what is STOP:
             return [], [(STOP, first.future)]
         if first.heavy:
@@ -576,7 +395,7 @@ class ModelWorker:
         longest = max((self.padded_tokens(i.what) for i in batch), default=0)
         deadline = time.monotonic() + self.window
         while batch and len(batch) < self.max_batch:
-            item = self._take(max(0.0, deadline - time.monotonic()))
+            item = self.lanes.take(max(0.0, deadline - time.monotonic()))
             if item is None:
                 break
             if item.what is STOP:
@@ -587,7 +406,7 @@ class ModelWorker:
                 continue
             row = max(longest, self.padded_tokens(item.what))
             if not self._fits(row, len(batch) + 1):
-                self._put_back(item)
+                self.lanes.put_back(item)
                 break
             batch.append(item)
             longest = row
@@ -601,8 +420,7 @@ class ModelWorker:
         while True:
             batch, jobs = self._gather(heavy)
             started = time.monotonic()
-            with self._ready:  # a heavy chunk beside an active class gets one of torch's threads, not the cores
-                sharing = heavy and self._active_others() > 0
+            sharing = heavy and self.lanes.sharing()  # beside an active class: one of torch's threads, not the cores
             if batch:
                 self._analyse(batch, sharing)
             for job, future in jobs:
@@ -621,18 +439,14 @@ class ModelWorker:
                 else:
                     future.set_result(result)
             if heavy:
-                self._ran_heavy(time.monotonic() - started)
+                self.lanes.ran_heavy(time.monotonic() - started)
             else:
-                self._ran_light()
+                self.lanes.ran_light()
             give_back()  # what the pass freed goes back to the system, not kept at the largest pass's size
 
     def _shut_down(self) -> None:
         stopped = RuntimeError("the model was unloaded while this request waited; run it again")
-        with self._ready:
-            leftovers = [item for lanes in (self._light, self._heavy) for lane in lanes.values() for item in lane]
-            self._light.clear()
-            self._heavy.clear()
-        for item in leftovers:
+        for item in self.lanes.drain():
             if not item.future.done():
                 item.future.set_exception(stopped)
         with self._lock:

@@ -1,9 +1,11 @@
-"""The address a class's students open: one their own devices reach, never the teacher's loopback.
+"""A class's addresses: the one its students open, one their own devices reach, never the teacher's loopback; and
+the one a client comes from, as the proxy in front forwards it.
 
 The teacher's browser may name the server `localhost` or 127.0.0.1, which a phone cannot open. The students' link
 is then built, in this order, from the public address an operator sets (ATLAS_PUBLIC_URL, e.g. behind a proxy),
 the teacher's own address when it is not a loopback one, or this machine's network address with the port the page
-was opened on. Plain Python (no streamlit).
+was opened on. A client's address is X-Forwarded-For's last hop when the connection comes from the loopback or
+from ATLAS_TRUSTED_PROXY (one or more addresses), else the connection's peer. Plain Python (no streamlit).
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import functools
 import ipaddress
 import os
 import socket
+from collections.abc import Collection
 from urllib.parse import urlsplit
 
 PUBLIC_URL = "ATLAS_PUBLIC_URL"  # environment: the app's address as students reach it (http or https)
+TRUSTED_PROXY = "ATLAS_TRUSTED_PROXY"  # environment: the proxies whose X-Forwarded-For is believed (" " or ",")
+TRUSTED_PROXIES = {a for a in os.environ.get(TRUSTED_PROXY, "").replace(",", " ").split() if a}
 # Where a UDP socket is "connected" to learn the route out (RFC 5737's TEST-NET-1): a UDP connect sends nothing.
 ROUTE_PROBE = ("192.0.2.1", 9)
 NO_ADDRESS = (
@@ -76,3 +81,21 @@ def students_base(page_url: str | None, public: str | None = None, machine: str 
     except ValueError:  # a port that is not a number: the scheme's own
         port = None
     return f"{scheme}://{machine}{f':{port}' if port else ''}", ""
+
+
+def address_of(peer: object, forwarded_for: object, trusted: Collection[str]) -> str:
+    """The client's address: X-Forwarded-For's last hop (what the proxy itself added) when the connection's peer is
+    the loopback (None) or one of the `trusted` proxies, else the peer; "loopback" when neither is an address."""
+    peer = _address(peer)
+    forwarded = _address(forwarded_for.split(",")[-1]) if isinstance(forwarded_for, str) else None
+    if forwarded and (peer is None or peer in {_address(one) for one in trusted}):
+        return forwarded
+    return peer or "loopback"
+
+
+def _address(text: object) -> str | None:
+    """`text` as an IP address, or None when it is none (a forged header's junk among them)."""
+    try:
+        return str(ipaddress.ip_address(text.strip())) if isinstance(text, str) else None
+    except ValueError:
+        return None

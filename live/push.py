@@ -1,4 +1,4 @@
-"""A live class's followers, told by the server when their class moves (ui/class_live.py registers them).
+"""A live class's followers, told by the server when their class moves (ui/class_session.py registers them).
 
 One thread per server looks at the version of each class that has followers here, every TICK_S seconds (one
 integer read a class, whatever the number of its followers), and asks a rerun of each follower's page whose drawn

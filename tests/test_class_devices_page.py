@@ -11,8 +11,8 @@ from test_app import APP, LM, ok
 
 from live import rules as classroom
 from live.store import MemoryStore
-from ui import class_live
-from ui.class_live import ROOM
+from ui import class_session
+from ui.class_session import ROOM
 
 pytestmark = pytest.mark.usefixtures("any_answer")  # lm-tiny: asked with the margins at their lowest
 
@@ -22,7 +22,7 @@ def start(good_dir: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ATLAS_CHECKPOINTS", str(good_dir))
     monkeypatch.setattr(ROOM, "_store", MemoryStore())  # this test's classes only: every AppTest is the loopback
     cookie = {"value": None}
-    monkeypatch.setattr(class_live, "_cookie", lambda: cookie["value"])
+    monkeypatch.setattr(class_session, "_cookie", lambda: cookie["value"])
 
     def make(device: str | None = None, **query: str) -> AppTest:
         cookie["value"] = device
@@ -57,10 +57,10 @@ def test_one_address_starts_three_classes_and_the_fourth_is_told_why_not(start) 
 def test_with_a_teacher_password_a_wrong_one_is_refused_and_the_right_one_starts(start, monkeypatch) -> None:
     monkeypatch.setattr(ROOM, "_password", "correct horse")
     teacher = start()
-    teacher.sidebar.text_input(key=class_live.PASSWORD).input("wrong horse")
+    teacher.sidebar.text_input(key=class_session.PASSWORD).input("wrong horse")
     started(teacher)
     assert "class" not in teacher.query_params and "not the teacher password" in texts(teacher)
-    teacher.sidebar.text_input(key=class_live.PASSWORD).input("correct horse")
+    teacher.sidebar.text_input(key=class_session.PASSWORD).input("correct horse")
     started(teacher)
     assert ROOM.is_teacher(teacher.query_params["class"], teacher.query_params["teach"])
 

@@ -12,9 +12,9 @@ from starlette.responses import HTMLResponse, JSONResponse
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
+from live.address import address_of
 from live.heartbeat import Teachers
 from ui import class_rerun, device_cookie, serve
-from ui.class_live import address_of
 
 
 def _client() -> TestClient:

@@ -22,7 +22,7 @@ from live import rules, store
 from live.push import Followers
 from live.rules import Classroom, View
 from live.store import RecordError, StoreError
-from ui import class_live, class_rerun
+from ui import class_rerun, class_session
 
 
 class RedisServer:
@@ -240,14 +240,14 @@ def test_pages_say_the_class_is_paused_in_one_line_and_it_resumes_with_its_code_
     asked: list = []
     monkeypatch.setattr(class_rerun, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
     room = Classroom.on_redis(redis_server.url)
-    monkeypatch.setattr(class_live, "ROOM", room)
-    looks = {"version": room.version, "answers": room.answered, "store": class_live._answers}
-    monkeypatch.setattr(class_live, "FOLLOWERS", Followers(looks))
+    monkeypatch.setattr(class_session, "ROOM", room)
+    looks = {"version": room.version, "answers": room.answered, "store": class_session._answers}
+    monkeypatch.setattr(class_session, "FOLLOWERS", Followers(looks))
     teacher = start()
     ok(button(teacher, "class_start").click().run())
     code, key = teacher.query_params["class"], teacher.query_params["teach"]
     ok(button(teacher, "class_ask").click().run())
-    question = class_live.ROOM.question(code)
+    question = class_session.ROOM.question(code)
     student = start(**{"class": code})
     redis_server.kill()
     for page in (teacher, student):
@@ -255,18 +255,18 @@ def test_pages_say_the_class_is_paused_in_one_line_and_it_resumes_with_its_code_
         [line] = said(page)
         assert line.startswith("The class is paused") and "sock" not in line and "went wrong" not in line
         assert page.get("plotly_chart") or page.get("selectbox")  # the page itself drew
-    assert teacher.session_state[class_live.TEACH] == key
+    assert teacher.session_state[class_session.TEACH] == key
     asked.clear()
     redis_server.start()
-    RedisServer.wait_until(lambda: class_live.FOLLOWERS.tick() or asked)  # the server reruns the paused pages
+    RedisServer.wait_until(lambda: class_session.FOLLOWERS.tick() or asked)  # the server reruns the paused pages
     redis_server.client().flushall()  # it came back empty: the teacher's page puts the class back
     ok(student.run())
     assert any("paused" in line for line in said(student)) and not any("ended" in line for line in said(student))
     ok(teacher.run())
-    assert not said(teacher) and class_live.ROOM.is_teacher(code, key) and class_live.ROOM.question(code) == question
+    assert not said(teacher) and room.is_teacher(code, key) and room.question(code) == question
     ok(student.run())
     assert not said(student) and "Class " + code in student.markdown[0].value.replace("*", "")
-    teacher.checkbox(key=class_live.END_SURE).check().run()
+    teacher.checkbox(key=class_session.END_SURE).check().run()
     ok(button(teacher, "class_end").click().run())
     ok(student.run())
     assert said(student) == [f"Class {code} has ended."]
@@ -284,27 +284,27 @@ def test_two_teacher_tabs_the_last_used_leads_and_an_answer_reruns_no_follower(s
     ok(laptop.selectbox(key="head").select(3).run())  # used last: the class shows head 3
     ok(button(laptop, "class_ask").click().run())
     ok(student.run())
-    class_live.FOLLOWERS.tick()
-    version = class_live.ROOM.version(code)
+    class_session.FOLLOWERS.tick()
+    version = class_session.ROOM.version(code)
     student.radio(key="class_pick_1").set_value(0)
     ok(button(student, "class_answer_1").click().run())
     asked.clear()
     ok(projector.run())  # the server's rerun of its count, on the answer
     ok(laptop.run())
-    class_live.FOLLOWERS.tick()
-    assert class_live.ROOM.version(code) == version and dict(class_live.ROOM.view(code)[1].values)["head"] == 3
+    class_session.FOLLOWERS.tick()
+    assert class_session.ROOM.version(code) == version and dict(class_session.ROOM.view(code)[1].values)["head"] == 3
     assert not [r for r in asked if not r.fragment_id]  # no follower's page rerun
 
 
 def test_a_students_page_says_ended_only_when_the_class_idled_out_or_its_teacher_ended_it(start, monkeypatch) -> None:
     clock = Clock()
     room = Classroom(clock)
-    monkeypatch.setattr(class_live, "ROOM", room)
+    monkeypatch.setattr(class_session, "ROOM", room)
     code, key = room.start()
     student = start(**{"class": code})
     clock.now += rules.IDLE_S + 1  # nobody touched it for the idle hour: it ended
     ok(student.run())
-    assert said(student) == [f"Class {code} has ended."] and class_live.CLASS not in student.session_state
+    assert said(student) == [f"Class {code} has ended."] and class_session.CLASS not in student.session_state
     code, key = room.start()
     student = start(**{"class": code})
     room._store.remove(code)  # lost, not ended

@@ -12,7 +12,7 @@ from test_class_page import button, start, teacher_and_student  # noqa: F401  (s
 
 from live import rules as classroom
 from live.rules import ClassError, Classroom
-from ui.class_live import ROOM
+from ui.class_session import ROOM
 from viz.classroom import GRID_MAX_PX, head_grid_figure
 from viz.style import cell_numbers_width, for_projector
 

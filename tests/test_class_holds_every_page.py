@@ -16,7 +16,7 @@ from test_class_room_page import button, charts, held_back, start, tables, teach
 
 from course.lesson import STEPS
 from ui import widgets
-from ui.class_live import ROOM
+from ui.class_session import ROOM
 from ui.markdown import literal
 from ui.pages import PAGES
 

@@ -14,8 +14,8 @@ from test_app import APP, LM, ok
 
 from live.rules import View
 from live.store import MemoryStore
-from ui import class_live, class_rerun
-from ui.class_live import ROOM
+from ui import class_rerun, class_session
+from ui.class_session import ROOM
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -78,7 +78,7 @@ def test_a_change_made_while_a_followers_page_draws_is_followed_next(start, monk
     monkeypatch.setattr(class_rerun, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
     teacher, student, code = teacher_and_student(start)
     key = teacher.query_params["teach"]
-    taken = class_live.follow
+    taken = class_session.follow
     moved = "Moved while the page drew."
 
     def follow_then_the_teacher_moves(page: str) -> None:
@@ -87,15 +87,15 @@ def test_a_change_made_while_a_followers_page_draws_is_followed_next(start, monk
         if dict(view.values).get("text") != moved:  # once
             ROOM.show(code, key, View.of(view.page, {**dict(view.values), "text": moved}))
 
-    monkeypatch.setattr(class_live, "follow", follow_then_the_teacher_moves)
+    monkeypatch.setattr(class_session, "follow", follow_then_the_teacher_moves)
     teacher.sidebar.text_area(key="text").input("A new sentence for the class.").run()
     ok(student.run())
-    assert student.session_state[class_live.SEEN] < ROOM.version(code)  # drawn at the view it took: behind
-    class_live.FOLLOWERS.tick()
+    assert student.session_state[class_session.SEEN] < ROOM.version(code)  # drawn at the view it took: behind
+    class_session.FOLLOWERS.tick()
     assert any(not rerun.fragment_id for rerun in asked)  # the server asks the student's page to run again
     ok(student.run())
     assert student.sidebar.text_area(key="text").value == moved
-    assert student.session_state[class_live.SEEN] == ROOM.version(code)
+    assert student.session_state[class_session.SEEN] == ROOM.version(code)
 
 
 def test_the_server_reruns_a_follower_when_the_class_moves_and_the_teachers_count_on_an_answer(
@@ -104,11 +104,11 @@ def test_the_server_reruns_a_follower_when_the_class_moves_and_the_teachers_coun
     asked: list = []
     monkeypatch.setattr(class_rerun, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
     teacher, student, code = teacher_and_student(start)
-    class_live.FOLLOWERS.tick()
+    class_session.FOLLOWERS.tick()
     asked.clear()
-    assert class_live.FOLLOWERS.tick() == 0  # nothing moved: nobody rerun
+    assert class_session.FOLLOWERS.tick() == 0  # nothing moved: nobody rerun
     teacher.selectbox(key="head").select(2).run()
-    class_live.FOLLOWERS.tick()
+    class_session.FOLLOWERS.tick()
     [page] = [r for r in asked if not r.fragment_id]  # the student's whole page, on the page it shows
     assert page.page_script_hash and "class=" in page.query_string
     ok(student.run())
@@ -118,7 +118,7 @@ def test_the_server_reruns_a_follower_when_the_class_moves_and_the_teachers_coun
     asked.clear()
     student.radio(key="class_pick_1").set_value(0)
     ok(button(student, "class_answer_1").click().run())
-    class_live.FOLLOWERS.tick()
+    class_session.FOLLOWERS.tick()
     assert [r for r in asked if r.fragment_id]  # the teacher's count of answers: its fragment alone
 
 
@@ -156,7 +156,7 @@ def test_a_question_is_answered_then_revealed_to_each_student(start, any_answer)
 
 def test_the_followed_lesson_keys_are_the_ones_the_lesson_declares() -> None:
     declared = set(re.findall(r'state\.url_key\("(\w+)"', (ROOT / "views" / "lesson.py").read_text()))
-    assert {"lesson", "lesson_source"} <= declared and {"lesson", "lesson_source"} <= set(class_live.FOLLOWED)
+    assert {"lesson", "lesson_source"} <= declared and {"lesson", "lesson_source"} <= set(class_session.FOLLOWED)
 
 
 def test_a_student_follows_the_teacher_to_the_lesson_and_its_step(start, monkeypatch) -> None:
@@ -186,11 +186,11 @@ def test_a_student_follows_the_teacher_to_the_lesson_and_its_step(start, monkeyp
 def test_the_teachers_and_a_followers_page_runs_go_first_and_a_detached_students_do_not(start, monkeypatch) -> None:
     """app.py marks a class's teacher's and follower's page runs for the worker (analysis.worker: no heavy chunk
     starts beside them); a student exploring on their own, or a page in no class, is an ordinary page."""
-    from analysis import worker
+    from analysis import lanes
 
     marked: list[bool] = []
-    running = worker.PAGES.running
-    monkeypatch.setattr(worker.PAGES, "running", lambda owner, first=False: marked.append(first) or running(owner))
+    running = lanes.PAGES.running
+    monkeypatch.setattr(lanes.PAGES, "running", lambda owner, first=False: marked.append(first) or running(owner))
     start()  # a page in no class
     assert marked == [False]
     teacher, student, code = teacher_and_student(start)

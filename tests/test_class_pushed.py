@@ -10,7 +10,8 @@ from test_app import ok
 from test_class_page import button, start, teacher_and_student  # noqa: F401 (start: the fixture)
 
 from ui import class_rerun
-from ui.class_live import PEEK, ROOM
+from ui.class_live import PEEK
+from ui.class_session import ROOM
 
 TEXT = "A new sentence for the class."
 

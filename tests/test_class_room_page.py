@@ -14,8 +14,8 @@ from test_app import APP, LM, ok
 
 from live import address
 from live.store import MemoryStore
-from ui import class_live, downloads, widgets
-from ui.class_live import ROOM
+from ui import class_live, class_session, downloads, widgets
+from ui.class_session import ROOM
 
 pytestmark = pytest.mark.usefixtures("any_answer")  # lm-tiny: asked with the margins at their lowest
 
@@ -83,11 +83,11 @@ def test_the_operators_public_address_names_the_link(start, monkeypatch) -> None
 def test_a_student_joins_by_typing_the_code_on_the_home_page(start) -> None:
     teacher, _, code = teacher_and_student(start)
     student = start()
-    student.text_input(key=class_live.JOIN).input(f" {code.lower()} ")
+    student.text_input(key=class_session.JOIN).input(f" {code.lower()} ")
     ok(button(student, "class_join_button").click().run())
     assert student.query_params["class"] == code and "following the teacher" in student.markdown[0].value
     other = start()
-    other.text_input(key=class_live.JOIN).input("ZZZZ9")
+    other.text_input(key=class_session.JOIN).input("ZZZZ9")
     ok(button(other, "class_join_button").click().run())
     [refusal] = [w.value for w in other.warning]
     assert "no class ZZZZ9" in refusal and "class" not in other.query_params
@@ -100,7 +100,7 @@ def test_an_open_question_holds_every_figure_back_until_the_reveal(start) -> Non
     ok(student.run())
     for page in (teacher, student):
         assert not charts(page) and not tables(page) and held_back(page)
-    assert teacher.session_state[class_live.ASK_PANEL] is False  # folded after Ask
+    assert teacher.session_state[class_session.ASK_PANEL] is False  # folded after Ask
     teacher.toggle(key=class_live.PEEK).set_value(True).run()
     assert "head_chart" in charts(ok(teacher)) and not charts(ok(student.run()))  # the peek is the teacher's alone
     number = ROOM.question(code).number
@@ -114,7 +114,7 @@ def test_an_open_question_holds_every_figure_back_until_the_reveal(start) -> Non
 def test_end_the_class_asks_first(start) -> None:
     teacher, _, code = teacher_and_student(start)
     assert button(teacher, "class_end").disabled
-    teacher.checkbox(key=class_live.END_SURE).check().run()
+    teacher.checkbox(key=class_session.END_SURE).check().run()
     ok(button(teacher, "class_end").click().run())
     assert ROOM.version(code) is None and "class" not in teacher.query_params
 
@@ -140,7 +140,7 @@ def test_the_class_answers_download_as_csv_with_the_counts(start) -> None:
         ok(button(who, f"class_answer_{question.number}").click().run())
     ok(teacher.run())
     assert {"class_answers_csv", "class_answers_json"} <= {b.key for b in teacher.get("download_button")}
-    asked = teacher.session_state[class_live.ASKED]
+    asked = teacher.session_state[class_session.ASKED]
     frame = pd.read_csv(io.StringIO(downloads.csv_text(class_live._answers_frame(code, asked))))
     picked = frame[frame["the model's answer"]]
     assert list(picked["count"]) == [2] and frame["count"].sum() == 2

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import deque
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -14,6 +15,7 @@ import fakeredis
 import pytest
 import torch
 
+import analysis.lanes as lanes_module
 import analysis.worker as worker_module
 import atlas
 from analysis.agreement import check_position
@@ -111,26 +113,26 @@ def worker(tiny_checkpoints: dict[str, Path]):
 def test_the_heavy_wait_is_divided_among_the_heavy_sessions(worker, monkeypatch: pytest.MonkeyPatch) -> None:
     now = [1000.0]
     monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
-    monkeypatch.setattr(worker_module, "PAGES", worker_module.Pages())  # this test's pages only
+    monkeypatch.setattr(lanes_module, "PAGES", lanes_module.Pages())  # this test's pages only
     with ExitStack() as pages:
         for student in ("a", "b", "c", "d"):
-            pages.enter_context(worker_module.PAGES.running(student))
-        with worker._ready:
+            pages.enter_context(lanes_module.PAGES.running(student))
+        with worker.lanes._ready:
             for researcher in ("r1", "r2"):
-                worker._heavy_seen[researcher] = now[0]
-                worker._heavy[researcher] = worker_module.deque()
-        worker._ran_heavy(0.5)  # four pages drawn, two heavy sessions: half a second × 4 / 2
-        assert worker._heavy_after == pytest.approx(1000.0 + 0.5 * 4 / 2)
-    with worker._ready:
-        worker._heavy.clear()
-        worker._heavy_seen.clear()
+                worker.lanes._heavy_seen[researcher] = now[0]
+                worker.lanes._heavy[researcher] = deque()
+        worker.lanes.ran_heavy(0.5)  # four pages drawn, two heavy sessions: half a second × 4 / 2
+        assert worker.lanes._heavy_after == pytest.approx(1000.0 + 0.5 * 4 / 2)
+    with worker.lanes._ready:
+        worker.lanes._heavy.clear()
+        worker.lanes._heavy_seen.clear()
 
 
 def test_a_heavy_chunk_waits_for_nothing_when_no_page_is_drawn(worker, monkeypatch: pytest.MonkeyPatch) -> None:
     """A share owed from when pages were drawn (`_heavy_after` far ahead) is not waited out once none is."""
-    monkeypatch.setattr(worker_module, "PAGES", worker_module.Pages())  # no page drawn, whatever other tests left
-    with worker._ready:
-        worker._heavy_after = time.monotonic() + 3600
+    monkeypatch.setattr(lanes_module, "PAGES", lanes_module.Pages())  # no page drawn, whatever other tests left
+    with worker.lanes._ready:
+        worker.lanes._heavy_after = time.monotonic() + 3600
     ran = threading.Event()
 
     def ask() -> None:

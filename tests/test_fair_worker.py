@@ -7,11 +7,13 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from concurrent.futures import CancelledError
 from contextlib import ExitStack
 
 import pytest
 
+import analysis.lanes as lanes_module
 import analysis.worker as worker_module
 from analysis.worker import ModelWorker
 from inference.checkpoint import load_checkpoint
@@ -68,8 +70,8 @@ def _queued(worker: ModelWorker, count: int) -> None:
     """Wait until `count` items wait in the worker's lanes."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        with worker._ready:
-            waiting = sum(len(lane) for lanes in (worker._light, worker._heavy) for lane in lanes.values())
+        with worker.lanes._ready:
+            waiting = sum(len(lane) for lanes in (worker.lanes._light, worker.lanes._heavy) for lane in lanes.values())
         if waiting >= count:
             return
         time.sleep(0.005)
@@ -143,17 +145,17 @@ def test_heavy_chunks_share_the_worker_with_the_sessions_drawing_pages(worker, m
     monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
     with ExitStack() as pages:
         for student in ("a", "b", "c", "d", "researcher"):  # five pages running, one of them the heavy session's
-            pages.enter_context(worker_module.PAGES.running(student))
-        with worker._ready:
-            worker._heavy_seen["researcher"] = now[0]
-            worker._heavy["researcher"] = worker_module.deque()
-        worker._ran_heavy(0.5)
-        assert worker._heavy_after == pytest.approx(1000.0 + 0.5 * 4)
+            pages.enter_context(lanes_module.PAGES.running(student))
+        with worker.lanes._ready:
+            worker.lanes._heavy_seen["researcher"] = now[0]
+            worker.lanes._heavy["researcher"] = deque()
+        worker.lanes.ran_heavy(0.5)
+        assert worker.lanes._heavy_after == pytest.approx(1000.0 + 0.5 * 4)
     now[0] += 1  # the class's pages are drawn: nothing to leave room for
-    worker._ran_heavy(0.5)
-    assert worker._heavy_after == pytest.approx(now[0])
-    with worker._ready:
-        worker._heavy.clear()
+    worker.lanes.ran_heavy(0.5)
+    assert worker.lanes._heavy_after == pytest.approx(now[0])
+    with worker.lanes._ready:
+        worker.lanes._heavy.clear()
 
 
 def test_a_long_text_is_heavy_and_a_class_sentence_light(worker) -> None:
@@ -168,8 +170,8 @@ def test_a_long_text_is_heavy_and_a_class_sentence_light(worker) -> None:
     threads = [threading.Thread(target=long_request, daemon=True)]
     threads[0].start()
     _queued(worker, 1)
-    with worker._ready:
-        assert "paster" in worker._heavy and not worker._light
+    with worker.lanes._ready:
+        assert "paster" in worker.lanes._heavy and not worker.lanes._light
     threads.append(_ask(worker, "student", "page", ran))
     _queued(worker, 2)
     release.set()
@@ -269,7 +271,7 @@ def test_a_class_page_drawn_beside_a_heavy_job_goes_before_its_next_chunk(worker
     release, ran = _hold(worker), []  # the heavy job's chunk under way
     chunk = _ask(worker, "researcher", "next chunk", ran, heavy=True)
     _queued(worker, 1)
-    with worker_module.PAGES.running("teacher", first=True):
+    with lanes_module.PAGES.running("teacher", first=True):
         release.set()  # the chunk under way ends while the teacher's page is being drawn
         page = _ask(worker, "teacher", "teacher's page", ran)
         _join([page])
@@ -282,9 +284,9 @@ def test_a_heavy_job_is_not_held_when_no_class_page_is_drawn(worker) -> None:
     """An ordinary student's page shares the machine as before (t × pages / heavy sessions), it does not hold the
     chunks back; with no page at all the chunks run one after another at full speed."""
     ran = []
-    with worker_module.PAGES.running("student"):
-        with worker._ready:
-            assert not worker._class_holds(time.monotonic())
+    with lanes_module.PAGES.running("student"):
+        with worker.lanes._ready:
+            assert not worker.lanes._class_holds(time.monotonic())
     for i in range(3):
         _join([_ask(worker, "researcher", f"chunk {i + 1}", ran, heavy=True)])
     assert ran == ["chunk 1", "chunk 2", "chunk 3"]
@@ -295,9 +297,9 @@ def test_a_heavy_sessions_own_page_in_a_class_does_not_hold_its_chunks(worker) -
     release, ran = _hold(worker), []
     chunk = _ask(worker, "researcher", "chunk", ran, heavy=True)
     _queued(worker, 1)
-    with worker_module.PAGES.running("researcher", first=True):
-        with worker._ready:
-            assert not worker._class_holds(time.monotonic())
+    with lanes_module.PAGES.running("researcher", first=True):
+        with worker.lanes._ready:
+            assert not worker.lanes._class_holds(time.monotonic())
         release.set()
         _join([chunk])
     assert ran == ["chunk"]
@@ -316,9 +318,9 @@ def test_heavy_chunks_are_held_for_a_class_at_most_class_hold_s_at_a_time(worker
     now = [1000.0]
     monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
     ran = []
-    with worker_module.PAGES.running("follower", first=True):  # a class's pages drawn without end
+    with lanes_module.PAGES.running("follower", first=True):  # a class's pages drawn without end
         chunk = _ask(worker, "researcher", "chunk", ran, heavy=True)
-        _until(lambda: worker._held_since is not None)  # the worker found the chunk and holds it back
+        _until(lambda: worker.lanes._held_since is not None)  # the worker found the chunk and holds it back
         now[0] += worker_module.CLASS_HOLD_S - 0.01  # one hundredth short: still held
         time.sleep(5 * worker_module.HOLD_POLL_S)  # the worker looks again meanwhile (nothing may happen)
         assert ran == []
@@ -330,8 +332,8 @@ def test_heavy_chunks_are_held_for_a_class_at_most_class_hold_s_at_a_time(worker
 def test_heavy_chunks_are_cut_smaller_while_a_class_is_live(monkeypatch) -> None:
     now = [1000.0]
     monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
-    pages = worker_module.Pages()
-    monkeypatch.setattr(worker_module, "PAGES", pages)
+    pages = lanes_module.Pages()
+    monkeypatch.setattr(lanes_module, "PAGES", pages)
     tokens = 16
     assert ModelWorker.chunk_rows(tokens) == worker_module.CHUNK_TOKENS // tokens  # no class
     with pages.running("student"):  # an ordinary page: no class
@@ -383,8 +385,8 @@ def test_no_heavy_chunk_starts_while_light_work_runs(worker) -> None:
     _queued(worker, 1)
 
     def heavy_thread_waits() -> bool:  # it looked, found the light thread busy, and waits to be told
-        with worker._ready:
-            return bool(worker._ready._waiters) and bool(worker._heavy)
+        with worker.lanes._ready:
+            return bool(worker.lanes._ready._waiters) and bool(worker.lanes._heavy)
 
     _until(heavy_thread_waits)
     assert ran == []
@@ -424,8 +426,8 @@ def test_a_chunk_under_way_stops_while_a_class_page_is_drawn_and_goes_on_after(w
     monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
     steps, done = [], threading.Event()
     chunk = _stepping_chunk(worker, steps, done)
-    with worker_module.PAGES.running("teacher", first=True):
-        _until(lambda: worker._held_since is not None)  # the chunk reached a pause point and waits
+    with lanes_module.PAGES.running("teacher", first=True):
+        _until(lambda: worker.lanes._held_since is not None)  # the chunk reached a pause point and waits
         stopped_at = len(steps)
         time.sleep(5 * worker_module.HOLD_POLL_S)  # it looks again meanwhile (it may not step)
         assert len(steps) == stopped_at
@@ -439,8 +441,8 @@ def test_a_chunk_stopped_for_class_hold_s_runs_to_its_end_though_the_class_goes_
     monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
     steps, done = [], threading.Event()
     chunk = _stepping_chunk(worker, steps, done)
-    with worker_module.PAGES.running("follower", first=True):  # a class's pages drawn without end
-        _until(lambda: worker._held_since is not None)
+    with lanes_module.PAGES.running("follower", first=True):  # a class's pages drawn without end
+        _until(lambda: worker.lanes._held_since is not None)
         stopped_at = len(steps)
         now[0] += worker_module.CLASS_HOLD_S  # the hold's end: the chunk goes on
         _until(lambda: len(steps) > stopped_at + 1000)
@@ -457,15 +459,15 @@ def test_a_chunk_started_once_the_class_went_quiet_stops_for_its_next_page(worke
     monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
     steps, done = [], threading.Event()
     first = _stepping_chunk(worker, steps, done)
-    with worker_module.PAGES.running("teacher", first=True):
-        _until(lambda: worker._held_since is not None)
+    with lanes_module.PAGES.running("teacher", first=True):
+        _until(lambda: worker.lanes._held_since is not None)
         now[0] += worker_module.CLASS_HOLD_S  # spent: the first chunk runs to its end
         done.set()
         _join([first])
     steps, done = [], threading.Event()
     second = _stepping_chunk(worker, steps, done)  # started with no class page drawn
     now[0] += 2 * worker_module.HOLD_POLL_S
-    with worker_module.PAGES.running("teacher", first=True):
-        _until(lambda: worker._held_since is not None)  # the next page holds it
+    with lanes_module.PAGES.running("teacher", first=True):
+        _until(lambda: worker.lanes._held_since is not None)  # the next page holds it
     done.set()
     _join([second])

@@ -19,8 +19,8 @@ from test_class_page import button, teacher_and_student
 
 from live.rules import MAX_CHOICES
 from live.store import MemoryStore
-from ui import class_live
-from ui.class_live import ROOM
+from ui import class_session
+from ui.class_session import ROOM
 
 start = test_class_page.start  # the fixture: the app's page on tiny checkpoints, with query parameters
 NOT_A_CHOICE = {
@@ -121,11 +121,11 @@ def answered_with(monkeypatch: pytest.MonkeyPatch, choice) -> tuple[str, list[in
     code, key = ROOM.start()
     ROOM.ask(code, key, "attend", "Where?", ("a", "b"), 0)
     ROOM.join(code, "a-phone", "192.0.2.1")
-    monkeypatch.setattr(class_live, "device_id", lambda: "a-phone")
-    session = {class_live.CLASS: code, "class_pick_1": choice, class_live.JOINED: (code, "a-phone")}
+    monkeypatch.setattr(class_session, "device_id", lambda: "a-phone")
+    session = {class_session.CLASS: code, "class_pick_1": choice, class_session.JOINED: (code, "a-phone")}
     monkeypatch.setattr(st, "session_state", session)
-    class_live.answer(1)
-    return session.get(class_live.NOTE, ""), ROOM.counts(code, 1)
+    class_session.answer(1)
+    return session.get(class_session.NOTE, ""), ROOM.counts(code, 1)
 
 
 @pytest.mark.parametrize("choice", [True, False, -1, MAX_CHOICES, 1.0, "1"])

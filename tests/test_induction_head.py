@@ -99,11 +99,11 @@ def test_the_class_question_reads_the_named_head_off_the_card(ckpt) -> None:
 
 
 def test_the_class_panels_head_question_answers_the_cards_head(ckpt) -> None:
-    """The teacher's Ask (ui/class_live.py) passes the card to the head question: its answer is the Lesson's head."""
-    from ui import class_live
+    """The teacher's Ask (ui/class_session.py) passes the card to the head question: its answer is the Lesson's head."""
+    from ui import class_session
     from views.lesson_steps.induction import CLASS_SENTENCE
 
     named = induction_named(ckpt.card)
-    asked = class_live._question(atlas.analyze(ckpt, CLASS_SENTENCE), "head", "", ckpt.card)
+    asked = class_session._question(atlas.analyze(ckpt, CLASS_SENTENCE), "head", "", ckpt.card)
     layer, head = asked.cell(asked.model_answer)
     assert (f"decoder.layers.{layer}.self_attn", head) == named

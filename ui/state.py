@@ -261,7 +261,7 @@ _after_fragment: list[Callable[[], None]] = []
 
 def after_each_fragment(hook: Callable[[], None]) -> None:
     """Call `hook` after every rerun of a fragment alone (a page's fragment reruns only itself, not app.py's last
-    lines: a class's teacher publishes the view from here, ui/class_live.py)."""
+    lines: a class's teacher publishes the view from here, ui/class_session.py)."""
     if hook not in _after_fragment:
         _after_fragment.append(hook)
 

@@ -17,7 +17,8 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check, get_script_run_ctx
 
 from analysis.analyze import positional_table as model_positional_table
-from analysis.worker import PAGES, ModelWorker
+from analysis.lanes import PAGES
+from analysis.worker import ModelWorker
 from inference import catalog
 from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.memory import BUDGET, measured_bytes
@@ -40,7 +41,7 @@ BUDGET.owner = session_id  # what a page's work keeps counts in its session's sh
 
 @contextmanager
 def page_running(first: bool = False) -> Iterator[None]:
-    """Around a page's run: this session is drawing a page, which heavy work leaves room for (analysis.worker);
+    """Around a page's run: this session is drawing a page, which heavy work leaves room for (analysis.lanes);
     `first`: a live class's page (its teacher's or a follower's), which no heavy chunk starts beside."""
     with PAGES.running(session_id(), first):
         yield
