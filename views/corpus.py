@@ -17,7 +17,7 @@ from analysis.corpus.texts import CorpusError
 from ui import errors, state
 from ui.markdown import literal
 from ui.says import figure_says
-from ui.widgets import data_table, show_chart
+from ui.widgets import data_table, projector, show_chart
 from viz.corpus import cluster_heatmap, cluster_map, distribution, head_map, vector_map
 from viz.labels import safe_filename
 
@@ -37,9 +37,10 @@ def profiles() -> list[str]:
 
 
 def explore_link(model: str, attention: str, layer: int, head: int, text: str, query: int) -> str:
-    """Explore's address at this text, head and query token (all from 1, the start token 1)."""
+    """Explore's address at this text, head and query token (all from 1, the start token 1), in projector mode when
+    this page is."""
     values = {"model": model, "text": state.pack_text(text), "attention": attention}
-    values |= {"L": layer, "H": head, "point": query}
+    values |= {"L": layer, "H": head, "point": query} | ({"projector": 1} if projector() else {})
     return "./?" + urlencode(values)
 
 
