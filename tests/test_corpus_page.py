@@ -51,3 +51,22 @@ def test_heads_cluster_by_their_profiles_and_the_page_says_its_map_is_pca(app, m
     assert [r.split(" ")[0] for r in rows] == ["L1"] * 4 + ["L2"] * 4
     assert "(PCA)" in chart(at, "corpus_cluster_map")["layout"]["title"]["text"]
     assert any("by PCA (UMAP when umap-learn is installed)" in c.value for c in at.caption)
+
+
+def test_the_cluster_map_names_heads_where_there_is_room_and_heads_at_one_place_together() -> None:
+    import numpy as np
+
+    from viz.corpus import LABEL_HEIGHT, LABEL_WIDTH, cluster_map, head_labels
+
+    points = np.array([[0.0, 0.0], [0.001, 0.001], [1.0, 1.0], [0.5, 0.5], [0.56, 0.5], [0.0, 1.0]])
+    heads = [(1, 1), (1, 2), (2, 1), (2, 2), (2, 3), (3, 1)]
+    cluster = [1, 1, 2, 2, 2, 1]
+    labels = head_labels(points, heads, cluster)
+    assert sorted(filter(None, labels)) == ["L1 H1, H2", "L2 H1", "L2 H3", "L3 H1"]  # L2 H2 would cover L2 H3
+    kept = [(points[i], len(n)) for i, n in enumerate(labels) if n]
+    for a, (p, n) in enumerate(kept):
+        for q, m in kept[a + 1 :]:
+            apart_x = abs(p[0] - q[0]) >= LABEL_WIDTH * (n + m) / 10
+            assert apart_x or abs(p[1] - q[1]) >= LABEL_HEIGHT
+    fig = cluster_map(points, heads, cluster, "PCA")
+    assert sorted(sum((list(t.customdata) for t in fig.data), [])) == sorted(f"L{la} H{h}" for la, h in heads)

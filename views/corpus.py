@@ -17,7 +17,7 @@ from analysis.corpus.texts import CorpusError
 from ui import errors, state
 from ui.markdown import literal
 from ui.says import figure_says
-from ui.widgets import data_table, show_chart
+from ui.widgets import data_table, projector, show_chart
 from viz.corpus import cluster_heatmap, cluster_map, distribution, head_map, vector_map
 from viz.labels import safe_filename
 
@@ -37,9 +37,10 @@ def profiles() -> list[str]:
 
 
 def explore_link(model: str, attention: str, layer: int, head: int, text: str, query: int) -> str:
-    """Explore's address at this text, head and query token (all from 1, the start token 1)."""
+    """Explore's address at this text, head and query token (all from 1, the start token 1), in projector mode when
+    this page is."""
     values = {"model": model, "text": state.pack_text(text), "attention": attention}
-    values |= {"L": layer, "H": head, "point": query}
+    values |= {"L": layer, "H": head, "point": query} | ({"projector": 1} if projector() else {})
     return "./?" + urlencode(values)
 
 
@@ -54,7 +55,7 @@ def body() -> None:
         return
     state.keep_valid(PROFILE, names, DEFAULT if DEFAULT in names else names[0])
     figure = st.container()
-    left, mid, right = st.columns(3)
+    left, mid, at_layer, at_head = st.columns([3, 3, 2, 2])  # layer beside head: the head's figures come sooner
     name = left.selectbox("Profile", names, key=PROFILE)
     try:
         corpus = open_corpus(PROFILES / name / "profile")
@@ -71,15 +72,16 @@ def body() -> None:
     state.keep_valid(C_LAYER, list(range(layers)), int(best["layer"]) - 1, owner=name)
     state.keep_valid(C_HEAD, list(range(n_heads)), int(best["head"]) - 1, owner=name)
     one = lambda i: str(i + 1)
-    layer = right.selectbox("Layer", list(range(layers)), key=C_LAYER, format_func=one) + 1
-    head = right.selectbox("Head", list(range(n_heads)), key=C_HEAD, format_func=one) + 1
+    layer = at_layer.selectbox("Layer", list(range(layers)), key=C_LAYER, format_func=one) + 1
+    head = at_head.selectbox("Head", list(range(n_heads)), key=C_HEAD, format_func=one) + 1
     grid = heads.pivot(index="layer", columns="head", values=score).to_numpy()
     label = score.replace("_", " ")
     show_chart(head_map(grid, label, (layer, head)), "corpus_map", safe_filename("corpus", name, score), where=figure)
     model = corpus.manifest["identity"]["model"]["name"]
     figure_says(
-        f"A square a head of {literal(model)}: its mean {literal(label)} over the profile's "
-        f"{corpus.manifest['texts']:,} texts. The outlined head is shown below.",
+        f"Each square is one head of the {literal(model)} model, coloured by its mean {literal(label)} score over "
+        f"the profile's {corpus.manifest['texts']:,} texts (the brighter, the higher). The outlined head is the one "
+        "shown below.",
         figure,
     )
     one_head(corpus, name, model, score, layer, head)
@@ -105,7 +107,10 @@ def clustered(corpus: Corpus, name: str) -> None:
         safe_filename("corpus", name, "cluster_map"),
     )
     how = "UMAP (umap-learn is installed)" if found.method == "UMAP" else "PCA (UMAP when umap-learn is installed)"
-    st.caption(f"The same profiles on a map by {how}: heads that attend alike sit close, a colour a cluster.")
+    st.caption(
+        f"The same profiles on a map by {how}: heads that attend alike sit close, a colour a cluster "
+        "(a head's name where there is room for it, every head's on hover)."
+    )
 
 
 def one_head(corpus: Corpus, name: str, model: str, score: str, layer: int, head: int) -> None:

@@ -106,8 +106,53 @@ def cluster_heatmap(
     return fig
 
 
+# A head's name on the cluster map, as a share of the plot's width and height (about "L1 H2" in projector type on a
+# chart of ~900 × 300 px): a name is drawn only where it covers no name drawn before it.
+LABEL_WIDTH, LABEL_HEIGHT, SAME_PLACE = 0.085, 0.11, 0.04
+PAD = 0.12  # each axis's range past its farthest points: the names above the top and end points stay on the chart
+
+
+def _spans(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    low, high = points.min(axis=0), points.max(axis=0)
+    return low, np.where(high > low, high - low, 1.0)
+
+
+def head_labels(points: np.ndarray, heads: list[tuple[int, int]], cluster: list[int]) -> list[str]:
+    """Each head's name on the cluster map, "" where it would cover another: heads of one cluster at one place share
+    one name ("L1 H2, H3"); then, from the heads farthest from the middle (the map's outliers) inwards, a name is
+    kept where its box, above its point, overlaps no name kept before it. Every head keeps its name on hover."""
+    low, span = _spans(points)
+    unit = (points - low) / span
+    labels = [""] * len(heads)
+    placed: list[tuple[float, float, float]] = []  # (x, y, half width) of each name kept
+    order = np.argsort(-np.linalg.norm(unit - unit.mean(axis=0), axis=1), kind="stable")
+    taken = set()
+    for i in order:
+        if i in taken:
+            continue
+        together = [
+            j
+            for j in range(len(heads))
+            if j not in taken and cluster[j] == cluster[i] and np.abs(unit[j] - unit[i]).max() < SAME_PLACE
+        ]
+        taken.update(together)
+        together.sort(key=lambda j: heads[j])
+        name = f"L{heads[together[0]][0]} H{heads[together[0]][1]}"
+        for j in together[1:]:
+            layer, head = heads[j]
+            name += f", H{head}" if layer == heads[together[0]][0] else f", L{layer} H{head}"
+        half = LABEL_WIDTH * len(name) / 10
+        x, y = unit[i]
+        if all(abs(x - px) >= half + ph or abs(y - py) >= LABEL_HEIGHT for px, py, ph in placed):
+            placed.append((x, y, half))
+            labels[i] = name
+    return labels
+
+
 def cluster_map(points: np.ndarray, heads: list[tuple[int, int]], cluster: list[int], method: str) -> go.Figure:
-    """(N, 2) every head on a map by its profile, a colour a cluster."""
+    """(N, 2) every head on a map by its profile, a colour a cluster, a head's name where there is room for it
+    (`head_labels`)."""
+    labels = head_labels(points, heads, cluster)
     fig = go.Figure()
     for c in sorted(set(cluster)):
         rows = [i for i, k in enumerate(cluster) if k == c]
@@ -115,18 +160,21 @@ def cluster_map(points: np.ndarray, heads: list[tuple[int, int]], cluster: list[
             go.Scatter(
                 x=points[rows, 0].tolist(),
                 y=points[rows, 1].tolist(),
-                mode="markers+text" if len(heads) <= 64 else "markers",
+                mode="markers+text",
                 name=f"cluster {c}",
                 marker={"size": 10, "color": CLUSTER_COLOURS[(c - 1) % len(CLUSTER_COLOURS)]},
-                text=[f"L{heads[i][0]} H{heads[i][1]}" for i in rows],
+                text=[labels[i] for i in rows],
+                customdata=[f"L{heads[i][0]} H{heads[i][1]}" for i in rows],
                 textposition="top center",
-                hovertemplate="%{text}<extra>cluster " + str(c) + "</extra>",
+                cliponaxis=False,
+                hovertemplate="%{customdata}<extra>cluster " + str(c) + "</extra>",
             )
         )
+    low, span = _spans(points)
     fig.update_layout(
         title={"text": f"Heads by their profiles ({escape(method)})"},
-        xaxis={"title": {"text": "axis 1"}},
-        yaxis={"title": {"text": "axis 2"}},
+        xaxis={"title": {"text": "axis 1"}, "range": [low[0] - PAD * span[0], low[0] + (1 + PAD) * span[0]]},
+        yaxis={"title": {"text": "axis 2"}, "range": [low[1] - PAD * span[1], low[1] + (1 + 2 * PAD) * span[1]]},
         height=420,
         margin={"t": 50, "b": 40, "l": 50, "r": 20},
     )
