@@ -11,7 +11,8 @@ oldest goes first), MAX_CHOICES choices a question; a class that neither its tea
 IDLE_S seconds ends, and so does one whose teacher has had no page open for TEACHER_AWAY_S (the open page
 touches its class: live/heartbeat.py). Who starts a class: with a teacher password set, only
 those who give it; without, one client address starts at most MAX_CLASSES_PER_ADDRESS live classes (students never
-start one, so a school behind one NAT address is fine). A device (a browser's cookie) joins a class once; new
+start one, so a school behind one NAT address is fine; an operator whose teachers share one address sets another
+number in $ATLAS_CLASSES_PER_ADDRESS). A device (a browser's cookie) joins a class once; new
 devices from one address come at most JOIN_BURST at once, then one each JOIN_EVERY_S; the teacher may lock the
 class, after which a device that had not joined follows but does not answer. The version number grows with each
 change students must see (the view, a question asked, an answer revealed), so that a follower's poll reads one
@@ -47,7 +48,21 @@ JOIN_EVERY_S = 6.0  # then one more each 6 s: three hundred from one client take
 CODE_LETTERS = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: read aloud and typed from a projector
 CODE_LENGTH = 5
 PASSWORD_ENV = "ATLAS_TEACHER_PASSWORD"  # the teacher password, when the operator set one
+PER_ADDRESS_ENV = "ATLAS_CLASSES_PER_ADDRESS"  # the operator's MAX_CLASSES_PER_ADDRESS, when set
 KINDS = ("attend", "head", "next")  # where will this query attend most · which head · what will the model predict
+
+
+def classes_per_address(environ: Mapping[str, str] = os.environ) -> tuple[int, str | None]:
+    """The live classes one client address starts without a teacher password: $ATLAS_CLASSES_PER_ADDRESS (a whole
+    number from 1 to MAX_CLASSES) or MAX_CLASSES_PER_ADDRESS; and why the variable's value is not one (the default
+    is used then: `atlas app` refuses to start on it), or None."""
+    raw = environ.get(PER_ADDRESS_ENV, "").strip()
+    if not raw:
+        return MAX_CLASSES_PER_ADDRESS, None
+    if raw.isascii() and raw.isdigit() and 1 <= int(raw) <= MAX_CLASSES:
+        return int(raw), None
+    shown = raw if len(raw) <= 20 else raw[:20] + "…"
+    return MAX_CLASSES_PER_ADDRESS, f"${PER_ADDRESS_ENV} is {shown!r}: it takes a whole number from 1 to {MAX_CLASSES}"
 
 
 @dataclass(frozen=True)
@@ -189,24 +204,35 @@ class Classroom:
         clock: Callable[[], float] = time.monotonic,
         store: MemoryStore | RedisStore | None = None,
         password: str | None = None,
+        per_address: int = MAX_CLASSES_PER_ADDRESS,
     ) -> None:
-        """`password`: the teacher password the operator set (`atlas app --teacher-password-file`), or None."""
+        """`password`: the teacher password the operator set (`atlas app --teacher-password-file`), or None;
+        `per_address`: the live classes one client address starts without it."""
         self._clock = clock
         self._store = MemoryStore() if store is None else store
         self._password = password or None
+        self._per_address = per_address
 
     @classmethod
     def from_environment(cls) -> Classroom:
         """This server's memory, or the Redis server $ATLAS_CLASS_STORE names (read by every replica)."""
         url, password = class_store.url_from_environment(), os.environ.get(PASSWORD_ENV) or None
-        return cls(password=password) if url is None else cls.on_redis(url, password=password)
+        per_address, _ = classes_per_address()
+        if url is None:
+            return cls(password=password, per_address=per_address)
+        return cls.on_redis(url, password=password, per_address=per_address)
 
     @classmethod
     def on_redis(
-        cls, url: str, client: object = None, clock: Callable[[], float] = time.time, password: str | None = None
+        cls,
+        url: str,
+        client: object = None,
+        clock: Callable[[], float] = time.time,
+        password: str | None = None,
+        per_address: int = MAX_CLASSES_PER_ADDRESS,
     ) -> Classroom:
         """The classes every replica shares, in the Redis server at `url` (or `client`, a test's fakeredis)."""
-        return cls(clock, RedisStore(url, _dumps, _loads, IDLE_S, client=client), password)
+        return cls(clock, RedisStore(url, _dumps, _loads, IDLE_S, client=client), password, per_address)
 
     @property
     def needs_password(self) -> bool:
@@ -221,9 +247,9 @@ class Classroom:
         self.sweep()
         if self._password is None:
             # Two starts at the same instant from one address may both pass; MAX_CLASSES still bounds them all.
-            if self._store.started(address, self._alive()) >= MAX_CLASSES_PER_ADDRESS:
+            if self._store.started(address, self._alive()) >= self._per_address:
                 raise ClassError(
-                    f"this address already runs {MAX_CLASSES_PER_ADDRESS} classes: end one first (a class whose "
+                    f"this address already runs {self._per_address} classes: end one first (a class whose "
                     f"teacher's page has been closed {TEACHER_AWAY_S / 60:.0f} minutes ends by itself)"
                 )
         key, now = secrets.token_urlsafe(16), self._clock()

@@ -56,7 +56,15 @@ def serve(extra_env: dict[str, str] | None = None, log_name: str = "server") -> 
     """A streamlit server on a free loopback port, on the shipped checkpoints (and `extra_env`); its url, until the
     generator is closed. Its output goes to screenshots/`log_name`[-worker].log."""
     port = free_port()
-    env = {**os.environ, "ATLAS_CHECKPOINTS": str(ROOT / "checkpoints"), "OMP_NUM_THREADS": "1", **(extra_env or {})}
+    # The browser modules of one worker share this server, and five of them start classes from the loopback: the
+    # per-address bound (tests/test_edges.py takes it to its edge) would refuse the fourth.
+    env = {
+        **os.environ,
+        "ATLAS_CHECKPOINTS": str(ROOT / "checkpoints"),
+        "OMP_NUM_THREADS": "1",
+        "ATLAS_CLASSES_PER_ADDRESS": "20",
+        **(extra_env or {}),
+    }
     cmd = [
         sys.executable,
         "-m",

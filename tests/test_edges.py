@@ -56,6 +56,51 @@ def test_each_write_to_a_class_in_redis_renews_its_expiry() -> None:
     assert client.ttl(class_store.PREFIX + code) >= full - 1
 
 
+# --- the operator's number of classes an address starts ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store", ["memory", "fakeredis"])
+def test_an_operators_number_of_classes_an_address_starts_is_kept_to_the_edge(store: str, monkeypatch) -> None:
+    """$ATLAS_CLASSES_PER_ADDRESS=5: the fifth class from one address starts, the sixth is refused naming 5; another
+    address starts its own."""
+    monkeypatch.setenv(classroom.PER_ADDRESS_ENV, "5")
+    if store == "memory":
+        monkeypatch.delenv(class_store.ENV, raising=False)
+        room = Classroom.from_environment()
+    else:
+        per_address, problem = classroom.classes_per_address()
+        assert problem is None
+        room = Classroom.on_redis(
+            "redis://fake", fakeredis.FakeRedis(server=fakeredis.FakeServer()), per_address=per_address
+        )
+    for _ in range(5):
+        room.start(NAT)
+    with pytest.raises(ClassError, match="already runs 5 classes"):
+        room.start(NAT)
+    room.start("198.51.100.1")
+
+
+@pytest.mark.parametrize(
+    ("value", "number", "refused"),
+    [("", 3, False), (" 7 ", 7, False), ("1", 1, False), ("64", 64, False), ("0", 3, True), ("65", 3, True),
+     ("-2", 3, True), ("2.5", 3, True), ("٣", 3, True), ("many" * 20, 3, True)],
+)  # fmt: skip
+def test_the_number_of_classes_an_address_starts_is_a_whole_number_from_1_to_max_classes(value, number, refused):
+    got, problem = classroom.classes_per_address({classroom.PER_ADDRESS_ENV: value})
+    assert got == number and (problem is not None) == refused
+    if refused:
+        assert classroom.PER_ADDRESS_ENV in problem and "\n" not in problem and len(problem) < 160
+
+
+def test_atlas_app_refuses_a_number_of_classes_that_is_not_one_in_one_line(monkeypatch, capsys) -> None:
+    from ui import serve
+
+    monkeypatch.setenv(classroom.PER_ADDRESS_ENV, "lots")
+    assert serve.main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("atlas app: ") and classroom.PER_ADDRESS_ENV in err and "\n" not in err
+
+
 # --- a class whose teacher is away frees its starter's place ------------------------------------------------------
 
 

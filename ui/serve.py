@@ -130,6 +130,12 @@ def main(argv: list[str]) -> int:
             print(f"atlas app: no model “{args.model}” here; the models are: {', '.join(names)}", file=sys.stderr)
             return 2
         os.environ[catalog.MODEL_VAR] = args.model  # every session's first page reads it (ui/sidebar.py)
+    from live.rules import classes_per_address
+
+    _, refused = classes_per_address()
+    if refused:
+        print(f"atlas app: {refused}", file=sys.stderr)
+        return 2
     refused, warning = class_store_problem()
     if refused:
         print(f"atlas app: {refused}", file=sys.stderr)
