@@ -23,6 +23,7 @@ from ui.guard import UPLOADS_IN_ALL
 from ui.markdown import literal
 from viz.labels import indexed_labels
 from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector, thaw
+from viz.ticks import thinning_css
 
 # One key per choice, the same on every page that offers it. Indices are 0-based in the session and 1-based in the
 # URL, as the labels read (L=3&H=5 is "layer 3, head 5").
@@ -337,9 +338,9 @@ class _Frozen(go.Figure):
 def show_chart(fig: go.Figure | dict[str, Any], key: str, file_name: str, where=None, **kwargs):
     """st.plotly_chart of `fig` (a Figure, or a `frozen` one as the chart caches keep them), in large type in
     projector mode, its heatmap cell numbers hidden by CSS wherever the chart is too narrow for them
-    (viz.style.cell_numbers_css); returns what st.plotly_chart returns (the selection, with on_select). `where`: a
-    column or tab (default: the page). A frozen figure is drawn as it is, uncopied, unless projector mode restyles a
-    thawed copy of it."""
+    (viz.style.cell_numbers_css) and its x tick labels thinned where they would touch (viz.ticks.thinning_css);
+    returns what st.plotly_chart returns (the selection, with on_select). `where`: a column or tab (default: the
+    page). A frozen figure is drawn as it is, uncopied, unless projector mode restyles a thawed copy of it."""
     where = where if where is not None else st
     if held_back(where):
         return None
@@ -348,8 +349,9 @@ def show_chart(fig: go.Figure | dict[str, Any], key: str, file_name: str, where=
     if projector():
         fig = for_projector(thaw(fig) if isinstance(fig, dict) else fig)
     width = cell_numbers_width(fig)
-    if width:
-        where.html(f"<style>{cell_numbers_css(key, width)}</style>")
+    css = (cell_numbers_css(key, width) if width else "") + thinning_css(key, fig)
+    if css:
+        where.html(f"<style>{css}</style>")
     drawn = _Frozen(fig) if isinstance(fig, dict) else fig
     return where.plotly_chart(drawn, key=key, config=config(file_name), **kwargs)
 

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from viz.arrays import check_attention
 from viz.labels import escape, token_labels
 from viz.style import COLORSCALE, HIGHLIGHT, category_axis, category_hover, finish_layout, unvalidated
+from viz.ticks import GAP_PX, LINE_EM
 
 LINE = "#0072B2"  # Okabe–Ito blue
 
@@ -54,7 +55,9 @@ def loss_curve(
 
 STRIP_PANEL = 200  # px: one snapshot's heatmap in head_over_steps
 STRIP_TITLE = 34  # px: its two-line title ("step 900", "loss 6.933") at 12 px
-STRIP_TICKS = 70  # px: the key labels under the bottom panels, at -60° in 9 px type
+STRIP_TICKS = 70  # px: the key labels under the bottom panel of the first column, at -60° in 9 px type
+STRIP_FONT = 9  # px: the panels' tick labels
+STRIP_ROW_LABELS = int(STRIP_PANEL // (LINE_EM * STRIP_FONT + GAP_PX))  # rows named down a panel, their boxes apart
 
 
 def head_over_steps(
@@ -67,7 +70,8 @@ def head_over_steps(
 ) -> go.Figure:
     """One head's (Tq, Tk) weights at each snapshot, side by side on the 0–1 cividis scale, each titled with its
     `labels` entry (e.g. "step 300 · loss 1.22"). Axes and every cell's hover name positions from 1 and pieces: each
-    heatmap's x and y are the token labels (viz.style.category_axis), at most 24 shown a side."""
+    heatmap's x and y are the token labels (viz.style.category_axis): at most 24 keys named, under the first column's
+    bottom panel, and STRIP_ROW_LABELS rows down the first column."""
     if not weights or len(weights) != len(labels):
         raise ValueError("need one label for each snapshot's weights")
     zs = [check_attention(w, query_pieces, key_pieces) for w in weights]
@@ -92,23 +96,25 @@ def head_over_steps(
         data.append(heatmap)
         x0 = c * (width + gap)
         top = 1 - r * (STRIP_PANEL + band) / area
-        # Hidden, never blanked: a hover's %{x} and %{y} read a tick's text where there is one.
-        x_axis = category_axis(k, 24) | ({} if i + cols >= n else {"showticklabels": False})
+        # Hidden, never blanked: a hover's %{x} and %{y} read a tick's text where there is one. The keys are named
+        # under the bottom panel of the first column alone, as the rows beside it: every panel reads the same
+        # tokens, and a panel's last label, turned, ran into the next one's first.
+        x_axis = category_axis(k, 24) | ({} if i == (rows - 1) * cols else {"showticklabels": False})
         layout[f"xaxis{axis}"] = {
             "domain": [x0, x0 + width],
             "anchor": f"y{axis}",
             **x_axis,
             "tickangle": -60,
-            "tickfont": {"size": 9},
+            "tickfont": {"size": STRIP_FONT},
         }
         # Only the first column names its rows.
-        y_axis = category_axis(q, 24) | ({"showticklabels": False} if c else {})
+        y_axis = category_axis(q, STRIP_ROW_LABELS) | ({"showticklabels": False} if c else {})
         layout[f"yaxis{axis}"] = {
             "domain": [max(0.0, top - STRIP_PANEL / area), min(1.0, top)],  # rounding may step a hair outside 0–1
             "anchor": f"x{axis}",
             "autorange": "reversed",
             **y_axis,
-            "tickfont": {"size": 9},
+            "tickfont": {"size": STRIP_FONT},
         }
     annotations = []
     for i, label in enumerate(labels):
