@@ -65,23 +65,30 @@ def _chrome(spec: dict[str, Any]) -> float:
 
 
 def thinning(fig: go.Figure | dict[str, Any]) -> list[tuple[int, float]]:
-    """(m, below), widest first: at a chart width (px) under `below`, every m-th x tick label is shown, the others
-    hidden (the largest m whose `below` the width is under wins); [] where every label fits on any screen. The x
-    axis whose labels need the widest chart decides for all: its plot area is its domain's share of the chart less
-    `_chrome`, and its labels at most that divided by their number apart. `fig`: a Figure, or a `frozen` one."""
+    """(m, below), widest first: at a chart width (px) under `below`, every m-th x tick label is shown (and y's,
+    where the y axis keeps the x axis's scale), the others hidden (the largest m whose `below` the width is under
+    wins); [] where every label fits on any screen. The x axis whose labels need the widest chart decides for all:
+    its plot area is its domain's share of the chart less `_chrome`, and its labels at most that divided by their
+    number apart. `fig`: a Figure, or a `frozen` one."""
     spec = fig.to_plotly_json() if isinstance(fig, go.Figure) else fig
     layout = spec.get("layout") or {}
     need = 0.0  # the plot width (px) all of the axis's labels need, over its share of the chart's
     count = 0
     for key, axis in layout.items():
-        if not key.startswith("xaxis") or not isinstance(axis, dict) or axis.get("showticklabels") is False:
+        if not isinstance(axis, dict) or axis.get("showticklabels") is False:
+            continue
+        # a y axis held to its x axis's scale (a square plot) is as long as the x axis: the chart's width sets it
+        tied = key.startswith("yaxis") and str(axis.get("scaleanchor", "")).startswith("x")
+        if not (key.startswith("xaxis") or tied):
             continue
         labels = _labels(axis)
         if len(labels) < 2:
             continue
-        domain = axis.get("domain") or (0, 1)
+        across = layout.get("xaxis" + str(axis["scaleanchor"])[1:]) or {} if tied else axis
+        domain = across.get("domain") or (0, 1)
         share = max(float(domain[1]) - float(domain[0]), 0.05)
-        wide = label_pitch(axis, layout) * len(labels) / share
+        pitch = LINE_EM * _font(axis, layout) + GAP_PX if tied else label_pitch(axis, layout)
+        wide = pitch * len(labels) / share
         if wide > need:
             need, count = wide, len(labels)
     if not need:
@@ -105,11 +112,16 @@ def thinning_css(key: str, fig: go.Figure | dict[str, Any]) -> str:
     steps = thinning(fig)
     if not steps:
         return ""
+    spec = fig.to_plotly_json() if isinstance(fig, go.Figure) else fig
+    tied = any(
+        k.startswith("yaxis") and isinstance(a, dict) and a.get("scaleanchor") and a.get("tickvals") is not None
+        for k, a in (spec.get("layout") or {}).items()
+    )
     scope = f".st-key-{key}"
     rules = [f"{scope}{{container-type:inline-size}}"]
     for m, below in steps:
-        label = f"{scope} .xaxislayer-above>g"
-        hide = f"{label}:not(:nth-of-type({m}n+1)){{display:none!important}}"
-        show = f"{label}:nth-of-type({m}n+1){{display:inline!important}}"
+        label = f"{scope} .xaxislayer-above>g" + (f",{scope} .yaxislayer-above>g" if tied else "")
+        hide = ",".join(f"{one}:not(:nth-of-type({m}n+1))" for one in label.split(",")) + "{display:none!important}"
+        show = ",".join(f"{one}:nth-of-type({m}n+1)" for one in label.split(",")) + "{display:inline!important}"
         rules.append(f"@container (max-width:{below:.1f}px){{{hide}{show}}}")
     return "".join(rules)
