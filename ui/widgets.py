@@ -91,6 +91,8 @@ LAYOUT_CSS = """<style>
 /* a collapsed sidebar lies off the screen (a phone's, a projector's): its menu and pickers out of the Tab order and
    out of what a screen reader reads, until it is opened */
 [data-testid="stSidebar"][data-collapsed="true"] { visibility: hidden; }
+/* a page link's label wraps where it is wider than its place (a phone), never cut at the screen's edge */
+[data-testid="stPageLink-NavLink"] span, [data-testid="stPageLink-NavLink"] p { white-space: normal; }
 /* a phone's first view is the Lesson step's figure and sentence: the step's own heading says which step it is */
 @media (max-width: 640px) { .st-key-lesson_progress { display: none; } }
 /* a phone's headings in the type a phone's own pages use: a 2.75rem title and a three-line heading would take a
