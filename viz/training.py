@@ -44,8 +44,9 @@ def loss_curve(
         ring |= {"y": [snapshot_losses[i]], "hoverinfo": "skip"}
         ring["marker"] = {"size": 18, "color": "rgba(0,0,0,0)", "line": {"color": HIGHLIGHT, "width": 3}}
         data.append(ring)
+    xs = [x for series in data for x in series["x"]]
     layout = {
-        "xaxis": {"title": {"text": "step (log scale)"}, "type": "log"},
+        "xaxis": {"title": {"text": "step (log scale)"}, "type": "log", **log_steps(min(xs), max(xs))},
         "yaxis": {"title": {"text": "validation loss"}},
         "showlegend": False,  # the page's caption says what the line, the dots and the ring are
         **finish_layout(title, height=300),
@@ -130,6 +131,13 @@ def head_over_steps(
     layout |= finish_layout(title, height=area + 70 + STRIP_TITLE + 10)
     layout["margin"] = {"l": 10, "r": 10, "t": 70 + STRIP_TITLE, "b": 10}
     return unvalidated(data, layout)
+
+
+def log_steps(low: float, high: float) -> dict[str, Any]:
+    """Ticks of a log step axis at 1, 2 and 5 times each power of ten from `low` to `high`, each written whole
+    ("2,000", not Plotly's lone "2" after "1000" and "10k")."""
+    ticks = [m * 10**e for e in range(0, 10) for m in (1, 2, 5) if low <= m * 10**e <= high]
+    return {"tickmode": "array", "tickvals": ticks, "ticktext": [f"{t:,}" for t in ticks]} if len(ticks) > 1 else {}
 
 
 INDUCTION_COLOR = "#D55E00"  # Okabe–Ito vermilion
