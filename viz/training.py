@@ -55,9 +55,10 @@ def loss_curve(
 
 
 STRIP_PANEL = 200  # px: one snapshot's heatmap in head_over_steps
-STRIP_TITLE = 34  # px: its two-line title ("step 900", "loss 6.933") at 12 px
+STRIP_TITLE = 34  # px: its two-line title ("step 900", "loss 6.933"), room for 12 px
 STRIP_TICKS = 70  # px: the key labels under the bottom panel of the first column, at -60° in 9 px type
 STRIP_FONT = 9  # px: the panels' tick labels
+STRIP_NOTE_FONT = 10  # px: a panel's title, "step 1,400" in 47 px: three panels side by side on a phone (65 px each)
 STRIP_ROW_LABELS = int(STRIP_PANEL // (LINE_EM * STRIP_FONT + GAP_PX))  # rows named down a panel, their boxes apart
 
 
@@ -125,7 +126,7 @@ def head_over_steps(
         text = "<br>".join(escape(part) for part in label.split(" · "))  # "step 900<br>loss 6.933": fits a panel
         annotations.append(
             {"text": text, "x": x, "y": y, "xref": "paper", "yref": "paper", "yanchor": "bottom"}
-            | {"showarrow": False, "font": {"size": 12}}
+            | {"showarrow": False, "font": {"size": STRIP_NOTE_FONT}}
         )
     layout["annotations"] = annotations
     layout |= finish_layout(title, height=area + 70 + STRIP_TITLE + 10)
