@@ -1,11 +1,13 @@
 """Every page of the shipped language model and translator, in chromium at 1024×768, in plain and in projector
-mode, on each page's defaults; each page is opened once and every check reads that one visit:
+mode, and of the language model on a 390×844 phone, on each page's defaults; each page is opened once and every
+check reads that one visit:
 
-- accessibility: axe-core (npm `axe-core`, injected into the page; scripts/test.sh fetches it into .venv/axe-core):
-  any serious or critical violation fails, and headings out of order (a moderate one), named with the elements it
-  found;
-- nothing cut off: no element clips its own text (a box narrower or shorter than the text it holds, with its
-  overflow hidden or an ellipsis). Data grids scroll and charts wrap their titles (tests/test_browser_projector.py);
+- accessibility (every visit, the phone's too): axe-core (npm `axe-core`, injected into the page; scripts/test.sh
+  fetches it into .venv/axe-core): any serious or critical violation fails, and headings out of order (a moderate
+  one), named with the elements it found;
+- nothing cut off (at 1024×768): no element clips its own text (a box narrower or shorter than the text it holds,
+  with its overflow hidden or an ellipsis). Data grids scroll and charts wrap their titles
+  (tests/test_browser_projector.py);
 - the figure first (tests/test_browser_first_figure.py, which checks the Lesson's steps): on lm-english in projector
   mode each page's main figure starts inside the first view, and no text is covered by the element below it; on
   Explore without projector mode the heatmap is at least 420 px wide and no cell of the predictions table wraps.
@@ -25,28 +27,32 @@ from ui.pages import PAGES as APP_PAGES
 pytestmark = pytest.mark.browser
 PAGES = tuple(p.url_path for p in APP_PAGES)  # every page, the app's own list
 MODELS = ("lm-english", "translate-en-de")
-SHOWN = [(path, model, projector) for path in PAGES for model in MODELS for projector in (False, True)]
+# A screen: (width, height, projector mode, a phone: mobile and touch, as tests/test_browser_first_figure.py's)
+SCREENS = {"plain": (1024, 768, False, False), "projector": (1024, 768, True, False), "phone": (390, 844, False, True)}
+SHOWN = [(path, model, screen) for path in PAGES for model in MODELS for screen in ("plain", "projector")]
+ON_A_PHONE = [(path, "lm-english", "phone") for path in PAGES]
 
 
-def _shown_param(path: str, model: str, projector: bool, test_id: str | None = None):
-    """The visit (path, model, projector) as a parameter of `shown`; `test_id`, the test's id when not the visit's
+def _shown_param(path: str, model: str, screen: str, test_id: str | None = None):
+    """The visit (path, model, screen) as a parameter of `shown`; `test_id`, the test's id when not the visit's
     name. pytest groups the tests by the visit's value, whatever their ids, and opens it once for them all."""
-    name = f"{path or 'explore'}-{model}-{'projector' if projector else 'plain'}"
+    name = f"{path or 'explore'}-{model}-{screen}"
     # one xdist group a page: under `--dist loadgroup` (scripts/test.sh) all of its checks run on the one worker
-    return pytest.param((path, model, projector), id=test_id or name, marks=pytest.mark.xdist_group(f"page-{name}"))
+    return pytest.param((path, model, screen), id=test_id or name, marks=pytest.mark.xdist_group(f"page-{name}"))
 
 
 EVERY_PAGE = [_shown_param(*one) for one in SHOWN]
-ON_A_PROJECTOR = [_shown_param(path, "lm-english", True, path or "explore") for path in PAGES]
+ON_A_PROJECTOR = [_shown_param(path, "lm-english", "projector", path or "explore") for path in PAGES]
 
 
 @pytest.fixture(scope="module")
 def shown(request, server, browser):
-    """The page of this (path, model, projector mode) at 1024×768 (a test's `shown` parameter, from `_shown_param`),
-    opened once and settled: pytest runs every test that reads it before it opens the next (and pytest-xdist runs
-    them on one worker)."""
-    path, model, projector = request.param
-    context = browser.new_context(viewport={"width": 1024, "height": 768})
+    """The page of this (path, model, screen) (a test's `shown` parameter, from `_shown_param`), opened once and
+    settled: pytest runs every test that reads it before it opens the next (and pytest-xdist runs them on one
+    worker)."""
+    path, model, screen = request.param
+    width, height, projector, phone = SCREENS[screen]
+    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone)
     page = context.new_page()
     page.set_default_timeout(90_000)
     try:
@@ -58,7 +64,7 @@ def shown(request, server, browser):
         context.close()
 
 
-@pytest.mark.parametrize("shown", EVERY_PAGE, indirect=True)
+@pytest.mark.parametrize("shown", EVERY_PAGE + [_shown_param(*one) for one in ON_A_PHONE], indirect=True)
 def test_no_serious_accessibility_violation(shown) -> None:
     violations = settled_violations(shown, settled=True)
     assert violations == [], "\n".join(violations)
@@ -87,7 +93,7 @@ CELLS = """() => [...document.querySelectorAll("[data-testid='stMain'] .atlas-ta
 })"""
 
 
-@pytest.mark.parametrize("shown", [_shown_param("", "lm-english", False)], indirect=True)
+@pytest.mark.parametrize("shown", [_shown_param("", "lm-english", "plain")], indirect=True)
 def test_explore_on_a_laptop_draws_a_wide_heatmap_and_an_unwrapped_table(shown) -> None:
     page = shown
     assert page.viewport_size == {"width": WIDTH, "height": HEIGHT}

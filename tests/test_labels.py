@@ -19,8 +19,8 @@ from viz.labels import display_piece, marks_note, reading_note, token_labels
 from viz.masks import MAX_CELLS, mask_heatmap, padding_heatmap
 from viz.rollout import rollout_heatmap
 from viz.steps import Steps, steps_table
-from viz.style import AXIS_LABELS
-from viz.training import head_over_steps
+from viz.style import AXIS_LABELS, tick_step
+from viz.training import STRIP_ROW_LABELS, head_over_steps
 
 ROOT = Path(__file__).resolve().parents[1]
 LONG = 256  # lm-english's and SmolLM2's longest input
@@ -139,7 +139,8 @@ def test_a_head_through_training_names_position_and_piece_in_every_cell_at_256_t
     for i, trace in enumerate(fig["data"]):
         assert_every_cell_names_both(trace, fig["layout"], PIECES, PIECES, "query", "key", str(i + 1) if i else "")
         # the second column hides its row labels, never blanks them: a hover's %{y} reads a tick's text
-        assert fig["layout"][f"yaxis{i + 1 if i else ''}"]["ticktext"][1] == token_labels(PIECES)[11]
+        step = tick_step(len(PIECES), STRIP_ROW_LABELS)  # 19: 14 rows named down a 200 px panel
+        assert fig["layout"][f"yaxis{i + 1 if i else ''}"]["ticktext"][1] == token_labels(PIECES)[step]
 
 
 def test_a_mask_names_position_piece_and_verdict_in_every_cell() -> None:

@@ -23,6 +23,7 @@ from ui.guard import UPLOADS_IN_ALL
 from ui.markdown import literal
 from viz.labels import indexed_labels
 from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector, thaw
+from viz.ticks import thinning_css
 
 # One key per choice, the same on every page that offers it. Indices are 0-based in the session and 1-based in the
 # URL, as the labels read (L=3&H=5 is "layer 3, head 5").
@@ -87,6 +88,11 @@ LAYOUT_CSS = """<style>
 }
 .atlas-scroll { overflow-x: auto; }
 @media (hover: none) { .js-plotly-plot .modebar-container { display: none; } }
+/* a collapsed sidebar lies off the screen (a phone's, a projector's): its menu and pickers out of the Tab order and
+   out of what a screen reader reads, until it is opened */
+[data-testid="stSidebar"][data-collapsed="true"] { visibility: hidden; }
+/* a page link's label wraps where it is wider than its place (a phone), never cut at the screen's edge */
+[data-testid="stPageLink-NavLink"] span, [data-testid="stPageLink-NavLink"] p { white-space: normal; }
 /* a phone's first view is the Lesson step's figure and sentence: the step's own heading says which step it is */
 @media (max-width: 640px) { .st-key-lesson_progress { display: none; } }
 /* a phone's headings in the type a phone's own pages use: a 2.75rem title and a three-line heading would take a
@@ -337,9 +343,9 @@ class _Frozen(go.Figure):
 def show_chart(fig: go.Figure | dict[str, Any], key: str, file_name: str, where=None, **kwargs):
     """st.plotly_chart of `fig` (a Figure, or a `frozen` one as the chart caches keep them), in large type in
     projector mode, its heatmap cell numbers hidden by CSS wherever the chart is too narrow for them
-    (viz.style.cell_numbers_css); returns what st.plotly_chart returns (the selection, with on_select). `where`: a
-    column or tab (default: the page). A frozen figure is drawn as it is, uncopied, unless projector mode restyles a
-    thawed copy of it."""
+    (viz.style.cell_numbers_css) and its x tick labels thinned where they would touch (viz.ticks.thinning_css);
+    returns what st.plotly_chart returns (the selection, with on_select). `where`: a column or tab (default: the
+    page). A frozen figure is drawn as it is, uncopied, unless projector mode restyles a thawed copy of it."""
     where = where if where is not None else st
     if held_back(where):
         return None
@@ -348,8 +354,9 @@ def show_chart(fig: go.Figure | dict[str, Any], key: str, file_name: str, where=
     if projector():
         fig = for_projector(thaw(fig) if isinstance(fig, dict) else fig)
     width = cell_numbers_width(fig)
-    if width:
-        where.html(f"<style>{cell_numbers_css(key, width)}</style>")
+    css = (cell_numbers_css(key, width) if width else "") + thinning_css(key, fig)
+    if css:
+        where.html(f"<style>{css}</style>")
     drawn = _Frozen(fig) if isinstance(fig, dict) else fig
     return where.plotly_chart(drawn, key=key, config=config(file_name), **kwargs)
 

@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from viz.labels import escape
-from viz.style import COLORSCALE
+from viz.style import COLORSCALE, category_axis
 
 
 def head_map(grid: np.ndarray, label: str, chosen: tuple[int, int]) -> go.Figure:
@@ -84,10 +84,11 @@ def cluster_heatmap(
     """Every head's profile (N, F), a row a head in the dendrogram's order, its cluster in its label; layers and
     heads from 1."""
     rows = [f"L{heads[i][0]} H{heads[i][1]} · c{cluster[i]}" for i in order]
+    columns = [escape(n) for n in names]
     fig = go.Figure(
         go.Heatmap(
             z=features[order].tolist(),
-            x=[escape(n) for n in names],
+            x=columns,
             y=rows,
             colorscale=COLORSCALE,
             zmin=0,
@@ -98,9 +99,11 @@ def cluster_heatmap(
     )
     fig.update_layout(
         title={"text": "Heads clustered by their profiles"},
-        xaxis={"title": {"text": "pattern share, then mean attention by offset"}, "tickangle": -60},
+        # its labels listed (category_axis), so that a narrow chart shows every m-th of them (viz.ticks)
+        xaxis={"title": {"text": "pattern share, then mean attention by offset"}, "tickangle": -60}
+        | category_axis(columns),
         yaxis={"autorange": "reversed", "type": "category"},
-        height=min(1600, max(300, 120 + 16 * len(rows))),
+        height=min(1600, 190 + 20 * len(rows)),  # a row: its label box (16 px) and a gap, under turned x labels
         margin={"t": 50, "b": 110, "l": 90, "r": 20},
     )
     return fig

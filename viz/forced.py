@@ -86,9 +86,10 @@ def probability_strip(rows: Sequence[Row], title: str, per_line: int = PER_LINE)
         "zmax": 1.0,
         "xgap": 3,
         "ygap": 3,
-        # A one-line strip is about 60 px tall: two ticks, which do not print on top of each other
+        # A one-line strip is about 60 px tall: two ticks, which do not print on top of each other, and no title,
+        # which they printed over (the caption says light is sure, dark unsure)
         "colorbar": {
-            "title": {"text": "probability"},
+            "title": {"text": "probability" if lines > 1 else ""},
             "tickformat": ".0%",
             "tickvals": [0.0, 0.5, 1.0] if lines > 1 else [0.0, 1.0],
             "len": 1.0,

@@ -92,7 +92,10 @@ def similarity_heatmap(sim: np.ndarray, metric: str = "cosine") -> go.Figure:
     hover = "position %{y} · position %{x}: %{z:.3f}<extra></extra>"
     fig = go.Figure(go.Heatmap(**heatmap, **AT_FIRST, hovertemplate=hover))
     step = tick_step(sim.shape[0], 16)
-    ticks = {"dtick": step, "tick0": FIRST, "showgrid": False}
+    # listed, so that a narrow chart shows every m-th (viz.ticks); both axes keep their range where the square
+    # plot is narrower than the chart is tall (a phone): else the rows' axis ran from −79 to 201
+    shown = list(range(FIRST, sim.shape[0] + FIRST, step))
+    ticks = {"tickmode": "array", "tickvals": shown, "ticktext": [str(t) for t in shown], "showgrid": False}
     fig.update_xaxes(title_text="position", constrain="domain", **ticks)
-    fig.update_yaxes(title_text="position", autorange="reversed", scaleanchor="x", **ticks)
+    fig.update_yaxes(title_text="position", autorange="reversed", scaleanchor="x", constrain="domain", **ticks)
     return finish(fig, f"Similarity between positions ({metric})", height=560)

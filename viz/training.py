@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from viz.arrays import check_attention
 from viz.labels import escape, token_labels
 from viz.style import COLORSCALE, HIGHLIGHT, category_axis, category_hover, finish_layout, unvalidated
+from viz.ticks import GAP_PX, LINE_EM
 
 LINE = "#0072B2"  # Okabe–Ito blue
 
@@ -43,8 +44,9 @@ def loss_curve(
         ring |= {"y": [snapshot_losses[i]], "hoverinfo": "skip"}
         ring["marker"] = {"size": 18, "color": "rgba(0,0,0,0)", "line": {"color": HIGHLIGHT, "width": 3}}
         data.append(ring)
+    xs = [x for series in data for x in series["x"]]
     layout = {
-        "xaxis": {"title": {"text": "step (log scale)"}, "type": "log"},
+        "xaxis": {"title": {"text": "step (log scale)"}, "type": "log", **log_steps(min(xs), max(xs))},
         "yaxis": {"title": {"text": "validation loss"}},
         "showlegend": False,  # the page's caption says what the line, the dots and the ring are
         **finish_layout(title, height=300),
@@ -53,8 +55,11 @@ def loss_curve(
 
 
 STRIP_PANEL = 200  # px: one snapshot's heatmap in head_over_steps
-STRIP_TITLE = 34  # px: its two-line title ("step 900", "loss 6.933") at 12 px
-STRIP_TICKS = 70  # px: the key labels under the bottom panels, at -60° in 9 px type
+STRIP_TITLE = 34  # px: its two-line title ("step 900", "loss 6.933"), room for 12 px
+STRIP_TICKS = 70  # px: the key labels under the bottom panel of the first column, at -60° in 9 px type
+STRIP_FONT = 9  # px: the panels' tick labels
+STRIP_NOTE_FONT = 10  # px: a panel's title, "step 1,400" in 47 px: three panels side by side on a phone (65 px each)
+STRIP_ROW_LABELS = int(STRIP_PANEL // (LINE_EM * STRIP_FONT + GAP_PX))  # rows named down a panel, their boxes apart
 
 
 def head_over_steps(
@@ -67,7 +72,8 @@ def head_over_steps(
 ) -> go.Figure:
     """One head's (Tq, Tk) weights at each snapshot, side by side on the 0–1 cividis scale, each titled with its
     `labels` entry (e.g. "step 300 · loss 1.22"). Axes and every cell's hover name positions from 1 and pieces: each
-    heatmap's x and y are the token labels (viz.style.category_axis), at most 24 shown a side."""
+    heatmap's x and y are the token labels (viz.style.category_axis): at most 24 keys named, under the first column's
+    bottom panel, and STRIP_ROW_LABELS rows down the first column."""
     if not weights or len(weights) != len(labels):
         raise ValueError("need one label for each snapshot's weights")
     zs = [check_attention(w, query_pieces, key_pieces) for w in weights]
@@ -92,23 +98,25 @@ def head_over_steps(
         data.append(heatmap)
         x0 = c * (width + gap)
         top = 1 - r * (STRIP_PANEL + band) / area
-        # Hidden, never blanked: a hover's %{x} and %{y} read a tick's text where there is one.
-        x_axis = category_axis(k, 24) | ({} if i + cols >= n else {"showticklabels": False})
+        # Hidden, never blanked: a hover's %{x} and %{y} read a tick's text where there is one. The keys are named
+        # under the bottom panel of the first column alone, as the rows beside it: every panel reads the same
+        # tokens, and a panel's last label, turned, ran into the next one's first.
+        x_axis = category_axis(k, 24) | ({} if i == (rows - 1) * cols else {"showticklabels": False})
         layout[f"xaxis{axis}"] = {
             "domain": [x0, x0 + width],
             "anchor": f"y{axis}",
             **x_axis,
             "tickangle": -60,
-            "tickfont": {"size": 9},
+            "tickfont": {"size": STRIP_FONT},
         }
         # Only the first column names its rows.
-        y_axis = category_axis(q, 24) | ({"showticklabels": False} if c else {})
+        y_axis = category_axis(q, STRIP_ROW_LABELS) | ({"showticklabels": False} if c else {})
         layout[f"yaxis{axis}"] = {
             "domain": [max(0.0, top - STRIP_PANEL / area), min(1.0, top)],  # rounding may step a hair outside 0–1
             "anchor": f"x{axis}",
             "autorange": "reversed",
             **y_axis,
-            "tickfont": {"size": 9},
+            "tickfont": {"size": STRIP_FONT},
         }
     annotations = []
     for i, label in enumerate(labels):
@@ -118,12 +126,19 @@ def head_over_steps(
         text = "<br>".join(escape(part) for part in label.split(" · "))  # "step 900<br>loss 6.933": fits a panel
         annotations.append(
             {"text": text, "x": x, "y": y, "xref": "paper", "yref": "paper", "yanchor": "bottom"}
-            | {"showarrow": False, "font": {"size": 12}}
+            | {"showarrow": False, "font": {"size": STRIP_NOTE_FONT}}
         )
     layout["annotations"] = annotations
     layout |= finish_layout(title, height=area + 70 + STRIP_TITLE + 10)
     layout["margin"] = {"l": 10, "r": 10, "t": 70 + STRIP_TITLE, "b": 10}
     return unvalidated(data, layout)
+
+
+def log_steps(low: float, high: float) -> dict[str, Any]:
+    """Ticks of a log step axis at 1, 2 and 5 times each power of ten from `low` to `high`, each written whole
+    ("2,000", not Plotly's lone "2" after "1000" and "10k")."""
+    ticks = [m * 10**e for e in range(0, 10) for m in (1, 2, 5) if low <= m * 10**e <= high]
+    return {"tickmode": "array", "tickvals": ticks, "ticktext": [f"{t:,}" for t in ticks]} if len(ticks) > 1 else {}
 
 
 INDUCTION_COLOR = "#D55E00"  # Okabe–Ito vermilion
