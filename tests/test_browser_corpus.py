@@ -139,7 +139,8 @@ def test_a_top_context_opens_explore_at_its_text_head_and_query(server, browser)
         settle(explore)
         explore.locator(CHART).first.wait_for()
         drawn_without_error(explore)
-        assert explore.get_by_role("textbox", name="Text", exact=True).input_value() == text
+        box = explore.get_by_role("textbox", name="Text", exact=True, include_hidden=True)  # the folded sidebar's
+        assert box.input_value() == text
         explore.screenshot(path=str(SHOTS / "corpus" / "explore-from-a-top-context.png"))
     finally:
         context.close()
