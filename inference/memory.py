@@ -79,11 +79,30 @@ def measured_bytes(value: Any) -> int:
     buffers: set[tuple[int, int]] = set()
     total = 0
     stack = [value]
+    size_of = sys.getsizeof
     while stack:
         obj = stack.pop()
         if id(obj) in seen:
             continue
         seen.add(id(obj))
+        kind = type(obj)  # the built-in types first, by identity: most of a figure's or a table's objects
+        if kind in _ATOMS:
+            total += size_of(obj)
+            continue
+        if kind is list or kind is tuple:
+            total += size_of(obj)
+            stack.extend(obj)
+            continue
+        if kind is dict:
+            total += size_of(obj)
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+            continue
+        names = _field_names(kind)
+        if names:
+            total += size_of(obj)
+            stack.extend(getattr(obj, name) for name in names)
+            continue
         if isinstance(obj, np.ndarray):
             base = obj
             while isinstance(base.base, np.ndarray):
@@ -120,6 +139,21 @@ def measured_bytes(value: Any) -> int:
         elif hasattr(obj, "__dict__") and not callable(obj) and type(obj).__module__ not in ("threading", "queue"):
             stack.extend(vars(obj).values())
     return total
+
+
+_ATOMS = frozenset((str, int, float, bool, bytes, complex, type(None)))  # exact types holding nothing else
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    """A dataclass's field names (empty for any other type), looked up once a type."""
+    names = _FIELDS.get(kind)
+    if names is None:
+        is_data = dataclasses.is_dataclass(kind)
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(kind)) if is_data else ()
+    return names
 
 
 class Budget:
