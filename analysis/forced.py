@@ -79,10 +79,11 @@ def rows_of(ckpt: Checkpoint, target_ids: Sequence[int], logits: torch.Tensor, s
     ranks = (at > chosen[:, None]).sum(dim=1) + 1
     best, tops = at.max(dim=1)  # greedy decoding's choice: argmax over the whole vocabulary
     chosen_p, top_p = torch.exp(chosen - total).tolist(), torch.exp(best - total).tolist()
-    pieces = ckpt.tokenizer.pieces(fed.tolist() + tops.tolist())
-    n = len(fed)
+    fed_ids, top_ids, rank_list = ids[start:], tops.tolist(), ranks.tolist()  # Python ints: no tensor indexing a row
+    pieces = ckpt.tokenizer.pieces(fed_ids + top_ids)
+    n = len(fed_ids)
     return tuple(
-        ForcedRow(start + i, int(fed[i]), pieces[i], chosen_p[i], int(ranks[i]), int(tops[i]), pieces[n + i], top_p[i])
+        ForcedRow(start + i, fed_ids[i], pieces[i], chosen_p[i], rank_list[i], top_ids[i], pieces[n + i], top_p[i])
         for i in range(n)
     )
 
