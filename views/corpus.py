@@ -131,10 +131,16 @@ def one_head(corpus: Corpus, name: str, model: str, score: str, layer: int, head
         hide_index=True,
         column_config={
             "weight": st.column_config.NumberColumn("weight", format="%.3f"),
+            # a fixed width, so that a long snippet (an induction head's: the query's words and the key's, far apart)
+            # never pushes the link out of the first view; the whole snippet shows when its cell is opened
+            "snippet": st.column_config.TextColumn("snippet", width="large"),
             "Explore": st.column_config.LinkColumn("open", display_text="in Explore"),
         },
     )
-    st.caption("Each query's strongest key over the corpus: the key in «», the query in []. Text and positions from 1.")
+    st.caption(
+        "Each query's strongest key over the corpus, the first token left out (heads park attention there: its share "
+        "is the first-token score): the key in «», the query in []. Text and positions from 1."
+    )
     sample = corpus.sample(layer, head)
     queries, keys = np.stack(sample["query_vector"].to_numpy()), np.stack(sample["key_vector"].to_numpy())
     q2, k2 = pca_2d(queries, keys)

@@ -7,9 +7,12 @@ Per head, from the weights of each traced pass:
 - attention entropy, −Σ_k w log w of each such query, averaged over its text, summed over texts;
 - mean attention by relative offset (query − key, clamped to ±OFFSETS: the end bins hold everything farther),
   summed over every such query, for each query's mean;
-- the top-k contexts: for each query with a choice (two keys or more; a query with one key gives it weight 1),
-  its strongest key (the first of equal ones), and the k strongest such (text, query, key) cells over the corpus,
-  equal weights ordered by text then query, so the result is one set whatever the batches;
+- the top-k contexts: for each query with a choice (a key besides the first; a query with one key gives it
+  weight 1), its strongest key after the first (the first of equal ones), and the k strongest such (text, query,
+  key) cells over the corpus, equal weights ordered by text then query, so the result is one set whatever the
+  batches. The first position is left out as a key because it is where heads park attention they do not need (the
+  attention sink: `<s>` in our models), which would otherwise fill most heads' top contexts with the same "→ <s>"
+  (its share is the first-token score);
 - a sample of query and key vectors: each (text, position) gets a priority from a hash of the pair, and the
   `sample` lowest are kept (a uniform sample without replacement, the same whatever the order or interruption).
 
@@ -166,10 +169,13 @@ class Reducer:
 
     def _top(self, layer: int, w: torch.Tensor, mask: torch.Tensor, batch: Batch) -> None:
         b, h, t, _ = w.shape
-        best = w.max(-1).values  # (B, H, T)
-        positions = torch.arange(t).expand_as(w)
-        key = torch.where(w == best[..., None], positions, t).min(-1).values  # the first of equal maxima
-        chosen = (mask.sum(-1) >= 2)[:, None, :].expand(b, h, t)  # queries with a choice of key
+        if t < 2:
+            return
+        later = w[..., 1:]  # (B, H, T, T-1): every key but the first, the sink
+        best = later.max(-1).values  # (B, H, T)
+        positions = torch.arange(1, t).expand_as(later)
+        key = torch.where(later == best[..., None], positions, t).min(-1).values  # the first of equal maxima
+        chosen = (mask[..., 1:].sum(-1) >= 1)[:, None, :].expand(b, h, t)  # queries that may attend past the first
         best = torch.where(chosen, best, -torch.inf)
         flat = best.permute(1, 0, 2).reshape(h, b * t)  # (H, B·T)
         floor = torch.topk(flat, min(self.top_k, b * t), dim=1).values[:, -1:]  # ties at the k-th all go on
