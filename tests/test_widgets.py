@@ -48,3 +48,18 @@ def test_a_frozen_figure_is_drawn_as_its_figure_and_left_unchanged() -> None:
             assert specs[f"{name}_frozen"] == specs[f"{name}_figure"], (name, projector)
         assert specs["head_frozen"]["data"][0]["z"]["bdata"]  # the matrix still travels as a typed array
         assert unchanged  # the cached spec is shared by every session: drawing it changes nothing
+
+
+def test_a_small_table_reads_a_frame_an_arrow_table_and_rows_alike() -> None:
+    import pandas as pd
+    import pyarrow as pa
+
+    from ui.widgets import table_rows
+
+    frame = pd.DataFrame({"rank": [1, 2], "token": ["▁the", "<b>"], "probability": [0.5, 0.25]})
+    rows = [(1, "▁the", 0.5), (2, "<b>", 0.25)]
+    for given in (frame, pa.Table.from_pandas(frame, preserve_index=False), (list(frame.columns), rows)):
+        columns, records = table_rows(given)
+        got = list(records)
+        assert columns == ["rank", "token", "probability"] and got == rows
+        assert all(type(a) is type(b) for row, want in zip(got, rows, strict=True) for a, b in zip(row, want))

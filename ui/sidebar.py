@@ -3,7 +3,6 @@ in their place; and what a page reads of it: the chosen source, and its Analysis
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from inference import catalog
@@ -133,7 +132,7 @@ def _trace_drawn(trace: Source) -> bool:
         close_trace()
         side.error(errors.shown(str(exc)))
         return False
-    small_table(pd.DataFrame(trace_summary(trace.name, analysis), columns=["trace", "value"]), side, "trace")
+    small_table((["trace", "value"], trace_summary(trace.name, analysis)), side, "trace")
     side.button("Close the trace file", key="close_trace", on_click=close_trace)
     return True
 
@@ -233,7 +232,7 @@ def _card(entry: catalog.Entry, ckpt: Checkpoint) -> None:
             # The card's names with spaces (top1_accuracy reads "top1 accuracy"): a long one wraps at its words
             # instead of widening the table past the sidebar.
             rows = [(name.replace("_", " "), value) for name, value in metrics]
-            small_table(pd.DataFrame(rows, columns=["metric", "value"]), row_header="metric")
+            small_table((["metric", "value"], rows), row_header="metric")
 
 
 def _needs_model(trace: Source) -> None:

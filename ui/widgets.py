@@ -4,10 +4,11 @@ chart."""
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import plotly.graph_objects as go
+import pyarrow as pa
 import streamlit as st
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
@@ -378,19 +379,20 @@ TABLE_CSS = (
 
 
 def small_table(frame: object, where: object = None, row_header: str | None = None, wrap: bool = True) -> None:
-    """A few rows (a top-k, a card's metrics) as a plain HTML table: cells wrap instead of being cut
-    ("probabilit…" at 1024 px), a screen reader reads a table, and there is no scrolling box or Tab stop.
+    """A few rows (a top-k, a card's metrics: a DataFrame, an Arrow table or (columns, rows), see `table_rows`) as a
+    plain HTML table: cells wrap instead of being cut ("probabilit…" at 1024 px), a screen reader reads a table,
+    and there is no scrolling box or Tab stop.
     A `probability` column is printed to 3 decimals over a bar of its value; `row_header`: the column whose
     cells head their rows; `wrap=False`: every cell on one line, the table scrolling sideways when wider than its
     place (LAYOUT_CSS). Larger tables stay st.dataframe (scrolling, sorting)."""
     if held_back(where or st):
         return
-    frame = frame.to_pandas() if hasattr(frame, "to_pandas") else frame
-    head = "".join(f'<th scope="col">{html.escape(str(c))}</th>' for c in frame.columns)
+    columns, records = table_rows(frame)
+    head = "".join(f'<th scope="col">{html.escape(str(c))}</th>' for c in columns)
     rows = []
-    for values in frame.itertuples(index=False):
+    for values in records:
         cells = []
-        for column, value in zip(frame.columns, values, strict=True):
+        for column, value in zip(columns, values, strict=True):
             if column == "probability":
                 cells.append(f'<td class="num bar" style="--p:{100 * float(value):.1f}%">{float(value):.3f}</td>')
             elif column == row_header:
@@ -405,6 +407,17 @@ def small_table(frame: object, where: object = None, row_header: str | None = No
     scroll = '<div class="atlas-scroll" tabindex="0" role="region" aria-label="The table, scrolling sideways">'
     table = table if wrap else f"{scroll}{table}</div>"
     (where or st).html(TABLE_CSS + table)
+
+
+def table_rows(frame: object) -> tuple[list[str], Iterable[tuple]]:
+    """The column names and the rows of a pandas DataFrame, a pyarrow Table (what the chart caches keep) or a
+    (columns, rows) pair, without building a DataFrame for a table that is not one: a typed page draws several."""
+    if isinstance(frame, tuple):
+        columns, rows = frame
+        return list(columns), rows
+    if isinstance(frame, pa.Table):
+        return list(frame.column_names), zip(*(column.to_pylist() for column in frame.columns), strict=True)
+    return list(frame.columns), frame.itertuples(index=False, name=None)  # plain tuples: no namedtuple class a call
 
 
 def held_back(where: Any) -> bool:
