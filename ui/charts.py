@@ -37,7 +37,7 @@ def head_weights(block: Block, head: int | str) -> np.ndarray:
     return block_head_weights(block.weights, head)
 
 
-def shown(block: Block, norms: bool) -> Block:
+def as_drawn(block: Block, norms: bool) -> Block:
     """The block as the page draws it: its weights, or with `norms` each key's share of what the row moves
     (Block.value_weighted)."""
     return block.value_weighted() if norms else block
@@ -55,7 +55,7 @@ def head_chart(ctx: Shown, attention: str, layer: int, head: int | str, norms: b
     this head's weights (with `norms`, the value-weighted shares) and title swapped in, which draws the same figure
     without building it again."""
     analysis = ctx.analysis
-    weights = head_weights(shown(analysis.block(attention, layer), norms), head)
+    weights = head_weights(as_drawn(analysis.block(attention, layer), norms), head)
     title = head_title(analysis.attention_label(attention), layer, head, norms)
     return swap_head(_heatmap_template(ctx, attention, layer), weights, title)
 

@@ -128,7 +128,7 @@ def _trace_drawn(trace: Source) -> bool:
     if not st.session_state[DRAW_TRACE]:
         return False
     try:
-        analysis = cache.shown(trace).analysis
+        analysis = cache.analysed(trace).analysis
     except TraceGoneError as exc:
         close_trace()
         side.error(errors.shown(str(exc)))
@@ -264,7 +264,7 @@ def chosen(full: bool = False, ctx: Source | None = None, trace: bool = False) -
     picked = st.session_state.get(CHOSEN, (None,))[0]
     if ctx is None and trace and picked is not None and not picked.has_model:
         try:
-            return cache.shown(picked)
+            return cache.analysed(picked)
         except TraceGoneError as exc:
             close_trace()
             st.error(errors.shown(str(exc)))
@@ -273,7 +273,7 @@ def chosen(full: bool = False, ctx: Source | None = None, trace: bool = False) -
     if ctx is None:
         return None
     try:
-        found = cache.shown(ctx, full)
+        found = cache.analysed(ctx, full)
     except InputError as exc:
         st.error(errors.shown(str(exc)))
         return None

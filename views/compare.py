@@ -86,7 +86,7 @@ def _second_trace(first: Shown) -> Shown | None:
         )
         return None
     try:
-        return cache.shown(second)
+        return cache.analysed(second)
     except TraceGoneError as exc:
         st.session_state.pop(SECOND_TRACE, None)
         st.error(errors.shown(str(exc)))
@@ -104,7 +104,7 @@ def _second_text(first: Shown) -> Shown | None:
         st.caption("Both texts are the same: change a word of the second to see what it changes.")
     try:
         same = st.session_state[COMPARE] == first.text  # one analysis serves both
-        return first if same else cache.shown(first.with_text(st.session_state[COMPARE]))
+        return first if same else cache.analysed(first.with_text(st.session_state[COMPARE]))
     except InputError as exc:
         st.error(errors.shown(f"Second text: {exc}"))
         return None
@@ -131,7 +131,7 @@ def _second_model(first: Shown) -> Shown | None:
     stamp = catalog.stamp(entry.path)
     try:
         ckpt = cache.load_model(str(entry.path), stamp)
-        return cache.shown(Source.checkpoint(entry, ckpt, stamp, first.text))
+        return cache.analysed(Source.checkpoint(entry, ckpt, stamp, first.text))
     except (CheckpointError, InputError) as exc:
         st.error(errors.shown(f"Second model {name}: {exc}"))
         return None
@@ -315,8 +315,8 @@ def difference(
     """The second head's weights minus the first's where the token axes align (`theirs`: the second's layer and
     head, when not the first's)."""
     second_layer, second_head = theirs or (layer, head)
-    a = charts.shown(first.analysis.block(attention, layer), norms)
-    b = charts.shown(second.analysis.block(attention, second_layer), norms)
+    a = charts.as_drawn(first.analysis.block(attention, layer), norms)
+    b = charts.as_drawn(second.analysis.block(attention, second_layer), norms)
     nq, nk = min(len(a.query_pieces), len(b.query_pieces)), min(len(a.key_pieces), len(b.key_pieces))
     title = f"Second − first: {head_title(first.analysis.attention_label(attention), layer, head, norms)}"
     if (second_layer, second_head) != (layer, head):

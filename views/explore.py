@@ -92,7 +92,7 @@ def heads_view(source: cache.Source) -> None:
         point = token_pointer(analysis, top[1])  # (stack, position) or None
     outline = pointed(attention, *point) if point is not None else None  # its (row, column) in these heads
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
-    block = charts.shown(analysis.block(attention, layer), norms)
+    block = charts.as_drawn(analysis.block(attention, layer), norms)
     chosen = "avg" if head == charts.AVERAGE else f"H{head + 1}"
     name = safe_filename("attention", model, attention, f"L{layer + 1}", chosen)  # 1-based, as the labels
     with left:
@@ -152,7 +152,7 @@ def body() -> None:
     translates = ctx.analysis.has_encoder
     given, found, why = reference.asked(ctx, translates) if decodes else (None, None, None)
     if found is not None and translates:  # every head of the page drawn on the forced run
-        ctx = cache.shown(ctx.source.with_reference(given))
+        ctx = cache.analysed(ctx.source.with_reference(given))
     heads_view(cache.held(ctx))
     if projector():
         way_in()

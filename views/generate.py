@@ -125,7 +125,7 @@ def body() -> None:
         reference.reference_box(ctx, translates, found, why)
         if found is not None:  # the steps below: the decoder reading the reference (teacher forcing)
             reference.certainty(ctx, found.rows, "the reference translation", "certainty_forced")
-            analysis = cache.shown(ctx.source.with_reference(given)).analysis
+            analysis = cache.analysed(ctx.source.with_reference(given)).analysis
             st.caption("The steps below follow the decoder as it reads the reference, not its own output.")
     decoding = DecodingSteps.of(analysis, cfg.eos_id, st.session_state.get(GEN_TOKENS))
     if decoding.count < 1:
@@ -152,7 +152,7 @@ def decoding_steps(source: Source, written_tokens: int, sampling: Sampling | Non
     if written_tokens:
         analysis = cache.analysis(source, continuation=written_tokens, sampling=sampling)
     else:
-        analysis = cache.shown(source).analysis
+        analysis = cache.analysed(source).analysis
     cfg = source.ckpt.config
     pieces = analysis.target_pieces
     decoding = DecodingSteps.of(analysis, cfg.eos_id, written_tokens or None)

@@ -169,7 +169,7 @@ def detector(ctx: cache.Shown) -> None:
             for number, line in enumerate(lines, start=1):
                 show((number - 1) / len(lines), f"Scoring line {number} of {len(lines)}")
                 try:
-                    analysis = cache.shown(ctx.with_text(line), heavy=True).analysis
+                    analysis = cache.analysed(ctx.with_text(line), heavy=True).analysis
                 except InputError as exc:
                     st.error(errors.shown(f"Line {number} is left out: {exc}"))
                     continue

@@ -36,7 +36,7 @@ def lines_of_the_layer(source: cache.Source) -> None:
     attention, layer, head = head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
     norms = weighting_picker(analysis)
     state.sync_url()  # first: the address bar follows the choice before the chart is drawn
-    block = charts.shown(analysis.block(attention, layer), norms)
+    block = charts.as_drawn(analysis.block(attention, layer), norms)
     cols = st.columns([3, 2])
     with cols[0]:
         query = _pick_query(len(block.query_pieces), indexed_labels(block.query_pieces))

@@ -37,9 +37,9 @@ def held(ctx: Shown) -> Source:
 
 def redrawn(source: Source) -> Shown:
     """What a fragment draws: `source` with the analysis its page drew while anything still holds it, else looked
-    up again (`shown`)."""
+    up again (`analysed`)."""
     kept = DRAWN.get(source.key)
-    return shown(source) if kept is None else source.with_analysis(kept)
+    return analysed(source) if kept is None else source.with_analysis(kept)
 
 
 def analysis(
@@ -64,7 +64,7 @@ def analysis(
         )
 
 
-def shown(source: Source, full: bool = False, heavy: bool = False) -> Shown:
+def analysed(source: Source, full: bool = False, heavy: bool = False) -> Shown:
     """`source` with its Analysis: a checkpoint's of its text (see `analysis`; raises InputError), a trace file's as
     opened (raises TraceGoneError when the server no longer holds it)."""
     if source.has_model:
@@ -135,5 +135,5 @@ def head_detail(ctx: Source, block: str, head: int) -> HeadDetail:
 def export_bytes(ctx: Source, fmt: str) -> bytes:
     """The whole Analysis as JSON or NPZ (analysis.export, docs/trace-format.md); run when a download button is
     clicked. A trace is written as it was read: opened again, it draws the same."""
-    full = shown(ctx, full=True).analysis
+    full = analysed(ctx, full=True).analysis
     return to_json(full).encode("utf-8") if fmt == "json" else to_npz_bytes(full)
