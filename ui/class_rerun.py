@@ -23,16 +23,16 @@ CHANNEL = Channel()  # every session of this server publishes and listens here (
 def this_run(fragment: bool = False) -> Callable[[bool], bool] | None:
     """A callable that reruns the page drawing now (`fragment`: the fragment drawing now) from any thread; called
     with True it reruns the whole page. None outside a page's run."""
-    ctx = get_script_run_ctx()
-    if ctx is None:
+    run_context = get_script_run_ctx()
+    if run_context is None:
         return None
     rerun = ClientState()
-    rerun.page_script_hash, rerun.query_string = ctx.page_script_hash, ctx.query_string
-    if ctx.context_info:
-        rerun.context_info.CopyFrom(ctx.context_info)
+    rerun.page_script_hash, rerun.query_string = run_context.page_script_hash, run_context.query_string
+    if run_context.context_info:
+        rerun.context_info.CopyFrom(run_context.context_info)
     if fragment and (fragment_id := ThreadState.get().fragment_id):
         rerun.fragment_id = fragment_id
-    return functools.partial(rerun_session, ctx.session_id, rerun)
+    return functools.partial(rerun_session, run_context.session_id, rerun)
 
 
 def rerun_session(session_id: str, rerun: ClientState, whole: bool = False) -> bool:
@@ -79,8 +79,8 @@ def whole_page(rerun: ClientState) -> ClientState:
 
 def session_id() -> str | None:
     """The id of the session whose page is drawing now; None outside a page's run."""
-    ctx = get_script_run_ctx()
-    return None if ctx is None else ctx.session_id
+    run_context = get_script_run_ctx()
+    return None if run_context is None else run_context.session_id
 
 
 def session_open(session_id: str) -> bool:

@@ -310,9 +310,9 @@ def read_upload(upload: object) -> Source:
 def _forget_upload(file_id: str) -> None:
     """Drop an uploaded file from Streamlit's store once read, as st.chat_input does with its files: the store
     keeps every upload of a session until the session ends, whatever became of its box."""
-    ctx = get_script_run_ctx()
-    if ctx is not None and isinstance(ctx.uploaded_file_mgr, MemoryUploadedFileManager):
-        ctx.uploaded_file_mgr.remove_file(session_id=ctx.session_id, file_id=file_id)
+    run_context = get_script_run_ctx()
+    if run_context is not None and isinstance(run_context.uploaded_file_mgr, MemoryUploadedFileManager):
+        run_context.uploaded_file_mgr.remove_file(session_id=run_context.session_id, file_id=file_id)
 
 
 def projector() -> bool:

@@ -32,8 +32,8 @@ MAX_TOKENS = 64  # what a translator writes for the pages (the worker's default)
 
 def session_id() -> str | None:
     """The browser session running this page (a model worker serves sessions in turn); None outside a page."""
-    ctx = get_script_run_ctx(suppress_warning=True)
-    return None if ctx is None else ctx.session_id
+    run_context = get_script_run_ctx(suppress_warning=True)
+    return None if run_context is None else run_context.session_id
 
 
 BUDGET.owner = session_id  # what a page's work keeps counts in its session's share of the byte budget
