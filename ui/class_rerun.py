@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.runtime import Runtime
+from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
@@ -47,7 +48,7 @@ def rerun_session(session_id: str, rerun: ClientState, whole: bool = False) -> b
     return True
 
 
-def rerun_now(session, rerun: ClientState) -> None:
+def rerun_now(session: AppSession, rerun: ClientState) -> None:
     """On `session`'s event loop: rerun its page. A run under way or about to start (a click's, whose callback has
     not run yet) is not stopped: a whole page's rerun joins it, as a rerun does with fastReruns off, keeping the
     click (with fastReruns on, Streamlit's default, AppSession stops that run and starts this one in its place,

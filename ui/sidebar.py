@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from analysis.record import Analysis
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError
 from inference.text import InputError
@@ -54,7 +55,7 @@ def draw_model() -> None:
     st.session_state[DRAW_TRACE] = False
 
 
-def trace_summary(name: str, analysis) -> list[tuple[str, str]]:
+def trace_summary(name: str, analysis: Analysis) -> list[tuple[str, str]]:
     """What a trace file holds, as rows of (what, value): its file, where it came from, kind, tokens, heads."""
     first = next(iter(analysis.blocks.values()))
     return [

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 import streamlit as st
 
+from analysis.ablation import Effect
 from analysis.record import Analysis
 from inference import catalog
+from inference.prediction import Prediction
 from model.names import parse_block_name
 from ui import cache, errors, progress, sidebar, state
 from ui.downloads import table_downloads
@@ -91,13 +95,13 @@ def measured_note(card: dict, opening: list[str], text: str) -> str:
     )
 
 
-def top_table(predictions) -> pd.DataFrame:
+def top_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
     return pd.DataFrame(
         {"token": [display_piece(p.piece) for p in predictions], "probability": [p.prob for p in predictions]}
     )
 
 
-def side_by_side(effect, switched_off: int, column_config: dict) -> None:
+def side_by_side(effect: Effect, switched_off: int, column_config: dict) -> None:
     """The intact model's top tokens beside the ablated model's."""
     left, right = st.columns(2)
     left.caption("Intact model")
@@ -162,7 +166,7 @@ def body() -> None:
 KL_SAYS = "It measures how much the guesses changed: 0 when they are exactly as before; from about 0.05 it shows."
 
 
-def outcome(shown, effect, picked: list[str]) -> None:
+def outcome(shown: cache.Shown, effect: Effect, picked: list[str]) -> None:
     """The page's figure: how far the prediction moved, then the intact model's guesses (or output) beside the
     ablated one's, and the sentence that says how to read them."""
     analysis = shown.analysis
@@ -199,7 +203,7 @@ def outcome(shown, effect, picked: list[str]) -> None:
         st.caption("Each token of the intact output, and how probable the ablated model finds it in the same place.")
 
 
-def ranking(shown, mode: str) -> None:
+def ranking(shown: cache.Shown, mode: str) -> None:
     """The section "Most important heads": each head switched off alone, ranked, on request."""
     analysis = shown.analysis
     st.header("Most important heads")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 
+import pandas as pd
 import streamlit as st
 
 from analysis.circuits import MODE_NAMES, MODES
@@ -111,7 +112,7 @@ def body() -> None:
         composition(shown, probe)
 
 
-def heads_picture(shown: cache.Shown, table) -> None:
+def heads_picture(shown: cache.Shown, table: pd.DataFrame) -> None:
     """The page's figure, first: every head coloured by one score of the table (those from 0 to 1), the induction
     probe's where the model has one, so that the heads that stand out are seen before the table is read."""
     gridded = [c for c in GRID_COLUMNS if c in table and column_grid(table, c)]

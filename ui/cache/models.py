@@ -47,7 +47,7 @@ def page_running(first: bool = False) -> Iterator[None]:
         yield
 
 
-def heavy_chunk(worker: ModelWorker, fn: Callable[..., T], *args, tokens: int = 0) -> T:
+def heavy_chunk(worker: ModelWorker, fn: Callable[..., T], *args: object, tokens: int = 0) -> T:
     """`fn(checkpoint, *args)`, a chunk of long work, in this session's heavy lane of the worker (analysis.worker:
     the class's pages go first, the heavy sessions share the rest). Dropped unrun when this session stops waiting:
     it left, pressed Cancel or changed a widget (Streamlit then stops the page's run at this wait)."""
