@@ -33,6 +33,7 @@ from collections.abc import Hashable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import FrameType
 
 ACTIVE_S = 10.0  # a session that asked for a heavy chunk this recently is a heavy one, not the class
 MOST_HEAVY_WAIT_S = 30.0  # the longest a heavy chunk waits for its share while the class is busy
@@ -232,7 +233,7 @@ class Lanes:
                         wait = self._heavy_after - now
                 self._ready.wait(wait)
 
-    def pause_point(self, frame, event: str, arg) -> None:
+    def pause_point(self, frame: FrameType, event: str, arg: object) -> None:
         """sys.setprofile's hook on the heavy thread around the model's work: at each Python call, the chunk under
         way waits (the interpreter's lock let go) while a live class's page is drawn, as `_class_holds` says; once
         the hold runs out it goes on to its end. Looks at most every HOLD_POLL_S while a page is drawn."""

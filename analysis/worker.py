@@ -305,7 +305,7 @@ class ModelWorker:
     def call(
         self,
         fn: Callable[..., T],
-        *args,
+        *args: object,
         tokens: int = 0,
         heavy: bool = False,
         waiting: Callable[[], None] | None = None,

@@ -378,10 +378,10 @@ def test_a_key_declared_twice_differently_is_refused() -> None:
 
 
 def test_exports_are_the_documented_formats(good_dir: Path) -> None:
-    ctx = context_for(good_dir / ED, "abc")
-    data = json.loads(export_bytes(ctx, "json"))
+    source = context_for(good_dir / ED, "abc")
+    data = json.loads(export_bytes(source, "json"))
     assert data["format"] == 3 and len(data["attention"]) == 6
-    arrays = np.load(io.BytesIO(export_bytes(ctx, "npz")))
+    arrays = np.load(io.BytesIO(export_bytes(source, "npz")))
     assert arrays["decoder.layers.1.cross_attn.weights"].ndim == 3
 
 

@@ -96,7 +96,7 @@ def test_a_fragment_holds_its_analysis_weakly(monkeypatch) -> None:
     same = cache.redrawn(given).analysis is analysis  # alive: no second lookup
     assert same
     looked_up = []
-    monkeypatch.setattr(cache.analyses, "shown", lambda s: looked_up.append(s) or "looked up again")
+    monkeypatch.setattr(cache.analyses, "analysed", lambda s: looked_up.append(s) or "looked up again")
     del analysis
     gc.collect()
     again = cache.redrawn(given)

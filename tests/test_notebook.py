@@ -218,10 +218,10 @@ def test_the_pages_cached_head_is_head_views_figure(lm_english, lm_analysis, tra
     needs no such test: page and API both return viz.heads.grid_view.)"""
     from ui import charts
 
-    ctx = app_context(lm_english, lm_analysis)
-    same_figure(atlas.head(lm_analysis, 4, 6), charts.head_chart(ctx, "decoder.self_attn", 3, 5))
-    same_figure(atlas.head(lm_analysis, 1, "average"), charts.head_chart(ctx, "decoder.self_attn", 0, charts.AVERAGE))
-    same_figure(atlas.head(lm_analysis, 2, 3, norms=True), charts.head_chart(ctx, "decoder.self_attn", 1, 2, True))
+    shown = app_context(lm_english, lm_analysis)
+    same_figure(atlas.head(lm_analysis, 4, 6), charts.head_chart(shown, "decoder.self_attn", 3, 5))
+    same_figure(atlas.head(lm_analysis, 1, "average"), charts.head_chart(shown, "decoder.self_attn", 0, charts.AVERAGE))
+    same_figure(atlas.head(lm_analysis, 2, 3, norms=True), charts.head_chart(shown, "decoder.self_attn", 1, 2, True))
     ckpt, analysis = translation  # an encoder-decoder opens on its cross-attention, as the page does
     same_figure(atlas.head(analysis, 2, 3), charts.head_chart(app_context(ckpt, analysis), "decoder.cross_attn", 1, 2))
 

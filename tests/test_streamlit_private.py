@@ -21,7 +21,8 @@ PRIVATE = {
     "ui/state.py": "whether a page runs in a session, and whether a fragment reruns alone (the run's context)",
     "ui/cache/models.py": "the session a model worker's heavy wait is counted for, and the run's yield check",
     "ui/cache/analyses.py": "the run's yield check: a heavy analysis gives way when the page's run is stopped",
-    "ui/widgets.py": "an upload's file as the manager holds it, and the run's context",
+    "ui/widgets.py": "an upload's file as the manager holds it, the run's context, and two types the pages name: a "
+    "place to draw (DeltaGenerator, st.container's) and a chart's selection (PlotlyState, st.plotly_chart's)",
     "ui/serve.py": "`atlas app` starts Streamlit's server as its own command line does (streamlit.web)",
 }
 

@@ -46,7 +46,7 @@ def tiny_tokenizer_bytes(vocab_size: int = 64) -> bytes:
         return prefix.with_suffix(".model").read_bytes()
 
 
-def tiny_config(kind: str, vocab_size: int, **overrides) -> ModelConfig:
+def tiny_config(kind: str, vocab_size: int, **overrides: object) -> ModelConfig:
     fields = dict(
         kind=kind,
         vocab_size=vocab_size,
@@ -61,7 +61,7 @@ def tiny_config(kind: str, vocab_size: int, **overrides) -> ModelConfig:
     return ModelConfig(**{**fields, **overrides})
 
 
-def make_tiny_checkpoint(directory: str | Path, kind: str = "decoder-only", seed: int = 0, **overrides) -> Path:
+def make_tiny_checkpoint(directory: str | Path, kind: str = "decoder-only", seed: int = 0, **overrides: object) -> Path:
     """Write an untrained, seeded checkpoint of `kind` to `directory` and return its path."""
     tokenizer_bytes = tiny_tokenizer_bytes(300)
     from inference.tokenizer import Tokenizer

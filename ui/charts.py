@@ -37,34 +37,34 @@ def head_weights(block: Block, head: int | str) -> np.ndarray:
     return block_head_weights(block.weights, head)
 
 
-def shown(block: Block, norms: bool) -> Block:
+def as_drawn(block: Block, norms: bool) -> Block:
     """The block as the page draws it: its weights, or with `norms` each key's share of what the row moves
     (Block.value_weighted)."""
     return block.value_weighted() if norms else block
 
 
 @kept()
-def _heatmap_template(ctx: Shown, attention: str, layer: int) -> dict:
+def _heatmap_template(shown: Shown, attention: str, layer: int) -> dict:
     """A layer's first head, frozen: every head of the layer shares its axes and hover text (viz.heads.swap_head)."""
-    block = ctx.analysis.block(attention, layer)
+    block = shown.analysis.block(attention, layer)
     return frozen(head_heatmap(block.weights[0], block.query_pieces, block.key_pieces))
 
 
-def head_chart(ctx: Shown, attention: str, layer: int, head: int | str, norms: bool = False) -> dict:
+def head_chart(shown: Shown, attention: str, layer: int, head: int | str, norms: bool = False) -> dict:
     """viz.heads.head_view of one head (AVERAGE: the mean of the layer's heads), frozen: the layer's template with
     this head's weights (with `norms`, the value-weighted shares) and title swapped in, which draws the same figure
     without building it again."""
-    analysis = ctx.analysis
-    weights = head_weights(shown(analysis.block(attention, layer), norms), head)
+    analysis = shown.analysis
+    weights = head_weights(as_drawn(analysis.block(attention, layer), norms), head)
     title = head_title(analysis.attention_label(attention), layer, head, norms)
-    return swap_head(_heatmap_template(ctx, attention, layer), weights, title)
+    return swap_head(_heatmap_template(shown, attention, layer), weights, title)
 
 
 @kept()
-def grid_chart(ctx: Shown, attention: str, norms: bool = False) -> dict:
+def grid_chart(shown: Shown, attention: str, norms: bool = False) -> dict:
     """Every head of one attention type (with `norms`, the value-weighted shares), no head outlined
     (viz.heads.select_head outlines one on a copy), frozen."""
-    analysis = ctx.analysis.value_weighted() if norms else ctx.analysis
+    analysis = shown.analysis.value_weighted() if norms else shown.analysis
     return frozen(grid_view(analysis.stacked(attention), analysis.attention_label(attention), norms))
 
 
@@ -75,10 +75,10 @@ def certainty_chart(rows: tuple[ForcedRow, ...], title: str) -> dict:
 
 
 @kept()
-def predictions_table(ctx: Shown, position: int | None) -> pa.Table:
+def predictions_table(shown: Shown, position: int | None) -> pa.Table:
     """The predictions beside the heatmap as an Arrow table (what st.dataframe sends): the language model's top-k
     after `position`, or an encoder-decoder's steps (position None)."""
-    analysis = ctx.analysis
+    analysis = shown.analysis
     if analysis.blank:  # a centre-word model: its one guess, for the blank
         frame = top_k_frame(analysis, 0)
     elif not analysis.has_decoder:  # an encoder alone: what each position's output scores highest
@@ -89,9 +89,9 @@ def predictions_table(ctx: Shown, position: int | None) -> pa.Table:
 
 
 @kept()
-def head_statistics(ctx: Shown) -> pd.DataFrame:
+def head_statistics(shown: Shown) -> pd.DataFrame:
     """One row per head: entropy, mean distance and the weight on notable keys (viz.stats.head_table)."""
-    return head_table(ctx.analysis)
+    return head_table(shown.analysis)
 
 
 @kept()

@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.runtime import Runtime
+from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 from streamlit.runtime.scriptrunner_utils.script_run_context import ThreadState
@@ -23,16 +24,16 @@ CHANNEL = Channel()  # every session of this server publishes and listens here (
 def this_run(fragment: bool = False) -> Callable[[bool], bool] | None:
     """A callable that reruns the page drawing now (`fragment`: the fragment drawing now) from any thread; called
     with True it reruns the whole page. None outside a page's run."""
-    ctx = get_script_run_ctx()
-    if ctx is None:
+    run_context = get_script_run_ctx()
+    if run_context is None:
         return None
     rerun = ClientState()
-    rerun.page_script_hash, rerun.query_string = ctx.page_script_hash, ctx.query_string
-    if ctx.context_info:
-        rerun.context_info.CopyFrom(ctx.context_info)
+    rerun.page_script_hash, rerun.query_string = run_context.page_script_hash, run_context.query_string
+    if run_context.context_info:
+        rerun.context_info.CopyFrom(run_context.context_info)
     if fragment and (fragment_id := ThreadState.get().fragment_id):
         rerun.fragment_id = fragment_id
-    return functools.partial(rerun_session, ctx.session_id, rerun)
+    return functools.partial(rerun_session, run_context.session_id, rerun)
 
 
 def rerun_session(session_id: str, rerun: ClientState, whole: bool = False) -> bool:
@@ -47,7 +48,7 @@ def rerun_session(session_id: str, rerun: ClientState, whole: bool = False) -> b
     return True
 
 
-def rerun_now(session, rerun: ClientState) -> None:
+def rerun_now(session: AppSession, rerun: ClientState) -> None:
     """On `session`'s event loop: rerun its page. A run under way or about to start (a click's, whose callback has
     not run yet) is not stopped: a whole page's rerun joins it, as a rerun does with fastReruns off, keeping the
     click (with fastReruns on, Streamlit's default, AppSession stops that run and starts this one in its place,
@@ -79,8 +80,8 @@ def whole_page(rerun: ClientState) -> ClientState:
 
 def session_id() -> str | None:
     """The id of the session whose page is drawing now; None outside a page's run."""
-    ctx = get_script_run_ctx()
-    return None if ctx is None else ctx.session_id
+    run_context = get_script_run_ctx()
+    return None if run_context is None else run_context.session_id
 
 
 def session_open(session_id: str) -> bool:

@@ -351,7 +351,7 @@ def ask(page: str) -> None:
         return
     try:
         card = source.ckpt.card if source.ckpt is not None else {}
-        asked = _question(cache.shown(source).analysis, st.session_state.get("class_kind", "attend"), page, card)
+        asked = _question(cache.analysed(source).analysis, st.session_state.get("class_kind", "attend"), page, card)
         grid = asked.kind == "head"  # the head question's choices are its layer × head grid, row by row
         shape = (asked.n_layers, asked.n_heads) if grid else None
         number = ROOM.ask(

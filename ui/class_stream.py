@@ -32,7 +32,9 @@ KEEPALIVE_S = 45.0  # under a proxy's usual minute of silence (nginx's proxy_rea
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
-ASGI = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGI = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class ClassStream:
@@ -41,7 +43,7 @@ class ClassStream:
     def __init__(self, app: ASGI, channel: Callable[[], Channel]) -> None:
         self.app, self.channel = app, channel
 
-    async def __call__(self, scope: Scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "") if scope["type"] == "http" else ""
         if path.endswith(STREAM):
             await self.stream(scope, receive, send)
@@ -50,7 +52,7 @@ class ClassStream:
         else:
             await self.app(scope, receive, send)
 
-    async def stream(self, scope: Scope, receive, send) -> None:
+    async def stream(self, scope: Scope, receive: Receive, send: Send) -> None:
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         try:
             code = normal_code(query.get("class", [""])[0])
@@ -108,7 +110,7 @@ def _plotly_gzip() -> bytes:
     return gzip.compress(PLOTLY_JS.read_bytes(), compresslevel=6, mtime=0)
 
 
-async def _plotly(scope: Scope, send) -> None:
+async def _plotly(scope: Scope, send: Send) -> None:
     accepted = b"".join(v for k, v in scope.get("headers", ()) if k.lower() == b"accept-encoding")
     packed = b"gzip" in accepted
     body = _plotly_gzip() if packed else PLOTLY_JS.read_bytes()

@@ -16,7 +16,9 @@ VALID = re.compile(r"[A-Za-z0-9_-]{16,64}")  # what `secrets.token_urlsafe` make
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
-ASGI = Callable[[Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGI = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def sent(cookie_header: str) -> str | None:
@@ -34,7 +36,7 @@ class DeviceCookie:
     def __init__(self, app: ASGI) -> None:
         self.app = app
 
-    async def __call__(self, scope: Scope, receive, send) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or sent(_header(scope, b"cookie")) is not None:
             await self.app(scope, receive, send)
             return

@@ -20,46 +20,46 @@ EXPECTED = "Expected output"  # the box's label for an encoder-decoder that does
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 
 
-def label(translates: bool, ctx: Source | None = None) -> str:
+def label(translates: bool, source: Source | None = None) -> str:
     """The box's label: a translator's reference translation, a language model's continuation of the text, another
-    encoder-decoder's (`ctx`'s: reverse) expected output."""
+    encoder-decoder's (`source`'s: reverse) expected output."""
     if not translates:
         return "Continuation"
-    if ctx is None or catalog.preset_family(ctx.entry.name, ctx.entry.kind, ctx.entry.card) == "translate":
+    if source is None or catalog.preset_family(source.entry.name, source.entry.kind, source.entry.card) == "translate":
         return "Reference translation"
     return EXPECTED
 
 
-def asked(ctx: Source, translates: bool) -> tuple[str | None, Forced | None, str | None]:
+def asked(source: Source, translates: bool) -> tuple[str | None, Forced | None, str | None]:
     """The reference in the box (None when it is empty), its rows read by the model, and the message saying why
     none could be read (a bad reference): what the page draws before the box itself is drawn (`reference_box`)."""
     reference = st.session_state.get(REFERENCE) or None
-    if reference is None or not ctx.has_model:
+    if reference is None or not source.has_model:
         return None, None, None
     try:
-        return reference, cache.forced(ctx, reference), None
+        return reference, cache.forced(source, reference), None
     except InputError as exc:
         return reference, None, str(exc)
 
 
-def own(ctx: Source, target_ids: tuple[int, ...], start: int) -> tuple[ForcedRow, ...]:
+def own(source: Source, target_ids: tuple[int, ...], start: int) -> tuple[ForcedRow, ...]:
     """How sure the model was of each token of an analysis's decoder input from `start` (none when there is none):
     the rows its traced pass gave (Analysis.certainty) where these are its ids, else a pass of their own."""
     if not 1 <= start < len(target_ids):
         return ()
-    analysis = getattr(ctx, "analysis", None)  # a Shown's: the page's analysis
+    analysis = getattr(source, "analysis", None)  # a Shown's: the page's analysis
     if analysis is not None and analysis.certainty and tuple(analysis.target_ids) == tuple(target_ids):
         return analysis.certainty[start - 1 :]
-    return cache.certainty(ctx, tuple(target_ids), start)
+    return cache.certainty(source, tuple(target_ids), start)
 
 
-def certainty(ctx: Source, rows: tuple[ForcedRow, ...], what: str, key: str) -> None:
+def certainty(source: Source, rows: tuple[ForcedRow, ...], what: str, key: str) -> None:
     """`rows`' tokens shaded by the probability the model gave each, the percentage written in every cell, and the
     one it was least sure of said in words."""
     if not rows:
         return
     title = f"How sure the model was of {what}"
-    show_chart(charts.certainty_chart(rows, title), key, safe_filename("certainty", ctx.name))
+    show_chart(charts.certainty_chart(rows, title), key, safe_filename("certainty", source.name))
     least = min(rows, key=lambda r: r.probability)
     said = f"Least sure: “{display_piece(least.piece)}” ({percent(least.probability)}, rank {least.rank})" + (
         "."
@@ -69,23 +69,23 @@ def certainty(ctx: Source, rows: tuple[ForcedRow, ...], what: str, key: str) -> 
     st.caption(literal(said + " Light cells: sure; dark: unsure. Hover a token for its rank."))
 
 
-def placeholder(ctx: Source, translates: bool) -> str:
+def placeholder(source: Source, translates: bool) -> str:
     """The box's example: German for a translator, the text backwards for the reversing model, words that go on
     for a language model; nothing for another task, whose output the page cannot guess."""
     if not translates:
         return "on the mat."
-    family = catalog.preset_family(ctx.entry.name, ctx.entry.kind, ctx.entry.card)
-    return {"translate": "Die Katze saß auf der Matte.", "reverse": ctx.text[::-1]}.get(family, "")
+    family = catalog.preset_family(source.entry.name, source.entry.kind, source.entry.card)
+    return {"translate": "Die Katze saß auf der Matte.", "reverse": source.text[::-1]}.get(family, "")
 
 
-def reference_box(ctx: Source, translates: bool, found: Forced | None, why: str | None) -> None:
+def reference_box(source: Source, translates: bool, found: Forced | None, why: str | None) -> None:
     """The box, then the rows of what it holds: each token's probability and rank beside the model's own choice,
     or the message saying why the reference could not be read."""
-    what = label(translates, ctx)
+    what = label(translates, source)
     st.text_input(
         what,
         key=REFERENCE,
-        placeholder=placeholder(ctx, translates),
+        placeholder=placeholder(source, translates),
         help=(
             "Type the output you expected: it is fed to the decoder token by token (teacher forcing), and "
             "each token shows the probability the model gave it there."

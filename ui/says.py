@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from ui.widgets import DeltaGenerator
+
 KEY = "figure_says"  # one a page: the browser test reads `.st-key-figure_says`
 
 
-def figure_says(text: str, where=None) -> None:
+def figure_says(text: str, where: DeltaGenerator | None = None) -> None:
     """`text` (Markdown: escape a person's words with ui.markdown.literal) as a caption in its own keyed container
     in `where` (a container or column; default: the page), under the figure drawn there just before."""
     with (where if where is not None else st).container(key=KEY):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from analysis.record import Analysis
 from inference import catalog
 from inference.checkpoint import Checkpoint, CheckpointError
 from inference.text import InputError
@@ -53,7 +54,7 @@ def draw_model() -> None:
     st.session_state[DRAW_TRACE] = False
 
 
-def trace_summary(name: str, analysis) -> list[tuple[str, str]]:
+def trace_summary(name: str, analysis: Analysis) -> list[tuple[str, str]]:
     """What a trace file holds, as rows of (what, value): its file, where it came from, kind, tokens, heads."""
     first = next(iter(analysis.blocks.values()))
     return [
@@ -127,7 +128,7 @@ def _trace_drawn(trace: Source) -> bool:
     if not st.session_state[DRAW_TRACE]:
         return False
     try:
-        analysis = cache.shown(trace).analysis
+        analysis = cache.analysed(trace).analysis
     except TraceGoneError as exc:
         close_trace()
         side.error(errors.shown(str(exc)))
@@ -246,33 +247,33 @@ def _needs_model(trace: Source) -> None:
 def context() -> Source | None:
     """The model and text chosen in the sidebar; None after showing why there are none (a page that runs the
     model, while a trace file is drawn: says so)."""
-    ctx, error = st.session_state.get(CHOSEN, (None, "The sidebar has not run yet."))
-    if ctx is not None and not ctx.has_model:
-        _needs_model(ctx)
+    source, error = st.session_state.get(CHOSEN, (None, "The sidebar has not run yet."))
+    if source is not None and not source.has_model:
+        _needs_model(source)
         return None
-    if ctx is None:
+    if source is None:
         st.error(error)  # made by errors.shown where it was found
-    return ctx
+    return source
 
 
-def chosen(full: bool = False, ctx: Source | None = None, trace: bool = False) -> Shown | None:
-    """The sidebar's model and text (or `ctx`) with their Analysis, its notes shown; None after a message saying
+def chosen(full: bool = False, source: Source | None = None, trace: bool = False) -> Shown | None:
+    """The sidebar's model and text (or `source`) with their Analysis, its notes shown; None after a message saying
     why there is none. A page calls it once per rerun and hands the result down. `full`: with the raw scores and V
     of every block (only the attention-math page needs them). `trace`: the page needs only attention, so it
     draws the sidebar's trace file when one is drawn; without it, such a page says it needs the model."""
     picked = st.session_state.get(CHOSEN, (None,))[0]
-    if ctx is None and trace and picked is not None and not picked.has_model:
+    if source is None and trace and picked is not None and not picked.has_model:
         try:
-            return cache.shown(picked)
+            return cache.analysed(picked)
         except TraceGoneError as exc:
             close_trace()
             st.error(errors.shown(str(exc)))
             return None
-    ctx = ctx if ctx is not None else context()
-    if ctx is None:
+    source = source if source is not None else context()
+    if source is None:
         return None
     try:
-        found = cache.shown(ctx, full)
+        found = cache.analysed(source, full)
     except InputError as exc:
         st.error(errors.shown(str(exc)))
         return None

@@ -276,8 +276,9 @@ def fragment(body: Callable[..., None], *, run_every: float | None = None) -> Ca
 
     @functools.wraps(body)
     def run(*args: object, **kwargs: object) -> None:
-        ctx = get_script_run_ctx()
-        alone = ctx is not None and bool(ctx.fragment_ids_this_run)  # rerun alone; in a page's run, app.py does
+        run_context = get_script_run_ctx()
+        # rerun alone; in a page's run, app.py does
+        alone = run_context is not None and bool(run_context.fragment_ids_this_run)
         if alone:
             keep_state()
         body(*args, **kwargs)

@@ -4,12 +4,14 @@ chart."""
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
 import pyarrow as pa
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator  # the pages' type of a place to draw, from here alone
+from streamlit.elements.plotly_chart import PlotlyState
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 from streamlit.runtime.uploaded_file_manager import DeletedFile
@@ -41,6 +43,7 @@ HELD_BACK = "_figures_held_back"
 # Session key: a class's follower sees the figure first, the page's pickers folded (`controls`).
 FOLDED = "_controls_folded"
 CHARTS_DRAWN = "_charts_drawn"  # session key: the charts this page's run drew, by key (a class's teacher's: pushed)
+Chart = go.Figure | dict[str, Any]  # a Figure, or a `frozen` one (viz.style) as the chart caches keep them
 
 
 def head_from_url(text: str) -> str:
@@ -128,7 +131,11 @@ def head_picker(analysis: Analysis, with_average: bool, all_heads: str = "averag
 
 
 def layer_and_head(
-    analysis: Analysis, attention: str, cols, with_average: bool = False, all_heads: str = "average"
+    analysis: Analysis,
+    attention: str,
+    cols: Sequence[DeltaGenerator],
+    with_average: bool = False,
+    all_heads: str = "average",
 ) -> tuple[int, int]:
     """Layer and head pickers in `cols` (two columns), the choice every page shares (LAYER, HEAD); a page that
     fixes the attention type (Generate) calls it alone. Without the average, one set aside comes back on the next
@@ -311,9 +318,9 @@ def read_upload(upload: object) -> Source:
 def _forget_upload(file_id: str) -> None:
     """Drop an uploaded file from Streamlit's store once read, as st.chat_input does with its files: the store
     keeps every upload of a session until the session ends, whatever became of its box."""
-    ctx = get_script_run_ctx()
-    if ctx is not None and isinstance(ctx.uploaded_file_mgr, MemoryUploadedFileManager):
-        ctx.uploaded_file_mgr.remove_file(session_id=ctx.session_id, file_id=file_id)
+    run_context = get_script_run_ctx()
+    if run_context is not None and isinstance(run_context.uploaded_file_mgr, MemoryUploadedFileManager):
+        run_context.uploaded_file_mgr.remove_file(session_id=run_context.session_id, file_id=file_id)
 
 
 def projector() -> bool:
@@ -341,7 +348,9 @@ class _Frozen(go.Figure):
         return f"_Frozen({len(self._frozen.get('data', ()))} traces)"
 
 
-def show_chart(fig: go.Figure | dict[str, Any], key: str, file_name: str, where=None, **kwargs):
+def show_chart(
+    fig: Chart, key: str, file_name: str, where: DeltaGenerator | None = None, **kwargs: Any
+) -> DeltaGenerator | PlotlyState | None:
     """st.plotly_chart of `fig` (a Figure, or a `frozen` one as the chart caches keep them), in large type in
     projector mode, its heatmap cell numbers hidden by CSS wherever the chart is too narrow for them
     (viz.style.cell_numbers_css) and its x tick labels thinned where they would touch (viz.ticks.thinning_css);

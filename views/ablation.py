@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 import streamlit as st
 
+from analysis.ablation import Effect
 from analysis.record import Analysis
 from inference import catalog
+from inference.prediction import Prediction
 from model.names import parse_block_name
 from ui import cache, errors, progress, sidebar, state
 from ui.downloads import table_downloads
@@ -91,13 +95,13 @@ def measured_note(card: dict, opening: list[str], text: str) -> str:
     )
 
 
-def top_table(predictions) -> pd.DataFrame:
+def top_table(predictions: Sequence[Prediction]) -> pd.DataFrame:
     return pd.DataFrame(
         {"token": [display_piece(p.piece) for p in predictions], "probability": [p.prob for p in predictions]}
     )
 
 
-def side_by_side(effect, switched_off: int, column_config: dict) -> None:
+def side_by_side(effect: Effect, switched_off: int, column_config: dict) -> None:
     """The intact model's top tokens beside the ablated model's."""
     left, right = st.columns(2)
     left.caption("Intact model")
@@ -108,15 +112,15 @@ def side_by_side(effect, switched_off: int, column_config: dict) -> None:
 
 def body() -> None:
     st.title("Head ablation")
-    ctx = sidebar.chosen()
-    if ctx is None:
+    shown = sidebar.chosen()
+    if shown is None:
         return
-    analysis = ctx.analysis
+    analysis = shown.analysis
     options = head_options(analysis)
     # A first visit opens with the head measured on the card switched off (python -m atlas defaults: the head whose
     # loss moves the prediction on the text the sidebar opens on), else the head the model's run recorded forming
     # (the induction head, else the previous-token head); none when the card names neither.
-    card = ctx.ckpt.card
+    card = shown.ckpt.card
     measured = measured_heads(card)
     recorded = catalog.recorded_head(card)
     opening = measured or ([f"{recorded[0]}:{recorded[1]}"] if recorded else [])
@@ -124,7 +128,7 @@ def body() -> None:
     state.keep_valid(ABLATE_HEADS, options, opening)
     note = ""  # why the page opened on its head: said below the figure, which comes first
     if measured and opening and st.session_state.get(ABLATE_HEADS) == opening:
-        note = literal(measured_note(card, opening, ctx.text))
+        note = literal(measured_note(card, opening, shown.text))
     elif opening and st.session_state.get(ABLATE_HEADS) == opening:
         note = (
             f"Opened with the model's {literal(recorded[2])} head switched off "
@@ -146,9 +150,9 @@ def body() -> None:
     for option in picked:
         name, head = option.rsplit(":", 1)
         heads[name] = (*heads.get(name, ()), int(head))
-    effect = cache.ablation(ctx, tuple(sorted(heads.items())), mode)
+    effect = cache.ablation(shown, tuple(sorted(heads.items())), mode)
     with figure:
-        outcome(ctx, effect, picked)
+        outcome(shown, effect, picked)
     if note:
         st.caption(note)
     st.caption(
@@ -156,16 +160,16 @@ def body() -> None:
         "what each head computed; only the chosen heads' outputs are cut before they are concatenated and "
         "projected (W^O)."
     )
-    ranking(ctx, mode)
+    ranking(shown, mode)
 
 
 KL_SAYS = "It measures how much the guesses changed: 0 when they are exactly as before; from about 0.05 it shows."
 
 
-def outcome(ctx, effect, picked: list[str]) -> None:
+def outcome(shown: cache.Shown, effect: Effect, picked: list[str]) -> None:
     """The page's figure: how far the prediction moved, then the intact model's guesses (or output) beside the
     ablated one's, and the sentence that says how to read them."""
-    analysis = ctx.analysis
+    analysis = shown.analysis
     st.metric("How far the prediction moved (KL divergence, nats)", f"{effect.kl:.4f}")
     figure_says(KL_SAYS)  # under the number it explains, above the guesses it sums up
     if analysis.blank:
@@ -175,7 +179,7 @@ def outcome(ctx, effect, picked: list[str]) -> None:
     elif not analysis.has_decoder:
         st.caption("The KL divergence is the mean over every position of the input.")
         st.markdown(f"**What the output at position 1 ({literal(analysis.prediction_pieces[0])}) scores highest**")
-        st.caption(literal(ctx.ckpt.card.get("predictions", "")))
+        st.caption(literal(shown.ckpt.card.get("predictions", "")))
         side_by_side(effect, len(picked), {})
     elif not analysis.has_encoder:
         st.markdown("**Next token after the text**")
@@ -199,9 +203,9 @@ def outcome(ctx, effect, picked: list[str]) -> None:
         st.caption("Each token of the intact output, and how probable the ablated model finds it in the same place.")
 
 
-def ranking(ctx, mode: str) -> None:
+def ranking(shown: cache.Shown, mode: str) -> None:
     """The section "Most important heads": each head switched off alone, ranked, on request."""
-    analysis = ctx.analysis
+    analysis = shown.analysis
     st.header("Most important heads")
     st.caption(
         "Each head switched off alone, ranked by how far the predictions move (KL divergence, at the last position "
@@ -213,14 +217,14 @@ def ranking(ctx, mode: str) -> None:
     )
     state.keep_valid(RANK_METHOD, list(RANK_METHODS), "exact")
     method = st.radio("Ranking", list(RANK_METHODS), key=RANK_METHOD, format_func=RANK_METHODS.get, horizontal=True)
-    asked = (ctx.path, ctx.text, mode, method)  # the ranking stays on the page for the same model, text and mode
+    asked = (shown.path, shown.text, mode, method)  # the ranking stays on the page for the same model, text and mode
     if st.button("Rank every head", key="ablate_rank"):
         st.session_state["_ablate_ranked"] = asked
     if st.session_state.get("_ablate_ranked") != asked:
         return
-    name = safe_filename("ablation-ranking", ctx.name, mode, method)
+    name = safe_filename("ablation-ranking", shown.name, mode, method)
     if method == "approximate":
-        frame = ranking_frame(analysis, cache.head_ranking_approximate(ctx, mode), APPROXIMATE_COLUMN)
+        frame = ranking_frame(analysis, cache.head_ranking_approximate(shown, mode), APPROXIMATE_COLUMN)
         data_table(frame, hide_index=True, key="ablate_ranking")
         table_downloads(frame, name, "ablate_ranking", "the ranking")
         return
@@ -231,7 +235,7 @@ def ranking(ctx, mode: str) -> None:
             where = f"{analysis.attention_label(f'{stack}.{type_}')} · layer {layer + 1}"
             show(done / blocks, f"Switching off each head in turn: {where} ({done + 1} of {blocks})")
 
-        table = cache.head_ranking(ctx, mode, moved)
+        table = cache.head_ranking(shown, mode, moved)
     frame = ranking_frame(analysis, table)
     data_table(frame, hide_index=True, key="ablate_ranking")
     table_downloads(frame, name, "ablate_ranking", "the ranking")

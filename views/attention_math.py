@@ -34,15 +34,15 @@ WHY_KEY = state.url_index("why_key", "k")  # the key whose score is split, from 
 @state.fragment
 @errors.safe
 def steps_view(source: cache.Source) -> None:
-    ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
-    analysis, model = ctx.analysis, ctx.entry.name
+    shown = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
+    analysis, model = shown.analysis, shown.entry.name
     figure = st.container()  # the figure and its sentence first, the pickers that choose it under them
     attention, layer, head = head_picker(analysis, with_average=False)
     block = analysis.block(attention, layer)
     labels = indexed_labels(block.query_pieces)
     query = token_picker("Query token", QUERY, labels, analysis, start=opening_query(block.mask))
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
-    steps = attention_steps(block, head, query, cache.head_detail(ctx, block.name, head))
+    steps = attention_steps(block, head, query, cache.head_detail(shown, block.name, head))
     name = safe_filename("steps", model, attention, f"L{layer + 1}", f"H{head + 1}", f"q{query + 1}")  # as labelled
     n_keys = len(block.key_pieces)
     window = key_window(steps)  # all keys when they fit, else the window around the largest weight
@@ -67,14 +67,14 @@ def steps_view(source: cache.Source) -> None:
     show_chart(output_figure(steps), "output_chart", f"{name}-output")
     with st.expander("The numbers", expanded=len(labels) <= 16):
         data_table(steps_table(steps, window), hide_index=True, key="steps_table")
-    why_view(ctx, block, head, query, name)
+    why_view(shown, block, head, query, name)
 
 
-def why_view(ctx: cache.Shown, block: Block, head: int, query: int, name: str) -> None:
+def why_view(shown: cache.Shown, block: Block, head: int, query: int, name: str) -> None:
     """The section "Why does query i attend to key j?": this head's raw score for the page's query and a chosen
     key, split into what wrote the stream on each side (analysis.score_parts): query parts × key parts."""
     st.header("Why does this query attend to a key?")
-    if not ctx.has_model:
+    if not shown.has_model:
         st.info("Splitting a score needs the model's weights: a trace file holds its attention only.")
         return
     st.caption(
@@ -88,11 +88,11 @@ def why_view(ctx: cache.Shown, block: Block, head: int, query: int, name: str) -
         return
     keys = indexed_labels(block.key_pieces)
     weights = block.weights[head, query]
-    owner = (ctx.analysis.checkpoint, ctx.analysis.text, block.name, head, query)
+    owner = (shown.analysis.checkpoint, shown.analysis.text, block.name, head, query)
     state.keep_valid(WHY_KEY, range(len(keys)), int(weights.argmax()), owner=owner)
     key = st.selectbox("Key token", range(len(keys)), key=WHY_KEY, format_func=lambda i: keys[i])
     state.sync_url()
-    parts = cache.score_split(ctx, block.name, head, query, key)
+    parts = cache.score_split(shown, block.name, head, query, key)
     frame = score_parts_frame(parts.query_parts, parts.key_parts, parts.table)
     query_label = indexed_labels(block.query_pieces)[query]
     title = f"Why {query_label} attends to {keys[key]}"  # one line at 1024 px; the rest is said below
@@ -113,12 +113,12 @@ def why_view(ctx: cache.Shown, block: Block, head: int, query: int, name: str) -
 
 def body() -> None:
     st.title("Attention math")
-    ctx = sidebar.chosen()
-    if ctx is None:
+    shown = sidebar.chosen()
+    if shown is None:
         return
-    if ctx.has_model and (head := catalog.default_head(ctx.ckpt.card)) and head[0] in ctx.analysis.blocks:
+    if shown.has_model and (head := catalog.default_head(shown.ckpt.card)) and head[0] in shown.analysis.blocks:
         open_on_head(*head)  # the head Explore opens on, measured on the card (python -m atlas defaults)
-    steps_view(cache.held(ctx))
+    steps_view(cache.held(shown))
     st.latex(FORMULA)
     st.caption(
         "For one head and one query token: 1. the raw scores q·kⱼ/√dₖ, 2. the mask sets forbidden keys to −∞, "

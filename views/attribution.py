@@ -32,10 +32,10 @@ NO_CONTRAST = ""  # no piece is empty (viz.labels.display_piece shows one as ∅
 
 def body() -> None:
     st.title("Logit attribution")
-    ctx = sidebar.chosen()
-    if ctx is None:
+    shown = sidebar.chosen()
+    if shown is None:
         return
-    analysis = ctx.analysis
+    analysis = shown.analysis
     if not analysis.has_decoder:
         st.info(
             "Logit attribution reads a decoder's stream: this model's output is not a sum of what its parts wrote. "
@@ -51,19 +51,19 @@ def body() -> None:
         pos = token_picker("Next token after", POSITION, labels, analysis, start=0 if translator else -1)
     candidates = analysis.predictions[pos]
     ids = {p.piece: p.id for p in candidates}
-    shown = {p.piece: f"{display_piece(p.piece)} (p = {p.prob:.3f})" for p in candidates}
-    shown[NO_CONTRAST] = "nothing"
+    label_of = {p.piece: f"{display_piece(p.piece)} (p = {p.prob:.3f})" for p in candidates}
+    label_of[NO_CONTRAST] = "nothing"
     pieces = list(ids)
     state.keep_valid(TOKEN, pieces, pieces[0])
-    token = cols[1].selectbox("Token", pieces, key=TOKEN, format_func=shown.get)
+    token = cols[1].selectbox("Token", pieces, key=TOKEN, format_func=label_of.get)
     others = [NO_CONTRAST] + [p for p in pieces if p != token]
     state.keep_valid(VERSUS, others, NO_CONTRAST)
-    versus = cols[2].selectbox("Versus", others, key=VERSUS, format_func=shown.get)
+    versus = cols[2].selectbox("Versus", others, key=VERSUS, format_func=label_of.get)
     state.sync_url()
-    parts = cache.logit_attribution(ctx, pos, ids[token], ids.get(versus))
+    parts = cache.logit_attribution(shown, pos, ids[token], ids.get(versus))
     names = {a: analysis.attention_label(a) for a in parts.heads}
     title = attribution_title(display_piece(token), labels[pos], display_piece(versus) if versus else None)
-    name = safe_filename("attribution", ctx.name, f"pos{pos + 1}")
+    name = safe_filename("attribution", shown.name, f"pos{pos + 1}")
     what = "the difference of the two logits" if versus else "the logit"
     show_chart(heads_heatmap(parts.heads, names, title), "attribution_heads", name, where=figure)
     figure_says(
@@ -91,17 +91,17 @@ def body() -> None:
     table_downloads(partial(parts_frame, *every), f"{name}-parts", "attribution_parts", "every part's contribution")
     with st.expander("Every head, the largest push first"):
         data_table(heads, hide_index=True, key="attribution_table")
-    tokens_section(ctx, pos, ids[token], labels)
+    tokens_section(shown, pos, ids[token], labels)
     st.header("Logit lens")
     st.caption(
         "The stream after each layer read as if it were the last (through the final normalisation and the output "
         "layer): each layer's top guess for the next token, coloured by its probability. The top row is the "
         "model's own prediction."
     )
-    lens = cache.logit_lens(ctx)
+    lens = cache.logit_lens(shown)
     readable = [[display_piece(p) for p in row] for row in lens.pieces]
     lens_title = "The logit lens: each layer's guess for the next token"
-    lens_name = safe_filename("lens", ctx.name)
+    lens_name = safe_filename("lens", shown.name)
     show_chart(lens_heatmap(readable, lens.prob, labels, lens_title), "logit_lens", lens_name)
     st.caption(
         "The lower rows often read back the token at that position itself, nearly sure of it: the stream after a "
@@ -109,17 +109,17 @@ def body() -> None:
         "back. Only higher layers write enough over it to turn it into a guess for the next token."
     )
     table_downloads(partial(lens_frame, readable, lens.prob, labels), lens_name, "logit_lens", "the logit lens")
-    agreement_section(ctx, pos, labels)
+    agreement_section(shown, pos, labels)
 
 
 TOKENS_ASKED = "_tokens_asked"  # session: the (model, text, position, token) traced back to its input tokens
 
 
-def tokens_section(ctx: cache.Shown, pos: int, token: int, labels: list[str]) -> None:
+def tokens_section(shown: cache.Shown, pos: int, token: int, labels: list[str]) -> None:
     """Which input tokens the prediction rests on: five per-token attributions side by side
     (analysis.token_attribution), computed when asked (tens of passes with gradients)."""
     st.header("Which input tokens it rests on")
-    named = display_piece(ctx.ckpt.tokenizer.pieces([token])[0])
+    named = display_piece(shown.ckpt.tokenizer.pieces([token])[0])
     st.caption(
         literal(
             f"Every input token's share in the prediction {named} after {labels[pos]}, by five methods. Integrated "
@@ -130,16 +130,16 @@ def tokens_section(ctx: cache.Shown, pos: int, token: int, labels: list[str]) ->
             "connection counted as half of each layer)."
         )
     )
-    asked = (ctx.path, ctx.text, pos, token)
+    asked = (shown.path, shown.text, pos, token)
     if st.button(literal(f"Trace {named} back to each input token"), key="tokens_run"):
         st.session_state[TOKENS_ASKED] = asked
     if st.session_state.get(TOKENS_ASKED) != asked:
         return
     with progress.running("tokens_run", TOKENS_ASKED, first="Following the prediction back to each token…"):
-        found = cache.token_attribution(ctx, pos, token)
+        found = cache.token_attribution(shown, pos, token)
     for note in found.notes:
         st.info(literal(note))
-    name = safe_filename("tokens", ctx.name, f"pos{pos + 1}")
+    name = safe_filename("tokens", shown.name, f"pos{pos + 1}")
     title = f"Which input tokens {named} after {labels[pos]} rests on"
     show_chart(token_attribution_heatmap(found.pieces, found.stacks, found.scores, title), "tokens_back", name)
     st.caption(
@@ -157,7 +157,7 @@ def tokens_section(ctx: cache.Shown, pos: int, token: int, labels: list[str]) ->
 AGREEMENT_ASKED = "_agreement_asked"  # session: the (model, text, position) whose methods were asked to be compared
 
 
-def agreement_section(ctx: cache.Shown, pos: int, labels: list[str]) -> None:
+def agreement_section(shown: cache.Shown, pos: int, labels: list[str]) -> None:
     """Do the explanations agree: every head ranked by seven methods for the prediction after `pos`, the methods'
     rank correlations, and the heads they disagree on most (analysis.agreement)."""
     st.header("Do the explanations agree?")
@@ -169,22 +169,22 @@ def agreement_section(ctx: cache.Shown, pos: int, labels: list[str]) -> None:
         "KL divergence of the prediction), activation patching and attribution patching (the share of the logit "
         "difference a head restores in a corrupted text). Signed methods are ranked by magnitude."
     )
-    if ctx.analysis.has_encoder:
+    if shown.analysis.has_encoder:
         st.info("The methods are compared on a language model's next-token prediction: choose one in the sidebar.")
         return
-    config = ctx.ckpt.config
+    config = shown.ckpt.config
     passes = 2 * config.n_decoder_layers * config.n_heads
-    asked = (ctx.path, ctx.text, pos)
+    asked = (shown.path, shown.text, pos)
     if st.button(f"Compare the methods (about {passes} passes)", key="agreement_run"):
         st.session_state[AGREEMENT_ASKED] = asked
     if st.session_state.get(AGREEMENT_ASKED) != asked:
         return
     with progress.running("agreement_run", AGREEMENT_ASKED, first="Scoring every head by each method…") as show:
-        found = cache.agreement(ctx, pos, lambda done, total: show(done / total, f"Chunk {done + 1} of {total}"))
+        found = cache.agreement(shown, pos, lambda done, total: show(done / total, f"Chunk {done + 1} of {total}"))
     frame = agreement_frame(found.scores)
     where = labels[pos]
     st.markdown(literal(disagreement_line(frame)))
-    pieces = ctx.ckpt.tokenizer.pieces
+    pieces = shown.ckpt.tokenizer.pieces
     if found.corrupted is None:
         st.caption(literal(f"No patching: {found.note}."))
     else:
@@ -195,7 +195,7 @@ def agreement_section(ctx: cache.Shown, pos: int, labels: list[str]) -> None:
                 f"difference: {display_piece(pieces([found.answer])[0])} − {display_piece(pieces([found.versus])[0])}."
             )
         )
-    name = safe_filename("agreement", ctx.name, f"pos{pos + 1}")
+    name = safe_filename("agreement", shown.name, f"pos{pos + 1}")
     title = f"Each head's rank by each method, next token after {where}"
     show_chart(ranks_heatmap(frame, title), "agreement_ranks", f"{name}-ranks")
     st.caption("Rank 1 is the most important head; ◀ marks the heads whose ranks spread the widest.")

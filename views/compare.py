@@ -86,7 +86,7 @@ def _second_trace(first: Shown) -> Shown | None:
         )
         return None
     try:
-        return cache.shown(second)
+        return cache.analysed(second)
     except TraceGoneError as exc:
         st.session_state.pop(SECOND_TRACE, None)
         st.error(errors.shown(str(exc)))
@@ -104,7 +104,7 @@ def _second_text(first: Shown) -> Shown | None:
         st.caption("Both texts are the same: change a word of the second to see what it changes.")
     try:
         same = st.session_state[COMPARE] == first.text  # one analysis serves both
-        return first if same else cache.shown(first.with_text(st.session_state[COMPARE]))
+        return first if same else cache.analysed(first.with_text(st.session_state[COMPARE]))
     except InputError as exc:
         st.error(errors.shown(f"Second text: {exc}"))
         return None
@@ -131,7 +131,7 @@ def _second_model(first: Shown) -> Shown | None:
     stamp = catalog.stamp(entry.path)
     try:
         ckpt = cache.load_model(str(entry.path), stamp)
-        return cache.shown(Source.checkpoint(entry, ckpt, stamp, first.text))
+        return cache.analysed(Source.checkpoint(entry, ckpt, stamp, first.text))
     except (CheckpointError, InputError) as exc:
         st.error(errors.shown(f"Second model {name}: {exc}"))
         return None
@@ -158,18 +158,18 @@ def _mismatch(first: Analysis, second: Analysis, attention: str, layer: int) -> 
     return ""
 
 
-def _outputs(col, ctx: Shown, name: str, models: bool = False) -> None:
+def _outputs(col, shown: Shown, name: str, models: bool = False) -> None:
     """What the model wrote (a translator) or guessed next (a language model), under its heatmap; `models`: the two
     inputs are two models on one text, named by the models."""
-    analysis = ctx.analysis
-    who = literal(ctx.name) if models else name
+    analysis = shown.analysis
+    who = literal(shown.name) if models else name
     if analysis.output_text is not None:
         col.markdown(f"**Output ({who})**")
         col.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
     elif analysis.predictions:
         col.markdown(f"**Next token by {who}**" if models else f"**Next token after the {name} text**")
         last = len(analysis.target_pieces) - 1
-        data_table(charts.predictions_table(ctx, last), col, hide_index=True, key=f"compare_top_{name}")
+        data_table(charts.predictions_table(shown, last), col, hide_index=True, key=f"compare_top_{name}")
 
 
 def body() -> None:
@@ -215,16 +215,16 @@ def body() -> None:
         figure,
     )
     left, right = figure.columns(2)
-    for col, ctx, name in ((left, first, "first"), (right, second, "second")):
+    for col, shown, name in ((left, first, "first"), (right, second, "second")):
         show_chart(
-            charts.head_chart(ctx, attention, layer, head, norms),
+            charts.head_chart(shown, attention, layer, head, norms),
             f"compare_{name}",
-            safe_filename("compare", name, ctx.name),
+            safe_filename("compare", name, shown.name),
             where=col,
         )
     left, right = st.columns(2)
-    for col, ctx, name in ((left, first, "first"), (right, second, "second")):
-        _outputs(col, ctx, name)
+    for col, shown, name in ((left, first, "first"), (right, second, "second")):
+        _outputs(col, shown, name)
     difference(first, second, attention, layer, head, norms)
     if first.has_model and second.has_model:
         patching_section(first, second)
@@ -249,20 +249,20 @@ def two_models(first: Shown, second: Shown, attention: str, layer: int, head: in
             )
         )
     left, right = st.columns(2)
-    for col, ctx, name, (lay, hd) in (
+    for col, shown, name, (lay, hd) in (
         (left, first, "first", (layer, head)),
         (right, second, "second", (near, near_head)),
     ):
         show_chart(
-            charts.head_chart(ctx, attention, lay, hd, norms),
+            charts.head_chart(shown, attention, lay, hd, norms),
             f"compare_{name}",
-            safe_filename("compare", name, ctx.name),
+            safe_filename("compare", name, shown.name),
             where=col,
         )
-        if ctx is second:  # the sidebar says the first model's; the second may read the text quite otherwise
-            for note in ctx.analysis.notes:
+        if shown is second:  # the sidebar says the first model's; the second may read the text quite otherwise
+            for note in shown.analysis.notes:
                 col.caption(literal(note))
-        _outputs(col, ctx, name, models=True)
+        _outputs(col, shown, name, models=True)
     a, b = (x.analysis.block(attention, lay) for x, lay in ((first, layer), (second, near)))
     if list(a.query_pieces) != list(b.query_pieces) or list(a.key_pieces) != list(b.key_pieces):
         st.caption(
@@ -315,8 +315,8 @@ def difference(
     """The second head's weights minus the first's where the token axes align (`theirs`: the second's layer and
     head, when not the first's)."""
     second_layer, second_head = theirs or (layer, head)
-    a = charts.shown(first.analysis.block(attention, layer), norms)
-    b = charts.shown(second.analysis.block(attention, second_layer), norms)
+    a = charts.as_drawn(first.analysis.block(attention, layer), norms)
+    b = charts.as_drawn(second.analysis.block(attention, second_layer), norms)
     nq, nk = min(len(a.query_pieces), len(b.query_pieces)), min(len(a.key_pieces), len(b.key_pieces))
     title = f"Second − first: {head_title(first.analysis.attention_label(attention), layer, head, norms)}"
     if (second_layer, second_head) != (layer, head):

@@ -49,11 +49,11 @@ FORK_AT = state.url_key("gen_fork_at", int, across_pages=False)  # the step whos
 FORK_TOKENS = 20  # what each branch writes from the fork on: enough for the two texts to part and often meet again
 
 
-def continuation(ctx: Source) -> Analysis | None:
+def continuation(source: Source) -> Analysis | None:
     """The language model's text and what it wrote after it, with the controls for how it writes."""
     cols = st.columns(5)
-    most = min(64, ctx.ckpt.config.max_len // 2)
-    vocab = ctx.ckpt.config.vocab_size
+    most = min(64, source.ckpt.config.max_len // 2)
+    vocab = source.ckpt.config.vocab_size
     state.keep_valid(GEN_TOKENS, state.Between(1, most), min(DEFAULT_TOKENS, most))
     state.keep_valid(GEN_MODE, MODES, MODES[0])
     state.keep_valid(GEN_TEMPERATURE, state.Between(0.1, 2.0), DEFAULT_TEMPERATURE)
@@ -67,7 +67,7 @@ def continuation(ctx: Source) -> Analysis | None:
         cols[4].number_input("Seed", 0, 2**31 - 1, key=GEN_SEED)
     st.caption(SAMPLING_NOTE if mode == "sampling" else GREEDY_NOTE)
     try:
-        return cache.analysis(ctx, continuation=int(tokens), sampling=sampling())
+        return cache.analysis(source, continuation=int(tokens), sampling=sampling())
     except InputError as exc:
         st.error(errors.shown(str(exc)))
         return None
@@ -75,22 +75,22 @@ def continuation(ctx: Source) -> Analysis | None:
 
 def body() -> None:
     st.title("Generate")
-    ctx = sidebar.chosen()
-    if ctx is None:
+    shown = sidebar.chosen()
+    if shown is None:
         return
-    analysis = ctx.analysis
-    cfg = ctx.ckpt.config
+    analysis = shown.analysis
+    cfg = shown.ckpt.config
     if not analysis.has_decoder:
         st.info(
-            f"{literal(ctx.entry.name)} is an encoder: it reads the whole text at once, every token seeing every "
+            f"{literal(shown.entry.name)} is an encoder: it reads the whole text at once, every token seeing every "
             "other, and writes none. Generating needs a language model or a translator: pick one in the sidebar."
         )
         return
     translates = analysis.has_encoder
-    given, found, why = reference.asked(ctx, translates)
+    given, found, why = reference.asked(shown, translates)
     if not translates:
         figure = st.container()  # what the model wrote first, with its sentence; the controls under it
-        written = continuation(ctx)
+        written = continuation(shown)
         if written is None:
             return
         analysis = written
@@ -106,13 +106,15 @@ def body() -> None:
                 "choice back in. The steps below show each one."
             )
         ids = written.target_ids
-        reference.certainty(ctx, reference.own(ctx, ids, len(ids) - written.generated), "what it wrote", "certainty")
-        reference.reference_box(ctx, translates, found, why)
+        reference.certainty(
+            shown, reference.own(shown, ids, len(ids) - written.generated), "what it wrote", "certainty"
+        )
+        reference.reference_box(shown, translates, found, why)
         if written.generated == 0:
             return
     else:
         caption = "The decoder writes the output one token at a time, reading the encoder's keys and values."
-        if (beam := catalog.decoding_beam(ctx.ckpt.card)) > 1:
+        if (beam := catalog.decoding_beam(shown.ckpt.card)) > 1:
             caption += (
                 f" It keeps the {literal(beam)} likeliest outputs so far at every step (beam search, which this "
                 "model's card measured better than taking the likeliest token each time), so a step's written token "
@@ -121,17 +123,17 @@ def body() -> None:
         st.markdown("**Output**")
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
         figure_says(caption)
-        reference.certainty(ctx, reference.own(ctx, analysis.target_ids, 1), "its output", "certainty")
-        reference.reference_box(ctx, translates, found, why)
+        reference.certainty(shown, reference.own(shown, analysis.target_ids, 1), "its output", "certainty")
+        reference.reference_box(shown, translates, found, why)
         if found is not None:  # the steps below: the decoder reading the reference (teacher forcing)
-            reference.certainty(ctx, found.rows, "the reference translation", "certainty_forced")
-            analysis = cache.shown(ctx.source.with_reference(given)).analysis
+            reference.certainty(shown, found.rows, "the reference translation", "certainty_forced")
+            analysis = cache.analysed(shown.source.with_reference(given)).analysis
             st.caption("The steps below follow the decoder as it reads the reference, not its own output.")
     decoding = DecodingSteps.of(analysis, cfg.eos_id, st.session_state.get(GEN_TOKENS))
     if decoding.count < 1:
         st.info("The model wrote nothing: there is no decoding step to show.")
         return
-    source = ctx.source.with_reference(given) if translates and found is not None else ctx.source
+    source = shown.source.with_reference(given) if translates and found is not None else shown.source
     written_tokens = 0 if translates else int(st.session_state[GEN_TOKENS])
     player.player(GEN_STEP, decoding_steps, source, written_tokens, None if translates else sampling())
 
@@ -152,7 +154,7 @@ def decoding_steps(source: Source, written_tokens: int, sampling: Sampling | Non
     if written_tokens:
         analysis = cache.analysis(source, continuation=written_tokens, sampling=sampling)
     else:
-        analysis = cache.shown(source).analysis
+        analysis = cache.analysed(source).analysis
     cfg = source.ckpt.config
     pieces = analysis.target_pieces
     decoding = DecodingSteps.of(analysis, cfg.eos_id, written_tokens or None)
@@ -210,7 +212,7 @@ def decoding_steps(source: Source, written_tokens: int, sampling: Sampling | Non
     fork_view(source, analysis, step, position, layer, head)
 
 
-def fork_view(ctx: Source, analysis: Analysis, step: int, position: int, layer: int, head: int) -> None:
+def fork_view(source: Source, analysis: Analysis, step: int, position: int, layer: int, head: int) -> None:
     """The section "Fork here": at this step the likeliest token and another candidate, each continued greedily
     (analysis.fork, the cache of what came before shared), side by side, and one head of both at one step."""
     st.header("Fork here")
@@ -230,11 +232,11 @@ def fork_view(ctx: Source, analysis: Analysis, step: int, position: int, layer: 
         return
     prompt = analysis.target_ids[: position + 1]
     try:
-        found = cache.forked(ctx, prompt, choice, FORK_TOKENS)
+        found = cache.forked(source, prompt, choice, FORK_TOKENS)
     except ValueError as exc:
         st.error(errors.shown(str(exc)))
         return
-    tokenizer = ctx.ckpt.tokenizer
+    tokenizer = source.ckpt.tokenizer
     branches = {"the likeliest": found.greedy, labels[choice]: found.forked}
     for column, (what, branch) in zip(st.columns(2), branches.items()):
         column.markdown(f"**After {literal(what)}**")

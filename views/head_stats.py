@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from functools import partial
 
+import pandas as pd
 import streamlit as st
 
 from analysis.circuits import MODE_NAMES, MODES
@@ -67,11 +68,11 @@ def _on_row() -> None:
 
 def body() -> None:
     st.title("Head statistics")
-    ctx = sidebar.chosen(trace=True)
-    if ctx is None:
+    shown = sidebar.chosen(trace=True)
+    if shown is None:
         return
-    table = charts.head_statistics(ctx)
-    probe = cache.induction_report(ctx.path, ctx.stamp) if ctx.has_model else None
+    table = charts.head_statistics(shown)
+    probe = cache.induction_report(shown.path, shown.stamp) if shown.has_model else None
     caption = "Averaged over the query tokens of your text. Click a column header to sort, a row to pick the head."
     if probe is not None:
         table = with_probe_scores(table, probe.induction, probe.previous_token)
@@ -83,7 +84,7 @@ def body() -> None:
             f"Here the best is layer {layer + 1}, head {head + 1} ({score:.2f}); the loss on the second copy is "
             f"{probe.second_copy_loss:.2f} nats against {probe.first_copy_loss:.2f} on the first."
         )
-    heads_picture(ctx, table)
+    heads_picture(shown, table)
     st.caption(caption)
     data_table(
         for_display(table),
@@ -106,26 +107,26 @@ def body() -> None:
         st.session_state.update({ATTENTION: row["attention"], LAYER: int(row["layer"]), HEAD: int(row["head"])})
         head_chosen()
         st.switch_page("views/explore.py")
-    detector(ctx)
-    if ctx.has_model:
-        composition(ctx, probe)
+    detector(shown)
+    if shown.has_model:
+        composition(shown, probe)
 
 
-def heads_picture(ctx: cache.Shown, table) -> None:
+def heads_picture(shown: cache.Shown, table: pd.DataFrame) -> None:
     """The page's figure, first: every head coloured by one score of the table (those from 0 to 1), the induction
     probe's where the model has one, so that the heads that stand out are seen before the table is read."""
-    shown = [c for c in GRID_COLUMNS if c in table and column_grid(table, c)]
-    if not shown:
+    gridded = [c for c in GRID_COLUMNS if c in table and column_grid(table, c)]
+    if not gridded:
         return
-    state.keep_valid(COLOUR, shown, "induction" if "induction" in shown else "previous_token")
+    state.keep_valid(COLOUR, gridded, "induction" if "induction" in gridded else "previous_token")
     slot = st.container()  # the figure and its sentence first, the picker that colours it under them
     left, _ = st.columns([2, 3])
-    column = left.selectbox("Colour each head by", shown, key=COLOUR, format_func=lambda c: COLUMNS[c].get("label"))
+    column = left.selectbox("Colour each head by", gridded, key=COLOUR, format_func=lambda c: COLUMNS[c].get("label"))
     grids = column_grid(table, column)
-    labels = {a: ctx.analysis.attention_label(a) for a in grids}
+    labels = {a: shown.analysis.attention_label(a) for a in grids}
     label = COLUMNS[column].get("label")
     figure = heads_heatmap(grids, labels, f"Every head: {label}", value="score", signed=False)
-    show_chart(figure, "stats_grid", safe_filename("head-statistics", ctx.name, column), where=slot)
+    show_chart(figure, "stats_grid", safe_filename("head-statistics", shown.name, column), where=slot)
     figure_says(
         f"Each square is one head (rows: layers); the brighter it is, the higher its {literal(label)} score, "
         "from 0 to 1: "
@@ -134,7 +135,7 @@ def heads_picture(ctx: cache.Shown, table) -> None:
     )
 
 
-def detector(ctx: cache.Shown) -> None:
+def detector(shown: cache.Shown) -> None:
     """How much of each head's attention follows a pattern (analysis.detectors), over the text and more lines."""
     st.header("Detect a pattern")
     st.caption(
@@ -144,7 +145,7 @@ def detector(ctx: cache.Shown) -> None:
     state.keep_valid(DETECT, list(PATTERNS), "previous token")
     pattern = st.selectbox("Pattern", PATTERNS, key=DETECT, help=PATTERN_HELP)
     lines: list[str] = []
-    if ctx.has_model:
+    if shown.has_model:
         more = st.text_area(
             f"More texts, one a line (up to {MAX_TEXTS}); the sidebar's text is always the first", key=DETECT_TEXTS
         )
@@ -162,14 +163,14 @@ def detector(ctx: cache.Shown) -> None:
         """The sidebar's text, then each line's analysis, one at a time: the page holds one line's attention at once
         (the worker's cache, in the byte budget, keeps what it has room for)."""
         scored[0] += 1
-        yield ctx.analysis
+        yield shown.analysis
         if not lines:
             return
         with progress.running("detect", DETECT_STOPPED, lines, "Scoring the more texts…") as show:
             for number, line in enumerate(lines, start=1):
                 show((number - 1) / len(lines), f"Scoring line {number} of {len(lines)}")
                 try:
-                    analysis = cache.shown(ctx.with_text(line), heavy=True).analysis
+                    analysis = cache.analysed(shown.with_text(line), heavy=True).analysis
                 except InputError as exc:
                     st.error(errors.shown(f"Line {number} is left out: {exc}"))
                     continue
@@ -181,11 +182,11 @@ def detector(ctx: cache.Shown) -> None:
     if not scores:
         st.info("This model has no self-attention to score.")
         return
-    labels = {a: ctx.analysis.attention_label(a) for a in scores}
+    labels = {a: shown.analysis.attention_label(a) for a in scores}
     texts = "your text" if scored[0] == 1 else f"{scored[0]} texts"
     title = f"‘{pattern}’ heads: the share of attention on the pattern, over {texts}"
     figure = heads_heatmap(scores, labels, title, value="score", signed=False)
-    name = safe_filename("detector", ctx.name, pattern)
+    name = safe_filename("detector", shown.name, pattern)
     show_chart(figure, "detector", name)
     table = heads_frame(scores, labels, "score")
     table_downloads(table, name, "detector", f"the ‘{literal(pattern)}’ scores")
@@ -193,18 +194,18 @@ def detector(ctx: cache.Shown) -> None:
         data_table(table, hide_index=True, key="detector_table")
 
 
-def composition(ctx: cache.Source, probe: InductionReport | None) -> None:
+def composition(source: cache.Source, probe: InductionReport | None) -> None:
     """How the heads compose, read from the model's weights (analysis.circuits): one mode at a time."""
     st.header("How heads compose")
-    config = ctx.ckpt.config
-    composed = cache.composition(ctx.path, ctx.stamp)
+    config = source.ckpt.config
+    composed = cache.composition(source.path, source.stamp)
     stack = composed.stack
     if composed.n_layers < 2:
         runs = config.n_decoder_layers if stack == "decoder" else config.n_encoder_layers
         shared = f" (run {runs} times)" if runs > 1 else ""
         st.info(
-            f"{literal(ctx.entry.name)} has one layer of attention weights{shared}: the scores pair heads of different "
-            "layers' weights, so there is no pair to score."
+            f"{literal(source.entry.name)} has one layer of attention weights{shared}: the scores pair heads of "
+            "different layers' weights, so there is no pair to score."
         )
         return
     st.caption(
@@ -215,10 +216,10 @@ def composition(ctx: cache.Source, probe: InductionReport | None) -> None:
     )
     state.keep_valid(COMPOSE, list(MODES), "K")
     mode = st.radio("Composition", MODES, key=COMPOSE, horizontal=True, format_func=MODE_NAMES.get)
-    show_chart(charts.composition_chart(ctx.path, ctx.stamp, mode), "composition", f"composition-{mode}")
+    show_chart(charts.composition_chart(source.path, source.stamp, mode), "composition", f"composition-{mode}")
     what = "the composition scores (Q, K and V)"
     table = partial(composition_table, composed.scores)  # built on click: a pair of heads a row
-    table_downloads(table, safe_filename("composition", ctx.name), "composition", what)
+    table_downloads(table, safe_filename("composition", source.name), "composition", what)
     if probe is not None and stack == "decoder":
         name, head, _ = probe.best(probe.induction)
         layer = block_layer(name)

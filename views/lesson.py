@@ -16,7 +16,7 @@ from ui import cache, errors, sidebar, state
 from ui.cache import Source
 from ui.markdown import literal
 from ui.says import figure_says
-from ui.widgets import folded_controls, following, projector
+from ui.widgets import DeltaGenerator, folded_controls, following, projector
 from views.lesson_steps import quiz
 from views.lesson_steps.cost import quadratic
 from views.lesson_steps.induction import class_sentence, induction, induction_circuit
@@ -124,35 +124,40 @@ def predicting() -> bool:
     )
 
 
-def sentence(ctx: Source, where=st) -> Source:
-    """The context with the lesson's sentence for this model, or the student's own text from the sidebar; its radio
-    in `where` (a follower's folded controls)."""
-    family = catalog.preset_family(ctx.entry.name, ctx.entry.kind, ctx.entry.card)
+def sentence(source: Source, where: DeltaGenerator | None = None) -> Source:
+    """The source with the lesson's sentence for this model, or the student's own text from the sidebar; its radio
+    in `where` (a follower's folded controls; default: the page)."""
+    family = catalog.preset_family(source.entry.name, source.entry.kind, source.entry.card)
     ours = SENTENCES[family]
     options = {"lesson": "the lesson's", "yours": "yours (the sidebar's text)"}  # fixed labels: one widget
     state.keep_valid(SOURCE, list(options), "lesson")
-    source = where.radio("Sentence", list(options), key=SOURCE, format_func=options.get, horizontal=True)
-    text = ours if source == "lesson" else ctx.text
+    whose = (where if where is not None else st).radio(
+        "Sentence", list(options), key=SOURCE, format_func=options.get, horizontal=True
+    )
+    text = ours if whose == "lesson" else source.text
     st.text(f"The sentence: {text[:300]}{'…' if len(text) > 300 else ''}")  # plain text: never markdown
-    return ctx.with_text(text)
+    return source.with_text(text)
 
 
 @errors.safe
-def show(step: Step, ctx: Source, fold=st) -> None:
-    """The step's live view, after checking the model can show it; `fold`: where its sentence's radio goes."""
-    shown = model_check(step, ctx)
-    if shown is None:
+def show(step: Step, source: Source, fold: DeltaGenerator | None = None) -> None:
+    """The step's live view, after checking the model can show it; `fold`: where its sentence's radio goes
+    (default: the page)."""
+    fitting = model_check(step, source)
+    if fitting is None:
         if step.needs != SINUSOIDAL:  # the positions step still draws the loaded model's own table
             return
-        shown = ctx
-    ctx = shown
+        fitting = source
+    source = fitting
     if step.slug == "induction-heads" and predicting():
-        if not quiz.gate(step.slug, lambda: quiz.induction_head(cache.analysis(class_sentence(ctx)), ctx.ckpt.card)):
+        if not quiz.gate(
+            step.slug, lambda: quiz.induction_head(cache.analysis(class_sentence(source)), source.ckpt.card)
+        ):
             return
     if step.slug in WITHOUT_SENTENCE:
-        WITHOUT_SENTENCE[step.slug](ctx)
+        WITHOUT_SENTENCE[step.slug](source)
         return
-    chosen = sidebar.chosen(ctx=sentence(ctx, fold))
+    chosen = sidebar.chosen(source=sentence(source, fold))
     if chosen is None:
         return
     if (
@@ -182,10 +187,10 @@ def body() -> None:
     with fold:
         navigation(index, "top")
     st.markdown(step.text)
-    ctx = sidebar.context()
-    if ctx is not None:
+    source = sidebar.context()
+    if source is not None:
         with first_chart_in(figure) as drawn:
-            show(step, ctx, fold if following() else st)
+            show(step, source, fold if following() else None)
             if drawn() and step.slug in LOOK:
                 figure_says(LOOK[step.slug], says)
     if index == len(STEPS) - 1:

@@ -18,10 +18,10 @@ SECOND_TEXT = state.url_text("second_text")  # the sentence padded beside the si
 
 def body() -> None:
     st.title("Masks")
-    ctx = sidebar.chosen(trace=True)
-    if ctx is None:
+    shown = sidebar.chosen(trace=True)
+    if shown is None:
         return
-    analysis = ctx.analysis
+    analysis = shown.analysis
     # The first tab is a mask that forbids something (a decoder's no-peek mask): an encoder's own text, unpadded, is
     # all ✓ and shows nothing to a first visit.
     first = {a: analysis.block(a, analysis.layers(a)[0]) for a in analysis.attentions}
@@ -32,19 +32,19 @@ def body() -> None:
         if note := reduced_note(block.mask.shape):
             tab.caption(note)
         key = f"mask_{attention.replace('.', '_')}"
-        show_chart(fig, key, safe_filename("mask", ctx.name, attention), where=tab)
+        show_chart(fig, key, safe_filename("mask", shown.name, attention), where=tab)
     figure_says("Yellow ✓: the query (row) may attend to the key (column). Dark ✗: masked, its weight is 0.")
     st.caption("A masked score becomes −∞ before softmax, which turns it into a weight of exactly 0.")
     st.header("Padding in a batch")
-    if not ctx.has_model:
+    if not shown.has_model:
         st.caption(
-            f"Padding a second sentence beside yours needs the model's tokenizer; the trace file {literal(ctx.name)} "
+            f"Padding a second sentence beside yours needs the model's tokenizer; the trace file {literal(shown.name)} "
             "holds one input's attention. Turn off “Draw the trace file” in the sidebar to pad two sentences."
         )
         return
-    if ctx.ckpt.config.switches.sum_outputs:
+    if shown.ckpt.config.switches.sum_outputs:
         st.caption(
-            f"{literal(ctx.entry.name)} always reads the same {ctx.ckpt.config.max_len} words, the ones around the "
+            f"{literal(shown.entry.name)} always reads the same {shown.ckpt.config.max_len} words, the ones around the "
             "blank: a batch of its inputs never needs padding, so there is no padding mask to see here."
         )
         return
@@ -52,7 +52,7 @@ def body() -> None:
     st.session_state.setdefault(SECOND_TEXT, "Hi!")
     second = st.text_input("Second sentence", key=SECOND_TEXT)
     try:
-        batch = batch_masks(ctx.ckpt, [ctx.text, second])
+        batch = batch_masks(shown.ckpt, [shown.text, second])
     except InputError as exc:
         st.error(errors.shown(f"Second sentence: {exc}"))
         return

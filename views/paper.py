@@ -30,13 +30,13 @@ def _pick_query(n_queries: int, labels: list[str]) -> int:
 @errors.safe
 def lines_of_the_layer(source: cache.Source) -> None:
     """Everything that changes with the attention type, layer, head, token and threshold: reruns alone."""
-    ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
-    analysis, model = ctx.analysis, ctx.name
+    shown = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
+    analysis, model = shown.analysis, shown.name
     figure = st.container()  # the figure and its sentence first, the pickers that choose it under them
     attention, layer, head = head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
     norms = weighting_picker(analysis)
     state.sync_url()  # first: the address bar follows the choice before the chart is drawn
-    block = charts.shown(analysis.block(attention, layer), norms)
+    block = charts.as_drawn(analysis.block(attention, layer), norms)
     cols = st.columns([3, 2])
     with cols[0]:
         query = _pick_query(len(block.query_pieces), indexed_labels(block.query_pieces))
@@ -73,12 +73,12 @@ def lines_of_the_layer(source: cache.Source) -> None:
 
 def body() -> None:
     st.title("Paper view")
-    ctx = sidebar.chosen(trace=True)
-    if ctx is None:
+    shown = sidebar.chosen(trace=True)
+    if shown is None:
         return
-    if ctx.has_model and (head := catalog.default_head(ctx.ckpt.card)) and head[0] in ctx.analysis.blocks:
+    if shown.has_model and (head := catalog.default_head(shown.ckpt.card)) and head[0] in shown.analysis.blocks:
         open_on_head(*head)  # the head Explore opens on, measured on the card (python -m atlas defaults)
-    lines_of_the_layer(cache.held(ctx))
+    lines_of_the_layer(cache.held(shown))
     st.caption(
         'The picture of Figures 3–5 of "Attention Is All You Need" (Vaswani et al., 2017): two columns of '
         "tokens, a line for each attention weight. Pick “all heads” as the head to overlay every head of the layer, "

@@ -25,10 +25,10 @@ SAYS = {  # what to look at in the table
 
 def body() -> None:
     st.title("Positional encoding")
-    ctx = sidebar.context()
-    if ctx is None:
+    source = sidebar.context()
+    if source is None:
         return
-    cfg = ctx.ckpt.config
+    cfg = source.ckpt.config
     sinusoidal = cfg.positional == "sinusoidal"
     captions = {
         "sinusoidal": "Sinusoidal (fixed): PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i+1) = cos(pos/10000^(2i/d)), "
@@ -44,15 +44,15 @@ def body() -> None:
     st.caption(captions.get(cfg.positional, f"{cfg.positional} positions."))
     if cfg.positional == "sinusoidal":
         st.caption("Positions and dimensions count from 1 here: position 1 is pos = 0 in the formula, dim 1 is 2i = 0.")
-    table = cache.positional_table(ctx.path, ctx.stamp)
-    used = positions_used(ctx.ckpt, ctx.text)
+    table = cache.positional_table(source.path, source.stamp)
+    used = positions_used(source.ckpt, source.text)
     top = min(cfg.max_len, 128)
     # Each value is seeded in session state, not as its widget's default: ui.state.keep_state re-assigns it.
     n = cfg.max_len
     if cfg.max_len > 2:
         state.keep_valid(PE_POSITIONS, state.Between(2, cfg.max_len), top)
         n = st.slider("Positions shown", 2, cfg.max_len, key=PE_POSITIONS)
-    name = safe_filename("positional", ctx.entry.name)
+    name = safe_filename("positional", source.entry.name)
     show_chart(encoding_heatmap(table, n, used), "pe_heatmap", name, where=figure)
     says = SAYS.get(cfg.positional, "Each row is one position's vector: no two rows are the same.")
     if used:

@@ -59,10 +59,10 @@ def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
 
 def body() -> None:
     st.title("Attention rollout")
-    ctx = sidebar.chosen(trace=True)
-    if ctx is None:
+    shown = sidebar.chosen(trace=True)
+    if shown is None:
         return
-    analysis = ctx.analysis
+    analysis = shown.analysis
     figure = st.container()  # the figure first, with its sentence; the pickers that choose it under it
     attention, residual, layer, heads = _pickers(analysis)
     norms = weighting_picker(analysis)
@@ -86,7 +86,7 @@ def body() -> None:
         text += " Raw product, without the residual: it often piles everything onto a few tokens."
     label = rollout_label(analysis, attention) + (f", {NORMS}" if norms else "")
     fig = rollout_view(result.maps, result.query_pieces, result.key_pieces, label, layer, result.heads, residual)
-    file_name = safe_filename("rollout", ctx.name, attention, f"L{layer + 1}", "res" if residual else "raw")
+    file_name = safe_filename("rollout", shown.name, attention, f"L{layer + 1}", "res" if residual else "raw")
     show_chart(fig, "rollout_chart", file_name, where=figure)
     figure_says(text, figure)
     st.caption(

@@ -81,7 +81,7 @@ def body() -> None:
             st.info("No trace opened yet: choose a .json or .npz file above.")
         return
     try:
-        analysis = cache.shown(trace).analysis
+        analysis = cache.analysed(trace).analysis
     except TraceGoneError as exc:
         sidebar.close_trace()
         st.error(errors.shown(str(exc)))

@@ -9,7 +9,7 @@ from inference import catalog
 from inference.snapshots import Snapshot, stored_as
 from model.names import block_layer
 from ui import cache, charts, errors, player, sidebar, state
-from ui.cache import Source
+from ui.cache import Shown, Source
 from ui.markdown import literal
 from ui.says import figure_says
 from ui.widgets import data_table, head_picker, open_on_head, projector, show_chart
@@ -22,9 +22,9 @@ CURVE = "Validation loss of the run"
 STEP = state.url_key("step", int, across_pages=False)  # the snapshot shown; in the URL, dropped on another page
 
 
-def _run_curve(ctx: Source) -> tuple[list[int], list[float]]:
+def _run_curve(source: Source) -> tuple[list[int], list[float]]:
     """The steps and validation losses of every evaluation the card's run recorded."""
-    history = ctx.ckpt.card.get("training", {}).get("history", [])
+    history = source.ckpt.card.get("training", {}).get("history", [])
     return [h["step"] for h in history], [h["valid_loss"] for h in history]
 
 
@@ -32,25 +32,25 @@ def _step_label(snapshot: Snapshot) -> str:
     return f"step {snapshot.step:,} · loss {snapshot.valid_loss:.3f}"
 
 
-def _without_snapshots(ctx: Source) -> None:
+def _without_snapshots(source: Source) -> None:
     """Say why there is no slider, and offer the shipped models that have snapshots."""
     root = catalog.checkpoints_dir()
     entries = cache.checkpoints(root)
     having = [
         e.name
         for e in entries
-        if e.ok and e.name != ctx.entry.name and cache.snapshots(str(e.path), catalog.stamp(e.path))
+        if e.ok and e.name != source.entry.name and cache.snapshots(str(e.path), catalog.stamp(e.path))
     ]
     text = (
-        f"{literal(ctx.entry.name)} has no training snapshots (a `snapshots/` folder beside its weights). "
+        f"{literal(source.entry.name)} has no training snapshots (a `snapshots/` folder beside its weights). "
         "`python -m atlas train` keeps them for every run: the weights at steps 0, 1 %, 3 %, 10 %, 30 % and 100 % "
         "of it, in float16. They ship only where the repository's size allows (`python -m atlas snapshots` ships a "
         "run's in 4 bits)."
     )
-    steps, losses = _run_curve(ctx)
+    steps, losses = _run_curve(source)
     if steps:  # the run's curve still tells how far training got: the figure first, the way on under it
         curve = loss_curve(steps, losses, [], [], None, CURVE)
-        show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name))
+        show_chart(curve, "training_loss", safe_filename("loss", source.entry.name))
         figure_says(
             "How wrong the model still was at each step of its training (its validation loss, in nats a token): the "
             "curve falls as it learns. To watch its heads form step by step, open a model that kept snapshots:"
@@ -76,10 +76,10 @@ def _prediction(col, analysis: Analysis, label: str) -> None:
         data_table(top_k_frame(analysis, len(analysis.target_pieces) - 1), col, hide_index=True, key="training_top")
 
 
-def _copying(ctx: Source, step: int) -> None:
+def _copying(source: Source, step: int) -> None:
     """The run's induction probe at every evaluation, when its history recorded one (decoder-only runs): the loss
     on a repeated run's second copy falling as the best head's induction score rises."""
-    history = [h for h in ctx.ckpt.card.get("training", {}).get("history", []) if "induction" in h]
+    history = [h for h in source.ckpt.card.get("training", {}).get("history", []) if "induction" in h]
     if not history:
         return
     st.header("Learning to copy from the context")
@@ -90,7 +90,7 @@ def _copying(ctx: Source, step: int) -> None:
         [h["copy_loss"][1] for h in history],
         step,
     )
-    show_chart(fig, "training_copying", safe_filename("copying", ctx.entry.name))
+    show_chart(fig, "training_copying", safe_filename("copying", source.entry.name))
     st.caption(
         "Measured at every evaluation of the run on `<s>` and a run of random tokens, repeated once. Orange: the "
         "best head's induction score (its weight on the token after the current token's earlier occurrence). "
@@ -118,38 +118,38 @@ def _recorded_note(recorded: tuple[str, int, str]) -> None:
 def body() -> None:
     st.title("Training steps")
     st.caption("The same text through the model as it was at a few steps of its training run: watch the heads form.")
-    ctx = sidebar.chosen()
-    if ctx is None:
+    shown = sidebar.chosen()
+    if shown is None:
         return
-    final = ctx.analysis
-    saved = cache.snapshots(ctx.path, ctx.stamp)
+    final = shown.analysis
+    saved = cache.snapshots(shown.path, shown.stamp)
     if not saved:
-        _without_snapshots(ctx)
+        _without_snapshots(shown)
         return
-    recorded = catalog.recorded_head(ctx.ckpt.card)
-    opening = catalog.default_head(ctx.ckpt.card) or (recorded[:2] if recorded else None)
+    recorded = catalog.recorded_head(shown.ckpt.card)
+    opening = catalog.default_head(shown.ckpt.card) or (recorded[:2] if recorded else None)
     if opening is not None and opening[0] in final.blocks and opening[1] < final.n_heads:
         open_on_head(*opening)
-    player.player(STEP, snapshot_step, cache.held(ctx))
-    measured = catalog.card_defaults(ctx.ckpt.card, "training")
-    if measured and measured.get("text") == ctx.text:
+    player.player(STEP, snapshot_step, cache.held(shown))
+    measured = catalog.card_defaults(shown.ckpt.card, "training")
+    if measured and measured.get("text") == shown.text:
         st.caption(
             f"On this text, which repeats itself, the head's weight on the token after each word's earlier "
             f"occurrence averages {measured['first_score']:.2f} at step {measured['first_step']:,} and "
             f"{measured['last_score']:.2f} at step {measured['last_step']:,} (python -m atlas defaults)."
         )
     st.caption(
-        f"Each snapshot is the run's weights at that step, stored as {literal(stored_as(ctx.path))}. "
+        f"Each snapshot is the run's weights at that step, stored as {literal(stored_as(shown.path))}. "
         "Its loss is the validation loss of that step's weights."
     )
 
 
-def _strip(ctx: Source, saved: list[Snapshot], attention: str, layer: int, head: int | str) -> None:
+def _strip(shown: Shown, saved: list[Snapshot], attention: str, layer: int, head: int | str) -> None:
     """The chosen head at every snapshot, earliest first. Every step's decoder reads the same tokens: the shipped
     model's output (its untrained snapshots would write outputs of other lengths, and their heads could not be
     compared)."""
-    final = ctx.analysis
-    analyses = [cache.snapshot_analysis(ctx, s.step, final.output_text) for s in saved]
+    final = shown.analysis
+    analyses = [cache.snapshot_analysis(shown, s.step, final.output_text) for s in saved]
     block = analyses[0].block(attention, layer)
     where = f"{final.attention_label(attention)}, layer {layer + 1}, {charts.head_name(head)}"
     st.header("The same head at every snapshot")
@@ -160,7 +160,7 @@ def _strip(ctx: Source, saved: list[Snapshot], attention: str, layer: int, head:
         block.key_pieces,
         where,
     )
-    show_chart(strip, "training_strip", safe_filename("steps", ctx.entry.name, where))
+    show_chart(strip, "training_strip", safe_filename("steps", shown.entry.name, where))
 
 
 @errors.safe
@@ -168,13 +168,13 @@ def snapshot_step(source: Source) -> None:
     """The chosen snapshot's head, loss and prediction, the head and step controls under them, and the head at
     every snapshot: a fragment (ui.player) that reruns alone on a step or head change and while playing, from the
     snapshots' kept analyses. The figure first: on a projector and a phone it opens the first view."""
-    ctx = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
-    saved = cache.snapshots(ctx.path, ctx.stamp)
+    shown = cache.redrawn(source)  # the fragment holds its analysis weakly (cache.held)
+    saved = cache.snapshots(shown.path, shown.stamp)
     steps = [s.step for s in saved]
     by_step = {s.step: s for s in saved}
     figure = st.container()
-    attention, layer, head = head_picker(ctx.analysis, with_average=True)
-    if (recorded := catalog.recorded_head(ctx.ckpt.card)) is not None:
+    attention, layer, head = head_picker(shown.analysis, with_average=True)
+    if (recorded := catalog.recorded_head(shown.ckpt.card)) is not None:
         _recorded_note(recorded)
     state.keep_valid(STEP, steps, steps[len(steps) // 2])
     player.controls(STEP, steps, "snapshot")
@@ -188,18 +188,18 @@ def snapshot_step(source: Source) -> None:
         args=(STEP,),
         disabled=player.playing(STEP),
     )
-    target = ctx.analysis.output_text  # every step's decoder reads the shipped model's output (see body)
-    now = cache.snapshot_analysis(ctx, step, target)
+    target = shown.analysis.output_text  # every step's decoder reads the shipped model's output (see body)
+    now = cache.snapshot_analysis(shown, step, target)
     block = now.block(attention, layer)
     weights = charts.head_weights(block, head)
     head_name = charts.head_name(head)
-    where = f"{ctx.analysis.attention_label(attention)}, layer {layer + 1}, {head_name}"
+    where = f"{shown.analysis.attention_label(attention)}, layer {layer + 1}, {head_name}"
     label = _step_label(by_step[step])
     # on a projector the head takes the page's width: in a column its large type left it 170 px high, the key
     # labels printed over each other; the loss curve follows under it
     left, right = (figure.container(), figure.container()) if projector() else figure.columns([3, 2])
     fig = head_heatmap(weights, block.query_pieces, block.key_pieces, f"{where} at {label}")
-    name = safe_filename("training", ctx.entry.name, f"step{step}", attention, f"L{layer + 1}", head_name)
+    name = safe_filename("training", shown.entry.name, f"step{step}", attention, f"L{layer + 1}", head_name)
     show_chart(fig, "training_head", name, where=left)
     figure_says(
         literal(
@@ -208,21 +208,21 @@ def snapshot_step(source: Source) -> None:
         left,
     )
     curve = loss_curve(
-        *_run_curve(ctx),
+        *_run_curve(shown),
         steps,
         [s.valid_loss for s in saved],
         step,
         CURVE,
     )
-    show_chart(curve, "training_loss", safe_filename("loss", ctx.entry.name), where=right)
-    own = cache.snapshot_analysis(ctx, step) if target is not None else now
+    show_chart(curve, "training_loss", safe_filename("loss", shown.entry.name), where=right)
+    own = cache.snapshot_analysis(shown, step) if target is not None else now
     right.caption(
         "The line: the validation loss at every evaluation of the run (nats per token); the dots: the snapshots "
         "(step 0 drawn at 1 on the log axis); the ring: the step shown."
     )
     _prediction(right, own, f"step {step:,}")
-    _copying(ctx, step)
-    _strip(ctx, saved, attention, layer, head)
+    _copying(shown, step)
+    _strip(shown, saved, attention, layer, head)
     state.sync_url()  # a rerun of this fragment alone: the address bar follows the step and the head
 
 

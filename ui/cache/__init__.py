@@ -10,11 +10,12 @@ than the call.
 A module a topic: `sources` (Source, Shown, opened traces), `models` (the loaded checkpoints, their workers, the
 folder's listing), `analyses` (a text's Analysis and what the pages ask of it), `interventions` (ablation, the
 head ranking, patching, agreement), `attribution` and `probes` (what a checkpoint is measured on once). This
-face hands their names on, so that a page imports `from ui import cache` and calls `cache.shown(...)`.
+face hands their names on, so that a page imports `from ui import cache` and calls `cache.analysed(...)`.
 """
 
 from ui.cache.analyses import (
     DRAWN,
+    analysed,
     analysis,
     certainty,
     export_bytes,
@@ -23,7 +24,6 @@ from ui.cache.analyses import (
     head_detail,
     held,
     redrawn,
-    shown,
     snapshot_analysis,
 )
 from ui.cache.attribution import logit_attribution, logit_lens, score_split, token_attribution

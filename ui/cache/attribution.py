@@ -19,13 +19,13 @@ def _attribute(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...], positio
 
 
 @kept("Splitting the prediction into what each part wrote…")
-def logit_attribution(ctx: Shown, position: int, token: int, versus: int | None) -> attribution.Attribution:
+def logit_attribution(shown: Shown, position: int, token: int, versus: int | None) -> attribution.Attribution:
     """The logit of `token` after decoder position `position` (minus `versus`'s), split into what each head, each
     feed-forward and the rest wrote (analysis.attribution), for the pass the text's analysis made; run by the
     model's worker."""
-    worker = model_worker(ctx.path, ctx.stamp)
-    ids = ctx.analysis.target_ids
-    return worker.call(_attribute, ctx.text, ids, position, token, versus, tokens=worker.tokens(ctx.text))
+    worker = model_worker(shown.path, shown.stamp)
+    ids = shown.analysis.target_ids
+    return worker.call(_attribute, shown.text, ids, position, token, versus, tokens=worker.tokens(shown.text))
 
 
 def _lens(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...]) -> attribution.LogitLens:
@@ -33,10 +33,10 @@ def _lens(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...]) -> attributi
 
 
 @kept("Reading each layer's stream as if it were the last…")
-def logit_lens(ctx: Shown) -> attribution.LogitLens:
+def logit_lens(shown: Shown) -> attribution.LogitLens:
     """Each layer's top guess at each decoder position (analysis.attribution.logit_lens); run by the worker."""
-    worker = model_worker(ctx.path, ctx.stamp)
-    return worker.call(_lens, ctx.text, ctx.analysis.target_ids, tokens=worker.tokens(ctx.text))
+    worker = model_worker(shown.path, shown.stamp)
+    return worker.call(_lens, shown.text, shown.analysis.target_ids, tokens=worker.tokens(shown.text))
 
 
 def _token_attribution(ckpt: Checkpoint, analysis: Analysis, position: int, token: int) -> tokens_back.TokenAttribution:
@@ -44,14 +44,14 @@ def _token_attribution(ckpt: Checkpoint, analysis: Analysis, position: int, toke
 
 
 @kept("Following the prediction back to each input token…")
-def token_attribution(ctx: Shown, position: int, token: int) -> tokens_back.TokenAttribution:
+def token_attribution(shown: Shown, position: int, token: int) -> tokens_back.TokenAttribution:
     """Each input token's number toward `token` after decoder position `position` under every method
     (analysis.token_attribution): one heavy chunk of the model's worker (tens of passes with their gradients), so
     that a class's pages go first."""
-    worker = model_worker(ctx.path, ctx.stamp)
+    worker = model_worker(shown.path, shown.stamp)
     passes = tokens_back.STEPS + 2
     return heavy_chunk(
-        worker, _token_attribution, ctx.analysis, position, token, tokens=passes * worker.tokens(ctx.text)
+        worker, _token_attribution, shown.analysis, position, token, tokens=passes * worker.tokens(shown.text)
     )
 
 
@@ -61,9 +61,9 @@ def _score_parts(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...], block
 
 
 @kept("Splitting the score into what wrote it…")
-def score_split(ctx: Shown, block: str, head: int, query: int, key: int) -> score_parts.ScoreParts:
+def score_split(shown: Shown, block: str, head: int, query: int, key: int) -> score_parts.ScoreParts:
     """Head `head`'s raw score of `query` for `key` in `block` (0-based) split into the stream's parts on each side
     (analysis.score_parts), for the pass the text's analysis made; run by the model's worker."""
-    worker = model_worker(ctx.path, ctx.stamp)
-    ids = ctx.analysis.target_ids
-    return worker.call(_score_parts, ctx.text, ids, block, head, query, key, tokens=worker.tokens(ctx.text))
+    worker = model_worker(shown.path, shown.stamp)
+    ids = shown.analysis.target_ids
+    return worker.call(_score_parts, shown.text, ids, block, head, query, key, tokens=worker.tokens(shown.text))

@@ -25,138 +25,146 @@ from ui.kept import kept
 
 
 @kept("Running the model without those heads…")
-def ablation(ctx: Source, heads: tuple[tuple[str, tuple[int, ...]], ...], mode: str) -> Effect:
+def ablation(source: Source, heads: tuple[tuple[str, tuple[int, ...]], ...], mode: str) -> Effect:
     """Predictions with `heads` ((block name, heads) pairs) switched off, beside the intact model's; the
     worker runs it. A translator's intact output is the one its analysis decoded (ModelWorker.output): once."""
-    worker = model_worker(ctx.path, ctx.stamp)
-    output = worker.output(ctx.text, MAX_TOKENS)[1:] if ctx.ckpt.config.has_cross_attention else None
-    return worker.call(ablation_effect, ctx.text, dict(heads), mode, TOP_K, output, tokens=worker.tokens(ctx.text))
+    worker = model_worker(source.path, source.stamp)
+    output = worker.output(source.text, MAX_TOKENS)[1:] if source.ckpt.config.has_cross_attention else None
+    return worker.call(
+        ablation_effect, source.text, dict(heads), mode, TOP_K, output, tokens=worker.tokens(source.text)
+    )
 
 
 @kept()
-def _ranking_setup(ctx: Source) -> RankingSetup:
-    worker = model_worker(ctx.path, ctx.stamp)
-    return heavy_chunk(worker, ranking_setup, ctx.text, tokens=worker.tokens(ctx.text))
+def _ranking_setup(source: Source) -> RankingSetup:
+    worker = model_worker(source.path, source.stamp)
+    return heavy_chunk(worker, ranking_setup, source.text, tokens=worker.tokens(source.text))
 
 
 @kept()
-def _heads_ranking(ctx: Source, mode: str, block: str, heads: tuple[int, ...]) -> list[tuple[str, int, float]]:
-    worker = model_worker(ctx.path, ctx.stamp)
-    return heavy_chunk(worker, rank_block, _ranking_setup(ctx), block, mode, heads, tokens=worker.tokens(ctx.text))
+def _heads_ranking(source: Source, mode: str, block: str, heads: tuple[int, ...]) -> list[tuple[str, int, float]]:
+    worker = model_worker(source.path, source.stamp)
+    return heavy_chunk(
+        worker, rank_block, _ranking_setup(source), block, mode, heads, tokens=worker.tokens(source.text)
+    )
 
 
 def head_ranking(
-    ctx: Source, mode: str, progress: Callable[[int, int, str], None] | None = None
+    source: Source, mode: str, progress: Callable[[int, int, str], None] | None = None
 ) -> list[tuple[str, int, float]]:
     """Every head switched off alone, the most important first (analysis.ablation.head_importance), a few heads per
     chunk of the model's worker (ModelWorker.chunk_rows: one pass a head), so that other sessions' pages run between
     them; `progress(done, blocks, block)` before each chunk. Cached per chunk."""
-    setup = _ranking_setup(ctx)
-    worker = model_worker(ctx.path, ctx.stamp)
-    step = worker.chunk_rows(worker.tokens(ctx.text))
+    setup = _ranking_setup(source)
+    worker = model_worker(source.path, source.stamp)
+    step = worker.chunk_rows(worker.tokens(source.text))
     table = []
     for done, (block, n_heads) in enumerate(setup.blocks):
         for first in range(0, n_heads, step):
             if progress is not None:
                 progress(done, len(setup.blocks), block)
-            table += _heads_ranking(ctx, mode, block, tuple(range(first, min(n_heads, first + step))))
+            table += _heads_ranking(source, mode, block, tuple(range(first, min(n_heads, first + step))))
     return most_important_first(table)
 
 
 @kept("Ranking every head with one backward pass…")
-def head_ranking_approximate(ctx: Source, mode: str) -> list[tuple[str, int, float]]:
+def head_ranking_approximate(source: Source, mode: str) -> list[tuple[str, int, float]]:
     """Every head's ablation approximated at once (analysis.ablation.rank_by_attribution), by the model's worker."""
-    worker = model_worker(ctx.path, ctx.stamp)
-    return heavy_chunk(worker, rank_by_attribution, _ranking_setup(ctx), mode, tokens=worker.tokens(ctx.text))
+    worker = model_worker(source.path, source.stamp)
+    return heavy_chunk(worker, rank_by_attribution, _ranking_setup(source), mode, tokens=worker.tokens(source.text))
 
 
 @kept()
-def _patch_runs(ctx: Source, second: str, answer: int | None, versus: int | None) -> patching.Runs:
-    worker = model_worker(ctx.path, ctx.stamp)
-    return heavy_chunk(worker, patching.prepare, ctx.text, second, answer, versus, tokens=2 * worker.tokens(ctx.text))
+def _patch_runs(source: Source, second: str, answer: int | None, versus: int | None) -> patching.Runs:
+    worker = model_worker(source.path, source.stamp)
+    return heavy_chunk(
+        worker, patching.prepare, source.text, second, answer, versus, tokens=2 * worker.tokens(source.text)
+    )
 
 
 @kept()
 def _patch_batch(
-    ctx: Source, second: str, answer: int | None, versus: int | None, what: str, start: int, size: int
+    source: Source, second: str, answer: int | None, versus: int | None, what: str, start: int, size: int
 ) -> np.ndarray:
-    worker = model_worker(ctx.path, ctx.stamp)
-    runs = _patch_runs(ctx, second, answer, versus)
-    chosen = patching.cells(ctx.ckpt, runs, what)[start : start + size]
+    worker = model_worker(source.path, source.stamp)
+    runs = _patch_runs(source, second, answer, versus)
+    chosen = patching.cells(source.ckpt, runs, what)[start : start + size]
     tokens = len(chosen) * worker.tokens(second)
     return heavy_chunk(worker, patching.run_cells, runs, what, chosen, tokens=tokens)
 
 
 def activation_patching(
-    ctx: Source,
+    source: Source,
     second: str,
     what: str,
     answer: int | None,
     versus: int | None,
     progress: Callable[[int, int], None] | None = None,
 ) -> patching.Patching:
-    """`second` run with each head (or each layer × position of the stream) taken from `ctx.text`'s run
+    """`second` run with each head (or each layer × position of the stream) taken from `source.text`'s run
     (analysis.patching), a few patched runs per chunk of the model's worker (at most patching.BATCH, within
     ModelWorker.chunk_rows), so that other sessions' pages run between them; `progress(done, total)` before each.
     Cached per chunk; raises PairError."""
-    runs = _patch_runs(ctx, second, answer, versus)
-    todo = patching.cells(ctx.ckpt, runs, what)
-    worker = model_worker(ctx.path, ctx.stamp)
+    runs = _patch_runs(source, second, answer, versus)
+    todo = patching.cells(source.ckpt, runs, what)
+    worker = model_worker(source.path, source.stamp)
     size = min(patching.BATCH, worker.chunk_rows(worker.tokens(second)))
     values = []
     for start in range(0, len(todo), size):
         if progress is not None:
             progress(start, len(todo))
-        values.append(_patch_batch(ctx, second, answer, versus, what, start, size))
-    return patching.finish(ctx.ckpt, runs, what, np.concatenate(values))
+        values.append(_patch_batch(source, second, answer, versus, what, start, size))
+    return patching.finish(source.ckpt, runs, what, np.concatenate(values))
 
 
 @kept("Approximating each head's patch with one backward pass…")
-def attribution_patching(ctx: Source, second: str, answer: int | None, versus: int | None) -> patching.Patching:
+def attribution_patching(source: Source, second: str, answer: int | None, versus: int | None) -> patching.Patching:
     """Every head's patch approximated (analysis.patching.attribution_patch), run by the model's worker."""
-    worker = model_worker(ctx.path, ctx.stamp)
+    worker = model_worker(source.path, source.stamp)
     tokens = 2 * worker.tokens(second)
-    return heavy_chunk(worker, patching.attribution_patch, ctx.text, second, answer, versus, tokens=tokens)
+    return heavy_chunk(worker, patching.attribution_patch, source.text, second, answer, versus, tokens=tokens)
 
 
 @kept()
-def _agreement_setup(ctx: Source, position: int) -> agree.Setup:
-    worker = model_worker(ctx.path, ctx.stamp)
-    return heavy_chunk(worker, agree.setup, ctx.text, position, tokens=3 * worker.tokens(ctx.text))
+def _agreement_setup(source: Source, position: int) -> agree.Setup:
+    worker = model_worker(source.path, source.stamp)
+    return heavy_chunk(worker, agree.setup, source.text, position, tokens=3 * worker.tokens(source.text))
 
 
 @kept()
-def _agreement_one_pass(ctx: Source, position: int) -> dict[str, np.ndarray]:
-    worker = model_worker(ctx.path, ctx.stamp)
-    s = _agreement_setup(ctx, position)
-    return heavy_chunk(worker, agree.one_pass_scores, s, tokens=3 * worker.tokens(ctx.text))
+def _agreement_one_pass(source: Source, position: int) -> dict[str, np.ndarray]:
+    worker = model_worker(source.path, source.stamp)
+    s = _agreement_setup(source, position)
+    return heavy_chunk(worker, agree.one_pass_scores, s, tokens=3 * worker.tokens(source.text))
 
 
 @kept()
-def _agreement_ablation(ctx: Source, position: int, mode: str, layer: int, heads: tuple[int, ...]) -> np.ndarray:
-    worker = model_worker(ctx.path, ctx.stamp)
-    s = _agreement_setup(ctx, position)
-    tokens = len(heads) * worker.tokens(ctx.text)
+def _agreement_ablation(source: Source, position: int, mode: str, layer: int, heads: tuple[int, ...]) -> np.ndarray:
+    worker = model_worker(source.path, source.stamp)
+    s = _agreement_setup(source, position)
+    tokens = len(heads) * worker.tokens(source.text)
     return heavy_chunk(worker, agree.ablation_scores, s, mode, layer, heads, tokens=tokens)
 
 
 @kept()
-def _agreement_patch(ctx: Source, position: int, start: int, size: int) -> np.ndarray:
-    worker = model_worker(ctx.path, ctx.stamp)
-    runs = _agreement_setup(ctx, position).runs
-    chosen = patching.cells(ctx.ckpt, runs, "heads")[start : start + size]
-    return heavy_chunk(worker, patching.run_cells, runs, "heads", chosen, tokens=len(chosen) * worker.tokens(ctx.text))
+def _agreement_patch(source: Source, position: int, start: int, size: int) -> np.ndarray:
+    worker = model_worker(source.path, source.stamp)
+    runs = _agreement_setup(source, position).runs
+    chosen = patching.cells(source.ckpt, runs, "heads")[start : start + size]
+    return heavy_chunk(
+        worker, patching.run_cells, runs, "heads", chosen, tokens=len(chosen) * worker.tokens(source.text)
+    )
 
 
-def agreement(ctx: Source, position: int, progress: Callable[[int, int], None] | None = None) -> agree.Agreement:
+def agreement(source: Source, position: int, progress: Callable[[int, int], None] | None = None) -> agree.Agreement:
     """Every self-attention head's importance for the prediction after `position` by every method
     (analysis.agreement), in chunks of the model's worker — the one-pass methods, a few ablated heads, a batch of
     patched runs — so that other sessions' pages run between them; `progress(done, total)` before each. Cached per
     chunk, so per (model, text, position)."""
-    s = _agreement_setup(ctx, position)
-    worker = model_worker(ctx.path, ctx.stamp)
-    layers, n_heads = ctx.ckpt.config.n_decoder_layers, ctx.ckpt.config.n_heads
-    step = worker.chunk_rows(worker.tokens(ctx.text))
+    s = _agreement_setup(source, position)
+    worker = model_worker(source.path, source.stamp)
+    layers, n_heads = source.ckpt.config.n_decoder_layers, source.ckpt.config.n_heads
+    step = worker.chunk_rows(worker.tokens(source.text))
     ablations = [
         (mode, layer, tuple(range(first, min(n_heads, first + step))))
         for mode in ("zero", "mean")
@@ -168,19 +176,19 @@ def agreement(ctx: Source, position: int, progress: Callable[[int, int], None] |
     total = 1 + len(ablations) + len(patches)
     tell = progress or (lambda done, total: None)
     tell(0, total)
-    scores = dict(_agreement_one_pass(ctx, position))
+    scores = dict(_agreement_one_pass(source, position))
     found: dict[str, list[np.ndarray]] = {"zero": [], "mean": []}
     for done, (mode, layer, heads) in enumerate(ablations, start=1):
         tell(done, total)
-        found[mode].append(_agreement_ablation(ctx, position, mode, layer, heads))
+        found[mode].append(_agreement_ablation(source, position, mode, layer, heads))
     for mode, parts in found.items():
         scores[f"ablation ({mode})"] = np.concatenate(parts).reshape(layers, n_heads)
     values = []
     for done, start in enumerate(patches, start=1 + len(ablations)):
         tell(done, total)
-        values.append(_agreement_patch(ctx, position, start, size))
+        values.append(_agreement_patch(source, position, start, size))
     if s.runs is None:
         scores["activation patching"] = np.full((layers, n_heads), np.nan)
     else:
-        scores["activation patching"] = patching.finish(ctx.ckpt, s.runs, "heads", np.concatenate(values)).scores
-    return agree.finish(ctx.ckpt, s, scores)
+        scores["activation patching"] = patching.finish(source.ckpt, s.runs, "heads", np.concatenate(values)).scores
+    return agree.finish(source.ckpt, s, scores)

@@ -32,8 +32,8 @@ MAX_TOKENS = 64  # what a translator writes for the pages (the worker's default)
 
 def session_id() -> str | None:
     """The browser session running this page (a model worker serves sessions in turn); None outside a page."""
-    ctx = get_script_run_ctx(suppress_warning=True)
-    return None if ctx is None else ctx.session_id
+    run_context = get_script_run_ctx(suppress_warning=True)
+    return None if run_context is None else run_context.session_id
 
 
 BUDGET.owner = session_id  # what a page's work keeps counts in its session's share of the byte budget
@@ -47,7 +47,7 @@ def page_running(first: bool = False) -> Iterator[None]:
         yield
 
 
-def heavy_chunk(worker: ModelWorker, fn: Callable[..., T], *args, tokens: int = 0) -> T:
+def heavy_chunk(worker: ModelWorker, fn: Callable[..., T], *args: object, tokens: int = 0) -> T:
     """`fn(checkpoint, *args)`, a chunk of long work, in this session's heavy lane of the worker (analysis.worker:
     the class's pages go first, the heavy sessions share the rest). Dropped unrun when this session stops waiting:
     it left, pressed Cancel or changed a widget (Streamlit then stops the page's run at this wait)."""

@@ -77,7 +77,7 @@ class Source:
 
 @dataclass(frozen=True)
 class Shown(Source):
-    """A source with its Analysis, looked up once per rerun (`shown`): what a page draws. The page hands it to every
+    """A source with its Analysis, looked up once per rerun (`analysed`): what a page draws. The page hands it to every
     widget and chart, which read `analysis` instead of looking it up again."""
 
     analysis: Analysis = field(kw_only=True)

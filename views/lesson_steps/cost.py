@@ -37,18 +37,18 @@ def growth_sentence(cost: Cost, d: int) -> str:
     )
 
 
-def quadratic(ctx: Source) -> None:
-    cost = cache.attention_cost(ctx.path, ctx.stamp)
+def quadratic(source: Source) -> None:
+    cost = cache.attention_cost(source.path, source.stamp)
     ms = [s * 1000 for s in cost.seconds]
     kib = [b / 1024 for b in cost.bytes]
     left, right = side_by_side(2)
     with left:
         fit = [c * 1000 for c in cost.time_fit]
-        chart(cost_figure(cost.lengths, ms, fit, "Time of one attention block", "ms"), "time", ctx.entry.name)
+        chart(cost_figure(cost.lengths, ms, fit, "Time of one attention block", "ms"), "time", source.entry.name)
     with right:
         fit = [c / 1024 for c in cost.bytes_fit]
-        chart(cost_figure(cost.lengths, kib, fit, "Memory: scores + weights", "KiB"), "memory", ctx.entry.name)
-    heads, d = ctx.ckpt.config.n_heads, ctx.ckpt.config.d_model
+        chart(cost_figure(cost.lengths, kib, fit, "Memory: scores + weights", "KiB"), "memory", source.entry.name)
+    heads, d = source.ckpt.config.n_heads, source.ckpt.config.d_model
     clock = "CPU time of the thread running it" if cost.clock == "CPU" else "elapsed time"
     st.caption(
         f"{literal(cost.block)}, measured on the machine running this app when the step was first opened ({clock}), "

@@ -61,13 +61,13 @@ def copying_models(but: str) -> list[str]:
     return [e.name for e in sorted(copying, key=lambda e: preference(HEAD_STEPS[0], e))]
 
 
-def class_sentence(ctx: Source) -> Source:
+def class_sentence(source: Source) -> Source:
     """The step's sentence with a repeat: CLASS_SENTENCE, or, where the model's tokenizer does not read it whole, the
     text its card says the induction head shows on (Explore opens on it)."""
-    chosen = ctx.with_text(CLASS_SENTENCE)
+    chosen = source.with_text(CLASS_SENTENCE)
     if cache.analysis(chosen).unknown_pieces:
-        text = (catalog.card_defaults(ctx.ckpt.card, "head") or {}).get("text")
-        chosen = ctx.with_text(text) if isinstance(text, str) else chosen
+        text = (catalog.card_defaults(source.ckpt.card, "head") or {}).get("text")
+        chosen = source.with_text(text) if isinstance(text, str) else chosen
     return chosen
 
 
@@ -88,9 +88,9 @@ SWITCHED = {
 }
 
 
-def induction(ctx: Source) -> None:
-    seen = cache.copying(ctx.path, ctx.stamp)
-    name, n = ctx.entry.name, seen.length
+def induction(source: Source) -> None:
+    seen = cache.copying(source.path, source.stamp)
+    name, n = source.entry.name, seen.length
     best = head_label(seen.block, seen.head)
     st.markdown(f"**The repeated run**: `<s>`, {n:d} random tokens, then the same {n:d} again")
     run = [display_piece(p) for p in seen.pieces]
@@ -116,7 +116,7 @@ def induction(ctx: Source) -> None:
         f"{n - 1} places back (averaged over {PROBE_BATCH:d} such runs; Head statistics lists every head's score). "
         f"An induction head draws that as a bright diagonal {n - 1} places left of the main one, from row {n + 2} on."
     )
-    _on_a_sentence(ctx, seen)
+    _on_a_sentence(source, seen)
     intact = seen.runs[0]
     st.markdown("**Switching heads off**: how well the model predicts the second copy without them")
     table = pd.DataFrame(
@@ -151,12 +151,12 @@ def induction(ctx: Source) -> None:
         f"costs as much is no longer copied. {said}."
     )
     st.page_link("views/ablation.py", label="Any heads, on your own text: the Head ablation page")
-    _formation(ctx, seen)
+    _formation(source, seen)
 
 
-def _on_a_sentence(ctx: Source, seen: Copying) -> None:
+def _on_a_sentence(source: Source, seen: Copying) -> None:
     """The same head on a sentence a class types, why the app names it, and where the probe's best head rests."""
-    chosen = class_sentence(ctx)
+    chosen = class_sentence(source)
     analysis = cache.analysis(chosen)
     if seen.block not in analysis.blocks:
         return
@@ -168,7 +168,7 @@ def _on_a_sentence(ctx: Source, seen: Copying) -> None:
     chart(
         head_heatmap(analysis.blocks[seen.block].weights[seen.head], pieces, pieces, f"Decoder {best}"),
         "induction_sentence",
-        ctx.entry.name,
+        source.entry.name,
     )
     named = seen.named or {}
     said = (
@@ -194,12 +194,12 @@ def _on_a_sentence(ctx: Source, seen: Copying) -> None:
     )
 
 
-def _formation(ctx: Source, seen: Copying) -> None:
+def _formation(source: Source, seen: Copying) -> None:
     """The run that trained the model: the probe at every evaluation, and the best head at a few snapshots."""
-    name = ctx.entry.name
+    name = source.entry.name
     st.markdown("**How it formed in training**")
-    saved = cache.snapshots(ctx.path, ctx.stamp)
-    training = ctx.ckpt.card.get("training")
+    saved = cache.snapshots(source.path, source.stamp)
+    training = source.ckpt.card.get("training")
     formed = formation(training.get("history") if isinstance(training, dict) else None, [s.step for s in saved])
     if formed is None:
         st.info(
@@ -225,7 +225,7 @@ def _formation(ctx: Source, seen: Copying) -> None:
     if formed.shown:
         weights, labels = [], []
         for step in formed.shown:
-            w, score = cache.snapshot_head(ctx.path, ctx.stamp, step, seen.length, seen.block, seen.head)
+            w, score = cache.snapshot_head(source.path, source.stamp, step, seen.length, seen.block, seen.head)
             weights.append(w)
             labels.append(f"step {step:,} · score {score:.2f}")
         title = f"{head_label(seen.block, seen.head).capitalize()} in training"
@@ -242,13 +242,13 @@ def _formation(ctx: Source, seen: Copying) -> None:
         st.markdown(f"[{label}](training?{urlencode(link)})")
 
 
-def induction_circuit(ctx: Source) -> None:
+def induction_circuit(source: Source) -> None:
     """The previous-token head, the K-composition into the induction head, patching, and what the heads write."""
-    seen = cache.circuit(ctx.path, ctx.stamp)
+    seen = cache.circuit(source.path, source.stamp)
     if seen is None:
         st.info("The circuit is traced in a decoder-only language model: choose one in the sidebar.")
         return
-    name = ctx.entry.name
+    name = source.entry.name
     (prev_block, prev_head, prev_score), ind_score = seen.previous, seen.induction[2]
     if ind_score < INDUCTION_AT:
         st.info(
@@ -260,7 +260,7 @@ def induction_circuit(ctx: Source) -> None:
             st.button(f"Switch to {literal(other)}, which has one", key=f"lesson_switch_{other}", **switch)
     clean, corrupted = [display_piece(p) for p in seen.clean_pieces], [display_piece(p) for p in seen.corrupted_pieces]
     n = seen.length
-    copied = display_piece(ctx.ckpt.tokenizer.pieces([seen.patching.answer])[0])
+    copied = display_piece(source.ckpt.tokenizer.pieces([seen.patching.answer])[0])
     st.markdown(
         f"**The run**: `<s>`, {n:d} tokens, then the same again up to “{literal(copied)}”, which the model should copy"
     )
@@ -292,7 +292,7 @@ def induction_circuit(ctx: Source) -> None:
         st.caption(literal(told.keys))
     st.markdown("**3. Patching**: the second half changed, then each head taken from the run above")
     st.code(f"{' '.join(corrupted[n + 1 :])} …", language=None, wrap_lines=True)
-    versus = display_piece(ctx.ckpt.tokenizer.pieces([seen.patching.versus])[0])
+    versus = display_piece(source.ckpt.tokenizer.pieces([seen.patching.versus])[0])
     labels = [str(i + 1) for i in range(len(seen.clean_pieces))]
     title = patching_title("heads", copied, versus, False)
     chart(patching_heatmap(seen.patching.scores, "heads", labels, title), "circuit_patching", name)

@@ -9,7 +9,7 @@ from contextvars import ContextVar
 
 import streamlit as st
 
-from ui.widgets import projector, show_chart
+from ui.widgets import Chart, DeltaGenerator, projector, show_chart
 from viz.labels import safe_filename
 
 # What to look at in each step's first figure: one sentence, drawn right under it (ui.says), so that a projector and
@@ -44,11 +44,11 @@ LOOK = {
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 # The place the step's first chart goes, while a step is drawn on a projector; None once it is drawn. A ContextVar:
 # each session's script runs in its own thread, so one session's slot is never another's.
-_FIRST_CHART: ContextVar[object | None] = ContextVar("lesson_first_chart", default=None)
+_FIRST_CHART: ContextVar[DeltaGenerator | None] = ContextVar("lesson_first_chart", default=None)
 
 
 @contextmanager
-def first_chart_in(slot: object) -> Iterator[Callable[[], bool]]:
+def first_chart_in(slot: DeltaGenerator) -> Iterator[Callable[[], bool]]:
     """While drawing a step, its first chart goes to `slot` (a container placed above the step's words), the rest
     where the step draws them: the picture opens the step, its captions and pickers follow. Yields a function that
     says whether a chart went to the slot (a step waiting for its question's answer draws none)."""
@@ -59,14 +59,15 @@ def first_chart_in(slot: object) -> Iterator[Callable[[], bool]]:
         _FIRST_CHART.reset(token)
 
 
-def figure_place():
-    """Where the step's next figure goes: the slot `first_chart_in` set, the first time it is asked; else the page."""
+def figure_place() -> DeltaGenerator | None:
+    """Where the step's next figure goes: the slot `first_chart_in` set, the first time it is asked; else None, the
+    page (as show_chart and data_table read it)."""
     slot = _FIRST_CHART.get()
     _FIRST_CHART.set(None)
-    return st if slot is None else slot
+    return slot
 
 
-def chart(fig, key: str, *parts: object) -> None:
+def chart(fig: Chart, key: str, *parts: object) -> None:
     """A lesson chart, through ui.widgets.show_chart: large type in projector mode, cell numbers only where they fit;
     the step's first one in the slot `first_chart_in` set, if any."""
     show_chart(fig, f"lesson_{key}", safe_filename("lesson", key, *parts), where=figure_place())

@@ -52,7 +52,7 @@ def fitting_models(step: Step) -> list[str]:
     return [e.name for e in sorted(fitting, key=lambda e: preference(step.slug, e))]
 
 
-def borrowed(step: Step, ctx: Source) -> Source | None:
+def borrowed(step: Step, source: Source) -> Source | None:
     """The step's own model, loaded for this step only (the app's model stays the sidebar's), with the same text;
     None when no readable checkpoint can show it."""
     root = catalog.checkpoints_dir()
@@ -61,23 +61,23 @@ def borrowed(step: Step, ctx: Source) -> Source | None:
         stamp = catalog.stamp(entries[name].path)
         try:
             ckpt = cache.load_model(str(entries[name].path), stamp)
-            return Source.checkpoint(entries[name], ckpt, stamp, ctx.text)
+            return Source.checkpoint(entries[name], ckpt, stamp, source.text)
         except CheckpointError:
             continue
     return None
 
 
-def model_check(step: Step, ctx: Source) -> Source | None:
-    """The context the step is shown on: the loaded model where it fits, else a model that does, loaded for this
+def model_check(step: Step, source: Source) -> Source | None:
+    """The source the step is shown on: the loaded model where it fits, else a model that does, loaded for this
     step with a line saying so (and a button to switch the whole app to it); None when no model can show it."""
-    if step.fits(ctx.ckpt.config):
-        st.caption(f"Needs {literal(NEEDS[step.needs])}: {literal(ctx.entry.name)} is one.")
-        return ctx
-    kind = f"{ctx.entry.kind}, {ctx.ckpt.config.positional} positions"
-    other = borrowed(step, ctx)
+    if step.fits(source.ckpt.config):
+        st.caption(f"Needs {literal(NEEDS[step.needs])}: {literal(source.entry.name)} is one.")
+        return source
+    kind = f"{source.entry.kind}, {source.ckpt.config.positional} positions"
+    other = borrowed(step, source)
     if other is None:
         st.info(
-            f"This step needs {literal(NEEDS[step.needs])}; the loaded model, {literal(ctx.entry.name)}, is not "
+            f"This step needs {literal(NEEDS[step.needs])}; the loaded model, {literal(source.entry.name)}, is not "
             f"({literal(kind)})."
         )
         st.warning(
@@ -86,9 +86,9 @@ def model_check(step: Step, ctx: Source) -> Source | None:
         )
         return None
     st.info(
-        f"This step needs {literal(NEEDS[step.needs])}; the loaded model, {literal(ctx.entry.name)}, is not "
+        f"This step needs {literal(NEEDS[step.needs])}; the loaded model, {literal(source.entry.name)}, is not "
         f"({literal(kind)}). Shown here on "
-        f"{literal(other.entry.name)}, loaded for this step: the other pages keep {literal(ctx.entry.name)}."
+        f"{literal(other.entry.name)}, loaded for this step: the other pages keep {literal(source.entry.name)}."
     )
     st.button(
         f"Switch the app to {literal(other.entry.name)}",

@@ -43,17 +43,17 @@ ACTIVATIONS = {"relu": "ReLU", "gelu": "GELU", "gelu_tanh": "GELU", "swiglu": "S
 NORMS = {"layer": "LayerNorm", "rms": "RMSNorm"}
 
 
-def activation_name(ctx: Source) -> str:
-    return ACTIVATIONS.get(ctx.ckpt.config.switches.activation, ctx.ckpt.config.switches.activation)
+def activation_name(source: Source) -> str:
+    return ACTIVATIONS.get(source.ckpt.config.switches.activation, source.ckpt.config.switches.activation)
 
 
-def norm_name(ctx: Source) -> str:
-    return NORMS.get(ctx.ckpt.config.switches.norm_type, ctx.ckpt.config.switches.norm_type)
+def norm_name(source: Source) -> str:
+    return NORMS.get(source.ckpt.config.switches.norm_type, source.ckpt.config.switches.norm_type)
 
 
-def embeddings(ctx: Source, analysis: Analysis) -> None:
-    w = cache.stream(ctx.path, ctx.stamp, ctx.text)
-    cfg = ctx.ckpt.config
+def embeddings(source: Source, analysis: Analysis) -> None:
+    w = cache.stream(source.path, source.stamp, source.text)
+    cfg = source.ckpt.config
     if cfg.switches.embed_scale:
         row = f"one token's embedding × √{cfg.d_model} = {math.sqrt(cfg.d_model):.1f}"
     else:
@@ -63,7 +63,7 @@ def embeddings(ctx: Source, analysis: Analysis) -> None:
     else:
         then = "before its position is added"
     st.caption(
-        f"{literal(ctx.entry.name)}: {cfg.vocab_size:,} pieces in the vocabulary, d_model = {cfg.d_model}. Each row "
+        f"{literal(source.entry.name)}: {cfg.vocab_size:,} pieces in the vocabulary, d_model = {cfg.d_model}. Each row "
         f"below is {row}, {then}."
     )
     left, right = side_by_side(2, [1, 3])
@@ -71,33 +71,34 @@ def embeddings(ctx: Source, analysis: Analysis) -> None:
     data_table(frame, left, hide_index=True, key="lesson_ids")
     title = "Token embeddings × √d_model" if cfg.switches.embed_scale else "Token embeddings"
     with right:
-        chart(vectors_heatmap(w.embedded, w.pieces, title), "embeddings", ctx.entry.name)
+        chart(vectors_heatmap(w.embedded, w.pieces, title), "embeddings", source.entry.name)
 
 
-def positional(ctx: Source, analysis: Analysis) -> None:
-    cfg = ctx.ckpt.config
+def positional(source: Source, analysis: Analysis) -> None:
+    cfg = source.ckpt.config
     sinusoidal = cfg.positional == "sinusoidal"
     if not sinusoidal:
         st.markdown(
-            f"For contrast, the table {literal(ctx.entry.name)} **learned** instead, one trained vector per position:"
+            f"For contrast, the table {literal(source.entry.name)} **learned** instead, one trained vector per "
+            "position:"
         )
-    table = cache.positional_table(ctx.path, ctx.stamp)
-    used = positions_used(ctx.ckpt, ctx.text)
+    table = cache.positional_table(source.path, source.stamp)
+    used = positions_used(source.ckpt, source.text)
     n = min(cfg.max_len, max(64, 2 * (used or 0)))
-    chart(encoding_heatmap(table, n, used), "positional", ctx.entry.name)
+    chart(encoding_heatmap(table, n, used), "positional", source.entry.name)
     if used:
         st.caption(f"The dashed line ends the {used:d} positions the sentence uses.")
     d = cfg.d_model
     dims = sorted({0, d // 8 // 2 * 2, d // 4 // 2 * 2})
-    chart(encoding_curves(table, dims, n, sinusoidal), "positional_curves", ctx.entry.name)
+    chart(encoding_curves(table, dims, n, sinusoidal), "positional_curves", source.entry.name)
 
 
-def padding(ctx: Source, analysis: Analysis) -> None:
-    batch = batch_masks(ctx.ckpt, [ctx.text, SHORT])
+def padding(source: Source, analysis: Analysis) -> None:
+    batch = batch_masks(source.ckpt, [source.text, SHORT])
     st.caption(f"The sentence and “{SHORT}” in one batch, as the model's {literal(batch.stack)} reads them.")
-    chart(padding_heatmap(batch), "padding", ctx.entry.name)
+    chart(padding_heatmap(batch), "padding", source.entry.name)
     kind = "no-peek + padding" if batch.causal else "padding"
-    pad = ctx.ckpt.tokenizer.pieces([ctx.ckpt.config.pad_id])[0]
+    pad = source.ckpt.tokenizer.pieces([source.ckpt.config.pad_id])[0]
     padded = next((i for i, pieces in enumerate(batch.pieces) if pad in pieces), 1)  # the sentence that was filled up
     pieces = batch.pieces[padded]
     st.caption(
@@ -106,22 +107,22 @@ def padding(ctx: Source, analysis: Analysis) -> None:
     if note := reduced_note(batch.attention[padded].shape):
         st.caption(note)
     fig = mask_heatmap(batch.attention[padded], pieces, pieces, f"Sentence {padded + 1}: {batch.stack} {kind} mask")
-    chart(fig, "padding_mask", ctx.entry.name)
+    chart(fig, "padding_mask", source.entry.name)
 
 
-def no_peek(ctx: Source, analysis: Analysis) -> None:
+def no_peek(source: Source, analysis: Analysis) -> None:
     block = analysis.block("decoder.self_attn", 0)
     fed = "<s> and the output it wrote" if analysis.has_encoder else "the text"
     st.caption(f"The decoder's self-attention in layer 1, over {fed}. Rows are queries, columns keys.")
     title = "No-peek mask of the decoder"
-    chart(mask_heatmap(block.mask, block.query_pieces, block.key_pieces, title), "nopeek_mask", ctx.entry.name)
+    chart(mask_heatmap(block.mask, block.query_pieces, block.key_pieces, title), "nopeek_mask", source.entry.name)
     title = "Decoder layer 1, head 1 (grey ✗: masked, weight 0)"
     fig = masked_head(block.weights[0], block.mask, block.query_pieces, block.key_pieces, title)
-    chart(fig, "nopeek_head", ctx.entry.name)
+    chart(fig, "nopeek_head", source.entry.name)
 
 
-def scaled_dot(ctx: Source, analysis: Analysis) -> None:
-    full = cache.analysis(ctx, full=True)
+def scaled_dot(source: Source, analysis: Analysis) -> None:
+    full = cache.analysis(source, full=True)
     attention = full.attentions[0]
     block = full.block(attention, 0)
     query = opening_query(block.mask)  # a query whose row the mask changes, as Attention math opens on
@@ -133,65 +134,65 @@ def scaled_dot(ctx: Source, analysis: Analysis) -> None:
         "the query:"
     )
     st.latex(steps_latex(steps))
-    chart(steps_figure(steps, key_window(steps)), "steps", ctx.entry.name)
-    chart(output_figure(steps), "steps_output", ctx.entry.name)
+    chart(steps_figure(steps, key_window(steps)), "steps", source.entry.name)
+    chart(output_figure(steps), "steps_output", source.entry.name)
     st.page_link("views/attention_math.py", label="Any head and query: the Attention math page")
 
 
 LESSON_GRID_ROW = 72  # px: one layer's row of the Lesson's grid of heads
 
 
-def multi_head(ctx: Shown, analysis: Analysis) -> None:
-    cfg = ctx.ckpt.config
+def multi_head(shown: Shown, analysis: Analysis) -> None:
+    cfg = shown.ckpt.config
     attention = analysis.attentions[0]
     d_head = cfg.d_model // cfg.n_heads
     st.caption(
-        f"{literal(ctx.entry.name)}: d_model = {cfg.d_model} split into {cfg.n_heads} heads of d_k = {d_head}; each "
+        f"{literal(shown.entry.name)}: d_model = {cfg.d_model} split into {cfg.n_heads} heads of d_k = {d_head}; each "
         f"head's {d_head} output numbers per token are concatenated back to {cfg.n_heads} × {d_head} = {cfg.d_model} "
         "and multiplied by W^O. Below, every head of every layer on the sentence: each attends in its own way."
     )
-    grid = thaw(charts.grid_chart(ctx, attention))
+    grid = thaw(charts.grid_chart(shown, attention))
     # rows of LESSON_GRID_ROW px: the grid, the step's heading and the sentence under it fit a phone's 844 px
     grid.update_layout(height=min(grid.layout.height, 60 + len(grid.layout.yaxis.tickvals) * LESSON_GRID_ROW))
-    chart(grid, "heads", ctx.entry.name)
+    chart(grid, "heads", shown.entry.name)
 
 
-def feed_forward(ctx: Source, analysis: Analysis) -> None:
-    w = cache.stream(ctx.path, ctx.stamp, ctx.text)
-    cfg = ctx.ckpt.config
+def feed_forward(source: Source, analysis: Analysis) -> None:
+    w = cache.stream(source.path, source.stamp, source.text)
+    cfg = source.ckpt.config
     attn, ffn = w.weights
-    act = activation_name(ctx)
+    act = activation_name(source)
     if act == "ReLU":
         zeros = f"In layer 1, {w.zero_share:.0%} of the units are exactly 0 after the ReLU on this sentence."
     else:  # GELU and SiLU let small negative values through: hardly a unit is exactly 0
         zeros = f"Its {act} lets small negative values through, so few units are exactly 0; most stay near it."
     st.caption(
-        f"{literal(ctx.entry.name)}: {cfg.d_model} → {cfg.d_ff} → {cfg.d_model}, with {act}. In each layer the "
+        f"{literal(source.entry.name)}: {cfg.d_model} → {cfg.d_ff} → {cfg.d_model}, with {act}. In each layer the "
         f"feed-forward network has {ffn:,} weights and the self-attention {attn:,}. {zeros} Below, the "
         f"{min(MOST_COLUMNS, cfg.d_ff)} units most active on it (white: 0)."
     )
     units = w.active_units(MOST_COLUMNS)
     title = f"Layer 1 feed-forward units, after the {act}"
     fig = vectors_heatmap(w.hidden[:, units], w.pieces, title, x_title="unit", columns=units.tolist())
-    chart(fig, "ffn", ctx.entry.name)
+    chart(fig, "ffn", source.entry.name)
 
 
-def residual(ctx: Source, analysis: Analysis) -> None:
-    w = cache.stream(ctx.path, ctx.stamp, ctx.text)
-    norm = norm_name(ctx)
+def residual(source: Source, analysis: Analysis) -> None:
+    w = cache.stream(source.path, source.stamp, source.text)
+    norm = norm_name(source)
     style = f"pre-norm: x + Sublayer({norm}(x))" if w.pre_norm else f"post-norm, as the paper: {norm}(x + Sublayer(x))"
-    d = ctx.ckpt.config.d_model
+    d = source.ckpt.config.d_model
     layer = norm == "LayerNorm"
     unit, learned = ("mean 0 and variance 1", "gain and bias") if layer else ("a mean square of 1", "gain")
     st.caption(
-        f"{literal(ctx.entry.name)} is {style}. The mean length of the token vectors at each sub-layer of the "
+        f"{literal(source.entry.name)} is {style}. The mean length of the token vectors at each sub-layer of the "
         f"{literal(w.stack)}: what comes in, what the sub-layer adds, what goes out. Right after a {norm}, before its "
         f"{learned}, every vector has {unit} over its {d} numbers, so a length of about √{d} = {math.sqrt(d):.1f}."
     )
-    chart(residual_figure(w.norms, w.pre_norm, norm), "residual", ctx.entry.name)
+    chart(residual_figure(w.norms, w.pre_norm, norm), "residual", source.entry.name)
 
 
-def cross(ctx: Shown, analysis: Analysis) -> None:
+def cross(shown: Shown, analysis: Analysis) -> None:
     last = analysis.layers("decoder.cross_attn")[-1]
     st.markdown("**Output**")
     st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
@@ -199,10 +200,10 @@ def cross(ctx: Shown, analysis: Analysis) -> None:
         f"Rows are the decoder's steps: the step that reads a token is writing the next one, and looks for it in the "
         f"source (columns). Layer {last + 1}, the average of its heads."
     )
-    chart(charts.head_chart(ctx, "decoder.cross_attn", last, charts.AVERAGE), "cross", ctx.entry.name)
+    chart(charts.head_chart(shown, "decoder.cross_attn", last, charts.AVERAGE), "cross", shown.entry.name)
 
 
-def next_token(ctx: Source, analysis: Analysis) -> None:
+def next_token(source: Source, analysis: Analysis) -> None:
     st.caption(
         "Each position reads its token and is trained to predict the next one: the target column is the input "
         "shifted by one. The model's own first guess at each position, and whether it is the text's next token:"
@@ -218,12 +219,12 @@ def next_token(ctx: Source, analysis: Analysis) -> None:
     widgets.data_table(top, hide_index=True, column_config={"probability": PROB}, key="lesson_next")
 
 
-def kv_cache(ctx: Source, analysis: Analysis) -> None:
-    cfg = ctx.ckpt.config
+def kv_cache(source: Source, analysis: Analysis) -> None:
+    cfg = source.ckpt.config
     asked = None
     if not analysis.has_encoder:  # a language model writes on after its text
         asked = min(WRITE, cfg.max_len // 2)
-        analysis = cache.analysis(ctx, continuation=asked)
+        analysis = cache.analysis(source, continuation=asked)
         st.code(f"{analysis.text} ⟶ {analysis.continuation or '(nothing)'}", language=None, wrap_lines=True)
     else:
         st.code(analysis.output_text or "(empty)", language=None, wrap_lines=True)
@@ -246,18 +247,18 @@ def kv_cache(ctx: Source, analysis: Analysis) -> None:
     block = analysis.block("decoder.self_attn", 0)
     row = block.weights[0, position, : position + 1]
     title = f"Self-attention of step {step}, layer 1, head 1"
-    chart(attention_row(row, block.key_pieces[: position + 1], title, own=position), "kv_row", ctx.entry.name)
+    chart(attention_row(row, block.key_pieces[: position + 1], title, own=position), "kv_row", source.entry.name)
     left, right = side_by_side(2)
     with left:
-        chart(cache_growth(held, step, "Cache size"), "cache", ctx.entry.name)
+        chart(cache_growth(held, step, "Cache size"), "cache", source.entry.name)
     with right:
-        chart(cache_work(first, steps, step), "work", ctx.entry.name)
+        chart(cache_work(first, steps, step), "work", source.entry.name)
     st.caption(
         f"After step {step} the cache holds a key and a value for {position + 1} positions in each of {n_layers} "
         f"layers: 2 × {n_layers} × {position + 1} × {cfg.d_model} = {held[step - 1]:,} numbers. With it, step {step} "
         f"ran {literal(first if step == 1 else 1)} position(s) through the decoder; without it, {position + 1}."
     )
-    timing = cache.cache_timing(ctx.path, ctx.stamp, ctx.text, analysis.generated or MAX_OUTPUT)
+    timing = cache.cache_timing(source.path, source.stamp, source.text, analysis.generated or MAX_OUTPUT)
     clock = "CPU time" if timing.clock == "CPU" else "elapsed time"
     cols = st.columns(3)
     cols[0].metric(f"Writing {timing.tokens:d} tokens with the cache", f"{timing.with_cache * 1000:.1f} ms")
