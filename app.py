@@ -12,7 +12,7 @@ from functools import partial
 import streamlit as st
 import torch
 
-from ui import cache, class_live, class_session, errors, guard, pages, sidebar, state, widgets
+from ui import cache, class_live, class_session, errors, pages, sidebar, state, streamlit_private, widgets
 
 # One intra-op thread unless a pass is long: concurrent sessions already use the cores, and a short request waits
 # on threads more than it gains from them (bench/trace_speed.py --threads); the model workers give a pass over
@@ -26,9 +26,9 @@ st.set_page_config(
 )
 
 cache.freeze_heap_once()
-guard.refuse_cache_clears()  # a client's "clear cache" must not empty every session's caches
-guard.bound_uploads()  # nor may its uploads fill the server's memory
-guard.refuse_undecodable_widget_values()  # nor a forged widget value show a traceback
+streamlit_private.refuse_cache_clears()  # a client's "clear cache" must not empty every session's caches
+streamlit_private.bound_uploads()  # nor may its uploads fill the server's memory
+streamlit_private.refuse_undecodable_widget_values()  # nor a forged widget value show a traceback
 
 # Each page declares the widget values it keeps (ui.state); these three calls serve every declared one.
 state.keep_state()

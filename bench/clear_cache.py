@@ -2,10 +2,11 @@
 stay cached, against a fresh server per model, started as the README starts it.
 
 Streamlit answers a client's `clear_cache` BackMsg (the "Clear cache" menu item, or any client on the network
-sending it) by emptying `st.cache_data` and `st.cache_resource` for the whole server; the app's ui/guard.py makes
-it clear only the sending session's own state (tests/test_cache_owned.py tests the guard in-process). This bench
-checks it from outside, over Streamlit's websocket as the browser speaks it (bench/pages.py's PageSession), per
-model (the models of bench/class_long.py: every shipped checkpoint, and SmolLM2 when installed):
+sending it) by emptying `st.cache_data` and `st.cache_resource` for the whole server; the app's
+ui/streamlit_private.py makes it clear only the sending session's own state (tests/test_cache_owned.py tests the
+guard in-process). This bench checks it from outside, over Streamlit's websocket as the browser speaks it
+(bench/pages.py's PageSession), per model (the models of bench/class_long.py: every shipped checkpoint, and SmolLM2
+when installed):
   1. another session B opens the link (`?model=NAME`), types a long text (class_long's: ≈500 words, or max_len
      letters for the reversal model) — "cold", the model runs — and reruns it 3 times — "warm", the median;
   2. session A opens the default page (the link) and reruns once; the server's RSS and threads are read: "before";

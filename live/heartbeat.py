@@ -1,8 +1,8 @@
 """The teachers' heartbeat: while a teacher's page is open on this server, its class is touched every BEAT_S, so
 that a class ends TEACHER_AWAY_S after its teacher's last page closed (live/rules.py) and frees its place.
 
-Plain Python: whether a session is still open is asked of `is_open` (ui/class_rerun.py's `session_open`, the one
-place that knows Streamlit's sessions), and the class is touched through `touch` (Classroom.seen). One entry a
+Plain Python: whether a session is still open is asked of `is_open` (ui/streamlit_private.py's `session_open`, the
+one place that knows Streamlit's sessions), and the class is touched through `touch` (Classroom.seen). One entry a
 teacher's session, forgotten at the first beat that finds it closed or its class gone; one daemon thread a
 server, started by the first teacher.
 """

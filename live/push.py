@@ -12,7 +12,7 @@ publishes them once per version on the `Channel`, and every follower's page open
 bytes at once over its own stream (ui/class_stream.py, drawn by ui/class_pushed.py); the reruns then bring the rest
 of each page (its address, pickers and tables) one after another.
 
-Plain Python: the rerun itself is a callable the page gives (Streamlit's session, ui/class_rerun.py), and a stream
+Plain Python: the rerun itself is a callable the page gives (Streamlit's session, ui/streamlit_private.py), and a stream
 is a callable the server's route gives, so that the rules here are tested without a server. Bounded: one entry a
 browser session, dropped when the session is gone; MAX_LISTENERS_PER_CLASS and MAX_LISTENERS streams; one
 message kept a class, at most MAX_MESSAGE_BYTES, for at most MAX_KEPT classes.

@@ -12,7 +12,7 @@ from streamlit.runtime.app_session import AppSession
 
 from analysis.worker import ModelWorker
 from inference import catalog
-from ui import cache, guard
+from ui import cache, streamlit_private
 
 
 def _workers() -> list[threading.Thread]:
@@ -50,7 +50,7 @@ def test_a_cleared_worker_stops_and_clearing_again_and_again_leaves_no_threads(t
 def test_a_clients_clear_cache_message_clears_only_its_own_session_state(tiny_checkpoints) -> None:
     path = tiny_checkpoints["decoder-only"]
     worker = cache.model_worker(str(path), catalog.stamp(path))
-    guard.refuse_cache_clears()
+    streamlit_private.refuse_cache_clears()
     cleared = []
     session = SimpleNamespace(_session_state=SimpleNamespace(clear=lambda: cleared.append(True)))
     AppSession._handle_clear_cache_request(session)

@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from live.address import address_of
 from live.heartbeat import Teachers
-from ui import class_rerun, device_cookie, serve
+from ui import device_cookie, serve, streamlit_private
 
 
 def _client() -> TestClient:
@@ -52,8 +52,8 @@ def test_atlas_app_puts_the_device_cookie_before_streamlits_middleware(monkeypat
     from streamlit.web.server.starlette import starlette_app
 
     monkeypatch.setattr(starlette_app, "create_streamlit_middleware", starlette_app.create_streamlit_middleware)
-    class_rerun.serve_class_middleware()
-    class_rerun.serve_class_middleware()  # twice is once
+    streamlit_private.serve_class_middleware()
+    streamlit_private.serve_class_middleware()  # twice is once
     stack = [m.cls for m in starlette_app.create_streamlit_middleware()]
     assert stack[0] is device_cookie.DeviceCookie and stack.count(device_cookie.DeviceCookie) == 1
 

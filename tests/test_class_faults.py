@@ -22,7 +22,7 @@ from live import rules, store
 from live.push import Followers
 from live.rules import Classroom, View
 from live.store import RecordError, StoreError
-from ui import class_rerun, class_session
+from ui import class_session, streamlit_private
 
 
 class RedisServer:
@@ -238,7 +238,9 @@ def test_pages_say_the_class_is_paused_in_one_line_and_it_resumes_with_its_code_
     start, redis_server, monkeypatch
 ) -> None:
     asked: list = []
-    monkeypatch.setattr(class_rerun, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
+    monkeypatch.setattr(
+        streamlit_private, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True
+    )
     room = Classroom.on_redis(redis_server.url)
     monkeypatch.setattr(class_session, "ROOM", room)
     looks = {"version": room.version, "answers": room.answered, "store": class_session._answers}
@@ -274,7 +276,9 @@ def test_pages_say_the_class_is_paused_in_one_line_and_it_resumes_with_its_code_
 
 def test_two_teacher_tabs_the_last_used_leads_and_an_answer_reruns_no_follower(start, monkeypatch) -> None:
     asked: list = []
-    monkeypatch.setattr(class_rerun, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
+    monkeypatch.setattr(
+        streamlit_private, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True
+    )
     laptop = start()
     ok(button(laptop, "class_start").click().run())
     code, key = laptop.query_params["class"], laptop.query_params["teach"]

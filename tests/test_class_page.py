@@ -14,7 +14,7 @@ from test_app import APP, LM, ok
 
 from live.rules import View
 from live.store import MemoryStore
-from ui import class_rerun, class_session
+from ui import class_session, streamlit_private
 from ui.class_session import ROOM
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +75,9 @@ def test_a_change_made_while_a_followers_page_draws_is_followed_next(start, monk
     itself behind, so that the server reruns it (live/push.py), not mark the new version seen and keep the old
     view for good."""
     asked: list = []
-    monkeypatch.setattr(class_rerun, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
+    monkeypatch.setattr(
+        streamlit_private, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True
+    )
     teacher, student, code = teacher_and_student(start)
     key = teacher.query_params["teach"]
     taken = class_session.follow
@@ -102,7 +104,9 @@ def test_the_server_reruns_a_follower_when_the_class_moves_and_the_teachers_coun
     start, monkeypatch, any_answer
 ) -> None:
     asked: list = []
-    monkeypatch.setattr(class_rerun, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True)
+    monkeypatch.setattr(
+        streamlit_private, "rerun_session", lambda session, rerun, whole=False: asked.append(rerun) or True
+    )
     teacher, student, code = teacher_and_student(start)
     class_session.FOLLOWERS.tick()
     asked.clear()

@@ -9,7 +9,7 @@ import json
 from test_app import ok
 from test_class_page import button, start, teacher_and_student  # noqa: F401 (start: the fixture)
 
-from ui import class_rerun
+from ui import class_stream
 from ui.class_live import PEEK
 from ui.class_session import ROOM
 
@@ -17,7 +17,7 @@ TEXT = "A new sentence for the class."
 
 
 def pushed(code: str) -> dict:
-    version, data = class_rerun.CHANNEL.latest(code)
+    version, data = class_stream.CHANNEL.latest(code)
     assert data.startswith(b"data: ") and data.endswith(b"\n\n") and data.count(b"\n") == 2
     message = json.loads(data[len(b"data: ") :])
     assert message["version"] == version
@@ -38,9 +38,9 @@ def test_the_teachers_page_publishes_the_charts_it_drew_once_per_version(start) 
     heads = dict(message["figures"])
     pieces = [label.split(":", 1)[1] for label in heads["head_chart"]["data"][0]["x"][1:]]  # after <s>
     assert "".join(pieces).replace("▁", " ").strip() == TEXT  # the head's chart is the new text's
-    before = class_rerun.CHANNEL.latest(code)
+    before = class_stream.CHANNEL.latest(code)
     ok(teacher.run())  # the same view again: nothing new published
-    assert class_rerun.CHANNEL.latest(code) == before
+    assert class_stream.CHANNEL.latest(code) == before
     teacher.selectbox(key="head").select(2).run()
     assert pushed(code)["version"] == before[0] + 1
 

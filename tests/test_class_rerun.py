@@ -1,4 +1,4 @@
-"""The one adapter to Streamlit's private API (ui/class_rerun.py): the calls it makes are in the pinned Streamlit,
+"""The one adapter to Streamlit's private API (ui/streamlit_private.py): the calls it makes are in the pinned Streamlit,
 a fragment's rerun asked again is its whole page's, and a page's rerun joins a run under way without losing its
 click."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from streamlit.proto.ClientState_pb2 import ClientState
 
-from ui import class_rerun
+from ui import streamlit_private
 
 
 def test_the_streamlit_calls_the_push_makes_are_there() -> None:
-    """ui/class_rerun.py reruns a session as Streamlit's run-on-save does, through calls its pinned version has: a
+    """ui/streamlit_private.py reruns a session as Streamlit's run-on-save does, through calls its pinned version has: a
     Streamlit upgrade that drops one fails here, not silently in the watching thread."""
     import dataclasses
     import inspect
@@ -23,8 +23,8 @@ def test_the_streamlit_calls_the_push_makes_are_there() -> None:
     assert list(inspect.signature(AppSession.request_rerun).parameters) == ["self", "client_state"]
     assert callable(AppSession._call_soon_on_event_loop) and "_scriptrunner" in AppSession.__init__.__code__.co_names
     assert "fragment_id" in {f.name for f in dataclasses.fields(FragmentThreadState)} and callable(ThreadState.get)
-    assert class_rerun.rerun_session("no such session", ClientState()) is False  # no server: no rerun
-    assert class_rerun.session_open("no such session") is False
+    assert streamlit_private.rerun_session("no such session", ClientState()) is False  # no server: no rerun
+    assert streamlit_private.session_open("no such session") is False
     from streamlit.web.server.starlette import starlette_app  # the device cookie goes before its middleware
 
     assert "create_streamlit_middleware" in starlette_app.create_starlette_app.__code__.co_names
@@ -34,7 +34,7 @@ def test_the_streamlit_calls_the_push_makes_are_there() -> None:
 def test_a_fragments_rerun_asked_again_is_its_whole_pages() -> None:
     rerun = ClientState(page_script_hash="h", query_string="class=ABCDE", fragment_id="f1")
     rerun.context_info.timezone = "Asia/Tokyo"
-    page = class_rerun.whole_page(rerun)
+    page = streamlit_private.whole_page(rerun)
     assert page.fragment_id == "" and rerun.fragment_id == "f1"  # the follower's own request is kept for next time
     assert (page.page_script_hash, page.query_string, page.context_info.timezone) == ("h", "class=ABCDE", "Asia/Tokyo")
 
@@ -70,7 +70,7 @@ def test_a_whole_pages_rerun_joins_a_run_under_way_and_keeps_its_click() -> None
     page = ClientState(page_script_hash="h", query_string="class=ABCDE")
     runner = _Runner(takes=True)
     session = _Session(runner)
-    class_rerun.rerun_now(session, page)
+    streamlit_private.rerun_now(session, page)
     assert session.asked == [] and len(runner.asked) == 1  # joined the run, nothing stopped
     joined = runner.asked[0]
     assert (joined.page_script_hash, joined.query_string, joined.widget_states) == ("h", "class=ABCDE", None)
@@ -87,12 +87,12 @@ def test_a_whole_pages_rerun_joins_a_run_under_way_and_keeps_its_click() -> None
 def test_a_rerun_with_no_run_under_way_or_of_a_fragment_is_asked_of_the_session() -> None:
     page = ClientState(page_script_hash="h")
     idle = _Session(None)
-    class_rerun.rerun_now(idle, page)
+    streamlit_private.rerun_now(idle, page)
     assert idle.asked == [page]  # no run: the session starts one
     ended = _Session(_Runner(takes=False))
-    class_rerun.rerun_now(ended, page)
+    streamlit_private.rerun_now(ended, page)
     assert ended.asked == [page]  # its runner has stopped: a new one
     fragment = ClientState(page_script_hash="h", fragment_id="f1")
     running = _Session(_Runner(takes=True))
-    class_rerun.rerun_now(running, fragment)
+    streamlit_private.rerun_now(running, fragment)
     assert running.asked == [fragment] and running._scriptrunner.asked == []  # a fragment's rerun stops no run

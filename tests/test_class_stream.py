@@ -13,7 +13,7 @@ import pytest
 
 from live import push
 from live.push import Channel, message
-from ui import class_rerun, class_stream
+from ui import class_stream, streamlit_private
 from ui.class_stream import PLOTLY_JS, ClassStream
 
 STREAM = {"type": "http", "path": "/_atlas/class-stream", "query_string": b"class=abcde", "headers": []}
@@ -136,7 +136,7 @@ def test_atlas_app_puts_the_stream_before_streamlits_middleware(monkeypatch: pyt
     from streamlit.web.server.starlette import starlette_app
 
     monkeypatch.setattr(starlette_app, "create_streamlit_middleware", starlette_app.create_streamlit_middleware)
-    class_rerun.serve_class_middleware()
+    streamlit_private.serve_class_middleware()
     stack = starlette_app.create_streamlit_middleware()
     [ours] = [m for m in stack if m.cls is class_stream.ClassStream]
-    assert stack.index(ours) == 1 and ours.kwargs["channel"]() is class_rerun.CHANNEL
+    assert stack.index(ours) == 1 and ours.kwargs["channel"]() is class_stream.CHANNEL

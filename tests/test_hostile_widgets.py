@@ -3,8 +3,8 @@ protos a browser sends (AppTest hands them to the server's session state as the 
 
 A class's Answer: a radio value that is not one of the choices ("1.5", "NaN", "", a 5,000-digit number, 1 MB of
 text) gets the page's own line and counts nothing; a value Streamlit's radio decoder fails on (a JSON object or
-list, or a boolean it cannot write back) is dropped by ui/guard.py, so the pick is the one the page had; a JSON
-number or true is decoded as itself and checked by the Answer. Any other widget: the same drop, no traceback.
+list, or a boolean it cannot write back) is dropped by ui/streamlit_private.py, so the pick is the one the page had; a
+JSON number or true is decoded as itself and checked by the Answer. Any other widget: the same drop, no traceback.
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Where the house reaches into Streamlit's private API (its modules other than `streamlit`, `streamlit.components.v1`
-and `streamlit.testing.v1`, and `_`-prefixed attributes): a live class does only through ui/class_rerun.py, its one
-adapter (tests/test_class_rerun.py checks that the calls it makes are in the pinned Streamlit), and the app only
-in the files PRIVATE names, each with why, so a Streamlit upgrade has a short list to read. bench/ is left out: it
-speaks Streamlit's websocket protocol as a browser does (its protobufs), a client of the app, not part of it."""
+and `streamlit.testing.v1`, and `_`-prefixed attributes): only through ui/streamlit_private.py, its one adapter
+(tests/test_class_rerun.py checks that the calls a class makes there are in the pinned Streamlit), and `atlas app`
+starting Streamlit's server as its own command line does (ui/serve.py), so a Streamlit upgrade has one file to read.
+bench/ is left out: it speaks Streamlit's websocket protocol as a browser does (its protobufs), a client of the app,
+not part of it. viz/ reads Plotly's own `_` attributes (a figure's layout and data, viz.style.frozen), not
+Streamlit's."""
 
 from __future__ import annotations
 
@@ -12,19 +14,15 @@ from pathlib import Path
 from test_imports import ROOT, project_modules
 
 PUBLIC = {"streamlit", "streamlit.components.v1", "streamlit.testing.v1"}
-ADAPTER = "ui/class_rerun.py"
+ADAPTER = "ui/streamlit_private.py"
 # The class: its rules, store and push (live/), the page's part in it and the routes it serves (ui/).
 CLASS_FILES = ("live/", "ui/class_", "ui/device_cookie.py")
 PRIVATE = {
-    ADAPTER: "a live class's reruns of other sessions' pages, and its routes before Streamlit's middleware",
-    "ui/guard.py": "the server's guards: a client's cache clear, its uploads, its widget values (no public switch)",
-    "ui/state.py": "whether a page runs in a session, and whether a fragment reruns alone (the run's context)",
-    "ui/cache/models.py": "the session a model worker's heavy wait is counted for, and the run's yield check",
-    "ui/cache/analyses.py": "the run's yield check: a heavy analysis gives way when the page's run is stopped",
-    "ui/widgets.py": "an upload's file as the manager holds it, the run's context, and two types the pages name: a "
-    "place to draw (DeltaGenerator, st.container's) and a chart's selection (PlotlyState, st.plotly_chart's)",
+    ADAPTER: "the run's context, a live class's reruns of other sessions' pages and its routes, the server's guards",
     "ui/serve.py": "`atlas app` starts Streamlit's server as its own command line does (streamlit.web)",
 }
+# The only files that may read a `_` attribute: the adapter (Streamlit's), viz/style.py (Plotly's figures).
+UNDERSCORE = {ADAPTER, "viz/style.py"}
 
 
 def private_reach(path: Path) -> list[str]:
@@ -67,6 +65,12 @@ def test_the_app_imports_streamlits_private_modules_only_where_it_says_why() -> 
     assert importing == set(PRIVATE), (
         f"new: {sorted(importing - set(PRIVATE))}; gone (take them off PRIVATE): {sorted(set(PRIVATE) - importing)}"
     )
+
+
+def test_no_file_but_the_adapter_reads_a_private_attribute() -> None:
+    reads = {rel: [r for r in private_reach(path) if r.startswith("._")] for rel, path in app_files().items()}
+    reading = {rel: found for rel, found in reads.items() if found and rel not in UNDERSCORE}
+    assert reading == {}, f"only {ADAPTER} reads Streamlit's `_` attributes: {reading}"
 
 
 def test_the_reach_finder_finds_a_private_import_a_name_and_an_attribute(tmp_path: Path) -> None:

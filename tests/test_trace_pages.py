@@ -22,7 +22,7 @@ from analysis.export import to_json, to_npz_bytes
 from analysis.imported import from_arrays
 from analysis.rollout import analysis_rollout
 from inference.checkpoint import load_checkpoint
-from ui import cache, widgets
+from ui import cache, streamlit_private, widgets
 from ui.markdown import literal
 from viz.stats import head_table
 
@@ -201,9 +201,11 @@ def test_an_opened_file_leaves_the_box_and_streamlits_store(opened: AppTest, mon
     store = MemoryUploadedFileManager("/upload")
     store.add_file("session", UploadedFileRec("file", "big.json", "application/json", b"x" * 1000))
     monkeypatch.setattr(
-        widgets, "get_script_run_ctx", lambda: SimpleNamespace(uploaded_file_mgr=store, session_id="session")
+        streamlit_private,
+        "get_script_run_ctx",
+        lambda suppress_warning=False: SimpleNamespace(uploaded_file_mgr=store, session_id="session"),
     )
-    widgets._forget_upload("file")
+    streamlit_private.forget_upload("file")
     assert store.get_files("session", ["file"]) == [] and store._total_bytes == 0
 
 
@@ -301,8 +303,8 @@ def test_a_fault_in_the_upload_callback_is_a_line_on_the_page_without_server_pat
 
 
 def test_a_file_the_upload_store_let_go_before_it_was_read_is_a_message() -> None:
-    """Ten students sending 48 MB traces at once pass the server's upload bound (ui.guard): the oldest file is let
-    go, and its box hands over a DeletedFile (no bytes, no name). bench/bombs.py met it as an AttributeError."""
+    """Ten students sending 48 MB traces at once pass the server's upload bound (ui.streamlit_private): the oldest file
+    is let go, and its box hands over a DeletedFile (no bytes, no name). bench/bombs.py met it as an AttributeError."""
     from streamlit.runtime.uploaded_file_manager import DeletedFile
 
     from analysis.imported import TraceError

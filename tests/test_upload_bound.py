@@ -1,5 +1,5 @@
 """Streamlit keeps whatever a client PUTs to its upload endpoint until the session ends (fifteen 100 MB
-requests would hold 1.5 GB). ui.guard bounds what it holds per session and in all, letting the oldest go."""
+requests would hold 1.5 GB). ui.streamlit_private bounds what it holds per session and in all, letting the oldest go."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
 from streamlit.runtime.uploaded_file_manager import UploadedFileRec
 
-from ui import guard
+from ui import streamlit_private
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 MB = 2**20
@@ -21,9 +21,9 @@ def rec(file_id: str, size: int) -> UploadedFileRec:
 
 
 def test_the_oldest_uploads_go_past_the_per_session_and_the_server_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(guard, "UPLOADS_PER_SESSION", 3 * MB)
-    monkeypatch.setattr(guard, "UPLOADS_IN_ALL", 5 * MB)
-    monkeypatch.setattr(MemoryUploadedFileManager, "add_file", guard._add_file_bounded)
+    monkeypatch.setattr(streamlit_private, "UPLOADS_PER_SESSION", 3 * MB)
+    monkeypatch.setattr(streamlit_private, "UPLOADS_IN_ALL", 5 * MB)
+    monkeypatch.setattr(MemoryUploadedFileManager, "add_file", streamlit_private._add_file_bounded)
     manager = MemoryUploadedFileManager("/_stcore/upload_file")
     for i in range(4):
         manager.add_file("a", rec(f"a{i}", MB))
@@ -52,4 +52,4 @@ def test_raw_uploads_to_a_real_server_cost_at_most_the_bound() -> None:
     assert set(result["codes"]) == {204}
     grew = (result["after"] - result["before"]) / MB
     # unbounded, the eight files stay (792 MB); bounded, two (198 MB) and the last request's buffers at most
-    assert grew < guard.UPLOADS_PER_SESSION / MB + 150, f"the server grew by {grew:.0f} MiB"
+    assert grew < streamlit_private.UPLOADS_PER_SESSION / MB + 150, f"the server grew by {grew:.0f} MiB"

@@ -19,7 +19,7 @@ import streamlit as st
 from live import address
 from live import rules as classroom
 from live.store import RecordError, StoreError
-from ui import class_pushed, class_rerun, class_session, downloads, errors, state, widgets
+from ui import class_pushed, class_session, downloads, errors, state, streamlit_private, widgets
 from ui.class_session import (
     ALIVE_SEEN,
     APPLIED,
@@ -142,7 +142,7 @@ def panel(page: str) -> None:
         _paused(code, str(exc))
         return
     if teacher is not None:
-        if (session := class_rerun.session_id()) is not None:
+        if (session := streamlit_private.session_id()) is not None:
             class_session.TEACHERS.teaching(session, *teacher)
         class_pushed.record(True)  # the charts this run draws are what its followers are pushed
         class_session.FOLLOWERS.leading(student_id())  # no follower's rerun starts until this run is over (`run_over`)

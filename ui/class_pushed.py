@@ -21,7 +21,7 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from live.push import message
-from ui import class_rerun, widgets
+from ui import class_stream, widgets
 from viz.style import frozen
 
 FOLDER = Path(__file__).with_suffix("")  # ui/class_pushed/index.html
@@ -48,7 +48,7 @@ def publish(code: str, version: int, page: str, text: str, held: bool) -> int:
     every follower's stream on this server. Returns how many streams were given them."""
     charts: Mapping[str, Any] = st.session_state.get(widgets.CHARTS_DRAWN) or {}
     figures = [] if held else [(key, _spec(fig)) for key, fig in charts.items()]
-    return class_rerun.CHANNEL.publish(code, version, message(version, page, text, figures))
+    return class_stream.CHANNEL.publish(code, version, message(version, page, text, figures))
 
 
 def _spec(fig: go.Figure | dict[str, Any]) -> dict[str, Any]:

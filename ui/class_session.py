@@ -28,7 +28,18 @@ from live.heartbeat import Teachers
 from live.push import Followers
 from live.rules import ClassError, Classroom, View
 from live.store import StoreError
-from ui import cache, class_pushed, class_rerun, device_cookie, errors, reference, sidebar, state, widgets
+from ui import (
+    cache,
+    class_pushed,
+    class_stream,
+    device_cookie,
+    errors,
+    reference,
+    sidebar,
+    state,
+    streamlit_private,
+    widgets,
+)
 from ui.pages import PAGES
 from viz.heads import AVERAGE
 
@@ -69,7 +80,7 @@ FOLLOWED = (
 )
 ROOM = Classroom.from_environment()  # every session of the process shares it (and every replica, with Redis)
 FOLLOWERS = Followers({"version": ROOM.version, "answers": ROOM.answered, "store": lambda code: _answers(code)})
-TEACHERS = Teachers(ROOM.seen, class_rerun.session_open, ROOM.sweep)  # an open teacher's page keeps its class
+TEACHERS = Teachers(ROOM.seen, streamlit_private.session_open, ROOM.sweep)  # an open teacher's page keeps its class
 SCRIPTS = {page.url_path: page.script for page in PAGES}
 
 
@@ -256,7 +267,7 @@ state.after_each_fragment(_publish_after_fragment)
 def told(code: str, look: str, seen: object, fragment: bool = False) -> None:
     """The server reruns this session's page (or, `fragment`, the fragment drawing now) when the class's `look`
     leaves `seen` (live/push.py)."""
-    rerun = class_rerun.this_run(fragment)
+    rerun = streamlit_private.this_run(fragment)
     if rerun is not None:
         FOLLOWERS.drawn(student_id(), code, look, seen, rerun)
 
@@ -294,8 +305,8 @@ def end_class() -> None:
     teacher = teachers_class()
     if teacher is not None:
         ROOM.end(*teacher)
-        class_rerun.CHANNEL.forget(teacher[0])
-    if (session := class_rerun.session_id()) is not None:
+        class_stream.CHANNEL.forget(teacher[0])
+    if (session := streamlit_private.session_id()) is not None:
         TEACHERS.left(session)
     for key in (CLASS, TEACH, TEACHER_SEEN, ASKED, END_SURE, TAUGHT, OPEN_QUESTION, PUBLISHED):
         st.session_state.pop(key, None)

@@ -3,7 +3,7 @@ events at `…/_atlas/class-stream?class=CODE` (live/push.py's `Channel` gives i
 `…/_atlas/plotly.min.js` (the copy inside the plotly package: offline, cached by the browser for a day), which
 ui/class_pushed.py's component draws the figures with.
 
-A plain ASGI middleware, put before Streamlit's own by ui/class_rerun.py's `serve_class_middleware` (so that no
+A plain ASGI middleware, put before Streamlit's own by ui/streamlit_private.py's `serve_class_middleware` (so that no
 gzip buffers the events). An idle stream costs its socket and a comment line every KEEPALIVE_S (a proxy closes a
 silent connection); a stream holds at most the one message it is writing, the latest: a slow client skips the
 versions it was too slow for, never queues them. A request it does not serve goes to Streamlit unchanged.
@@ -24,6 +24,8 @@ import plotly
 
 from live.push import Channel
 from live.rules import normal_code
+
+CHANNEL = Channel()  # every session of this server publishes and listens here (this stream serves it)
 
 STREAM = "/_atlas/class-stream"
 PLOTLY = "/_atlas/plotly.min.js"

@@ -1,7 +1,7 @@
 """A browser's device cookie: `atlas_device`, a random id the server sets on the page's response when the browser
 sends none, so that reloads and new tabs of one browser are one device of a class (ui/class_session.py reads it with
 `st.context.cookies`). HttpOnly (no script reads it), SameSite=Lax, for DAYS days; it holds nothing of the person.
-A plain ASGI middleware: ui/class_rerun.py's `serve_class_middleware` puts it before Streamlit's own."""
+A plain ASGI middleware: ui/streamlit_private.py's `serve_class_middleware` puts it before Streamlit's own."""
 
 from __future__ import annotations
 

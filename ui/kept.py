@@ -3,7 +3,7 @@ session: what st.cache_resource does, bounded by measured bytes instead of a cou
 
 Arguments make the key: a page's source (ui.cache.Source, or the Shown that adds its Analysis) by its key (path,
 modification time, text; a trace file's hash), anything else as it is (it must be hashable). A client's
-`clear_cache` message cannot reach these stores (ui.guard).
+`clear_cache` message cannot reach these stores (ui.streamlit_private).
 """
 
 from __future__ import annotations

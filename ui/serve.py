@@ -144,9 +144,9 @@ def main(argv: list[str]) -> int:
         print(f"atlas app: {warning}", file=sys.stderr, flush=True)
     from streamlit.web import bootstrap, cli
 
-    from ui import class_rerun
+    from ui import streamlit_private
 
-    class_rerun.serve_class_middleware()  # the device cookie and the followers' stream, before Streamlit's own
+    streamlit_private.serve_class_middleware()  # the device cookie and the followers' stream, before Streamlit's own
 
     bootstrap.run = warm_then(bootstrap.run, args.model)  # the CLI looks it up when it calls it
     return cli.main.main(args=["run", str(APP), *rest], prog_name="streamlit")

@@ -23,10 +23,10 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 import streamlit as st
-from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from inference.jsonfile import lone_surrogate
 from inference.text import MAX_CHARS
+from ui.streamlit_private import fragment_alone, in_a_page
 
 PLAIN_LONGEST = 1000  # a kept text up to this many characters goes into the URL as it is: a link a person can read
 PACKED = "z:"  # the prefix of a text compressed into the URL (pack_text): zlib, then URL-safe base64
@@ -103,7 +103,7 @@ def _declare(decl: Declaration) -> str:
         known = _declared.setdefault(decl.key, decl)
     if known != decl:
         raise ValueError(f"session key {decl.key!r} is declared twice, differently: {known} and {decl}")
-    if get_script_run_ctx(suppress_warning=True) is not None:  # a page running in a session: take the URL's value
+    if in_a_page():  # a page running in a session: take the URL's value
         _claim(decl)
     return decl.key
 
@@ -276,9 +276,7 @@ def fragment(body: Callable[..., None], *, run_every: float | None = None) -> Ca
 
     @functools.wraps(body)
     def run(*args: object, **kwargs: object) -> None:
-        run_context = get_script_run_ctx()
-        # rerun alone; in a page's run, app.py does
-        alone = run_context is not None and bool(run_context.fragment_ids_this_run)
+        alone = fragment_alone()  # rerun alone; in a page's run, app.py does
         if alone:
             keep_state()
         body(*args, **kwargs)

@@ -10,11 +10,6 @@ from typing import Any
 import plotly.graph_objects as go
 import pyarrow as pa
 import streamlit as st
-from streamlit.delta_generator import DeltaGenerator  # the pages' type of a place to draw, from here alone
-from streamlit.elements.plotly_chart import PlotlyState
-from streamlit.runtime.memory_uploaded_file_manager import MemoryUploadedFileManager
-from streamlit.runtime.scriptrunner import get_script_run_ctx
-from streamlit.runtime.uploaded_file_manager import DeletedFile
 
 from analysis.imported import TraceError
 from analysis.record import Analysis
@@ -22,8 +17,8 @@ from model.names import attention_type, block_layer, block_name, parse_attention
 from ui import cache, errors, state
 from ui.cache import MAX_UPLOAD_MB, Source
 from ui.charts import AVERAGE
-from ui.guard import UPLOADS_IN_ALL
 from ui.markdown import literal
+from ui.streamlit_private import UPLOADS_IN_ALL, DeletedFile, DeltaGenerator, PlotlyState, forget_upload
 from viz.labels import indexed_labels
 from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector, thaw
 from viz.ticks import thinning_css
@@ -306,21 +301,13 @@ LET_GO = (
 
 def read_upload(upload: object) -> Source:
     """A chosen trace file read once (cache.open_trace) and forgotten by Streamlit's store; TraceError when it
-    cannot be opened, or when the store let it go before it was read (ui.guard's bound: Streamlit then gives a
-    DeletedFile, holding no bytes and no name)."""
+    cannot be opened, or when the store let it go before it was read (ui.streamlit_private's bound: Streamlit then
+    gives a DeletedFile, holding no bytes and no name)."""
     if isinstance(upload, DeletedFile):
         raise TraceError(LET_GO.format(in_all=UPLOADS_IN_ALL // 2**20))
     data = upload.getvalue()
-    _forget_upload(upload.file_id)
+    forget_upload(upload.file_id)
     return cache.open_trace(data, upload.name)
-
-
-def _forget_upload(file_id: str) -> None:
-    """Drop an uploaded file from Streamlit's store once read, as st.chat_input does with its files: the store
-    keeps every upload of a session until the session ends, whatever became of its box."""
-    run_context = get_script_run_ctx()
-    if run_context is not None and isinstance(run_context.uploaded_file_mgr, MemoryUploadedFileManager):
-        run_context.uploaded_file_mgr.remove_file(session_id=run_context.session_id, file_id=file_id)
 
 
 def projector() -> bool:

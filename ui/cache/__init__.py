@@ -62,4 +62,5 @@ from ui.cache.probes import (
     snapshot_head,
     stream,
 )
-from ui.cache.sources import MAX_UPLOAD_MB, READING, TRACES, Shown, Source, TraceGoneError, open_trace
+from ui.cache.sources import READING, TRACES, Shown, Source, TraceGoneError, open_trace
+from ui.streamlit_private import MAX_UPLOAD_MB

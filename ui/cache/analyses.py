@@ -7,7 +7,6 @@ from __future__ import annotations
 import weakref
 
 import streamlit as st
-from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check
 
 from analysis import fork
 from analysis.analyze import head_detail as analyze_head_detail
@@ -21,6 +20,7 @@ from inference.memory import MISSING
 from ui.cache.models import MAX_TOKENS, TOP_K, model_worker, snapshot_worker
 from ui.cache.sources import TRACES, Shown, Source, TraceGoneError
 from ui.kept import kept
+from ui.streamlit_private import run_yield_check
 
 # The Analysis each page last handed its fragment, by its source's key, held weakly. Streamlit keeps a fragment's
 # arguments in the session until the page runs again, so a Shown there would pin its analysis (70 MB for SmolLM2 at
@@ -60,7 +60,7 @@ def analysis(
         return kept
     with st.spinner("Running the model…"):
         return worker.analyze(
-            source.text, source.reference, **asked, heavy=heavy, waiting=get_run_yield_check() if heavy else None
+            source.text, source.reference, **asked, heavy=heavy, waiting=run_yield_check() if heavy else None
         )
 
 

@@ -14,7 +14,6 @@ from typing import TypeVar
 
 import numpy as np
 import streamlit as st
-from streamlit.runtime.scriptrunner_utils.script_run_context import get_run_yield_check, get_script_run_ctx
 
 from analysis.analyze import positional_table as model_positional_table
 from analysis.lanes import PAGES
@@ -24,16 +23,11 @@ from inference.checkpoint import Checkpoint, load_checkpoint
 from inference.memory import BUDGET, measured_bytes
 from inference.snapshots import Snapshot, list_snapshots, load_snapshot
 from ui.kept import kept
+from ui.streamlit_private import run_yield_check, session_id
 
 T = TypeVar("T")
 TOP_K = 5  # the predictions kept per position
 MAX_TOKENS = 64  # what a translator writes for the pages (the worker's default): its analysis, ablation, one head
-
-
-def session_id() -> str | None:
-    """The browser session running this page (a model worker serves sessions in turn); None outside a page."""
-    run_context = get_script_run_ctx(suppress_warning=True)
-    return None if run_context is None else run_context.session_id
 
 
 BUDGET.owner = session_id  # what a page's work keeps counts in its session's share of the byte budget
@@ -51,7 +45,7 @@ def heavy_chunk(worker: ModelWorker, fn: Callable[..., T], *args: object, tokens
     """`fn(checkpoint, *args)`, a chunk of long work, in this session's heavy lane of the worker (analysis.worker:
     the class's pages go first, the heavy sessions share the rest). Dropped unrun when this session stops waiting:
     it left, pressed Cancel or changed a widget (Streamlit then stops the page's run at this wait)."""
-    return worker.call(fn, *args, tokens=tokens, heavy=True, waiting=get_run_yield_check())
+    return worker.call(fn, *args, tokens=tokens, heavy=True, waiting=run_yield_check())
 
 
 @st.cache_resource(max_entries=4, show_spinner="Loading the model…")

@@ -97,10 +97,6 @@ class TraceGoneError(LookupError):
 # file's name, text and hash (a Source), so a class opening traces cannot take more than this store's share; the least
 # recently drawn goes first, and its session is told to open it again.
 TRACES = ByteCache(SHARE)
-# The largest trace file an uploader takes: Streamlit refuses a larger one itself (its own message), and
-# .streamlit/config.toml's server.maxUploadSize is the same number for the whole server. What a trace takes as .npz,
-# as JSON and parsed, by length and model: python bench/trace_size.py.
-MAX_UPLOAD_MB = 100
 # Trace files are parsed one at a time, server-wide: ten opened at once cost one parse's memory, not ten.
 READING = threading.Lock()
 
