@@ -79,8 +79,9 @@ html { font-size: 22px; }
 # so that Explore's heatmap keeps 420 px at 1024 × 768; a table made with `wrap=False` keeps each cell on one line
 # (ids and pieces read whole) and scrolls sideways inside its column when it is wider. Plotly's toolbar shows only
 # while a pointer is on its chart (`config`), and not at all on a device without hover (a phone), where Plotly would
-# show it always, over the chart's title. The main area starts just under the menu bar (Streamlit leaves 6rem): the
-# first figure keeps the first view at 1024 × 768.
+# show it always, over the chart's title; a table's toolbar, shown always there, gets room of its own above it. The
+# main area starts just under the menu bar (Streamlit leaves 6rem): the first figure keeps the first view at
+# 1024 × 768.
 LAYOUT_CSS = """<style>
 [data-testid="stMainBlockContainer"] { padding-top: 4rem; }
 @media (max-width: 1100px) {
@@ -88,6 +89,11 @@ LAYOUT_CSS = """<style>
 }
 .atlas-scroll { overflow-x: auto; }
 @media (hover: none) { .js-plotly-plot .modebar-container { display: none; } }
+/* a device without hover (a phone) shows a table's toolbar (search, download, full screen) always, 44 px above the
+   table, where the gap between elements leaves less: the table steps down so that its toolbar covers nothing */
+@media (hover: none) {
+  [data-testid="stElementContainer"]:has([data-testid="stElementToolbar"]) { margin-top: calc(44px - 0.5rem); }
+}
 /* a collapsed sidebar lies off the screen (a phone's, a projector's): its menu and pickers out of the Tab order and
    out of what a screen reader reads, until it is opened */
 [data-testid="stSidebar"][data-collapsed="true"] { visibility: hidden; }
