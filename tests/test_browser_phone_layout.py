@@ -1,5 +1,7 @@
-"""A 390×844 phone in a real browser (touch, no hover): on Head ablation and Generate a table's toolbar, which a
-phone shows always, covers nothing above the table. Screenshots go to screenshots/phone-*.png (git-ignored)."""
+"""A 390×844 phone in a real browser (touch, no hover): Generate's strip of how sure the model was writes every
+token's percentage under it, each inside its own cell, none on another; on Head ablation and Generate a table's
+toolbar, which a phone shows always, covers nothing above the table. Screenshots go to screenshots/phone-*.png
+(git-ignored)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,17 @@ from test_browser import SHOTS
 
 pytestmark = pytest.mark.browser
 PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
+
+# Every cell text of the strips shown (not display: none, nor in a chart that is), with its cell's size in pixels.
+STRIP_TEXT = """() => [...document.querySelectorAll('[class*="st-key-certainty"] .js-plotly-plot')]
+  .filter(gd => gd.checkVisibility()).flatMap(gd => {
+    const trace = gd.calcdata[0][0], L = gd._fullLayout;
+    const cell = L.xaxis._length / trace.z[0].length, row = L.yaxis._length / trace.z.length;
+    // an SVG text under a group that is display: none passes checkVisibility(), with an empty box
+    return [...gd.querySelectorAll('.heatmap-label text')].map(t => [t, t.getBoundingClientRect()])
+      .filter(([t, r]) => getComputedStyle(t.parentElement).display !== 'none' && r.width > 0 && r.height > 0)
+      .map(([t, r]) => ({text: t.textContent, left: r.left, right: r.right, top: r.top, bottom: r.bottom, cell, row}));
+  })"""
 
 # Each toolbar shown (Streamlit's, above a table or chart) against every other element of the page it meets.
 TOOLBAR_COVERS = """() => {
@@ -25,6 +38,33 @@ TOOLBAR_COVERS = """() => {
     }
   }
   return out; }"""
+
+
+def test_the_strip_writes_every_percentage_inside_its_cell_on_a_phone(server, browser) -> None:
+    context = browser.new_context(**PHONE)
+    page = context.new_page()
+    page.set_default_timeout(90_000)
+    try:
+        page.goto(f"{server}/generate?model=lm-english")
+        page.get_by_role("heading", name="Generate").first.wait_for()
+        page.locator('[class*="st-key-certainty"] .heatmap-label').first.wait_for(state="attached")
+        settle(page)
+        texts = page.evaluate(STRIP_TEXT)
+        shown = page.locator('[class*="st-key-certainty"] .js-plotly-plot:visible')
+        shown.first.scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "phone-generate-certainty.png"))
+        assert texts, "no token of the strip has its text shown on a phone"
+        assert all("%" in t["text"] for t in texts), texts[:3]
+        assert len(texts) == 60, f"{len(texts)} tokens of the 60 written have their percentage shown"
+        for t in texts:
+            assert t["right"] - t["left"] <= t["cell"], f"{t['text']!r} is wider than its cell ({t['cell']:.0f} px)"
+            assert t["bottom"] - t["top"] <= t["row"], f"{t['text']!r} is taller than its row ({t['row']:.0f} px)"
+        boxes = sorted(texts, key=lambda t: (round(t["top"]), t["left"]))
+        for a, b in zip(boxes, boxes[1:], strict=False):
+            if round(a["top"]) == round(b["top"]):
+                assert a["right"] <= b["left"] + 1, f"{a['text']!r} runs into {b['text']!r}"
+    finally:
+        context.close()
 
 
 @pytest.mark.parametrize("path", ["ablation?model=translate-en-de", "generate?model=translate-en-de"])
