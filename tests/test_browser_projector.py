@@ -1,6 +1,7 @@
 """Projector mode and small screens in a real browser: at 1024×768 and 1280×720, in projector mode and out of it, no
-two numbers drawn in heatmap cells overlap and none is wider than its cell, and no chart title runs past its
-chart (right or top). Screenshots go to screenshots/projector-*.png (git-ignored)."""
+two numbers drawn in heatmap cells overlap, none is wider than its cell and none is in a type taller than its row
+leaves room for (the translator's 11 rows at 1024×768 in projector mode), and no chart title runs past its chart
+(right or top). Screenshots go to screenshots/projector-*.png (git-ignored)."""
 
 from __future__ import annotations
 
@@ -22,11 +23,13 @@ MEASURE_JS = """() => [...document.querySelectorAll('.stPlotlyChart .js-plotly-p
     const trace = gd.calcdata[i] && gd.calcdata[i][0];
     if (!trace || !trace.z) return;
     const xa = gd._fullLayout[trace.trace.xaxis === 'x' ? 'xaxis' : 'xaxis' + trace.trace.xaxis.slice(1)];
-    const cell = xa._length / trace.z[0].length;
+    const ya = gd._fullLayout[trace.trace.yaxis === 'y' ? 'yaxis' : 'yaxis' + trace.trace.yaxis.slice(1)];
+    const cell = xa._length / trace.z[0].length, row = ya._length / trace.z.length;
     hm.querySelectorAll('.heatmap-label text').forEach(t => {
       if (getComputedStyle(t.parentElement).display === 'none' || !t.textContent) return;
-      const r = t.getBoundingClientRect();
-      cells.push({left: r.left, right: r.right, top: r.top, bottom: r.bottom, cell});
+      const r = t.getBoundingClientRect(), lines = t.querySelectorAll('tspan.line').length || 1;
+      cells.push({left: r.left, right: r.right, top: r.top, bottom: r.bottom, cell, row, lines,
+                  font: parseFloat(getComputedStyle(t).fontSize)});
     });
   });
   const t = title ? title.getBoundingClientRect() : null;
@@ -34,14 +37,20 @@ MEASURE_JS = """() => [...document.querySelectorAll('.stPlotlyChart .js-plotly-p
           title: title ? title.textContent : '', cells};
 })"""
 
-PAGES = {  # path → (query, the heading to wait for)
-    "": ({"model": "reverse", "text": "abcdefghijklmn"}, "Explore"),
-    "rollout": ({"model": "reverse", "text": "abcdefghij", "attention": "decoder.cross_attn"},
+PAGES = {  # name → (path, query, the heading to wait for)
+    "explore": ("", {"model": "reverse", "text": "abcdefghijklmn"}, "Explore"),
+    "explore-translator": ("", {"model": "translate-en-de"}, "Explore"),
+    "rollout": ("rollout", {"model": "reverse", "text": "abcdefghij", "attention": "decoder.cross_attn"},
                 "Attention rollout"),
-    "masks": ({"model": "lm-english", "text": "The cat sat on the mat."}, "Masks"),
-    "compare": ({"model": "lm-english", "text": "The animal didn't cross the street because it was too tired."},
+    "masks": ("masks", {"model": "lm-english", "text": "The cat sat on the mat."}, "Masks"),
+    "compare": ("compare",
+                {"model": "lm-english", "text": "The animal didn't cross the street because it was too tired."},
                 "Compare two inputs"),
 }  # fmt: skip
+
+
+# A row of numbers needs 1.2 em: their digits (0.65 em) and a gap as wide to the next row's, so rows never touch.
+ROW_EM = 1.2
 
 
 def overlaps(cells: list[dict]) -> list[tuple[dict, dict]]:
@@ -58,9 +67,9 @@ def overlaps(cells: list[dict]) -> list[tuple[dict, dict]]:
 
 @pytest.mark.parametrize("projector", [True, False], ids=["projector", "plain"])
 @pytest.mark.parametrize("size", [(1024, 768), (1280, 720)], ids=["1024x768", "1280x720"])
-@pytest.mark.parametrize("path", list(PAGES), ids=[p or "explore" for p in PAGES])
-def test_cell_numbers_fit_their_cells_and_titles_fit_their_charts(server, browser, path, size, projector) -> None:
-    query, heading = PAGES[path]
+@pytest.mark.parametrize("name", list(PAGES))
+def test_cell_numbers_fit_their_cells_and_titles_fit_their_charts(server, browser, name, size, projector) -> None:
+    path, query, heading = PAGES[name]
     query = {**query, **({"projector": "1"} if projector else {})}
     context = browser.new_context(viewport={"width": size[0], "height": size[1]})
     page = context.new_page()
@@ -77,12 +86,14 @@ def test_cell_numbers_fit_their_cells_and_titles_fit_their_charts(server, browse
             assert chart["titleTop"] >= chart["top"] - 1, f"title's top cut off: {chart['title']!r}"
             assert all(c["right"] - c["left"] <= c["cell"] + 1 for c in chart["cells"]), chart["title"]
             assert not overlaps(chart["cells"]), chart["title"]
+            cramped = [c for c in chart["cells"] if c["font"] * ROW_EM * c["lines"] > c["row"] + 0.5]
+            assert not cramped, f"{chart['title']!r}: numbers in a type taller than their rows: {cramped[:2]}"
         if projector:
             assert page.locator('[data-testid="stSidebar"][aria-expanded="true"]').count() == 0  # collapsed
-            if path == "" and size[0] >= 1024:  # 15 tokens fit the full-width heatmap: the numbers are shown
+            if name == "explore" and size[0] >= 1024:  # 15 tokens fit the full-width heatmap: the numbers are shown
                 assert sum(len(c["cells"]) for c in charts) > 0
         assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
         mode = "projector" if projector else "plain"
-        page.screenshot(path=str(SHOTS / f"{mode}-{path or 'explore'}-{size[0]}x{size[1]}.png"), full_page=True)
+        page.screenshot(path=str(SHOTS / f"{mode}-{name}-{size[0]}x{size[1]}.png"), full_page=True)
     finally:
         context.close()

@@ -516,6 +516,48 @@ def test_a_chart_on_a_projector_is_no_taller_than_the_first_view_leaves_room_for
     assert short.layout.height < PROJECTOR_MOST_HEIGHT  # a short chart keeps its own height
 
 
+def test_cell_numbers_print_in_a_type_their_rows_fit_or_not_at_all() -> None:
+    """In projector mode the translator's 11 rows of 13 px (a 420 px chart, its tilted key labels in 20 px type)
+    print in 11 px type, not 16; rows too short for CELL_FONT_MIN print none; a chart whose rows fit is untouched."""
+    from viz.style import CELL_FONT_MIN, cell_fonts, fit_cell_numbers, for_projector
+
+    title = "Cross-attention (decoder → encoder), layer 2, head 2"  # two lines, as Explore's
+
+    def heatmap(n: int, key: str) -> go.Figure:
+        return head_heatmap(np.full((n, n), 1 / n), [f"t{i}" for i in range(n)], [key] * (n - 1) + ["</s>"], title)
+
+    plain = frozen(heatmap(11, "▁please"))
+    assert cell_fonts(plain) == {} and fit_cell_numbers(plain) is plain  # 11 px in rows of about 18 px
+    projected = for_projector(heatmap(11, "▁please"))
+    fonts = cell_fonts(projected)
+    assert CELL_FONT_MIN <= fonts[0] <= 11  # rows of about 13.8 px (measured in chromium)
+    fitted = fit_cell_numbers(frozen(projected))
+    assert fitted.data[0].textfont.size == fonts[0] and fitted.data[0].texttemplate == "%{z:.2f}"
+    cramped = for_projector(heatmap(16, "▁a_long_piece"))  # 16 rows under longer tilted labels: none fits
+    assert cell_fonts(cramped) == {0: 0} and fit_cell_numbers(cramped).data[0].texttemplate is None
+    spec = frozen(cramped)
+    fit_cell_numbers(spec)
+    assert spec["data"][0]["texttemplate"] == "%{z:.2f}"  # a cached figure is never changed
+
+
+def test_a_phones_strip_has_fewer_tokens_a_line_whose_text_fits_a_phone() -> None:
+    from analysis.forced import ForcedRow
+    from viz.forced import NARROW_BOX_PX, NARROW_LEAST, PER_LINE, probability_strip, probability_strips
+    from viz.style import cell_numbers_width
+
+    pieces = ["▁I", "▁don", "'", "t", "▁have", "▁to", "▁say", "▁miserable", "▁world", "s"] * 6
+    rows = [ForcedRow(i, i, p, 0.3, 1, i, p, 0.3) for i, p in enumerate(pieces)]
+    wide, narrow = probability_strips(rows, "How sure the model was of what it wrote")
+    assert wide.to_plotly_json() == probability_strip(rows, "How sure the model was of what it wrote").to_plotly_json()
+    assert cell_numbers_width(wide) > NARROW_BOX_PX >= cell_numbers_width(narrow) > 0
+    per_line = len(narrow.data[0].z[0])
+    assert NARROW_LEAST <= per_line < PER_LINE and narrow.data[0].showscale is False
+    more = probability_strip(rows, "x", per_line + 1, narrow.data[0].textfont.size, colorbar=False)
+    assert cell_numbers_width(more) > NARROW_BOX_PX  # the most tokens a line that fit
+    short = [ForcedRow(i, i, "a", 0.3, 1, i, "a", 0.3) for i in range(20)]
+    assert len(probability_strips(short, "x").narrow.data[0].z[0]) == PER_LINE  # short pieces keep their lines
+
+
 def test_the_certainty_strip_prints_its_percentages_in_a_chart_of_the_pages_width() -> None:
     """Each cell holds a piece over its percentage on two lines: the width it needs is its longest line's, so that
     at 1024 px (a chart about 940 px wide) the numbers are shown, not hidden as too wide."""

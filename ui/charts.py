@@ -18,13 +18,13 @@ from inference.memory import lasting
 from ui.cache import Shown, composition
 from ui.kept import kept
 from viz.circuits import composition_heatmap
-from viz.forced import probability_strip
+from viz.forced import probability_strips
 from viz.heads import AVERAGE as AVERAGE  # re-exported: the pages choose heads through this module
 from viz.heads import grid_view, head_heatmap, head_title, swap_head
 from viz.heads import head_name as head_name  # re-exported, as AVERAGE
 from viz.heads import head_weights as block_head_weights
 from viz.stats import head_table
-from viz.style import frozen, shared_template
+from viz.style import Reflowed, frozen, shared_template
 from viz.tables import encoder_frame, generation_frame, top_k_frame
 
 # Every frozen chart on the default template holds the same template dict: the byte budget counts it in none.
@@ -69,9 +69,10 @@ def grid_chart(shown: Shown, attention: str, norms: bool = False) -> dict:
 
 
 @kept()
-def certainty_chart(rows: tuple[ForcedRow, ...], title: str) -> dict:
-    """viz.forced.probability_strip of `rows` (how sure the model was of each token), frozen."""
-    return frozen(probability_strip(rows, title))
+def certainty_chart(rows: tuple[ForcedRow, ...], title: str) -> Reflowed:
+    """viz.forced.probability_strips of `rows` (how sure the model was of each token): a screen's and a phone's,
+    frozen."""
+    return Reflowed(*(frozen(strip) for strip in probability_strips(rows, title)))
 
 
 @kept()

@@ -20,7 +20,15 @@ from ui.charts import AVERAGE
 from ui.markdown import literal
 from ui.streamlit_private import UPLOADS_IN_ALL, DeletedFile, DeltaGenerator, PlotlyState, forget_upload
 from viz.labels import indexed_labels
-from viz.style import cell_numbers_css, cell_numbers_width, chart_config, for_projector, thaw
+from viz.style import (
+    Reflowed,
+    cell_numbers_css,
+    cell_numbers_width,
+    chart_config,
+    fit_cell_numbers,
+    for_projector,
+    thaw,
+)
 from viz.ticks import thinning_css
 
 # One key per choice, the same on every page that offers it. Indices are 0-based in the session and 1-based in the
@@ -78,8 +86,9 @@ html { font-size: 22px; }
 # so that Explore's heatmap keeps 420 px at 1024 × 768; a table made with `wrap=False` keeps each cell on one line
 # (ids and pieces read whole) and scrolls sideways inside its column when it is wider. Plotly's toolbar shows only
 # while a pointer is on its chart (`config`), and not at all on a device without hover (a phone), where Plotly would
-# show it always, over the chart's title. The main area starts just under the menu bar (Streamlit leaves 6rem): the
-# first figure keeps the first view at 1024 × 768.
+# show it always, over the chart's title; a table's toolbar, shown always there, gets room of its own above it. The
+# main area starts just under the menu bar (Streamlit leaves 6rem): the first figure keeps the first view at
+# 1024 × 768.
 LAYOUT_CSS = """<style>
 [data-testid="stMainBlockContainer"] { padding-top: 4rem; }
 @media (max-width: 1100px) {
@@ -87,6 +96,11 @@ LAYOUT_CSS = """<style>
 }
 .atlas-scroll { overflow-x: auto; }
 @media (hover: none) { .js-plotly-plot .modebar-container { display: none; } }
+/* a device without hover (a phone) shows a table's toolbar (search, download, full screen) always, 44 px above the
+   table, where the gap between elements leaves less: the table steps down so that its toolbar covers nothing */
+@media (hover: none) {
+  [data-testid="stElementContainer"]:has([data-testid="stElementToolbar"]) { margin-top: calc(44px - 0.5rem); }
+}
 /* a collapsed sidebar lies off the screen (a phone's, a projector's): its menu and pickers out of the Tab order and
    out of what a screen reader reads, until it is opened */
 [data-testid="stSidebar"][data-collapsed="true"] { visibility: hidden; }
@@ -336,26 +350,57 @@ class _Frozen(go.Figure):
 
 
 def show_chart(
-    fig: Chart, key: str, file_name: str, where: DeltaGenerator | None = None, **kwargs: Any
+    fig: Chart | Reflowed, key: str, file_name: str, where: DeltaGenerator | None = None, **kwargs: Any
 ) -> DeltaGenerator | PlotlyState | None:
     """st.plotly_chart of `fig` (a Figure, or a `frozen` one as the chart caches keep them), in large type in
-    projector mode, its heatmap cell numbers hidden by CSS wherever the chart is too narrow for them
-    (viz.style.cell_numbers_css) and its x tick labels thinned where they would touch (viz.ticks.thinning_css);
-    returns what st.plotly_chart returns (the selection, with on_select). `where`: a column or tab (default: the
-    page). A frozen figure is drawn as it is, uncopied, unless projector mode restyles a thawed copy of it."""
+    projector mode, its heatmap cell numbers in a type that fits their rows, or none (viz.style.fit_cell_numbers),
+    and hidden by CSS wherever the chart is too narrow for them (viz.style.cell_numbers_css), and its x tick labels
+    thinned where they would touch (viz.ticks.thinning_css); returns what st.plotly_chart returns (the selection,
+    with on_select). `where`: a column or tab (default: the page). A frozen figure is drawn as it is, uncopied,
+    unless projector mode restyles a thawed copy of it. A `Reflowed` chart: both its layouts, one shown
+    (`_show_reflowed`)."""
     where = where if where is not None else st
     if held_back(where):
         return None
+    wide = fig.wide if isinstance(fig, Reflowed) else fig
     if (drawn_charts := st.session_state.get(CHARTS_DRAWN)) is not None:
-        drawn_charts[key] = fig  # what the teacher's page publishes to its followers (ui/class_pushed.py)
+        drawn_charts[key] = wide  # what the teacher's page publishes to its followers (ui/class_pushed.py)
+    if isinstance(fig, Reflowed):
+        return _show_reflowed(fig, key, file_name, where, **kwargs)
+    return _draw(_restyled(fig), key, file_name, where, **kwargs)
+
+
+def _restyled(fig: go.Figure | dict[str, Any]) -> go.Figure | dict[str, Any]:
+    """`fig` in large type in projector mode, its cell numbers in a type as tall as its rows allow, or none."""
     if projector():
         fig = for_projector(thaw(fig) if isinstance(fig, dict) else fig)
+    return fit_cell_numbers(fig)
+
+
+def _draw(fig: go.Figure | dict[str, Any], key: str, file_name: str, where: Any, **kwargs):
     width = cell_numbers_width(fig)
     css = (cell_numbers_css(key, width) if width else "") + thinning_css(key, fig)
     if css:
         where.html(f"<style>{css}</style>")
     drawn = _Frozen(fig) if isinstance(fig, dict) else fig
     return where.plotly_chart(drawn, key=key, config=config(file_name), **kwargs)
+
+
+def _show_reflowed(fig: Reflowed, key: str, file_name: str, where: Any, **kwargs):
+    """Both layouts of `fig` in one box, by a container query on the box's width: the wide one (key `key`) where its
+    cell text fits it, else the narrow one (key `{key}_narrow`), so that a phone reads every cell's text. Returns
+    what the wide one's st.plotly_chart returns."""
+    wide, narrow = _restyled(fig.wide), _restyled(fig.narrow)
+    fits = cell_numbers_width(wide)
+    box = where.container(key=f"{key}_reflowed")
+    scope = f".st-key-{key}_reflowed"
+    css = f"{scope}{{container-type:inline-size}}"
+    css += f"@container (max-width:{fits - 1}px){{{scope} .st-key-{key}{{display:none}}}}"
+    css += f"@container (min-width:{fits}px){{{scope} .st-key-{key}_narrow{{display:none}}}}"
+    box.html(f"<style>{css}</style>")
+    shown = _draw(wide, key, file_name, box, **kwargs)
+    _draw(narrow, f"{key}_narrow", file_name, box)
+    return shown
 
 
 def config(file_name: str) -> dict[str, Any]:

@@ -14,10 +14,17 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from viz.labels import display_piece, escape
-from viz.style import COLORSCALE, finish_layout, unvalidated
+from viz.style import COLORSCALE, Reflowed, cell_numbers_width, finish_layout, unvalidated
 
 PER_LINE = 8  # tokens a line of the strip: each cell keeps about 120 px at 1024 px, a piece and its % in 16 px type
-LINE_PX = 58  # a line of cells: two lines of text
+LINE_PX = 52  # a line of cells: two lines of 15 px text and the air between lines
+FONT = 15
+# The strip on a phone: a 390 px screen's chart box (the main area's 1.5rem sides off), its cells' text in 13 px type,
+# as many tokens a line as their pieces and percentages fit, at least NARROW_LEAST.
+NARROW_BOX_PX = 340
+NARROW_FONT = 13
+NARROW_LINE_PX = 44
+NARROW_LEAST = 2
 
 
 class Row(Protocol):
@@ -53,10 +60,19 @@ def forced_frame(rows: Sequence[Row]) -> pd.DataFrame:
     )
 
 
-def probability_strip(rows: Sequence[Row], title: str, per_line: int = PER_LINE) -> go.Figure:
+def probability_strip(
+    rows: Sequence[Row],
+    title: str,
+    per_line: int = PER_LINE,
+    font: int = FONT,
+    line_px: int = LINE_PX,
+    colorbar: bool = True,
+) -> go.Figure:
     """The tokens in reading order, `per_line` a line, each cell shaded by the probability the model gave it
-    (cividis: dark is unsure, light is sure) and the percentage written under the token: readable without colour.
-    Hover: the token's number from 1, the token, its probability and rank, and the model's own choice there."""
+    (cividis: dark is unsure, light is sure) and the percentage written under the token in `font` px type:
+    readable without colour. Lines `line_px` tall; `colorbar`: the scale beside them (a phone's strip leaves it to
+    the numbers and the caption). Hover: the token's number from 1, the token, its probability and rank, and the
+    model's own choice there."""
     if not rows:
         raise ValueError("no tokens to shade: the strip needs at least one row")
     lines = math.ceil(len(rows) / per_line)
@@ -78,7 +94,7 @@ def probability_strip(rows: Sequence[Row], title: str, per_line: int = PER_LINE)
         "z": z,
         "text": text,
         "texttemplate": "%{text}",
-        "textfont": {"size": 15},
+        "textfont": {"size": font},
         "customdata": hover,
         "hovertemplate": "%{customdata}<extra></extra>",
         "colorscale": COLORSCALE,
@@ -95,8 +111,21 @@ def probability_strip(rows: Sequence[Row], title: str, per_line: int = PER_LINE)
             "len": 1.0,
             "thickness": 12,
         },
+        "showscale": colorbar,
     }
-    layout = finish_layout(title, 30 + LINE_PX * lines)
+    layout = finish_layout(title, 50 + line_px * lines)  # 50: finish_layout's margins above and below the plot
     layout["xaxis"] = {"visible": False, "range": [-0.5, per_line - 0.5], "fixedrange": True}
     layout["yaxis"] = {"visible": False, "autorange": "reversed", "fixedrange": True}
     return unvalidated([heatmap], layout)
+
+
+def probability_strips(rows: Sequence[Row], title: str) -> Reflowed:
+    """The strip as a screen of a laptop or a projector shows it (PER_LINE tokens a line), and as a phone's does:
+    the most tokens a line (PER_LINE at most, NARROW_LEAST at least) whose cell text fits NARROW_BOX_PX
+    (viz.style.cell_numbers_width), in NARROW_FONT type, without the colour bar."""
+    narrow = None
+    for per_line in range(PER_LINE, NARROW_LEAST - 1, -1):
+        narrow = probability_strip(rows, title, per_line, NARROW_FONT, NARROW_LINE_PX, colorbar=False)
+        if cell_numbers_width(narrow) <= NARROW_BOX_PX:
+            break
+    return Reflowed(probability_strip(rows, title), narrow)

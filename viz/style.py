@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import html
 import json
 import math
-from typing import Any
+import re
+from typing import Any, NamedTuple
 
 import numpy as np
 import plotly.graph_objects as go
@@ -256,15 +258,26 @@ def _number_chars(heatmap: dict[str, Any]) -> int:
     return 4
 
 
-def _z_columns(z: Any) -> int:
-    if isinstance(z, dict):  # a typed array: {"dtype", "bdata", "shape": "rows, cols"}
-        return int(str(z.get("shape", "0, 0")).split(",")[-1])
-    return int(np.shape(z)[-1]) if np.ndim(z) == 2 else 0
+def _text_lines(heatmap: dict[str, Any]) -> int:
+    """How many lines of text a heatmap's cells hold at most: 1 for %{z:.2f}, more for a text with line breaks."""
+    template = heatmap.get("texttemplate") or ""
+    if "%{text}" in template and heatmap.get("text") is not None:
+        return max((str(t).count("<br>") + 1 for row in heatmap["text"] for t in row), default=1)
+    return template.count("<br>") + 1
+
+
+def _z_shape(z: Any) -> tuple[int, int]:
+    """(rows, columns) of a heatmap's z: a nested list, an array, or a typed array ({"dtype", "bdata", "shape"})."""
+    if isinstance(z, dict):
+        rows, columns = str(z.get("shape", "0, 0")).split(",")
+        return int(rows), int(columns)
+    return tuple(int(n) for n in np.shape(z)) if np.ndim(z) == 2 else (0, 0)
 
 
 def cell_numbers_width(fig: go.Figure | dict[str, Any]) -> int:
     """The narrowest chart box (px) in which every heatmap's cell numbers fit side by side, or 0 when it prints
-    none. Cells share the plot's width with the y labels (about 7 px a character), the axis titles and colour bar.
+    none. Cells share the plot's width with the y labels (about 7 px a character), the axis titles and colour bar;
+    a chart without a y axis (a strip of tokens) with its margins and its colour bar alone (`_colorbar_px`).
     `fig`: a Figure, or a `frozen` one (read as it is: nothing is copied)."""
     spec = fig.to_plotly_json() if isinstance(fig, go.Figure) else fig  # a Figure's own dicts, not a copy
     layout = spec.get("layout") or {}
@@ -273,17 +286,108 @@ def cell_numbers_width(fig: go.Figure | dict[str, Any]) -> int:
     for axis in ("yaxis", "yaxis2"):
         ticks = (layout.get(axis) or {}).get("ticktext")
         labels = max(labels, max((len(str(t)) for t in (() if ticks is None else ticks)), default=0))
-    chrome = 170 + 7 * min(labels, 24)
+    y_axis = (layout.get("yaxis") or {}).get("visible", True) is not False
     for series in spec.get("data") or ():
         if series.get("type") != "heatmap" or not series.get("texttemplate"):
             continue
+        chrome = 170 + 7 * min(labels, 24) if y_axis else 20 + _colorbar_px(series, layout)
         font = (series.get("textfont") or {}).get("size") or 12
         cell = _number_chars(series) * DIGIT_EM * font + CELL_PAD_PX
         axis = "xaxis" + (series.get("xaxis") or "x")[1:]
         domain = (layout.get(axis) or {}).get("domain") or (0, 1)
         share = max(domain[1] - domain[0], 0.05)
-        need = max(need, _z_columns(series.get("z")) * cell / share + chrome)
+        need = max(need, _z_shape(series.get("z"))[1] * cell / share + chrome)
     return int(need)
+
+
+def _colorbar_px(heatmap: dict[str, Any], layout: dict[str, Any]) -> float:
+    """The width a heatmap's colour bar takes beside its plot: its bar and pads, and its title or tick labels
+    ("100%"), whichever is wider, in the chart's type; 0 without one."""
+    if heatmap.get("showscale") is False:
+        return 0.0
+    font = (layout.get("font") or {}).get("size") or TICK_FONT
+    title = ((heatmap.get("colorbar") or {}).get("title") or {}).get("text") or ""
+    return max(len(title), 4) * DIGIT_EM * font + 30
+
+
+# A heatmap's rows are as tall as its plot (the chart's height less its margins and its x axis) over its rows: its
+# cell numbers print in a type that fits a row, down to CELL_FONT_MIN, and not at all in rows shorter than that.
+CELL_LINE_EM = 1.2  # a row of numbers, in em of their type: the digits (0.65 em) and the gap to the next row's
+CELL_FONT_MIN = 10  # px: smaller numbers are dropped, not printed (hover still shows every value)
+TICK_FONT = 12  # px: Plotly's tick labels, where the figure sets none (measured in chromium under Streamlit's theme)
+TICK_CHAR_EM = 0.6  # a tick label's character, in em (its width; times the sine of its angle, its height)
+
+
+def _shown_chars(label: Any) -> int:
+    """How many characters a label shows: its escapes (`&lt;/s&gt;`) as one each, its tags (`<b>`) as none."""
+    return len(html.unescape(re.sub(r"<[^>]*>", "", str(label))))
+
+
+def _plot_height(layout: dict[str, Any], xaxis: str, yaxis: str) -> float:
+    """The plot's height (px) in a chart of `layout`'s fixed height: the margins, the x axis's tick labels (tilted:
+    their longest one's height at its angle) and its title taken off, times the y axis's share of what is left.
+    0 for a chart without a fixed height."""
+    height = layout.get("height") or 0
+    margin = layout.get("margin") or {}
+    x = layout.get(xaxis) or {}
+    below = 0.0
+    if x.get("visible", True) is not False:
+        tick = (x.get("tickfont") or {}).get("size") or TICK_FONT
+        ticks = x.get("ticktext")
+        longest = max((_shown_chars(t) for t in (() if ticks is None else ticks)), default=4)
+        angle = math.radians(x.get("tickangle") or 0)
+        below = longest * TICK_CHAR_EM * tick * abs(math.sin(angle)) + tick * abs(math.cos(angle)) + 6
+        if (x.get("title") or {}).get("text"):
+            below += 1.3 * tick + 20  # the axis title and the pads around it
+    domain = (layout.get(yaxis) or {}).get("domain") or (0, 1)
+    plot = height - margin.get("t", 100) - margin.get("b", 80) - below
+    return max(0.0, plot * (domain[1] - domain[0]))
+
+
+def cell_fonts(fig: go.Figure | dict[str, Any]) -> dict[int, int]:
+    """The heatmaps whose cell numbers do not fit their rows in the type they ask for, by index in the figure's
+    data: each with the type (px) its numbers fit in, or 0 where even CELL_FONT_MIN does not fit (none printed).
+    Empty when every heatmap's numbers fit (or none prints any). `fig`: a Figure, or a `frozen` one (read as it is)."""
+    spec = fig.to_plotly_json() if isinstance(fig, go.Figure) else fig
+    layout = spec.get("layout") or {}
+    fonts = {}
+    for i, series in enumerate(spec.get("data") or ()):
+        rows = _z_shape(series.get("z"))[0]
+        if series.get("type") != "heatmap" or not series.get("texttemplate") or not rows:
+            continue
+        font = (series.get("textfont") or {}).get("size") or TICK_FONT
+        xaxis, yaxis = (f"{a}axis" + (series.get(f"{a}axis") or a)[1:] for a in ("x", "y"))
+        row = (_plot_height(layout, xaxis, yaxis) / rows - (series.get("ygap") or 0)) / _text_lines(series)
+        if not layout.get("height") or font * CELL_LINE_EM <= row:
+            continue
+        fits = int(row / CELL_LINE_EM)
+        fonts[i] = fits if fits >= CELL_FONT_MIN else 0
+    return fonts
+
+
+def fit_cell_numbers(fig: go.Figure | dict[str, Any]) -> go.Figure | dict[str, Any]:
+    """`fig` with each heatmap's cell numbers in a type that fits its rows, or none printed where none fits
+    (`cell_fonts`): `fig` itself when all fit, else a changed copy (a thawed one, for a `frozen` figure)."""
+    fonts = cell_fonts(fig)
+    if not fonts:
+        return fig
+    out = thaw(fig) if isinstance(fig, dict) else go.Figure(fig)
+    for i, size in fonts.items():
+        series = out.data[i]
+        if size:
+            series.textfont.size = size
+        else:
+            series.texttemplate = None
+    return out
+
+
+class Reflowed(NamedTuple):
+    """A chart laid out twice: `wide` where its cell text fits the chart's width (`cell_numbers_width`), else
+    `narrow`, the same cells in more, shorter lines (a phone's). The app draws both and shows one, by the width of
+    the box they are in."""
+
+    wide: go.Figure | dict[str, Any]
+    narrow: go.Figure | dict[str, Any]
 
 
 def cell_numbers_css(key: str, width: int) -> str:
