@@ -531,12 +531,15 @@ def test_cell_numbers_print_in_a_type_their_rows_fit_or_not_at_all() -> None:
     projected = for_projector(heatmap(11, "▁please"))
     fonts = cell_fonts(projected)
     assert CELL_FONT_MIN <= fonts[0] <= 11  # rows of about 13.8 px (measured in chromium)
-    fitted = fit_cell_numbers(frozen(projected))
-    assert fitted.data[0].textfont.size == fonts[0] and fitted.data[0].texttemplate == "%{z:.2f}"
+    fitted = fit_cell_numbers(frozen(projected))  # a frozen figure gives a frozen one: what the page sends
+    assert fitted["data"][0]["textfont"]["size"] == fonts[0] and fitted["data"][0]["texttemplate"] == "%{z:.2f}"
+    projected_fitted = fit_cell_numbers(projected)
+    assert frozen(projected_fitted) == fitted  # the Figure's way and the frozen dict's give the same chart
     cramped = for_projector(heatmap(16, "▁a_long_piece"))  # 16 rows under longer tilted labels: none fits
     assert cell_fonts(cramped) == {0: 0} and fit_cell_numbers(cramped).data[0].texttemplate is None
     spec = frozen(cramped)
-    fit_cell_numbers(spec)
+    fitted_spec = fit_cell_numbers(spec)
+    assert "texttemplate" not in fitted_spec["data"][0] and frozen(fit_cell_numbers(cramped)) == fitted_spec
     assert spec["data"][0]["texttemplate"] == "%{z:.2f}"  # a cached figure is never changed
 
 

@@ -367,11 +367,22 @@ def cell_fonts(fig: go.Figure | dict[str, Any]) -> dict[int, int]:
 
 def fit_cell_numbers(fig: go.Figure | dict[str, Any]) -> go.Figure | dict[str, Any]:
     """`fig` with each heatmap's cell numbers in a type that fits its rows, or none printed where none fits
-    (`cell_fonts`): `fig` itself when all fit, else a changed copy (a thawed one, for a `frozen` figure)."""
+    (`cell_fonts`): `fig` itself when all fit, else a changed copy (for a `frozen` figure, a frozen one that shares
+    what did not change: no Figure is built for it)."""
     fonts = cell_fonts(fig)
     if not fonts:
         return fig
-    out = thaw(fig) if isinstance(fig, dict) else go.Figure(fig)
+    if isinstance(fig, dict):  # the frozen spec changed where it changes, its other parts shared as they are
+        data = list(fig["data"])
+        for i, size in fonts.items():
+            series = dict(data[i])
+            if size:
+                series["textfont"] = {**series.get("textfont", {}), "size": size}
+            else:
+                series.pop("texttemplate", None)
+            data[i] = series
+        return {**fig, "data": data}
+    out = go.Figure(fig)
     for i, size in fonts.items():
         series = out.data[i]
         if size:
