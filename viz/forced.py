@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -68,7 +68,17 @@ def probability_strip(
     line_px: int = LINE_PX,
     colorbar: bool = True,
 ) -> go.Figure:
-    """The tokens in reading order, `per_line` a line, each cell shaded by the probability the model gave it
+    """The tokens in reading order, `per_line` a line, each cell shaded by the probability the model gave it and
+    its percentage written under the token (`_strip_spec`)."""
+    spec = _strip_spec(rows, title, per_line, font, line_px, colorbar)
+    return unvalidated(spec["data"], spec["layout"])
+
+
+def _strip_spec(
+    rows: Sequence[Row], title: str, per_line: int, font: int, line_px: int, colorbar: bool
+) -> dict[str, Any]:
+    """The strip's series and layout as plain dicts (what `unvalidated` builds the Figure of). The tokens in reading
+    order, `per_line` a line, each cell shaded by the probability the model gave it
     (cividis: dark is unsure, light is sure) and the percentage written under the token in `font` px type:
     readable without colour. Lines `line_px` tall; `colorbar`: the scale beside them (a phone's strip leaves it to
     the numbers and the caption). Hover: the token's number from 1, the token, its probability and rank, and the
@@ -116,16 +126,17 @@ def probability_strip(
     layout = finish_layout(title, 50 + line_px * lines)  # 50: finish_layout's margins above and below the plot
     layout["xaxis"] = {"visible": False, "range": [-0.5, per_line - 0.5], "fixedrange": True}
     layout["yaxis"] = {"visible": False, "autorange": "reversed", "fixedrange": True}
-    return unvalidated([heatmap], layout)
+    return {"data": [heatmap], "layout": layout}
 
 
 def probability_strips(rows: Sequence[Row], title: str) -> Reflowed:
     """The strip as a screen of a laptop or a projector shows it (PER_LINE tokens a line), and as a phone's does:
     the most tokens a line (PER_LINE at most, NARROW_LEAST at least) whose cell text fits NARROW_BOX_PX
     (viz.style.cell_numbers_width), in NARROW_FONT type, without the colour bar."""
-    narrow = None
-    for per_line in range(PER_LINE, NARROW_LEAST - 1, -1):
-        narrow = probability_strip(rows, title, per_line, NARROW_FONT, NARROW_LINE_PX, colorbar=False)
-        if cell_numbers_width(narrow) <= NARROW_BOX_PX:
+    fits = NARROW_LEAST
+    for per_line in range(PER_LINE, NARROW_LEAST - 1, -1):  # measured on the plain dicts: one Figure built, not seven
+        if cell_numbers_width(_strip_spec(rows, title, per_line, NARROW_FONT, NARROW_LINE_PX, False)) <= NARROW_BOX_PX:
+            fits = per_line
             break
+    narrow = probability_strip(rows, title, fits, NARROW_FONT, NARROW_LINE_PX, colorbar=False)
     return Reflowed(probability_strip(rows, title), narrow)
