@@ -545,8 +545,8 @@ def test_cell_numbers_print_in_a_type_their_rows_fit_or_not_at_all() -> None:
 
 def test_a_phones_strip_has_fewer_tokens_a_line_whose_text_fits_a_phone() -> None:
     from analysis.forced import ForcedRow
-    from viz.forced import NARROW_BOX_PX, NARROW_LEAST, PER_LINE, probability_strip, probability_strips
-    from viz.style import cell_numbers_width
+    from viz.forced import NARROW_BOX_PX, NARROW_LEAST, PER_LINE, frozen_strips, probability_strip, probability_strips
+    from viz.style import cell_numbers_width, frozen
 
     pieces = ["▁I", "▁don", "'", "t", "▁have", "▁to", "▁say", "▁miserable", "▁world", "s"] * 6
     rows = [ForcedRow(i, i, p, 0.3, 1, i, p, 0.3) for i, p in enumerate(pieces)]
@@ -559,6 +559,8 @@ def test_a_phones_strip_has_fewer_tokens_a_line_whose_text_fits_a_phone() -> Non
     assert cell_numbers_width(more) > NARROW_BOX_PX  # the most tokens a line that fit
     short = [ForcedRow(i, i, "a", 0.3, 1, i, "a", 0.3) for i in range(20)]
     assert len(probability_strips(short, "x").narrow.data[0].z[0]) == PER_LINE  # short pieces keep their lines
+    for some in (rows, short, rows[:1]):  # what the page keeps: the same as the Figures frozen, no Figure built
+        assert frozen_strips(some, "t") == tuple(frozen(strip) for strip in probability_strips(some, "t"))
 
 
 def test_the_certainty_strip_prints_its_percentages_in_a_chart_of_the_pages_width() -> None:

@@ -18,7 +18,7 @@ from inference.memory import lasting
 from ui.cache import Shown, composition
 from ui.kept import kept
 from viz.circuits import composition_heatmap
-from viz.forced import probability_strips
+from viz.forced import frozen_strips
 from viz.heads import AVERAGE as AVERAGE  # re-exported: the pages choose heads through this module
 from viz.heads import grid_view, head_heatmap, head_title, swap_head
 from viz.heads import head_name as head_name  # re-exported, as AVERAGE
@@ -70,9 +70,9 @@ def grid_chart(shown: Shown, attention: str, norms: bool = False) -> dict:
 
 @kept()
 def certainty_chart(rows: tuple[ForcedRow, ...], title: str) -> Reflowed:
-    """viz.forced.probability_strips of `rows` (how sure the model was of each token): a screen's and a phone's,
+    """viz.forced.frozen_strips of `rows` (how sure the model was of each token): a screen's and a phone's,
     frozen."""
-    return Reflowed(*(frozen(strip) for strip in probability_strips(rows, title)))
+    return frozen_strips(rows, title)
 
 
 @kept()

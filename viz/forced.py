@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from viz.labels import display_piece, escape
-from viz.style import COLORSCALE, Reflowed, cell_numbers_width, finish_layout, unvalidated
+from viz.style import COLORSCALE, Reflowed, cell_numbers_width, finish_layout, frozen_spec, unvalidated
 
 PER_LINE = 8  # tokens a line of the strip: each cell keeps about 120 px at 1024 px, a piece and its % in 16 px type
 LINE_PX = 52  # a line of cells: two lines of 15 px text and the air between lines
@@ -133,10 +133,20 @@ def probability_strips(rows: Sequence[Row], title: str) -> Reflowed:
     """The strip as a screen of a laptop or a projector shows it (PER_LINE tokens a line), and as a phone's does:
     the most tokens a line (PER_LINE at most, NARROW_LEAST at least) whose cell text fits NARROW_BOX_PX
     (viz.style.cell_numbers_width), in NARROW_FONT type, without the colour bar."""
-    fits = NARROW_LEAST
-    for per_line in range(PER_LINE, NARROW_LEAST - 1, -1):  # measured on the plain dicts: one Figure built, not seven
-        if cell_numbers_width(_strip_spec(rows, title, per_line, NARROW_FONT, NARROW_LINE_PX, False)) <= NARROW_BOX_PX:
-            fits = per_line
-            break
-    narrow = probability_strip(rows, title, fits, NARROW_FONT, NARROW_LINE_PX, colorbar=False)
+    narrow = probability_strip(rows, title, _narrow_per_line(rows, title), NARROW_FONT, NARROW_LINE_PX, colorbar=False)
     return Reflowed(probability_strip(rows, title), narrow)
+
+
+def _narrow_per_line(rows: Sequence[Row], title: str) -> int:
+    """The phone's strip's tokens a line, measured on its plain dicts: no Figure built for each one tried."""
+    for per_line in range(PER_LINE, NARROW_LEAST - 1, -1):
+        if cell_numbers_width(_strip_spec(rows, title, per_line, NARROW_FONT, NARROW_LINE_PX, False)) <= NARROW_BOX_PX:
+            return per_line
+    return NARROW_LEAST
+
+
+def frozen_strips(rows: Sequence[Row], title: str) -> Reflowed:
+    """`probability_strips`, each strip `frozen` (viz.style.frozen_spec: no Figure is built for either)."""
+    wide = _strip_spec(rows, title, PER_LINE, FONT, LINE_PX, True)
+    narrow = _strip_spec(rows, title, _narrow_per_line(rows, title), NARROW_FONT, NARROW_LINE_PX, False)
+    return Reflowed(frozen_spec(wide["data"], wide["layout"]), frozen_spec(narrow["data"], narrow["layout"]))
