@@ -72,7 +72,8 @@ def model_worker(path: str, stamp: float) -> ModelWorker:
 def checkpoints(root: Path) -> list[catalog.Entry]:
     """The checkpoints under `root` (catalog.list_checkpoints), read again only when the folder's stamp changes; with
     the installed model packages when `catalog.pretrained_listed` says so, which is part of the key: a list made
-    without them is never served where they are listed (seen in CI: a page showed lm-english for SmolLM2)."""
+    without them is never served where they are listed (else a page asked for SmolLM2 could be drawn with another
+    model)."""
     return checkpoint_entries(str(root), folder_stamp(root), catalog.pretrained_listed(root))
 
 
