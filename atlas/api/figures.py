@@ -5,6 +5,7 @@ any figure as a file (`save_figure`), and figures in a notebook without a networ
 from __future__ import annotations
 
 import importlib.util
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -135,6 +136,25 @@ PNG_SCALE = 2  # pixels per layout pixel: sharp on a high-density screen or a sl
 KALEIDO = "kaleido==1.5.0"  # requirements-dev.txt; it draws with the system's Chrome or Chromium
 
 
+KALEIDO_PIPE_LOGGER = "choreographer.channels.pipe"  # kaleido's browser channel
+
+
+class _IgnoredByKaleido(logging.Filter):
+    """Drops the record kaleido's channel writes, with its traceback, for a message from the browser it could not
+    decode and goes on without ("JSONError decoding message. Ignoring"): the figure is written all the same, and a
+    traceback in a notebook's output says otherwise. Every other record of that logger passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("JSONError decoding message")
+
+
+def quiet_kaleido() -> None:
+    """Put `_IgnoredByKaleido` on kaleido's channel logger, once."""
+    logger = logging.getLogger(KALEIDO_PIPE_LOGGER)
+    if not any(isinstance(f, _IgnoredByKaleido) for f in logger.filters):
+        logger.addFilter(_IgnoredByKaleido())
+
+
 def save_figure(
     fig: go.Figure, path: str | Path, scale: float | None = None, width: int | None = None, height: int | None = None
 ) -> Path:
@@ -166,6 +186,7 @@ def save_figure(
     if importlib.util.find_spec("kaleido") is None:
         raise RuntimeError(f"{path}: {suffix} files are drawn by kaleido, not installed here: pip install {KALEIDO}")
     factor = (scale or PNG_SCALE) if suffix == ".png" else 1
+    quiet_kaleido()
     try:
         data = pio.to_image(fig, format=suffix[1:], scale=factor, width=width, height=height)
     except RuntimeError as exc:  # plotly's words for kaleido finding no browser name a download; a system one does
