@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
 import test_browser
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from test_browser import open_page
 
 pytestmark = pytest.mark.browser
@@ -57,10 +58,26 @@ def choose_and_settle(page, label: str, option: str) -> None:
     settle(page, "Explore")
 
 
+ADDRESS_HOLDS = """(want) => {
+  const query = new URLSearchParams(location.search);
+  return Object.entries(want).every(([key, value]) => query.get(key) === value); }"""
+
+
+def wait_for_address(page, expected: dict[str, str]) -> None:
+    """Until the address bar holds `expected` (the page writes it at the end of its run, after the menu's move has
+    put the bare page's address there; on a loaded machine the two arrive apart), or 30 s: the check after says what
+    it holds."""
+    try:
+        page.wait_for_function(ADDRESS_HOLDS, arg=expected, timeout=30_000)
+    except PlaywrightTimeout:
+        pass
+
+
 def round_trip(page, attention_label: str, layer: str, head: str, expected_url: dict[str, str]) -> None:
     """Visit every page of ROUND and check, on each, the pickers it shows and the address bar."""
     for title in ROUND:
         go(page, title)
+        wait_for_address(page, expected_url)
         shown = url(page)
         assert {k: shown.get(k) for k in expected_url} == expected_url, (title, page.url)
         assert "layer" not in shown and "head" not in shown, (title, page.url)  # the 1-based names only

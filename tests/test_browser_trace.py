@@ -44,6 +44,16 @@ DIFFERENCE_JS = """([rows, cols]) => {
 }"""
 
 
+ONE_BOX = '() => document.querySelectorAll(\'[data-testid="stFileUploader"] input[type="file"]\').length === 1'
+
+
+def one_box(page):
+    """The upload box, once the page's rerun has replaced the box that took the last file (on a loaded machine the
+    old one is still drawn beside the new one for a moment)."""
+    page.wait_for_function(ONE_BOX)
+    return page.locator('[data-testid="stFileUploader"] input[type="file"]')
+
+
 def test_an_exported_trace_shows_the_heatmap_it_was_exported_from(server, browser, tmp_path: Path) -> None:
     analysis = analyze(load_checkpoint(ROOT / "checkpoints" / "lm-english"), TEXT)
     n = len(analysis.target_pieces)
@@ -66,7 +76,7 @@ def test_an_exported_trace_shows_the_heatmap_it_was_exported_from(server, browse
         assert np.allclose(opened, analysis.block("decoder.self_attn", 0).weights[0], atol=1e-5)
         assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
         page.screenshot(path=str(SHOTS / "trace-1024x768.png"), full_page=True)
-        page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(bad))
+        one_box(page).set_input_files(str(bad))
         error = page.locator('[data-testid="stAlertContentError"]')
         error.first.wait_for()
         assert error.count() == 1 and "cannot be opened" in error.inner_text() and "not a trace" in error.inner_text()
@@ -75,7 +85,7 @@ def test_an_exported_trace_shows_the_heatmap_it_was_exported_from(server, browse
         big = tmp_path / "big.json"
         with big.open("wb") as f:
             f.truncate((cache.MAX_UPLOAD_MB + 1) * 2**20)
-        page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(big))
+        one_box(page).set_input_files(str(big))
         page.get_by_text(f"{cache.MAX_UPLOAD_MB:.1f}MB or smaller", exact=False).first.wait_for()
         assert page.locator('[data-testid="stException"]').count() == 0
     finally:
