@@ -81,10 +81,15 @@ def unvalidated(data: list[dict[str, Any]], layout: dict[str, Any]) -> go.Figure
     validation, which costs many times the building itself: the charts drawn on every rerun are built this way.
     Named colour scales are expanded as validation would; tests/test_viz.py checks the JSON equals the validated
     one."""
+    _expand_colorscales(data)
+    return go.Figure({"data": data, "layout": layout}, _validate=False)
+
+
+def _expand_colorscales(data: list[dict[str, Any]]) -> None:
+    """Each series' named colour scale as the list validation would make of it (in place)."""
     for series in data:
         if isinstance(series.get("colorscale"), str):
             series["colorscale"] = _expanded(series["colorscale"])
-    return go.Figure({"data": data, "layout": layout}, _validate=False)
 
 
 @functools.cache
@@ -168,9 +173,7 @@ def frozen_spec(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str,
     sentence and never hands out as a Figure (a phone's certainty strip), Plotly's Figure, with its copy of the
     default template, is work for nothing. `layout` without a template gets the default one, as a Figure would.
     tests/test_viz.py holds the two equal."""
-    for series in data:
-        if isinstance(series.get("colorscale"), str):
-            series["colorscale"] = _expanded(series["colorscale"])
+    _expand_colorscales(data)
     default = _default_template()
     try:
         spec = {"data": _plain(data, _IN_LIST), "layout": _plain(layout, _IN_DICT)}
