@@ -70,3 +70,16 @@ def test_the_cluster_map_names_heads_where_there_is_room_and_heads_at_one_place_
             assert apart_x or abs(p[1] - q[1]) >= LABEL_HEIGHT
     fig = cluster_map(points, heads, cluster, "PCA")
     assert sorted(sum((list(t.customdata) for t in fig.data), [])) == sorted(f"L{la} H{h}" for la, h in heads)
+
+
+def test_the_shipped_induction_texts_hold_no_word_the_model_cannot_read() -> None:
+    """corpora/make.py keeps the sentences the induction model's vocabulary reads whole: its top contexts show
+    words, never a row of <unk>s, and the profile was made from those texts."""
+    from inference.checkpoint import load_checkpoint
+
+    ckpt = load_checkpoint(PROFILES.parent / "checkpoints" / "induction")
+    lines = (PROFILES / "induction-brown" / "texts.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 500
+    assert not [line for line in lines if ckpt.config.unk_id in ckpt.tokenizer.encode(line)]
+    contexts = open_corpus(PROFILES / "induction-brown" / "profile").top_contexts(2, 1, 20)
+    assert not contexts["snippet"].str.contains("<unk>").any()
