@@ -9,12 +9,14 @@ of attention across layers. Layers and heads are 0-based here and in files; labe
 
 A sub-layer is the paper's word ("Each layer has two sub-layers", section 3.1) for one attention of one layer, named by
 its module path; model/transformer.py's `layer.sublayer[i]` is the residual connection and norm around sub-layer i.
+The names before it (`Block`, `Analysis.blocks`, `Analysis.block`) still answer, with a DeprecationWarning.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -183,6 +185,17 @@ class Analysis(Capabilities):
             raise KeyError(f"no {attention} sub-layer in layer {layer}")
         return self.sublayers[name]
 
+    @property
+    def blocks(self) -> dict[str, Sublayer]:
+        """Deprecated: `sublayers`."""
+        renamed("Analysis.blocks", "Analysis.sublayers")
+        return self.sublayers
+
+    def block(self, attention: str, layer: int) -> Sublayer:
+        """Deprecated: `sublayer`."""
+        renamed("Analysis.block", "Analysis.sublayer")
+        return self.sublayer(attention, layer)
+
     def stacked(self, attention: str) -> np.ndarray:
         """Weights of every layer of one attention: (L, H, Tq, Tk)."""
         chosen = [b.weights for b in self.sublayers.values() if b.attention == attention]
@@ -284,3 +297,16 @@ class BatchMasks:
     pieces: list[list[str]]  # per sentence, padded with the pad piece
     padding: np.ndarray  # (B, T) True at real tokens
     attention: np.ndarray  # (B, T, T) True = may attend (padding, and no-peek when causal)
+
+
+def renamed(old: str, new: str) -> None:
+    """Warn a caller of a name this module no longer uses (a notebook written before) which name to call instead."""
+    message = f"{old} is now {new}: one attention sub-layer, as the paper names it"
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Block":
+        renamed("analysis.record.Block", "analysis.record.Sublayer")
+        return Sublayer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
