@@ -21,7 +21,7 @@ from inference.prediction import Prediction
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import Ablation, Patch
 from model.forward import decoder_layers, decoder_logits, forward
-from model.names import block_name, layer_name
+from model.names import layer_name, sublayer_name
 from model.trace import Trace
 from model.transformer import Ablations
 
@@ -30,7 +30,7 @@ from model.transformer import Ablations
 class Effect:
     """The predictions before and after an ablation."""
 
-    ablated: tuple[tuple[str, tuple[int, ...]], ...]  # (block name, heads), what was switched off
+    ablated: tuple[tuple[str, tuple[int, ...]], ...]  # (sub-layer name, heads), what was switched off
     mode: str
     kl: float  # KL(before ‖ after) in nats: at the last position (LM), the mean over output steps (encoder-decoder)
     # or over the input's positions (encoder-only)
@@ -57,7 +57,7 @@ def _top(ckpt: Checkpoint, logits: Tensor, k: int) -> tuple[Prediction, ...]:
 
 
 def ablations(heads: dict[str, tuple[int, ...]], mode: str) -> dict[str, Ablation]:
-    """{block name: heads} → the forward pass's `ablate` argument."""
+    """{sub-layer name: heads} → the forward pass's `ablate` argument."""
     return {name: Ablation(tuple(sorted(set(hs))), mode) for name, hs in heads.items() if hs}
 
 
@@ -70,7 +70,7 @@ def ablation_effect(
     k: int = 5,
     output_ids: tuple[int, ...] | None = None,
 ) -> Effect:
-    """The predictions for `text` with every head in `heads` ({block name: heads}) switched off, beside the
+    """The predictions for `text` with every head in `heads` ({sub-layer name: heads}) switched off, beside the
     intact model's. `output_ids`: an encoder-decoder's intact greedy output (64 tokens at most, without <s>) as an
     analysis of `text` decoded it: used as it is, so only the ablated model decodes."""
     cfg, cut = ckpt.config, ablations(heads, mode)
@@ -110,18 +110,18 @@ def ablation_effect(
 @dataclass(frozen=True)
 class RankingSetup:
     """What ranking the heads of one text needs once: the input, the intact logits at the scored rows, and every
-    attention block with its number of heads (the order of the model's trace)."""
+    attention sub-layer with its number of heads (the order of the model's trace)."""
 
     source: Tensor | None  # encoder-decoder: the source ids; else None
     target: Tensor  # the ids fed to the (first) stack under teacher forcing
     rows: slice  # the positions whose distribution is scored
     before: Tensor  # (rows, vocab) intact logits
-    blocks: tuple[tuple[str, int], ...]  # (block name, heads)
+    sublayers: tuple[tuple[str, int], ...]  # (sub-layer name, heads)
 
 
 @torch.inference_mode()
 def ranking_setup(ckpt: Checkpoint, text: str) -> RankingSetup:
-    """One traced pass (after the greedy output, for a translator): the scored positions and the blocks."""
+    """One traced pass (after the greedy output, for a translator): the scored positions and the sub-layers."""
     cfg = ckpt.config
     cleaned = clean_text(text).text
     if cfg.has_cross_attention:
@@ -133,17 +133,17 @@ def ranking_setup(ckpt: Checkpoint, text: str) -> RankingSetup:
     else:
         source, target, rows = None, torch.tensor([encode_prefix(ckpt, cleaned, [])]), slice(-1, None)
     logits, trace = forward(ckpt.model, target, source)
-    blocks = tuple((name, rec.keys.shape[1]) for name, rec in trace.attention.items())  # keys: (B, H, Tk, d_head)
-    return RankingSetup(source, target, rows, logits[0].float()[rows], blocks)
+    sublayers = tuple((name, rec.keys.shape[1]) for name, rec in trace.attention.items())  # keys: (B, H, Tk, d_head)
+    return RankingSetup(source, target, rows, logits[0].float()[rows], sublayers)
 
 
 @torch.inference_mode()
-def rank_block(
+def rank_sublayer(
     ckpt: Checkpoint, setup: RankingSetup, name: str, mode: str = "zero", heads: Sequence[int] | None = None
 ) -> list[tuple[str, int, float]]:
-    """Each head of block `name` (or those of `heads`) switched off alone: (block name, head, KL(before ‖ after)),
-    in head order, side by side in batches (rank_heads)."""
-    chosen = range(dict(setup.blocks)[name]) if heads is None else heads
+    """Each head of sub-layer `name` (or those of `heads`) switched off alone: (sub-layer name, head,
+    KL(before ‖ after)), in head order, side by side in batches (rank_heads)."""
+    chosen = range(dict(setup.sublayers)[name]) if heads is None else heads
     return rank_heads(ckpt, setup, [(name, head) for head in chosen], mode)
 
 
@@ -151,7 +151,7 @@ def rank_block(
 def rank_one_at_a_time(
     ckpt: Checkpoint, setup: RankingSetup, heads: Sequence[tuple[str, int]], mode: str = "zero"
 ) -> list[tuple[str, int, float]]:
-    """`rank_heads` by its definition: one forward pass per (block, head), switched off by the model's own
+    """`rank_heads` by its definition: one forward pass per (sub-layer, head), switched off by the model's own
     Ablation. What the batched path is proven equal to (tests/test_ablation.py) and timed against
     (bench/rank_heads.py)."""
     table = []
@@ -189,7 +189,7 @@ def batch_rows(ckpt: Checkpoint, setup: RankingSetup) -> int:
 
 
 def _head_means(trace: Trace) -> dict[str, Tensor]:
-    """Every block's heads' outputs averaged over the real query positions of the intact pass `trace` (recorded),
+    """Every sub-layer's heads' outputs averaged over the real query positions of the intact pass `trace` (recorded),
     (1, H, 1, d_head): what Ablation's mode "mean" writes. A head switched off alone is the only change in its
     row, so the output it would have had there is the intact pass's."""
     means = {}
@@ -210,18 +210,18 @@ def rank_heads(
     *,
     resume: bool = True,
 ) -> list[tuple[str, int, float]]:
-    """Each (block name, head) of `heads` switched off alone: (block name, head, KL(before ‖ after)), in the order
-    given. `batch` heads a forward pass (None: batch_rows): the text repeated once a head, row i switching off
+    """Each (sub-layer name, head) of `heads` switched off alone: (sub-layer name, head, KL(before ‖ after)), in the
+    order given. `batch` heads a forward pass (None: batch_rows): the text repeated once a head, row i switching off
     head i only (a model.attention.Patch true at that row and head: zeros, or with mode "mean" the intact pass's
     mean of that head, _head_means). `resume` (a decoder-only model, `resumes`): each row joins the batch at its
     head's layer from the intact pass's stream there, and the logits are projected at the scored positions only.
     Equal to one pass a head (rank_one_at_a_time) within float rounding; `resume=False` runs whole passes."""
     if mode not in ("zero", "mean"):
         raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}")
-    counts = dict(setup.blocks)
+    counts = dict(setup.sublayers)
     for name, head in heads:
         if name not in counts or not 0 <= head < counts[name]:
-            raise ValueError(f"no head {head} in block {name!r}")
+            raise ValueError(f"no head {head} in sub-layer {name!r}")
     if not heads:
         return []
     batch = batch or batch_rows(ckpt, setup)
@@ -235,7 +235,7 @@ def rank_heads(
 def _patches(
     chunk: Sequence[tuple[str, int]], counts: dict[str, int], means: dict[str, Tensor], device: torch.device
 ) -> dict[str, Patch]:
-    """Row i of a batch switches off head i of `chunk` only: a Patch a block, true at (row, head)."""
+    """Row i of a batch switches off head i of `chunk` only: a Patch a sub-layer, true at (row, head)."""
     where = {name: torch.zeros(len(chunk), counts[name], dtype=torch.bool, device=device) for name, _ in chunk}
     for row, (name, head) in enumerate(chunk):
         where[name][row, head] = True
@@ -247,7 +247,7 @@ def _whole_passes(
     ckpt: Checkpoint, setup: RankingSetup, heads: Sequence[tuple[str, int]], mode: str, batch: int
 ) -> list[float]:
     """KL a head, every layer of every row run (any kind of model)."""
-    device, counts = setup.before.device, dict(setup.blocks)
+    device, counts = setup.before.device, dict(setup.sublayers)
     means = _head_means(forward(ckpt.model, setup.target, setup.source, record=True)[1]) if mode == "mean" else {}
     kls: list[float] = []
     for first in range(0, len(heads), batch):
@@ -267,11 +267,11 @@ def _resumed(
     """KL a head of a decoder-only model: the heads sorted by layer, `batch` a batch; a row joins at its head's
     layer with the intact stream there (the layers before are the intact pass's), so a pass through layer l runs
     only the rows whose head lies at or before l; the logits at the scored positions only."""
-    model, device, counts = ckpt.model, setup.before.device, dict(setup.blocks)
+    model, device, counts = ckpt.model, setup.before.device, dict(setup.sublayers)
     _, trace = forward(model, setup.target, None, record=mode == "mean", activations=True)
     means = _head_means(trace) if mode == "mean" else {}
     n_layers = ckpt.config.n_decoder_layers
-    layer_of = {block_name("decoder", i, "self_attn"): i for i in range(n_layers)}
+    layer_of = {sublayer_name("decoder", i, "self_attn"): i for i in range(n_layers)}
     order = sorted(range(len(heads)), key=lambda i: layer_of[heads[i][0]])
     kls = [0.0] * len(heads)
     for first in range(0, len(order), batch):
@@ -297,9 +297,9 @@ def _resumed(
 
 def rank_by_attribution(ckpt: Checkpoint, setup: RankingSetup, mode: str = "zero") -> list[tuple[str, int, float]]:
     """Every head switched off, approximated with one forward and one backward pass (attribution patching, Nanda
-    2023): (block name, head, the drop in the mean log-probability of the intact model's top prediction at the
+    2023): (sub-layer name, head, the drop in the mean log-probability of the intact model's top prediction at the
     scored rows, to first order), the largest drop first. The drop is (ablated − intact head output) · ∂ log p /
-    ∂(head output): exact for small changes, a guide for a head switched off; the exact ranking (`rank_block`)
+    ∂(head output): exact for small changes, a guide for a head switched off; the exact ranking (`rank_sublayer`)
     measures the KL divergence instead, which has no first-order term."""
     if mode not in ("zero", "mean"):
         raise ValueError(f"ablation mode must be 'zero' or 'mean', got {mode!r}")
@@ -327,11 +327,11 @@ def rank_by_attribution(ckpt: Checkpoint, setup: RankingSetup, mode: str = "zero
 
 
 def head_importance(ckpt: Checkpoint, text: str, mode: str = "zero") -> list[tuple[str, int, float]]:
-    """Each head switched off alone: (block name, head, KL(before ‖ after)), the most important first. The KL is
+    """Each head switched off alone: (sub-layer name, head, KL(before ‖ after)), the most important first. The KL is
     at the last position (LM), averaged over the greedy output's steps (encoder-decoder) or over the input's
-    positions (encoder-only). The app runs the same steps a block at a time (ui.head_ranking), with progress."""
+    positions (encoder-only). The app runs the same steps a sub-layer at a time (ui.head_ranking), with progress."""
     setup = ranking_setup(ckpt, text)
-    every = [(name, head) for name, n_heads in setup.blocks for head in range(n_heads)]
+    every = [(name, head) for name, n_heads in setup.sublayers for head in range(n_heads)]
     return most_important_first(rank_heads(ckpt, setup, every, mode))
 
 

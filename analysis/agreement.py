@@ -7,7 +7,7 @@ from 1), the model's top guess there (`answer`). Each method gives every head (l
 - **attention**: the largest weight the predicting position gives any token but the first. The first token is the
   start of text, where heads park the attention they do not use (0 when the position is the first itself).
 - **value-weighted attention**: the same largest share, read from the weights scaled by what each key's value
-  moves (Kobayashi et al. 2020; analysis.record.Block.value_weighted).
+  moves (Kobayashi et al. 2020; analysis.record.Sublayer.value_weighted).
 - **direct logit attribution**: what the head writes directly toward the answer's logit (analysis.attribution).
 - **ablation (zero)** and **ablation (mean)**: KL(intact ‖ ablated) of the next-token distribution at the position
   with the head switched off alone (analysis.ablation.rank_heads): many heads a pass, a batch row each.
@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from analysis.ablation import RankingSetup, rank_block, rank_heads
+from analysis.ablation import RankingSetup, rank_heads, rank_sublayer
 from analysis.analyze import analyze
 from analysis.attribution import attribute
 from analysis.patching import (
@@ -55,7 +55,7 @@ from inference.checkpoint import Checkpoint
 from inference.decoding import top_k
 from inference.text import clean_text, encode_prefix, encode_source
 from model.forward import forward
-from model.names import block_name, parse_attention_type
+from model.names import parse_attention_type, sublayer_name
 
 METHODS = (
     "attention",
@@ -194,9 +194,9 @@ def setup(
     check_position(position, len(ids))
     target = torch.tensor([ids])
     logits, trace = forward(ckpt.model, target, record=True)
-    blocks = tuple((name, rec.keys.shape[1]) for name, rec in trace.attention.items())  # keys: (B, H, Tk, d_head)
+    sublayers = tuple((name, rec.keys.shape[1]) for name, rec in trace.attention.items())  # keys: (B, H, Tk, d_head)
     rows = slice(position, position + 1)
-    ranking = RankingSetup(None, target, rows, logits[0].float()[rows], blocks)
+    ranking = RankingSetup(None, target, rows, logits[0].float()[rows], sublayers)
     answer = _top(ckpt, logits[0, position], 1)[0]
     other, corrupted_from = corrupted_ids(ckpt, analysis.text, ids, position, corrupted)
     runs, note = None, "" if other is not None else corrupted_from
@@ -219,12 +219,12 @@ def one_pass_scores(ckpt: Checkpoint, s: Setup) -> dict[str, np.ndarray]:
     """The methods that need a pass or two for every head at once: attention, value-weighted attention, direct
     logit attribution, attribution patching."""
     layers = ckpt.config.n_decoder_layers
-    names = [block_name("decoder", i, "self_attn") for i in range(layers)]
-    blocks = [s.analysis.blocks[n] for n in names]
+    names = [sublayer_name("decoder", i, "self_attn") for i in range(layers)]
+    sublayers = [s.analysis.sublayers[n] for n in names]
     scores = {
-        "attention": np.stack([_largest_but_first(b.weights, s.position) for b in blocks]),
+        "attention": np.stack([_largest_but_first(b.weights, s.position) for b in sublayers]),
         "value-weighted attention": np.stack(
-            [_largest_but_first(b.value_weighted().weights, s.position) for b in blocks]
+            [_largest_but_first(b.value_weighted().weights, s.position) for b in sublayers]
         ),
         "direct logit attribution": attribute(ckpt, None, s.ids, s.position).heads["decoder.self_attn"],
     }
@@ -237,15 +237,15 @@ def ablation_scores(
     ckpt: Checkpoint, s: Setup, mode: str, layer: int, heads: Sequence[int] | None = None
 ) -> np.ndarray:
     """Each head of `layer` (or of `heads`) switched off alone (`mode` "zero" or "mean"): KL at the position."""
-    name = block_name("decoder", layer, "self_attn")
-    return np.array([kl for _, _, kl in rank_block(ckpt, s.ranking, name, mode, heads)])
+    name = sublayer_name("decoder", layer, "self_attn")
+    return np.array([kl for _, _, kl in rank_sublayer(ckpt, s.ranking, name, mode, heads)])
 
 
 def every_ablation_score(ckpt: Checkpoint, s: Setup, mode: str) -> np.ndarray:
     """(L, H) each head switched off alone (`mode` "zero" or "mean"), KL at the position: every layer's heads side
     by side in batches (rank_heads), as `ablation_scores` of each layer gives them."""
     layers, heads = ckpt.config.n_decoder_layers, ckpt.config.n_heads
-    every = [(block_name("decoder", layer, "self_attn"), head) for layer in range(layers) for head in range(heads)]
+    every = [(sublayer_name("decoder", layer, "self_attn"), head) for layer in range(layers) for head in range(heads)]
     return np.array([kl for _, _, kl in rank_heads(ckpt, s.ranking, every, mode)]).reshape(layers, heads)
 
 
@@ -288,8 +288,8 @@ def agreement(
 
 @dataclass(frozen=True)
 class TranslatorAgreement:
-    """A translator's prediction at decoder `position` (0-based) of `target`, every head of every block (both
-    stacks) by each method: scores, method → {block name: (H,)}, NaN where a method does not score a block (the
+    """A translator's prediction at decoder `position` (0-based) of `target`, every head of every sub-layer (both
+    stacks) by each method: scores, method → {sub-layer name: (H,)}, NaN where a method does not score a sub-layer (the
     encoder's heads have no query at the predicting position, so no attention column and no direct path to the
     logits). corrupted: the corrupted source's
     ids; note: why the patching columns are NaN ("" when they are not)."""
@@ -322,7 +322,7 @@ def translator_agreement(
 ) -> TranslatorAgreement:
     """Every head's importance for the translator's prediction after decoder `position` (0-based; None: the first
     output word), the target (its own output, or `target`) held fixed for every run: attention and value-weighted
-    attention (decoder blocks), direct logit attribution (the decoder's, analysis.attribution), the KL at the
+    attention (decoder sub-layers), direct logit attribution (the decoder's, analysis.attribution), the KL at the
     position with each head of both stacks switched off alone (zero, mean), and activation patching of a corrupted
     source of the same length (`corrupted`; else the source with the tokens between its first and last shuffled,
     seeded), the target fixed (analysis.patching.patch_translator), and attribution patching of the same pair
@@ -336,23 +336,23 @@ def translator_agreement(
     source, decoder = torch.tensor([source_ids]), torch.tensor([ids])
     logits, trace = forward(ckpt.model, decoder, source, record=True)
     answer = _top(ckpt, logits[0, position], 1)[0]
-    blocks = tuple((name, rec.keys.shape[1]) for name, rec in trace.attention.items())
+    sublayers = tuple((name, rec.keys.shape[1]) for name, rec in trace.attention.items())
     rows = slice(position, position + 1)
-    ranking = RankingSetup(source, decoder, rows, logits[0].float()[rows], blocks)
+    ranking = RankingSetup(source, decoder, rows, logits[0].float()[rows], sublayers)
     n_heads = ckpt.config.n_heads
-    nan = {name: np.full(n_heads, np.nan) for name, _ in blocks}
+    nan = {name: np.full(n_heads, np.nan) for name, _ in sublayers}
     scores: dict[str, dict[str, np.ndarray]] = {m: dict(nan) for m in METHODS}
-    for name, block in analysis.blocks.items():
-        if block.stack == "decoder":
-            skip = block.type == "self_attn"
-            scores["attention"][name] = _largest(block.weights, position, skip)
-            scores["value-weighted attention"][name] = _largest(block.value_weighted().weights, position, skip)
+    for name, sublayer in analysis.sublayers.items():
+        if sublayer.stack == "decoder":
+            skip = sublayer.type == "self_attn"
+            scores["attention"][name] = _largest(sublayer.weights, position, skip)
+            scores["value-weighted attention"][name] = _largest(sublayer.value_weighted().weights, position, skip)
     direct = attribute(ckpt, source, decoder, position).heads
     for attention, matrix in direct.items():
         stack, type_ = parse_attention_type(attention)
         for layer, row in enumerate(matrix):
-            scores["direct logit attribution"][block_name(stack, layer, type_)] = np.asarray(row, dtype=np.float64)
-    every = [(name, h) for name, heads in blocks for h in range(heads)]
+            scores["direct logit attribution"][sublayer_name(stack, layer, type_)] = np.asarray(row, dtype=np.float64)
+    every = [(name, h) for name, heads in sublayers for h in range(heads)]
     for mode in ("zero", "mean"):
         for name, head, kl in rank_heads(ckpt, ranking, every, mode):
             scores[f"ablation ({mode})"][name] = scores[f"ablation ({mode})"][name].copy()

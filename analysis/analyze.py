@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 from analysis.forced import rows_of
-from analysis.record import Analysis, BatchMasks, Block, HeadDetail, query_key_pieces
+from analysis.record import Analysis, BatchMasks, HeadDetail, Sublayer, query_key_pieces
 from inference.catalog import decoding_beam
 from inference.checkpoint import Checkpoint
 from inference.decoding import Sampling, beam_many, decoding_cache, generate, greedy_many, pad_rows, top_k
@@ -29,7 +29,7 @@ from inference.text import (
 )
 from model.attention import attention_mask, padding_mask
 from model.forward import forward
-from model.names import parse_block_name
+from model.names import parse_sublayer_name
 from model.trace import Trace
 from model.transformer import EncoderDecoder
 
@@ -39,9 +39,9 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 def value_norms(model: torch.nn.Module, name: str, values: torch.Tensor) -> torch.Tensor:
-    """(B, H, Tk) ‖v_j W_O^h‖ of block `name`'s values (B, H, Tk, d_head): each key's value vector through its
+    """(B, H, Tk) ‖v_j W_O^h‖ of sub-layer `name`'s values (B, H, Tk, d_head): each key's value vector through its
     head's slice of the output projection, the bias of W_O left out (it is added once, not per key)."""
-    stack, layer, type_ = parse_block_name(name)
+    stack, layer, type_ = parse_sublayer_name(name)
     layers = getattr(model, stack).layers  # one module applied to every layer in a shared-layers model
     w_o = getattr(layers[0] if len(layers) == 1 else layers[layer], type_).w_o.weight  # (d_model, H·d_head)
     heads, d_head = values.shape[1], values.shape[-1]
@@ -49,16 +49,16 @@ def value_norms(model: torch.nn.Module, name: str, values: torch.Tensor) -> torc
     return torch.linalg.vector_norm(torch.einsum("bhkd,mhd->bhkm", values, per_head), dim=-1)
 
 
-def _blocks(
+def _sublayers(
     model: torch.nn.Module, trace: Trace, row: int, source: tuple[str, ...] | None, target: tuple[str, ...]
-) -> dict[str, Block]:
-    """Row `row` of a (possibly padded) batch trace as numpy blocks, cut to its own tokens."""
-    blocks = {}
+) -> dict[str, Sublayer]:
+    """Row `row` of a (possibly padded) batch trace as numpy sub-layers, cut to its own tokens."""
+    sublayers = {}
     for name, rec in trace.attention.items():
         queries, keys = query_key_pieces(name, source, target)
         tq, tk = len(queries), len(keys)
         norms = value_norms(model, name, rec.values[row : row + 1, :, :tk])[0]
-        blocks[name] = Block(
+        sublayers[name] = Sublayer(
             name=name,
             query_pieces=queries,
             key_pieces=keys,
@@ -68,7 +68,7 @@ def _blocks(
             values=_np(rec.values[row, :, :tk]).astype(np.float32),
             value_norms=_np(norms).astype(np.float32),
         )
-    return blocks
+    return sublayers
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ def _analysis(ckpt: Checkpoint, p: _Prepared, trace: Trace, row: int, logits: to
         source_pieces=source,
         target_pieces=target,
         target_ids=tuple(p.target_ids),
-        blocks=_blocks(ckpt.model, trace, row, source, target),
+        sublayers=_sublayers(ckpt.model, trace, row, source, target),
         positional_encoding=positional_encoding,
         predictions=predictions,
         output_text=tok.decode(p.target_ids) if cfg.has_cross_attention else None,
@@ -358,18 +358,18 @@ def positions_used(ckpt: Checkpoint, text: str) -> int | None:
 def head_detail(
     ckpt: Checkpoint,
     text: str,
-    block: str,
+    sublayer: str,
     head: int,
     k: int = 5,
     max_tokens: int = 64,
     target_ids: tuple[int, ...] | None = None,
 ) -> HeadDetail:
-    """Head `head` of `block`: its raw scores and values for `text`, from one traced pass run as `analyze` runs it
+    """Head `head` of `sublayer`: its raw scores and values for `text`, from one traced pass run as `analyze` runs it
     (same `k` and `max_tokens`, so the rows are the pages' analysis's rows); copies, so the rest of the pass is
     freed. `target_ids`: an encoder-decoder's output as the pages' analysis decoded it, fed as it is (no second
-    decoding). Raises InputError for a text the model cannot take, KeyError for a block it has not."""
+    decoding). Raises InputError for a text the model cannot take, KeyError for a sub-layer it has not."""
     given = target_ids if ckpt.config.has_cross_attention else None
-    found = analyze(ckpt, text, k=k, max_tokens=max_tokens, target_ids=given).blocks[block]
+    found = analyze(ckpt, text, k=k, max_tokens=max_tokens, target_ids=given).sublayers[sublayer]
     if found.scores is None or found.values is None:
-        raise ValueError(f"{block}: the traced pass recorded no scores or values")
-    return HeadDetail(block, head, found.scores[head].copy(), found.values[head].copy())
+        raise ValueError(f"{sublayer}: the traced pass recorded no scores or values")
+    return HeadDetail(sublayer, head, found.scores[head].copy(), found.values[head].copy())

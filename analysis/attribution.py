@@ -34,7 +34,7 @@ from inference.decoding import pad_rows, top_k
 from inference.text import clean_text, encode_source
 from inference.tokenizer import TokenizerLike
 from model.forward import forward
-from model.names import block_name, layer_name
+from model.names import layer_name, sublayer_name
 from model.trace import Trace
 
 
@@ -253,7 +253,7 @@ def _split(
                 feed_forward[i] = float(out @ d)
                 continue
             attention = getattr(layer, part)
-            record = trace.attention[block_name("decoder", i, part)]
+            record = trace.attention[sublayer_name("decoder", i, part)]
             z = (record.weights[row, :, position, None] @ record.values[row])[
                 :, 0
             ].double()  # (H, d_head): each head's output

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from analysis.lesson import INDUCTION_AT, Circuit
-from model.names import block_layer
+from model.names import sublayer_layer
 
 Head = tuple[int, int, float]  # (layer, head, score), 0-based
 
@@ -197,11 +197,11 @@ def tell(seen: Circuit) -> Told:
     """`told` on the figures of one measured circuit."""
     (pb, ph, ps), (ib, ih, iscore) = seen.previous, seen.induction
     return told(
-        (block_layer(pb), ph, ps),
-        (block_layer(ib), ih, iscore),
+        (sublayer_layer(pb), ph, ps),
+        (sublayer_layer(ib), ih, iscore),
         seen.sources,
         seen.patching.scores,
-        tuple((block_layer(b), h, s) for b, h, s in seen.together),
+        tuple((sublayer_layer(b), h, s) for b, h, s in seen.together),
         seen.restored,
         seen.attribution.heads["decoder.self_attn"],
     )

@@ -20,7 +20,7 @@ import numpy as np
 from analysis.induction import second_copy, sentence_scores
 from analysis.record import Analysis
 from inference.catalog import card_defaults, default_head
-from model.names import block_layer
+from model.names import sublayer_layer
 
 MOST_CHOICES = 64  # the classroom's own bound on choices (live/rules.py)
 MOST_WORDS = 20  # words offered for "where will it attend": a class reads every one on a phone
@@ -148,11 +148,11 @@ def attend(analysis: Analysis, attention: str, layer: int, head: int, query: int
     """Which word will query `query` of head `head`, layer `layer` attend to most: the words of the keys it may
     attend to (`<s>` left out), each weighing the sum of its pieces' weights, and the heaviest. Asked only where the
     heaviest weighs ATTEND_MARGIN times the second and the words hold ATTEND_SHARE of the query's weight."""
-    block = analysis.block(attention, layer)
-    if not 0 <= query < len(block.query_pieces):
-        raise QuestionError(f"query {query + 1} is not one of the {len(block.query_pieces)} query tokens")
-    allowed = set(np.flatnonzero(block.mask[query]).tolist())
-    text_words = words(block.key_pieces)
+    sublayer = analysis.sublayer(attention, layer)
+    if not 0 <= query < len(sublayer.query_pieces):
+        raise QuestionError(f"query {query + 1} is not one of the {len(sublayer.query_pieces)} query tokens")
+    allowed = set(np.flatnonzero(sublayer.mask[query]).tolist())
+    text_words = words(sublayer.key_pieces)
     numbered = [(n, w) for n, w in enumerate((w for w in text_words if w.text not in SPECIAL), start=1)]
     offered = [(n, Word(w.text, tuple(p for p in w.positions if p in allowed))) for n, w in numbered]
     offered = [(n, w) for n, w in offered if w.positions]
@@ -162,7 +162,7 @@ def attend(analysis: Analysis, attention: str, layer: int, head: int, query: int
         raise QuestionError(
             f"query {query + 1} may attend to {len(offered)} words, more than {MOST_WORDS}: use a shorter text"
         )
-    row = block.weights[head, query]
+    row = sublayer.weights[head, query]
     values = [float(row[list(w.positions)].sum()) for _, w in offered]
     where = f"layer {layer + 1}, head {head + 1}"
     if sum(values) < ATTEND_SHARE:
@@ -178,7 +178,7 @@ def attend(analysis: Analysis, attention: str, layer: int, head: int, query: int
         )
     labels = _labels([w for _, w in offered], [n for n, _ in offered])
     query_word = next(w for w in text_words if query in w.positions) if attention.endswith("self_attn") else None
-    said = query_word.text if query_word is not None else block.query_pieces[query]
+    said = query_word.text if query_word is not None else sublayer.query_pieces[query]
     prompt = f"Layer {layer + 1}, head {head + 1}: which word will “{_text([said]).strip()}” attend to most?"
     return Asked(
         "attend",
@@ -201,13 +201,13 @@ def induction_head(analysis: Analysis, named: tuple[int, int] | None = None) -> 
     if attention is None:
         raise QuestionError("this model has no self-attention to look for an induction head in")
     layers = analysis.layers(attention)
-    first = analysis.block(attention, layers[0])
+    first = analysis.sublayer(attention, layers[0])
     tokens = first.query_pieces if not analysis.target_ids or first.stack == "encoder" else analysis.target_ids
     if len(second_copy(tokens)) < MIN_REPEAT:
         raise QuestionError(
             "this text repeats no phrase: type one with a repeat, e.g. “the old man went … the old man”"
         )
-    table = np.stack([sentence_scores(analysis.block(attention, layer).weights, tokens) for layer in layers])
+    table = np.stack([sentence_scores(analysis.sublayer(attention, layer).weights, tokens) for layer in layers])
     n_layers, n_heads = table.shape
     if n_layers * n_heads > MOST_CHOICES:
         raise QuestionError(f"{n_layers * n_heads} heads are more than a class can pick from")
@@ -254,7 +254,7 @@ def named_head(card: dict) -> tuple[int, int] | None:
     where the card names none (a translator, a card measured before)."""
     found = card_defaults(card, "head")
     head = default_head(card) if found is not None and found.get("what") == "induction" else None
-    return None if head is None else (block_layer(head[0]), head[1])
+    return None if head is None else (sublayer_layer(head[0]), head[1])
 
 
 def _guess_label(piece: str) -> str | None:

@@ -17,7 +17,7 @@ from analysis.ablation import ablation_effect, head_importance
 from analysis.induction import SENTENCES, second_copy, sentence_scores
 from analysis.induction import measure as induction_probe
 from analysis.patching import PairError, prepare
-from inference.catalog import presets
+from inference.catalog import SUBLAYER_KEY, presets
 from inference.checkpoint import Checkpoint
 from inference.decoding import generate
 from inference.snapshots import list_snapshots, load_snapshot
@@ -123,28 +123,30 @@ def opening_head(ckpt: Checkpoint) -> dict[str, Any]:
             scores = report.induction
             measure = f"induction score on <s> + {report.length} random tokens, repeated once"
         what = "induction"
-    block, head = max(((b, h) for b, row in scores.items() for h in range(len(row))), key=lambda k: scores[k[0]][k[1]])
+    sublayer, head = max(
+        ((b, h) for b, row in scores.items() for h in range(len(row))), key=lambda k: scores[k[0]][k[1]]
+    )
     first = next(iter(scores))
     record: dict[str, Any] = {
-        "block": block,
+        SUBLAYER_KEY: sublayer,
         "head": head + 1,
         "what": what,
-        "score": round(scores[block][head], ROUND),
+        "score": round(scores[sublayer][head], ROUND),
         "first_head_score": round(scores[first][0], ROUND),  # layer 1, head 1 of the same attention: the old default
         "measure": measure,
     }
     if probe is not None:
-        p_block, p_head, p_score = probe.best(probe.induction)
+        p_sublayer, p_head, p_score = probe.best(probe.induction)
         record["probe"] = {
-            "block": p_block,
+            SUBLAYER_KEY: p_sublayer,
             "head": p_head + 1,
             "score": round(p_score, ROUND),
-            "score_of_head": round(probe.induction[block][head], ROUND),  # the chosen head's own probe score
-            "sentence_score": round(scores[p_block][p_head], ROUND),
-            "sink": round(sink(ckpt, p_block, p_head), ROUND),
+            "score_of_head": round(probe.induction[sublayer][head], ROUND),  # the chosen head's own probe score
+            "sentence_score": round(scores[p_sublayer][p_head], ROUND),
+            "sink": round(sink(ckpt, p_sublayer, p_head), ROUND),
             "measure": f"induction score on <s> + {probe.length} random tokens, repeated once",
         }
-    if what == "induction" and (found := repeating_text(ckpt, block, head)) is not None:
+    if what == "induction" and (found := repeating_text(ckpt, sublayer, head)) is not None:
         record |= {"text": found[0], "text_score": round(found[1], ROUND)}  # where Explore opens
     return record
 
@@ -181,27 +183,27 @@ def sentences(ckpt: Checkpoint) -> tuple[dict[str, list[float]] | None, str]:
 
 
 @torch.inference_mode()
-def sink(ckpt: Checkpoint, block: str, head: int) -> float:
-    """How much head `head` (0-based) of `block` rests on `<s>` (position 0) over the second copy of the sentences
+def sink(ckpt: Checkpoint, sublayer: str, head: int) -> float:
+    """How much head `head` (0-based) of `sublayer` rests on `<s>` (position 0) over the second copy of the sentences
     (the queries sentence_scores reads): the attention sink, where a head with nothing to do puts its weight."""
     rested = []
     for ids in _sentence_ids(ckpt):
         _, trace = forward(ckpt.model, torch.tensor([ids]))
-        weights = trace.attention[block].weights[0, head].float().numpy()
+        weights = trace.attention[sublayer].weights[0, head].float().numpy()
         rested.extend(float(weights[q, 0]) for q, _ in second_copy(ids))
     return sum(rested) / len(rested) if rested else 0.0
 
 
 @torch.inference_mode()
-def repeating_text(ckpt: Checkpoint, block: str, head: int) -> tuple[str, float] | None:
-    """Of a language model's presets and REPEATED, the text on which head `head` (0-based) of `block` attends most
+def repeating_text(ckpt: Checkpoint, sublayer: str, head: int) -> tuple[str, float] | None:
+    """Of a language model's presets and REPEATED, the text on which head `head` (0-based) of `sublayer` attends most
     as an induction head, and that attention: Explore opens on it, so that the first view shows the pattern the
     head was chosen for. None when no text repeats a token the head can look back to."""
     scored = []
     for text in _candidates(ckpt):
         ids = _known(ckpt, text)
         _, trace = forward(ckpt.model, torch.tensor([ids]))
-        scored.append((induction_attention(trace.attention[block].weights[0, head], ids), text))
+        scored.append((induction_attention(trace.attention[sublayer].weights[0, head], ids), text))
     score, text = max(scored, key=lambda s: s[0], default=(0.0, ""))  # the first of equal scores
     return (text, score) if score > 0 else None
 
@@ -218,28 +220,28 @@ def shows(kl: float, before: str, after: str) -> bool:
     return kl >= KL_SHOWN or before != after
 
 
-def ablation_text(ckpt: Checkpoint, block: str, head: int) -> dict[str, Any]:
+def ablation_text(ckpt: Checkpoint, sublayer: str, head: int) -> dict[str, Any]:
     """Of the model's presets (and, for a language model, texts that repeat), the one where switching head `head`
-    (0-based) of `block` off moves the prediction most (KL intact ‖ ablated). Where that head shows on none, the
+    (0-based) of `sublayer` off moves the prediction most (KL intact ‖ ablated). Where that head shows on none, the
     head and text that move it most of all (analysis.ablation's exact ranking on each text); where no one head shows
     (a model that spreads its work over its heads), every head of the attention layer that moves it most when all
     are switched off together, listed under `heads`."""
     texts = _candidates(ckpt)
-    effects = [(ablation_effect(ckpt, text, {block: (head,)}), text) for text in texts]
+    effects = [(ablation_effect(ckpt, text, {sublayer: (head,)}), text) for text in texts]
     effect, text = max(effects, key=lambda e: e[0].kl)
     heads: tuple[int, ...] = (head,)
     if not shows(effect.kl, effect.before_top[0].piece, effect.after_top[0].piece):
         ranked = [(kl, t, b, h) for t in texts for b, h, kl in head_importance(ckpt, t)]
-        _, text, block, head = max(ranked, key=lambda r: r[0])
-        effect, heads = ablation_effect(ckpt, text, {block: (head,)}), (head,)
+        _, text, sublayer, head = max(ranked, key=lambda r: r[0])
+        effect, heads = ablation_effect(ckpt, text, {sublayer: (head,)}), (head,)
         if not shows(effect.kl, effect.before_top[0].piece, effect.after_top[0].piece):
             layers: dict[str, set[int]] = {}
             for _, _, b, h in ranked:
                 layers.setdefault(b, set()).add(h)
-            effect, text, block, heads = whole_layer(ckpt, texts, layers)
+            effect, text, sublayer, heads = whole_layer(ckpt, texts, layers)
     before, after = effect.before_top[0].piece, effect.after_top[0].piece
     record = {
-        "block": block,
+        SUBLAYER_KEY: sublayer,
         "head": heads[0] + 1,
         "text": text,
         "kl": round(effect.kl, ROUND),
@@ -251,8 +253,8 @@ def ablation_text(ckpt: Checkpoint, block: str, head: int) -> dict[str, Any]:
 
 
 def whole_layer(ckpt: Checkpoint, texts: Sequence[str], layers: dict[str, set[int]]) -> tuple[Any, str, str, tuple]:
-    """Of every attention layer's heads (`layers`: block name → its heads, 0-based) switched off together, on each
-    text: the (effect, text, block, heads) that moves the prediction most (the first of equal ones)."""
+    """Of every attention layer's heads (`layers`: sub-layer name → its heads, 0-based) switched off together, on each
+    text: the (effect, text, sub-layer, heads) that moves the prediction most (the first of equal ones)."""
     tried = []
     for text in texts:
         for name, heads in layers.items():
@@ -303,8 +305,8 @@ def patching_pairs(ckpt: Checkpoint) -> list[dict[str, Any]]:
 
 
 @torch.inference_mode()
-def forming(ckpt: Checkpoint, block: str, head: int, text: str) -> dict[str, Any] | None:
-    """Whether head `head` (0-based) of a language model's `block` is seen forming on `text`: its induction
+def forming(ckpt: Checkpoint, sublayer: str, head: int, text: str) -> dict[str, Any] | None:
+    """Whether head `head` (0-based) of a language model's `sublayer` is seen forming on `text`: its induction
     attention there at the first and the last training snapshot. None without snapshots or for a translator."""
     saved = list_snapshots(ckpt.path) if ckpt.path else []
     if ckpt.config.has_encoder or len(saved) < 2:
@@ -314,7 +316,7 @@ def forming(ckpt: Checkpoint, block: str, head: int, text: str) -> dict[str, Any
     for snapshot in (saved[0], saved[-1]):
         model = load_snapshot(ckpt, snapshot.step) if snapshot.file else ckpt
         _, trace = forward(model.model, torch.tensor([ids]))
-        scores.append(induction_attention(trace.attention[block].weights[0, head], ids))
+        scores.append(induction_attention(trace.attention[sublayer].weights[0, head], ids))
     return {
         "text": text,
         "first_step": saved[0].step,
@@ -344,13 +346,13 @@ def decoding(card: dict[str, Any]) -> dict[str, Any] | None:
 def measure(ckpt: Checkpoint) -> dict[str, Any]:
     """Every default of `ckpt`, as the card records it under `defaults`."""
     head = opening_head(ckpt)
-    block, index = head["block"], head["head"] - 1
-    ablation = ablation_text(ckpt, block, index)
+    sublayer, index = head[SUBLAYER_KEY], head["head"] - 1
+    ablation = ablation_text(ckpt, sublayer, index)
     record: dict[str, Any] = {"command": "python -m atlas defaults CHECKPOINT", "head": head, "ablation": ablation}
     if pairs := patching_pairs(ckpt):  # Compare opens on the first the model answers, else the first it reads
         record["compare"] = next((p for p in pairs if p["answered"]), pairs[0])
         record["compare_tried"] = pairs
-    if (steps := forming(ckpt, block, index, ablation["text"])) is not None:
+    if (steps := forming(ckpt, sublayer, index, ablation["text"])) is not None:
         record["training"] = steps
     if ckpt.config.has_cross_attention and (chosen := decoding(ckpt.card)) is not None:
         record["decoding"] = chosen

@@ -4,7 +4,7 @@
 A pattern is a (T, T) array over one text's query × key positions: 1 where the pattern says to look. A head's score
 on a text is Σ_ij A_ij P_ij / Σ_ij A_ij — the share of its attention that falls where the pattern points (1: all
 of it, 0: none) — taken over the queries that may attend somewhere; over many texts, the mean of the texts'
-scores. Patterns by name, for a block's own queries and keys (self-attention only):
+scores. Patterns by name, for a sub-layer's own queries and keys (self-attention only):
 
 - `previous token`: query i → key i − 1;
 - `first token`: query i → key 1 (a language model's `<s>`);
@@ -67,7 +67,7 @@ def detect(analyses: Iterable[Analysis], pattern: str | np.ndarray) -> dict[str,
         for attention in analysis.attentions:
             if not attention.endswith("self_attn"):
                 continue  # a pattern over one text's positions: cross-attention reads another text
-            stacked = [analysis.block(attention, layer) for layer in analysis.layers(attention)]
+            stacked = [analysis.sublayer(attention, layer) for layer in analysis.layers(attention)]
             first = stacked[0]
             tokens = first.query_pieces if not analysis.target_ids or first.stack == "encoder" else analysis.target_ids
             if isinstance(pattern, str):

@@ -11,7 +11,7 @@ import numpy as np
 
 from analysis.record import Analysis
 from inference.jsonfile import lone_surrogate
-from model.names import parse_block_name
+from model.names import parse_sublayer_name
 
 FORMAT = 3  # the trace format's version: docs/trace-format.md says what each version changed
 
@@ -21,15 +21,15 @@ def _round(x: float, digits: int = 6) -> float:
 
 
 def attention_entries(analysis: Analysis) -> list[dict[str, Any]]:
-    """One JSON object per attention block: weights and scores [H][Tq][Tk] (scores null where masked)."""
+    """One JSON object per attention sub-layer: weights and scores [H][Tq][Tk] (scores null where masked)."""
     entries = []
-    for name, block in analysis.blocks.items():
-        stack, layer, type_ = parse_block_name(name)
+    for name, sublayer in analysis.sublayers.items():
+        stack, layer, type_ = parse_sublayer_name(name)
         scores = None  # attention imported from elsewhere (analysis.imported) comes without its scores
-        if block.scores is not None:
-            scores = np.round(block.scores.astype(np.float64), 6).tolist()
+        if sublayer.scores is not None:
+            scores = np.round(sublayer.scores.astype(np.float64), 6).tolist()
             for head in scores:
-                for row, allowed in zip(head, block.mask):
+                for row, allowed in zip(head, sublayer.mask):
                     row[:] = [v if ok else None for v, ok in zip(row, allowed)]
         entries.append(
             {
@@ -37,11 +37,11 @@ def attention_entries(analysis: Analysis) -> list[dict[str, Any]]:
                 "stack": stack,
                 "layer": layer,
                 "type": type_,
-                "queries": list(block.query_pieces),
-                "keys": list(block.key_pieces),
-                "weights": np.round(block.weights.astype(np.float64), 6).tolist(),
+                "queries": list(sublayer.query_pieces),
+                "keys": list(sublayer.key_pieces),
+                "weights": np.round(sublayer.weights.astype(np.float64), 6).tolist(),
                 "scores": scores,
-                "mask": block.mask.tolist(),
+                "mask": sublayer.mask.tolist(),
             }
         )
     return entries
@@ -53,9 +53,9 @@ def _texts(analysis: Analysis) -> Iterator[tuple[str, str]]:
     yield from (("positional", analysis.positional), ("output_text", analysis.output_text or ""))
     for key, pieces in (("source_tokens", analysis.source_pieces or ()), ("target_tokens", analysis.target_pieces)):
         yield from ((f"{key}: token {i + 1}", piece) for i, piece in enumerate(pieces))
-    for name, block in analysis.blocks.items():
-        yield "a block's name", name
-        for side, pieces in (("queries", block.query_pieces), ("keys", block.key_pieces)):
+    for name, sublayer in analysis.sublayers.items():
+        yield "a sub-layer's name", name
+        for side, pieces in (("queries", sublayer.query_pieces), ("keys", sublayer.key_pieces)):
             yield from ((f"{name}'s {side}: token {i + 1}", piece) for i, piece in enumerate(pieces))
     for i, top in enumerate(analysis.predictions):
         yield from ((f"predictions at position {i + 1}: a token", p.piece) for p in top)
@@ -101,13 +101,13 @@ def to_json(analysis: Analysis) -> str:
 
 
 def to_npz_bytes(analysis: Analysis) -> bytes:
-    """Every block's weights, scores (NaN where masked) and mask as arrays, plus the tokens and metadata."""
+    """Every sub-layer's weights, scores (NaN where masked) and mask as arrays, plus the tokens and metadata."""
     arrays: dict[str, np.ndarray] = {}
-    for name, block in analysis.blocks.items():
-        arrays[f"{name}.weights"] = block.weights.astype(np.float32)
-        if block.scores is not None:
-            arrays[f"{name}.scores"] = np.where(block.mask[None], block.scores, np.nan).astype(np.float32)
-        arrays[f"{name}.mask"] = block.mask
+    for name, sublayer in analysis.sublayers.items():
+        arrays[f"{name}.weights"] = sublayer.weights.astype(np.float32)
+        if sublayer.scores is not None:
+            arrays[f"{name}.scores"] = np.where(sublayer.mask[None], sublayer.scores, np.nan).astype(np.float32)
+        arrays[f"{name}.mask"] = sublayer.mask
     arrays["positional_encoding"] = analysis.first_positional_encoding.astype(np.float32)
     meta = {k: v for k, v in to_json_object(analysis).items() if k not in ("attention", "positional_encoding")}
     arrays["meta.json"] = np.frombuffer(json.dumps(meta, ensure_ascii=False).encode("utf-8"), dtype=np.uint8)

@@ -34,7 +34,7 @@ class Branch:
     ids: the tokens written, without eos; finished: it wrote eos. probs: (steps,) the probability of each step's
     token (the last of a finished branch: eos's). logits: (steps, vocab) float32 the logits each
     step chose from (a finished branch's last step chose eos). top: each step's TOP_K most probable tokens.
-    attention: per step, block name → (H, Tk) the weights of the query that wrote that step's token (the last token
+    attention: per step, sub-layer name → (H, Tk) the weights of the query that wrote that step's token (the last token
     fed), every head; cross-attention's keys are the source."""
 
     ids: tuple[int, ...]
@@ -67,7 +67,8 @@ def source_of(ckpt: Checkpoint, text: str) -> Tensor | None:
 
 
 def _last_row(logits: Tensor, trace: Trace) -> tuple[Tensor, dict[str, np.ndarray]]:
-    """The logits after the last fed token (vocab,) and every decoder block's weights of that query, (H, Tk) each."""
+    """The logits after the last fed token (vocab,) and every decoder sub-layer's weights of that query, (H, Tk)
+    each."""
     decoder = {name: rec for name, rec in trace.attention.items() if name.startswith("decoder.")}
     rows = {name: rec.weights[0, :, -1].float().numpy() for name, rec in decoder.items()}
     return logits[0, -1].float(), rows

@@ -51,7 +51,7 @@ def check_layout(first: Analysis, second: Analysis) -> None:
         label = first.attention_label(attention).lower()
         if len(ours) != len(theirs):
             raise LayoutError(f"{label}: {len(ours)} layers in the first model, {len(theirs)} in the second")
-        a, b = first.block(attention, ours[0]), second.block(attention, theirs[0])
+        a, b = first.sublayer(attention, ours[0]), second.sublayer(attention, theirs[0])
         if a.n_heads != b.n_heads:
             raise LayoutError(f"{label}: {a.n_heads} heads a layer in the first model, {b.n_heads} in the second")
         if tuple(a.query_pieces) != tuple(b.query_pieces) or tuple(a.key_pieces) != tuple(b.key_pieces):
@@ -68,7 +68,7 @@ def head_differences(first: Analysis, second: Analysis) -> list[HeadDiff]:
     found = []
     for attention in first.attentions:
         for layer, (ours, theirs) in enumerate(zip(first.layers(attention), second.layers(attention), strict=True)):
-            a, b = first.block(attention, ours), second.block(attention, theirs)
+            a, b = first.sublayer(attention, ours), second.sublayer(attention, theirs)
             delta = np.abs(a.weights.astype(np.float64) - b.weights.astype(np.float64))  # (H, Tq, Tk)
             rows = 0.5 * delta.sum(axis=-1)  # (H, Tq): every query sees some key (itself, or the source)
             for head in range(a.n_heads):

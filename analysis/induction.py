@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from model.forward import forward
-from model.names import block_layer
+from model.names import sublayer_layer
 
 PROBE_LENGTH = 50  # TransformerLens's induction-head tutorial repeats 50 random tokens
 PROBE_SEED = 0
@@ -52,7 +52,7 @@ SENTENCES = (
 class InductionReport:
     """Scores of every self-attention head of a decoder, and the copy losses on the probe.
 
-    induction, previous_token: block name (`decoder.layers.1.self_attn`) → one score per head, in [0, 1].
+    induction, previous_token: sub-layer name (`decoder.layers.1.self_attn`) → one score per head, in [0, 1].
     first_copy_loss, second_copy_loss: mean next-token loss (nats) over the tokens of each copy of R.
     """
 
@@ -63,7 +63,7 @@ class InductionReport:
     second_copy_loss: float
 
     def best(self, scores: dict[str, list[float]]) -> tuple[str, int, float]:
-        """The block, head (0-based) and score of the highest-scoring head."""
+        """The sub-layer, head (0-based) and score of the highest-scoring head."""
         return max(((name, h, s) for name, row in scores.items() for h, s in enumerate(row)), key=lambda x: x[2])
 
     def summary(self) -> dict[str, object]:
@@ -71,7 +71,8 @@ class InductionReport:
         out: dict[str, object] = {"probe": f"<s> + {self.length} random tokens, repeated once"}
         for what, scores in (("induction", self.induction), ("previous_token", self.previous_token)):
             name, head, score = self.best(scores)
-            layer = block_layer(name)
+            layer = sublayer_layer(name)
+            # "block": the card's key for the sub-layer (inference.catalog.SUBLAYER_KEY, which reads it)
             out[f"best_{what}_head"] = {"layer": layer + 1, "head": head + 1, "block": name, "score": round(score, 4)}
         out["first_copy_loss"] = round(self.first_copy_loss, 4)
         out["second_copy_loss"] = round(self.second_copy_loss, 4)
@@ -98,7 +99,7 @@ def repeated_tokens(
 
 
 def head_scores(weights: Tensor, length: int) -> tuple[list[float], list[float]]:
-    """Induction and previous-token score of each head from one block's weights (B, H, T, T) on a probe.
+    """Induction and previous-token score of each head from one sub-layer's weights (B, H, T, T) on a probe.
 
     Position 0 is `<s>`; the first copy fills 1..length, the second length+1..2·length."""
     t = torch.arange(length + 1, 2 * length + 1)  # queries of the second copy

@@ -25,7 +25,7 @@ from inference.decoding import generate
 from inference.text import clean_text, encode_first_stack, encode_prefix, encode_source
 from model.attention import attention_mask
 from model.forward import forward
-from model.names import block_name, layer_name, parse_block_name
+from model.names import layer_name, parse_sublayer_name, sublayer_name
 
 
 @dataclass(frozen=True)
@@ -110,20 +110,20 @@ def stream(ckpt: Checkpoint, text: str) -> Stream:
 
 @dataclass(frozen=True)
 class Cost:
-    """One attention block timed at growing lengths, and the quadratics fitted to the measurements.
+    """One attention sub-layer timed at growing lengths, and the quadratics fitted to the measurements.
 
-    block:   which block was timed (`encoder.layers.0.self_attn`).
+    sublayer: which sub-layer was timed (`encoder.layers.0.self_attn`).
     clock:   "CPU" (the CPU time of the thread running it, when torch runs on that one thread: other work on a busy
              machine barely changes it) or "wall" (elapsed time, when torch spreads the work over threads).
     lengths: the sequence lengths n.
     repeats: how many timed runs at each n (COST_REPEATS, fewer where COST_BUDGET ran out first).
     seconds: the median of the repeats at each n: one slow run (other work on the machine) does not move it, and
              a second visit reads about the same numbers.
-    bytes:   bytes of the scores and weights tensors the block actually created at each n (float32, every head).
+    bytes:   bytes of the scores and weights tensors the sub-layer actually created at each n (float32, every head).
     time_fit, bytes_fit: (a, b, c) of a·n² + b·n + c, least squares.
     """
 
-    block: str
+    sublayer: str
     clock: str
     repeats: int
     lengths: tuple[int, ...]
@@ -167,7 +167,7 @@ WARM_UP = 2  # untimed rounds first: the first calls at a new size allocate, and
 
 @torch.inference_mode()
 def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, repeats: int = COST_REPEATS) -> Cost:
-    """Time the first stack's first self-attention block (projections, QKᵀ/√d_k, mask, softmax, ·V, W^O: the
+    """Time the first stack's first self-attention sub-layer (projections, QKᵀ/√d_k, mask, softmax, ·V, W^O: the
     explicit path that materialises the weights) on random vectors of each length, up to `repeats` times each in
     turn (fewer once COST_BUDGET has passed), keep the median at each length, and count the bytes of the score and
     weight tensors it returns. About a second for the shipped models."""
@@ -200,8 +200,8 @@ def attention_cost(ckpt: Checkpoint, lengths: tuple[int, ...] | None = None, rep
     n = np.asarray(lengths, dtype=np.float64)
     time_fit = tuple(float(v) for v in np.polyfit(n, seconds, 2))
     bytes_fit = tuple(float(v) for v in np.polyfit(n, np.asarray(sizes, dtype=np.float64), 2))
-    block = block_name(stack, 0, "self_attn")
-    return Cost(block, clock, len(runs[0]), tuple(lengths), tuple(seconds), tuple(sizes), time_fit, bytes_fit)
+    sublayer = sublayer_name(stack, 0, "self_attn")
+    return Cost(sublayer, clock, len(runs[0]), tuple(lengths), tuple(seconds), tuple(sizes), time_fit, bytes_fit)
 
 
 @dataclass(frozen=True)
@@ -245,7 +245,7 @@ class Switched:
 
     what:  "intact", "induction" (the best induction head), "previous" (the best previous-token head) or "every"
            (every head scoring at least INDUCTION_AT).
-    heads: (block name, head) pairs switched off, 0-based; () for the intact model.
+    heads: (sub-layer name, head) pairs switched off, 0-based; () for the intact model.
     loss:  mean next-token loss (nats) over the second copy's tokens, as analysis.induction.copy_losses.
     top1:  the share of those tokens the model ranks first.
     """
@@ -263,7 +263,7 @@ class Copying:
     second copies are predicted with heads switched off.
 
     pieces:  the first probe's tokens, `<s>` then R then R again (1 + 2·length).
-    block, head, score: the induction head (0-based head) and its induction score on the probe: the head the card
+    sublayer, head, score: the induction head (0-based head) and its induction score on the probe: the head the card
              names (`defaults.head`, chosen on ordinary sentences with a repeat), else the probe's best.
     named:   the card's record of that head (analysis.defaults.opening_head: its score on the sentences, and the
              probe's own best head with how much it rests on `<s>` there), None where the card names none.
@@ -274,7 +274,7 @@ class Copying:
 
     length: int
     pieces: tuple[str, ...]
-    block: str
+    sublayer: str
     head: int
     score: float
     weights: np.ndarray
@@ -284,7 +284,7 @@ class Copying:
 
 
 def induction_named(card: dict) -> tuple[str, int] | None:
-    """(block, 0-based head) of the head the app calls the induction head: the card's measured default head
+    """(sub-layer, 0-based head) of the head the app calls the induction head: the card's measured default head
     (`python -m atlas defaults`) where it was chosen as one; None for a card without it (a translator, an old card)."""
     found = card_defaults(card, "head")
     return default_head(card) if found is not None and found.get("what") == "induction" else None
@@ -313,13 +313,13 @@ def copying(ckpt: Checkpoint, report: InductionReport) -> Copying:
     INDUCTION_AT or more (when that is more than the best one)."""
     model, cfg, length = ckpt.model, ckpt.config, report.length
     ids = repeated_tokens(cfg.vocab_size, cfg.bos_id, length)  # (B, 1 + 2L), the ids `measure` scored
-    block, head, score = _induction_head(ckpt, report)
+    sublayer, head, score = _induction_head(ckpt, report)
     logits, trace = forward(model, ids)
     first, _ = copy_losses(logits.float(), ids, length)
-    weights = trace.attention[block].weights[0, head].float().numpy().copy()  # (T, T): not a view of every head's
+    weights = trace.attention[sublayer].weights[0, head].float().numpy().copy()  # (T, T): not a view of every head's
     every = tuple((name, h) for name, row in report.induction.items() for h, s in enumerate(row) if s >= INDUCTION_AT)
     previous = report.best(report.previous_token)[:2]
-    sets = [("induction", ((block, head),))] + ([("previous", (previous,))] if previous != (block, head) else [])
+    sets = [("induction", ((sublayer, head),))] + ([("previous", (previous,))] if previous != (sublayer, head) else [])
     if len(every) > 1:
         sets.append(("every", every))
     runs = [Switched("intact", (), *_second_copy(logits.float(), ids, length))]
@@ -330,17 +330,17 @@ def copying(ckpt: Checkpoint, report: InductionReport) -> Copying:
         cut, _ = forward(model, ids, record=False, ablate=ablations(off, "zero"))
         runs.append(Switched(what, heads, *_second_copy(cut.float(), ids, length)))
     pieces = tuple(ckpt.tokenizer.pieces(ids[0].tolist()))
-    named = card_defaults(ckpt.card, "head") if induction_named(ckpt.card) == (block, head) else None
-    return Copying(length, pieces, block, head, score, weights, first, tuple(runs), named)
+    named = card_defaults(ckpt.card, "head") if induction_named(ckpt.card) == (sublayer, head) else None
+    return Copying(length, pieces, sublayer, head, score, weights, first, tuple(runs), named)
 
 
 @torch.inference_mode()
-def head_on_probe(ckpt: Checkpoint, length: int, block: str, head: int) -> tuple[np.ndarray, float]:
+def head_on_probe(ckpt: Checkpoint, length: int, sublayer: str, head: int) -> tuple[np.ndarray, float]:
     """One head of `ckpt` (a training snapshot, say) on the probe of `length`: its (T, T) weights on the first
     probe and its induction score over all of them (analysis.induction.head_scores)."""
     ids = repeated_tokens(ckpt.config.vocab_size, ckpt.config.bos_id, length)
     _, trace = forward(ckpt.model, ids)
-    weights = trace.attention[block].weights.float()  # (B, H, T, T)
+    weights = trace.attention[sublayer].weights.float()  # (B, H, T, T)
     induction, _ = head_scores(weights, length)
     return weights[0, head].numpy().copy(), induction[head]  # a copy: a view would keep every head's alive
 
@@ -437,7 +437,7 @@ def circuit_ids(ckpt: Checkpoint) -> tuple[list[int], list[int], int]:
 class Circuit:
     """The induction circuit of a decoder-only model, end to end, on the probe its scores were measured on.
 
-    previous, induction: the best previous-token head and the induction head (the card's, as Copying's), (block,
+    previous, induction: the best previous-token head and the induction head (the card's, as Copying's), (sub-layer,
              head, score on the probe), 0-based heads.
     previous_weights: (T, T) the previous-token head's weights on the clean run.
     sources: the induction head's K-composition with every earlier head, strongest first, (layer, head, score).
@@ -446,7 +446,7 @@ class Circuit:
              (corrupted): the clean run's next token is a copy; the corrupted run has nothing to copy.
     probability: the intact model's probability for the copied token after the clean run.
     patching: every head of the clean run patched into the corrupted one (analysis.patching), answer the copy.
-    together: the heads scoring INDUCTION_AT or more on the probe, (block, head, score); restored: what patching
+    together: the heads scoring INDUCTION_AT or more on the probe, (sub-layer, head, score); restored: what patching
               them at once restores.
     attribution: each part's direct contribution to that answer's logit at the clean run's last position.
     """
@@ -468,7 +468,7 @@ class Circuit:
     def previous_rank(self) -> int | None:
         """Where the previous-token head ranks among the induction head's K-composition sources (1: first); None
         when it is not an earlier head."""
-        layer, head = parse_block_name(self.previous[0])[1], self.previous[1]
+        layer, head = parse_sublayer_name(self.previous[0])[1], self.previous[1]
         return next((i + 1 for i, (sl, sh, _) in enumerate(self.sources) if (sl, sh) == (layer, head)), None)
 
 
@@ -492,7 +492,7 @@ def circuit(ckpt: Checkpoint, report: InductionReport) -> Circuit:
     probability = float(logits[0, -1].float().softmax(dim=-1)[answer])
     weights = trace.attention[previous[0]].weights[0, previous[1]].float().numpy().copy()
     composed = composition(ckpt.model)
-    layer = parse_block_name(induction[0])[1]
+    layer = parse_sublayer_name(induction[0])[1]
     sources = composed.top_sources("K", layer, induction[1], k=cfg.n_heads * layer) if layer > 0 else []
     pieces = ckpt.tokenizer.pieces
     return Circuit(

@@ -39,7 +39,7 @@ from inference.decoding import top_k
 from inference.text import clean_text, encode_prefix
 from model.attention import Patch
 from model.forward import forward
-from model.names import block_name, layer_name, parse_block_name
+from model.names import layer_name, parse_sublayer_name, sublayer_name
 
 WHATS = ("heads", "residual")
 BATCH = 16  # patched runs per forward pass: the pass's memory is this many times one run's
@@ -98,7 +98,7 @@ def _difference(logits: Tensor, answer: int, versus: int) -> Tensor:
 
 
 def _head_outputs(trace) -> dict[str, Tensor]:
-    """block name → (1, H, T, d_head) each head's output, softmax(QKᵀ/√d)V, from a recorded trace."""
+    """sub-layer name → (1, H, T, d_head) each head's output, softmax(QKᵀ/√d)V, from a recorded trace."""
     return {name: rec.weights @ rec.values for name, rec in trace.attention.items()}
 
 
@@ -180,7 +180,7 @@ def _heads_patch(runs: Runs, heads: Sequence[tuple[int, int]], layers: int, n_he
     """One row: the heads `heads` ((layer, head), 0-based) from the clean run, every other head left as it is."""
     patch = {}
     for i in range(layers):
-        name = block_name("decoder", i, "self_attn")
+        name = sublayer_name("decoder", i, "self_attn")
         where = torch.zeros(1, n_heads, dtype=torch.bool, device=runs.heads[name].device)
         for layer, head in heads:
             if layer == i:
@@ -264,10 +264,10 @@ def patch_runs(
 
 
 def patch_together(ckpt: Checkpoint, runs: Runs, heads: Sequence[tuple[str, int]]) -> float:
-    """The normalised metric with every head of `heads` ((block name, head), 0-based) patched at once: what a set
+    """The normalised metric with every head of `heads` ((sub-layer name, head), 0-based) patched at once: what a set
     of heads restores together, where each alone may restore little (heads that share the work)."""
     layers, n_heads = len(ckpt.model.decoder.layers), ckpt.config.n_heads
-    patch = _heads_patch(runs, [(parse_block_name(block)[1], head) for block, head in heads], layers, n_heads)
+    patch = _heads_patch(runs, [(parse_sublayer_name(sublayer)[1], head) for sublayer, head in heads], layers, n_heads)
     return float(_normalised(_patched(ckpt, runs, [patch]).cpu().numpy(), runs)[0])
 
 
@@ -298,7 +298,7 @@ def attribution_patch_runs(ckpt: Checkpoint, runs: Runs) -> Patching:
         grads = dict(zip(names, torch.autograd.grad(metric, [nudges[n] for n in names])))
     scores = np.zeros((layers, heads))
     for i in range(layers):
-        name = block_name("decoder", i, "self_attn")
+        name = sublayer_name("decoder", i, "self_attn")
         delta = (runs.heads[name] - corrupted_heads[name]).double()
         scores[i] = (delta * grads[name].double()).sum(dim=(0, 2, 3)).cpu().numpy()
     scores = _normalised(scores + runs.corrupted, runs)
@@ -312,7 +312,7 @@ def attribution_patch_runs(ckpt: Checkpoint, runs: Runs) -> Patching:
 class SourcePatching:
     """Normalised patching results of a translator's source pair, one per cell (0 = as corrupted, 1 = as clean).
 
-    cells: (block name, head) for `what="heads"` (every attention of both stacks), (layer name, position) for
+    cells: (sub-layer name, head) for `what="heads"` (every attention of both stacks), (layer name, position) for
     "residual" (the stream entering each layer of both stacks, at one source or target position), 0-based, in
     order; position: the decoder position whose next-token logits are compared (0-based); answer / versus, clean /
     corrupted as in Patching."""
@@ -330,7 +330,7 @@ class SourcePatching:
 @dataclass(frozen=True)
 class TranslatorRuns:
     """The two runs a translator's patching starts from: the sources (1, S), the target (1, T) both read, the
-    position and tokens compared with each run's logit difference, and the clean run's head outputs (block name →
+    position and tokens compared with each run's logit difference, and the clean run's head outputs (sub-layer name →
     (1, H, Tq, d_head)) and streams (layer name → (1, len, d_model))."""
 
     clean_source: Tensor
@@ -406,7 +406,7 @@ def prepare_translator(
 
 
 def translator_cells(runs: TranslatorRuns, what: str, n_heads: int) -> list[tuple[str, int]]:
-    """What `what` patches in a translator, one run each: every head of every block, or every layer of both stacks
+    """What `what` patches in a translator, one run each: every head of every sub-layer, or every layer of both stacks
     at every position of its own input (the source for the encoder, the target for the decoder)."""
     if what not in WHATS:
         raise ValueError(f"what is one of {', '.join(map(repr, WHATS))}, not {what!r}")
@@ -439,7 +439,7 @@ def run_translator_cells(
 
 
 def only_cells(cells: list[tuple[str, int]], only: str | None) -> list[tuple[str, int]]:
-    """`cells` of the one block or layer `only` (all for None); ValueError naming the names there are."""
+    """`cells` of the one sub-layer or layer `only` (all for None); ValueError naming the names there are."""
     if only is None:
         return cells
     kept = [c for c in cells if c[0] == only]
@@ -472,7 +472,7 @@ def patch_translator(
 ) -> SourcePatching:
     """Patch every head of both stacks (`what="heads"`) or the stream entering every layer of both stacks at each
     position (`"residual"`) from the clean source's run into the corrupted one's, the target held fixed; `only`:
-    that one block's heads, or that one layer's positions (its name)."""
+    that one sub-layer's heads, or that one layer's positions (its name)."""
     todo = only_cells(translator_cells(runs, what, ckpt.config.n_heads), only)
     values = np.concatenate(
         [run_translator_cells(ckpt, runs, what, todo[i : i + batch]) for i in range(0, len(todo), batch)]

@@ -1,22 +1,27 @@
 """The Analysis: one text analysed by one checkpoint, as plain data (numpy arrays and strings).
 
 Produced once by `analysis.analyze.analyze`; export writes it, viz draws it, the pages show it. It imports
-neither torch nor the model, so viz can read it without either. Blocks are keyed by the module path that
+neither torch nor the model, so viz can read it without either. Sub-layers are keyed by the module path that
 computed them (`encoder.layers.0.self_attn`, `decoder.layers.1.cross_attn`). Its `stack` is encoder or decoder,
 its `type` self_attn or cross_attn, and its `attention` the path without the layer (`encoder.self_attn`,
 `decoder.self_attn`, `decoder.cross_attn`): the name the pages, the URL and the trace's masks use for one kind
 of attention across layers. Layers and heads are 0-based here and in files; labels add 1.
+
+A sub-layer is the paper's word ("Each layer has two sub-layers", section 3.1) for one attention of one layer, named by
+its module path; model/transformer.py's `layer.sublayer[i]` is the residual connection and norm around sub-layer i.
+The names before it (`Block`, `Analysis.blocks`, `Analysis.block`) still answer, with a DeprecationWarning.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from inference.prediction import Prediction
-from model.names import Capabilities, attention_type, block_name, parse_attention_type, parse_block_name
+from model.names import Capabilities, attention_type, parse_attention_type, parse_sublayer_name, sublayer_name
 
 if TYPE_CHECKING:  # analysis.forced runs the model (torch): a record is read without it (tests/test_imported.py)
     from analysis.forced import ForcedRow
@@ -33,9 +38,9 @@ ENCODER_ONLY_LABELS = {"encoder.self_attn": "Self-attention (bidirectional)"}
 def query_key_pieces(
     name: str, source: tuple[str, ...] | None, target: tuple[str, ...]
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Which tokens are a block's queries and which its keys: the encoder reads the source; the decoder's
+    """Which tokens are a sub-layer's queries and which its keys: the encoder reads the source; the decoder's
     queries are the target, its keys the target (self-attention) or the source (cross-attention)."""
-    stack, _, type_ = parse_block_name(name)
+    stack, _, type_ = parse_sublayer_name(name)
     if stack == "encoder" or type_ == "cross_attn":
         if source is None:
             raise ValueError(f"{name} needs source pieces (an encoder-decoder's input)")
@@ -46,18 +51,18 @@ def query_key_pieces(
 
 @dataclass(frozen=True)
 class HeadDetail:
-    """One head's raw scores and values in one block: what the attention-math page draws, computed on demand for
-    the head it opens (analysis.analyze.head_detail) instead of kept for every head of every block."""
+    """One head's raw scores and values in one sub-layer: what the attention-math page draws, computed on demand for
+    the head it opens (analysis.analyze.head_detail) instead of kept for every head of every sub-layer."""
 
-    block: str  # module path of the block
+    sublayer: str  # module path of the sub-layer
     head: int  # the query head
     scores: np.ndarray  # (Tq, Tk) QKᵀ/√d_head before the mask
     values: np.ndarray  # (Tk, d_head) V as this head reads it (its group's shared one under grouped-query attention)
 
 
 @dataclass(frozen=True)
-class Block:
-    """One attention block of one input. Arrays are float32 (H, Tq, Tk) unless said otherwise."""
+class Sublayer:
+    """One attention sub-layer of one input. Arrays are float32 (H, Tq, Tk) unless said otherwise."""
 
     name: str  # module path, e.g. "decoder.layers.1.cross_attn"
     query_pieces: tuple[str, ...]
@@ -72,20 +77,20 @@ class Block:
 
     @property
     def stack(self) -> str:
-        return parse_block_name(self.name)[0]
+        return parse_sublayer_name(self.name)[0]
 
     @property
     def layer(self) -> int:
-        return parse_block_name(self.name)[1]
+        return parse_sublayer_name(self.name)[1]
 
     @property
     def type(self) -> str:
         """`self_attn` or `cross_attn`."""
-        return parse_block_name(self.name)[2]
+        return parse_sublayer_name(self.name)[2]
 
     @property
     def attention(self) -> str:
-        """`encoder.self_attn`, `decoder.self_attn` or `decoder.cross_attn`: the block's name without its layer."""
+        """`encoder.self_attn`, `decoder.self_attn` or `decoder.cross_attn`: the sub-layer's name without its layer."""
         return attention_type(self.name)
 
     @property
@@ -96,8 +101,8 @@ class Block:
     def arrays(self) -> list[np.ndarray]:
         return [a for a in (self.scores, self.mask, self.weights, self.values, self.value_norms) if a is not None]
 
-    def value_weighted(self) -> Block:
-        """This block with each weight replaced by its key's share of what the query's row moves,
+    def value_weighted(self) -> Sublayer:
+        """This sub-layer with each weight replaced by its key's share of what the query's row moves,
         ‖α_ij · v_j W_O^h‖ / Σ_j ‖α_ij · v_j W_O^h‖ (Kobayashi et al. 2020, "Attention is not only a weight"): a
         weight on a key whose value vector is near zero moves almost nothing, so its share falls. Rows still sum
         to 1, so every attention view draws it; the raw scores belong to the weights and are dropped."""
@@ -130,7 +135,7 @@ class Analysis(Capabilities):
     source_pieces: tuple[str, ...] | None  # encoder input (encoder-decoder and encoder-only)
     target_pieces: tuple[str, ...]  # decoder input (for a language model, the text; encoder-only: none)
     target_ids: tuple[int, ...]
-    blocks: dict[str, Block]  # module path → block, in the order computed
+    sublayers: dict[str, Sublayer]  # module path → sub-layer, in the order computed
     # "encoder"/"decoder" → (T, d_model) rows added to the embeddings; rotary positions (`positional` "rotary"):
     # (T, d_head) rows, the cos | sin of each position's angles, which turn queries and keys instead
     positional_encoding: dict[str, np.ndarray]
@@ -150,8 +155,8 @@ class Analysis(Capabilities):
 
     @property
     def n_heads(self) -> int:
-        """Query heads per block: every block of a model has the same, so the first block's count serves."""
-        return next(iter(self.blocks.values())).n_heads if self.blocks else 0
+        """Query heads per sub-layer: every sub-layer of a model has the same, so the first sub-layer's count serves."""
+        return next(iter(self.sublayers.values())).n_heads if self.sublayers else 0
 
     def kv_head(self, head: int) -> int:
         """The key/value head query head `head` reads: itself, or its group's shared one (grouped-query attention)."""
@@ -160,7 +165,7 @@ class Analysis(Capabilities):
     @property
     def attentions(self) -> list[str]:
         """The attentions present (`encoder.self_attn`, …), in model order."""
-        return list(dict.fromkeys(b.attention for b in self.blocks.values()))
+        return list(dict.fromkeys(b.attention for b in self.sublayers.values()))
 
     def attention_label(self, attention: str) -> str:
         """How the pages name `attention`: with its stack where the model has two, without where it has one."""
@@ -171,51 +176,62 @@ class Analysis(Capabilities):
         return labels.get(attention, attention)
 
     def layers(self, attention: str) -> list[int]:
-        return [b.layer for b in self.blocks.values() if b.attention == attention]
+        return [b.layer for b in self.sublayers.values() if b.attention == attention]
 
-    def block(self, attention: str, layer: int) -> Block:
+    def sublayer(self, attention: str, layer: int) -> Sublayer:
         stack, type_ = parse_attention_type(attention)
-        name = block_name(stack, layer, type_)
-        if name not in self.blocks:
-            raise KeyError(f"no {attention} block in layer {layer}")
-        return self.blocks[name]
+        name = sublayer_name(stack, layer, type_)
+        if name not in self.sublayers:
+            raise KeyError(f"no {attention} sub-layer in layer {layer}")
+        return self.sublayers[name]
+
+    @property
+    def blocks(self) -> dict[str, Sublayer]:
+        """Deprecated: `sublayers`."""
+        renamed("Analysis.blocks", "Analysis.sublayers")
+        return self.sublayers
+
+    def block(self, attention: str, layer: int) -> Sublayer:
+        """Deprecated: `sublayer`."""
+        renamed("Analysis.block", "Analysis.sublayer")
+        return self.sublayer(attention, layer)
 
     def stacked(self, attention: str) -> np.ndarray:
         """Weights of every layer of one attention: (L, H, Tq, Tk)."""
-        chosen = [b.weights for b in self.blocks.values() if b.attention == attention]
+        chosen = [b.weights for b in self.sublayers.values() if b.attention == attention]
         if not chosen:
-            raise KeyError(f"no {attention} blocks in this analysis")
+            raise KeyError(f"no {attention} sub-layers in this analysis")
         return np.stack(chosen)
 
     @property
     def full(self) -> bool:
         """Whether the raw scores and value vectors are here (False in the pages' copy)."""
-        return all(b.scores is not None and b.values is not None for b in self.blocks.values())
+        return all(b.scores is not None and b.values is not None for b in self.sublayers.values())
 
     def for_pages(self) -> Analysis:
         """The copy the pages keep between reruns: every head's weights and masks, not the raw scores and value
-        vectors of every block (only the attention-math page and the export read those, from the full one).
+        vectors of every sub-layer (only the attention-math page and the export read those, from the full one).
         Its arrays are read-only: one cached copy serves every session."""
-        blocks = {name: replace(b, scores=None, values=None) for name, b in self.blocks.items()}
-        light = replace(self, blocks=blocks)
+        sublayers = {name: replace(b, scores=None, values=None) for name, b in self.sublayers.items()}
+        light = replace(self, sublayers=sublayers)
         for array in light.arrays:
             array.flags.writeable = False
         return light
 
     @property
     def has_value_norms(self) -> bool:
-        """Whether every block holds its value norms (an analysis the app ran, not one read from a file)."""
-        return bool(self.blocks) and all(b.value_norms is not None for b in self.blocks.values())
+        """Whether every sub-layer holds its value norms (an analysis the app ran, not one read from a file)."""
+        return bool(self.sublayers) and all(b.value_norms is not None for b in self.sublayers.values())
 
     def value_weighted(self) -> Analysis:
-        """This analysis with every block's weights replaced by `Block.value_weighted`: what each key moves into
+        """This analysis with every sub-layer's weights replaced by `Sublayer.value_weighted`: what each key moves into
         each query's output, as a share, drawn by every attention view as it draws weights. ValueError when a
-        block holds no value norms."""
-        return replace(self, blocks={name: b.value_weighted() for name, b in self.blocks.items()})
+        sub-layer holds no value norms."""
+        return replace(self, sublayers={name: b.value_weighted() for name, b in self.sublayers.items()})
 
     @property
     def arrays(self) -> list[np.ndarray]:
-        return [a for b in self.blocks.values() for a in b.arrays] + list(self.positional_encoding.values())
+        return [a for b in self.sublayers.values() for a in b.arrays] + list(self.positional_encoding.values())
 
     @property
     def nbytes(self) -> int:
@@ -281,3 +297,16 @@ class BatchMasks:
     pieces: list[list[str]]  # per sentence, padded with the pad piece
     padding: np.ndarray  # (B, T) True at real tokens
     attention: np.ndarray  # (B, T, T) True = may attend (padding, and no-peek when causal)
+
+
+def renamed(old: str, new: str) -> None:
+    """Warn a caller of a name this module no longer uses (a notebook written before) which name to call instead."""
+    message = f"{old} is now {new}: one attention sub-layer, as the paper names it"
+    warnings.warn(message, DeprecationWarning, stacklevel=3)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Block":
+        renamed("analysis.record.Block", "analysis.record.Sublayer")
+        return Sublayer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -12,7 +12,7 @@ Order: position i after layer l is the mixture x_l[i] = Σ_j Ā_l[i, j] · x_{l-
 and R_l[i, j] is how much output position i draws from input token j: rows are outputs, columns inputs, and
 each row is a probability distribution (a product of row-stochastic matrices is row-stochastic). Masked cells
 are exactly 0 in every A_l, so they stay exactly 0: a causal model's rollout is lower-triangular. The Analysis
-holds unpadded blocks, so no padding enters.
+holds unpadded sub-layers, so no padding enters.
 """
 
 from __future__ import annotations
@@ -121,20 +121,20 @@ def analysis_rollout(
     analysis: Analysis, attention: str, residual: bool = True, heads: Sequence[int] | None = None
 ) -> Rollout:
     """The rollout of `attention` in `analysis`: `encoder.self_attn` or `decoder.self_attn` (the self-attention
-    of that stack alone: rollout of its head-averaged blocks), or `decoder.cross_attn` (an encoder-decoder's
+    of that stack alone: rollout of its head-averaged sub-layers), or `decoder.cross_attn` (an encoder-decoder's
     decoder positions × source tokens: `cross_rollout` through the encoder's rollout). `heads`: the heads to
-    average in every block used (0-based), None for all. KeyError for an attention the analysis lacks."""
+    average in every sub-layer used (0-based), None for all. KeyError for an attention the analysis lacks."""
     if attention not in ATTENTIONS:
         raise ValueError(f"no rollout for {attention!r}; choose one of {', '.join(ATTENTIONS)}")
     if attention not in analysis.attentions:
         raise KeyError(f"this {analysis.kind} model has no {analysis.attention_label(attention)}")
     r = RESIDUAL if residual else 0.0
     picked = None if heads is None else tuple(sorted(set(int(h) for h in heads)))
-    block = analysis.block(attention, analysis.layers(attention)[0])
+    sublayer = analysis.sublayer(attention, analysis.layers(attention)[0])
     if attention == "decoder.cross_attn":
         encoder = rollout(head_mean(analysis.stacked("encoder.self_attn"), picked), r)[-1]
         decoder = head_mean(analysis.stacked("decoder.self_attn"), picked)
         maps = cross_rollout(decoder, head_mean(analysis.stacked(attention), picked), encoder, r)
     else:
         maps = rollout(head_mean(analysis.stacked(attention), picked), r)
-    return Rollout(attention, residual, picked, maps.astype(np.float32), block.query_pieces, block.key_pieces)
+    return Rollout(attention, residual, picked, maps.astype(np.float32), sublayer.query_pieces, sublayer.key_pieces)

@@ -1,6 +1,6 @@
 """Why a head attends where it does: one raw score q_i·k_j/√d_k split into the residual stream's parts on each side.
 
-A head's query at position i is W^Q applied to the stream entering its block there (through the sub-layer's norm in
+A head's query at position i is W^Q applied to the stream entering its sub-layer there (through the sub-layer's norm in
 a pre-norm model), its key at j W^K applied to the stream at j (the same stream for self-attention; for
 cross-attention the encoder's output). Each stream is a sum of what wrote it: the token embeddings, the positions
 (added ones; rotary positions enter no stream: they turn q and k, which stays linear), BERT's token types, each
@@ -32,7 +32,7 @@ from analysis.attribution import decoder_inputs
 from inference.checkpoint import Checkpoint
 from inference.text import clean_text, encode_encoder_only
 from model.forward import forward
-from model.names import block_name, layer_name, parse_block_name
+from model.names import layer_name, parse_sublayer_name, sublayer_name
 from model.trace import Trace
 from model.transformer import PositionalEncoding
 
@@ -45,13 +45,13 @@ ORDER = {"self_attn": 0, "cross_attn": 1}  # a sub-layer's index among its layer
 class ScoreParts:
     """One head's raw score q·k/√d_k for one query and key, split into query parts × key parts (0-based here).
 
-    block: `decoder.layers.1.self_attn`; head, query, key: 0-based indices. query_parts / key_parts: the names of
+    sublayer: `decoder.layers.1.self_attn`; head, query, key: 0-based indices. query_parts / key_parts: the names of
     the rows and columns (`token embeddings`, `positions`, `L1 H2` (a head, layers and heads from 1), `L1 cross H2`,
     `L1 feed-forward`, `biases`); table: (rows, columns) float64, the cells sum to `total`; score: the model's own
     raw score from the trace (before the mask: a masked key still has one); masked: whether the mask forbids it.
     """
 
-    block: str
+    sublayer: str
     head: int
     query: int
     key: int
@@ -119,9 +119,9 @@ def _embedded(model: nn.Module, trace: Trace, stack: str) -> Parts:
     return parts
 
 
-def _heads_written(attention: nn.Module, trace: Trace, block: str) -> tuple[list[Tensor], Tensor | None]:
+def _heads_written(attention: nn.Module, trace: Trace, sublayer: str) -> tuple[list[Tensor], Tensor | None]:
     """Each head's output through its slice of W^O, (T, d_model) each, and W^O's bias: read from the record."""
-    record = trace.attention[block]
+    record = trace.attention[sublayer]
     z = (record.weights[0] @ record.values[0]).double()  # (H, T, d_head): each head's softmax(QKᵀ/√d_k)V
     w_o = attention.w_o.weight.double()  # (d_model, H·d_head)
     per_head = w_o.T.reshape(z.shape[0], z.shape[2], -1)  # (H, d_head, d_model)
@@ -130,7 +130,7 @@ def _heads_written(attention: nn.Module, trace: Trace, block: str) -> tuple[list
 
 
 def stream_parts(model: nn.Module, trace: Trace, stack: str, stop: str | None = None) -> Parts:
-    """The parts of `stack`'s stream entering block `stop` (before its sub-layer's norm), or, with `stop` None,
+    """The parts of `stack`'s stream entering sub-layer `stop` (before its sub-layer's norm), or, with `stop` None,
     of the stack's output (after a pre-norm model's final norm): what the generator or cross-attention reads.
     `trace`: a traced pass with activations (one text, batch row 0)."""
     acts = {name: t[0] for name, t in trace.activations.items()}
@@ -142,10 +142,10 @@ def stream_parts(model: nn.Module, trace: Trace, stack: str, stop: str | None = 
         before = {"self_attn": "resid_pre", "cross_attn": "resid_mid"}
         ff_before = "resid_mid_cross" if len(types) == 2 else "resid_mid"
         for type_ in types:
-            block = block_name(stack, i, type_)
-            if block == stop:
+            sublayer = sublayer_name(stack, i, type_)
+            if sublayer == stop:
                 return parts
-            written, bias = _heads_written(getattr(layer, type_), trace, block)
+            written, bias = _heads_written(getattr(layer, type_), trace, sublayer)
             for h, out in enumerate(written):
                 parts[_head_label(i, type_, h)] = out
             if bias is not None:
@@ -164,7 +164,7 @@ def stream_parts(model: nn.Module, trace: Trace, stack: str, stop: str | None = 
             stream = acts[f"{name}.{ff_before}"] + acts[f"{name}.feed_forward.out"]
             parts = _frozen_norm(layer.sublayer[-1].norm, parts, stream)
     if stop is not None:
-        raise ValueError(f"no block {stop!r} in the {stack}")
+        raise ValueError(f"no sub-layer {stop!r} in the {stack}")
     return _frozen_norm(getattr(model, stack).norm, parts, acts[f"{layer_name(stack, n_layers - 1)}.resid_post"])
 
 
@@ -194,35 +194,35 @@ def pass_inputs(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...]) -> tup
 
 @torch.inference_mode()
 def score_parts(
-    model: nn.Module, ids: Tensor, source: Tensor | None, block: str, head: int, query: int, key: int
+    model: nn.Module, ids: Tensor, source: Tensor | None, sublayer: str, head: int, query: int, key: int
 ) -> ScoreParts:
-    """Head `head`'s raw score of query `query` for key `key` in block `block` (all 0-based) on the pass over
+    """Head `head`'s raw score of query `query` for key `key` in sub-layer `sublayer` (all 0-based) on the pass over
     `ids` (1, T) (and `source` (1, S), an encoder-decoder's), split into query parts × key parts (the module's
     docstring). One traced forward pass with activations."""
-    return row_parts(model, ids, source, block, head, query, [key])[0]
+    return row_parts(model, ids, source, sublayer, head, query, [key])[0]
 
 
 @torch.inference_mode()
 def row_parts(
-    model: nn.Module, ids: Tensor, source: Tensor | None, block: str, head: int, query: int, keys: Sequence[int]
+    model: nn.Module, ids: Tensor, source: Tensor | None, sublayer: str, head: int, query: int, keys: Sequence[int]
 ) -> tuple[ScoreParts, ...]:
     """`score_parts` of each of `keys` (0-based, in the order given) for the one query: one traced pass and one
     projection of every part at every position serve them all, so a query's whole row of keys costs about what
     one key does."""
-    stack, layer_index, type_ = parse_block_name(block)
+    stack, layer_index, type_ = parse_sublayer_name(sublayer)
     _, trace = forward(model, ids, source, record=True, activations=True)
-    if block not in trace.attention:
-        raise ValueError(f"this model has no block {block!r}: choose one of {', '.join(trace.attention)}")
-    record = trace.attention[block]
+    if sublayer not in trace.attention:
+        raise ValueError(f"this model has no sub-layer {sublayer!r}: choose one of {', '.join(trace.attention)}")
+    record = trace.attention[sublayer]
     n_heads, n_queries, n_keys = record.scores.shape[1:]
     asked = [("head", head, n_heads), ("query", query, n_queries), *(("key", key, n_keys) for key in keys)]
     for what, value, count in asked:
         if not 0 <= value < count:
-            raise ValueError(f"{what} {value + 1} is out of range: {block} has {what}s 1 to {count}")
+            raise ValueError(f"{what} {value + 1} is out of range: {sublayer} has {what}s 1 to {count}")
     layer = _layer(model, stack, layer_index)
     attention = copy.deepcopy(getattr(layer, type_)).double()  # float64 arithmetic with the model's own weights
     residual = layer.sublayer[ORDER[type_]]
-    q_side = stream_parts(model, trace, stack, stop=block)
+    q_side = stream_parts(model, trace, stack, stop=sublayer)
     if residual.pre_norm:
         before = "resid_pre" if type_ == "self_attn" else "resid_mid"
         q_side = _frozen_norm(residual.norm, q_side, trace.activations[f"{layer_name(stack, layer_index)}.{before}"][0])
@@ -235,7 +235,7 @@ def row_parts(
     tables = tables / math.sqrt(attention.d_head)
     return tuple(
         ScoreParts(
-            block=block,
+            sublayer=sublayer,
             head=head,
             query=query,
             key=key,

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from model.names import block_name, layer_name
+from model.names import layer_name, sublayer_name
 
 OUTPUT_PROJECTIONS = ("out_proj", "o")  # BART and Marian's, T5's
 QUERY_PROJECTIONS = ("q_proj", "q")
@@ -41,19 +41,19 @@ class Layout:
     """Where things are in one encoder-decoder: our names → the library's module paths.
 
     layers: "encoder.layers.{i}" / "decoder.layers.{i}" → the layer's path (its input is the stream entering it);
-    blocks: our block name → the attention module's path; outputs: our block name → its output projection's path,
-    whose input is every head's output side by side (B, T, heads × d_head); values: our block name → its value
+    sublayers: our sub-layer name → the attention module's path; outputs: our sub-layer name → its output projection's
+    path, whose input is every head's output side by side (B, T, heads × d_head); values: our sub-layer name → its value
     projection's path (its output: every head's values side by side); n_heads: heads per attention."""
 
     layers: dict[str, str]
-    blocks: dict[str, str]
+    sublayers: dict[str, str]
     outputs: dict[str, str]
     values: dict[str, str]
     n_heads: int
 
     @property
     def paths(self) -> list[str]:
-        return [*self.layers.values(), *self.blocks.values()]
+        return [*self.layers.values(), *self.sublayers.values()]
 
 
 def _stack_layers(model: nn.Module, stack: nn.Module, names: Mapping[int, str], which: str) -> list[nn.Module]:
@@ -91,7 +91,7 @@ def layout(model: nn.Module) -> Layout:
     if not is_seq2seq(model):
         raise Seq2SeqError(f"{type(model).__name__} is not a transformers encoder-decoder (config.is_encoder_decoder)")
     names = {id(m): n for n, m in model.named_modules()}
-    layers, blocks, outputs, values, heads = {}, {}, {}, {}, set()
+    layers, sublayers, outputs, values, heads = {}, {}, {}, {}, set()
     for stack, module in (("encoder", model.get_encoder()), ("decoder", model.get_decoder())):
         for i, layer in enumerate(_stack_layers(model, module, names, stack)):
             layers[layer_name(stack, i)] = names[id(layer)]
@@ -103,8 +103,8 @@ def layout(model: nn.Module) -> Layout:
                     f"has {len(types)}"
                 )
             for type_, attention in zip(types, found, strict=True):
-                name = block_name(stack, i, type_)
-                blocks[name] = names[id(attention)]
+                name = sublayer_name(stack, i, type_)
+                sublayers[name] = names[id(attention)]
                 kids = dict(attention.named_children())
                 proj = next(k for k in OUTPUT_PROJECTIONS if k in kids)
                 outputs[name] = f"{names[id(attention)]}.{proj}"
@@ -112,12 +112,12 @@ def layout(model: nn.Module) -> Layout:
                 heads.add(_heads(model, attention))
     if len(heads) != 1:
         raise Seq2SeqError(f"{type(model).__name__}: attentions of {sorted(heads)} heads; one count is read")
-    return Layout(layers, blocks, outputs, values, heads.pop())
+    return Layout(layers, sublayers, outputs, values, heads.pop())
 
 
 @contextlib.contextmanager
 def eager(model: nn.Module) -> Iterator[None]:
-    """Eager attention for the block (the weights returned), the model's own implementation restored after."""
+    """Eager attention for the sub-layer (the weights returned), the model's own implementation restored after."""
     before = getattr(model.config, "_attn_implementation", None)
     switch = before not in (None, "eager") and hasattr(model, "set_attn_implementation")
     if switch:
@@ -166,7 +166,7 @@ def hooked(
     inputs: Mapping[str, Edit] | None = None,
     outputs: Mapping[str, Edit] | None = None,
 ) -> Iterator[dict[str, Tensor]]:
-    """For the block: the output of each module of `read` kept in the dict it yields (path → tensor, as run);
+    """For the sub-layer: the output of each module of `read` kept in the dict it yields (path → tensor, as run);
     each module of `inputs` given `edit(its first input)` instead, and each of `outputs` returning
     `edit(its output)`. The hooks are removed on leaving, whatever happened."""
     kept: dict[str, Tensor] = {}
@@ -205,7 +205,7 @@ def hooked(
 
 
 def read_inputs(model: nn.Module, paths: Sequence[str]) -> contextlib.AbstractContextManager[dict[str, Tensor]]:
-    """For the block: the first input of each module of `paths` (a layer's stream entering it; an output
+    """For the sub-layer: the first input of each module of `paths` (a layer's stream entering it; an output
     projection's heads side by side), path → tensor."""
     kept: dict[str, Tensor] = {}
 
@@ -217,11 +217,11 @@ def read_inputs(model: nn.Module, paths: Sequence[str]) -> contextlib.AbstractCo
         return edit
 
     @contextlib.contextmanager
-    def block() -> Iterator[dict[str, Tensor]]:
+    def sublayer() -> Iterator[dict[str, Tensor]]:
         with hooked(model, inputs={p: keep(p) for p in paths}):
             yield kept
 
-    return block()
+    return sublayer()
 
 
 def run(hf_model: nn.Module, source: Tensor, target: Tensor, *, attentions: bool = False, hidden: bool = False) -> Any:

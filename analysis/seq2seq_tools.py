@@ -23,7 +23,7 @@ from analysis.patching import BATCH, PairError, SourcePatching, choose_position,
 from analysis.record import Analysis
 from analysis.seq2seq import Layout, Seq2SeqError, greedy, hooked, layout, module, read_inputs, run, start_id
 from inference.prediction import Prediction
-from model.names import block_name
+from model.names import sublayer_name
 
 CONTEXT_KEYS = ("max_position_embeddings", "n_positions")
 
@@ -118,13 +118,13 @@ def analysis(
     name = getattr(model.config, "name_or_path", "") or type(model).__name__
     result = from_huggingface(outputs, found.target_pieces, source_tokens=found.source_pieces, name=name)
     ids = found.target[0].tolist()
-    blocks = {}
-    for name, block in result.blocks.items():
+    sublayers = {}
+    for name, sublayer in result.sublayers.items():
         values, norms = _values(model, where, name, kept[where.values[name]])
-        blocks[name] = dataclasses.replace(block, values=values, value_norms=norms)
+        sublayers[name] = dataclasses.replace(sublayer, values=values, value_norms=norms)
     return dataclasses.replace(
         result,
-        blocks=blocks,
+        sublayers=sublayers,
         text=text,
         target_ids=tuple(ids),
         predictions=_predictions(outputs.logits[0].cpu(), k, tokenizer),
@@ -133,7 +133,7 @@ def analysis(
 
 
 def _values(model: nn.Module, where: Layout, name: str, projected: Tensor) -> tuple[np.ndarray, np.ndarray]:
-    """A block's values (H, Tk, d_head) from its value projection's output (1, Tk, H × d_head), and each key's
+    """A sub-layer's values (H, Tk, d_head) from its value projection's output (1, Tk, H × d_head), and each key's
     ‖v_j W_O^h‖ (H, Tk) through its head's slice of the output projection, its bias left out (added once, not per
     key): what `value_weighted` weighs (analysis.analyze.value_norms for ours)."""
     heads = where.n_heads
@@ -176,7 +176,7 @@ def activations(model: nn.Module, source: Tensor, target: Tensor, paths: Sequenc
 class Runs:
     """The clean and corrupted runs one patching starts from: the pair's sources (1, S) and the target (1, T);
     the decoder position measured, the tokens compared and each run's logit difference answer − versus; the
-    clean run's stream entering each layer (our layer name → (1, len, d)) and heads (our block name →
+    clean run's stream entering each layer (our layer name → (1, len, d)) and heads (our sub-layer name →
     (1, T, heads × d_head), what enters the output projection)."""
 
     clean: Tensor
@@ -228,25 +228,25 @@ def _patched_metric(model: nn.Module, runs: Runs, inputs: dict[str, Any], rows: 
 
 
 def patch_heads(model: nn.Module, runs: Runs, cells: Sequence[tuple[str, int]]) -> np.ndarray:
-    """The metric of the corrupted source with each cell's head ((block name, head)) output taken from the clean
+    """The metric of the corrupted source with each cell's head ((sub-layer name, head)) output taken from the clean
     run at every position, one batch row a cell."""
     where = layout(model)
     d_head = next(iter(runs.heads.values())).shape[-1] // where.n_heads
-    by_block: dict[str, list[tuple[int, int]]] = {}
-    for row, (block, head) in enumerate(cells):
-        by_block.setdefault(block, []).append((row, head))
+    by_sublayer: dict[str, list[tuple[int, int]]] = {}
+    for row, (sublayer, head) in enumerate(cells):
+        by_sublayer.setdefault(sublayer, []).append((row, head))
 
-    def edit(block: str) -> Callable[[Tensor], Tensor]:
+    def edit(sublayer: str) -> Callable[[Tensor], Tensor]:
         def apply(x: Tensor) -> Tensor:
             x = x.clone()
-            for row, head in by_block[block]:
+            for row, head in by_sublayer[sublayer]:
                 cut = slice(head * d_head, (head + 1) * d_head)
-                x[row, :, cut] = runs.heads[block][0, :, cut].to(x.dtype)
+                x[row, :, cut] = runs.heads[sublayer][0, :, cut].to(x.dtype)
             return x
 
         return apply
 
-    return _patched_metric(model, runs, {where.outputs[b]: edit(b) for b in by_block}, len(cells))
+    return _patched_metric(model, runs, {where.outputs[b]: edit(b) for b in by_sublayer}, len(cells))
 
 
 def patch_streams(model: nn.Module, runs: Runs, cells: Sequence[tuple[str, int]]) -> np.ndarray:
@@ -293,7 +293,7 @@ def patch_module(model: nn.Module, runs: Runs, path: str, positions: Sequence[in
 
 
 def cells(model: nn.Module, runs: Runs, what: str) -> list[tuple[str, int]]:
-    """What `what` patches, in our names: (block name, head) for "heads", (layer name, position) for "residual"."""
+    """What `what` patches, in our names: (sub-layer name, head) for "heads", (layer name, position) for "residual"."""
     if what == "heads":
         return [(name, h) for name in runs.heads for h in range(layout(model).n_heads)]
     if what == "residual":
@@ -355,7 +355,7 @@ def rank_heads(
     rows: slice = slice(None),
 ) -> list:
     """Each head of every attention switched off alone (`mode` "zero": its output 0; "mean": its mean over the
-    positions of the intact pass), the text's greedy output (or `found`'s target) held fixed: (block name, head,
+    positions of the intact pass), the text's greedy output (or `found`'s target) held fixed: (sub-layer name, head,
     KL(intact ‖ ablated) averaged over the output's positions `rows`), as analysis.ablation ranks ours; one batch
     row a head."""
     found = pair(model, tokenizer, text, None) if found is None else found
@@ -363,16 +363,16 @@ def rank_heads(
     with read_inputs(model, list(where.outputs.values())) as kept:
         before = torch.log_softmax(run(model, found.source, found.target).logits[0].double().cpu(), -1)[rows]
     d_head = next(iter(kept.values())).shape[-1] // where.n_heads
-    todo = [(name, h) for name in where.blocks for h in range(where.n_heads)]
+    todo = [(name, h) for name in where.sublayers for h in range(where.n_heads)]
     table = []
     for start in range(0, len(todo), batch):
         chosen = todo[start : start + batch]
 
-        def edit(block: str, chosen: list = chosen) -> Callable[[Tensor], Tensor]:
+        def edit(sublayer: str, chosen: list = chosen) -> Callable[[Tensor], Tensor]:
             def apply(x: Tensor) -> Tensor:
                 x = x.clone()
                 for row, (name, head) in enumerate(chosen):
-                    if name == block:
+                    if name == sublayer:
                         cut = slice(head * d_head, (head + 1) * d_head)
                         x[row, :, cut] = 0.0 if mode == "zero" else x[row, :, cut].mean(dim=0, keepdim=True)
                 return x
@@ -390,12 +390,12 @@ def rank_heads(
 
 
 def _next(model: nn.Module, source: Tensor, prefix: list[int]) -> tuple[Tensor, dict[str, np.ndarray]]:
-    """The logits after `prefix`'s last token (vocab,) and every decoder block's weights of that query, (H, Tk)."""
+    """The logits after `prefix`'s last token (vocab,) and every decoder sub-layer's weights of that query, (H, Tk)."""
     out = run(model, source, torch.tensor([prefix]), attentions=True)
     rows = {}
     for type_, layers in (("self_attn", out.decoder_attentions), ("cross_attn", out.cross_attentions)):
         for i, weights in enumerate(layers):
-            rows[block_name("decoder", i, type_)] = weights[0, :, -1].float().cpu().numpy()
+            rows[sublayer_name("decoder", i, type_)] = weights[0, :, -1].float().cpu().numpy()
     return out.logits[0, -1].float().cpu(), rows
 
 
@@ -508,14 +508,14 @@ def head_matrices(model: nn.Module, stack: str = "encoder") -> HeadMatrices:
     attention sits in a wrapper with its `layer_norm` (T5's sublayers); a post-norm model's norms (Marian, BART)
     act after the residual sum, so nothing is folded."""
     where = layout(model)
-    names = [n for n in where.blocks if n.startswith(f"{stack}.") and n.endswith(".self_attn")]
+    names = [n for n in where.sublayers if n.startswith(f"{stack}.") and n.endswith(".self_attn")]
     if not names:
         raise Seq2SeqError(f"{type(model).__name__} has no {stack} stack")
     found = dict(model.named_modules())
     heads, parts = where.n_heads, {"w_q": [], "w_k": [], "w_v": [], "w_o": []}
     with torch.no_grad():
         for name in names:
-            path = where.blocks[name]
+            path = where.sublayers[name]
             attention, parent = found[path], found[path.rsplit(".", 1)[0]]  # a library path: its parent module
             kids = dict(attention.named_children())
             q, k, v = (
@@ -554,13 +554,13 @@ def agreement(
         raise ValueError(f"position {position + 1} is outside the target's tokens: choose one of 1..{len(ids)}")
     answer = result.predictions[position][0].id
     where = layout(model)
-    nan = {name: np.full(where.n_heads, np.nan) for name in where.blocks}
+    nan = {name: np.full(where.n_heads, np.nan) for name in where.sublayers}
     scores = {m: {n: v.copy() for n, v in nan.items()} for m in METHODS}
-    for name, block in result.blocks.items():
-        if block.stack == "decoder":
-            skip = block.type == "self_attn"
-            scores["attention"][name] = _largest(block.weights, position, skip)
-            scores["value-weighted attention"][name] = _largest(block.value_weighted().weights, position, skip)
+    for name, sublayer in result.sublayers.items():
+        if sublayer.stack == "decoder":
+            skip = sublayer.type == "self_attn"
+            scores["attention"][name] = _largest(sublayer.weights, position, skip)
+            scores["value-weighted attention"][name] = _largest(sublayer.value_weighted().weights, position, skip)
     for mode in ("zero", "mean"):
         rows = slice(position, position + 1)
         for name, head, kl in rank_heads(model, tokenizer, text, mode, found=found, rows=rows):

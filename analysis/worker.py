@@ -95,7 +95,7 @@ __all__ = [
 ]
 T = TypeVar("T")
 PAGES_BYTES = 192 * 2**20  # the pages' copies: hundreds of class sentences, or three of 512 tokens on lm-english
-FULL_BYTES = 64 * 2**20  # full analyses (scores and V of every block), kept only when asked for (the export)
+FULL_BYTES = 64 * 2**20  # full analyses (scores and V of every sub-layer), kept only when asked for (the export)
 BATCH_TOKENS = 2048  # padded tokens in one batch: rows × the longest row's characters / 4, about its tokens
 DECODE_TOKENS = 16 * 512  # an encoder-decoder's decoding batch: its keys and values, not its weights, per row
 # A pass over at least LONG_TOKENS padded tokens (a long text, or many) runs on LONG_THREADS of torch's threads: its
@@ -103,8 +103,8 @@ DECODE_TOKENS = 16 * 512  # an encoder-decoder's decoding batch: its keys and va
 LONG_TOKENS = 256
 LONG_THREADS = min(4, os.cpu_count() or 1)
 OUTPUTS_KEPT = 4096  # an encoder-decoder's decoded outputs kept by (text, max_tokens): at most 65 ids each
-# A traced pass holds, per row, every head's scores and weights of every attention block (tensors, then arrays):
-# rows × blocks × heads × T² cells of 4 bytes, about four copies. Bounded, so that sessions sending long texts to
+# A traced pass holds, per row, every head's scores and weights of every attention sub-layer (tensors, then arrays):
+# rows × sub-layers × heads × T² cells of 4 bytes, about four copies. Bounded, so that sessions sending long texts to
 # a deep model at once are run a few at a time instead of all in one pass whose trace outgrows the machine.
 BATCH_TRACE_BYTES = 384 * 2**20
 TRACE_COPIES = 4
@@ -197,8 +197,8 @@ class ModelWorker:
         # one head's detail is not decoded again (a class's long texts outgrow the caches; these ids do not)
         self._outputs: OrderedDict[tuple[str, int], tuple[int, ...]] = OrderedDict()
         config = ckpt.config
-        blocks = config.n_encoder_layers + config.n_decoder_layers * (2 if config.has_cross_attention else 1)
-        self._cell_bytes = blocks * config.n_heads * 4 * TRACE_COPIES  # per row, per T² of the padded length
+        sublayers = config.n_encoder_layers + config.n_decoder_layers * (2 if config.has_cross_attention else 1)
+        self._cell_bytes = sublayers * config.n_heads * 4 * TRACE_COPIES  # per row, per T² of the padded length
         self.batches: list[int] = []  # size of each traced batch run, most recent last (for benchmarks and tests)
         self.decodings: list[int] = []  # an encoder-decoder's: size of each batch decoded before its traced ones
         self.pages = ByteCache(pages_bytes)

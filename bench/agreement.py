@@ -25,7 +25,7 @@ from analysis.ablation import batch_rows, rank_one_at_a_time
 from analysis.patching import BATCH as PATCH_BATCH
 from inference import catalog
 from inference.checkpoint import load_checkpoint
-from model.names import block_name
+from model.names import sublayer_name
 
 TEXT = "The cat sat on the mat because it was"
 
@@ -47,7 +47,7 @@ def main() -> None:
     print(f"setup ({s.ids.shape[1]} tokens; analysis, one traced pass, the patching runs): {setup_s:.2f} s")
     _, one_s = fastest(agree.one_pass_scores, ckpt, s)
     print(f"attention, value-weighted, logit attribution, attribution patching: {one_s:.2f} s")
-    first = [(block_name("decoder", 0, "self_attn"), head) for head in range(heads)]
+    first = [(sublayer_name("decoder", 0, "self_attn"), head) for head in range(heads)]
     _, layer_s = fastest(rank_one_at_a_time, ckpt, s.ranking, first, "zero")
     alone_s = 2 * layers * layer_s
     print(

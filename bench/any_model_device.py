@@ -48,7 +48,7 @@ def run(label: str, model, kw: dict, text: str, other: str, answer, versus) -> N
             took = time.perf_counter() - start
             if name == "analyze":
                 gap = max(
-                    float(np.abs(x.block(n, 0).weights - y.block(n, 0).weights).max())
+                    float(np.abs(x.sublayer(n, 0).weights - y.sublayer(n, 0).weights).max())
                     for x, y in zip(cpu, gpu, strict=True)
                     for n in x.attentions
                 )

@@ -83,15 +83,15 @@ def compare_analyze(ckpt: Checkpoint, hf, bridge, text: str, ids: torch.Tensor) 
 
 def compare_rank(ckpt: Checkpoint, text: str, sample: int, alone: int) -> None:
     setup = ranking_setup(ckpt, text)
-    layers = len(setup.blocks)
+    layers = len(setup.sublayers)
     every_other = np.linspace(0, layers - 1, sample).round().astype(int)
-    heads = [(setup.blocks[i][0], int(k % setup.blocks[i][1])) for k, i in enumerate(every_other)]
+    heads = [(setup.sublayers[i][0], int(k % setup.sublayers[i][1])) for k, i in enumerate(every_other)]
     batched, batched_s = timed(rank_heads, ckpt, setup, heads)
     some = heads[:: max(1, len(heads) // alone)][:alone]
     one, one_s = timed(rank_one_at_a_time, ckpt, setup, some)
     worst = max(abs(a[2] - b[2]) for a, b in zip(one, [r for r in batched if r[:2] in some], strict=True))
     per_batched, per_one = batched_s / len(heads), one_s / len(some)
-    total = sum(n for _, n in setup.blocks)
+    total = sum(n for _, n in setup.sublayers)
     print(
         f"  rank_heads batched ({batch_rows(ckpt, setup)} heads a pass at most): {batched_s:.1f} s for {len(heads)} "
         f"heads over {layers} layers = {per_batched:.2f} s a head; one pass a head: {one_s:.1f} s for {len(some)} = "
@@ -101,12 +101,12 @@ def compare_rank(ckpt: Checkpoint, text: str, sample: int, alone: int) -> None:
 
 
 def compare_parts(ckpt: Checkpoint, ids: torch.Tensor) -> None:
-    block, query = "decoder.layers.14.self_attn", ids.shape[1] - 1
+    sublayer, query = "decoder.layers.14.self_attn", ids.shape[1] - 1
     with torch.inference_mode():
         _, pass_s = timed(forward, ckpt.model, ids, None, warm=True)
-    _, one_s = timed(score_parts, ckpt.model, ids, None, block, 0, query, 0, warm=True)
+    _, one_s = timed(score_parts, ckpt.model, ids, None, sublayer, 0, query, 0, warm=True)
     keys = list(range(ids.shape[1]))
-    _, row_s = timed(row_parts, ckpt.model, ids, None, block, 0, query, keys, warm=True)
+    _, row_s = timed(row_parts, ckpt.model, ids, None, sublayer, 0, query, keys, warm=True)
     print(
         f"  one traced forward {pass_s:.2f} s; one key's split {one_s:.2f} s; the query's whole row ({len(keys)} keys) "
         f"{row_s:.2f} s; ratio row / one pass {row_s / pass_s:.2f}×, row / one key {row_s / one_s:.2f}×"

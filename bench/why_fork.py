@@ -1,7 +1,7 @@
 """What Attention math's "why this score" and "fork here" cost on the shipped checkpoints, at function level in this
 process (the server, its worker queue and the browser are not in these figures), one thread:
 
-- score parts: one traced pass with activations, the stream's parts walked to the block and projected in float64
+- score parts: one traced pass with activations, the stream's parts walked to the sub-layer and projected in float64
   (analysis.score_parts), for the last layer's head 1, the last query and the first key; on lm-english (a 6-layer
   pre-norm LM, 48 parts a side at layer 6) and the translator's last cross-attention (post-norm, the encoder's
   parts on the key side);

@@ -26,6 +26,9 @@ PRETRAINED_VAR = "ATLAS_PRETRAINED"  # 1: list the installed model packages, 0: 
 PUBLISHED_KINDS = {"bert": "encoder-only", "gpt2": "decoder-only", "llama": "decoder-only"}
 # A published folder's tokenizer: tokenizer.json, or a GPT-2's older vocab.json + merges.txt.
 PUBLISHED_TOKENIZERS = ("tokenizer.json", "vocab.json", "merges.txt")
+# A card names a head's sub-layer (`decoder.layers.1.self_attn`) under this key: the card format's, kept as every
+# card was written, so that cards trained and measured before read as they are.
+SUBLAYER_KEY = "block"
 DEFAULT_DIR = Path(__file__).resolve().parent.parent / "checkpoints"
 DEFAULT_MODEL = "lm-english"  # what a first visit opens on when it is listed: the model a class comes to see
 MODEL_VAR = "ATLAS_MODEL"  # the model a bare link opens instead (`python -m atlas app --model NAME` sets it)
@@ -319,7 +322,7 @@ def headline(card: dict[str, Any]) -> str:
 
 
 def recorded_head(card: dict[str, Any]) -> tuple[str, int, str] | None:
-    """The head whose formation a run recorded, as (block name, 0-based head, what it does): the card's best
+    """The head whose formation a run recorded, as (sub-layer name, 0-based head, what it does): the card's best
     induction head, else its best previous-token head (the evaluate command's probe, analysis.induction); None
     when the card names neither or names them in another shape."""
     probe = (card.get("metrics") or {}).get("induction") if isinstance(card.get("metrics"), dict) else None
@@ -327,8 +330,8 @@ def recorded_head(card: dict[str, Any]) -> tuple[str, int, str] | None:
         return None
     for key, what in (("best_induction_head", "induction"), ("best_previous_token_head", "previous-token")):
         best = probe.get(key)
-        if isinstance(best, dict) and isinstance(best.get("block"), str) and isinstance(best.get("head"), int):
-            return best["block"], best["head"] - 1, what  # the card counts heads from 1, as it is read
+        if isinstance(best, dict) and isinstance(best.get(SUBLAYER_KEY), str) and isinstance(best.get("head"), int):
+            return best[SUBLAYER_KEY], best["head"] - 1, what  # the card counts heads from 1, as it is read
     return None
 
 
@@ -361,11 +364,11 @@ def decoding_beam(card: dict[str, Any]) -> int:
 
 
 def default_head(card: dict[str, Any], what: str = "head") -> tuple[str, int] | None:
-    """(block name, 0-based head) of the card's measured default `what` ("head" or "ablation"); None without one."""
+    """(sub-layer name, 0-based head) of the card's measured default `what` ("head" or "ablation"); None without one."""
     found = card_defaults(card, what)
-    if found is None or not isinstance(found.get("block"), str) or not isinstance(found.get("head"), int):
+    if found is None or not isinstance(found.get(SUBLAYER_KEY), str) or not isinstance(found.get("head"), int):
         return None
-    return found["block"], found["head"] - 1  # the card counts heads from 1, as it is read
+    return found[SUBLAYER_KEY], found["head"] - 1  # the card counts heads from 1, as it is read
 
 
 def opening_text(card: dict[str, Any], page: str) -> str | None:

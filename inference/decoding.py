@@ -108,7 +108,7 @@ def next_log_probs(
     """Log-probabilities (B, vocab) of the token after `fed` (B, T), and the trace to pass as the next `past`.
 
     With the cache and a `past`, only the last column of `fed` is new; without it, all of `fed` is computed.
-    `ablate`: heads switched off (model.attention.Ablation), by block name.
+    `ablate`: heads switched off (model.attention.Ablation), by sub-layer name.
     """
     new = fed[:, -1:] if cache and past is not None else fed
     previous = past if cache else None
@@ -268,7 +268,7 @@ def greedy_many(
 
 def decoding_cache(trace: Trace, rows: Tensor) -> Trace:
     """Batch rows `rows` of a decoder pass's trace as the cache a decoding carries from step to step: the decoder
-    blocks' masks, keys and values only (a traced pass also holds the encoder's records and every head's scores and
+    sub-layers' masks, keys and values only (a traced pass also holds the encoder's records and every head's scores and
     weights, which no later step reads and beam search would otherwise copy at every step)."""
     attention = {
         name: AttentionRecord(rec.mask, rec.keys, rec.values)

@@ -11,7 +11,7 @@ from typing import Any
 @dataclass(frozen=True)
 class SeedRow:
     """One row of the report's Table 1, as printed: model width, Transformer layers, heads (None: the single-head
-    SelfAttention block), parameters, time (the report gives no unit), accuracy and loss on its test 5-grams."""
+    SelfAttention sub-layer), parameters, time (the report gives no unit), accuracy and loss on its test 5-grams."""
 
     architecture: str
     dim: int

@@ -57,7 +57,7 @@ def masked_softmax(scores: Tensor, mask: Tensor) -> Tensor:
 
 @dataclass(frozen=True)
 class AttentionRecord:
-    """What one attention block computed for one batch.
+    """What one attention sub-layer computed for one batch.
 
     mask:    (B, Tq, Tk) booleans applied to every head, True = may attend.
     keys, values: (B, H, Tk, d_head) the projected K and V each query head read, every key so far (a variant
@@ -85,7 +85,7 @@ class AttentionRecord:
 
 @dataclass(frozen=True)
 class Ablation:
-    """Heads of one attention block switched off: their outputs (softmax(QKᵀ/√d_k)V of each head, before the
+    """Heads of one attention sub-layer switched off: their outputs (softmax(QKᵀ/√d_k)V of each head, before the
     heads are concatenated and projected by W^O) become zeros, or, with mode "mean", each head's mean over the
     real query positions of the pass. The recorded weights stay what the head computed: only its output is cut.
     An argument of the forward pass, never state on the model."""
@@ -118,7 +118,7 @@ class Ablation:
 class Patch:
     """Activations replaced in a forward pass: `values` written where `where` is True (activation patching: a
     run's activations put into another run), or with `added` added there (a zero tensor that needs a gradient
-    then measures how the output depends on the activation: attribution patching). For a block's head outputs
+    then measures how the output depends on the activation: attribution patching). For a sub-layer's head outputs
     (in place of an Ablation) `values` is (B, H, Tq, d_head) and `where` (B, H), each head at every position; for
     a layer's input, the residual stream (`decoder.layers.{i}.resid_pre`, `encoder.layers.{i}.resid_pre`), (B, T,
     d_model) and (B, T).
@@ -183,7 +183,7 @@ class MultiHeadedAttention(nn.Module):
         """Attend from `query` (B, Tq, d_model) to `key_value` (B, Tk, d_model) under `mask` (B, Tq, Tk).
         `ablate`: heads whose output is switched off (see Ablation) or patched (see Patch).
 
-        With `past` (this block's record from the previous decoding step) its keys and values come first, and
+        With `past` (this sub-layer's record from the previous decoding step) its keys and values come first, and
         the new tokens' positions start after them; with `key_value=None` the past's keys and values are used
         as they are (cross-attention to an encoder memory projected once).
         """

@@ -246,7 +246,7 @@ class ModelConfig(Capabilities):
             )
         if self.switches.parallel_residual and (self.has_encoder or not self.has_decoder or self.norm != "pre"):
             raise ConfigError(
-                "parallel_residual is GPT-NeoX's pre-norm decoder block: it needs a pre-norm decoder-only model"
+                "parallel_residual is GPT-NeoX's pre-norm decoder layer: it needs a pre-norm decoder-only model"
             )
         if self.positional == "sinusoidal" and self.d_model % 2:
             raise ConfigError(f"sinusoidal positions need an even d_model, got {self.d_model}")

@@ -35,7 +35,7 @@ def forward(
     past:        the trace of the previous call: the pass continues after its tokens, reusing its keys and
                  values (incremental decoding). An encoder-only model has nothing to continue.
     record:      keep every head's scores and weights (False: the fused kernel, the weights never exist).
-    ablate:      heads switched off, by block name (model.attention.Ablation).
+    ablate:      heads switched off, by sub-layer name (model.attention.Ablation).
     activations: also record the residual stream and the feed-forward layers (Trace.activations).
     """
     # ids made on the CPU follow a model moved to a GPU; a model without parameters (a test's stand-in) keeps them

@@ -1,9 +1,9 @@
 """The names of a model's parts, built and read in one place.
 
-An attention block is `{stack}.layers.{layer}.{type}`: `encoder.layers.0.self_attn`, `decoder.layers.1.cross_attn`
+An attention sub-layer is `{stack}.layers.{layer}.{type}`: `encoder.layers.0.self_attn`, `decoder.layers.1.cross_attn`
 (layers counted from 0, as the modules are; pages label them from 1). A layer's other recorded points add one more
 part (`decoder.layers.0.resid_post`, model/trace.py). An attention type is `{stack}.{type}` (`decoder.cross_attn`):
-one kind of block in every layer. Nothing else builds or splits these strings.
+one kind of sub-layer in every layer. Nothing else builds or splits these strings.
 
 A model's kind names the attention types it has (ATTENTIONS); what it can do is asked of those (Capabilities: has it
 an encoder, a decoder, cross-attention?), so that the kind is read in one place, here.
@@ -53,33 +53,33 @@ class Capabilities:
 
 
 def layer_name(stack: str, layer: int) -> str:
-    """`decoder`, 1 → `decoder.layers.1`: a layer's module path, the prefix of its blocks and recorded points."""
+    """`decoder`, 1 → `decoder.layers.1`: a layer's module path, the prefix of its sub-layers and recorded points."""
     return f"{stack}.layers.{layer}"
 
 
-def block_name(stack: str, layer: int, type_: str) -> str:
+def sublayer_name(stack: str, layer: int, type_: str) -> str:
     """`decoder`, 1, `cross_attn` → `decoder.layers.1.cross_attn`."""
     return f"{layer_name(stack, layer)}.{type_}"
 
 
-def parse_block_name(name: str) -> tuple[str, int, str]:
+def parse_sublayer_name(name: str) -> tuple[str, int, str]:
     """`decoder.layers.1.cross_attn` → ("decoder", 1, "cross_attn"); ValueError for anything else."""
     parts = name.split(".")
     if len(parts) != 4 or parts[0] not in STACKS or parts[1] != "layers" or not parts[2].isdigit():
-        raise ValueError(f"not an attention block name: {name!r}")
+        raise ValueError(f"not an attention sub-layer name: {name!r}")
     if parts[3] not in TYPES:
-        raise ValueError(f"not an attention block name: {name!r}")
+        raise ValueError(f"not an attention sub-layer name: {name!r}")
     return parts[0], int(parts[2]), parts[3]
 
 
-def block_layer(name: str) -> int:
-    """The layer (from 0) of a block name."""
-    return parse_block_name(name)[1]
+def sublayer_layer(name: str) -> int:
+    """The layer (from 0) of a sub-layer name."""
+    return parse_sublayer_name(name)[1]
 
 
 def attention_type(name: str) -> str:
-    """`decoder.layers.1.cross_attn` → `decoder.cross_attn`: the block's kind, in every layer."""
-    stack, _, type_ = parse_block_name(name)
+    """`decoder.layers.1.cross_attn` → `decoder.cross_attn`: the sub-layer's kind, in every layer."""
+    stack, _, type_ = parse_sublayer_name(name)
     return f"{stack}.{type_}"
 
 

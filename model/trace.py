@@ -1,4 +1,4 @@
-"""The trace a forward pass returns: every attention block's record, keyed by module path, the positions used and,
+"""The trace a forward pass returns: every attention sub-layer's record, keyed by module path, the positions used and,
 on request, the residual stream."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ class Trace:
     positional_encoding: "encoder"/"decoder" → (T, d_model) rows added to the embeddings; with
                   rotary positions (T, d_head) rows, the cos | sin of the angles queries and keys were turned by.
     attention:    module path (`encoder.layers.0.self_attn`, `decoder.layers.1.cross_attn`, …) → its record,
-                  in the order computed. A decoder pass that continues a `past` trace holds no encoder blocks.
+                  in the order computed. A decoder pass that continues a `past` trace holds no encoder sub-layers.
     query_offset: position of the first query among the decoder's keys (non-zero after a `past`).
     activations:  empty unless the forward was called with `activations=True`; then name → tensor of this pass's
                   positions (B, T, d_model), named by module path as TransformerLens's `blocks.0.hook_resid_mid`.

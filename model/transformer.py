@@ -32,12 +32,12 @@ from model.attention import (
     padding_mask,
 )
 from model.config import ModelConfig
-from model.names import block_name, layer_name
+from model.names import layer_name, sublayer_name
 from model.trace import Trace
 
 Records = dict[str, AttentionRecord]
 Activations = dict[str, Tensor]  # name → (B, T, ·): the residual stream and hidden layers (Trace.activations)
-# block name (`decoder.layers.1.cross_attn`) → the heads switched off or patched there; a decoder layer's input
+# sub-layer name (`decoder.layers.1.cross_attn`) → the heads switched off or patched there; a decoder layer's input
 # (`decoder.layers.1.resid_pre`) → the stream patched there; a stack's token embeddings (`encoder.embed`,
 # `decoder.embed`) → patched before the positions are added
 Ablations = Mapping[str, Ablation | Patch]
@@ -271,10 +271,10 @@ class Encoder(nn.Module):
         records: Records = {}
         acts: Activations = {}
         for i, layer in enumerate(self.layers):
-            name, block = layer_name("encoder", i), block_name("encoder", i, "self_attn")
+            name, sublayer = layer_name("encoder", i), sublayer_name("encoder", i, "self_attn")
             if (patched := ablate.get(f"{name}.resid_pre")) is not None:  # a Patch of the layer's input
                 x = patched.apply(x)
-            x, records[block], mine = layer(x, mask, record, ablate.get(block), keep)
+            x, records[sublayer], mine = layer(x, mask, record, ablate.get(sublayer), keep)
             acts |= {f"{name}.{k}": t for k, t in mine.items()}
         x = self.norm(x)
         return x, records, (acts | {"encoder.output": x}) if keep else acts
@@ -395,7 +395,7 @@ class EncoderDecoder(TransformerBase):
         activations: bool = False,
     ) -> tuple[Tensor, Trace]:
         """Logits (B, T, vocab) for the next token after each target position (teacher forcing), and the trace.
-        `ablate`: heads switched off, by block name (model.attention.Ablation). `activations`: also record the
+        `ablate`: heads switched off, by sub-layer name (model.attention.Ablation). `activations`: also record the
         residual stream and the feed-forward layers (Trace.activations).
 
         With `past`, the trace of the previous call on the same source, the encoder does not run again:
@@ -441,7 +441,7 @@ class DecoderOnlyLM(TransformerBase):
         activations: bool = False,
     ) -> tuple[Tensor, Trace]:
         """Logits (B, T, vocab) for the token after each position of `ids`, continuing `past` if given;
-        `ablate`: heads switched off, by block name (model.attention.Ablation); `activations`: also record the
+        `ablate`: heads switched off, by sub-layer name (model.attention.Ablation); `activations`: also record the
         residual stream and the feed-forward layers (Trace.activations)."""
         logits, target_valid, records, rows, acts = self.decode(ids, past, None, None, record, ablate, activations)
         offset = past.target_valid.shape[1] if past else 0
@@ -464,7 +464,7 @@ class EncoderOnly(TransformerBase):
         self, ids: Tensor, record: bool = True, ablate: Ablations = NONE, activations: bool = False
     ) -> tuple[Tensor, Trace]:
         """Logits (B, T, vocab) at every position of `ids` (B, T), and the trace; its source_ids are `ids` and
-        it has no decoder tokens. `ablate`: heads switched off, by block name (model.attention.Ablation);
+        it has no decoder tokens. `ablate`: heads switched off, by sub-layer name (model.attention.Ablation);
         `activations`: also record the residual stream and the feed-forward layers (Trace.activations)."""
         valid = padding_mask(ids, self.config.pad_id)  # (B, T)
         x, records, rows, acts = self.encode(ids, valid, record, ablate, activations)

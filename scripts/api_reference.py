@@ -21,7 +21,7 @@ HEADER = """# `import atlas`: the reference
 Generated from the docstrings by `python scripts/api_reference.py` (tests/test_api_reference.py keeps it current).
 Layers and heads are counted from 1, as the app's pickers and the figures' labels count them; token positions in
 what a function returns are counted from 1 where a person reads them (tables, labels) and 0-based where they index
-an array (an `Analysis`'s blocks). [In a notebook](notebook.md) shows them at work; `examples/attention_atlas.ipynb`
+an array (an `Analysis`'s sub-layers). [In a notebook](notebook.md) shows them at work; `examples/attention_atlas.ipynb`
 calls every one.
 """
 

@@ -23,14 +23,14 @@ def logits_of(model, source, target, **kw):
     return out[0]
 
 
-def block_module(model, name: str):
+def sublayer_module(model, name: str):
     stack, _, layer, kind = name.split(".")
     return getattr(getattr(model, stack).layers[int(layer)], kind)
 
 
 def reference(model, source, target, name: str, head: int, mode: str):
-    """The same pass with a pre-hook on the block's W^O cutting head `head`'s slice of its input by hand."""
-    attn = block_module(model, name)
+    """The same pass with a pre-hook on the sub-layer's W^O cutting head `head`'s slice of its input by hand."""
+    attn = sublayer_module(model, name)
     d = attn.d_head
 
     def cut(module, args):
@@ -56,7 +56,7 @@ def test_ablating_a_head_equals_cutting_its_output_by_hand(model, gen, mode: str
         ["encoder.layers.1.self_attn", "decoder.layers.1.cross_attn"] if source is not None else []
     )
     for name in names:
-        for head in (0, block_module(model, name).n_heads - 1):
+        for head in (0, sublayer_module(model, name).n_heads - 1):
             ablated = logits_of(model, source, target, record=record, ablate={name: Ablation((head,), mode)})
             expected = reference(model, source, target, name, head, mode)
             torch.testing.assert_close(ablated, expected, atol=1e-5, rtol=1e-5)
@@ -192,7 +192,7 @@ def test_heads_switched_off_side_by_side_equal_one_pass_a_head(three_kinds, kind
 
     ckpt = three_kinds[kind]
     setup = ablation.ranking_setup(ckpt, "the cat sat on the mat and the dog")
-    every = [(name, head) for name, n in setup.blocks for head in range(n)]
+    every = [(name, head) for name, n in setup.sublayers for head in range(n)]
     one_at_a_time = ablation.rank_one_at_a_time(ckpt, setup, every, mode)
     passes = []
     counted = ablation.forward
@@ -216,7 +216,7 @@ def test_a_row_joins_the_batch_at_its_heads_layer(three_kinds, mode, monkeypatch
 
     ckpt = three_kinds["decoder-only"]
     setup = ablation.ranking_setup(ckpt, "the cat sat on the mat")
-    (first, h), (second, _) = setup.blocks
+    (first, h), (second, _) = setup.sublayers
     shuffled = [(second, 1), (first, 0), (second, 0), (first, h - 1)]  # the answer keeps the order asked
     runs = []
     counted = ablation.decoder_layers
@@ -243,24 +243,24 @@ def test_a_shipped_language_model_ranks_side_by_side_as_one_pass_a_head(mode) ->
 
     ckpt = load_checkpoint(catalog.find_checkpoint("lm-english"))
     setup = ablation.ranking_setup(ckpt, "The cat sat on the mat because it was")
-    every = [(name, head) for name, n in setup.blocks for head in range(n)]
+    every = [(name, head) for name, n in setup.sublayers for head in range(n)]
     one_at_a_time = ablation.rank_one_at_a_time(ckpt, setup, every, mode)
     batched = ablation.rank_heads(ckpt, setup, every, mode, batch=20)
     np.testing.assert_allclose([r[2] for r in batched], [r[2] for r in one_at_a_time], rtol=0, atol=1e-5)
     assert max(r[2] for r in batched) > 1e-3
 
 
-def test_ranking_one_block_or_a_head_that_is_not_there(three_kinds) -> None:
-    from analysis.ablation import rank_block, rank_heads, rank_one_at_a_time, ranking_setup
+def test_ranking_one_sublayer_or_a_head_that_is_not_there(three_kinds) -> None:
+    from analysis.ablation import rank_heads, rank_one_at_a_time, rank_sublayer, ranking_setup
 
     ckpt = three_kinds["decoder-only"]
     setup = ranking_setup(ckpt, "the cat sat")
-    name, n_heads = setup.blocks[1]
-    chosen = rank_block(ckpt, setup, name, "zero", heads=[3, 0])
+    name, n_heads = setup.sublayers[1]
+    chosen = rank_sublayer(ckpt, setup, name, "zero", heads=[3, 0])
     expected = rank_one_at_a_time(ckpt, setup, [(name, 3), (name, 0)])
     assert [r[:2] for r in chosen] == [(name, 3), (name, 0)]
     np.testing.assert_allclose([r[2] for r in chosen], [r[2] for r in expected], atol=1e-5)
-    with pytest.raises(ValueError, match=f"no head {n_heads} in block"):
+    with pytest.raises(ValueError, match=f"no head {n_heads} in sub-layer"):
         rank_heads(ckpt, setup, [(name, n_heads)])
     assert rank_heads(ckpt, setup, [], "mean") == []
 
@@ -285,5 +285,7 @@ def test_a_resumed_row_holds_only_the_scored_logits(three_kinds) -> None:
     ckpt = three_kinds["decoder-only"]
     setup = ablation.ranking_setup(ckpt, "the cat sat")
     t, vocab = setup.target.shape[1], ckpt.config.vocab_size
-    whole = ablation.row_bytes(ckpt, ablation.RankingSetup(None, setup.target, slice(None), setup.before, setup.blocks))
+    whole = ablation.row_bytes(
+        ckpt, ablation.RankingSetup(None, setup.target, slice(None), setup.before, setup.sublayers)
+    )
     assert whole - ablation.row_bytes(ckpt, setup) == 4 * (t - 1) * vocab  # the last position's logits only

@@ -21,7 +21,7 @@ from analysis.patching import attribution_patch, pair_ids, patch, patch_runs, pr
 from inference.checkpoint import Checkpoint, load_checkpoint
 from model.attention import Ablation
 from model.forward import forward
-from model.names import block_name
+from model.names import sublayer_name
 from viz.agreement import (
     agreement_frame,
     correlation_heatmap,
@@ -47,7 +47,7 @@ def last(lm: Checkpoint):
 
 
 def by_head(lm: Checkpoint, table: list[tuple[str, int, float]]) -> np.ndarray:
-    """(block name, head, value) rows as (L, H)."""
+    """(sub-layer name, head, value) rows as (L, H)."""
     grid = np.full((lm.config.n_decoder_layers, lm.config.n_heads), np.nan)
     for name, head, value in table:
         grid[int(name.split(".")[2]), head] = value
@@ -68,11 +68,11 @@ def test_each_column_equals_its_methods_own_function_at_the_last_token(lm: Check
     ids = torch.tensor([list(analysis.target_ids)])
     p = ids.shape[1] - 1
     assert last.position == p and list(last.scores) == list(METHODS)
-    names = [block_name("decoder", i, "self_attn") for i in range(lm.config.n_decoder_layers)]
+    names = [sublayer_name("decoder", i, "self_attn") for i in range(lm.config.n_decoder_layers)]
     expected = {
-        "attention": np.stack([largest_but_first(analysis.blocks[n].weights, p) for n in names]),
+        "attention": np.stack([largest_but_first(analysis.sublayers[n].weights, p) for n in names]),
         "value-weighted attention": np.stack(
-            [largest_but_first(analysis.value_weighted().blocks[n].weights, p) for n in names]
+            [largest_but_first(analysis.value_weighted().sublayers[n].weights, p) for n in names]
         ),
         "direct logit attribution": attribute(lm, None, ids, p).heads["decoder.self_attn"],
         "ablation (zero)": by_head(lm, head_importance(lm, TEXT, "zero")),
@@ -94,13 +94,15 @@ def test_an_earlier_position_scores_its_own_prediction(lm: Checkpoint) -> None:
     assert found.position == p
     np.testing.assert_allclose(
         found.scores["attention"][1],
-        largest_but_first(analysis.blocks[block_name("decoder", 1, "self_attn")].weights, p),
+        largest_but_first(analysis.sublayers[sublayer_name("decoder", 1, "self_attn")].weights, p),
     )
     np.testing.assert_allclose(
         found.scores["direct logit attribution"], attribute(lm, None, ids, p).heads["decoder.self_attn"]
     )
     logits = forward(lm.model, ids, record=False)[0][0].float()
-    cut = forward(lm.model, ids, record=False, ablate={block_name("decoder", 1, "self_attn"): Ablation((2,), "zero")})
+    cut = forward(
+        lm.model, ids, record=False, ablate={sublayer_name("decoder", 1, "self_attn"): Ablation((2,), "zero")}
+    )
     by_hand = float(_kl(logits[p : p + 1], cut[0][0].float()[p : p + 1])[0])
     assert found.scores["ablation (zero)"][1, 2] == pytest.approx(by_hand, rel=1e-3)
     clean = ids[:, : p + 1]
@@ -152,7 +154,7 @@ def test_a_text_too_short_to_shuffle_leaves_patching_empty_and_says_why(lm: Chec
     assert np.isnan(found.scores["attribution patching"]).all()
     assert "too few" in found.note and found.versus is None
     assert np.isfinite(found.scores["ablation (zero)"]).all()
-    weights = analyze(lm, TEXT).blocks[block_name("decoder", 0, "self_attn")].weights[:, 1]  # (H, Tk), query 2
+    weights = analyze(lm, TEXT).sublayers[sublayer_name("decoder", 0, "self_attn")].weights[:, 1]  # (H, Tk), query 2
     assert (weights[:, 0] > weights[:, 1]).any()  # a head that puts more on the start of text: left out
     np.testing.assert_allclose(found.scores["attention"][0], weights[:, 1])
     assert "too few" not in disagreement_line(agreement_frame(found.scores))

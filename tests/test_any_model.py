@@ -134,9 +134,9 @@ def test_analyze_maps_the_object_and_every_head_equals_its_own_attention(hf) -> 
     assert analysis.target_ids == tuple(ids[0].tolist())
     outputs = own(model, ids)
     for layer, expected in zip(analysis.layers("decoder.self_attn"), outputs.attentions, strict=True):
-        block = analysis.block("decoder.self_attn", layer)
-        np.testing.assert_allclose(block.weights, expected[0].numpy(), atol=TOL, rtol=0)
-        assert block.scores is not None and block.value_norms is not None  # a checkpoint's whole Analysis
+        sublayer = analysis.sublayer("decoder.self_attn", layer)
+        np.testing.assert_allclose(sublayer.weights, expected[0].numpy(), atol=TOL, rtol=0)
+        assert sublayer.scores is not None and sublayer.value_norms is not None  # a checkpoint's whole Analysis
 
 
 def test_logit_attribution_sums_to_the_librarys_own_logit(hf) -> None:
@@ -192,25 +192,25 @@ def reading_matrices(
     wq, wk, wv, wo = [], [], [], []
     for layer in range(cfg.num_hidden_layers):
         if cfg.model_type == "gpt2":
-            block = model.transformer.h[layer]
-            gain = block.ln_1.weight.detach().double()
-            q, k, v = block.attn.c_attn.weight.detach().double().split(d_model, dim=1)  # Conv1D: (in, out)
-            o = block.attn.c_proj.weight.detach().double()  # (H·d_head, d_model)
+            decoder_layer = model.transformer.h[layer]
+            gain = decoder_layer.ln_1.weight.detach().double()
+            q, k, v = decoder_layer.attn.c_attn.weight.detach().double().split(d_model, dim=1)  # Conv1D: (in, out)
+            o = decoder_layer.attn.c_proj.weight.detach().double()  # (H·d_head, d_model)
             o = o - o.mean(dim=1, keepdim=True)
             group = 1
         elif cfg.model_type == "gpt_neox":
-            block = model.gpt_neox.layers[layer]
-            gain = block.input_layernorm.weight.detach().double()
-            fused = block.attention.query_key_value.weight.detach().double()  # (H·3·d_head, d_model), per head
+            decoder_layer = model.gpt_neox.layers[layer]
+            gain = decoder_layer.input_layernorm.weight.detach().double()
+            fused = decoder_layer.attention.query_key_value.weight.detach().double()  # (H·3·d_head, d_model), per head
             q, k, v = (fused.view(heads, 3, d_head, d_model)[:, i].reshape(d_model, d_model).T for i in range(3))
-            o = block.attention.dense.weight.detach().double().T  # (H·d_head, d_model)
+            o = decoder_layer.attention.dense.weight.detach().double().T  # (H·d_head, d_model)
             o = o - o.mean(dim=1, keepdim=True)
             group = 1
         else:
-            block = model.model.layers[layer]
-            gain = block.input_layernorm.weight.detach().double()
-            q, k, v = (getattr(block.self_attn, f"{x}_proj").weight.detach().double().T for x in "qkv")
-            o = block.self_attn.o_proj.weight.detach().double().T
+            decoder_layer = model.model.layers[layer]
+            gain = decoder_layer.input_layernorm.weight.detach().double()
+            q, k, v = (getattr(decoder_layer.self_attn, f"{x}_proj").weight.detach().double().T for x in "qkv")
+            o = decoder_layer.self_attn.o_proj.weight.detach().double().T
             group = heads // cfg.num_key_value_heads
         for h in range(heads):
             part = slice(h * d_head, (h + 1) * d_head)
@@ -267,7 +267,8 @@ def test_one_tokenization_whatever_the_entry_point(tmp_path, kind) -> None:
     assert from_object.target_pieces[0] == SPECIALS[model.config.bos_token_id]
     for layer in from_folder.layers("decoder.self_attn"):
         np.testing.assert_array_equal(
-            from_object.block("decoder.self_attn", layer).weights, from_folder.block("decoder.self_attn", layer).weights
+            from_object.sublayer("decoder.self_attn", layer).weights,
+            from_folder.sublayer("decoder.self_attn", layer).weights,
         )
 
 
@@ -313,7 +314,7 @@ def test_a_list_of_texts_gives_a_list_of_analyses_and_of_tables_each_as_alone(hf
         for name in alone.attentions:
             for layer in alone.layers(name):
                 np.testing.assert_allclose(
-                    analysis.block(name, layer).weights, alone.block(name, layer).weights, atol=TOL
+                    analysis.sublayer(name, layer).weights, alone.sublayer(name, layer).weights, atol=TOL
                 )
     tables = atlas.logit_attribution_scores(model, [TEXT, OTHER], token="mat", tokenizer=tokenizer)
     assert [t.attrs["logit"] for t in tables] == pytest.approx(
@@ -374,7 +375,7 @@ def test_a_bad_list_or_text_in_a_list_is_named() -> None:
 
 
 DEVICE_CALLS = {  # every function of the notebook API that takes device=, called on a tiny GPT-2
-    "analyze": lambda m, t, **k: atlas.analyze(m, TEXT, tokenizer=t, **k).block("decoder.self_attn", 0).weights,
+    "analyze": lambda m, t, **k: atlas.analyze(m, TEXT, tokenizer=t, **k).sublayer("decoder.self_attn", 0).weights,
     "composition": lambda m, t, **k: atlas.composition(m, tokenizer=t, **k).data[0].z,
     "composition_scores": lambda m, t, **k: atlas.composition_scores(m, tokenizer=t, **k)[["Q", "K", "V"]],
     "logit_attribution": lambda m, t, **k: atlas.logit_attribution(m, TEXT, tokenizer=t, **k).data[0].z,
@@ -482,13 +483,13 @@ def test_a_transformer_lens_bridge_runs_every_circuit_function_equal_to_its_own_
     analysis = atlas.analyze(bridge, TEXT)  # the bridge's tokenizer, its model mapped onto ours
     assert analysis.target_ids == tuple(ids[0].tolist())
     for layer, w_o in zip(analysis.layers("decoder.self_attn"), head_outputs_weight(model), strict=True):
-        block = analysis.block("decoder.self_attn", layer)
+        sublayer = analysis.sublayer("decoder.self_attn", layer)
         expected = cache[f"blocks.{layer}.attn.hook_pattern"][0].numpy()
-        np.testing.assert_allclose(block.weights, expected, atol=TOL, rtol=0)
+        np.testing.assert_allclose(sublayer.weights, expected, atol=TOL, rtol=0)
         v = cache[f"blocks.{layer}.attn.hook_v"][0]  # (T, kv heads, d_head): a grouped-query model's fewer heads
         v = v.repeat_interleave(heads // v.shape[1], dim=1)
         norms = torch.einsum("thd,hdm->htm", v, w_o).norm(dim=-1)  # ‖v_j W_O^h‖ (Kobayashi et al. 2020)
-        np.testing.assert_allclose(block.value_norms, norms.numpy(), atol=TOL, rtol=1e-5)
+        np.testing.assert_allclose(sublayer.value_norms, norms.numpy(), atol=TOL, rtol=1e-5)
 
     mat, rug = tokenizer.convert_tokens_to_ids(["mat", "rug"])
     table = atlas.logit_attribution_scores(bridge, TEXT, token="mat")
@@ -496,7 +497,7 @@ def test_a_transformer_lens_bridge_runs_every_circuit_function_equal_to_its_own_
 
     lens = atlas.logit_lens(bridge, TEXT, as_table=True)
     for layer in range(layers + 1):
-        with torch.no_grad():  # the stream entering each block (and the last block's output) read as the last
+        with torch.no_grad():  # the stream entering each sub-layer (and the last sub-layer's output) read as the last
             stream = (
                 cache[f"blocks.{layer}.hook_resid_pre"]
                 if layer < layers
@@ -539,8 +540,8 @@ def test_the_score_split_of_an_object_sums_to_its_raw_score(hf) -> None:
     model, tokenizer = hf
     layers, heads = model.config.num_hidden_layers, model.config.num_attention_heads
     split = atlas.score_parts(model, TEXT, layer=layers, head=heads, query=8, key=3, tokenizer=tokenizer)
-    block = atlas.analyze(model, TEXT, tokenizer=tokenizer).block("decoder.self_attn", layers - 1)
-    assert split.score == pytest.approx(float(block.scores[heads - 1, 7, 2]), abs=TOL)
+    sublayer = atlas.analyze(model, TEXT, tokenizer=tokenizer).sublayer("decoder.self_attn", layers - 1)
+    assert split.score == pytest.approx(float(sublayer.scores[heads - 1, 7, 2]), abs=TOL)
     assert split.table.to_numpy().sum() == pytest.approx(split.score, abs=TOL)
     assert f"L{layers - 1} H{heads}" in split.table.index and "token embeddings" in split.table.columns
 
@@ -549,8 +550,8 @@ def test_value_weighted_attention_reads_a_mapped_objects_analysis() -> None:
     """A mapped object's Analysis carries values and their norms, as a checkpoint's does: no "read from a file"."""
     analysis = atlas.analyze(tiny_gpt2(), TEXT, tokenizer=word_tokenizer())
     weighted = atlas.value_weighted(analysis)
-    block = weighted.block("decoder.self_attn", 0)
-    np.testing.assert_allclose(block.weights.sum(-1), 1.0, atol=1e-5)
+    sublayer = weighted.sublayer("decoder.self_attn", 0)
+    np.testing.assert_allclose(sublayer.weights.sum(-1), 1.0, atol=1e-5)
 
 
 def test_token_ids_read_as_the_text_they_spell_in_every_circuit_function(hf) -> None:
@@ -564,7 +565,7 @@ def test_token_ids_read_as_the_text_they_spell_in_every_circuit_function(hf) -> 
         analysis = atlas.analyze(model, given, tokenizer=tokenizer)
         assert analysis.target_ids == by_text.target_ids and analysis.text == TEXT
         np.testing.assert_array_equal(
-            analysis.block("decoder.self_attn", 0).weights, by_text.block("decoder.self_attn", 0).weights
+            analysis.sublayer("decoder.self_attn", 0).weights, by_text.sublayer("decoder.self_attn", 0).weights
         )
     kwargs = {"token": "mat", "tokenizer": tokenizer}
     pd_testing.assert_frame_equal(

@@ -34,10 +34,10 @@ def tiny_analysis(tiny_lm) -> Analysis:
 def assert_same_trace(back: Analysis, analysis: Analysis) -> None:
     assert back.kind == analysis.kind and back.target_pieces == analysis.target_pieces
     assert back.source_pieces == analysis.source_pieces
-    assert list(back.blocks) == list(analysis.blocks)
-    for name, block in analysis.blocks.items():
-        np.testing.assert_allclose(back.blocks[name].weights, block.weights, atol=1e-6)
-        np.testing.assert_array_equal(back.blocks[name].mask, block.mask)
+    assert list(back.sublayers) == list(analysis.sublayers)
+    for name, sublayer in analysis.sublayers.items():
+        np.testing.assert_allclose(back.sublayers[name].weights, sublayer.weights, atol=1e-6)
+        np.testing.assert_array_equal(back.sublayers[name].mask, sublayer.mask)
 
 
 @pytest.mark.parametrize("suffix", ["json", "npz"])

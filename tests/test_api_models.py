@@ -69,7 +69,7 @@ def test_an_unmapped_huggingface_models_every_head_equals_its_own_attention(unma
     layers = analysis.layers("decoder.self_attn")
     assert len(layers) == len(own) == 2
     for layer, expected in zip(layers, own, strict=True):
-        np.testing.assert_allclose(analysis.block("decoder.self_attn", layer).weights, expected, atol=TOL, rtol=0)
+        np.testing.assert_allclose(analysis.sublayer("decoder.self_attn", layer).weights, expected, atol=TOL, rtol=0)
 
 
 def test_a_model_that_returns_no_weights_names_eager_attention(unmapped, monkeypatch) -> None:
@@ -100,4 +100,4 @@ def test_a_transformer_lens_bridges_every_head_equals_its_cache() -> None:
     assert len(layers) == 2
     for i, layer in enumerate(layers):
         expected = cache[f"blocks.{i}.attn.hook_pattern"][0].detach().numpy()
-        np.testing.assert_allclose(analysis.block("decoder.self_attn", layer).weights, expected, atol=TOL, rtol=0)
+        np.testing.assert_allclose(analysis.sublayer("decoder.self_attn", layer).weights, expected, atol=TOL, rtol=0)

@@ -421,16 +421,16 @@ def test_compare_shows_both_heads_and_their_difference_where_tokens_align(app, g
     a, b = chart(ok(at), "compare_first"), chart(at, "compare_second")
     ckpt = load_checkpoint(good_dir / LM)
     first, second = analyze(ckpt, "the cat sat on the mat"), analyze(ckpt, "the bat sat on the mat")
-    block = "decoder.layers.0.self_attn"
-    np.testing.assert_allclose(z(a), first.blocks[block].weights[0], atol=1e-6)
-    np.testing.assert_allclose(z(b), second.blocks[block].weights[0], atol=1e-6)
+    sublayer = "decoder.layers.0.self_attn"
+    np.testing.assert_allclose(z(a), first.sublayers[sublayer].weights[0], atol=1e-6)
+    np.testing.assert_allclose(z(b), second.sublayers[sublayer].weights[0], atol=1e-6)
     assert len(first.target_pieces) == len(second.target_pieces)  # aligned: the difference is drawn
     np.testing.assert_allclose(z(chart(at, "compare_difference")), z(b) - z(a), atol=1e-6)
     longer = "a much longer second text than the first one was"
     at.text_input(key="compare").input(longer).run()
     assert "different token counts" in " ".join(c.value for c in ok(at).caption)
     n = len(first.target_pieces)  # the aligned part: the first text's positions, matched by position
-    third = analyze(ckpt, longer).blocks[block].weights[0][:n, :n]
+    third = analyze(ckpt, longer).sublayers[sublayer].weights[0][:n, :n]
     np.testing.assert_allclose(z(chart(at, "compare_difference")), third - z(a), atol=1e-6)
     assert at.query_params["compare"] == longer
     at.text_input(key="compare").input("").run()
@@ -458,7 +458,7 @@ def test_generate_writes_a_continuation_and_steps_through_it(app, good_dir: Path
     at.slider(key="gen_step").set_value(2).run()
     position = first  # step 2 feeds the first written token
     row = chart(ok(at), "gen_self_row")["data"][0]["y"]
-    expected = written.blocks["decoder.layers.0.self_attn"].weights[0, position, : position + 1]
+    expected = written.sublayers["decoder.layers.0.self_attn"].weights[0, position, : position + 1]
     np.testing.assert_allclose(decode_typed_array(row), expected, atol=1e-6)
     assert frame(at, "probability")["id"].tolist() == [t.id for t in written.predictions[position]]
     assert f"{position + 1} positions" in " ".join(c.value for c in at.caption)
@@ -535,14 +535,14 @@ def test_ablation_page_switches_heads_off_and_ranks_them(app, good_dir: Path) ->
     assert len(steps) >= 1 and len(translator.code) == 2
 
 
-def test_head_ranking_runs_a_worker_job_per_block_with_progress(good_dir: Path) -> None:
-    """The ranking the page shows is head_importance's, built a block at a time between other sessions' work."""
+def test_head_ranking_runs_a_worker_job_per_sublayer_with_progress(good_dir: Path) -> None:
+    """The ranking the page shows is head_importance's, built a sub-layer at a time between other sessions' work."""
     from analysis.ablation import head_importance
 
     calls = []
     table = head_ranking(context_for(good_dir / LM, "the cat sat"), "zero", lambda *a: calls.append(a))
-    assert [(done, blocks) for done, blocks, _ in calls] == [(0, 2), (1, 2)]
-    assert [block for *_, block in calls] == ["decoder.layers.0.self_attn", "decoder.layers.1.self_attn"]
+    assert [(done, sublayers) for done, sublayers, _ in calls] == [(0, 2), (1, 2)]
+    assert [sublayer for *_, sublayer in calls] == ["decoder.layers.0.self_attn", "decoder.layers.1.self_attn"]
     expected = head_importance(load_checkpoint(good_dir / LM), "the cat sat")
     assert [(n, h) for n, h, _ in table] == [(n, h) for n, h, _ in expected]
     assert [kl for *_, kl in table] == pytest.approx([kl for *_, kl in expected], rel=1e-5)

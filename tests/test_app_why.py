@@ -46,11 +46,11 @@ def test_attention_math_splits_the_score_into_parts_that_sum_to_it(app, good_dir
     ckpt = load_checkpoint(good_dir / LM)
     analysis = analyze(ckpt, "the cat sat on the mat")
     layer, head = at.selectbox(key="layer").value, at.selectbox(key="head").value
-    raw = analysis.block("decoder.self_attn", layer).scores[head, query, 1]
+    raw = analysis.sublayer("decoder.self_attn", layer).scores[head, query, 1]
     assert float(np.sum(z)) == pytest.approx(float(raw), abs=1e-4)
     source, ids = decoder_inputs(ckpt, analysis.text, analysis.target_ids)
-    block = f"decoder.layers.{layer}.self_attn"
-    np.testing.assert_allclose(z, score_parts(ckpt.model, ids, source, block, head, query, 1).table, atol=1e-6)
+    sublayer = f"decoder.layers.{layer}.self_attn"
+    np.testing.assert_allclose(z, score_parts(ckpt.model, ids, source, sublayer, head, query, 1).table, atol=1e-6)
     assert "sum to" in " ".join(c.value for c in at.caption) and key is not None
     assert "<br>" not in fig["layout"]["title"]["text"], "one line at 1024 px: the detail is in the caption"
     assert f"Layer {layer + 1}, head {head + 1}. Rows" in " ".join(c.value for c in at.caption)

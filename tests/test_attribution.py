@@ -92,11 +92,13 @@ def test_each_heads_part_is_its_write_read_through_the_frozen_final_norm(lm) -> 
     sigma = torch.sqrt(final.var(unbiased=False) + norm.eps)
     u = lm.model.generator.weight[parts.token].double()
     d_head = lm.config.d_model // lm.config.n_heads
-    for layer, block in enumerate(lm.model.decoder.layers):
+    for layer, decoder_layer in enumerate(lm.model.decoder.layers):
         record = trace.attention[f"decoder.layers.{layer}.self_attn"]
         for head in range(lm.config.n_heads):
             z = record.weights[0, head, position].double() @ record.values[0, head].double()  # (d_head,)
-            write = block.self_attn.w_o.weight[:, head * d_head : (head + 1) * d_head].double() @ z  # (d_model,)
+            write = (
+                decoder_layer.self_attn.w_o.weight[:, head * d_head : (head + 1) * d_head].double() @ z
+            )  # (d_model,)
             expected = float(((write - write.mean()) / sigma * norm.weight.double()) @ u)
             assert parts.heads["decoder.self_attn"][layer, head] == pytest.approx(expected, abs=1e-5)
 

@@ -72,7 +72,7 @@ def test_explore_draws_a_model_of_the_table_on_a_sentence_with_a_blank(server, b
         query = {"model": model, "text": text, "L": "3", "H": "2"}
         page.goto(f"{server}/?{urlencode(query)}")
         drawn = page.wait_for_function(HEAD_HEATMAP_JS).json_value()
-        weights = analyze(load_checkpoint(ROOT / "checkpoints" / model), text).blocks["encoder.layers.2.self_attn"]
+        weights = analyze(load_checkpoint(ROOT / "checkpoints" / model), text).sublayers["encoder.layers.2.self_attn"]
         assert np.allclose(drawn, weights.weights[1], atol=1e-3)  # layer 3, head 2 (1-based in the address)
         guesses = page.locator("table.atlas-table").filter(has_text="probability")
         assert guesses.locator("tbody tr").count() == 5

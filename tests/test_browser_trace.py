@@ -73,7 +73,7 @@ def test_an_exported_trace_shows_the_heatmap_it_was_exported_from(server, browse
         # the page opens on layer 1, head 1, as Explore does (AppTest checks the layer and head pickers)
         opened = page.wait_for_function(HEATMAP_JS, arg=[n, n]).json_value()
         assert np.allclose(opened, explored, atol=1e-5)  # the same values as the page it was exported from
-        assert np.allclose(opened, analysis.block("decoder.self_attn", 0).weights[0], atol=1e-5)
+        assert np.allclose(opened, analysis.sublayer("decoder.self_attn", 0).weights[0], atol=1e-5)
         assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
         page.screenshot(path=str(SHOTS / "trace-1024x768.png"), full_page=True)
         one_box(page).set_input_files(str(bad))
@@ -118,7 +118,7 @@ def test_explore_and_compare_draw_an_opened_trace(server, browser, tmp_path: Pat
             page.locator('[data-testid="stMainBlockContainer"]').get_by_role("link", name="Explore").click()
             page.get_by_role("heading", name="Explore").wait_for()
             drawn = page.wait_for_function(HEATMAP_JS, arg=[n, n]).json_value()
-            assert np.allclose(drawn, first.block("decoder.self_attn", 0).weights[0], atol=1e-5)
+            assert np.allclose(drawn, first.sublayer("decoder.self_attn", 0).weights[0], atol=1e-5)
             assert (
                 page.locator('[data-testid="stSidebar"]').get_by_text("first.json").count() >= 1
             )  # the sidebar says which
@@ -129,7 +129,7 @@ def test_explore_and_compare_draw_an_opened_trace(server, browser, tmp_path: Pat
             page.get_by_role("heading", name="Compare two inputs").wait_for()
             page.locator('[data-testid="stFileUploader"] input[type="file"]').set_input_files(str(paths[1]))
             page.locator('[data-testid="stPlotlyChart"]').nth(2).wait_for()  # first, second, their difference
-            a, b = (x.block("decoder.self_attn", 0).weights[0] for x in (first, second))
+            a, b = (x.sublayer("decoder.self_attn", 0).weights[0] for x in (first, second))
             m = min(len(a), len(b))
             diff = page.wait_for_function(DIFFERENCE_JS, arg=[m, m]).json_value()
             assert np.allclose(diff, b[:m, :m] - a[:m, :m], atol=1e-5)

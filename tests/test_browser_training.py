@@ -29,7 +29,7 @@ MATRICES_JS = """n => {
 }"""
 
 
-SHOWN = {  # model: (text, attention, layer, the block's name)
+SHOWN = {  # model: (text, attention, layer, the sub-layer's name)
     "reverse": (TEXT, "decoder.cross_attn", 1, "decoder.layers.1.cross_attn"),
     "lm-english": ("The children walked to school in the rain", "decoder.self_attn", 2, "decoder.layers.2.self_attn"),
 }
@@ -38,7 +38,7 @@ SHOWN = {  # model: (text, attention, layer, the block's name)
 @pytest.mark.parametrize("model", list(SHOWN))
 @pytest.mark.parametrize("size", [(1600, 1000), (1024, 768)])
 def test_a_head_at_each_saved_step(server, browser, size: tuple[int, int], model: str) -> None:
-    text, attention, layer, block = SHOWN[model]
+    text, attention, layer, sublayer = SHOWN[model]
     folder = ROOT / "checkpoints" / model
     saved = list_snapshots(folder)
     assert len(saved) >= 3, f"checkpoints/{model} ships its training snapshots"
@@ -53,7 +53,7 @@ def test_a_head_at_each_saved_step(server, browser, size: tuple[int, int], model
         maps = page.wait_for_function(MATRICES_JS, arg=1 + len(saved)).json_value()
         ckpt = load_checkpoint(folder)
         target = analyze(ckpt, text).output_text  # every step's decoder reads the shipped model's output
-        expected = [analyze(load_snapshot(ckpt, s.step), text, target).blocks[block].weights[0] for s in saved]
+        expected = [analyze(load_snapshot(ckpt, s.step), text, target).sublayers[sublayer].weights[0] for s in saved]
         assert np.allclose(maps[0], expected[-1], atol=1e-3)  # the chosen step's head
         assert len(maps) == 1 + len(saved)
         for drawn, weights in zip(maps[1:], expected, strict=True):  # the strip: every snapshot, earliest first
@@ -81,12 +81,12 @@ def test_the_lm_induction_head_forms_between_two_snapshots(server, browser) -> N
     folder = ROOT / "checkpoints" / "lm-english"
     ckpt = load_checkpoint(folder)
     best = ckpt.card["metrics"]["induction"]["best_induction_head"]
-    block = best["block"]
+    sublayer = best["block"]
     analysis = analyze(ckpt, TWICE)
     ids = list(analysis.target_ids)
     length = (len(ids) - 1) // 2
     assert ids[1 : 1 + length] == ids[1 + length :], "the sentence's two copies are the same pieces"
-    induction, _ = head_scores(torch.tensor(analysis.blocks[block].weights)[None], length)
+    induction, _ = head_scores(torch.tensor(analysis.sublayers[sublayer].weights)[None], length)
     head = int(np.argmax(induction))
     saved = list_snapshots(folder)
     query = {"model": "lm-english", "text": TWICE, "attention": "decoder.self_attn", "L": str(best["layer"])}

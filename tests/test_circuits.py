@@ -15,7 +15,7 @@ from analysis.induction import measure
 from inference.checkpoint import load_checkpoint
 from model.config import ModelConfig, Published
 from model.factory import build_model
-from model.names import block_layer
+from model.names import sublayer_layer
 
 CHECKPOINTS = Path(__file__).resolve().parent.parent / "checkpoints"  # the shipped ones
 SIZES = {"vocab_size": 40, "d_model": 32, "n_heads": 4, "d_ff": 48, "max_len": 24, "dropout": 0.0}
@@ -91,11 +91,11 @@ def test_the_induction_heads_keys_read_the_previous_token_head_most() -> None:
     head's keys K-compose most with its best previous-token head (both as the probe finds them)."""
     ckpt = load_checkpoint(CHECKPOINTS / "induction")
     report = measure(ckpt.model, ckpt.config.vocab_size, ckpt.config.bos_id)
-    block, head, _ = report.best(report.induction)
-    previous_block, previous_head, _ = report.best(report.previous_token)
-    assert block_layer(block) == 1 and block_layer(previous_block) == 0
-    top = composition(ckpt.model).top_sources("K", block_layer(block), head, k=1)[0]
-    assert top[:2] == (block_layer(previous_block), previous_head)
+    sublayer, head, _ = report.best(report.induction)
+    previous_sublayer, previous_head, _ = report.best(report.previous_token)
+    assert sublayer_layer(sublayer) == 1 and sublayer_layer(previous_sublayer) == 0
+    top = composition(ckpt.model).top_sources("K", sublayer_layer(sublayer), head, k=1)[0]
+    assert top[:2] == (sublayer_layer(previous_sublayer), previous_head)
 
 
 def test_the_notebook_draws_and_tables_them_from_one_and_names_bad_arguments() -> None:

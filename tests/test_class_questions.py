@@ -15,7 +15,7 @@ from analysis import class_questions
 from analysis.class_questions import ATTEND_MARGIN, HEAD_AT, NEXT_AT, QuestionError, words
 
 REPEATED = "freedom election movies garden river freedom election movies garden river"
-BLOCK = "decoder.layers.1.self_attn"
+SUBLAYER = "decoder.layers.1.self_attn"
 
 
 @pytest.fixture(scope="module")
@@ -30,11 +30,11 @@ def english():
 
 def with_row(analysis, head: int, query: int, row: np.ndarray):
     """The analysis with one query's weights of `head` in layer 2 replaced by `row`."""
-    block = analysis.blocks[BLOCK]
-    weights = block.weights.copy()
+    sublayer = analysis.sublayers[SUBLAYER]
+    weights = sublayer.weights.copy()
     weights[head, query] = 0.0
     weights[head, query, : len(row)] = row
-    return replace(analysis, blocks={**analysis.blocks, BLOCK: replace(block, weights=weights)})
+    return replace(analysis, sublayers={**analysis.sublayers, SUBLAYER: replace(sublayer, weights=weights)})
 
 
 def test_a_words_pieces_are_joined_without_the_tokenizers_marks() -> None:
@@ -54,14 +54,14 @@ def test_a_model_of_letters_keeps_each_piece_a_word() -> None:
 
 def test_english_choices_are_whole_words_and_the_answer_sums_its_pieces_weights(english) -> None:
     analysis = atlas.analyze(english, "Anna Pavlova met Boris Godunov. Anna Pavlova met Boris")
-    block = analysis.block("decoder.self_attn", 1)
-    query = len(block.query_pieces) - 1
+    sublayer = analysis.sublayer("decoder.self_attn", 1)
+    query = len(sublayer.query_pieces) - 1
     asked = class_questions.attend(analysis, "decoder.self_attn", 1, 1, query)
     assert "Pavlova (word 2)" in asked.choices and "Godunov." in asked.choices
     assert not any("▁" in c or "<" in c for c in asked.choices)  # no marks, no <s>, no byte pieces
     assert "<s>" in asked.note
     for positions, value in zip(asked.positions, asked.values, strict=True):
-        assert value == pytest.approx(float(block.weights[1, query, list(positions)].sum()), abs=1e-6)
+        assert value == pytest.approx(float(sublayer.weights[1, query, list(positions)].sum()), abs=1e-6)
     assert asked.model_answer == int(np.argmax(asked.values))
     assert asked.prompt == "Layer 2, head 2: which word will “Boris” attend to most?"
 

@@ -494,9 +494,9 @@ def test_trace_input_file_into_a_folder_writes_one_npz_archive_per_input(capsys,
             meta = json.loads(archive["meta.json"].tobytes().decode("utf-8"))
             assert meta["text"] == texts[number - 1]
             expected = analyze(ckpt, texts[number - 1])
-            for name, block in expected.blocks.items():
-                np.testing.assert_array_equal(archive[f"{name}.weights"], block.weights.astype(np.float32))
-                np.testing.assert_array_equal(archive[f"{name}.mask"], block.mask)
+            for name, sublayer in expected.sublayers.items():
+                np.testing.assert_array_equal(archive[f"{name}.weights"], sublayer.weights.astype(np.float32))
+                np.testing.assert_array_equal(archive[f"{name}.mask"], sublayer.mask)
     code, _, _ = cli(capsys, "trace", path, "--input-file", inputs, "-o", folder)  # an existing folder, no slash
     assert code == 0 and len(list(folder.iterdir())) == 10
 

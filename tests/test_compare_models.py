@@ -45,7 +45,7 @@ def test_the_same_model_under_two_names_differs_by_zero(tiny_checkpoints, tmp_pa
     at = open_compare(tmp_path, monkeypatch, model="lm-a", L="2", H="3")
     assert at.selectbox(key="compare_model").value == "lm-b"  # it opens on a model that reads the same presets
     assert at.query_params["compare_with"] == "model" and at.query_params["compare_model"] == "lm-b"
-    expected = analyze(load_checkpoint(tmp_path / "lm-b"), TEXT).blocks["decoder.layers.1.self_attn"].weights[2]
+    expected = analyze(load_checkpoint(tmp_path / "lm-b"), TEXT).sublayers["decoder.layers.1.self_attn"].weights[2]
     np.testing.assert_allclose(z(chart(at, "compare_second")), expected, atol=1e-6)
     assert not np.abs(z(chart(at, "compare_difference"))).max() > 0
     assert "Both models read the same" in captions(at)
@@ -63,7 +63,7 @@ def test_another_size_and_tokenizer_shows_its_nearest_head_and_no_difference(
     assert "The two heads read different tokens" in said and "compare_difference" not in {
         c.key for c in at.get("plotly_chart")
     }
-    tiny = analyze(load_checkpoint(tmp_path / "lm-tiny"), TEXT).blocks["decoder.layers.1.self_attn"].weights[3]
+    tiny = analyze(load_checkpoint(tmp_path / "lm-tiny"), TEXT).sublayers["decoder.layers.1.self_attn"].weights[3]
     np.testing.assert_allclose(z(chart(at, "compare_second")), tiny, atol=1e-6)
 
 

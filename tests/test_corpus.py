@@ -74,7 +74,7 @@ def test_a_top_contexts_weight_is_the_weight_analyze_gives_there(induction, made
         assert len(top) == 3 and list(top["weight"]) == sorted(top["weight"], reverse=True)
         for row in top.itertuples():
             analysis = atlas.analyze(induction, READ[row.text - 1])
-            weights = analysis.block("decoder.self_attn", layer - 1).weights[head - 1]  # (T, T), 0-based
+            weights = analysis.sublayer("decoder.self_attn", layer - 1).weights[head - 1]  # (T, T), 0-based
             assert weights[row.query - 1, row.key - 1] == pytest.approx(row.weight, abs=1e-5)
             # the query's strongest key after the first: the first token is where heads park (the sink)
             assert weights[row.query - 1, 1:].max() == pytest.approx(row.weight, abs=1e-5)

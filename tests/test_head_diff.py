@@ -1,5 +1,5 @@
 """Two models on one text, head by head (analysis/head_diff.py, atlas.compare_models), against a loop of our own
-over the blocks' weights: a model and its tied-embedding sibling (same tokenizer and layout), a model against
+over the sub-layers' weights: a model and its tied-embedding sibling (same tokenizer and layout), a model against
 itself, and the layouts that cannot be matched."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def by_hand(first: Checkpoint, second: Checkpoint) -> dict[tuple[int, int], tupl
     a, b = analyze(first, TEXT), analyze(second, TEXT)
     found = {}
     for layer, name in enumerate(a.layers("encoder.self_attn"), start=1):
-        wa, wb = a.block("encoder.self_attn", name).weights, b.block("encoder.self_attn", name).weights
+        wa, wb = a.sublayer("encoder.self_attn", name).weights, b.sublayer("encoder.self_attn", name).weights
         for head in range(wa.shape[0]):
             per_query = [
                 0.5 * sum(abs(float(x) - float(y)) for x, y in zip(ra, rb, strict=True))

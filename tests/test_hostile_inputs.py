@@ -91,15 +91,15 @@ def _reject_constant(name: str):
 def check_trace_object(obj: dict) -> None:
     """A trace object of the documented format: weights rows sum to 1 (masked cells 0), shapes match the tokens."""
     assert obj["format"] == FORMAT, obj.keys()
-    assert obj["attention"], "no attention blocks"
-    for block in obj["attention"]:
-        weights = block["weights"]
-        queries, keys = block["queries"], block["keys"]
-        assert len(weights[0]) == len(queries) and len(weights[0][0]) == len(keys), block["name"]
+    assert obj["attention"], "no attention sub-layers"
+    for sublayer in obj["attention"]:
+        weights = sublayer["weights"]
+        queries, keys = sublayer["queries"], sublayer["keys"]
+        assert len(weights[0]) == len(queries) and len(weights[0][0]) == len(keys), sublayer["name"]
         for head in weights:
             for q, row in enumerate(head):
                 assert all(isinstance(v, float | int) and math.isfinite(v) for v in row)
-                assert abs(sum(row) - 1.0) <= ROW_TOLERANCE, (block["name"], q, sum(row))
+                assert abs(sum(row) - 1.0) <= ROW_TOLERANCE, (sublayer["name"], q, sum(row))
     for step in obj["predictions"]:
         assert all(math.isfinite(t["prob"]) for t in step["top"])
 
@@ -176,11 +176,11 @@ def test_cli_lone_surrogates(kind: str, hostile_dir: Path, tmp_path: Path, capsy
 
 def check_analysis(result: Analysis) -> None:
     assert result.text.strip()
-    for name, block in result.blocks.items():
-        w = block.weights
+    for name, sublayer in result.sublayers.items():
+        w = sublayer.weights
         assert np.isfinite(w).all(), name
         np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-5, err_msg=name)
-        assert not w[~np.broadcast_to(block.mask, w.shape)].any(), f"{name}: weight on a masked cell"
+        assert not w[~np.broadcast_to(sublayer.mask, w.shape)].any(), f"{name}: weight on a masked cell"
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -125,22 +125,22 @@ def assert_imported(analysis: Analysis, name: str, n_heads: int) -> None:
     first = analysis.target_pieces if analysis.kind == "decoder-only" else analysis.source_pieces
     assert analysis.first_positional_encoding.shape == (len(first), 0)
     assert analysis.text == " ".join(first)
-    for block in analysis.blocks.values():
-        assert block.scores is None and block.values is None
-        assert block.weights.dtype == np.float32 and block.mask.dtype == bool
+    for sublayer in analysis.sublayers.values():
+        assert sublayer.scores is None and sublayer.values is None
+        assert sublayer.weights.dtype == np.float32 and sublayer.mask.dtype == bool
 
 
 def test_huggingface_gpt2_is_decoder_only_with_the_models_own_weights(gpt2_outputs) -> None:
     tokens = tokens_for(IDS)
     analysis = from_huggingface(gpt2_outputs, tokens, name="tiny-gpt2")
     assert analysis.kind == "decoder-only"
-    assert list(analysis.blocks) == ["decoder.layers.0.self_attn", "decoder.layers.1.self_attn"]
+    assert list(analysis.sublayers) == ["decoder.layers.0.self_attn", "decoder.layers.1.self_attn"]
     assert analysis.source_pieces is None and analysis.target_pieces == tuple(tokens)
     causal = np.tril(np.ones((5, 5), dtype=bool))
-    for block, expected in zip(analysis.blocks.values(), gpt2_outputs.attentions):
-        assert np.allclose(block.weights, expected[0].numpy(), atol=1e-6)
-        assert np.array_equal(block.mask, causal)
-        assert block.query_pieces == block.key_pieces == tuple(tokens)
+    for sublayer, expected in zip(analysis.sublayers.values(), gpt2_outputs.attentions):
+        assert np.allclose(sublayer.weights, expected[0].numpy(), atol=1e-6)
+        assert np.array_equal(sublayer.mask, causal)
+        assert sublayer.query_pieces == sublayer.key_pieces == tuple(tokens)
     assert_imported(analysis, "tiny-gpt2", 2)
 
 
@@ -148,19 +148,19 @@ def test_huggingface_bert_is_encoder_only_every_cell_allowed(bert_outputs) -> No
     tokens = tokens_for(IDS)
     analysis = from_huggingface(bert_outputs, tokens)
     assert analysis.kind == "encoder-only"
-    assert list(analysis.blocks) == ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]
+    assert list(analysis.sublayers) == ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]
     assert analysis.source_pieces == tuple(tokens) and analysis.target_pieces == ()
-    for block, expected in zip(analysis.blocks.values(), bert_outputs.attentions):
-        assert np.allclose(block.weights, expected[0].numpy(), atol=1e-6)
-        assert block.mask.all() and block.mask.shape == (5, 5)
+    for sublayer, expected in zip(analysis.sublayers.values(), bert_outputs.attentions):
+        assert np.allclose(sublayer.weights, expected[0].numpy(), atol=1e-6)
+        assert sublayer.mask.all() and sublayer.mask.shape == (5, 5)
     assert_imported(analysis, "huggingface", 2)
 
 
 def test_huggingface_numpy_outputs_and_an_explicit_kind(gpt2_outputs, bert_outputs) -> None:
     as_numpy = {"attentions": tuple(a.numpy() for a in gpt2_outputs.attentions)}
     analysis = from_huggingface(as_numpy, tokens_for(IDS), kind="decoder-only")
-    for block, expected in zip(analysis.blocks.values(), gpt2_outputs.attentions):
-        assert np.allclose(block.weights, expected[0].numpy(), atol=1e-6)
+    for sublayer, expected in zip(analysis.sublayers.values(), gpt2_outputs.attentions):
+        assert np.allclose(sublayer.weights, expected[0].numpy(), atol=1e-6)
     # a causal model's weights read both ways are still valid weights; the reverse is refused below
     assert from_huggingface(gpt2_outputs, tokens_for(IDS), kind="encoder-only").kind == "encoder-only"
     with pytest.raises(TraceError, match=r"layer 1, head 1, query 1 \('t5'\) gives weight .* to key 2 .*causal"):
@@ -176,7 +176,7 @@ def test_huggingface_encoder_decoder(bart_outputs) -> None:
     source, target = tokens_for(IDS), ["<s>", "Wo", "?"]
     analysis = from_huggingface(bart_outputs, target, source_tokens=source, name="tiny-bart")
     assert analysis.kind == "encoder-decoder"
-    assert list(analysis.blocks) == [
+    assert list(analysis.sublayers) == [
         "encoder.layers.0.self_attn",
         "encoder.layers.1.self_attn",
         "decoder.layers.0.self_attn",
@@ -190,11 +190,11 @@ def test_huggingface_encoder_decoder(bart_outputs) -> None:
             ("decoder.self_attn", bart_outputs.decoder_attentions, (3, 3)),
             ("decoder.cross_attn", bart_outputs.cross_attentions, (3, 5)),
         ):
-            block = analysis.block(attention, layer)
-            assert np.allclose(block.weights, outputs[layer][0].numpy(), atol=1e-6)
+            sublayer = analysis.sublayer(attention, layer)
+            assert np.allclose(sublayer.weights, outputs[layer][0].numpy(), atol=1e-6)
             expected = np.tril(np.ones(shape, dtype=bool)) if attention == "decoder.self_attn" else np.ones(shape, bool)
-            assert np.array_equal(block.mask, expected)
-    assert analysis.block("decoder.cross_attn", 0).key_pieces == tuple(source)
+            assert np.array_equal(sublayer.mask, expected)
+    assert analysis.sublayer("decoder.cross_attn", 0).key_pieces == tuple(source)
     assert analysis.output_text == "<s> Wo ?"
     assert_imported(analysis, "tiny-bart", 2)
 
@@ -216,8 +216,8 @@ def test_transformer_lens_cache(gpt2_outputs) -> None:
     cache["blocks.0.hook_resid_pre"] = np.zeros((1, 5, 16))  # other hooks are ignored
     analysis = from_transformer_lens(cache, tokens_for(IDS))
     assert analysis.kind == "decoder-only" and analysis.checkpoint == "transformer_lens"
-    for block, expected in zip(analysis.blocks.values(), gpt2_outputs.attentions):
-        assert np.allclose(block.weights, expected[0].numpy(), atol=1e-6)
+    for sublayer, expected in zip(analysis.sublayers.values(), gpt2_outputs.attentions):
+        assert np.allclose(sublayer.weights, expected[0].numpy(), atol=1e-6)
     assert_imported(analysis, "transformer_lens", 2)
 
 
@@ -246,18 +246,18 @@ def test_arrays_round_trip(shape: str) -> None:
     }[shape]
     analysis = from_arrays(given, TOKENS, name="mine")
     assert analysis.kind == "decoder-only" and analysis.target_pieces == tuple(TOKENS)
-    assert [b.layer for b in analysis.blocks.values()] == [0, 1]
-    for block, expected in zip(analysis.blocks.values(), layers):
-        assert np.allclose(block.weights, expected, atol=1e-7)
-        assert np.array_equal(block.mask, np.tril(np.ones((4, 4), dtype=bool)))
+    assert [b.layer for b in analysis.sublayers.values()] == [0, 1]
+    for sublayer, expected in zip(analysis.sublayers.values(), layers):
+        assert np.allclose(sublayer.weights, expected, atol=1e-7)
+        assert np.array_equal(sublayer.mask, np.tril(np.ones((4, 4), dtype=bool)))
     assert_imported(analysis, "mine", 2)
 
 
 def test_arrays_encoder_only_and_encoder_decoder() -> None:
     both_ways = list(normalized((3, 2, 4, 4), causal=False))
     analysis = from_arrays(both_ways, TOKENS, kind="encoder-only")
-    assert list(analysis.blocks) == [f"encoder.layers.{i}.self_attn" for i in range(3)]
-    assert all(b.mask.all() for b in analysis.blocks.values())
+    assert list(analysis.sublayers) == [f"encoder.layers.{i}.self_attn" for i in range(3)]
+    assert all(b.mask.all() for b in analysis.sublayers.values())
     assert analysis.prediction_pieces == tuple(TOKENS)
 
     source = ["a", "b", "c"]
@@ -268,7 +268,7 @@ def test_arrays_encoder_only_and_encoder_decoder() -> None:
     assert np.allclose(analysis.stacked("encoder.self_attn"), encoder)
     assert np.allclose(analysis.stacked("decoder.self_attn"), decoder)
     assert np.allclose(analysis.stacked("decoder.cross_attn"), cross)
-    assert analysis.block("decoder.cross_attn", 1).mask.shape == (4, 3)
+    assert analysis.sublayer("decoder.cross_attn", 1).mask.shape == (4, 3)
 
 
 # --- export → read_trace -------------------------------------------------------------------------------------------
@@ -305,14 +305,14 @@ def test_export_read_trace_round_trip(analyses: dict[str, Analysis], kind: str, 
     assert (read.checkpoint, read.kind, read.positional) == (original.checkpoint, original.kind, original.positional)
     assert read.source_pieces == original.source_pieces and read.target_pieces == original.target_pieces
     assert read.kv_heads == original.kv_heads and read.n_heads == original.n_heads
-    assert list(read.blocks) == list(original.blocks)
-    for name, block in original.blocks.items():
-        got = read.blocks[name]
-        assert got.query_pieces == block.query_pieces and got.key_pieces == block.key_pieces
-        assert np.array_equal(got.mask, block.mask)
-        assert np.allclose(got.weights, block.weights, rtol=0, atol=atol)
-        allowed = np.broadcast_to(block.mask, block.scores.shape)
-        assert np.allclose(got.scores[allowed], block.scores[allowed], rtol=0, atol=atol + 1e-6)
+    assert list(read.sublayers) == list(original.sublayers)
+    for name, sublayer in original.sublayers.items():
+        got = read.sublayers[name]
+        assert got.query_pieces == sublayer.query_pieces and got.key_pieces == sublayer.key_pieces
+        assert np.array_equal(got.mask, sublayer.mask)
+        assert np.allclose(got.weights, sublayer.weights, rtol=0, atol=atol)
+        allowed = np.broadcast_to(sublayer.mask, sublayer.scores.shape)
+        assert np.allclose(got.scores[allowed], sublayer.scores[allowed], rtol=0, atol=atol + 1e-6)
         assert np.isnan(got.scores[~allowed]).all()
         assert got.values is None
     assert np.allclose(read.first_positional_encoding, original.first_positional_encoding, rtol=0, atol=atol + 1e-6)
@@ -417,7 +417,7 @@ def test_bfloat16_attention_is_checked_to_its_own_precision_and_the_message_says
     assert float((sums - 1).abs().max()) > imported.WEIGHT_TOLERANCE, "the case the issue met: off by more than 1e-3"
     tokens = [f"t{i}" for i in range(64)]
     analysis = from_arrays(list(bf16), tokens)
-    assert analysis.block("decoder.self_attn", 0).weights.dtype == np.float32
+    assert analysis.sublayer("decoder.self_attn", 0).weights.dtype == np.float32
     off = list(bf16.float().numpy())  # the same numbers claimed as float32 are refused, the message saying so
     expect(r"not 1 \(within 0\.001, for attention given in float32\)", from_arrays, off, tokens)
     wrong = bf16.clone()
@@ -500,7 +500,7 @@ def test_wrong_format_version(lm_trace: dict, analyses: dict[str, Analysis]) -> 
     )
 
 
-def test_a_damaged_trace_names_the_file_block_and_cell(lm_trace: dict) -> None:
+def test_a_damaged_trace_names_the_file_sublayer_and_cell(lm_trace: dict) -> None:
     def damaged(change) -> dict:
         obj = json.loads(json.dumps(lm_trace))
         change(obj["attention"][1])
@@ -534,7 +534,7 @@ def test_a_damaged_trace_names_the_file_block_and_cell(lm_trace: dict) -> None:
         damaged(lambda e: e.update(layer=7)),
     )
     expect(
-        r"^trace\.json: a decoder-only model has no encoder\.self_attn blocks",
+        r"^trace\.json: a decoder-only model has no encoder\.self_attn sub-layers",
         read_object,
         damaged(lambda e: e.update(name="encoder.layers.1.self_attn", stack="encoder")),
     )
@@ -581,24 +581,24 @@ CRAFTED = {
     ),
     "a key/value head past the last head": ("decoder-only", ("kv_head_of_query_head",), [0, 0, 4, 4], "0 to 3"),
 }
-CRAFTED_BLOCKS = {  # JSON only: an .npz's blocks are its arrays' names, its tokens the meta's
-    "a number where a block's queries belong": (
+CRAFTED_SUBLAYERS = {  # JSON only: an .npz's sub-layers are its arrays' names, its tokens the meta's
+    "a number where a sub-layer's queries belong": (
         ("attention", 0, "queries"),
         7,
         r"entry 1's 'queries' is a number, not a list",
     ),
-    "null where a block's keys belong": (
+    "null where a sub-layer's keys belong": (
         ("attention", 1, "keys"),
         None,
         r"entry 2's 'keys' is null, not a list of tokens$",
     ),
-    "a lone surrogate in a block's name": (
+    "a lone surrogate in a sub-layer's name": (
         ("attention", 0, "name"),
         "decoder.layers.0.self_attn\ud800",
-        r"entry 1: 'decoder\.layers\.0\.self_attn\\ud800' is not an attention block's name as the app writes it",
+        r"entry 1: 'decoder\.layers\.0\.self_attn\\ud800' is not an attention sub-layer's name as the app writes it",
     ),
-    "a layer in Arabic-Indic digits": (("attention", 0, "name"), "decoder.layers.\u0660.self_attn", "block's name"),
-    "a layer with a leading zero": (("attention", 1, "name"), "decoder.layers.01.self_attn", "block's name"),
+    "a layer in Arabic-Indic digits": (("attention", 0, "name"), "decoder.layers.\u0660.self_attn", "sub-layer's name"),
+    "a layer with a leading zero": (("attention", 1, "name"), "decoder.layers.01.self_attn", "sub-layer's name"),
 }
 
 
@@ -633,8 +633,8 @@ def test_a_crafted_field_is_one_trace_error_naming_it(analyses, suffix, kind, wh
     refused_in_one_writable_line(crafted(analyses[kind], where, value, suffix), f"crafted.{suffix}", message)
 
 
-@pytest.mark.parametrize(("where", "value", "message"), CRAFTED_BLOCKS.values(), ids=CRAFTED_BLOCKS.keys())
-def test_a_crafted_block_is_one_trace_error_naming_it(analyses, where, value, message) -> None:
+@pytest.mark.parametrize(("where", "value", "message"), CRAFTED_SUBLAYERS.values(), ids=CRAFTED_SUBLAYERS.keys())
+def test_a_crafted_sublayer_is_one_trace_error_naming_it(analyses, where, value, message) -> None:
     refused_in_one_writable_line(crafted(analyses["decoder-only"], where, value, "json"), "crafted.json", message)
 
 
@@ -673,7 +673,7 @@ def test_imported_attention_exports_without_scores_and_reads_back() -> None:
     analysis = from_arrays(raw / raw.sum(axis=-1, keepdims=True), tokens)
     for data, filename in ((to_json(analysis).encode(), "t.json"), (to_npz_bytes(analysis), "t.npz")):
         back = read_trace(data, filename)
-        assert list(back.blocks) == list(analysis.blocks)
-        for name, block in analysis.blocks.items():
-            assert np.allclose(back.blocks[name].weights, block.weights, atol=1e-6)
-            assert back.blocks[name].scores is None
+        assert list(back.sublayers) == list(analysis.sublayers)
+        for name, sublayer in analysis.sublayers.items():
+            assert np.allclose(back.sublayers[name].weights, sublayer.weights, atol=1e-6)
+            assert back.sublayers[name].scores is None

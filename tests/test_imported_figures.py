@@ -132,12 +132,12 @@ def assert_same_figure(ours: Any, theirs: Any, steps: int = 0, derived: tuple[st
 
 def test_the_imported_weights_are_the_apps(pair) -> None:
     apps, imported = pair
-    assert imported.kind == apps.kind and list(imported.blocks) == list(apps.blocks)
-    for name, block in apps.blocks.items():
-        ours = imported.blocks[name]
-        np.testing.assert_allclose(ours.weights, block.weights, rtol=0, atol=ATOL)
-        assert (ours.query_pieces, ours.key_pieces) == (block.query_pieces, block.key_pieces)
-        assert np.array_equal(ours.mask, block.mask)
+    assert imported.kind == apps.kind and list(imported.sublayers) == list(apps.sublayers)
+    for name, sublayer in apps.sublayers.items():
+        ours = imported.sublayers[name]
+        np.testing.assert_allclose(ours.weights, sublayer.weights, rtol=0, atol=ATOL)
+        assert (ours.query_pieces, ours.key_pieces) == (sublayer.query_pieces, sublayer.key_pieces)
+        assert np.array_equal(ours.mask, sublayer.mask)
 
 
 def test_every_heads_heatmap_is_the_apps(pair) -> None:

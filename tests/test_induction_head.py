@@ -18,7 +18,7 @@ from inference import catalog
 from inference.checkpoint import load_checkpoint
 from inference.text import encode_prefix
 from model.forward import forward
-from model.names import block_layer
+from model.names import sublayer_layer
 
 ROOT = Path(__file__).resolve().parents[1]
 COPIES_AT = 0.4  # an induction head's bar: the named head's mean weight on the induction target over the second copy
@@ -56,13 +56,13 @@ def test_the_second_copy_is_the_tokens_that_repeat_a_pair_and_their_target_follo
 
 @torch.inference_mode()
 def test_the_named_induction_head_copies_on_sentences_of_our_own(ckpt) -> None:
-    block, head = induction_named(ckpt.card)
+    sublayer, head = induction_named(ckpt.card)
     scores = []
     for text in OURS:
         ids = encode_prefix(ckpt, text, [])
         assert ckpt.config.unk_id not in ids, text
         _, trace = forward(ckpt.model, torch.tensor([ids]))
-        scores.append(float(sentence_scores(trace.attention[block].weights[0, head].numpy(), ids)))
+        scores.append(float(sentence_scores(trace.attention[sublayer].weights[0, head].numpy(), ids)))
     assert min(scores) >= COPIES_AT, dict(zip(OURS, scores, strict=True))
 
 
@@ -81,20 +81,22 @@ def test_the_four_places_name_the_same_head_on_the_lessons_sentence(ckpt) -> Non
     explore = catalog.default_head(ckpt.card, "head")
     ablation = catalog.default_head(ckpt.card, "ablation")
     analysis = atlas.analyze(ckpt, CLASS_SENTENCE)
-    asked = class_questions.induction_head(analysis, named=(block_layer(named[0]), named[1]))
-    asked_block = f"decoder.layers.{asked.cell(asked.model_answer)[0]}.self_attn"
-    assert class_questions.named_head(ckpt.card) == (block_layer(named[0]), named[1])
-    assert named == explore == ablation == (asked_block, asked.cell(asked.model_answer)[1])
+    asked = class_questions.induction_head(analysis, named=(sublayer_layer(named[0]), named[1]))
+    asked_sublayer = f"decoder.layers.{asked.cell(asked.model_answer)[0]}.self_attn"
+    assert class_questions.named_head(ckpt.card) == (sublayer_layer(named[0]), named[1])
+    assert named == explore == ablation == (asked_sublayer, asked.cell(asked.model_answer)[1])
     assert np.isclose(
         asked.values[asked.model_answer],
-        sentence_scores(analysis.blocks[named[0]].weights, analysis.target_ids)[named[1]],
+        sentence_scores(analysis.sublayers[named[0]].weights, analysis.target_ids)[named[1]],
     )
 
 
 def test_the_class_question_reads_the_named_head_off_the_card(ckpt) -> None:
-    block, head = induction_named(ckpt.card)
-    assert class_questions.named_head(ckpt.card) == (block_layer(block), head)
-    assert class_questions.named_head({"defaults": {"head": {"block": block, "head": 1, "what": "alignment"}}}) is None
+    sublayer, head = induction_named(ckpt.card)
+    assert class_questions.named_head(ckpt.card) == (sublayer_layer(sublayer), head)
+    assert (
+        class_questions.named_head({"defaults": {"head": {"block": sublayer, "head": 1, "what": "alignment"}}}) is None
+    )
     assert class_questions.named_head({}) is None
 
 

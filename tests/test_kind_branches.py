@@ -32,7 +32,7 @@ MAY_ASK = {
     "analysis/imported/arrays.py": "a foreign trace's layout is the kind its caller names, before any config",
     "analysis/imported/checks.py": "checks the kind a caller names against the arrays given",
     "analysis/imported/huggingface.py": "reads a Hugging Face output's fields by the kind its caller names",
-    "analysis/imported/trace.py": "reads a foreign trace's blocks by the kind its caller names",
+    "analysis/imported/trace.py": "reads a foreign trace's sub-layers by the kind its caller names",
     "analysis/imported/trace_fields.py": "reads a foreign trace's fields by the kind its caller names",
 }
 NOT_SEARCHED = {"tests", ".venv", ".git", "__pycache__", "node_modules"}

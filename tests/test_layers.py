@@ -39,7 +39,7 @@ def test_viz_imports_neither_torch_nor_streamlit_nor_the_model(package: str) -> 
     loaded = modules_loaded_by(package_modules(package))
     assert {"plotly", "numpy"} <= top(loaded)  # the check would pass vacuously if nothing were imported
     assert not top(loaded) & {"torch", "streamlit", "sentencepiece", "safetensors"}
-    assert {n for n in loaded if top({n}) == {"model"}} <= {"model", "model.names"}  # block names, no model code
+    assert {n for n in loaded if top({n}) == {"model"}} <= {"model", "model.names"}  # sub-layer names, no model code
     assert not {n for n in loaded if top({n}) == {"inference"}} - {"inference", "inference.prediction"}
     assert not {n for n in loaded if top({n}) == {"analysis"}} - {"analysis", "analysis.record"}
 

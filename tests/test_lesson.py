@@ -323,7 +323,7 @@ def test_the_measured_memory_is_exactly_quadratic_and_the_time_grows(tiny_checkp
     assert cost.bytes == tuple(2 * heads * 4 * n * n for n in (8, 16, 32, 64))
     assert cost.bytes_fit[0] == pytest.approx(8 * heads) and cost.growth(cost.bytes) == (32, 64, 4.0)
     assert cost.repeats == 7 and cost.growth(cost.seconds)[2] == pytest.approx(cost.seconds[-1] / cost.seconds[2])
-    assert all(s > 0 for s in cost.seconds) and cost.block == "decoder.layers.0.self_attn"
+    assert all(s > 0 for s in cost.seconds) and cost.sublayer == "decoder.layers.0.self_attn"
     assert cost.clock == "CPU"  # torch on one thread (conftest): the thread's CPU time, steady on a busy machine
     assert cost_lengths(512) == (64, 128, 192, 256, 320, 384, 448, 512) and cost_lengths(64)[-1] == 64
     with pytest.raises(ValueError, match="at least 3 lengths"):

@@ -78,8 +78,8 @@ def best_head(path: Path) -> tuple[str, int, float]:
     """The best induction head of the checkpoint at `path`, measured here on the probe as layer L, head H."""
     ckpt = load_checkpoint(path)
     report = measure(ckpt.model, ckpt.config.vocab_size, ckpt.config.bos_id)
-    block, head, score = report.best(report.induction)
-    return f"layer {int(block.split('.')[2]) + 1}, head {head + 1}", head, score
+    sublayer, head, score = report.best(report.induction)
+    return f"layer {int(sublayer.split('.')[2]) + 1}, head {head + 1}", head, score
 
 
 def test_the_step_comes_before_the_circuit_and_needs_a_decoder_only_model() -> None:
@@ -223,10 +223,10 @@ def test_the_switched_off_losses_are_the_ablated_models_own(tiny_checkpoints) ->
     assert seen.runs[0].what == "intact" and seen.runs[0].loss == pytest.approx(report.second_copy_loss, rel=1e-5)
     assert seen.first_copy_loss == pytest.approx(report.first_copy_loss, rel=1e-5)
     ids = repeated_tokens(ckpt.config.vocab_size, ckpt.config.bos_id, report.length)
-    block, head = seen.runs[1].heads[0]
-    assert (block, head) == (seen.block, seen.head) == report.best(report.induction)[:2]
+    sublayer, head = seen.runs[1].heads[0]
+    assert (sublayer, head) == (seen.sublayer, seen.head) == report.best(report.induction)[:2]
     with torch.inference_mode():
-        logits, _ = ckpt.model(ids, ablate={block: Ablation((head,))})
+        logits, _ = ckpt.model(ids, ablate={sublayer: Ablation((head,))})
     assert seen.runs[1].loss == pytest.approx(copy_losses(logits, ids, report.length)[1], rel=1e-5)
     assert seen.weights.shape == (2 * report.length + 1,) * 2 and len(seen.pieces) == 2 * report.length + 1
 

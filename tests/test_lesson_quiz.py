@@ -15,7 +15,7 @@ from analysis.lesson import induction_named
 from course.lesson import SENTENCES, SLUGS
 from inference import catalog
 from inference.checkpoint import load_checkpoint
-from model.names import block_layer
+from model.names import sublayer_layer
 from ui.markdown import literal
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,17 +93,17 @@ def test_the_right_answer_is_said_and_the_end_counts_it(lesson) -> None:
 
 def test_the_induction_step_asks_for_the_head_the_lesson_then_names(lesson) -> None:
     ckpt = load_checkpoint(ROOT / "checkpoints" / "lm-english")
-    block, head = induction_named(ckpt.card)
-    assert catalog.default_head(ckpt.card, "head") == catalog.default_head(ckpt.card, "ablation") == (block, head)
+    sublayer, head = induction_named(ckpt.card)
+    assert catalog.default_head(ckpt.card, "head") == catalog.default_head(ckpt.card, "ablation") == (sublayer, head)
     at = lesson("induction-heads")
     assert question(at) == "**Predict first:** Which head is the induction head?" and figures(at) == 0
     at.selectbox(key="lesson_quiz_layer_induction-heads").set_value(0)
     at.selectbox(key="lesson_quiz_head_induction-heads").set_value(0).run()
     ok(at).button(key="lesson_quiz_answer_induction-heads").click().run()
-    label = f"layer {block_layer(block) + 1} head {head + 1}"
+    label = f"layer {sublayer_layer(sublayer) + 1} head {head + 1}"
     said = literal(f"Not this time: you picked layer 1 head 1, the model {label}.")
     assert any(i.value.endswith(said) for i in ok(at).info)
-    named = f"**The induction head of lm-english: layer {block_layer(block) + 1}, head {head + 1}**"
+    named = f"**The induction head of lm-english: layer {sublayer_layer(sublayer) + 1}, head {head + 1}**"
     assert any(m.value.startswith(named) for m in at.markdown) and figures(at) >= 3
     assert any("attention sink" in c.value for c in at.caption)  # the probe's head rests on <s> on prose
 

@@ -10,7 +10,7 @@ import pytest
 from plotly_data import decode_typed_array
 from streamlit.testing.v1 import AppTest
 
-from analysis.record import Block
+from analysis.record import Sublayer
 from viz.masks import MAX_CELLS, mask_heatmap, reduced_note
 from viz.steps import WINDOW, attention_steps, key_window, steps_figure, steps_table, weights_overview, window_note
 
@@ -30,8 +30,8 @@ def z(fig: dict, trace: int = 0) -> np.ndarray:
     return np.asarray(decode_typed_array(fig["data"][trace]["z"]))
 
 
-def long_block(seed: int = 0, heads: int = 2, d_head: int = 8) -> Block:
-    """A causal self-attention block over T tokens with random scores and their true masked softmax."""
+def long_sublayer(seed: int = 0, heads: int = 2, d_head: int = 8) -> Sublayer:
+    """A causal self-attention sub-layer over T tokens with random scores and their true masked softmax."""
     rng = np.random.default_rng(seed)
     mask = np.tril(np.ones((T, T), dtype=bool))
     scores = rng.normal(size=(heads, T, T)).astype(np.float32)
@@ -42,7 +42,7 @@ def long_block(seed: int = 0, heads: int = 2, d_head: int = 8) -> Block:
     values = rng.normal(size=(heads, T, d_head)).astype(np.float32)
     weights = weights.astype(np.float32)
     name = "decoder.layers.0.self_attn"
-    return Block(name, pieces, pieces, scores=scores, mask=mask, weights=weights, values=values)
+    return Sublayer(name, pieces, pieces, scores=scores, mask=mask, weights=weights, values=values)
 
 
 # masks ---------------------------------------------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def test_the_reduced_mask_note_says_how_big_the_blocks_are() -> None:
 
 
 def test_the_key_window_draws_exactly_the_keys_it_names() -> None:
-    steps = attention_steps(long_block(), head=1, query=T - 1)
+    steps = attention_steps(long_sublayer(), head=1, query=T - 1)
     window = key_window(steps, 100)
     assert window == range(100, 100 + WINDOW)
     fig = figure_json(steps_figure(steps, window))
@@ -97,16 +97,16 @@ def test_the_key_window_draws_exactly_the_keys_it_names() -> None:
 
 
 def test_the_default_window_holds_the_largest_weight_and_stays_inside_the_row() -> None:
-    steps = attention_steps(long_block(seed=3), head=0, query=T - 1)
+    steps = attention_steps(long_sublayer(seed=3), head=0, query=T - 1)
     assert int(np.argmax(steps.weights)) in key_window(steps)
     assert key_window(steps, 10_000) == range(T - WINDOW, T)
     assert key_window(steps, -5) == range(0, WINDOW)
-    short = attention_steps(long_block(), head=0, query=3)
+    short = attention_steps(long_sublayer(), head=0, query=3)
     assert len(key_window(short)) == WINDOW  # every query sees all T keys (masked ones too)
 
 
 def test_the_overview_shows_every_weight_and_shades_the_window() -> None:
-    steps = attention_steps(long_block(), head=0, query=T - 1)
+    steps = attention_steps(long_sublayer(), head=0, query=T - 1)
     fig = figure_json(weights_overview(steps, range(64, 128)))
     np.testing.assert_allclose(decode_typed_array(fig["data"][0]["y"]), steps.weights, rtol=1e-6)
     shape = fig["layout"]["shapes"][0]
@@ -116,12 +116,12 @@ def test_the_overview_shows_every_weight_and_shades_the_window() -> None:
 
 
 def test_figures_at_512_tokens_stay_small() -> None:
-    block = long_block()
-    steps = attention_steps(block, head=0, query=T - 1)
+    sublayer = long_sublayer()
+    steps = attention_steps(sublayer, head=0, query=T - 1)
     for fig in (
         steps_figure(steps, key_window(steps)),
         weights_overview(steps, key_window(steps)),
-        mask_heatmap(block.mask, block.query_pieces, block.key_pieces, "m"),
+        mask_heatmap(sublayer.mask, sublayer.query_pieces, sublayer.key_pieces, "m"),
     ):
         assert len(fig.to_json()) < FIGURE_BYTES
 

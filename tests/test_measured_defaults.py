@@ -162,8 +162,8 @@ def test_reverse_opens_head_ablation_on_a_whole_layer_whose_loss_changes_the_out
     assert not at.exception
     found = card("reverse")["ablation"]
     assert at.text_area(key="text").value == found["text"]
-    block = found["block"]
-    assert at.multiselect(key="ablate_heads").value == [f"{block}:{h - 1}" for h in found["heads"]]
+    sublayer = found["block"]
+    assert at.multiselect(key="ablate_heads").value == [f"{sublayer}:{h - 1}" for h in found["heads"]]
     [kl] = [m.value for m in at.metric]
     assert float(kl) >= defaults.KL_SHOWN
     intact, ablated = (c.value for c in at.code[:2])

@@ -8,7 +8,7 @@ import torch
 
 from model.config import ConfigError, ModelConfig
 from model.factory import build_model
-from model.names import parse_block_name
+from model.names import parse_sublayer_name
 from model.trace import Trace
 from model.transformer import DecoderOnlyLM, EncoderDecoder, sinusoidal_table
 
@@ -111,7 +111,7 @@ def test_model_classes_refuse_a_config_of_the_other_kind() -> None:
 # ---------------------------------------------------------------- the trace
 
 
-def test_trace_names_are_exactly_the_blocks_of_the_config_in_computation_order(make_model, make_ids, gen) -> None:
+def test_trace_names_are_exactly_the_sublayers_of_the_config_in_computation_order(make_model, make_ids, gen) -> None:
     model = make_model("encoder-decoder", n_encoder_layers=2, n_decoder_layers=3)
     _, trace = run(model, make_ids(gen, 2, 5), make_ids(gen, 2, 4))
     expected = [f"encoder.layers.{i}.self_attn" for i in range(2)] + [
@@ -136,7 +136,7 @@ def test_trace_shapes_masks_and_metadata_of_the_encoder_decoder(enc_dec, make_id
     for key, (tq, tk) in expected_shape.items():
         assert trace.masks[key].shape == (2, tq, tk) and trace.masks[key].dtype == torch.bool
     for name, rec in trace.attention.items():
-        stack, _, type_ = parse_block_name(name)
+        stack, _, type_ = parse_sublayer_name(name)
         tq, tk = expected_shape[f"{stack}.{type_}"]
         for tensor in (rec.scores, rec.weights):
             assert tensor.shape == (2, h, tq, tk), name
@@ -154,12 +154,12 @@ def test_trace_shapes_and_masks_of_the_language_model(lm, make_ids, gen) -> None
         assert rec.weights.shape == rec.scores.shape == (3, lm.config.n_heads, 7, 7)
 
 
-def test_block_names_parse_into_stack_layer_and_type() -> None:
-    assert parse_block_name("decoder.layers.1.cross_attn") == ("decoder", 1, "cross_attn")
-    assert parse_block_name("encoder.layers.0.self_attn") == ("encoder", 0, "self_attn")
+def test_sublayer_names_parse_into_stack_layer_and_type() -> None:
+    assert parse_sublayer_name("decoder.layers.1.cross_attn") == ("decoder", 1, "cross_attn")
+    assert parse_sublayer_name("encoder.layers.0.self_attn") == ("encoder", 0, "self_attn")
     for bad in ("decoder.blocks.1.cross_attn", "decoder.layers.x.self_attn", "decoder.layers.1.mlp", "decoder"):
         with pytest.raises(ValueError):
-            parse_block_name(bad)
+            parse_sublayer_name(bad)
 
 
 def test_positional_rows_are_the_sinusoidal_table_rows(enc_dec, lm, make_ids, gen) -> None:

@@ -1,4 +1,4 @@
-"""Block names are built and read in one place (model/names.py): TransformerLens keeps one `get_act_name`."""
+"""Sublayer names are built and read in one place (model/names.py): TransformerLens keeps one `get_act_name`."""
 
 from __future__ import annotations
 
@@ -9,28 +9,28 @@ import pytest
 
 from model.names import (
     attention_type,
-    block_layer,
-    block_name,
     layer_name,
     parse_attention_type,
-    parse_block_name,
+    parse_sublayer_name,
+    sublayer_layer,
+    sublayer_name,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("model", "inference", "analysis", "ui", "viz", "views", "atlas", "training", "course")
 
 
-def test_a_block_name_round_trips_and_names_its_layer_and_kind() -> None:
-    name = block_name("decoder", 1, "cross_attn")
+def test_a_sublayer_name_round_trips_and_names_its_layer_and_kind() -> None:
+    name = sublayer_name("decoder", 1, "cross_attn")
     assert name == "decoder.layers.1.cross_attn" and name.startswith(layer_name("decoder", 1) + ".")
-    assert parse_block_name(name) == ("decoder", 1, "cross_attn") and block_layer(name) == 1
+    assert parse_sublayer_name(name) == ("decoder", 1, "cross_attn") and sublayer_layer(name) == 1
     assert attention_type(name) == "decoder.cross_attn" and parse_attention_type("decoder.cross_attn") == (
         "decoder",
         "cross_attn",
     )
     for bad in ("decoder.layers.x.self_attn", "middle.layers.0.self_attn", "encoder.layers.0.ffn", "a.b"):
-        with pytest.raises(ValueError, match="not an attention block name"):
-            parse_block_name(bad)
+        with pytest.raises(ValueError, match="not an attention sub-layer name"):
+            parse_sublayer_name(bad)
     with pytest.raises(ValueError, match="not an attention type"):
         parse_attention_type("encoder.layers.0.self_attn")
 
@@ -49,7 +49,7 @@ def offenders() -> list[str]:
                     for v in node.values
                     if isinstance(v, ast.Constant)
                 ):
-                    found.append(f"{where}: builds a block name")
+                    found.append(f"{where}: builds a sub-layer name")
                 if (
                     isinstance(node, ast.Call)
                     and isinstance(node.func, ast.Attribute)
@@ -62,5 +62,5 @@ def offenders() -> list[str]:
     return found
 
 
-def test_no_block_name_is_built_or_split_by_hand_outside_its_home() -> None:
+def test_no_sublayer_name_is_built_or_split_by_hand_outside_its_home() -> None:
     assert offenders() == []

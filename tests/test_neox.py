@@ -1,5 +1,5 @@
 """A GPT-NeoX (Pythia's architecture) mapped onto our variants: the fused per-head query_key_value, rotary positions
-on a share of each head's features, and the parallel block (model/components/parallel.py) compute the library's
+on a share of each head's features, and the parallel layer (model/components/parallel.py) compute the library's
 own logits, from the object and from its saved folder."""
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_our_logits_equal_gpt_neoxs_for_the_object_and_its_folder(tmp_path, para
         torch.testing.assert_close(ours[0, :, : expected.shape[-1]], expected, atol=1e-5, rtol=0)
 
 
-def test_a_parallel_blocks_stream_still_sums_layer_by_layer() -> None:
+def test_a_parallel_layers_stream_still_sums_layer_by_layer() -> None:
     """resid_post = resid_pre + self_attn.out + feed_forward.out, the feed-forward reading resid_pre, not resid_mid."""
     ckpt = from_transformers(tiny_neox(), word_tokenizer())
     _, trace = ckpt.model(read_ids(tiny_neox(), word_tokenizer(), TEXT), activations=True)

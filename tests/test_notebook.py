@@ -227,7 +227,7 @@ def test_the_pages_cached_head_is_head_views_figure(lm_english, lm_analysis, tra
 
 
 def test_norms_draw_the_value_weighted_shares_and_say_so(lm_analysis) -> None:
-    shares = lm_analysis.value_weighted().block("decoder.self_attn", 1).weights
+    shares = lm_analysis.value_weighted().sublayer("decoder.self_attn", 1).weights
     fig = atlas.head(lm_analysis, 2, 3, norms=True)
     np.testing.assert_array_equal(fig.data[0].z, shares[2])
     assert fig.layout.title.text.endswith("head 3, weight × value norm")
@@ -239,15 +239,15 @@ def test_norms_draw_the_value_weighted_shares_and_say_so(lm_analysis) -> None:
 def test_the_other_views_draw_the_analysis(lm_analysis, translation) -> None:
     from analysis.rollout import analysis_rollout
 
-    block = lm_analysis.blocks["decoder.layers.2.self_attn"]
+    sublayer = lm_analysis.sublayers["decoder.layers.2.self_attn"]
     rollout = atlas.rollout(lm_analysis, 3, heads=[1, 2], residual=False)
     maps = analysis_rollout(lm_analysis, "decoder.self_attn", False, [0, 1]).maps
     np.testing.assert_array_equal(rollout.data[0].z, maps[2])
     assert rollout.layout.title.text.startswith("Rollout: Self-attention (masked),<br>layers 1–3, heads 1, 2")
-    np.testing.assert_array_equal(atlas.mask(lm_analysis).data[0].z, block.mask.astype(np.uint8))
+    np.testing.assert_array_equal(atlas.mask(lm_analysis).data[0].z, sublayer.mask.astype(np.uint8))
     lines = atlas.paper(lm_analysis, 3, head=2, query=4)
-    assert lines.layout.title.text.replace("<br>", " ").endswith(f"layer 3, head 2, query 4:{block.query_pieces[3]}")
-    assert len(atlas.paper(lm_analysis, 3).data) > block.n_heads  # a legend entry and its lines per head
+    assert lines.layout.title.text.replace("<br>", " ").endswith(f"layer 3, head 2, query 4:{sublayer.query_pieces[3]}")
+    assert len(atlas.paper(lm_analysis, 3).data) > sublayer.n_heads  # a legend entry and its lines per head
     _, analysis = translation
     assert atlas.rollout(analysis, attention="decoder.cross_attn").layout.title.text.startswith("Rollout: Decoder")
     stats = atlas.head_stats(lm_analysis)
@@ -279,8 +279,8 @@ def test_layers_and_heads_count_from_one_and_a_number_out_of_range_names_the_ran
 def test_the_first_layer_and_head_are_one_and_the_last_are_the_counts(lm_analysis) -> None:
     first = atlas.head(lm_analysis, 1, 1)
     last = atlas.head(lm_analysis, 6, 8)
-    np.testing.assert_array_equal(first.data[0].z, lm_analysis.blocks["decoder.layers.0.self_attn"].weights[0])
-    np.testing.assert_array_equal(last.data[0].z, lm_analysis.blocks["decoder.layers.5.self_attn"].weights[7])
+    np.testing.assert_array_equal(first.data[0].z, lm_analysis.sublayers["decoder.layers.0.self_attn"].weights[0])
+    np.testing.assert_array_equal(last.data[0].z, lm_analysis.sublayers["decoder.layers.5.self_attn"].weights[7])
 
 
 @pytest.mark.parametrize("suffix", ["json", "npz"])
@@ -298,10 +298,10 @@ def test_a_saved_trace_reads_back_as_the_analysis(lm_analysis, tmp_path, suffix)
                 np.testing.assert_array_equal(ours[key], apps[key])
     back = atlas.read_trace(data, path.name)
     assert back.kind == lm_analysis.kind and back.target_pieces == lm_analysis.target_pieces
-    assert list(back.blocks) == list(lm_analysis.blocks)
-    for name, block in lm_analysis.blocks.items():
-        np.testing.assert_allclose(back.blocks[name].weights, block.weights, atol=1e-6)
-        np.testing.assert_array_equal(back.blocks[name].mask, block.mask)
+    assert list(back.sublayers) == list(lm_analysis.sublayers)
+    for name, sublayer in lm_analysis.sublayers.items():
+        np.testing.assert_allclose(back.sublayers[name].weights, sublayer.weights, atol=1e-6)
+        np.testing.assert_array_equal(back.sublayers[name].mask, sublayer.mask)
 
 
 def test_save_refuses_other_suffixes_and_read_trace_names_a_bad_file(lm_analysis, tmp_path) -> None:
@@ -381,10 +381,12 @@ def test_patch_is_comparess_patching_counted_from_one() -> None:
 
 def test_value_weighted_draws_in_every_view(lm_analysis) -> None:
     shares = atlas.value_weighted(lm_analysis)
-    block = lm_analysis.blocks["decoder.layers.3.self_attn"]
-    np.testing.assert_allclose(shares.blocks[block.name].weights, block.value_weighted().weights)
+    sublayer = lm_analysis.sublayers["decoder.layers.3.self_attn"]
+    np.testing.assert_allclose(shares.sublayers[sublayer.name].weights, sublayer.value_weighted().weights)
     figure = atlas.head(shares, 4, 6)
-    np.testing.assert_allclose(np.asarray(figure.data[0].z, dtype=float), block.value_weighted().weights[5], atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(figure.data[0].z, dtype=float), sublayer.value_weighted().weights[5], atol=1e-6
+    )
     with pytest.raises(TypeError, match="value_weighted takes an Analysis"):
         atlas.value_weighted("cat")  # type: ignore[arg-type]
 

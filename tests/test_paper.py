@@ -21,9 +21,9 @@ from viz.paper import (
     OUTSIDE,
     PALETTE,
     attention_lines,
-    block_lines,
     lines_above,
     opening_threshold,
+    sublayer_lines,
 )
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -232,13 +232,13 @@ def test_page_escapes_tokens_and_explains_bad_text(paper) -> None:
     assert "empty" in " ".join(e.value for e in at.error) and not at.get("plotly_chart") and not at.exception
 
 
-def test_block_lines_names_the_block(good_dir: Path) -> None:
+def test_sublayer_lines_names_the_sublayer(good_dir: Path) -> None:
     from analysis.analyze import analyze
     from inference.checkpoint import load_checkpoint
 
     analysis = analyze(load_checkpoint(good_dir / ED), "Where is the station?", max_tokens=4)
-    block = analysis.block("decoder.cross_attn", 0)
-    spec = as_json(block_lines(block, threshold=0.05))
+    sublayer = analysis.sublayer("decoder.cross_attn", 0)
+    spec = as_json(sublayer_lines(sublayer, threshold=0.05))
     assert spec["layout"]["title"]["text"] == "decoder.layers.0.cross_attn"
     assert spec["layout"]["yaxis2"]["title"]["text"] == CROSS_COLUMNS[1]
-    assert len(segments(spec)) == int((block.weights >= 0.05).sum())
+    assert len(segments(spec)) == int((sublayer.weights >= 0.05).sum())

@@ -69,9 +69,9 @@ def test_our_paths_patch_as_the_whole_grid_does(lm):
     after = atlas.patch_scores(lm, CLEAN, CORRUPTED, what="decoder.layers.0.resid_post")
     np.testing.assert_allclose(after["restored"], one["restored"], atol=TOL)
     heads = atlas.patch_scores(lm, CLEAN, CORRUPTED)
-    block = atlas.patch_scores(lm, CLEAN, CORRUPTED, what="decoder.layers.1.self_attn").set_index("head")
+    sublayer = atlas.patch_scores(lm, CLEAN, CORRUPTED, what="decoder.layers.1.self_attn").set_index("head")
     layer = heads[heads["layer"] == 2].set_index("head")["restored"]
-    np.testing.assert_allclose(block["restored"].sort_index(), layer.sort_index(), atol=TOL)
+    np.testing.assert_allclose(sublayer["restored"].sort_index(), layer.sort_index(), atol=TOL)
     assert atlas.patch(lm, CLEAN, CORRUPTED, what="decoder.layers.1.self_attn").data
 
 

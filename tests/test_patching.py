@@ -104,11 +104,11 @@ def residual_patched_by_hand(lm: Checkpoint, streams: list[torch.Tensor], layer:
     model, valid = lm.model, padding_mask(corrupted_ids, lm.config.pad_id)
     mask = attention_mask(valid, valid, causal=True)
     x, _ = model.with_positions(model.embed(corrupted_ids), 0)
-    for i, block in enumerate(model.decoder.layers):
+    for i, decoder_layer in enumerate(model.decoder.layers):
         if i == layer:
             x = x.clone()
             x[0, position] = streams[i][0, position]
-        x, _, _ = block(x, mask, None, None, {}, False)
+        x, _, _ = decoder_layer(x, mask, None, None, {}, False)
     return model.logits(model.decoder.norm(x))[0, -1]
 
 
@@ -141,7 +141,7 @@ def test_a_heads_patch_in_the_last_layer_equals_plain_torch(lm) -> None:
     _, clean = forward(lm.model, clean_ids, record=True)
     logits, corrupted = forward(lm.model, corrupted_ids, record=True, activations=True)
     last, model = lm.config.n_decoder_layers - 1, lm.model
-    block, d_head = model.decoder.layers[last].self_attn, lm.config.d_model // lm.config.n_heads
+    sublayer, d_head = model.decoder.layers[last].self_attn, lm.config.d_model // lm.config.n_heads
     name = f"decoder.layers.{last}.self_attn"
     mid = corrupted.activations[f"decoder.layers.{last}.resid_mid"][0, -1]
     layer = model.decoder.layers[last]
@@ -153,7 +153,7 @@ def test_a_heads_patch_in_the_last_layer_equals_plain_torch(lm) -> None:
     corrupted_metric = metric(logits[0, -1])
     for h in range(lm.config.n_heads):
         z = [(t.attention[name].weights @ t.attention[name].values)[0, h, -1] for t in (clean, corrupted)]
-        delta = block.w_o.weight[:, h * d_head : (h + 1) * d_head] @ (z[0] - z[1])
+        delta = sublayer.w_o.weight[:, h * d_head : (h + 1) * d_head] @ (z[0] - z[1])
         after = mid + delta
         after = after + layer.feed_forward(layer.sublayer[1].input(after))  # pre-norm: x + FF(LN(x))
         patched = model.generator(model.decoder.norm(after))

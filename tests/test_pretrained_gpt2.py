@@ -215,8 +215,10 @@ def test_each_text_of_a_batch_is_analysed_as_alone(published) -> None:
     for text, result in zip(texts, together, strict=True):
         alone = analyze(ckpt, text)
         assert result.target_pieces == alone.target_pieces and result.target_pieces[0] == END
-        for name, block in alone.blocks.items():
-            torch.testing.assert_close(torch.as_tensor(result.blocks[name].weights), torch.as_tensor(block.weights))
+        for name, sublayer in alone.sublayers.items():
+            torch.testing.assert_close(
+                torch.as_tensor(result.sublayers[name].weights), torch.as_tensor(sublayer.weights)
+            )
     written = analyze(ckpt, "the cat", continuation=3)
     assert 0 <= written.generated <= 3 and written.positional == "learned"
 

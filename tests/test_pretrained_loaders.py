@@ -282,7 +282,7 @@ def test_the_encoder_analysis_reads_cls_text_sep_and_writes_nothing(published) -
     assert result.target_pieces == () and len(result.predictions) == 5
     assert result.prediction_pieces == result.source_pieces  # one top-k per input token
     assert ckpt.tokenizer.pieces(sorted(ckpt.tokenizer.never_written)) == ["[PAD]", "[CLS]"]  # never a target
-    assert list(result.blocks) == ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]
+    assert list(result.sublayers) == ["encoder.layers.0.self_attn", "encoder.layers.1.self_attn"]
     assert result.attention_label("encoder.self_attn") == "Self-attention (bidirectional)"
     assert result.positional_encoding["encoder"].shape == (5, 32) and result.positional == "learned"
     rows = result.positional_encoding["encoder"]
@@ -301,7 +301,7 @@ def test_the_llama_analysis_shows_rotations_and_continues_the_text(published) ->
     assert result.positional == "rotary" and result.generated == 3
     assert result.prediction_pieces == result.target_pieces and len(result.predictions) == len(result.target_pieces)
     assert result.positional_encoding["decoder"].shape == (len(result.target_pieces), 16)  # (T, d_head)
-    assert result.blocks["decoder.layers.1.self_attn"].weights.shape[0] == 4  # every query head
+    assert result.sublayers["decoder.layers.1.self_attn"].weights.shape[0] == 4  # every query head
     assert result.kv_heads == 2 and [result.kv_head(h) for h in range(4)] == [0, 0, 1, 1]  # each one's key/value head
 
 

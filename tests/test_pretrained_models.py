@@ -94,7 +94,7 @@ def test_smollm2_finishes_the_capital_of_france(smollm: Checkpoint) -> None:
     result = analyze(smollm, "The capital of France is", k=3, continuation=2)
     assert result.predictions[len(result.target_pieces) - 3][0].piece == "ĠParis"
     assert result.continuation.strip().startswith("Paris")
-    assert len(result.blocks) == 30 and result.blocks["decoder.layers.0.self_attn"].n_heads == 9
+    assert len(result.sublayers) == 30 and result.sublayers["decoder.layers.0.self_attn"].n_heads == 9
 
 
 @torch.no_grad()
@@ -119,7 +119,7 @@ def test_minilm_hidden_states_equal_transformers_loading_of_the_same_files(minil
 def test_minilm_tokenizes_as_its_own_tokenizer_json(minilm: Checkpoint) -> None:
     result = analyze(minilm, "The cat sat on the mat.", k=3)
     assert result.source_pieces == ("[CLS]", "the", "cat", "sat", "on", "the", "mat", ".", "[SEP]")
-    assert len(result.blocks) == 6 and result.blocks["encoder.layers.5.self_attn"].n_heads == 12
+    assert len(result.sublayers) == 6 and result.sublayers["encoder.layers.5.self_attn"].n_heads == 12
 
 
 @pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes
@@ -133,9 +133,9 @@ def test_every_hostile_input_gives_an_analysis_or_an_input_error(smollm: Checkpo
             except InputError:
                 continue
             assert len(result.source_pieces or result.target_pieces) <= ckpt.config.max_len, case["name"]
-            for block in result.blocks.values():
-                rows = block.mask.any(-1)
-                assert np.allclose(block.weights.sum(-1)[:, rows], 1, atol=1e-4), (ckpt.name, case["name"])
+            for sublayer in result.sublayers.values():
+                rows = sublayer.mask.any(-1)
+                assert np.allclose(sublayer.weights.sum(-1)[:, rows], 1, atol=1e-4), (ckpt.name, case["name"])
 
 
 @pytest.mark.slow  # the everyday tier (-m "not slow and not browser") stays within 2 minutes

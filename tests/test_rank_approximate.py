@@ -32,18 +32,20 @@ def metric(ckpt, setup, ablate) -> float:
 def test_each_heads_number_is_the_first_order_change_along_its_ablation(name: str, text: str, mode: str) -> None:
     ckpt = load_checkpoint(ROOT / "checkpoints" / name)
     setup = ranking_setup(ckpt, text)
-    table = {(block, head): drop for block, head, drop in rank_by_attribution(ckpt, setup, mode)}
+    table = {(sublayer, head): drop for sublayer, head, drop in rank_by_attribution(ckpt, setup, mode)}
     ckpt.model.double()  # the differences below in float64: small steps (a ReLU's kink is not crossed), no rounding
     _, trace = forward(ckpt.model, setup.target, setup.source, record=True)
     eps = 1e-5
-    for block, head in sorted(table, key=lambda k: -abs(table[k]))[:3]:  # the three largest
-        rec = trace.attention[block]
+    for sublayer, head in sorted(table, key=lambda k: -abs(table[k]))[:3]:  # the three largest
+        rec = trace.attention[sublayer]
         out = rec.weights @ rec.values  # (1, H, T, d_head)
         ablated = torch.zeros_like(out) if mode == "zero" else out.mean(dim=2, keepdim=True).expand_as(out)
         where = torch.zeros(1, out.shape[1], dtype=torch.bool)
         where[0, head] = True
-        ahead, back = (metric(ckpt, setup, {block: Patch(e * (ablated - out), where, added=True)}) for e in (eps, -eps))
-        assert -(ahead - back) / (2 * eps) == pytest.approx(table[block, head], rel=1e-2, abs=1e-4)  # central
+        ahead, back = (
+            metric(ckpt, setup, {sublayer: Patch(e * (ablated - out), where, added=True)}) for e in (eps, -eps)
+        )
+        assert -(ahead - back) / (2 * eps) == pytest.approx(table[sublayer, head], rel=1e-2, abs=1e-4)  # central
     assert all(p.grad is None for p in ckpt.model.parameters())
 
 

@@ -54,20 +54,20 @@ def tiny(kind: str, **fields) -> torch.nn.Module:
 
 
 def sums_to_the_score(model, ids, source, places) -> None:
-    """For the first and last block of each attention type, head 1 and the last head, at each (query, key) of
+    """For the first and last sub-layer of each attention type, head 1 and the last head, at each (query, key) of
     `places`: the table sums to the score."""
     _, trace = forward(model, ids, source, record=True)
     firsts_and_lasts = {}
-    for block in trace.attention:
-        firsts_and_lasts.setdefault(attention_type(block), [block, block])[1] = block
-    for block in {b for pair in firsts_and_lasts.values() for b in pair}:
-        record = trace.attention[block]
+    for sublayer in trace.attention:
+        firsts_and_lasts.setdefault(attention_type(sublayer), [sublayer, sublayer])[1] = sublayer
+    for sublayer in {b for pair in firsts_and_lasts.values() for b in pair}:
+        record = trace.attention[sublayer]
         n_heads, n_queries, n_keys = record.scores.shape[1:]
         for head in {0, n_heads - 1}:
             for query, key in places(n_queries, n_keys):
-                parts = score_parts(model, ids, source, block, head, query, key)
+                parts = score_parts(model, ids, source, sublayer, head, query, key)
                 assert parts.score == pytest.approx(float(record.scores[0, head, query, key].detach()), abs=1e-12)
-                assert parts.total == pytest.approx(parts.score, abs=1e-6), (block, head, query, key)
+                assert parts.total == pytest.approx(parts.score, abs=1e-6), (sublayer, head, query, key)
                 assert parts.table.shape == (len(parts.query_parts), len(parts.key_parts))
 
 
@@ -150,7 +150,7 @@ def test_a_choice_out_of_range_is_a_one_line_error() -> None:
         score_parts(model, ids, None, "decoder.layers.0.self_attn", 8, 0, 0)
     with pytest.raises(ValueError, match="key 7 is out of range"):
         score_parts(model, ids, None, "decoder.layers.0.self_attn", 0, 0, 6)
-    with pytest.raises(ValueError, match="no block 'decoder.layers.5.self_attn'"):
+    with pytest.raises(ValueError, match="no sub-layer 'decoder.layers.5.self_attn'"):
         score_parts(model, ids, None, "decoder.layers.5.self_attn", 0, 0, 0)
 
 
@@ -160,8 +160,8 @@ def test_the_notebook_counts_from_one_and_its_table_sums_to_the_pages_score() ->
     lm = atlas.load("lm-english")
     text = "The cat sat on the mat because it"
     split = atlas.score_parts(lm, text, layer=3, head=2, query=8, key=3)
-    block = atlas.analyze(lm, text).block("decoder.self_attn", 2)
-    assert split.score == pytest.approx(float(block.scores[1, 7, 2]), abs=1e-5)  # the page's raw score, from 1
+    sublayer = atlas.analyze(lm, text).sublayer("decoder.self_attn", 2)
+    assert split.score == pytest.approx(float(sublayer.scores[1, 7, 2]), abs=1e-5)  # the page's raw score, from 1
     assert split.table.to_numpy().sum() == pytest.approx(split.score, abs=1e-5)
     assert (split.layer, split.head, split.query, split.key, split.masked) == (3, 2, 8, 3, False)
     assert split.key_token == "3:▁cat" and split.table.index[0] == "token embeddings"
@@ -170,7 +170,7 @@ def test_the_notebook_counts_from_one_and_its_table_sums_to_the_pages_score() ->
     with pytest.raises(ValueError, match="key position 99 is out of range"):
         atlas.score_parts(lm, text, layer=1, head=1, query=1, key=99)
     with pytest.raises(TypeError, match="score_parts takes a loaded model"):
-        atlas.score_parts(block, text, layer=1, head=1, query=1, key=1)
+        atlas.score_parts(sublayer, text, layer=1, head=1, query=1, key=1)
 
 
 def test_a_querys_whole_row_of_keys_comes_from_one_pass_and_equals_each_key_alone(monkeypatch) -> None:
@@ -181,14 +181,14 @@ def test_a_querys_whole_row_of_keys_comes_from_one_pass_and_equals_each_key_alon
         model = tiny(kind, **fields).double()
         ids = torch.randint(4, SIZES["vocab_size"], (1, 7), generator=torch.Generator().manual_seed(2))
         source = ids.flip(1) if kind == "encoder-decoder" else None
-        for block in ("decoder.layers.1.self_attn", "decoder.layers.1.cross_attn")[: 2 if source is not None else 1]:
+        for sublayer in ("decoder.layers.1.self_attn", "decoder.layers.1.cross_attn")[: 2 if source is not None else 1]:
             n_keys = 7
-            alone = [score_parts(model, ids, source, block, 1, 5, key) for key in range(n_keys)]
+            alone = [score_parts(model, ids, source, sublayer, 1, 5, key) for key in range(n_keys)]
             passes = []
             traced = module.forward
             counting = lambda *a, passes=passes, traced=traced, **k: passes.append(1) or traced(*a, **k)
             monkeypatch.setattr(module, "forward", counting)
-            row = module.row_parts(model, ids, source, block, 1, 5, [6, *range(6)])
+            row = module.row_parts(model, ids, source, sublayer, 1, 5, [6, *range(6)])
             monkeypatch.setattr(module, "forward", traced)
             assert passes == [1] and [parts.key for parts in row] == [6, *range(6)]
             for parts in row:

@@ -53,8 +53,8 @@ def test_every_head_equals_the_eager_pass_on_the_greedy_output(family, tokenizer
     stacks["decoder.cross_attn"] = out.cross_attentions
     for attention, layers in stacks.items():
         for layer, weights in enumerate(layers):
-            block = analysis.block(attention, layer)
-            np.testing.assert_allclose(block.weights, weights[0].numpy(), atol=TOL)
+            sublayer = analysis.sublayer(attention, layer)
+            np.testing.assert_allclose(sublayer.weights, weights[0].numpy(), atol=TOL)
     probs = torch.softmax(out.logits[0].double(), -1)
     for position, row in enumerate(analysis.predictions):
         assert row[0].id == int(probs[position].argmax())
@@ -71,7 +71,7 @@ def test_a_given_target_is_the_decoder_input_after_the_start_token(family, token
     assert list(analysis.target_ids) == expected
     assert analysis.target_pieces[1:3] == ("die", "Katze")
     out = eager_pass(model, tokenizer(SOURCE)["input_ids"], expected)
-    cross = analysis.block("decoder.cross_attn", 1).weights
+    cross = analysis.sublayer("decoder.cross_attn", 1).weights
     np.testing.assert_allclose(cross, out.cross_attentions[1][0].numpy(), atol=TOL)
 
 
@@ -130,11 +130,11 @@ def test_value_norms_are_each_keys_value_through_its_heads_output(family, tokeni
             values = v_proj(memory.float()).double().reshape(len(memory), 2, 8)  # (S, H, d_head)
             w_o = o_proj.weight.double().reshape(-1, 2, 8)  # (d_model, H, d_head)
         norms = torch.stack([(values[:, h] @ w_o[:, h].T).norm(dim=-1) for h in range(2)])  # (H, S)
-        block = analysis.block("decoder.cross_attn", i)
-        np.testing.assert_allclose(block.value_norms, norms.numpy(), rtol=1e-5, atol=1e-6)
-        moved = block.weights * norms.numpy()[:, None, :]
+        sublayer = analysis.sublayer("decoder.cross_attn", i)
+        np.testing.assert_allclose(sublayer.value_norms, norms.numpy(), rtol=1e-5, atol=1e-6)
+        moved = sublayer.weights * norms.numpy()[:, None, :]
         shares = moved / moved.sum(-1, keepdims=True)
-        shown = atlas.value_weighted(analysis).block("decoder.cross_attn", i).weights
+        shown = atlas.value_weighted(analysis).sublayer("decoder.cross_attn", i).weights
         np.testing.assert_allclose(shown, shares, atol=TOL)
 
 

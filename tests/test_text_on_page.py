@@ -47,7 +47,7 @@ OWN_MARKDOWN = {
     "findings": "views/experiment.py: the table's findings, bold on purpose, numbers and the catalog's model names",
     "pruning_finding": "views/experiment.py: one model's pruning curve, bold on purpose, as numbers",
     "trace_uploader": "ui.widgets: why a file could not be opened, already through errors.shown",
-    "head_label": "views/lesson_steps/induction.py: `layer 2, head 1`, from a block's number",
+    "head_label": "views/lesson_steps/induction.py: `layer 2, head 1`, from a sub-layer's number",
     "activation_name": "views/lesson_steps/paper.py: the config's activation (checked on load), in our words",
     "norm_name": "views/lesson_steps/paper.py: the config's normalisation (checked on load), in our words",
     "urlencode": "a link's query, percent-encoded: letters, digits and %+&=._-~ only",

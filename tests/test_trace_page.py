@@ -46,10 +46,10 @@ def test_an_exported_trace_draws_the_heads_it_was_exported_with(page, good_dir: 
     assert {"trace_chart_head", "trace_chart_heads", "trace_chart_paper", "trace_chart_rollout"} <= keys
     attention = "decoder.cross_attn" if model == "translate-tiny" else "decoder.self_attn"  # Explore's opening
     assert page.radio(key="attention").value == attention
-    assert np.allclose(head_z(page), analysis.block(attention, 0).weights[0], atol=1e-6)
+    assert np.allclose(head_z(page), analysis.sublayer(attention, 0).weights[0], atol=1e-6)
     page.selectbox(key="layer").set_value(1).run()  # 0-based: layer 2
     page.selectbox(key="head").set_value(2).run()  # head 3
-    assert np.allclose(head_z(page), analysis.block(attention, 1).weights[2], atol=1e-6)  # layer 2, head 3
+    assert np.allclose(head_z(page), analysis.sublayer(attention, 1).weights[2], atol=1e-6)  # layer 2, head 3
     assert "run the model itself" in " ".join(c.value for c in page.caption)
 
 

@@ -80,10 +80,10 @@ def test_explore_draws_the_traces_heads_and_predictions(opened: AppTest, exporte
     analysis = exported[0]
     opened.switch_page("views/explore.py").run()
     assert not problems(opened), problems(opened)
-    assert np.allclose(z(chart(opened, "head_chart")), analysis.block("decoder.self_attn", 0).weights[0], atol=1e-6)
+    assert np.allclose(z(chart(opened, "head_chart")), analysis.sublayer("decoder.self_attn", 0).weights[0], atol=1e-6)
     opened.selectbox(key="layer").set_value(1).run()
     opened.selectbox(key="head").set_value(2).run()
-    assert np.allclose(z(chart(opened, "head_chart")), analysis.block("decoder.self_attn", 1).weights[2], atol=1e-6)
+    assert np.allclose(z(chart(opened, "head_chart")), analysis.sublayer("decoder.self_attn", 1).weights[2], atol=1e-6)
     # The trace's own predictions: the model's top guess after the last token, as exported.
     assert "not the trace file" in " ".join(c.value for c in opened.caption)  # a link would open the model
     tables = " ".join(h.proto.body for h in opened.get("html"))
@@ -102,7 +102,7 @@ def test_paper_rollout_masks_and_head_statistics_draw_the_trace(opened: AppTest,
     opened.switch_page("views/masks.py").run()
     assert not problems(opened), problems(opened)
     mask = z(chart(opened, "mask_decoder_self_attn"))
-    assert np.array_equal(mask.astype(bool), analysis.block("decoder.self_attn", 0).mask)
+    assert np.array_equal(mask.astype(bool), analysis.sublayer("decoder.self_attn", 0).mask)
     assert "needs the model's tokenizer" in " ".join(c.value for c in opened.caption)
     opened.switch_page("views/head_stats.py").run()
     assert not problems(opened), problems(opened)
@@ -143,7 +143,7 @@ def test_compare_puts_a_second_trace_beside_the_first(opened: AppTest, good_dir:
     assert "Choose a second trace file" in " ".join(i.value for i in opened.info)
     opened.get("file_uploader")[0].upload("second.npz", to_npz_bytes(second)).run()
     assert not problems(opened), problems(opened)
-    a, b = (x.block("decoder.self_attn", 0).weights[0] for x in (first, second))
+    a, b = (x.sublayer("decoder.self_attn", 0).weights[0] for x in (first, second))
     assert np.allclose(z(chart(opened, "compare_first")), a, atol=1e-6)
     assert np.allclose(z(chart(opened, "compare_second")), b, atol=1e-6)
     n = min(len(a), len(b))

@@ -49,13 +49,13 @@ def with_snapshots(good_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     return root
 
 
-def weights_at(ckpt, step: int, block: str) -> np.ndarray:
-    """The block's weights on TEXT by the weights the fixture saved for `step`, rebuilt from its seed (not read
+def weights_at(ckpt, step: int, sublayer: str) -> np.ndarray:
+    """The sub-layer's weights on TEXT by the weights the fixture saved for `step`, rebuilt from its seed (not read
     back through inference.snapshots, which is what is under test)."""
     torch.manual_seed(100 + STEPS.index(step))
     model = build_model(ckpt.config).half().float().eval()
     target = analyze(ckpt, TEXT).output_text  # every step's decoder reads the shipped model's output
-    return analyze(dataclasses.replace(ckpt, model=model), TEXT, target).blocks[block].weights
+    return analyze(dataclasses.replace(ckpt, model=model), TEXT, target).sublayers[sublayer].weights
 
 
 def test_snapshots_are_listed_by_step_and_load_their_own_weights(with_snapshots: Path) -> None:
@@ -71,7 +71,7 @@ def test_snapshots_are_listed_by_step_and_load_their_own_weights(with_snapshots:
     assert late.tokenizer is ckpt.tokenizer and late.name == "translate-tiny@20"
     a, b = analyze(early, TEXT), analyze(late, TEXT)
     assert not np.allclose(
-        a.blocks["decoder.layers.0.cross_attn"].weights, b.blocks["decoder.layers.0.cross_attn"].weights
+        a.sublayers["decoder.layers.0.cross_attn"].weights, b.sublayers["decoder.layers.0.cross_attn"].weights
     )
     with pytest.raises(CheckpointError, match="no snapshot of step 7"):
         load_snapshot(ckpt, 7)

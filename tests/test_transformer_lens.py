@@ -62,11 +62,11 @@ def test_detector_patterns_and_scores_equal_transformer_lens() -> None:
     for name, getter in getters.items():
         theirs = getter(ids).numpy()
         np.testing.assert_array_equal(pattern_for(name, analysis.target_ids), theirs)
-        for block in analysis.blocks.values():
-            ours = _score(block.weights, block.mask, theirs)
-            for head in range(block.n_heads):
+        for sublayer in analysis.sublayers.values():
+            ours = _score(sublayer.weights, sublayer.mask, theirs)
+            for head in range(sublayer.n_heads):
                 expected = head_detector.compute_head_attention_similarity_score(
-                    torch.from_numpy(block.weights[head].astype(np.float64)),
+                    torch.from_numpy(sublayer.weights[head].astype(np.float64)),
                     torch.from_numpy(theirs.astype(np.float64)),
                     exclude_bos=False,
                     exclude_current_token=False,

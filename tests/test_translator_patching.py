@@ -26,9 +26,9 @@ def translator():
     return atlas.load("translate-en-de")
 
 
-def _own_heads_metric(ckpt, sources, target, block, head, position, answer, versus):
-    """Our model's metric with head `head` of `block` from the clean run: the W^O input swapped by a pre-hook."""
-    w_o = dict(ckpt.model.named_modules())[f"{block}.w_o"]
+def _own_heads_metric(ckpt, sources, target, sublayer, head, position, answer, versus):
+    """Our model's metric with head `head` of `sublayer` from the clean run: the W^O input swapped by a pre-hook."""
+    w_o = dict(ckpt.model.named_modules())[f"{sublayer}.w_o"]
     d_head = ckpt.config.d_head
     kept = {}
     hook = w_o.register_forward_pre_hook(lambda _m, args: kept.setdefault("clean", args[0].clone()))
@@ -61,8 +61,8 @@ def test_our_translators_heads_equal_a_pass_of_our_own(translator):
     span = table.attrs["clean"] - table.attrs["corrupted"]
     for _, row in table.iloc[[0, 1, 2, -1]].iterrows():
         stack, type_ = row["attention"].split(".")
-        block = f"{stack}.layers.{row['layer'] - 1}.{type_}"
-        own = _own_heads_metric(translator, sources, target, block, row["head"] - 1, position, answer, versus)
+        sublayer = f"{stack}.layers.{row['layer'] - 1}.{type_}"
+        own = _own_heads_metric(translator, sources, target, sublayer, row["head"] - 1, position, answer, versus)
         assert abs((own - table.attrs["corrupted"]) / span - row["restored"]) < TOL
 
 

@@ -1,4 +1,4 @@
-"""Attention × value norm (Kobayashi et al. 2020): each Block's value norms equal ‖v_j W_O^h‖ computed in plain torch
+"""Attention × value norm (Kobayashi et al. 2020): each Sublayer's value norms equal ‖v_j W_O^h‖ computed in plain torch
 from the model's own projections, and `value_weighted` is ‖α_ij v_j W_O^h‖ as a share of its row, for our
 models, a grouped-query published one (when installed) and both tiny models."""
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def plain_torch(ckpt: Checkpoint, analysis) -> dict[str, np.ndarray]:
-    """block → (H, Tq, Tk) ‖α_ij (x_j W_V^h + b_V^h) W_O^h‖ / its row's sum, from the layer's input and weights."""
+    """sub-layer → (H, Tq, Tk) ‖α_ij (x_j W_V^h + b_V^h) W_O^h‖ / its row's sum, from the layer's input and weights."""
     source = None
     if ckpt.config.has_cross_attention:
         from inference.text import encode_source
@@ -43,13 +43,13 @@ def check(ckpt: Checkpoint, text: str) -> None:
     assert analysis.has_value_norms
     weighted = analysis.value_weighted()
     expected = plain_torch(ckpt, analysis)
-    for name, block in weighted.blocks.items():
-        tq, tk = block.weights.shape[1:]
-        np.testing.assert_allclose(block.weights, expected[name][:, :tq, :tk], atol=1e-5)
-        rows = block.weights.sum(-1)
-        np.testing.assert_allclose(rows[:, block.mask.any(-1)], 1.0, atol=1e-5)
-        assert block.scores is None  # the raw scores belong to the weights, not to this view
-    assert not np.allclose(weighted.blocks[name].weights, analysis.blocks[name].weights)  # a different picture
+    for name, sublayer in weighted.sublayers.items():
+        tq, tk = sublayer.weights.shape[1:]
+        np.testing.assert_allclose(sublayer.weights, expected[name][:, :tq, :tk], atol=1e-5)
+        rows = sublayer.weights.sum(-1)
+        np.testing.assert_allclose(rows[:, sublayer.mask.any(-1)], 1.0, atol=1e-5)
+        assert sublayer.scores is None  # the raw scores belong to the weights, not to this view
+    assert not np.allclose(weighted.sublayers[name].weights, analysis.sublayers[name].weights)  # a different picture
 
 
 def test_value_weighted_equals_plain_torch_on_the_shipped_models() -> None:

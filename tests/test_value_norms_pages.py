@@ -1,5 +1,5 @@
 """The weights / weight × value norm switch (ui.widgets.weighting_picker) on Explore, Paper view, Attention rollout
-and Compare: each draws Block.value_weighted's shares when switched, says so in its title, keeps the choice in the
+and Compare: each draws Sublayer.value_weighted's shares when switched, says so in its title, keeps the choice in the
 URL across pages, and a trace file (no values) shows no switch."""
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ def weighted(good_dir: Path, text: str = TEXT):
 def test_explore_draws_the_value_weighted_head_and_grid(app, good_dir: Path) -> None:
     at = ok(app(text=TEXT, L="2", H="3", weighting="norms"))
     assert at.radio(key="weighting").value == "norms"
-    block = weighted(good_dir).blocks["decoder.layers.1.self_attn"]
+    sublayer = weighted(good_dir).sublayers["decoder.layers.1.self_attn"]
     head = chart(at, "head_chart")
-    np.testing.assert_allclose(z(head), block.weights[2], atol=1e-6)
+    np.testing.assert_allclose(z(head), sublayer.weights[2], atol=1e-6)
     assert "weight × value norm" in head["layout"]["title"]["text"]
     assert "weight × value norm" in chart(at, "grid")["layout"]["title"]["text"]
     at.radio(key="weighting").set_value("weights").run()
-    plain = analyze(load_checkpoint(good_dir / LM), TEXT).blocks["decoder.layers.1.self_attn"]
+    plain = analyze(load_checkpoint(good_dir / LM), TEXT).sublayers["decoder.layers.1.self_attn"]
     np.testing.assert_allclose(z(chart(ok(at), "head_chart")), plain.weights[2], atol=1e-6)
     assert "weighting" not in at.query_params or at.query_params["weighting"] == "weights"
 
@@ -44,6 +44,6 @@ def test_the_choice_follows_to_rollout_paper_and_compare(app, good_dir: Path) ->
     at.switch_page("views/compare.py").run()
     assert at.radio(key="weighting").value == "norms"
     first = chart(ok(at), "compare_first")
-    block = weighted(good_dir).blocks["decoder.layers.0.self_attn"]
-    np.testing.assert_allclose(z(first), block.weights[0], atol=1e-6)
+    sublayer = weighted(good_dir).sublayers["decoder.layers.0.self_attn"]
+    np.testing.assert_allclose(z(first), sublayer.weights[0], atol=1e-6)
     assert "weight × value norm" in chart(at, "compare_difference")["layout"]["title"]["text"]

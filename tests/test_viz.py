@@ -223,10 +223,10 @@ def test_head_table_covers_every_head(traces) -> None:
 # trace data, predictions, steps -------------------------------------------------------------------------------------
 
 
-def test_analysis_blocks_and_predictions(traces) -> None:
+def test_analysis_sublayers_and_predictions(traces) -> None:
     ed = traces["encoder-decoder"]
     assert ed.attentions == ["encoder.self_attn", "decoder.self_attn", "decoder.cross_attn"]
-    cross = ed.block("decoder.cross_attn", 1)
+    cross = ed.sublayer("decoder.cross_attn", 1)
     assert cross.name == "decoder.layers.1.cross_attn" and (cross.stack, cross.layer, cross.type) == (
         "decoder",
         1,
@@ -234,10 +234,10 @@ def test_analysis_blocks_and_predictions(traces) -> None:
     )
     assert cross.weights.shape == (4, len(ed.target_pieces), len(ed.source_pieces))
     assert (cross.query_pieces, cross.key_pieces) == (ed.target_pieces, ed.source_pieces)
-    assert ed.block("encoder.self_attn", 0).query_pieces == ed.source_pieces
+    assert ed.sublayer("encoder.self_attn", 0).query_pieces == ed.source_pieces
     assert ed.stacked("encoder.self_attn").shape[:2] == (2, 4)
     with pytest.raises(KeyError):
-        ed.block("decoder.cross_attn", 5)
+        ed.sublayer("decoder.cross_attn", 5)
     steps = generation_frame(ed)
     assert len(steps) == len(ed.target_pieces) and list(steps.columns[:3]) == ["step", "input", "next"]
     lm = traces["decoder-only"]
@@ -248,12 +248,12 @@ def test_analysis_blocks_and_predictions(traces) -> None:
 
 
 def test_attention_steps_follow_the_recorded_head(traces) -> None:
-    block = traces["decoder-only"].block("decoder.self_attn", 1)
-    steps = attention_steps(block, head=2, query=3)
-    np.testing.assert_allclose(steps.scores, block.scores[2, 3], atol=1e-6)
+    sublayer = traces["decoder-only"].sublayer("decoder.self_attn", 1)
+    steps = attention_steps(sublayer, head=2, query=3)
+    np.testing.assert_allclose(steps.scores, sublayer.scores[2, 3], atol=1e-6)
     assert steps.weights.sum() == pytest.approx(1.0, abs=1e-5)
     assert np.isneginf(steps.masked[4:]).all() and np.isfinite(steps.masked[:4]).all()
-    np.testing.assert_allclose(steps.output, steps.weights @ block.values[2], atol=1e-5)
+    np.testing.assert_allclose(steps.output, steps.weights @ sublayer.values[2], atol=1e-5)
     fig = figure_json(steps_figure(steps))
     assert fig["data"][1]["text"][5] == ["−∞"]  # masked cell shown as −∞
     np.testing.assert_allclose(decode_typed_array(fig["data"][2]["z"]).sum(), 1.0, atol=1e-5)
@@ -263,7 +263,7 @@ def test_attention_steps_follow_the_recorded_head(traces) -> None:
     assert figure_json(output_figure(steps))["data"][0]["x0"] == 1
     assert steps_table(steps)["weight"].sum() == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(ValueError, match="outside"):
-        attention_steps(block, head=9, query=0)
+        attention_steps(sublayer, head=9, query=0)
 
 
 # positional encoding ------------------------------------------------------------------------------------------------

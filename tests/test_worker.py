@@ -46,15 +46,15 @@ def assert_same(batched: Analysis, alone: Analysis) -> None:
     assert (batched.source_pieces, batched.target_pieces) == (alone.source_pieces, alone.target_pieces)
     assert (batched.output_text, batched.notes, batched.text) == (alone.output_text, alone.notes, alone.text)
     assert_same_predictions(batched.predictions, alone.predictions)
-    assert list(batched.blocks) == list(alone.blocks)
-    for name, block in batched.blocks.items():
-        other = alone.blocks[name]
-        assert block.weights.shape == other.weights.shape and np.array_equal(block.mask, other.mask), name
-        np.testing.assert_allclose(block.weights, other.weights, atol=1e-5, err_msg=name)
-        if block.scores is None:  # the pages' copy (Analysis.for_pages): no raw scores, no V
-            assert block.values is None and not block.weights.flags.writeable, name
+    assert list(batched.sublayers) == list(alone.sublayers)
+    for name, sublayer in batched.sublayers.items():
+        other = alone.sublayers[name]
+        assert sublayer.weights.shape == other.weights.shape and np.array_equal(sublayer.mask, other.mask), name
+        np.testing.assert_allclose(sublayer.weights, other.weights, atol=1e-5, err_msg=name)
+        if sublayer.scores is None:  # the pages' copy (Analysis.for_pages): no raw scores, no V
+            assert sublayer.values is None and not sublayer.weights.flags.writeable, name
         else:
-            np.testing.assert_allclose(block.scores, other.scores, atol=1e-4, err_msg=name)
+            np.testing.assert_allclose(sublayer.scores, other.scores, atol=1e-4, err_msg=name)
     for name, rows in batched.positional_encoding.items():
         np.testing.assert_array_equal(rows, alone.positional_encoding[name])
 
@@ -111,7 +111,7 @@ def test_the_worker_keeps_results_and_runs_a_text_asked_at_once_only_once(ckpt) 
     assert worker.batches == [1]  # four sessions, one request run
     assert len(out) == 4 and all(a is out[0] for a in out)  # the pages' copy, shared: not a copy per session
     assert worker.analyze("The same text.") is out[0] and worker.batches == [1]  # later: from the cache
-    assert len(worker.full) == 0  # nobody asked for the full copy (scores and V of every block): not kept
+    assert len(worker.full) == 0  # nobody asked for the full copy (scores and V of every sub-layer): not kept
     full = worker.analyze("The same text.", full=True)
     assert full.full and not out[0].full and worker.batches == [1, 1]
     assert worker.analyze("The same text.", full=True) is full and worker.batches == [1, 1]  # asked for: kept
@@ -163,8 +163,8 @@ def test_a_language_model_continuation_is_generated_then_analysed_with_its_text(
     assert written.continuation == ckpt.tokenizer.decode(expected.ids)
     assert len(written.predictions) == len(written.target_ids)
     np.testing.assert_allclose(  # the prompt's own rows are unchanged by what follows (no-peek mask)
-        written.blocks["decoder.layers.0.self_attn"].weights[:, : len(prompt), : len(prompt)],
-        alone.blocks["decoder.layers.0.self_attn"].weights,
+        written.sublayers["decoder.layers.0.self_attn"].weights[:, : len(prompt), : len(prompt)],
+        alone.sublayers["decoder.layers.0.self_attn"].weights,
         atol=1e-5,
     )
     sampled = [analyze(ckpt, text, continuation=6, sampling=Sampling(1.2, 40, seed)) for seed in (1, 1, 2)]

@@ -40,7 +40,7 @@ from model.attention import Ablation
 from model.config import ModelConfig, Published
 from model.factory import build_model
 from model.forward import forward
-from model.names import block_layer, block_name
+from model.names import sublayer_layer, sublayer_name
 from model.transformer import NONE, Ablations, Model
 from training.data.fivegram import CONTEXT
 
@@ -131,19 +131,19 @@ def loss_and_accuracy(
 
 @torch.inference_mode()
 def head_ranking(model: Model, grams: np.ndarray, batch: int = 8192) -> list[tuple[str, int, float]]:
-    """Each head switched off alone (zeroed, as the Ablation page does): (block, head, KL(intact ‖ ablated))
+    """Each head switched off alone (zeroed, as the Ablation page does): (sub-layer, head, KL(intact ‖ ablated))
     averaged over `grams`, least important first."""
     model.eval()
     context, _ = split(grams)
     intact = torch.log_softmax(forward(model, context, record=False)[0][:, 0], dim=-1)
-    blocks = [block_name("encoder", i, "self_attn") for i in range(model.config.n_encoder_layers)]
+    sublayers = [sublayer_name("encoder", i, "self_attn") for i in range(model.config.n_encoder_layers)]
     table = []
-    for block in blocks:
+    for sublayer in sublayers:
         for head in range(model.config.n_heads):
-            cut_logits = forward(model, context, record=False, ablate={block: Ablation((head,))})[0][:, 0]
+            cut_logits = forward(model, context, record=False, ablate={sublayer: Ablation((head,))})[0][:, 0]
             cut = torch.log_softmax(cut_logits, dim=-1)
             kl = float((intact.exp() * (intact - cut)).sum(dim=-1).mean())
-            table.append((block, head, kl))
+            table.append((sublayer, head, kl))
     return sorted(table, key=lambda row: row[2])
 
 
@@ -153,9 +153,9 @@ def pruning_curve(model: Model, order: list[tuple[str, int, float]], grams: np.n
     points = []
     for removed in range(len(order) + 1):
         heads: dict[str, list[int]] = {}
-        for block, head, _ in order[:removed]:
-            heads.setdefault(block, []).append(head)
-        ablate = {block: Ablation(tuple(sorted(hs))) for block, hs in heads.items()}
+        for sublayer, head, _ in order[:removed]:
+            heads.setdefault(sublayer, []).append(head)
+        ablate = {sublayer: Ablation(tuple(sorted(hs))) for sublayer, hs in heads.items()}
         loss, accuracy = loss_and_accuracy(model, grams, ablate)
         points.append({"removed": removed, "accuracy": round(accuracy, 4), "loss": round(loss, 4)})
     return points
@@ -242,7 +242,7 @@ def train_row(row: Row, data: Path, out: Path, settings: Settings, threads: int,
     if row.name in PRUNED:  # each point is a pass over the test split: 25 (3 × 8) or 17 (1 × 16) of them
         ranking = head_ranking(shipped, valid)
         card["experiment"]["pruning"] = {
-            "order": [[block, head, round(kl, 5)] for block, head, kl in ranking],
+            "order": [[sublayer, head, round(kl, 5)] for sublayer, head, kl in ranking],
             "ranked_on": f"the first {len(valid):,} validation 5-grams: each head zeroed alone, KL(intact ‖ ablated)",
             "measured_on": "the test 5-grams, on the weights as shipped",
             "curve": pruning_curve(shipped, ranking, grams["test"]),
@@ -343,7 +343,9 @@ def markdown(out: Path) -> str:
                 f"removed, {curve[-1]['accuracy']:.4f} with none; 95 % of it kept by its {kept} most important heads."
             )
             share = one_position_share(cards[name]["experiment"]["mean_attention"])
-            order = [(block_layer(block), head) for block, head, _ in cards[name]["experiment"]["pruning"]["order"]]
+            order = [
+                (sublayer_layer(sublayer), head) for sublayer, head, _ in cards[name]["experiment"]["pruning"]["order"]
+            ]
             named = [f"L{layer + 1} H{head + 1} {share[layer][head]:.2f}" for layer, head in reversed(order)]
             lines.append(
                 f"  weight on one position, most important heads first: {', '.join(named[:4])}; the least important: "

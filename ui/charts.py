@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from analysis.forced import ForcedRow
-from analysis.record import Block
+from analysis.record import Sublayer
 from inference.memory import lasting
 from ui.cache import Shown, composition
 from ui.kept import kept
@@ -22,7 +22,7 @@ from viz.forced import frozen_strips
 from viz.heads import AVERAGE as AVERAGE  # re-exported: the pages choose heads through this module
 from viz.heads import grid_view, head_heatmap, head_title, swap_head
 from viz.heads import head_name as head_name  # re-exported, as AVERAGE
-from viz.heads import head_weights as block_head_weights
+from viz.heads import head_weights as sublayer_head_weights
 from viz.stats import head_table
 from viz.style import Reflowed, frozen, shared_template
 from viz.tables import encoder_frame, generation_frame, top_k_frame
@@ -32,22 +32,22 @@ if (_TEMPLATE := shared_template()) is not None:
     lasting(_TEMPLATE)
 
 
-def head_weights(block: Block, head: int | str) -> np.ndarray:
-    """(Tq, Tk) weights of one head, or the mean of the block's heads for AVERAGE."""
-    return block_head_weights(block.weights, head)
+def head_weights(sublayer: Sublayer, head: int | str) -> np.ndarray:
+    """(Tq, Tk) weights of one head, or the mean of the sub-layer's heads for AVERAGE."""
+    return sublayer_head_weights(sublayer.weights, head)
 
 
-def as_drawn(block: Block, norms: bool) -> Block:
-    """The block as the page draws it: its weights, or with `norms` each key's share of what the row moves
-    (Block.value_weighted)."""
-    return block.value_weighted() if norms else block
+def as_drawn(sublayer: Sublayer, norms: bool) -> Sublayer:
+    """The sub-layer as the page draws it: its weights, or with `norms` each key's share of what the row moves
+    (Sublayer.value_weighted)."""
+    return sublayer.value_weighted() if norms else sublayer
 
 
 @kept()
 def _heatmap_template(shown: Shown, attention: str, layer: int) -> dict:
     """A layer's first head, frozen: every head of the layer shares its axes and hover text (viz.heads.swap_head)."""
-    block = shown.analysis.block(attention, layer)
-    return frozen(head_heatmap(block.weights[0], block.query_pieces, block.key_pieces))
+    sublayer = shown.analysis.sublayer(attention, layer)
+    return frozen(head_heatmap(sublayer.weights[0], sublayer.query_pieces, sublayer.key_pieces))
 
 
 def head_chart(shown: Shown, attention: str, layer: int, head: int | str, norms: bool = False) -> dict:
@@ -55,7 +55,7 @@ def head_chart(shown: Shown, attention: str, layer: int, head: int | str, norms:
     this head's weights (with `norms`, the value-weighted shares) and title swapped in, which draws the same figure
     without building it again."""
     analysis = shown.analysis
-    weights = head_weights(as_drawn(analysis.block(attention, layer), norms), head)
+    weights = head_weights(as_drawn(analysis.sublayer(attention, layer), norms), head)
     title = head_title(analysis.attention_label(attention), layer, head, norms)
     return swap_head(_heatmap_template(shown, attention, layer), weights, title)
 

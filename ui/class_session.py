@@ -399,7 +399,7 @@ def _question(analysis, kind: str, page: str, card: dict) -> class_questions.Ask
         return class_questions.induction_head(analysis, named=class_questions.named_head(card))
     attention = st.session_state.get(widgets.ATTENTION) or analysis.attentions[0]
     attention = attention if attention in analysis.attentions else analysis.attentions[0]
-    n_queries = len(analysis.block(attention, analysis.layers(attention)[0]).query_pieces)
+    n_queries = len(analysis.sublayer(attention, analysis.layers(attention)[0]).query_pieces)
     asked_query = st.session_state.get(widgets.QUERY if page == "math" else widgets.POSITION)
     query = asked_query if isinstance(asked_query, int) and 0 <= asked_query < n_queries else n_queries - 1
     if kind == "next":

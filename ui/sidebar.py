@@ -56,7 +56,7 @@ def draw_model() -> None:
 
 def trace_summary(name: str, analysis: Analysis) -> list[tuple[str, str]]:
     """What a trace file holds, as rows of (what, value): its file, where it came from, kind, tokens, heads."""
-    first = next(iter(analysis.blocks.values()))
+    first = next(iter(analysis.sublayers.values()))
     return [
         ("file", name),
         ("from", analysis.checkpoint),
@@ -259,7 +259,7 @@ def context() -> Source | None:
 def chosen(full: bool = False, source: Source | None = None, trace: bool = False) -> Shown | None:
     """The sidebar's model and text (or `source`) with their Analysis, its notes shown; None after a message saying
     why there is none. A page calls it once per rerun and hands the result down. `full`: with the raw scores and V
-    of every block (only the attention-math page needs them). `trace`: the page needs only attention, so it
+    of every sub-layer (only the attention-math page needs them). `trace`: the page needs only attention, so it
     draws the sidebar's trace file when one is drawn; without it, such a page says it needs the model."""
     picked = st.session_state.get(CHOSEN, (None,))[0]
     if source is None and trace and picked is not None and not picked.has_model:

@@ -13,7 +13,7 @@ import streamlit as st
 
 from analysis.imported import TraceError
 from analysis.record import Analysis
-from model.names import attention_type, block_layer, block_name, parse_attention_type
+from model.names import attention_type, parse_attention_type, sublayer_layer, sublayer_name
 from ui import cache, errors, state
 from ui.cache import MAX_UPLOAD_MB, Source
 from ui.charts import AVERAGE
@@ -50,20 +50,20 @@ Chart = go.Figure | dict[str, Any]  # a Figure, or a `frozen` one (viz.style) as
 
 
 def head_from_url(text: str) -> str:
-    """A head as a URL names it, 1-based as labelled (`decoder.self_attn-L1-H2`), → the `block name:head` option
+    """A head as a URL names it, 1-based as labelled (`decoder.self_attn-L1-H2`), → the `sublayer name:head` option
     the ablation page's multiselect holds (`decoder.layers.0.self_attn:1`); ValueError for anything else."""
     attention, layer, head = text.rsplit("-", 2)
     if layer[:1] != "L" or head[:1] != "H":
         raise ValueError(f"not a head as a URL names it: {text!r}")
     stack, type_ = parse_attention_type(attention)  # the ValueError for an attention that is not one
-    name = block_name(stack, state.FromOne()(layer[1:]), type_)
+    name = sublayer_name(stack, state.FromOne()(layer[1:]), type_)
     return f"{name}:{state.FromOne()(head[1:])}"
 
 
 def head_to_url(option: str) -> str:
-    """A `block name:head` option → the head as a URL names it (see head_from_url)."""
+    """A `sublayer name:head` option → the head as a URL names it (see head_from_url)."""
     name, head = option.rsplit(":", 1)
-    return f"{attention_type(name)}-L{block_layer(name) + 1}-H{int(head) + 1}"
+    return f"{attention_type(name)}-L{sublayer_layer(name) + 1}-H{int(head) + 1}"
 
 
 # Projector mode: Streamlit sizes its text in rem, so a larger root font scales the whole page; captions and
@@ -152,7 +152,7 @@ def layer_and_head(
     layers = analysis.layers(attention)
     state.keep_valid(LAYER, layers, layers[0])
     layer = cols[0].selectbox("Layer", layers, key=LAYER, format_func=lambda i: f"layer {i + 1}", on_change=head_chosen)
-    heads = list(range(analysis.block(attention, layer).n_heads)) + ([AVERAGE] if with_average else [])
+    heads = list(range(analysis.sublayer(attention, layer).n_heads)) + ([AVERAGE] if with_average else [])
     _keep_average(with_average)
     state.keep_valid(HEAD, heads, 0)
 
@@ -187,14 +187,14 @@ def head_chosen() -> None:
     st.session_state[HEAD_PICKED] = True
 
 
-def open_on_head(block: str, head: int) -> bool:
-    """Before the pickers are drawn, open on head `head` of block `block` (a page's teaching default: the head a
+def open_on_head(sublayer: str, head: int) -> bool:
+    """Before the pickers are drawn, open on head `head` of sub-layer `sublayer` (a page's teaching default: the head a
     training run recorded forming), unless the person chose a layer or head this session or the URL named one.
     Whether it did."""
     if st.session_state.get(HEAD_PICKED) or {LAYER, HEAD} & st.session_state.get(state.FROM_URL, set()):
         return False
-    st.session_state[ATTENTION] = attention_type(block)
-    st.session_state[LAYER], st.session_state[HEAD] = block_layer(block), head
+    st.session_state[ATTENTION] = attention_type(sublayer)
+    st.session_state[LAYER], st.session_state[HEAD] = sublayer_layer(sublayer), head
     return True
 
 
@@ -214,7 +214,7 @@ WEIGHTING_HELP = (
 
 
 def weighting_picker(analysis: Analysis, where: Any = None) -> bool:
-    """The switch between the weights and the value-weighted shares (analysis.record.Block.value_weighted);
+    """The switch between the weights and the value-weighted shares (analysis.record.Sublayer.value_weighted);
     whether to draw the shares. Attention read from a file has no values: no switch, the weights."""
     if not analysis.has_value_norms:
         return False

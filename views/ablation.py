@@ -11,7 +11,7 @@ from analysis.ablation import Effect
 from analysis.record import Analysis
 from inference import catalog
 from inference.prediction import Prediction
-from model.names import parse_block_name
+from model.names import parse_sublayer_name
 from ui import cache, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
@@ -22,7 +22,7 @@ from viz.tables import ranking_frame
 
 PROB = st.column_config.ProgressColumn("probability", min_value=0.0, max_value=1.0, format="%.3f")
 MODES = {"zero": "zero (the head's output becomes 0)", "mean": "mean (its output becomes its mean over the positions)"}
-# `block name:head` options, 0-based; in the URL 1-based as labelled (decoder.self_attn-L1-H2)
+# `sublayer name:head` options, 0-based; in the URL 1-based as labelled (decoder.self_attn-L1-H2)
 ABLATE_HEADS = state.url_list("ablate_heads", "ablate_heads", head_from_url, write=head_to_url)
 ABLATE_MODE = state.url_key("ablate_mode")
 RANK_METHOD = state.url_key("rank")  # RANK_METHODS
@@ -31,17 +31,17 @@ APPROXIMATE_COLUMN = "log p drop (approx.)"
 
 
 def head_options(analysis: Analysis) -> list[str]:
-    """Every head as `block name:head` (the widget's values), in model order."""
-    return [f"{name}:{h}" for name, block in analysis.blocks.items() for h in range(block.n_heads)]
+    """Every head as `sublayer name:head` (the widget's values), in model order."""
+    return [f"{name}:{h}" for name, sublayer in analysis.sublayers.items() for h in range(sublayer.n_heads)]
 
 
 SHORT_ATTENTION = {"encoder.self_attn": "encoder", "decoder.self_attn": "decoder", "decoder.cross_attn": "cross"}
 
 
 def where_label(option: str) -> str:
-    """`option` (`block name:head`) as "layer 3 · head 7", counted from 1."""
+    """`option` (`sublayer name:head`) as "layer 3 · head 7", counted from 1."""
     name, head = option.rsplit(":", 1)
-    _, layer, _ = parse_block_name(name)
+    _, layer, _ = parse_sublayer_name(name)
     return f"layer {layer + 1} · head {int(head) + 1}"
 
 
@@ -50,13 +50,13 @@ def head_label(analysis: Analysis, option: str) -> str:
     model has several ("cross · layer 2 · head 1"). Short: a chip is cut at about 220 px at 1024 × 768."""
     if len(analysis.attentions) == 1:
         return where_label(option)
-    stack, _, type_ = parse_block_name(option.rsplit(":", 1)[0])
+    stack, _, type_ = parse_sublayer_name(option.rsplit(":", 1)[0])
     attention = f"{stack}.{type_}"
     return f"{SHORT_ATTENTION.get(attention, attention)} · {where_label(option)}"
 
 
 def measured_heads(card: dict) -> list[str]:
-    """The heads the card measured switching off shows most (python -m atlas defaults), as `block name:head`
+    """The heads the card measured switching off shows most (python -m atlas defaults), as `sublayer name:head`
     options: one head, or every head of one layer (`heads`) where no one head alone moves the prediction."""
     found = catalog.card_defaults(card, "ablation") or {}
     head = catalog.default_head(card, "ablation")
@@ -230,10 +230,10 @@ def ranking(shown: cache.Shown, mode: str) -> None:
         return
     with progress.running("ablate_rank", "_ablate_ranked", first="Switching off each head in turn…") as show:
 
-        def moved(done: int, blocks: int, block: str) -> None:
-            stack, layer, type_ = parse_block_name(block)
+        def moved(done: int, sublayers: int, sublayer: str) -> None:
+            stack, layer, type_ = parse_sublayer_name(sublayer)
             where = f"{analysis.attention_label(f'{stack}.{type_}')} · layer {layer + 1}"
-            show(done / blocks, f"Switching off each head in turn: {where} ({done + 1} of {blocks})")
+            show(done / sublayers, f"Switching off each head in turn: {where} ({done + 1} of {sublayers})")
 
         table = cache.head_ranking(shown, mode, moved)
     frame = ranking_frame(analysis, table)

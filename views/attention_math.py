@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from analysis.record import Block
+from analysis.record import Sublayer
 from inference import catalog
 from ui import cache, errors, sidebar, state
 from ui.markdown import literal
@@ -38,17 +38,17 @@ def steps_view(source: cache.Source) -> None:
     analysis, model = shown.analysis, shown.entry.name
     figure = st.container()  # the figure and its sentence first, the pickers that choose it under them
     attention, layer, head = head_picker(analysis, with_average=False)
-    block = analysis.block(attention, layer)
-    labels = indexed_labels(block.query_pieces)
-    query = token_picker("Query token", QUERY, labels, analysis, start=opening_query(block.mask))
+    sublayer = analysis.sublayer(attention, layer)
+    labels = indexed_labels(sublayer.query_pieces)
+    query = token_picker("Query token", QUERY, labels, analysis, start=opening_query(sublayer.mask))
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
-    steps = attention_steps(block, head, query, cache.head_detail(shown, block.name, head))
+    steps = attention_steps(sublayer, head, query, cache.head_detail(shown, sublayer.name, head))
     name = safe_filename("steps", model, attention, f"L{layer + 1}", f"H{head + 1}", f"q{query + 1}")  # as labelled
-    n_keys = len(block.key_pieces)
+    n_keys = len(sublayer.key_pieces)
     window = key_window(steps)  # all keys when they fit, else the window around the largest weight
     if n_keys > WINDOW:
         # Kept and linked; back to the window around the largest weight when the head, query or text changes.
-        owner = (analysis.checkpoint, analysis.text, block.name, head, query)
+        owner = (analysis.checkpoint, analysis.text, sublayer.name, head, query)
         state.keep_valid(FIRST_KEY, state.Between(1, n_keys - WINDOW + 1), window.start + 1, owner=owner)
         first = st.slider("First key shown", 1, n_keys - WINDOW + 1, key=FIRST_KEY)
         window = key_window(steps, first - 1)
@@ -67,10 +67,10 @@ def steps_view(source: cache.Source) -> None:
     show_chart(output_figure(steps), "output_chart", f"{name}-output")
     with st.expander("The numbers", expanded=len(labels) <= 16):
         data_table(steps_table(steps, window), hide_index=True, key="steps_table")
-    why_view(shown, block, head, query, name)
+    why_view(shown, sublayer, head, query, name)
 
 
-def why_view(shown: cache.Shown, block: Block, head: int, query: int, name: str) -> None:
+def why_view(shown: cache.Shown, sublayer: Sublayer, head: int, query: int, name: str) -> None:
     """The section "Why does query i attend to key j?": this head's raw score for the page's query and a chosen
     key, split into what wrote the stream on each side (analysis.score_parts): query parts × key parts."""
     st.header("Why does this query attend to a key?")
@@ -86,24 +86,24 @@ def why_view(shown: cache.Shown, block: Block, head: int, query: int, name: str)
     )
     if not st.toggle("Split the score into the stream's parts", key=WHY):
         return
-    keys = indexed_labels(block.key_pieces)
-    weights = block.weights[head, query]
-    owner = (shown.analysis.checkpoint, shown.analysis.text, block.name, head, query)
+    keys = indexed_labels(sublayer.key_pieces)
+    weights = sublayer.weights[head, query]
+    owner = (shown.analysis.checkpoint, shown.analysis.text, sublayer.name, head, query)
     state.keep_valid(WHY_KEY, range(len(keys)), int(weights.argmax()), owner=owner)
     key = st.selectbox("Key token", range(len(keys)), key=WHY_KEY, format_func=lambda i: keys[i])
     state.sync_url()
-    parts = cache.score_split(shown, block.name, head, query, key)
+    parts = cache.score_split(shown, sublayer.name, head, query, key)
     frame = score_parts_frame(parts.query_parts, parts.key_parts, parts.table)
-    query_label = indexed_labels(block.query_pieces)[query]
+    query_label = indexed_labels(sublayer.query_pieces)[query]
     title = f"Why {query_label} attends to {keys[key]}"  # one line at 1024 px; the rest is said below
     show_chart(score_parts_heatmap(frame, title), "why_chart", f"{name}-why-k{key + 1}")
-    said = f"Layer {block.layer + 1}, head {head + 1}. Rows: the parts of query {query_label}; columns: the parts "
+    said = f"Layer {sublayer.layer + 1}, head {head + 1}. Rows: the parts of query {query_label}; columns: the parts "
     said += f"of key {keys[key]}. The cells sum to {parts.total:+.4f}; the model's raw score is {parts.score:+.4f}"
     said += f", its weight {weights[key]:.3f}." if not parts.masked else ", but the mask forbids this key: weight 0."
     st.caption(literal(said))
     if not any(part.startswith("L") for part in parts.query_parts):  # names of heads and layers: `L1 H2`
         st.caption(
-            "Nothing wrote into the stream before this layer's first block, so its parts are the embeddings, "
+            "Nothing wrote into the stream before this layer's first sub-layer, so its parts are the embeddings, "
             "the positions and biases only: choose a later layer to see what earlier heads and feed-forward "
             "layers put into this score."
         )
@@ -116,7 +116,7 @@ def body() -> None:
     shown = sidebar.chosen()
     if shown is None:
         return
-    if shown.has_model and (head := catalog.default_head(shown.ckpt.card)) and head[0] in shown.analysis.blocks:
+    if shown.has_model and (head := catalog.default_head(shown.ckpt.card)) and head[0] in shown.analysis.sublayers:
         open_on_head(*head)  # the head Explore opens on, measured on the card (python -m atlas defaults)
     steps_view(cache.held(shown))
     st.latex(FORMULA)

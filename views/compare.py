@@ -142,7 +142,7 @@ def _nearest(first: Analysis, second: Analysis, attention: str, layer: int, head
     head."""
     layers = second.layers(attention)
     near = layer if layer in layers else layers[-1]
-    n_heads = second.block(attention, near).n_heads
+    n_heads = second.sublayer(attention, near).n_heads
     return near, head if head == AVERAGE or head < n_heads else n_heads - 1
 
 
@@ -152,7 +152,7 @@ def _mismatch(first: Analysis, second: Analysis, attention: str, layer: int) -> 
         return f"The second trace has no {first.attention_label(attention).lower()} (it is {second.kind})."
     if layer not in second.layers(attention):
         return f"The second trace has {len(second.layers(attention))} layers: it has no layer {layer + 1}."
-    theirs, ours = second.block(attention, layer).n_heads, first.block(attention, layer).n_heads
+    theirs, ours = second.sublayer(attention, layer).n_heads, first.sublayer(attention, layer).n_heads
     if theirs != ours:
         return f"Layer {layer + 1} has {ours} heads in the first trace and {theirs} in the second: pick traces alike."
     return ""
@@ -197,7 +197,7 @@ def body() -> None:
         second = _second_trace(first)
     if second is None:
         return
-    if first.has_model and (head := catalog.default_head(first.ckpt.card)) and head[0] in first.analysis.blocks:
+    if first.has_model and (head := catalog.default_head(first.ckpt.card)) and head[0] in first.analysis.sublayers:
         open_on_head(*head)  # the head Explore opens on, measured on the card (python -m atlas defaults)
     attention, layer, head = head_picker(first.analysis, with_average=True)
     norms = weighting_picker(first.analysis) and second.analysis.has_value_norms
@@ -239,11 +239,11 @@ def two_models(first: Shown, second: Shown, attention: str, layer: int, head: in
         return
     near, near_head = _nearest(first.analysis, second.analysis, attention, layer, head)
     if (near, near_head) != (layer, head):
-        block = second.analysis.block(attention, near)
+        sublayer = second.analysis.sublayer(attention, near)
         st.caption(
             literal(
-                f"{second.name} has {len(second.analysis.layers(attention))} layers of {block.n_heads} heads: beside "
-                f"layer {layer + 1}, its layer {near + 1}"
+                f"{second.name} has {len(second.analysis.layers(attention))} layers of {sublayer.n_heads} heads: "
+                f"beside layer {layer + 1}, its layer {near + 1}"
                 + ("" if near_head == AVERAGE else f", head {near_head + 1}")
                 + "."
             )
@@ -263,7 +263,7 @@ def two_models(first: Shown, second: Shown, attention: str, layer: int, head: in
             for note in shown.analysis.notes:
                 col.caption(literal(note))
         _outputs(col, shown, name, models=True)
-    a, b = (x.analysis.block(attention, lay) for x, lay in ((first, layer), (second, near)))
+    a, b = (x.analysis.sublayer(attention, lay) for x, lay in ((first, layer), (second, near)))
     if list(a.query_pieces) != list(b.query_pieces) or list(a.key_pieces) != list(b.key_pieces):
         st.caption(
             literal(
@@ -315,8 +315,8 @@ def difference(
     """The second head's weights minus the first's where the token axes align (`theirs`: the second's layer and
     head, when not the first's)."""
     second_layer, second_head = theirs or (layer, head)
-    a = charts.as_drawn(first.analysis.block(attention, layer), norms)
-    b = charts.as_drawn(second.analysis.block(attention, second_layer), norms)
+    a = charts.as_drawn(first.analysis.sublayer(attention, layer), norms)
+    b = charts.as_drawn(second.analysis.sublayer(attention, second_layer), norms)
     nq, nk = min(len(a.query_pieces), len(b.query_pieces)), min(len(a.key_pieces), len(b.key_pieces))
     title = f"Second − first: {head_title(first.analysis.attention_label(attention), layer, head, norms)}"
     if (second_layer, second_head) != (layer, head):

@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from inference import catalog, experiment
-from model.names import block_layer
+from model.names import sublayer_layer
 from ui import cache, errors, sidebar, state
 from ui.markdown import literal
 from ui.says import figure_says
@@ -117,12 +117,12 @@ def pruning_section(cards: dict[str, dict]) -> None:
         f"**{literal(chosen)}, {removed} of {len(order)} heads removed:** accuracy {point['accuracy']:.4f} "
         f"(all heads: {curve[0]['accuracy']:.4f}; no head at all: {curve[-1]['accuracy']:.4f}). "
         f"The {keep} head{'s' if keep != 1 else ''} left, by importance: "
-        + (literal(", ".join(_head_name(block, head) for block, head, _ in reversed(order[removed:]))) or "none")
+        + (literal(", ".join(_head_name(sublayer, head) for sublayer, head, _ in reversed(order[removed:]))) or "none")
         + "."
     )
     st.markdown(pruning_finding(chosen, curve))
     attention = np.asarray(cards[chosen]["experiment"]["mean_attention"], dtype=np.float32)
-    gone = [(block_layer(block), int(head)) for block, head, _ in order[:removed]]
+    gone = [(sublayer_layer(sublayer), int(head)) for sublayer, head, _ in order[:removed]]
     fig = remaining_heads(attention, gone, "What each head attends to, averaged over the test 5-grams (grey: removed)")
     show_chart(fig, "remaining_heads", f"remaining-heads-{chosen}")
     st.caption(
@@ -141,8 +141,8 @@ def pruning_finding(name: str, curve: list[dict]) -> str:
     )
 
 
-def _head_name(block: str, head: int) -> str:
-    return f"L{block_layer(block) + 1} H{int(head) + 1}"
+def _head_name(sublayer: str, head: int) -> str:
+    return f"L{sublayer_layer(sublayer) + 1} H{int(head) + 1}"
 
 
 def findings(rows: list[dict]) -> str:

@@ -92,18 +92,18 @@ def heads_view(source: cache.Source) -> None:
         point = token_pointer(analysis, top[1])  # (stack, position) or None
     outline = pointed(attention, *point) if point is not None else None  # its (row, column) in these heads
     state.sync_url()  # first: the address bar follows the choice before the charts are drawn
-    block = charts.as_drawn(analysis.block(attention, layer), norms)
+    sublayer = charts.as_drawn(analysis.sublayer(attention, layer), norms)
     chosen = "avg" if head == charts.AVERAGE else f"H{head + 1}"
     name = safe_filename("attention", model, attention, f"L{layer + 1}", chosen)  # 1-based, as the labels
     with left:
         spec = charts.head_chart(shown, attention, layer, head, norms)
         show_chart(spec if outline is None else point_at(spec, outline), "head_chart", name)  # frozen: not copied
         figure_says(HOW_TO_READ)
-        st.caption(literal(reading_note(block.key_pieces)))
+        st.caption(literal(reading_note(sublayer.key_pieces)))
 
         def csv() -> str:  # built on click
-            weights = charts.head_weights(block, head)
-            return head_frame(weights, block.query_pieces, block.key_pieces).to_csv()
+            weights = charts.head_weights(sublayer, head)
+            return head_frame(weights, sublayer.query_pieces, sublayer.key_pieces).to_csv()
 
         st.download_button("CSV of this head", csv, f"{name}.csv", "text/csv", key="dl_csv", on_click="ignore")
     with right:
@@ -117,7 +117,7 @@ def heads_view(source: cache.Source) -> None:
         spec if head == charts.AVERAGE else outlined(spec, (layer, head)),
         "grid",
         safe_filename("heads", model, attention),
-        on_select=partial(_on_grid_select, block.n_heads),
+        on_select=partial(_on_grid_select, sublayer.n_heads),
         selection_mode="points",
     )
     st.download_button(
@@ -146,7 +146,7 @@ def body() -> None:
     shown = sidebar.chosen(trace=True)
     if shown is None:
         return
-    if shown.has_model and (head := catalog.default_head(shown.ckpt.card)) and head[0] in shown.analysis.blocks:
+    if shown.has_model and (head := catalog.default_head(shown.ckpt.card)) and head[0] in shown.analysis.sublayers:
         open_on_head(*head)  # the head that shows most, measured on the card (python -m atlas defaults)
     decodes = shown.has_model and shown.analysis.has_decoder
     translates = shown.analysis.has_encoder

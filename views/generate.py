@@ -197,16 +197,18 @@ def decoding_steps(source: Source, written_tokens: int, sampling: Sampling | Non
     with right:
         cols = st.columns(2)
         layer, head = layer_and_head(analysis, "decoder.self_attn", cols)  # the choice every page shares
-        block = analysis.block("decoder.self_attn", layer)
+        sublayer = analysis.sublayer("decoder.self_attn", layer)
         name = safe_filename("step", source.name, f"L{layer + 1}", f"H{head + 1}", f"s{step}")
-        row = block.weights[head, position, : position + 1]
+        row = sublayer.weights[head, position, : position + 1]
         title = f"Self-attention of step {step}, layer {layer + 1}, head {head + 1}"
-        fig = attention_row(row, block.key_pieces[: position + 1], title, own=position, most=COLUMN_LABELS)
+        fig = attention_row(row, sublayer.key_pieces[: position + 1], title, own=position, most=COLUMN_LABELS)
         show_chart(fig, "gen_self_row", name)
         if "decoder.cross_attn" in analysis.attentions:
-            cross_block = analysis.block("decoder.cross_attn", layer)
+            cross_sublayer = analysis.sublayer("decoder.cross_attn", layer)
             title = f"Cross-attention of step {step}, layer {layer + 1}, head {head + 1}"
-            fig = attention_row(cross_block.weights[head, position], cross_block.key_pieces, title, most=COLUMN_LABELS)
+            fig = attention_row(
+                cross_sublayer.weights[head, position], cross_sublayer.key_pieces, title, most=COLUMN_LABELS
+            )
             show_chart(fig, "gen_cross_row", f"{name}-cross")
     state.sync_url()  # a rerun of this fragment alone: the address bar follows the step
     fork_view(source, analysis, step, position, layer, head)
@@ -260,8 +262,8 @@ def fork_heads(analysis: Analysis, found: Fork, step: int, layer: int, head: int
     types = [t for t in ("decoder.self_attn", "decoder.cross_attn") if t in analysis.attentions]
     for column, branch, pieces in zip(st.columns(2), (found.greedy, found.forked), fed):
         for attention in types:
-            block = analysis.block(attention, layer).name
-            row = branch.attention[s][block][head]
+            sublayer = analysis.sublayer(attention, layer).name
+            row = branch.attention[s][sublayer][head]
             keys = pieces[: len(row)] if attention == "decoder.self_attn" else analysis.source_pieces
             title = f"{analysis.attention_label(attention)} of step {at}, layer {layer + 1}, head {head + 1}"
             own = len(row) - 1 if attention == "decoder.self_attn" else None

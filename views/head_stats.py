@@ -13,7 +13,7 @@ from analysis.detectors import PATTERNS, detect
 from analysis.induction import InductionReport
 from analysis.record import Analysis
 from inference.text import InputError
-from model.names import block_layer
+from model.names import sublayer_layer
 from ui import cache, charts, errors, progress, sidebar, state
 from ui.downloads import table_downloads
 from ui.markdown import literal
@@ -77,7 +77,7 @@ def body() -> None:
     if probe is not None:
         table = with_probe_scores(table, probe.induction, probe.previous_token)
         name, head, score = probe.best(probe.induction)
-        layer = block_layer(name)
+        layer = sublayer_layer(name)
         caption += (
             f" The two probe columns are measured once per model on `<s>` and {probe.length:d} random tokens, "
             f"repeated: an induction head looks back to the token after the current token's earlier occurrence. "
@@ -222,7 +222,7 @@ def composition(source: cache.Source, probe: InductionReport | None) -> None:
     table_downloads(table, safe_filename("composition", source.name), "composition", what)
     if probe is not None and stack == "decoder":
         name, head, _ = probe.best(probe.induction)
-        layer = block_layer(name)
+        layer = sublayer_layer(name)
         if layer > 0:
             sources = composed.top_sources(mode, layer, head, k=3)
             listed = ", ".join(f"layer {sl + 1}, head {sh + 1} ({s:.3f})" for sl, sh, s in sources)

@@ -24,12 +24,12 @@ def body() -> None:
     analysis = shown.analysis
     # The first tab is a mask that forbids something (a decoder's no-peek mask): an encoder's own text, unpadded, is
     # all ✓ and shows nothing to a first visit.
-    first = {a: analysis.block(a, analysis.layers(a)[0]) for a in analysis.attentions}
+    first = {a: analysis.sublayer(a, analysis.layers(a)[0]) for a in analysis.attentions}
     attentions = sorted(analysis.attentions, key=lambda a: bool(first[a].mask.all()))
     for tab, attention in zip(st.tabs([literal(analysis.attention_label(g)) for g in attentions]), attentions):
-        block = first[attention]
-        fig = mask_view(block.mask, block.query_pieces, block.key_pieces, analysis.attention_label(attention))
-        if note := reduced_note(block.mask.shape):
+        sublayer = first[attention]
+        fig = mask_view(sublayer.mask, sublayer.query_pieces, sublayer.key_pieces, analysis.attention_label(attention))
+        if note := reduced_note(sublayer.mask.shape):
             tab.caption(note)
         key = f"mask_{attention.replace('.', '_')}"
         show_chart(fig, key, safe_filename("mask", shown.name, attention), where=tab)

@@ -36,13 +36,13 @@ def lines_of_the_layer(source: cache.Source) -> None:
     attention, layer, head = head_picker(analysis, with_average=True, all_heads=ALL_HEADS)
     norms = weighting_picker(analysis)
     state.sync_url()  # first: the address bar follows the choice before the chart is drawn
-    block = charts.as_drawn(analysis.block(attention, layer), norms)
+    sublayer = charts.as_drawn(analysis.sublayer(attention, layer), norms)
     cols = st.columns([3, 2])
     with cols[0]:
-        query = _pick_query(len(block.query_pieces), indexed_labels(block.query_pieces))
+        query = _pick_query(len(sublayer.query_pieces), indexed_labels(sublayer.query_pieces))
     heads = None if head == charts.AVERAGE else [head]
     chosen = None if query == ALL else query
-    weights = block.weights if heads is None else block.weights[heads]
+    weights = sublayer.weights if heads is None else sublayer.weights[heads]
     with cols[1]:
         # Seeded in session state, not as the slider's default: ui.state.keep_state re-assigns it on every page.
         state.keep_valid(
@@ -53,7 +53,7 @@ def lines_of_the_layer(source: cache.Source) -> None:
         threshold = st.slider("Hide weights below", MIN_THRESHOLD, 1.0, step=0.01, key=PAPER_THRESHOLD, format="%.2f")
     drawn = len(lines_above(weights, threshold, chosen))
     label = analysis.attention_label(attention) + (f", {NORMS}" if norms else "")
-    fig = paper_view(block, label, layer, None if heads is None else head, chosen, threshold)
+    fig = paper_view(sublayer, label, layer, None if heads is None else head, chosen, threshold)
     parts = ("paper", model, attention, f"L{layer + 1}", "all" if heads is None else f"H{head + 1}")
     name = safe_filename(*parts, "" if chosen is None else f"q{chosen + 1}")
     if drawn == 0:
@@ -76,7 +76,7 @@ def body() -> None:
     shown = sidebar.chosen(trace=True)
     if shown is None:
         return
-    if shown.has_model and (head := catalog.default_head(shown.ckpt.card)) and head[0] in shown.analysis.blocks:
+    if shown.has_model and (head := catalog.default_head(shown.ckpt.card)) and head[0] in shown.analysis.sublayers:
         open_on_head(*head)  # the head Explore opens on, measured on the card (python -m atlas defaults)
     lines_of_the_layer(cache.held(shown))
     st.caption(

@@ -48,7 +48,7 @@ def _pickers(analysis: Analysis) -> tuple[str, bool, int, list[int]]:
     if len(layers) > 1:
         state.keep_valid(ROLLOUT_LAYER, layers, layers[-1])
         layer = cols[1].select_slider("Through layer", layers, key=ROLLOUT_LAYER, format_func=lambda i: f"{i + 1}")
-    heads = list(range(analysis.block(attention, 0).n_heads))
+    heads = list(range(analysis.sublayer(attention, 0).n_heads))
     state.keep_valid(ROLLOUT_HEADS, heads, heads)
     # A row of its own: eight or nine pills do not fit a third of the page at 1024 px, and pills do not wrap.
     chosen = st.pills(
@@ -71,7 +71,7 @@ def body() -> None:
     if not heads:
         st.error("No head is chosen: pick at least one head to average.")
         return
-    n_heads = analysis.block(attention, 0).n_heads
+    n_heads = analysis.sublayer(attention, 0).n_heads
     result = analysis_rollout(analysis, attention, residual, None if len(heads) == n_heads else heads)
     rows = ROWS[attention] if analysis.has_encoder else LM_ROWS
     upto = "layer 1" if layer == 0 else f"layers 1–{layer + 1}"

@@ -7,7 +7,7 @@ import streamlit as st
 from analysis.record import Analysis
 from inference import catalog
 from inference.snapshots import Snapshot, stored_as
-from model.names import block_layer
+from model.names import sublayer_layer
 from ui import cache, charts, errors, player, sidebar, state
 from ui.cache import Shown, Source
 from ui.markdown import literal
@@ -102,8 +102,8 @@ def _copying(source: Source, step: int) -> None:
 
 def _recorded_note(recorded: tuple[str, int, str]) -> None:
     """Name the head the run recorded forming, and the kind of text that shows it."""
-    block, head, what = recorded
-    where = f"layer {block_layer(block) + 1}, head {head + 1}"
+    sublayer, head, what = recorded
+    where = f"layer {sublayer_layer(sublayer) + 1}, head {head + 1}"
     if what == "induction":
         text = (
             f"The run recorded its induction head forming: {where} (the page opens on it). It shows on a text "
@@ -128,7 +128,7 @@ def body() -> None:
         return
     recorded = catalog.recorded_head(shown.ckpt.card)
     opening = catalog.default_head(shown.ckpt.card) or (recorded[:2] if recorded else None)
-    if opening is not None and opening[0] in final.blocks and opening[1] < final.n_heads:
+    if opening is not None and opening[0] in final.sublayers and opening[1] < final.n_heads:
         open_on_head(*opening)
     player.player(STEP, snapshot_step, cache.held(shown))
     measured = catalog.card_defaults(shown.ckpt.card, "training")
@@ -150,14 +150,14 @@ def _strip(shown: Shown, saved: list[Snapshot], attention: str, layer: int, head
     compared)."""
     final = shown.analysis
     analyses = [cache.snapshot_analysis(shown, s.step, final.output_text) for s in saved]
-    block = analyses[0].block(attention, layer)
+    sublayer = analyses[0].sublayer(attention, layer)
     where = f"{final.attention_label(attention)}, layer {layer + 1}, {charts.head_name(head)}"
     st.header("The same head at every snapshot")
     strip = head_over_steps(
-        [charts.head_weights(a.block(attention, layer), head) for a in analyses],
+        [charts.head_weights(a.sublayer(attention, layer), head) for a in analyses],
         [_step_label(s) for s in saved],
-        block.query_pieces,
-        block.key_pieces,
+        sublayer.query_pieces,
+        sublayer.key_pieces,
         where,
     )
     show_chart(strip, "training_strip", safe_filename("steps", shown.entry.name, where))
@@ -190,15 +190,15 @@ def snapshot_step(source: Source) -> None:
     )
     target = shown.analysis.output_text  # every step's decoder reads the shipped model's output (see body)
     now = cache.snapshot_analysis(shown, step, target)
-    block = now.block(attention, layer)
-    weights = charts.head_weights(block, head)
+    sublayer = now.sublayer(attention, layer)
+    weights = charts.head_weights(sublayer, head)
     head_name = charts.head_name(head)
     where = f"{shown.analysis.attention_label(attention)}, layer {layer + 1}, {head_name}"
     label = _step_label(by_step[step])
     # on a projector the head takes the page's width: in a column its large type left it 170 px high, the key
     # labels printed over each other; the loss curve follows under it
     left, right = (figure.container(), figure.container()) if projector() else figure.columns([3, 2])
-    fig = head_heatmap(weights, block.query_pieces, block.key_pieces, f"{where} at {label}")
+    fig = head_heatmap(weights, sublayer.query_pieces, sublayer.key_pieces, f"{where} at {label}")
     name = safe_filename("training", shown.entry.name, f"step{step}", attention, f"L{layer + 1}", head_name)
     show_chart(fig, "training_head", name, where=left)
     figure_says(

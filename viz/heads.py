@@ -25,7 +25,7 @@ def head_name(head: int | str) -> str:
     return "average of heads" if head == AVERAGE else f"head {int(head) + 1}"
 
 
-NORMS = "weight × value norm"  # what a value-weighted view (analysis.record.Block.value_weighted) draws
+NORMS = "weight × value norm"  # what a value-weighted view (analysis.record.Sublayer.value_weighted) draws
 
 
 def head_title(attention_label: str, layer: int, head: int | str, norms: bool = False) -> str:
@@ -35,7 +35,7 @@ def head_title(attention_label: str, layer: int, head: int | str, norms: bool = 
 
 
 def head_weights(weights: np.ndarray, head: int | str) -> np.ndarray:
-    """(Tq, Tk): one head of a block's (H, Tq, Tk) weights, or their mean for AVERAGE."""
+    """(Tq, Tk): one head of a sub-layer's (H, Tq, Tk) weights, or their mean for AVERAGE."""
     return average_heads(weights) if head == AVERAGE else np.asarray(weights)[head]
 
 
@@ -48,7 +48,7 @@ def head_view(
     head: int | str,
     norms: bool = False,
 ) -> go.Figure:
-    """The one-head view, finished and titled, from a block's (H, Tq, Tk) weights: what Explore draws and
+    """The one-head view, finished and titled, from a sub-layer's (H, Tq, Tk) weights: what Explore draws and
     `atlas.head` returns (`layer`, `head` 0-based; head AVERAGE: the mean of the layer's heads; `norms`: the
     weights given are the value-weighted shares, and the title says so)."""
     title = head_title(attention_label, layer, head, norms)

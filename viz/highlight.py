@@ -2,7 +2,7 @@
 the grid of every head, so that one choice shows the same token in every attention view of a page.
 
 A token is named by the sequence it belongs to, "encoder" (the text an encoder reads) or "decoder" (the text a
-decoder reads), and its position from 0; `pointed` says where it sits in a block of one attention type.
+decoder reads), and its position from 0; `pointed` says where it sits in a sub-layer of one attention type.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ Pointed = tuple[int | None, int | None]  # (query row, key column), None where t
 
 
 def pointed(attention: str, stack: str, position: int) -> Pointed:
-    """Where token `position` of `stack`'s text sits in a block of `attention` ("decoder.cross_attn"): its query
-    row, when the block's queries are that text's tokens, and its key column, when its keys are (cross-attention's
+    """Where token `position` of `stack`'s text sits in a sub-layer of `attention` ("decoder.cross_attn"): its query
+    row, when the sub-layer's queries are that text's tokens, and its key column, when its keys are (cross-attention's
     keys are the encoder's). An encoder's token has no row in cross-attention; a decoder's has no column."""
     query_stack, kind = parse_attention_type(attention)
     key_stack = "encoder" if kind == "cross_attn" else query_stack

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from analysis.record import Block
+from analysis.record import Sublayer
 from viz.labels import indexed_labels, token_labels
 from viz.style import HIGHLIGHT, finish_layout, tick_step, unvalidated
 
@@ -182,20 +182,24 @@ def attention_lines(
     return unvalidated(series, layout)
 
 
-def block_lines(
-    block: Block, heads: Sequence[int] | None = None, query: int | None = None, threshold: float = 0.1, title: str = ""
+def sublayer_lines(
+    sublayer: Sublayer,
+    heads: Sequence[int] | None = None,
+    query: int | None = None,
+    threshold: float = 0.1,
+    title: str = "",
 ) -> go.Figure:
-    """`attention_lines` of one Block: its weights and pieces; cross-attention's columns are named for what they
+    """`attention_lines` of one Sublayer: its weights and pieces; cross-attention's columns are named for what they
     are (the decoder's output on the left, the source on the right)."""
-    columns = CROSS_COLUMNS if block.type == "cross_attn" else SELF_COLUMNS
+    columns = CROSS_COLUMNS if sublayer.type == "cross_attn" else SELF_COLUMNS
     return attention_lines(
-        block.weights,
-        block.query_pieces,
-        block.key_pieces,
+        sublayer.weights,
+        sublayer.query_pieces,
+        sublayer.key_pieces,
         heads=heads,
         query=query,
         threshold=threshold,
-        title=title or block.name,
+        title=title or sublayer.name,
         columns=columns,
     )
 
@@ -209,10 +213,10 @@ def paper_title(attention_label: str, layer: int, n_heads: int, head: int | None
 
 
 def paper_view(
-    block: Block, attention_label: str, layer: int, head: int | None, query: int | None, threshold: float
+    sublayer: Sublayer, attention_label: str, layer: int, head: int | None, query: int | None, threshold: float
 ) -> go.Figure:
     """The Paper view, finished and titled: what the page draws and `atlas.paper` returns (`layer`, `head`, `query`
     0-based; head None: every head of the layer; query None: every query token's lines)."""
-    query_label = None if query is None else indexed_labels(block.query_pieces)[query]
-    title = paper_title(attention_label, layer, block.n_heads, head, query_label)
-    return block_lines(block, None if head is None else [head], query, threshold, title)
+    query_label = None if query is None else indexed_labels(sublayer.query_pieces)[query]
+    title = paper_title(attention_label, layer, sublayer.n_heads, head, query_label)
+    return sublayer_lines(sublayer, None if head is None else [head], query, threshold, title)

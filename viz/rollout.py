@@ -16,7 +16,7 @@ from viz.style import COLORSCALE, category_axis, category_hover, finish_layout, 
 ANNOTATE_TOKENS = 16  # at most this many tokens per axis: print each value in its cell
 
 
-ROLLOUT_LABELS = {  # what each rollout of an encoder-decoder is (not one block: a product of them), rows → columns
+ROLLOUT_LABELS = {  # what each rollout of an encoder-decoder is (not one sub-layer: a product of them), rows → columns
     "encoder.self_attn": "Encoder (source → source)",
     "decoder.self_attn": "Decoder self-attention (output → output)",
     "decoder.cross_attn": "Decoder → source (through the encoder)",

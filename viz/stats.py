@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.record import Analysis
-from model.names import block_name, parse_attention_type
+from model.names import parse_attention_type, sublayer_name
 
 COLUMNS = ("entropy_bits", "mean_distance", "previous_token", "first_token", "diagonal")
 
@@ -65,13 +65,13 @@ def head_scores(weights: np.ndarray, mask: np.ndarray | None = None, self_attent
 
 
 def head_table(analysis: Analysis) -> pd.DataFrame:
-    """Every head of every attention block: block, layer, head and the scores of `head_scores`."""
+    """Every head of every attention sub-layer: attention, label, layer, head and the scores of `head_scores`."""
     frames = []
-    for block in analysis.blocks.values():
-        scores = head_scores(block.weights, block.mask, self_attention=block.attention.endswith(".self_attn"))
-        scores.insert(0, "layer", block.layer)
-        scores.insert(0, "label", analysis.attention_label(block.attention))
-        scores.insert(0, "attention", block.attention)
+    for sublayer in analysis.sublayers.values():
+        scores = head_scores(sublayer.weights, sublayer.mask, self_attention=sublayer.attention.endswith(".self_attn"))
+        scores.insert(0, "layer", sublayer.layer)
+        scores.insert(0, "label", analysis.attention_label(sublayer.attention))
+        scores.insert(0, "attention", sublayer.attention)
         frames.append(scores)
     table = pd.concat(frames, ignore_index=True).astype({"layer": int, "head": int})
     order = {attention: i for i, attention in enumerate(analysis.attentions)}
@@ -98,10 +98,10 @@ def with_probe_scores(
     table: pd.DataFrame, induction: dict[str, list[float]], previous_token: dict[str, list[float]]
 ) -> pd.DataFrame:
     """The head table with each head's induction and previous-token score on the induction probe (a run of random
-    tokens repeated: analysis.induction), by block name (`decoder.layers.1.self_attn`); NaN for blocks the probe
+    tokens repeated: analysis.induction), by sub-layer name (`decoder.layers.1.self_attn`); NaN for sub-layers the probe
     did not score (cross-attention, an encoder)."""
     names = [
-        block_name(parse_attention_type(attention)[0], int(layer), parse_attention_type(attention)[1])
+        sublayer_name(parse_attention_type(attention)[0], int(layer), parse_attention_type(attention)[1])
         for attention, layer in zip(table["attention"], table["layer"], strict=True)
     ]
     out = table.copy()

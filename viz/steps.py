@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from analysis.record import Block, HeadDetail
+from analysis.record import HeadDetail, Sublayer
 from viz.labels import display_piece, indexed_labels, token_labels
 from viz.style import COLORSCALE, DIVERGING, FIRST, MASKED, finish
 
@@ -41,32 +41,32 @@ class Steps:
     output: np.ndarray  # (d_head,) Σ_j w_j v_j
 
 
-def attention_steps(block: Block, head: int, query: int, detail: HeadDetail | None = None) -> Steps:
-    """Gather the four stages of `block`'s head `head` for query position `query` (ValueError if out of range).
-    The raw scores and values come from `detail` (that head's, computed on demand) or else from the block."""
-    n_heads, tq, _ = block.weights.shape
+def attention_steps(sublayer: Sublayer, head: int, query: int, detail: HeadDetail | None = None) -> Steps:
+    """Gather the four stages of `sublayer`'s head `head` for query position `query` (ValueError if out of range).
+    The raw scores and values come from `detail` (that head's, computed on demand) or else from the sub-layer."""
+    n_heads, tq, _ = sublayer.weights.shape
     if not 0 <= head < n_heads:
         raise ValueError(f"head {head} is outside 0..{n_heads - 1}")
     if not 0 <= query < tq:
         raise ValueError(f"query {query} is outside 0..{tq - 1}")
     if detail is not None:
-        if (detail.block, detail.head) != (block.name, head):
-            raise ValueError(f"the detail is of {detail.block} head {detail.head}, not {block.name} head {head}")
+        if (detail.sublayer, detail.head) != (sublayer.name, head):
+            raise ValueError(f"the detail is of {detail.sublayer} head {detail.head}, not {sublayer.name} head {head}")
         head_scores, v = detail.scores, detail.values
-    elif block.scores is None or block.values is None:
-        raise ValueError(f"{block.name}: this copy holds no raw scores or values; the full analysis has them")
+    elif sublayer.scores is None or sublayer.values is None:
+        raise ValueError(f"{sublayer.name}: this copy holds no raw scores or values; the full analysis has them")
     else:
-        head_scores, v = block.scores[head], block.values[head]
+        head_scores, v = sublayer.scores[head], sublayer.values[head]
     d_head = int(v.shape[-1])
-    allowed = block.mask[query].astype(bool)
+    allowed = sublayer.mask[query].astype(bool)
     scores = head_scores[query].astype(np.float64)
-    weights = block.weights[head, query].astype(np.float64)
+    weights = sublayer.weights[head, query].astype(np.float64)
     weighted = weights[:, None] * v.astype(np.float64)
     return Steps(
         query=query,
         head=head,
-        query_piece=block.query_pieces[query],
-        key_pieces=block.key_pieces,
+        query_piece=sublayer.query_pieces[query],
+        key_pieces=sublayer.key_pieces,
         d_head=d_head,
         scores=scores,
         allowed=allowed,

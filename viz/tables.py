@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from analysis.record import Analysis
-from model.names import parse_block_name
+from model.names import parse_sublayer_name
 from viz.labels import display_piece, indexed_labels
 
 
@@ -66,12 +66,12 @@ def encoder_frame(analysis: Analysis) -> pd.DataFrame:
 
 
 def ranking_frame(analysis: Analysis, table: list[tuple[str, int, float]], column: str = "KL (nats)") -> pd.DataFrame:
-    """(block name, head, score) rows, the most important first (analysis.ablation.head_importance, or
+    """(sub-layer name, head, score) rows, the most important first (analysis.ablation.head_importance, or
     rank_by_attribution's approximation), as Head ablation shows them and `atlas.rank_heads` returns them: the
     attention's label, layer and head counted from 1, the score under `column`."""
     rows = []
     for name, head, kl in table:
-        stack, layer, type_ = parse_block_name(name)
+        stack, layer, type_ = parse_sublayer_name(name)
         rows.append((analysis.attention_label(f"{stack}.{type_}"), layer + 1, head + 1, kl))
     return pd.DataFrame(rows, columns=["attention", "layer", "head", column])
 

@@ -29,11 +29,14 @@ import numpy as np
 import torch
 
 from analysis.detectors import PATTERNS
-from model.names import parse_block_name
+from model.names import parse_sublayer_name
 from model.trace import Trace
 
 SCORES = (*PATTERNS, "entropy")
 OFFSETS = 32
+# A manifest and a saved state list the self-attention sub-layers under this key: the corpus format's, kept as every
+# profile and state was written, so that one made before reads and resumes as it is.
+SUBLAYERS_KEY = "blocks"
 SNIPPET_SIDE = 4  # pieces shown each side of the query and of the key
 
 
@@ -108,12 +111,12 @@ def snippet(pieces: list[str], query: int, key: int | None = None) -> str:
 
 
 class Reducer:
-    """The corpus's per-head state: blocks × heads (L, H) of one self-attention stack."""
+    """The corpus's per-head state: sub-layers × heads (L, H) of one self-attention stack."""
 
-    def __init__(self, blocks: list[str], n_heads: int, d_head: int, top_k: int, sample: int, seed: int) -> None:
-        self.blocks, self.n_heads, self.d_head = list(blocks), n_heads, d_head
+    def __init__(self, sublayers: list[str], n_heads: int, d_head: int, top_k: int, sample: int, seed: int) -> None:
+        self.sublayers, self.n_heads, self.d_head = list(sublayers), n_heads, d_head
         self.top_k, self.sample, self.seed = top_k, sample, seed
-        n, h = len(blocks), n_heads
+        n, h = len(sublayers), n_heads
         self.texts = 0
         self.score_sums = np.zeros((len(SCORES), n, h))  # float64: sums over texts of each text's mean
         self.offset_sums = np.zeros((n, h, 2 * OFFSETS + 1))
@@ -139,8 +142,8 @@ class Reducer:
         """Fold one batch in; returns (B, len(SCORES), L, H) each text's own scores, for the shard's table."""
         ids = batch.ids.cpu()
         pattern = patterns(ids)  # (B, P, T, T)
-        per_text = np.zeros((len(batch.texts), len(SCORES), len(self.blocks), self.n_heads))
-        for layer, name in enumerate(self.blocks):
+        per_text = np.zeros((len(batch.texts), len(SCORES), len(self.sublayers), self.n_heads))
+        for layer, name in enumerate(self.sublayers):
             rec = batch.trace.attention[name]
             w = rec.weights.float().cpu()  # (B, H, T, T)
             mask = rec.mask.cpu()
@@ -156,7 +159,7 @@ class Reducer:
             self._top(layer, w, mask, batch)
         self.score_sums += per_text.sum(0)
         self.texts += len(batch.texts)
-        self.queries += int(batch.trace.attention[self.blocks[0]].mask.any(-1).sum())
+        self.queries += int(batch.trace.attention[self.sublayers[0]].mask.any(-1).sum())
         self._sample(batch)
         return per_text
 
@@ -219,8 +222,8 @@ class Reducer:
         order = np.argsort(priority, kind="stable")[: self.sample]  # lowest first
         new = order[order >= old] - old  # the batch's positions that enter the sample
         r, p = torch.as_tensor(rows[new]), torch.as_tensor(positions[new])
-        q = [batch.trace.attention[n].queries.cpu()[r, :, p].float().numpy() for n in self.blocks]  # (new, H, d)
-        k = [batch.trace.attention[n].keys.cpu()[r, :, p].float().numpy() for n in self.blocks]
+        q = [batch.trace.attention[n].queries.cpu()[r, :, p].float().numpy() for n in self.sublayers]  # (new, H, d)
+        k = [batch.trace.attention[n].keys.cpu()[r, :, p].float().numpy() for n in self.sublayers]
         all_q = np.concatenate([self.sample_q, np.stack(q).transpose(0, 2, 1, 3)], axis=2)  # (L, H, old+new, d)
         all_k = np.concatenate([self.sample_k, np.stack(k).transpose(0, 2, 1, 3)], axis=2)
         slot = np.empty(len(priority), dtype=np.int64)  # an entry of `priority` → its row of all_q
@@ -239,7 +242,7 @@ class Reducer:
 
     def empty(self) -> Reducer:
         """A reducer of the same heads and settings that has seen no text: a shard's own (see merge)."""
-        return Reducer(self.blocks, self.n_heads, self.d_head, self.top_k, self.sample, self.seed)
+        return Reducer(self.sublayers, self.n_heads, self.d_head, self.top_k, self.sample, self.seed)
 
     def merge(self, later: Reducer) -> None:
         """Fold in `later`, a reducer of the texts after this one's: sums add, the top contexts and the sample keep
@@ -250,7 +253,7 @@ class Reducer:
         self.queries += later.queries
         self.score_sums += later.score_sums
         self.offset_sums += later.offset_sums
-        for layer in range(len(self.blocks)):
+        for layer in range(len(self.sublayers)):
             for head in range(self.n_heads):
                 kept = np.isfinite(later.top_weight[layer, head])
                 texts = later.top_text[layer][head]
@@ -273,8 +276,8 @@ class Reducer:
     # --- results -------------------------------------------------------------------------------------------------
 
     def layers(self) -> list[int]:
-        """Each block's layer, from 1."""
-        return [parse_block_name(name)[1] + 1 for name in self.blocks]
+        """Each sub-layer's layer, from 1."""
+        return [parse_sublayer_name(name)[1] + 1 for name in self.sublayers]
 
     def head_scores(self) -> np.ndarray:
         """(len(SCORES), L, H) the corpus's mean of each score."""
@@ -299,7 +302,7 @@ class Reducer:
             "sample_k": self.sample_k,
         }
         info = {
-            "blocks": self.blocks,
+            SUBLAYERS_KEY: self.sublayers,
             "n_heads": self.n_heads,
             "d_head": self.d_head,
             "top_k": self.top_k,
@@ -315,7 +318,7 @@ class Reducer:
 
     @classmethod
     def from_state(cls, arrays: dict[str, np.ndarray], info: dict) -> Reducer:
-        r = cls(info["blocks"], info["n_heads"], info["d_head"], info["top_k"], info["sample"], info["seed"])
+        r = cls(info[SUBLAYERS_KEY], info["n_heads"], info["d_head"], info["top_k"], info["sample"], info["seed"])
         r.texts, r.queries = info["texts"], info["queries"]
         r.top_text, r.sample_piece, r.sample_context = info["top_text"], info["sample_piece"], info["sample_context"]
         r.score_sums, r.offset_sums = arrays["score_sums"], arrays["offset_sums"]

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 from safetensors.numpy import load_file, save
 
-from analysis.corpus.reduce import OFFSETS, Reducer
+from analysis.corpus.reduce import OFFSETS, SUBLAYERS_KEY, Reducer
 from analysis.corpus.shard import COLUMNS, Settings, new_reducer, parquet_bytes, reduce_shard
 from analysis.corpus.texts import CorpusError, Text, corpus_files, count_texts, fingerprint, stream
 from inference.checkpoint import Checkpoint
@@ -174,7 +174,7 @@ def _manifest_of(identity: dict, total: int, done: list, state: str, reducer: Re
         "shards": done,
         "state": state,
         "complete": complete,
-        "blocks": reducer.blocks,
+        SUBLAYERS_KEY: reducer.sublayers,
         "heads": reducer.n_heads,
         "scores": list(COLUMNS),
         "offsets": OFFSETS,
@@ -204,7 +204,7 @@ def _write_final(out: Path, r: Reducer) -> None:
     """The corpus's tables, layers and heads from 1, positions from 1."""
     layers = r.layers()
     scores = r.head_scores()  # (S, L, H)
-    attention = [attention_type(name) for name in r.blocks]
+    attention = [attention_type(name) for name in r.sublayers]
     cells = [(li, h) for li in range(len(layers)) for h in range(r.n_heads)]
     heads: dict[str, object] = {
         "attention": [attention[li] for li, _ in cells],

@@ -67,7 +67,8 @@ def reduce_shard(
 
 @torch.inference_mode()
 def new_reducer(ckpt: Checkpoint, settings: Settings) -> Reducer:
-    """An empty reducer for the model's self-attention blocks, their shapes read from a pass over the start token."""
+    """An empty reducer for the model's self-attention sub-layers, their shapes read from a pass over the start
+    token."""
     _, trace = forward(ckpt.model, torch.tensor([[ckpt.config.bos_id]]))
     return Reducer.for_trace(trace, settings.top_k, settings.sample, settings.seed)
 

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from analysis.corpus.reduce import SUBLAYERS_KEY
 from analysis.corpus.run import FINAL, read_manifest
 from analysis.corpus.texts import CorpusError
 
@@ -75,7 +76,7 @@ class Corpus:
 
     def _head_rows(self, table: str, layer: int, head: int) -> pd.DataFrame:
         heads = self.manifest["heads"]
-        layers = len(self.manifest["blocks"])
+        layers = len(self.manifest[SUBLAYERS_KEY])
         for what, value, most in (("layer", layer, layers), ("head", head, heads)):
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
                 raise ValueError(f"{what} is 1 to {most} in this corpus, not {value!r}")

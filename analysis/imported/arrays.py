@@ -26,8 +26,8 @@ from analysis.imported.checks import (
     text_only,
     token_list,
 )
-from analysis.record import Analysis, Block
-from model.names import block_name
+from analysis.record import Analysis, Sublayer
+from model.names import sublayer_name
 
 
 def _layers(attentions: Any, what: str, label: Callable[[int], str]) -> list[np.ndarray]:
@@ -82,9 +82,9 @@ def from_arrays(
     arrays or one 4-D array (numpy, torch, or nested lists); each layer may carry a leading batch axis of size 1,
     which is dropped (a larger batch is refused: pass one input).
 
-    decoder-only: `attentions` is the self-attention over `tokens` (queries = keys = tokens), blocks
+    decoder-only: `attentions` is the self-attention over `tokens` (queries = keys = tokens), sub-layers
     `decoder.layers.{i}.self_attn`, the mask causal (a query sees itself and the keys before it).
-    encoder-only: the same over `tokens` with blocks `encoder.layers.{i}.self_attn` and every cell allowed.
+    encoder-only: the same over `tokens` with sub-layers `encoder.layers.{i}.self_attn` and every cell allowed.
     encoder-decoder: `attentions` is the decoder's self-attention over `tokens` (causal); `encoder` the encoder's
     over `source_tokens` and `cross` the decoder's cross-attention (queries `tokens`, keys `source_tokens`), both
     with every cell allowed; the decoder and the cross-attention have the same number of layers.
@@ -120,13 +120,13 @@ def _one_stack(attentions: Any, target: tuple[str, ...], kind: str, name: str, c
     side = Side(target, "tokens were given")
     n = len(target)
     mask = np.tril(np.ones((n, n), dtype=bool)) if kind == "decoder-only" else np.ones((n, n), dtype=bool)
-    blocks = {}
+    sublayers = {}
     for i, layer in enumerate(layers):
-        block = block_name(stack, i, "self_attn")  # `name` is the model's
-        weights = check_weights(place_of(kind, block), layer, mask, side, side, given=came_in)
-        blocks[block] = Block(block, target, target, None, mask, weights, None)
+        sublayer = sublayer_name(stack, i, "self_attn")  # `name` is the model's
+        weights = check_weights(place_of(kind, sublayer), layer, mask, side, side, given=came_in)
+        sublayers[sublayer] = Sublayer(sublayer, target, target, None, mask, weights, None)
     source = target if kind == "encoder-only" else None
-    return _imported(name, kind, source, () if kind == "encoder-only" else target, blocks)
+    return _imported(name, kind, source, () if kind == "encoder-only" else target, sublayers)
 
 
 def _encoder_decoder(
@@ -155,28 +155,28 @@ def _encoder_decoder(
     everywhere = np.ones((len(source), len(source)), dtype=bool)
     causal = np.tril(np.ones((len(target), len(target)), dtype=bool))
     across = np.ones((len(target), len(source)), dtype=bool)
-    blocks = {}
+    sublayers = {}
     for i, layer in enumerate(encoder_layers):
-        block = block_name("encoder", i, "self_attn")
-        weights = check_weights(place_of(kind, block), layer, everywhere, src, src, given=came_in)
-        blocks[block] = Block(block, source, source, None, everywhere, weights, None)
+        sublayer = sublayer_name("encoder", i, "self_attn")
+        weights = check_weights(place_of(kind, sublayer), layer, everywhere, src, src, given=came_in)
+        sublayers[sublayer] = Sublayer(sublayer, source, source, None, everywhere, weights, None)
     for i, (self_layer, cross_layer) in enumerate(zip(decoder_layers, cross_layers)):  # model order: self, cross
         for type_, layer, mask, keys in (
             ("self_attn", self_layer, causal, tgt),
             ("cross_attn", cross_layer, across, src),
         ):
-            block = block_name("decoder", i, type_)
-            weights = check_weights(place_of(kind, block), layer, mask, tgt, keys, DECODER_CAUSAL, came_in)
-            blocks[block] = Block(block, target, keys.pieces, None, mask, weights, None)
-    return _imported(name, kind, source, target, blocks)
+            sublayer = sublayer_name("decoder", i, type_)
+            weights = check_weights(place_of(kind, sublayer), layer, mask, tgt, keys, DECODER_CAUSAL, came_in)
+            sublayers[sublayer] = Sublayer(sublayer, target, keys.pieces, None, mask, weights, None)
+    return _imported(name, kind, source, target, sublayers)
 
 
 def _imported(
-    name: str, kind: str, source: tuple[str, ...] | None, target: tuple[str, ...], blocks: dict[str, Block]
+    name: str, kind: str, source: tuple[str, ...] | None, target: tuple[str, ...], sublayers: dict[str, Sublayer]
 ) -> Analysis:
     """The Analysis of imported weights: what the data does not carry is left empty (analysis.imported's
     docstring)."""
-    n_heads = check_heads(blocks, kind)
+    n_heads = check_heads(sublayers, kind)
     first = source if kind != "decoder-only" else target
     return Analysis(
         checkpoint=text_only(str(name), "name"),
@@ -185,7 +185,7 @@ def _imported(
         source_pieces=source,
         target_pieces=target,
         target_ids=(),
-        blocks=blocks,
+        sublayers=sublayers,
         positional_encoding={first_stack(kind): np.zeros((len(first or ()), 0), dtype=np.float32)},
         predictions=(),
         output_text=TEXT_RULE.join(target) if kind == "encoder-decoder" else None,

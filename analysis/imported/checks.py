@@ -1,5 +1,5 @@
 """What every way into analysis.imported shares: the kinds, bounds and tolerances, `TraceError`, reading a value
-as an array or a list of tokens, and the checks every block's weights pass (the package's docstring lists them).
+as an array or a list of tokens, and the checks every sub-layer's weights pass (the package's docstring lists them).
 
 Numpy only, as the rest of the package: a torch tensor is read through its own `.detach().cpu().numpy()`.
 """
@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from analysis.record import Block
+from analysis.record import Sublayer
 from inference.jsonfile import lone_surrogate
-from model.names import parse_block_name
+from model.names import parse_sublayer_name
 
 KINDS = ("decoder-only", "encoder-only", "encoder-decoder")
 POSITIONAL_KINDS = ("sinusoidal", "learned", "rotary")  # what the app's own models use (model/config.py)
@@ -100,9 +100,9 @@ def check_kind(kind: Any) -> str:
 
 
 def place_of(kind: str, name: str) -> str:
-    """How a message names a block: "layer 2", or in an encoder-decoder "encoder layer 2", "decoder layer 2",
+    """How a message names a sub-layer: "layer 2", or in an encoder-decoder "encoder layer 2", "decoder layer 2",
     "cross-attention layer 2"."""
-    stack, layer, type_ = parse_block_name(name)
+    stack, layer, type_ = parse_sublayer_name(name)
     if kind != "encoder-decoder":
         return f"layer {layer + 1}"
     return f"{'cross-attention' if type_ == 'cross_attn' else stack} layer {layer + 1}"
@@ -122,7 +122,7 @@ CAUSAL = DECODER_CAUSAL[:-1] + '; for a model that reads both ways pass kind="en
 
 @dataclass(frozen=True)
 class Side:
-    """One axis of a block: its tokens and what a message calls them ("tokens", "source tokens")."""
+    """One axis of a sub-layer: its tokens and what a message calls them ("tokens", "source tokens")."""
 
     pieces: tuple[str, ...]
     called: str
@@ -150,7 +150,7 @@ def check_weights(
     given: tuple[str, float] = ("float32", WEIGHT_TOLERANCE),
 ) -> np.ndarray:
     """`weights` [heads, queries, keys] checked against the tokens and `mask`; returned as float32 with forbidden
-    cells exactly 0 (as the app's own blocks). Rules, in the order checked: 3 axes; 1 to MAX_HEADS heads; one query
+    cells exactly 0 (as the app's own sub-layers). Rules, in the order checked: 3 axes; 1 to MAX_HEADS heads; one query
     per query token and one key per key token; finite; within [0, 1]; ~0 where the mask forbids; each query that
     may attend anything sums to 1 (a query that may attend nothing, a padding row, is all 0)."""
     _check_shape(where, weights, queries, keys)
@@ -205,13 +205,13 @@ def _check_shape(where: str, weights: np.ndarray, queries: Side, keys: Side) -> 
         raise TraceError(f"{where}'s attention has {tk} key positions but {len(keys.pieces)} {keys.called}")
 
 
-def check_heads(blocks: Mapping[str, Block], kind: str) -> int:
-    """Every block has the first block's number of heads (the pages draw one head count per model)."""
-    first = next(iter(blocks.values()))
-    for block in blocks.values():
-        if block.n_heads != first.n_heads:
+def check_heads(sublayers: Mapping[str, Sublayer], kind: str) -> int:
+    """Every sub-layer has the first sub-layer's number of heads (the pages draw one head count per model)."""
+    first = next(iter(sublayers.values()))
+    for sublayer in sublayers.values():
+        if sublayer.n_heads != first.n_heads:
             raise TraceError(
-                f"{place_of(kind, block.name)} has {block.n_heads} heads but {place_of(kind, first.name)} has "
+                f"{place_of(kind, sublayer.name)} has {sublayer.n_heads} heads but {place_of(kind, first.name)} has "
                 f"{first.n_heads}: every layer must have the same number of heads"
             )
     return first.n_heads

@@ -1,5 +1,5 @@
 """A trace file this app exported, read back as the Analysis it was: `read_trace`. The file is parsed by its
-format's reader (trace_json, trace_npz); each field is checked by trace_fields; this module checks the blocks
+format's reader (trace_json, trace_npz); each field is checked by trace_fields; this module checks the sub-layers
 against each other and the kind, and builds the Analysis."""
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from analysis.imported.trace_fields import (
 from analysis.imported.trace_json import read_json
 from analysis.imported.trace_npz import read_npz
 from analysis.imported.trace_parsed import Entry
-from analysis.record import Analysis, Block, query_key_pieces
+from analysis.record import Analysis, Sublayer, query_key_pieces
 from model.names import attention_type
 
 ATTENTIONS_OF_KIND = {
@@ -51,7 +51,7 @@ ATTENTIONS_OF_KIND = {
 
 def read_trace(data: bytes, filename: str, max_bytes: int | None = None) -> Analysis:
     """The Analysis in a trace file this app exported: `.json` (analysis.export.to_json) or `.npz`
-    (analysis.export.to_npz_bytes), format 3 only. Its blocks' weights, masks and scores, its tokens, kind,
+    (analysis.export.to_npz_bytes), format 3 only. Its sub-layers' weights, masks and scores, its tokens, kind,
     positional kind and rows, key/value grouping and predictions are the file's (JSON's are rounded to 6
     decimals), and so are its input `text` and an encoder-decoder's `output_text` where it holds them (files
     written before they were added: the first stack's tokens joined, as imported arrays, and the output read from
@@ -94,13 +94,13 @@ def read_trace(data: bytes, filename: str, max_bytes: int | None = None) -> Anal
 
 
 def from_trace(meta: dict, entries: list[Entry], positional_rows: Any) -> Analysis:
-    """The Analysis a parsed trace describes, every field checked (trace_fields) and the blocks against each other:
-    the kind's attentions only, each block once, layers 1 to L with none missing, one head count."""
+    """The Analysis a parsed trace describes, every field checked (trace_fields) and the sub-layers against each other:
+    the kind's attentions only, each sub-layer once, layers 1 to L with none missing, one head count."""
     kind = check_kind(meta["kind"])
     checkpoint, positional = _model(meta)
     source, target = trace_tokens(meta, kind)
-    blocks = _blocks(entries, kind, source, target)
-    n_heads = check_heads(blocks, kind)
+    sublayers = _sublayers(entries, kind, source, target)
+    n_heads = check_heads(sublayers, kind)
     rows = _positional_rows(positional_rows, target if kind == "decoder-only" else source)
     pieces = (source or ()) if kind == "encoder-only" else target
     predictions = predictions_of(meta["predictions"], pieces)
@@ -114,7 +114,7 @@ def from_trace(meta: dict, entries: list[Entry], positional_rows: Any) -> Analys
         source_pieces=source,
         target_pieces=target,
         target_ids=(),
-        blocks=blocks,
+        sublayers=sublayers,
         positional_encoding={first_stack(kind): rows.astype(np.float32)},
         predictions=predictions,
         output_text=output,
@@ -135,30 +135,30 @@ def _model(meta: dict) -> tuple[str, str]:
     return checkpoint, positional
 
 
-def _blocks(
+def _sublayers(
     entries: list[Entry], kind: str, source: tuple[str, ...] | None, target: tuple[str, ...]
-) -> dict[str, Block]:
-    """Every entry as a checked Block, in the file's order; each attention's layers 1 to L, none missing."""
+) -> dict[str, Sublayer]:
+    """Every entry as a checked Sublayer, in the file's order; each attention's layers 1 to L, none missing."""
     if not entries:
-        raise TraceError("it holds no attention blocks")
-    blocks: dict[str, Block] = {}
+        raise TraceError("it holds no attention sub-layers")
+    sublayers: dict[str, Sublayer] = {}
     layers: dict[str, list[int]] = {}
     for i, entry in enumerate(entries):
         layer = _entry_layer(entry, i, kind)
-        if entry.name in blocks:
+        if entry.name in sublayers:
             raise TraceError(f"{entry.name} appears twice")
-        blocks[entry.name] = _block(entry, kind, source, target)
+        sublayers[entry.name] = _sublayer(entry, kind, source, target)
         layers.setdefault(attention_type(entry.name), []).append(layer)
     for attention, found in layers.items():
         if len(found) > MAX_LAYERS:
             raise TraceError(f"{attention} has {len(found)} layers, more than the {MAX_LAYERS} allowed")
         if sorted(found) != list(range(len(found))):
             raise TraceError(f"{attention}'s layers are {sorted(f + 1 for f in found)}, not 1 to {len(found)}")
-    return blocks
+    return sublayers
 
 
 def _entry_layer(entry: Entry, i: int, kind: str) -> int:
-    """The layer entry `i` names (0-based), once its name is a block's as the app writes it, agrees with what the
+    """The layer entry `i` names (0-based), once its name is a sub-layer's as the app writes it, agrees with what the
     entry says of itself (a JSON entry's stack, layer and type) and names an attention the kind has."""
     stack, layer, type_ = entry_name(entry.name, i)
     said = {"stack": stack, "layer": layer, "type": type_}
@@ -166,12 +166,12 @@ def _entry_layer(entry: Entry, i: int, kind: str) -> int:
         if claim != said[key] or isinstance(claim, bool):
             raise TraceError(f"{entry.name}: its {key} is {claim!r} but its name says {said[key]!r}")
     if attention_type(entry.name) not in ATTENTIONS_OF_KIND[kind]:
-        raise TraceError(f"a {kind} model has no {stack}.{type_} blocks, yet it holds {entry.name}")
+        raise TraceError(f"a {kind} model has no {stack}.{type_} sub-layers, yet it holds {entry.name}")
     return layer
 
 
-def _block(entry: Entry, kind: str, source: tuple[str, ...] | None, target: tuple[str, ...]) -> Block:
-    """An entry as a Block: its tokens the trace's, its mask, weights (checked to the precision they came in: a
+def _sublayer(entry: Entry, kind: str, source: tuple[str, ...] | None, target: tuple[str, ...]) -> Sublayer:
+    """An entry as a Sublayer: its tokens the trace's, its mask, weights (checked to the precision they came in: a
     trace file may keep float16 weights) and scores."""
     name = entry.name
     queries, keys = query_key_pieces(name, source, target)
@@ -186,7 +186,7 @@ def _block(entry: Entry, kind: str, source: tuple[str, ...] | None, target: tupl
     k_side = Side(keys, "source tokens" if keys is source else "target tokens")
     checked = check_weights(where, weights, mask, q_side, k_side, "the trace's mask forbids", precision(entry.weights))
     scores = scores_of(entry.scores, where, mask, checked.shape)
-    return Block(name, queries, keys, scores, mask, checked, None)
+    return Sublayer(name, queries, keys, scores, mask, checked, None)
 
 
 def _positional_rows(value: Any, first: tuple[str, ...] | None) -> np.ndarray:

@@ -10,7 +10,7 @@ import numpy as np
 
 from analysis.imported.checks import MAX_TEXT_CHARS, TraceError, first_cell, text_only, token_list
 from inference.prediction import Prediction
-from model.names import block_name, parse_block_name
+from model.names import parse_sublayer_name, sublayer_name
 
 
 def optional_text(meta: dict, key: str) -> str | None:
@@ -134,16 +134,16 @@ def _candidate(candidate: Any, i: int) -> Prediction:
 
 
 def entry_name(name: Any, i: int) -> tuple[str, int, str]:
-    """Entry `i`'s block name parsed, as the app writes it and the pages look it up: `decoder.layers.1.self_attn`,
+    """Entry `i`'s sub-layer name parsed, as the app writes it and the pages look it up: `decoder.layers.1.self_attn`,
     the layer in ASCII digits without leading zeros (a "01" or an Arabic-Indic "١" would parse to a layer that no
     page finds under its own name)."""
     try:
-        stack, layer, type_ = parse_block_name(name)
-        if name == block_name(stack, layer, type_):
+        stack, layer, type_ = parse_sublayer_name(name)
+        if name == sublayer_name(stack, layer, type_):
             return stack, layer, type_
     except (ValueError, AttributeError):  # AttributeError: a name that is no string
         pass
     raise TraceError(
-        f"attention entry {i + 1}: {name!r} is not an attention block's name as the app writes it "
-        f"({block_name('decoder', 0, 'self_attn')}: encoder or decoder, layer from 0, self_attn or cross_attn)"
+        f"attention entry {i + 1}: {name!r} is not an attention sub-layer's name as the app writes it "
+        f"({sublayer_name('decoder', 0, 'self_attn')}: encoder or decoder, layer from 0, self_attn or cross_attn)"
     )

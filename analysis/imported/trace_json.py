@@ -42,7 +42,7 @@ def read_json(
     check_meta(obj, filename, ("attention", "positional_encoding"))
     attention = obj["attention"]
     if not isinstance(attention, list):
-        raise TraceError(f'{filename}: "attention" is a {type(attention).__name__}, not a list of blocks')
+        raise TraceError(f'{filename}: "attention" is a {type(attention).__name__}, not a list of sub-layers')
     return obj, [_entry(entry, i, filename) for i, entry in enumerate(attention)], obj["positional_encoding"]
 
 

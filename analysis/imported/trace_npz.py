@@ -146,12 +146,12 @@ def _entries(archive: np.lib.npyio.NpzFile, filename: str) -> list[Entry]:
                 f"{filename}: unexpected array {key!r}: a trace holds NAME.weights, NAME.scores, NAME.mask"
             )
         if len(parts) >= 3 * MAX_LAYERS and name not in parts:
-            raise TraceError(f"{filename}: more than {3 * MAX_LAYERS} attention blocks")
+            raise TraceError(f"{filename}: more than {3 * MAX_LAYERS} attention sub-layers")
         parts.setdefault(name, {})[part] = _array(archive, key, filename)
     entries = []
     for name, arrays in parts.items():
         missing = [p for p in ("weights", "mask") if p not in arrays]
         if missing:
-            raise TraceError(f"{filename}: block {name} has no {' or '.join(f'{name}.{p}' for p in missing)} array")
+            raise TraceError(f"{filename}: sub-layer {name} has no {' or '.join(f'{name}.{p}' for p in missing)} array")
         entries.append(Entry(name, arrays["weights"], arrays["mask"], arrays.get("scores")))
     return entries

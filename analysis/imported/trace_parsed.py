@@ -1,5 +1,5 @@
 """What both trace readers (trace_json, trace_npz) hand on to analysis.imported.trace: the file's object, checked
-to be a format-3 trace's; its attention blocks as `Entry`s, before their checks; and the memory bound both ask
+to be a format-3 trace's; its attention sub-layers as `Entry`s, before their checks; and the memory bound both ask
 before they parse."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ REQUIRED = ("checkpoint", "kind", "positional", "kv_head_of_query_head", "predic
 
 @dataclass
 class Entry:
-    """One attention block as a trace file gives it, before the checks."""
+    """One attention sub-layer as a trace file gives it, before the checks."""
 
     name: Any
     weights: Any

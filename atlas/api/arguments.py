@@ -12,7 +12,7 @@ from numbers import Integral
 
 import torch
 
-from analysis.record import Analysis, Block
+from analysis.record import Analysis, Sublayer
 from analysis.seq2seq import is_seq2seq
 from inference.checkpoint import Checkpoint
 from inference.pretrained.objects import LOADERS as OBJECT_LOADERS
@@ -181,15 +181,15 @@ def zero_based(value: object, count: int, what: str, where: str) -> int:
     return int(value) - 1
 
 
-def block_of(analysis: Analysis, attention: str, layer: int) -> tuple[Block, int]:
-    """The block of 1-based `layer` of `attention`, and the layer 0-based."""
+def sublayer_of(analysis: Analysis, attention: str, layer: int) -> tuple[Sublayer, int]:
+    """The sub-layer of 1-based `layer` of `attention`, and the layer 0-based."""
     layers = analysis.layers(attention)
     index = zero_based(layer, len(layers), "layer", analysis.attention_label(attention))
-    return analysis.block(attention, layers[index]), layers[index]
+    return analysis.sublayer(attention, layers[index]), layers[index]
 
 
-def head_indices(block: Block, heads: Sequence[int], where: str) -> list[int]:
-    return [zero_based(h, block.n_heads, "head", where) for h in heads]
+def head_indices(sublayer: Sublayer, heads: Sequence[int], where: str) -> list[int]:
+    return [zero_based(h, sublayer.n_heads, "head", where) for h in heads]
 
 
 def opening_attention(analysis: Analysis) -> str:

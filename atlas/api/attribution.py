@@ -36,7 +36,7 @@ from atlas.api.arguments import (
 )
 from inference.checkpoint import Checkpoint
 from inference.text import InputError
-from model.names import parse_block_name
+from model.names import parse_sublayer_name
 from viz.agreement import agreement_frame
 from viz.attribution import attribution_title, heads_heatmap, lens_heatmap, parts_frame
 from viz.labels import display_piece, indexed_labels
@@ -380,7 +380,7 @@ def _translator_agreement(
         n_heads, pieces, decode = model.config.n_heads, model.tokenizer.pieces, model.tokenizer.decode
     rows, index = [], []
     for name in found.scores["attention"]:
-        stack, layer, type_ = parse_block_name(name)
+        stack, layer, type_ = parse_sublayer_name(name)
         for head in range(n_heads):
             index.append((f"{stack}.{type_}", layer + 1, head + 1))
             rows.append([float(found.scores[m][name][head]) for m in found.scores])

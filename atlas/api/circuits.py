@@ -20,7 +20,14 @@ from analysis.circuits import baseline as _chance
 from analysis.circuits import composition as _composition
 from analysis.score_parts import pass_inputs, row_parts
 from analysis.seq2seq import Seq2SeqError, is_seq2seq
-from atlas.api.arguments import block_of, checkpoint_of, chosen_attention, library_on_cpu, opening_attention, zero_based
+from atlas.api.arguments import (
+    checkpoint_of,
+    chosen_attention,
+    library_on_cpu,
+    opening_attention,
+    sublayer_of,
+    zero_based,
+)
 from inference.checkpoint import Checkpoint
 from viz.circuits import composition_heatmap, composition_table
 from viz.labels import indexed_labels
@@ -161,13 +168,13 @@ def score_parts(
     model = checkpoint_of(model, tokenizer, "score_parts", device)
     analysis = _analyze(model, text)
     attention = chosen_attention(analysis, attention, opening_attention(analysis))
-    block, index = block_of(analysis, attention, layer)
+    sublayer, index = sublayer_of(analysis, attention, layer)
     where = f"layer {index + 1} of {analysis.attention_label(attention)}"
-    h = zero_based(head, block.n_heads, "head", where)
-    q = zero_based(query, len(block.query_pieces), "query position", where)
-    keys = [zero_based(k, len(block.key_pieces), "key position", where) for k in (key if many else [key])]
+    h = zero_based(head, sublayer.n_heads, "head", where)
+    q = zero_based(query, len(sublayer.query_pieces), "query position", where)
+    keys = [zero_based(k, len(sublayer.key_pieces), "key position", where) for k in (key if many else [key])]
     ids, source = pass_inputs(model, analysis.text, analysis.target_ids)
-    query_label, key_labels = indexed_labels(block.query_pieces)[q], indexed_labels(block.key_pieces)
+    query_label, key_labels = indexed_labels(sublayer.query_pieces)[q], indexed_labels(sublayer.key_pieces)
     splits = [
         ScoreSplit(
             score_parts_frame(parts.query_parts, parts.key_parts, parts.table),
@@ -181,6 +188,6 @@ def score_parts(
             key_labels[parts.key],
             parts.masked,
         )
-        for parts in row_parts(model.model, ids, source, block.name, h, q, keys)
+        for parts in row_parts(model.model, ids, source, sublayer.name, h, q, keys)
     ]
     return splits if many else splits[0]

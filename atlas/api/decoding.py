@@ -49,7 +49,7 @@ class Forked:
     """`fork`'s answer: the two continuations from the fork step on. table: one row per step (from the fork's, from
     1), each branch's token and its probability; greedy / forked: analysis.fork.Branch, each with its ids, the
     probability of each token, the logits (steps, vocab) it chose from, the top candidates of each step and every
-    decoder head's attention row at each step (block name → (heads, keys)); the two texts as decoded; step and
+    decoder head's attention row at each step (sub-layer name → (heads, keys)); the two texts as decoded; step and
     choice as asked (from 1); shared: the text written before the fork, the same in both."""
 
     table: pd.DataFrame

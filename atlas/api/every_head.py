@@ -40,7 +40,7 @@ def head_stats(
     tokenizer: object | None = None,
     device: str = "cpu",
 ) -> pd.DataFrame:
-    """The Head statistics page's table: one row per head of every block, layers and heads counted from 1, with
+    """The Head statistics page's table: one row per head of every sub-layer, layers and heads counted from 1, with
     its entropy (bits), mean distance, and the weight on the previous token, the first token and its own
     position, averaged over the queries of the analysed text (viz.stats.head_table). The page draws no figure of
     it.
@@ -209,7 +209,7 @@ def compare_models(
     if figure:
         title = "How far each head moved from the first model to the second"
         return heads_heatmap(head_grids(found), labels, title, "total variation", signed=False)
-    pieces = {a: ours.block(a, ours.layers(a)[0]).query_pieces for a in ours.attentions}
+    pieces = {a: ours.sublayer(a, ours.layers(a)[0]).query_pieces for a in ours.attentions}
     table = pd.DataFrame(
         {
             "attention": [labels[d.attention] for d in found],

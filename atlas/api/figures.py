@@ -15,7 +15,7 @@ from plotly.io.base_renderers import NotebookRenderer
 
 from analysis.record import Analysis
 from analysis.rollout import analysis_rollout
-from atlas.api.arguments import block_of, chosen_attention, head_indices, opening_attention, zero_based
+from atlas.api.arguments import chosen_attention, head_indices, opening_attention, sublayer_of, zero_based
 from inference.files import check_target, user_path, write_file
 from viz.heads import AVERAGE, grid_view, head_view
 from viz.masks import mask_view
@@ -36,12 +36,12 @@ def head(
     one, else its first, as the page opens); `norms=True`: each key's share of what the row moves, the page's
     "weight × value norm" switch (see `value_weighted`)."""
     attention = chosen_attention(analysis, attention, opening_attention(analysis))
-    block, index = block_of(analysis, attention, layer)
+    sublayer, index = sublayer_of(analysis, attention, layer)
     where = f"layer {index + 1} of {analysis.attention_label(attention)}"
-    h = AVERAGE if head == AVERAGE else zero_based(head, block.n_heads, "head", where)
-    weights = (block.value_weighted() if norms else block).weights
+    h = AVERAGE if head == AVERAGE else zero_based(head, sublayer.n_heads, "head", where)
+    weights = (sublayer.value_weighted() if norms else sublayer).weights
     label = analysis.attention_label(attention)
-    return head_view(weights, block.query_pieces, block.key_pieces, label, index, h, norms)
+    return head_view(weights, sublayer.query_pieces, sublayer.key_pieces, label, index, h, norms)
 
 
 def heads(analysis: Analysis, attention: str | None = None, norms: bool = False) -> go.Figure:
@@ -66,15 +66,15 @@ def paper(
     `query=None`: every query token's lines. `threshold` None: where the page's slider opens, 0.1, or the largest
     weight drawn where that is smaller (not below 0.05). `attention` as in `head`."""
     attention = chosen_attention(analysis, attention, opening_attention(analysis))
-    block, index = block_of(analysis, attention, layer)
+    sublayer, index = sublayer_of(analysis, attention, layer)
     where = f"layer {index + 1} of {analysis.attention_label(attention)}"
-    chosen = None if head is None else head_indices(block, [head], where)
-    position = None if query is None else zero_based(query, len(block.query_pieces), "query position", "the text")
-    weights = block.weights if chosen is None else block.weights[chosen]
+    chosen = None if head is None else head_indices(sublayer, [head], where)
+    position = None if query is None else zero_based(query, len(sublayer.query_pieces), "query position", "the text")
+    weights = sublayer.weights if chosen is None else sublayer.weights[chosen]
     if threshold is None:
         threshold = opening_threshold(weights, position, THRESHOLD, MIN_THRESHOLD)
     one = None if chosen is None else chosen[0]
-    return paper_view(block, analysis.attention_label(attention), index, one, position, threshold)
+    return paper_view(sublayer, analysis.attention_label(attention), index, one, position, threshold)
 
 
 def rollout(
@@ -90,7 +90,7 @@ def rollout(
     from 1 (None: all). `attention` as in `head`, but None opens on the model's first attention, as the page does;
     "decoder.cross_attn" follows an encoder-decoder's output positions back to the source tokens."""
     attention = chosen_attention(analysis, attention)
-    first = analysis.block(attention, analysis.layers(attention)[0])
+    first = analysis.sublayer(attention, analysis.layers(attention)[0])
     where = analysis.attention_label(attention)
     picked = None
     if heads is not None:
@@ -109,8 +109,8 @@ def mask(analysis: Analysis, attention: str | None = None) -> go.Figure:
     rules applied; every layer of an attention has the same). `attention` as in `head`, but None opens on the
     model's first attention, as the page's first tab."""
     attention = chosen_attention(analysis, attention)
-    block = analysis.block(attention, analysis.layers(attention)[0])
-    return mask_view(block.mask, block.query_pieces, block.key_pieces, analysis.attention_label(attention))
+    sublayer = analysis.sublayer(attention, analysis.layers(attention)[0])
+    return mask_view(sublayer.mask, sublayer.query_pieces, sublayer.key_pieces, analysis.attention_label(attention))
 
 
 def value_weighted(analysis: Analysis) -> Analysis:

@@ -37,7 +37,7 @@ from atlas.api.arguments import checkpoint_of, is_ids, library_on_cpu, texts_of,
 from inference.checkpoint import Checkpoint
 from inference.text import clean_text, encode_prefix, encode_source
 from model.forward import forward
-from model.names import attention_type, layer_name, parse_block_name
+from model.names import attention_type, layer_name, parse_sublayer_name
 from viz.labels import display_piece
 from viz.patching import pair_labels, patching_frame, patching_heatmap, patching_title
 
@@ -139,7 +139,7 @@ def patch_scores(
     ("attention", "layer", "head") or per layer of both stacks and position of its input ("stack", "layer",
     "position", "token"), the share restored, the largest first; `.attrs` also holds the position (from 1).
 
-    `what` a module path patches that one activation (`activations` reads them): an attention block of ours
+    `what` a module path patches that one activation (`activations` reads them): an attention sub-layer of ours
     ("decoder.layers.1.self_attn": each of its heads), a layer's "….resid_pre" or "….resid_post" (each
     position; the last layer's output goes through the final norm and is not patched); for a `transformers`
     encoder-decoder also any of its own modules ("model.encoder.layers.0.fc2": its output at each position). One
@@ -211,23 +211,23 @@ def activations(
 
 
 def _our_name(what: str) -> tuple[str, str]:
-    """A module path of ours as what it patches: ("heads", block name) for an attention block, ("residual", layer
-    name) for a layer's input (`resid_pre`) or output (`resid_post`: the next layer's input); ("", what) else."""
+    """A module path of ours as what it patches: ("heads", sub-layer name) for an attention sub-layer, ("residual",
+    layer name) for a layer's input (`resid_pre`) or output (`resid_post`: the next layer's input); ("", what) else."""
     for suffix, step in ((".resid_pre", 0), (".resid_post", 1)):
         if what.endswith(suffix):
             try:
-                stack, layer, _ = parse_block_name(f"{what.removesuffix(suffix)}.self_attn")  # every layer has one
+                stack, layer, _ = parse_sublayer_name(f"{what.removesuffix(suffix)}.self_attn")  # every layer has one
             except ValueError:
                 return "", what
             return "residual", layer_name(stack, layer + step)
     try:
-        parse_block_name(what)
+        parse_sublayer_name(what)
     except ValueError:
         return "", what
     return "heads", what
 
 
-PATCHABLE = "an attention block (decoder.layers.1.self_attn), or a layer's resid_pre or resid_post"
+PATCHABLE = "an attention sub-layer (decoder.layers.1.self_attn), or a layer's resid_pre or resid_post"
 
 
 def _path_patching(model, clean, corrupted, answer, versus, what, target, position, tokenizer, device):
@@ -273,7 +273,7 @@ def _path_patching(model, clean, corrupted, answer, versus, what, target, positi
         chosen = [None if t is None else token_id(ckpt, t) for t in (answer, versus)]
         runs = prepare_ids(ckpt, *pair, *chosen)
         layers = len(runs.streams)
-        stack, layer, _ = parse_block_name(name if kind == "heads" else f"{name}.self_attn")
+        stack, layer, _ = parse_sublayer_name(name if kind == "heads" else f"{name}.self_attn")
         if stack != "decoder" or layer >= layers:
             raise ValueError(f"{ckpt.name} has no {what!r} to patch: {PATCHABLE}, of its decoder layers 1 to {layers}")
         across = ckpt.config.n_heads if kind == "heads" else pair[0].shape[1]
@@ -391,12 +391,12 @@ def _translator_rows(found, labels: _PairLabels) -> list[dict[str, Any]]:
         if not _our_name(name)[0] and not name.startswith(("encoder.layers.", "decoder.layers.")):
             rows.append({"module": name, "position": i + 1, "restored": float(score)})  # a library's own path
         elif found.what == "heads":
-            stack, layer, _ = parse_block_name(name)
+            stack, layer, _ = parse_sublayer_name(name)
             rows.append(
                 {"attention": attention_type(name), "layer": layer + 1, "head": i + 1, "restored": float(score)}
             )
         else:
-            stack, layer, _ = parse_block_name(f"{name}.self_attn")  # every layer of both stacks has one
+            stack, layer, _ = parse_sublayer_name(f"{name}.self_attn")  # every layer of both stacks has one
             token = (labels.source if stack == "encoder" else labels.target)[i]
             rows.append(
                 {"stack": stack, "layer": layer + 1, "position": i + 1, "token": token, "restored": float(score)}
@@ -427,7 +427,7 @@ def _path_figure(table: pd.DataFrame) -> go.Figure:
 
 
 def _translator_figure(found, labels: _PairLabels, approximate: bool = False) -> go.Figure:
-    """One row per block (heads) or per layer (residual) of both stacks, NaN where a stack has no such column."""
+    """One row per sub-layer (heads) or per layer (residual) of both stacks, NaN where a stack has no such column."""
     rows = _translator_rows(found, labels)
     side = "attention" if found.what == "heads" else "stack"
     across = "head" if found.what == "heads" else "position"

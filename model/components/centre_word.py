@@ -9,7 +9,7 @@ from torch import Tensor, nn
 
 from model.attention import padding_mask
 from model.config import ModelConfig
-from model.names import block_name, layer_name
+from model.names import layer_name, sublayer_name
 from model.trace import Trace
 from model.transformer import NONE, Ablations, Activations, Encoder, EncoderLayer, EncoderOnly, Parts, Records
 
@@ -30,8 +30,8 @@ class SharedEncoder(Encoder):
         records: Records = {}
         acts: Activations = {}
         for i in range(self.applications):
-            name, block = layer_name("encoder", i), block_name("encoder", i, "self_attn")
-            x, records[block], mine = self.layers[0](x, mask, record, ablate.get(block), keep)
+            name, sublayer = layer_name("encoder", i), sublayer_name("encoder", i, "self_attn")
+            x, records[sublayer], mine = self.layers[0](x, mask, record, ablate.get(sublayer), keep)
             acts |= {f"{name}.{k}": t for k, t in mine.items()}
         x = self.norm(x)
         return x, records, (acts | {"encoder.output": x}) if keep else acts

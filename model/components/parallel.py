@@ -1,4 +1,4 @@
-"""GPT-NeoX's parallel block (Black et al. 2022, "GPT-NeoX-20B", section 2.1; GPT-J): attention and the
+"""GPT-NeoX's parallel layer (Black et al. 2022, "GPT-NeoX-20B", section 2.1; GPT-J): attention and the
 feed-forward network both read the layer's input, each through its own norm, and both outputs are added to it,
 x + Attn(Norm₁(x)) + FFN(Norm₂(x)), in place of the paper's one-after-the-other sub-layers."""
 

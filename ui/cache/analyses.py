@@ -49,7 +49,7 @@ def analysis(
 
     The page submits to the checkpoint's worker and waits: sessions typing at once share one batch. The worker
     keeps results (analysis.worker): a rerun gets the same object back, not a copy. `full=True`: with the raw
-    scores and V of every block (the attention-math page, the export); else the pages' lighter copy. A language
+    scores and V of every sub-layer (the attention-math page, the export); else the pages' lighter copy. A language
     model first writes `continuation` tokens (greedy, or `sampling`). `heavy`: one of many texts the page asks for
     at once (a detector's), queued in the session's heavy lane. A translator's source with a `reference`: its
     decoder reads the reference (teacher forcing) instead of writing its own output."""
@@ -121,14 +121,14 @@ def forked(source: Source, prompt: tuple[int, ...], choice: int, max_tokens: int
 
 
 @kept("Computing that head's scores and values…")
-def head_detail(source: Source, block: str, head: int) -> HeadDetail:
+def head_detail(source: Source, sublayer: str, head: int) -> HeadDetail:
     """One head's raw scores and values for `source.text` (analysis.analyze.head_detail), run by the worker when the
     attention-math page opens that head: the pages' analysis keeps no scores or values. A translator's output is
     the one its analysis decoded (ModelWorker.output), fed as it is."""
     worker = model_worker(source.path, source.stamp)
     target = worker.output(source.text, MAX_TOKENS) if source.ckpt.config.has_cross_attention else None
     return worker.call(
-        analyze_head_detail, source.text, block, head, TOP_K, MAX_TOKENS, target, tokens=worker.tokens(source.text)
+        analyze_head_detail, source.text, sublayer, head, TOP_K, MAX_TOKENS, target, tokens=worker.tokens(source.text)
     )
 
 

@@ -55,15 +55,15 @@ def token_attribution(shown: Shown, position: int, token: int) -> tokens_back.To
     )
 
 
-def _score_parts(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...], block: str, head: int, q: int, k: int):
+def _score_parts(ckpt: Checkpoint, text: str, target_ids: tuple[int, ...], sublayer: str, head: int, q: int, k: int):
     ids, source = score_parts.pass_inputs(ckpt, text, target_ids)
-    return score_parts.score_parts(ckpt.model, ids, source, block, head, q, k)
+    return score_parts.score_parts(ckpt.model, ids, source, sublayer, head, q, k)
 
 
 @kept("Splitting the score into what wrote it…")
-def score_split(shown: Shown, block: str, head: int, query: int, key: int) -> score_parts.ScoreParts:
-    """Head `head`'s raw score of `query` for `key` in `block` (0-based) split into the stream's parts on each side
+def score_split(shown: Shown, sublayer: str, head: int, query: int, key: int) -> score_parts.ScoreParts:
+    """Head `head`'s raw score of `query` for `key` in `sublayer` (0-based) split into the stream's parts on each side
     (analysis.score_parts), for the pass the text's analysis made; run by the model's worker."""
     worker = model_worker(shown.path, shown.stamp)
     ids = shown.analysis.target_ids
-    return worker.call(_score_parts, shown.text, ids, block, head, query, key, tokens=worker.tokens(shown.text))
+    return worker.call(_score_parts, shown.text, ids, sublayer, head, query, key, tokens=worker.tokens(shown.text))

@@ -15,8 +15,8 @@ from analysis.ablation import (
     RankingSetup,
     ablation_effect,
     most_important_first,
-    rank_block,
     rank_by_attribution,
+    rank_sublayer,
     ranking_setup,
 )
 from ui.cache.models import MAX_TOKENS, TOP_K, heavy_chunk, model_worker
@@ -26,7 +26,7 @@ from ui.kept import kept
 
 @kept("Running the model without those heads…")
 def ablation(source: Source, heads: tuple[tuple[str, tuple[int, ...]], ...], mode: str) -> Effect:
-    """Predictions with `heads` ((block name, heads) pairs) switched off, beside the intact model's; the
+    """Predictions with `heads` ((sub-layer name, heads) pairs) switched off, beside the intact model's; the
     worker runs it. A translator's intact output is the one its analysis decoded (ModelWorker.output): once."""
     worker = model_worker(source.path, source.stamp)
     output = worker.output(source.text, MAX_TOKENS)[1:] if source.ckpt.config.has_cross_attention else None
@@ -42,10 +42,10 @@ def _ranking_setup(source: Source) -> RankingSetup:
 
 
 @kept()
-def _heads_ranking(source: Source, mode: str, block: str, heads: tuple[int, ...]) -> list[tuple[str, int, float]]:
+def _heads_ranking(source: Source, mode: str, sublayer: str, heads: tuple[int, ...]) -> list[tuple[str, int, float]]:
     worker = model_worker(source.path, source.stamp)
     return heavy_chunk(
-        worker, rank_block, _ranking_setup(source), block, mode, heads, tokens=worker.tokens(source.text)
+        worker, rank_sublayer, _ranking_setup(source), sublayer, mode, heads, tokens=worker.tokens(source.text)
     )
 
 
@@ -54,16 +54,16 @@ def head_ranking(
 ) -> list[tuple[str, int, float]]:
     """Every head switched off alone, the most important first (analysis.ablation.head_importance), a few heads per
     chunk of the model's worker (ModelWorker.chunk_rows: one pass a head), so that other sessions' pages run between
-    them; `progress(done, blocks, block)` before each chunk. Cached per chunk."""
+    them; `progress(done, sub-layers, sub-layer)` before each chunk. Cached per chunk."""
     setup = _ranking_setup(source)
     worker = model_worker(source.path, source.stamp)
     step = worker.chunk_rows(worker.tokens(source.text))
     table = []
-    for done, (block, n_heads) in enumerate(setup.blocks):
+    for done, (sublayer, n_heads) in enumerate(setup.sublayers):
         for first in range(0, n_heads, step):
             if progress is not None:
-                progress(done, len(setup.blocks), block)
-            table += _heads_ranking(source, mode, block, tuple(range(first, min(n_heads, first + step))))
+                progress(done, len(setup.sublayers), sublayer)
+            table += _heads_ranking(source, mode, sublayer, tuple(range(first, min(n_heads, first + step))))
     return most_important_first(table)
 
 

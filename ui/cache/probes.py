@@ -58,7 +58,7 @@ def cache_timing(path: str, stamp: float, text: str, max_tokens: int) -> CacheTi
     return model_worker(path, stamp).call(lesson.cache_timing, text, max_tokens)
 
 
-@kept("Timing one attention block at growing lengths…")
+@kept("Timing one attention sub-layer at growing lengths…")
 def attention_cost(path: str, stamp: float) -> Cost:
     """The measured cost of attention (analysis.lesson.attention_cost), once per checkpoint."""
     return model_worker(path, stamp).call(lesson.attention_cost)
@@ -73,7 +73,9 @@ def composition(path: str, stamp: float) -> circuits.Composition:
 
 
 @kept("Running the repeated run through that training step…")
-def snapshot_head(path: str, stamp: float, step: int, length: int, block: str, head: int) -> tuple[np.ndarray, float]:
+def snapshot_head(
+    path: str, stamp: float, step: int, length: int, sublayer: str, head: int
+) -> tuple[np.ndarray, float]:
     """One head of the model as it was at training step `step` on the induction probe of `length`: its weights on
     the first probe and its induction score (analysis.lesson.head_on_probe), run by that snapshot's worker."""
-    return snapshot_worker(path, stamp, step).call(head_on_probe, length, block, head)
+    return snapshot_worker(path, stamp, step).call(head_on_probe, length, sublayer, head)

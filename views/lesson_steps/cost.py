@@ -31,7 +31,7 @@ def growth_sentence(cost: Cost, d: int) -> str:
         reads = "as much as a pure n² cost, 4×, or more"
     return (
         f"From n = {low} to n = {high} the measured time grows {grew:.1f}× and the memory {memory:.1f}×: the time "
-        f"{reads}. The block's four projections cost 4·n·d² multiply-adds against 2·n²·d for QKᵀ and the weighted "
+        f"{reads}. The sub-layer's four projections cost 4·n·d² multiply-adds against 2·n²·d for QKᵀ and the weighted "
         f"sum (d = {d}): equal at n = 2d = {2 * d}, with the n² part taking over beyond it; counted so, the work "
         f"grows {counted:.1f}×."
     )
@@ -44,14 +44,14 @@ def quadratic(source: Source) -> None:
     left, right = side_by_side(2)
     with left:
         fit = [c * 1000 for c in cost.time_fit]
-        chart(cost_figure(cost.lengths, ms, fit, "Time of one attention block", "ms"), "time", source.entry.name)
+        chart(cost_figure(cost.lengths, ms, fit, "Time of one attention sub-layer", "ms"), "time", source.entry.name)
     with right:
         fit = [c / 1024 for c in cost.bytes_fit]
         chart(cost_figure(cost.lengths, kib, fit, "Memory: scores + weights", "KiB"), "memory", source.entry.name)
     heads, d = source.ckpt.config.n_heads, source.ckpt.config.d_model
     clock = "CPU time of the thread running it" if cost.clock == "CPU" else "elapsed time"
     st.caption(
-        f"{literal(cost.block)}, measured on the machine running this app when the step was first opened ({clock}), "
+        f"{literal(cost.sublayer)}, measured on the machine running this app when the step was first opened ({clock}), "
         f"the median of {cost.repeats:d} runs at each of {len(cost.lengths)} lengths. {growth_sentence(cost, d)} "
         f"Memory: {cost.bytes_fit[0]:.0f} bytes per n² = 2 matrices (scores, weights) × {heads} heads × 4 bytes."
     )

@@ -16,7 +16,7 @@ from analysis.lesson import (
 )
 from analysis.record import Analysis
 from inference import catalog
-from model.names import block_layer
+from model.names import sublayer_layer
 from ui import cache, sidebar
 from ui.cache import Source
 from ui.markdown import literal
@@ -33,21 +33,21 @@ TRAINING_STEP = "step"  # the URL parameter of views/training.py's snapshot slid
 CLASS_SENTENCE = SENTENCES[0]  # the step's sentence with a repeat, as a class types one
 
 
-def layer_of(block: str) -> int:
-    """The layer of block `decoder.layers.1.self_attn` as a person counts it: 2."""
-    return block_layer(block) + 1
+def layer_of(sublayer: str) -> int:
+    """The layer of sub-layer `decoder.layers.1.self_attn` as a person counts it: 2."""
+    return sublayer_layer(sublayer) + 1
 
 
-def head_label(block: str, head: int) -> str:
-    """`layer 2, head 1` for block `decoder.layers.1.self_attn` and head 0."""
-    return f"layer {layer_of(block)}, head {head + 1}"
+def head_label(sublayer: str, head: int) -> str:
+    """`layer 2, head 1` for sub-layer `decoder.layers.1.self_attn` and head 0."""
+    return f"layer {layer_of(sublayer)}, head {head + 1}"
 
 
 def heads_label(heads: tuple[tuple[str, int], ...]) -> str:
-    """`layer 2, heads 1, 2, 4; layer 3, head 1` for (block name, head) pairs, in the order given; – for none."""
+    """`layer 2, heads 1, 2, 4; layer 3, head 1` for (sub-layer name, head) pairs, in the order given; – for none."""
     layers: dict[str, list[str]] = {}
-    for block, head in heads:
-        layers.setdefault(block, []).append(str(head + 1))
+    for sublayer, head in heads:
+        layers.setdefault(sublayer, []).append(str(head + 1))
     parts = [f"layer {layer_of(b)}, head{'s' * (len(hs) > 1)} {', '.join(hs)}" for b, hs in layers.items()]
     return "; ".join(parts) or "–"
 
@@ -71,11 +71,11 @@ def class_sentence(source: Source) -> Source:
     return chosen
 
 
-def on_sentence(analysis: Analysis, block: str, head: int) -> tuple[float, float]:
-    """Head `head` of `block` on a sentence: its mean weight on the token after the earlier copy over the second
+def on_sentence(analysis: Analysis, sublayer: str, head: int) -> tuple[float, float]:
+    """Head `head` of `sublayer` on a sentence: its mean weight on the token after the earlier copy over the second
     copy (analysis.induction.sentence_scores), and its mean weight on `<s>` there."""
     tokens = analysis.target_ids
-    weights = analysis.blocks[block].weights[head]
+    weights = analysis.sublayers[sublayer].weights[head]
     rest = [float(weights[q, 0]) for q, _ in second_copy(tokens)]
     return float(sentence_scores(weights, tokens)), (sum(rest) / len(rest) if rest else 0.0)
 
@@ -91,7 +91,7 @@ SWITCHED = {
 def induction(source: Source) -> None:
     seen = cache.copying(source.path, source.stamp)
     name, n = source.entry.name, seen.length
-    best = head_label(seen.block, seen.head)
+    best = head_label(seen.sublayer, seen.head)
     st.markdown(f"**The repeated run**: `<s>`, {n:d} random tokens, then the same {n:d} again")
     run = [display_piece(p) for p in seen.pieces]
     st.code(f"{run[0]}\n{' '.join(run[1 : n + 1])}\n{' '.join(run[n + 1 :])}", language=None, wrap_lines=True)
@@ -158,15 +158,15 @@ def _on_a_sentence(source: Source, seen: Copying) -> None:
     """The same head on a sentence a class types, why the app names it, and where the probe's best head rests."""
     chosen = class_sentence(source)
     analysis = cache.analysis(chosen)
-    if seen.block not in analysis.blocks:
+    if seen.sublayer not in analysis.sublayers:
         return
-    best = head_label(seen.block, seen.head)
+    best = head_label(seen.sublayer, seen.head)
     st.markdown("**On a sentence a class types**")
     st.text(f"The sentence: {chosen.text}")  # plain text: never markdown
-    here, _ = on_sentence(analysis, seen.block, seen.head)
+    here, _ = on_sentence(analysis, seen.sublayer, seen.head)
     pieces = analysis.target_pieces
     chart(
-        head_heatmap(analysis.blocks[seen.block].weights[seen.head], pieces, pieces, f"Decoder {best}"),
+        head_heatmap(analysis.sublayers[seen.sublayer].weights[seen.head], pieces, pieces, f"Decoder {best}"),
         "induction_sentence",
         source.entry.name,
     )
@@ -180,12 +180,15 @@ def _on_a_sentence(source: Source, seen: Copying) -> None:
         said += f": {named['score']:.2f} on the sentences it was chosen on"
     st.caption(said + ".")
     probe = named.get("probe")
-    if not isinstance(probe, dict) or (probe.get("block"), probe.get("head")) == (seen.block, seen.head + 1):
+    if not isinstance(probe, dict):
         return
-    other = head_label(probe["block"], probe["head"] - 1)
-    if probe["block"] not in analysis.blocks:
+    sublayer = probe.get(catalog.SUBLAYER_KEY)
+    if (sublayer, probe.get("head")) == (seen.sublayer, seen.head + 1):
         return
-    copies, rests = on_sentence(analysis, probe["block"], probe["head"] - 1)
+    other = head_label(sublayer, probe["head"] - 1)
+    if sublayer not in analysis.sublayers:
+        return
+    copies, rests = on_sentence(analysis, sublayer, probe["head"] - 1)
     st.caption(
         f"On repeated random tokens the best head is {other} (score {probe['score']:.2f}); on this sentence it "
         f"puts {copies:.2f} of its weight on the copied word and {rests:.2f} on <s>. That is the attention sink: "
@@ -225,10 +228,10 @@ def _formation(source: Source, seen: Copying) -> None:
     if formed.shown:
         weights, labels = [], []
         for step in formed.shown:
-            w, score = cache.snapshot_head(source.path, source.stamp, step, seen.length, seen.block, seen.head)
+            w, score = cache.snapshot_head(source.path, source.stamp, step, seen.length, seen.sublayer, seen.head)
             weights.append(w)
             labels.append(f"step {step:,} · score {score:.2f}")
-        title = f"{head_label(seen.block, seen.head).capitalize()} in training"
+        title = f"{head_label(seen.sublayer, seen.head).capitalize()} in training"
         fig = head_over_steps(weights, labels, seen.pieces, seen.pieces, title, columns=3)
         chart(fig, "induction_steps", name)
         st.caption(
@@ -249,7 +252,7 @@ def induction_circuit(source: Source) -> None:
         st.info("The circuit is traced in a decoder-only language model: choose one in the sidebar.")
         return
     name = source.entry.name
-    (prev_block, prev_head, prev_score), ind_score = seen.previous, seen.induction[2]
+    (prev_sublayer, prev_head, prev_score), ind_score = seen.previous, seen.induction[2]
     if ind_score < INDUCTION_AT:
         st.info(
             f"No head of {literal(name)} scores {INDUCTION_AT:g} or more as an induction head: the figures below "
@@ -269,7 +272,7 @@ def induction_circuit(source: Source) -> None:
         f"{literal(name)} gives “{literal(copied)}” probability {seen.probability:.3f} there, after the run's last "
         "token."
     )
-    prev = head_label(prev_block, prev_head)
+    prev = head_label(prev_sublayer, prev_head)
     st.markdown(f"**1. The previous-token head: {prev}** (previous-token score {prev_score:.2f} on the probe)")
     previous_view = head_heatmap(seen.previous_weights, seen.clean_pieces, seen.clean_pieces, f"Decoder {prev}")
     chart(previous_view, "circuit_previous", name)

@@ -33,7 +33,7 @@ LOOK = {
     "write the next word.",
     "next-token": "Each row: a token, the one that follows it in the text, and the model's own first guess for it.",
     "kv-cache": "The new token's query against every key kept so far: the cache grows by one key and one value a step.",
-    "quadratic-cost": "How the time and memory of one attention block grow as the text gets longer: the memory "
+    "quadratic-cost": "How the time and memory of one attention sub-layer grow as the text gets longer: the memory "
     "keeps one score for every pair of tokens, so twice the text needs four times as much; the sentence below says "
     "how much the time grew here.",
     "induction-heads": "The same random tokens twice: in the second half, the bright stripe beside the diagonal is "

@@ -111,24 +111,26 @@ def padding(source: Source, analysis: Analysis) -> None:
 
 
 def no_peek(source: Source, analysis: Analysis) -> None:
-    block = analysis.block("decoder.self_attn", 0)
+    sublayer = analysis.sublayer("decoder.self_attn", 0)
     fed = "<s> and the output it wrote" if analysis.has_encoder else "the text"
     st.caption(f"The decoder's self-attention in layer 1, over {fed}. Rows are queries, columns keys.")
     title = "No-peek mask of the decoder"
-    chart(mask_heatmap(block.mask, block.query_pieces, block.key_pieces, title), "nopeek_mask", source.entry.name)
+    chart(
+        mask_heatmap(sublayer.mask, sublayer.query_pieces, sublayer.key_pieces, title), "nopeek_mask", source.entry.name
+    )
     title = "Decoder layer 1, head 1 (grey ✗: masked, weight 0)"
-    fig = masked_head(block.weights[0], block.mask, block.query_pieces, block.key_pieces, title)
+    fig = masked_head(sublayer.weights[0], sublayer.mask, sublayer.query_pieces, sublayer.key_pieces, title)
     chart(fig, "nopeek_head", source.entry.name)
 
 
 def scaled_dot(source: Source, analysis: Analysis) -> None:
     full = cache.analysis(source, full=True)
     attention = full.attentions[0]
-    block = full.block(attention, 0)
-    query = opening_query(block.mask)  # a query whose row the mask changes, as Attention math opens on
-    steps = attention_steps(block, 0, query)
+    sublayer = full.sublayer(attention, 0)
+    query = opening_query(sublayer.mask)  # a query whose row the mask changes, as Attention math opens on
+    steps = attention_steps(sublayer, 0, query)
     st.latex(FORMULA)
-    piece = display_piece(block.query_pieces[query])
+    piece = display_piece(sublayer.query_pieces[query])
     st.caption(
         f"{literal(full.attention_label(attention))}, layer 1, head 1, for token {query + 1} ({literal(piece)}) as "
         "the query:"
@@ -244,10 +246,10 @@ def kv_cache(source: Source, analysis: Analysis) -> None:
     wrote = repr(display_piece(pieces[position + 1])) if position + 1 < len(pieces) else "the end of the text"
     st.text(f"Step {step} of {steps}: fed {display_piece(pieces[position])!r}, wrote {wrote}")
     st.caption("Its new token's query against every key in the cache (the new token's own in orange):")
-    block = analysis.block("decoder.self_attn", 0)
-    row = block.weights[0, position, : position + 1]
+    sublayer = analysis.sublayer("decoder.self_attn", 0)
+    row = sublayer.weights[0, position, : position + 1]
     title = f"Self-attention of step {step}, layer 1, head 1"
-    chart(attention_row(row, block.key_pieces[: position + 1], title, own=position), "kv_row", source.entry.name)
+    chart(attention_row(row, sublayer.key_pieces[: position + 1], title, own=position), "kv_row", source.entry.name)
     left, right = side_by_side(2)
     with left:
         chart(cache_growth(held, step, "Cache size"), "cache", source.entry.name)

@@ -22,8 +22,8 @@ def multi_head(analysis: Analysis) -> Asked:
     """Where will a head attend most, from the sentence's last token: the first head, layer by layer, whose answer
     stands out (every head is drawn below it)."""
     attention = analysis.attentions[0]
-    block = analysis.block(attention, analysis.layers(attention)[0])
-    query = len(block.query_pieces) - 1
+    sublayer = analysis.sublayer(attention, analysis.layers(attention)[0])
+    query = len(sublayer.query_pieces) - 1
     why = "no head's answer stands out on this sentence"
     for layer in analysis.layers(attention):
         for head in range(analysis.n_heads):
