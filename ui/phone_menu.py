@@ -40,3 +40,4 @@ def draw(menu: dict[str, list[StreamlitPage]]) -> None:
                 st.header(section, anchor=False)  # h2: below the sidebar's title, "Attention Atlas"
             for page in group:
                 st.page_link(page)
+        st.divider()  # the menu apart from the model and the text below it, as Streamlit's own line sets it
