@@ -12,7 +12,18 @@ from functools import partial
 import streamlit as st
 import torch
 
-from ui import cache, class_live, class_session, errors, pages, sidebar, state, streamlit_private, widgets
+from ui import (
+    cache,
+    class_live,
+    class_session,
+    errors,
+    pages,
+    phone_menu,
+    sidebar,
+    state,
+    streamlit_private,
+    widgets,
+)
 
 # One intra-op thread unless a pass is long: concurrent sessions already use the cores, and a short request waits
 # on threads more than it gains from them (bench/trace_speed.py --threads); the model workers give a pass over
@@ -46,6 +57,7 @@ MENU = {
 page = st.navigation(MENU, position="top")
 class_session.follow(page.url_path)  # a student following a class: the teacher's view and page, before any widget
 st.sidebar.title("Attention Atlas")
+phone_menu.draw(MENU)  # below 768 px, in place of the top menu Streamlit folds into the sidebar
 errors.guarded(partial(sidebar.sidebar, page.url_path))  # the page's own opening text, where it has one
 sidebar.projector_toggle()
 class_live.sidebar_start()

@@ -42,7 +42,7 @@ def visit(browser, url: str, shot: Path) -> list[float]:
     hold_still(page)
     marks.append(time.perf_counter())
     page.add_script_tag(path=str(AXE))
-    page.evaluate(RUN_AXE, [])
+    page.evaluate(RUN_AXE)
     marks.append(time.perf_counter())
     page.screenshot(path=str(shot))
     marks.append(time.perf_counter())

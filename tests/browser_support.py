@@ -125,8 +125,7 @@ TAB_ORDER = """() => [...document.querySelectorAll(
     .filter(e => e.tabIndex >= 0 && e.getClientRects().length > 0)
     .map(e => e.getAttribute('aria-label') || e.innerText.trim().split('\\n')[0])"""
 # axe-core's serious and critical violations, and headings out of order (a moderate one).
-RUN_AXE = """async (exclude) => (await axe.run(exclude.length ? {exclude: exclude.map(s => [s])} : document,
-                                          {resultTypes: ["violations"]})).violations
+RUN_AXE = """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations
     .filter(v => v.impact === "serious" || v.impact === "critical" || v.id === "heading-order")
     .map(v => `${v.id} (${v.impact}): ${v.help}: ` + v.nodes.slice(0, 3).map(n => n.html.slice(0, 120)).join(" | "))"""
 # Elements that clip their own text: a box narrower or shorter than the text it holds, with its overflow hidden or
@@ -222,7 +221,7 @@ def settle(page) -> None:
     page.wait_for_function(SETTLED)
 
 
-def settled_violations(page, settled: bool = False, exclude: tuple[str, ...] = ()) -> list[str]:
+def settled_violations(page, settled: bool = False) -> list[str]:
     """axe-core's serious and critical violations (and heading order) on `page`, from one run once it has settled
     (`settled`: the caller has waited for SETTLED already) and holds still: faded stale text fails contrast and a
     sidebar being redrawn holds a scrollable region without its links, so axe reads only a page at rest, and what
@@ -234,7 +233,7 @@ def settled_violations(page, settled: bool = False, exclude: tuple[str, ...] = (
         hold_still(page)
     else:
         settle(page)
-    return page.evaluate(RUN_AXE, list(exclude))
+    return page.evaluate(RUN_AXE)
 
 
 # No expander is opening or closing: Streamlit animates a details element's height with its content clipped.

@@ -25,9 +25,6 @@ from test_browser_class_axe import from_the_top, tab_to
 pytestmark = pytest.mark.browser
 PHOTOS = Path(os.environ.get("ATLAS_CLASS_SHOTS") or SHOTS)
 PHONE = {"width": 390, "height": 844}
-# On a phone Streamlit folds the page menu into its sidebar, a <ul> that holds its sections' headings as <div>s beside
-# the <li>s (axe: "list", "listitem"): Streamlit's own markup, which no page of ours can change; the rest is checked.
-STREAMLIT_PHONE_MENU = ('[data-testid="stSidebarNavItems"]',)
 PROJECTOR = {"width": 1024, "height": 768}
 # Rectangles of each chart's title text and of its toolbar's buttons, where the toolbar is shown: any pair that meet.
 TOOLBAR_OVER_TITLE = """() => {
@@ -127,7 +124,7 @@ def test_each_question_fits_a_phone_and_its_reveal_the_projector(server, browser
                 assert rows.count() >= 2
                 for row in range(rows.count()):
                     whole_in_view(phone, rows.nth(row))
-                violations = settled_violations(phone, settled=True, exclude=STREAMLIT_PHONE_MENU)
+                violations = settled_violations(phone, settled=True)
                 assert violations == [], "the head question's grid:\n" + "\n".join(violations)
                 # From the keyboard alone: a layer's row is one stop of Tab, its heads are reached with the arrows
                 from_the_top(phone)
@@ -162,7 +159,7 @@ def test_each_question_fits_a_phone_and_its_reveal_the_projector(server, browser
             assert not phone.evaluate(TOOLBAR_OVER_TITLE)
             for pg in (teacher, phone):
                 assert not pg.evaluate(TITLES_CLASH), (kind, pg.viewport_size)
-                violations = settled_violations(pg, exclude=STREAMLIT_PHONE_MENU if pg is phone else ())
+                violations = settled_violations(pg)
                 assert violations == [], f"{kind} reveal at {pg.viewport_size}:\n" + "\n".join(violations)
             phone.screenshot(path=str(PHOTOS / f"class-phone-390-{kind}-reveal.png"))
 

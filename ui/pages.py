@@ -3,7 +3,8 @@ navigation from and the tests and benches that visit every page read. Plain data
 without an app.
 
 The menu shows the first section's pages as links and each other section as one drop-down, so that every page is
-one or two clicks away in the first view at 1024 × 768, sidebar open (tests/test_browser_first_visit.py)."""
+one or two clicks away in the first view at 1024 × 768, sidebar open (tests/test_browser_first_visit.py); below
+768 px the sidebar lists them all under their sections' headings (ui/phone_menu.py)."""
 
 from __future__ import annotations
 
