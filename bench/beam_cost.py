@@ -3,10 +3,10 @@
 For each sentence: the decoding alone (beam_many against greedy_many, one text, with the cache); a whole
 analysis as analyze() runs it (the CLI and the API: the traced pass decodes from its own first step); and as the
 server's model worker runs it (decode_outputs, then the traced pass over that output: ModelWorker._analyse), each
-as the translator's card says (beam 4) and with the card's decoding set to greedy. The machine is shared: read the
-ratios, not the times; each figure is the best of --repeats runs.
+as the translator's card says (or with --beam N: the card's decoding set to that beam) and with the card's decoding
+set to greedy. The machine is shared: read the ratios, not the times; each figure is the best of --repeats runs.
 
-    python bench/beam_cost.py [--repeats N] [--checkpoints DIR]
+    python bench/beam_cost.py [--repeats N] [--beam N] [--checkpoints DIR]
 """
 
 from __future__ import annotations
@@ -43,19 +43,22 @@ def worker_page(ckpt, text: str):
     return analyze_many(ckpt, [Request(text, target_ids=ids)])
 
 
-def greedy_card(ckpt):
-    """The same checkpoint with its card's decoding set to greedy (beam 1)."""
-    defaults = {**ckpt.card.get("defaults", {}), "decoding": {"beam": 1}}
+def with_beam(ckpt, beam: int):
+    """The same checkpoint with its card's decoding set to `beam` (1: greedy)."""
+    defaults = {**ckpt.card.get("defaults", {}), "decoding": {"beam": beam}}
     return dataclasses.replace(ckpt, card={**ckpt.card, "defaults": defaults})
 
 
 def main() -> None:
-    args = common.parser(__doc__.splitlines()[0], repeats=5).parse_args()
+    p = common.parser(__doc__.splitlines()[0], repeats=5)
+    p.add_argument("--beam", type=int, default=0, help="the beam to compare with greedy (default: the card's)")
+    args = p.parse_args()
     common.setup(args)
     ckpts, _ = common.load_all(args)
     ckpt = next(c for c in ckpts if c.name.startswith("translate"))
-    greedy = greedy_card(ckpt)
-    print(f"{ckpt.name}: beam {ckpt.card['defaults']['decoding']['beam']} against greedy; best of {args.repeats}")
+    width = args.beam or ckpt.card["defaults"]["decoding"]["beam"]
+    ckpt, greedy = with_beam(ckpt, width), with_beam(ckpt, 1)
+    print(f"{ckpt.name}: beam {width} against greedy; best of {args.repeats}")
     columns = f"{'dec greedy':>10} {'dec beam':>9} {'ratio':>6} {'analyze':>8} {'server':>7}  (ratios beam/greedy)"
     print(f"{'sentence':<40} {columns}")
     dec_ratios, page_ratios, server_ratios = [], [], []
@@ -63,7 +66,7 @@ def main() -> None:
         source = encode_source(ckpt, clean_text(text).text, [])
         analyze(ckpt, text), analyze(greedy, text)  # warm up
         d_g = best(lambda s=source: greedy_many(ckpt.model, [s], 64), args.repeats)
-        d_b = best(lambda s=source: beam_many(ckpt.model, [s], [64], 4), args.repeats)
+        d_b = best(lambda s=source: beam_many(ckpt.model, [s], [64], width), args.repeats)
         p_g = best(lambda t=text: analyze(greedy, t), args.repeats)
         p_b = best(lambda t=text: analyze(ckpt, t), args.repeats)
         s_g = best(lambda t=text: worker_page(greedy, t), args.repeats)
