@@ -14,8 +14,11 @@ is shown (aria-current; a page link marks it with a background and a bold label 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import streamlit as st
-from streamlit.navigation.page import StreamlitPage
+
+from ui.markdown import literal
 
 KEY = "phone_menu"
 # 768 px: where Streamlit's frontend folds the top menu (a window.innerWidth below its `md` breakpoint, 768px).
@@ -30,14 +33,14 @@ MENU_CSS = f"""<style>
 </style>"""
 
 
-def draw(menu: dict[str, list[StreamlitPage]]) -> None:
-    """The sidebar's menu of every page of `menu` (st.navigation's sections: "" for the links without a heading),
-    shown below 768 px only."""
+def draw(menu: Mapping[str, Sequence[object]]) -> None:
+    """The sidebar's menu of every page of `menu` (st.navigation's sections of `st.Page`s: "" for the links without
+    a heading), shown below 768 px only."""
     st.html(MENU_CSS)
     with st.sidebar.container(key=KEY):
         for section, group in menu.items():
             if section:
-                st.header(section, anchor=False)  # h2: below the sidebar's title, "Attention Atlas"
+                st.header(literal(section), anchor=False)  # h2: below the sidebar's title, "Attention Atlas"
             for page in group:
                 st.page_link(page)
         st.divider()  # the menu apart from the model and the text below it, as Streamlit's own line sets it
