@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from inference.catalog import SUBLAYER_KEY
 from model.forward import forward
 from model.names import sublayer_layer
 
@@ -72,8 +73,8 @@ class InductionReport:
         for what, scores in (("induction", self.induction), ("previous_token", self.previous_token)):
             name, head, score = self.best(scores)
             layer = sublayer_layer(name)
-            # "block": the card's key for the sub-layer (inference.catalog.SUBLAYER_KEY, which reads it)
-            out[f"best_{what}_head"] = {"layer": layer + 1, "head": head + 1, "block": name, "score": round(score, 4)}
+            best = {"layer": layer + 1, "head": head + 1, SUBLAYER_KEY: name, "score": round(score, 4)}
+            out[f"best_{what}_head"] = best
         out["first_copy_loss"] = round(self.first_copy_loss, 4)
         out["second_copy_loss"] = round(self.second_copy_loss, 4)
         return out
