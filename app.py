@@ -44,7 +44,7 @@ streamlit_private.refuse_undecodable_widget_values()  # nor a forged widget valu
 # Each page declares the widget values it keeps (ui.state); these three calls serve every declared one.
 state.keep_state()
 state.restore_from_url()
-st.html(widgets.LAYOUT_CSS)
+st.html(widgets.LAYOUT_CSS + phone_menu.MENU_CSS)  # one element a run: every page draws both
 if widgets.projector():
     st.html(widgets.PROJECTOR_CSS)
 

@@ -35,8 +35,7 @@ MENU_CSS = f"""<style>
 
 def draw(menu: Mapping[str, Sequence[object]]) -> None:
     """The sidebar's menu of every page of `menu` (st.navigation's sections of `st.Page`s: "" for the links without
-    a heading), shown below 768 px only."""
-    st.html(MENU_CSS)
+    a heading), shown below 768 px only: MENU_CSS, which app.py draws with the layout's, hides it elsewhere."""
     with st.sidebar.container(key=KEY):
         for section, group in menu.items():
             if section:
