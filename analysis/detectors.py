@@ -17,7 +17,7 @@ Numpy only: it reads Analysis records, so it scores attention imported from else
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -56,10 +56,13 @@ def _score(weights: np.ndarray, mask: np.ndarray, pattern: np.ndarray) -> np.nda
     return np.divide(hits, total, out=np.zeros_like(hits), where=total > 0)
 
 
-def detect(analyses: Iterable[Analysis], pattern: str | np.ndarray) -> dict[str, np.ndarray]:
+def detect(
+    analyses: Iterable[Analysis], pattern: str | np.ndarray | Callable[[list[str]], object]
+) -> dict[str, np.ndarray]:
     """Self-attention type (`decoder.self_attn`, `encoder.self_attn`) → (L, H) scores of every head for `pattern`
-    (a name of PATTERNS, or one (T, T) array that fits every text), the mean over `analyses`. Read one at a time:
-    a generator of analyses holds one text's attention at once, however many texts."""
+    (a name of PATTERNS, one (T, T) array that fits every text, or a function of a text's pieces that returns its
+    (T, T) array: a custom pattern, as a corpus run takes it), the mean over `analyses`. Read one at a time: a
+    generator of analyses holds one text's attention at once, however many texts."""
     sums: dict[str, np.ndarray] = {}
     count = 0
     for analysis in analyses:
@@ -73,10 +76,11 @@ def detect(analyses: Iterable[Analysis], pattern: str | np.ndarray) -> dict[str,
             if isinstance(pattern, str):
                 chosen = pattern_for(pattern, tokens)
             else:
-                chosen = np.asarray(pattern, dtype=np.float32)
+                chosen = np.asarray(pattern(list(first.query_pieces)) if callable(pattern) else pattern, np.float32)
                 if chosen.shape != first.weights.shape[1:]:
                     raise ValueError(
-                        f"the pattern is {chosen.shape[0]} × {chosen.shape[1]} but the text {analysis.text!r} has "
+                        f"the pattern is {' × '.join(map(str, chosen.shape)) or 'one number'} but the text "
+                        f"{analysis.text!r} has "
                         f"{first.weights.shape[1]} × {first.weights.shape[2]} positions: give a pattern that fits "
                         "each text, or a pattern's name"
                     )

@@ -207,6 +207,7 @@ def cmd_corpus(args: argparse.Namespace, ckpt: Checkpoint) -> int:
             progress=not args.quiet,
             ray=args.ray,
             workers=args.workers,
+            patterns=args.pattern,
         )
     except CorpusError as exc:
         raise UsageError(str(exc)) from None
@@ -259,6 +260,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="reduce the shards on Ray Data's workers: a Ray started here, or a cluster's HOST:PORT (or auto)",
     )
     p.add_argument("--workers", type=int, help="with --ray: workers, a model each (default: the GPUs, else the CPUs)")
+    p.add_argument(
+        "--pattern",
+        action="append",
+        metavar="NAME=SOURCE",
+        help="a custom pattern scored beside the built-in ones (again for more): SOURCE is MODULE:FUNCTION or "
+        "PATH.py:FUNCTION, a function of a text's pieces that returns its T × T pattern (docs/corpus.md)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     for name, (_, text) in HANDED_OVER.items():
         sub.add_parser(name, help=f"{text} (python -m atlas {name} --help)", add_help=False)

@@ -19,7 +19,8 @@ import pytest
 
 import atlas
 from analysis.corpus.reduce import OFFSETS
-from analysis.corpus.run import COLUMNS, Settings, run_corpus
+from analysis.corpus.run import Settings, run_corpus
+from analysis.corpus.shard import COLUMNS
 from analysis.corpus.store import open_corpus
 from analysis.corpus.texts import CorpusError
 from analysis.detectors import PATTERNS

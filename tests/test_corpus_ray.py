@@ -21,6 +21,16 @@ from training.tiny import make_tiny_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS = Settings(batch=4, shard=8, top_k=5, sample=16)  # 42 texts: six shards, the last one short
+PATTERN = """
+import numpy as np
+
+
+def two_back(pieces):
+    n = len(pieces)
+    pattern = np.zeros((n, n))
+    pattern[np.arange(2, n), np.arange(n - 2)] = 1
+    return pattern
+"""
 
 
 @pytest.fixture(scope="module")
@@ -49,9 +59,12 @@ def local_ray():
 def test_the_command_on_a_local_ray_writes_the_local_runs_files(local_ray, texts: Path, tmp_path: Path, capsys):
     import atlas
 
-    local = run_corpus(atlas.load("induction"), texts, tmp_path / "local", SETTINGS, progress=False)
+    code = tmp_path / "patterns.py"  # a custom pattern: each worker loads it again from its file
+    code.write_text(PATTERN, encoding="utf-8")
+    pattern = f"two_back={code}:two_back"
+    local = run_corpus(atlas.load("induction"), texts, tmp_path / "local", SETTINGS, progress=False, patterns=[pattern])
     argv = ["corpus", "induction", str(texts), "--out", str(tmp_path / "ray"), "--batch", "4", "--shard", "8"]
-    assert main([*argv, "--top-k", "5", "--sample", "16", "--ray", "--workers", "2", "-q"]) == 0
+    assert main([*argv, "--top-k", "5", "--sample", "16", "--ray", "--workers", "2", "-q", "--pattern", pattern]) == 0
     assert capsys.readouterr().out == f"corpus written to {tmp_path / 'ray'}\n"
     expected, got = _tables(local), _tables(tmp_path / "ray")
     assert list(got) == list(expected) and len(expected) == 4 + 2 * 6
@@ -61,6 +74,8 @@ def test_the_command_on_a_local_ray_writes_the_local_runs_files(local_ray, texts
     for layer, head in ((1, 1), (2, 3)):
         pd.testing.assert_frame_equal(two.top_contexts(layer, head), one.top_contexts(layer, head), atol=1e-6)
     np.testing.assert_allclose(two.heads["induction"], one.heads["induction"], atol=1e-6)
+    np.testing.assert_allclose(two.heads["two_back"], one.heads["two_back"], atol=1e-6)
+    assert one.heads["two_back"].max() > 0.01
     manifest = json.loads((tmp_path / "ray" / "manifest.json").read_text())
     assert manifest == json.loads((local / "manifest.json").read_text())  # so either can resume the other
 

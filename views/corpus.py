@@ -11,7 +11,6 @@ import numpy as np
 import streamlit as st
 
 from analysis.corpus.maps import head_clusters, nearest, pca_2d
-from analysis.corpus.run import COLUMNS
 from analysis.corpus.store import Corpus, open_corpus
 from analysis.corpus.texts import CorpusError
 from ui import errors, state
@@ -63,10 +62,9 @@ def body() -> None:
         st.error(literal(str(exc)))
         return
     heads = corpus.heads
-    state.keep_valid(SCORE, list(COLUMNS), "induction")
-    score = mid.selectbox(
-        "Colour each head by", list(COLUMNS), key=SCORE, format_func=lambda c: literal(c.replace("_", " "))
-    )
+    scores = list(corpus.manifest["scores"])  # the built-in scores, then the run's custom patterns
+    state.keep_valid(SCORE, scores, "induction")
+    score = mid.selectbox("Colour each head by", scores, key=SCORE, format_func=lambda c: literal(c.replace("_", " ")))
     layers, n_heads = int(heads["layer"].max()), int(heads["head"].max())
     best = heads.loc[heads["induction"].idxmax()]
     state.keep_valid(C_LAYER, list(range(layers)), int(best["layer"]) - 1, owner=name)
@@ -116,7 +114,8 @@ def clustered(corpus: Corpus, name: str) -> None:
 def one_head(corpus: Corpus, name: str, model: str, score: str, layer: int, head: int) -> None:
     label = score.replace("_", " ")
     st.header(f"Layer {layer}, head {head}")
-    values = corpus.sql(f"SELECT {score} FROM text_heads WHERE layer = {layer} AND head = {head}")[score].to_numpy()
+    column = '"' + score.replace('"', '""') + '"'  # a name from the profile's manifest, quoted as SQL's
+    values = corpus.sql(f"SELECT {column} FROM text_heads WHERE layer = {layer} AND head = {head}")[score].to_numpy()
     show_chart(distribution(values, label, layer, head), "corpus_distribution", safe_filename("corpus", name, "dist"))
     st.subheader("Top contexts")
     top = corpus.top_contexts(layer, head)

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 from safetensors.numpy import load, save
 
+from analysis.corpus.patterns import CustomPattern, by_source
 from analysis.corpus.reduce import Reducer
 from analysis.corpus.shard import Settings, Shard, new_reducer, reduce_shard
 from analysis.corpus.texts import CorpusError, Text
@@ -38,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]  # the code a Ray started here gives 
 class ShardWorker:
     """A Ray actor: one model, loaded once; each row it is given (a shard's texts) comes back reduced."""
 
-    def __init__(self, model: str, settings: dict[str, int]) -> None:
+    def __init__(self, model: str, settings: dict[str, int], patterns: list[list[str]]) -> None:
         import torch
 
         from inference.checkpoint import load_checkpoint
@@ -47,7 +48,7 @@ class ShardWorker:
         if torch.cuda.is_available():  # Ray gives a worker with num_gpus its GPU, and only then
             ckpt.model.to("cuda")
         self.ckpt, self.settings = ckpt, Settings(**settings)
-        self.reducer = new_reducer(ckpt, self.settings)
+        self.reducer = new_reducer(ckpt, self.settings, by_source([(name, source) for name, source in patterns]))
 
     def __call__(self, rows: dict[str, np.ndarray]) -> dict[str, list]:
         out: dict[str, list] = {"index": [], "first": [], "count": [], "texts": [], "heads": [], "state": []}
@@ -117,8 +118,16 @@ def reduce_on_ray(
     address: str,
     workers: int | None,
     done: Callable[[int], object],
+    patterns: tuple[CustomPattern, ...] = (),
 ) -> Iterator[Shard]:
-    """Each shard of `chunks` reduced on a Ray worker, in the shards' order (see the module's docstring)."""
+    """Each shard of `chunks` reduced on a Ray worker, in the shards' order (see the module's docstring); each
+    worker loads the custom `patterns` again from their sources."""
+    unnamed = [p.name for p in patterns if not p.source]
+    if unnamed:
+        raise CorpusError(
+            f"--ray: pattern {unnamed[0]!r} is a function only this process has: Ray's workers load a pattern from "
+            "its source; give it as NAME=PATH.py:FUNCTION (or a module's function)"
+        )
     started = connect(address)
     import ray
 
@@ -136,7 +145,11 @@ def reduce_on_ray(
             ]
             dataset = ray.data.from_items(rows, override_num_blocks=len(rows)).map_batches(
                 ShardWorker,
-                fn_constructor_kwargs={"model": model, "settings": asdict(settings)},
+                fn_constructor_kwargs={
+                    "model": model,
+                    "settings": asdict(settings),
+                    "patterns": [[p.name, p.source] for p in patterns],
+                },
                 batch_size=1,
                 compute=ray.data.ActorPoolStrategy(size=min(workers, len(rows))),
                 num_cpus=1,

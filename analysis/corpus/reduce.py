@@ -2,8 +2,9 @@
 number of texts.
 
 Per head, from the weights of each traced pass:
-- the detectors' scores (analysis.detectors: the share of a text's attention on each pattern of PATTERNS, over
-  the queries that may attend), summed over texts for their mean;
+- the detectors' scores (analysis.detectors: the share of a text's attention on each pattern of PATTERNS, then on
+  each custom pattern of the run's (analysis.corpus.patterns), over the queries that may attend), summed over
+  texts for their mean;
 - attention entropy, −Σ_k w log w of each such query, averaged over its text, summed over texts;
 - mean attention by relative offset (query − key, clamped to ±OFFSETS: the end bins hold everything farther),
   summed over every such query, for each query's mean;
@@ -22,17 +23,18 @@ state ends bit for bit as one that never stopped. Positions are 0-based here; th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from analysis.corpus.patterns import CustomPattern, drawn
 from analysis.detectors import PATTERNS
 from model.names import parse_sublayer_name
 from model.trace import Trace
 
-SCORES = (*PATTERNS, "entropy")
+SCORES = (*PATTERNS, "entropy")  # the scores of a run without custom patterns (Reducer.scores: with them)
 OFFSETS = 32
 # A manifest and a saved state list the self-attention sub-layers under this key: the corpus format's, kept as every
 # profile and state was written, so that one made before reads and resumes as it is.
@@ -110,15 +112,35 @@ def snippet(pieces: list[str], query: int, key: int | None = None) -> str:
     return "".join(out).strip()
 
 
-class Reducer:
-    """The corpus's per-head state: sub-layers × heads (L, H) of one self-attention stack."""
+def columns(scores: Sequence[str]) -> tuple[str, ...]:
+    """Each score's column in the tables: names SQL reads without quotes."""
+    return tuple(name.replace(" ", "_") for name in scores)
 
-    def __init__(self, sublayers: list[str], n_heads: int, d_head: int, top_k: int, sample: int, seed: int) -> None:
+
+class Reducer:
+    """The corpus's per-head state: sub-layers × heads (L, H) of one self-attention stack. `patterns`: the run's
+    custom patterns, scored after PATTERNS (`scores`: every score's name, in the state's order); a reducer read
+    back from a state without them (`pattern_names` only) merges others but reduces no batch."""
+
+    def __init__(
+        self,
+        sublayers: list[str],
+        n_heads: int,
+        d_head: int,
+        top_k: int,
+        sample: int,
+        seed: int,
+        patterns: Sequence[CustomPattern] = (),
+        pattern_names: Sequence[str] | None = None,
+    ) -> None:
         self.sublayers, self.n_heads, self.d_head = list(sublayers), n_heads, d_head
         self.top_k, self.sample, self.seed = top_k, sample, seed
+        self.patterns = tuple(patterns)
+        self.pattern_names = [p.name for p in self.patterns] if pattern_names is None else list(pattern_names)
+        self.scores = (*PATTERNS, *self.pattern_names, "entropy")
         n, h = len(sublayers), n_heads
         self.texts = 0
-        self.score_sums = np.zeros((len(SCORES), n, h))  # float64: sums over texts of each text's mean
+        self.score_sums = np.zeros((len(self.scores), n, h))  # float64: sums over texts of each text's mean
         self.offset_sums = np.zeros((n, h, 2 * OFFSETS + 1))
         self.queries = 0  # queries that may attend, over the corpus: the offsets' denominator
         self.top_weight = np.full((n, h, top_k), -np.inf, dtype=np.float32)
@@ -132,17 +154,37 @@ class Reducer:
         self.sample_k = np.zeros((n, h, 0, d_head), dtype=np.float32)
 
     @classmethod
-    def for_trace(cls, trace: Trace, top_k: int, sample: int, seed: int) -> Reducer:
+    def for_trace(
+        cls, trace: Trace, top_k: int, sample: int, seed: int, patterns: Sequence[CustomPattern] = ()
+    ) -> Reducer:
         names = [name for name in trace.attention if name.endswith("self_attn")]
         rec = trace.attention[names[0]]
-        return cls(names, rec.keys.shape[1], rec.keys.shape[-1], top_k, sample, seed)
+        return cls(names, rec.keys.shape[1], rec.keys.shape[-1], top_k, sample, seed, patterns)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return columns(self.scores)
+
+    def _patterns(self, batch: Batch) -> torch.Tensor:
+        """(B, P + C, T, T): PATTERNS' and then each custom pattern's, drawn from each text's pieces."""
+        built_in = patterns(batch.ids.cpu())
+        if not self.pattern_names:
+            return built_in
+        if len(self.patterns) != len(self.pattern_names):
+            raise ValueError("this reducer was read back without its custom patterns' functions: it can only merge")
+        b, _, t, _ = built_in.shape
+        custom = np.zeros((b, len(self.patterns), t, t), dtype=np.float32)
+        for row, (text, n, pieces) in enumerate(zip(batch.texts, batch.lengths, batch.pieces)):
+            for c, pattern in enumerate(self.patterns):
+                custom[row, c, :n, :n] = drawn(pattern, pieces[:n], text)
+        return torch.cat([built_in, torch.from_numpy(custom)], dim=1)
 
     @torch.inference_mode()
     def update(self, batch: Batch) -> np.ndarray:
-        """Fold one batch in; returns (B, len(SCORES), L, H) each text's own scores, for the shard's table."""
-        ids = batch.ids.cpu()
-        pattern = patterns(ids)  # (B, P, T, T)
-        per_text = np.zeros((len(batch.texts), len(SCORES), len(self.sublayers), self.n_heads))
+        """Fold one batch in; returns (B, len(scores), L, H) each text's own scores, for the shard's table."""
+        pattern = self._patterns(batch)  # (B, P + C, T, T)
+        shared = pattern.shape[1]
+        per_text = np.zeros((len(batch.texts), len(self.scores), len(self.sublayers), self.n_heads))
         for layer, name in enumerate(self.sublayers):
             rec = batch.trace.attention[name]
             w = rec.weights.float().cpu()  # (B, H, T, T)
@@ -153,7 +195,7 @@ class Reducer:
             hits = torch.einsum("bhqk,bpqk->bph", w, pattern).double()  # (B, P, H)
             shares = torch.where(total[:, None] > 0, hits / total.clamp_min(1e-30)[:, None], 0.0)
             entropy = -(w * torch.log(w.clamp_min(1e-30))).sum(-1)  # (B, H, T), 0 on padding rows
-            per_text[:, : len(PATTERNS), layer] = shares.numpy()
+            per_text[:, :shared, layer] = shares.numpy()
             per_text[:, -1, layer] = (entropy.double().sum(-1) / n_rows[:, None]).numpy()
             self._offsets(layer, w)
             self._top(layer, w, mask, batch)
@@ -242,7 +284,8 @@ class Reducer:
 
     def empty(self) -> Reducer:
         """A reducer of the same heads and settings that has seen no text: a shard's own (see merge)."""
-        return Reducer(self.sublayers, self.n_heads, self.d_head, self.top_k, self.sample, self.seed)
+        settings = (self.sublayers, self.n_heads, self.d_head, self.top_k, self.sample, self.seed)
+        return Reducer(*settings, self.patterns, self.pattern_names)
 
     def merge(self, later: Reducer) -> None:
         """Fold in `later`, a reducer of the texts after this one's: sums add, the top contexts and the sample keep
@@ -280,7 +323,7 @@ class Reducer:
         return [parse_sublayer_name(name)[1] + 1 for name in self.sublayers]
 
     def head_scores(self) -> np.ndarray:
-        """(len(SCORES), L, H) the corpus's mean of each score."""
+        """(len(scores), L, H) the corpus's mean of each score."""
         return self.score_sums / max(self.texts, 1)
 
     def offset_means(self) -> np.ndarray:
@@ -308,6 +351,7 @@ class Reducer:
             "top_k": self.top_k,
             "sample": self.sample,
             "seed": self.seed,
+            "patterns": self.pattern_names,
             "texts": self.texts,
             "queries": self.queries,
             "top_text": self.top_text,
@@ -317,8 +361,15 @@ class Reducer:
         return {name: np.ascontiguousarray(a) for name, a in arrays.items()}, info
 
     @classmethod
-    def from_state(cls, arrays: dict[str, np.ndarray], info: dict) -> Reducer:
-        r = cls(info[SUBLAYERS_KEY], info["n_heads"], info["d_head"], info["top_k"], info["sample"], info["seed"])
+    def from_state(
+        cls, arrays: dict[str, np.ndarray], info: dict, patterns: Sequence[CustomPattern] | None = None
+    ) -> Reducer:
+        """The reducer `state()` wrote; `patterns`, its custom patterns' functions again (None: it only merges)."""
+        names = info.get("patterns", [])  # a state from before custom patterns has none
+        if patterns is not None and [p.name for p in patterns] != names:
+            raise ValueError(f"the state's custom patterns are {names}, not {[p.name for p in patterns]}")
+        settings = (info[SUBLAYERS_KEY], info["n_heads"], info["d_head"], info["top_k"], info["sample"], info["seed"])
+        r = cls(*settings, patterns or (), names)
         r.texts, r.queries = info["texts"], info["queries"]
         r.top_text, r.sample_piece, r.sample_context = info["top_text"], info["sample_piece"], info["sample_context"]
         r.score_sums, r.offset_sums = arrays["score_sums"], arrays["offset_sums"]

@@ -14,7 +14,7 @@ final tables (heads, offsets, contexts, sample) are written once every shard is 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from itertools import islice
 from pathlib import Path
@@ -23,8 +23,10 @@ import numpy as np
 import pyarrow as pa
 from safetensors.numpy import load_file, save
 
+from analysis.corpus.patterns import CustomPattern
+from analysis.corpus.patterns import load as load_patterns
 from analysis.corpus.reduce import OFFSETS, SUBLAYERS_KEY, Reducer
-from analysis.corpus.shard import COLUMNS, Settings, new_reducer, parquet_bytes, reduce_shard
+from analysis.corpus.shard import Settings, new_reducer, parquet_bytes, reduce_shard
 from analysis.corpus.texts import CorpusError, Text, corpus_files, count_texts, fingerprint, stream
 from inference.checkpoint import Checkpoint
 from inference.files import write_file
@@ -36,12 +38,15 @@ FINAL = ("heads", "offsets", "contexts", "sample")
 DEFAULTS = Settings()
 
 
-def _identity(ckpt: Checkpoint, files: list[Path], settings: Settings) -> dict:
-    return {
+def _identity(ckpt: Checkpoint, files: list[Path], settings: Settings, patterns: tuple[CustomPattern, ...]) -> dict:
+    identity = {
         "model": {"name": ckpt.name, "path": str(Path(ckpt.path).resolve()), "config": asdict(ckpt.config)},
         "input": fingerprint(files),
         "settings": asdict(settings),
     }
+    if patterns:  # a run without them keeps the identity runs had before custom patterns, and resumes theirs
+        identity["patterns"] = [p.identity() for p in patterns]
+    return identity
 
 
 def read_manifest(out: Path) -> dict | None:
@@ -69,8 +74,8 @@ def _open_out(out: Path, identity: dict) -> dict | None:
     if manifest.get("identity") != identity:
         theirs = manifest.get("identity", {}).get("model", {}).get("name", "another model")
         raise CorpusError(
-            f"{out}: holds another corpus ({theirs}, other texts or settings): give --out a new folder, or remove "
-            "this one to start again"
+            f"{out}: holds another corpus ({theirs}, other texts, settings or patterns): give --out a new folder, or "
+            "remove this one to start again"
         )
     return manifest
 
@@ -88,13 +93,17 @@ def run_corpus(
     max_shards: int | None = None,
     ray: str | None = None,
     workers: int | None = None,
+    patterns: Sequence[str] | Mapping[str, str | Callable] | None = None,
 ) -> Path:
     """Reduce `ckpt`'s self-attention heads over the corpus at `texts` into the folder `out` (see the module's
-    docstring); resumes a run of the same model, texts and settings found there. `max_shards`: stop after that
-    many shards in this call (what an interrupted run leaves). `ray`: reduce the shards on Ray Data's workers
-    instead (analysis.corpus.cluster): "" a Ray started here (or the one this process is connected to), else a
-    cluster's address; `workers` of them, one model each. Returns `out`."""
+    docstring); resumes a run of the same model, texts, settings and patterns found there. `max_shards`: stop
+    after that many shards in this call (what an interrupted run leaves). `patterns`: custom patterns scored
+    beside the built-in ones (analysis.corpus.patterns: NAME=SOURCE specs, or a mapping name → source or
+    function). `ray`: reduce the shards on Ray Data's workers instead (analysis.corpus.cluster): "" a Ray started
+    here (or the one this process is connected to), else a cluster's address; `workers` of them, one model each.
+    Returns `out`."""
     settings.check()
+    custom = load_patterns(patterns)
     bad_workers = isinstance(workers, bool) or not isinstance(workers, int) or workers < 1
     if workers is not None and (ray is None or bad_workers):
         raise CorpusError(f"--workers is a whole number from 1, with --ray, not {workers!r}")
@@ -108,14 +117,14 @@ def run_corpus(
     if not total:
         raise CorpusError(f"{texts}: holds no texts (only blank lines): give a file with a text a line")
     out = Path(out)
-    identity = _identity(ckpt, files, settings)
+    identity = _identity(ckpt, files, settings, custom)
     manifest = _open_out(out, identity)
     if manifest is not None and manifest.get("complete"):
         return out
     (out / "shards").mkdir(parents=True, exist_ok=True)
     (out / "state").mkdir(exist_ok=True)
     done = [] if manifest is None else manifest["shards"]
-    reducer = new_reducer(ckpt, settings) if manifest is None else _load_state(out, manifest["state"])
+    reducer = new_reducer(ckpt, settings, custom) if manifest is None else _load_state(out, manifest["state"], custom)
     texts_iter = stream(files)
     skipped = len(done) * settings.shard
     for _ in islice(texts_iter, skipped):
@@ -129,7 +138,7 @@ def run_corpus(
         else:
             from analysis.corpus.cluster import reduce_on_ray  # Ray is imported only when asked for
 
-            reduced = reduce_on_ray(ckpt, chunks, settings, ray, workers, bar.update)
+            reduced = reduce_on_ray(ckpt, chunks, settings, ray, workers, bar.update, custom)
         for shard in reduced:
             reducer.merge(shard.reducer)
             index, name = len(done), f"{len(done):05d}"
@@ -176,7 +185,7 @@ def _manifest_of(identity: dict, total: int, done: list, state: str, reducer: Re
         "complete": complete,
         SUBLAYERS_KEY: reducer.sublayers,
         "heads": reducer.n_heads,
-        "scores": list(COLUMNS),
+        "scores": list(reducer.columns),
         "offsets": OFFSETS,
         "tables": list(FINAL) if complete else [],
     }
@@ -188,7 +197,7 @@ def _save_state(out: Path, name: str, reducer: Reducer) -> None:
     _write_json(out / "state" / f"{name}.json", info)
 
 
-def _load_state(out: Path, name: str) -> Reducer:
+def _load_state(out: Path, name: str, patterns: tuple[CustomPattern, ...]) -> Reducer:
     try:
         arrays = load_file(out / "state" / f"{name}.safetensors")
         info = json.loads((out / "state" / f"{name}.json").read_text(encoding="utf-8"))
@@ -197,7 +206,7 @@ def _load_state(out: Path, name: str) -> Reducer:
         raise CorpusError(
             f"{out}: its saved state {name} cannot be read ({message}): remove it to start again"
         ) from None
-    return Reducer.from_state(arrays, info)
+    return Reducer.from_state(arrays, info, patterns)
 
 
 def _write_final(out: Path, r: Reducer) -> None:
@@ -211,7 +220,7 @@ def _write_final(out: Path, r: Reducer) -> None:
         "layer": [layers[li] for li, _ in cells],
         "head": [h + 1 for _, h in cells],
     }
-    for s, column in enumerate(COLUMNS):
+    for s, column in enumerate(r.columns):
         heads[column] = [float(scores[s, li, h]) for li, h in cells]
     write_file(out / "heads.parquet", parquet_bytes(heads))
     means = r.offset_means()

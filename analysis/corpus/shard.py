@@ -13,14 +13,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import torch
 
-from analysis.corpus.reduce import SCORES, Batch, Reducer
+from analysis.corpus.patterns import CustomPattern
+from analysis.corpus.reduce import SCORES, Batch, Reducer, columns
 from analysis.corpus.texts import CorpusError, Text
 from inference.checkpoint import Checkpoint
 from inference.decoding import pad_rows
 from inference.text import InputError, clean_text, encode_first_stack
 from model.forward import forward
 
-COLUMNS = tuple(name.replace(" ", "_") for name in SCORES)  # names SQL reads without quotes
+COLUMNS = columns(SCORES)  # the built-in scores' columns; a run's own: Reducer.columns, its custom patterns' too
 
 
 @dataclass(frozen=True)
@@ -66,11 +67,11 @@ def reduce_shard(
 
 
 @torch.inference_mode()
-def new_reducer(ckpt: Checkpoint, settings: Settings) -> Reducer:
+def new_reducer(ckpt: Checkpoint, settings: Settings, patterns: tuple[CustomPattern, ...] = ()) -> Reducer:
     """An empty reducer for the model's self-attention sub-layers, their shapes read from a pass over the start
-    token."""
+    token, scoring PATTERNS and then `patterns`."""
     _, trace = forward(ckpt.model, torch.tensor([[ckpt.config.bos_id]]))
-    return Reducer.for_trace(trace, settings.top_k, settings.sample, settings.seed)
+    return Reducer.for_trace(trace, settings.top_k, settings.sample, settings.seed, patterns)
 
 
 def _encoded(ckpt: Checkpoint, chunk: list[Text], first: int) -> Iterator[tuple[int, Text, list[int] | str]]:
@@ -116,7 +117,7 @@ def _text_heads(reducer: Reducer, numbers: list[int], per_text: list[np.ndarray]
     if not per_text:
         columns: dict[str, object] = {"text": pa.array([], pa.int64()), "layer": pa.array([], pa.int64())}
         columns["head"] = pa.array([], pa.int64())
-        return columns | {c: pa.array([], pa.float64()) for c in COLUMNS}
+        return columns | {c: pa.array([], pa.float64()) for c in reducer.columns}
     scores = np.concatenate(per_text)  # (N, S, L, H)
     n, _, layers, heads = scores.shape
     grid = np.stack(np.meshgrid(np.arange(n), np.arange(layers), np.arange(heads), indexing="ij"), -1).reshape(-1, 3)
@@ -125,6 +126,6 @@ def _text_heads(reducer: Reducer, numbers: list[int], per_text: list[np.ndarray]
         "layer": np.asarray(reducer.layers(), dtype=np.int64)[grid[:, 1]],
         "head": grid[:, 2].astype(np.int64) + 1,
     }
-    for s, column in enumerate(COLUMNS):
+    for s, column in enumerate(reducer.columns):
         table[column] = scores[:, s].reshape(-1)
     return table

@@ -4,7 +4,7 @@ ranking (`rank_heads`), a corpus of texts (`corpus`), and two models of one layo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -105,7 +105,7 @@ def rank_heads(
 def detect_heads(
     model: Checkpoint | Analysis | Sequence[Analysis] | object,
     texts: str | Sequence[str] | None = None,
-    pattern: str | np.ndarray = "previous token",
+    pattern: str | np.ndarray | Callable[[list[str]], object] = "previous token",
     *,
     tokenizer: object | None = None,
     device: str = "cpu",
@@ -113,8 +113,10 @@ def detect_heads(
     """Head statistics' "Detect a pattern": the share of each self-attention head's attention that falls where
     `pattern` points (1: all of it), over `texts` — one string, or a list (a file's lines) — analysed by `model`,
     or over Analyses given as `model` (from `analyze`, `from_huggingface`, `read_trace`; `texts` None). `pattern`:
-    "previous token", "first token", "current token", "same token", "induction", or a (T, T) array of 0 and 1 that
-    fits every text (TransformerLens's `detect_head`). One row per head (layer and head from 1), highest first.
+    "previous token", "first token", "current token", "same token", "induction", a (T, T) array of 0 and 1 that
+    fits every text (TransformerLens's `detect_head`), or a function of a text's pieces (the start token first)
+    that returns its (T, T) array, as `corpus` takes a custom pattern. One row per head (layer and head from 1),
+    highest first.
     `model`: a loaded checkpoint, or a `transformers` GPT-2, Llama, Qwen2 or GPT-NeoX with its `tokenizer` (or a
     TransformerLens bridge of one), mapped as the circuit functions map it, run on `device`."""
     if not isinstance(model, Analysis) and not (isinstance(model, (list, tuple)) and model):
@@ -158,6 +160,7 @@ def corpus(
     progress: bool = True,
     ray: str | None = None,
     workers: int | None = None,
+    patterns: Mapping[str, str | Callable[[list[str]], object]] | None = None,
 ) -> Corpus:
     """Every self-attention head over a corpus, as `python -m atlas corpus` makes it (analysis.corpus.run;
     docs/corpus.md): `texts` a .txt (a text a line), .jsonl (a "text" field a line), .parquet (a "text" column) or a
@@ -165,12 +168,22 @@ def corpus(
     reduced per head into the folder `out`, in shards of `shard` texts; a folder of the same run continues where it
     stopped. `ray`: the shards reduced on Ray Data's workers, one model each ("" for a Ray started
     here, else a cluster's address; needs the `cluster` extra), `workers` of them, with the same files as the run
-    here. Returns `open_corpus(out)`. CorpusError (a ValueError) for input it cannot read, a model it cannot run,
-    an `out` that holds something else, or a Ray that is not installed or does not answer."""
+    here. `patterns`: custom patterns scored beside the built-in ones, name → function of a text's pieces that
+    returns its (T, T) array, or name → "MODULE:FUNCTION" / "PATH.py:FUNCTION" (the one Ray's workers can load);
+    each name is a column of `.heads` (docs/corpus.md). Returns `open_corpus(out)`. CorpusError (a ValueError) for
+    input it cannot read, a model it cannot run, an `out` that holds something else, a pattern that does not load
+    or draws a wrong array, or a Ray that is not installed or does not answer."""
     ckpt = load(model) if isinstance(model, (str, Path)) else checkpoint_of(model, None, "corpus", device)
     settings = Settings(batch, shard, top_k, sample)
     run_corpus(
-        on_device(ckpt, device), user_path(texts), user_path(out), settings, progress=progress, ray=ray, workers=workers
+        on_device(ckpt, device),
+        user_path(texts),
+        user_path(out),
+        settings,
+        progress=progress,
+        ray=ray,
+        workers=workers,
+        patterns=patterns,
     )
     return open_corpus(out)
 
