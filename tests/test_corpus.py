@@ -130,6 +130,24 @@ def test_a_run_stopped_after_some_shards_ends_as_one_run(induction, corpus_file:
     assert sorted(p.name for p in (parts / "state").iterdir()) == ["after-00003.json", "after-00003.safetensors"]
 
 
+def test_a_run_stopped_in_its_first_shard_starts_again_and_keeps_others_files(
+    induction, corpus_file: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "o"
+    (out / "shards").mkdir(parents=True)
+    (out / "state").mkdir()
+    (out / "shards" / "texts-00000.parquet").write_bytes(b"half")  # what a kill before the manifest leaves
+    (out / "state" / ".atlas-0123abcd.tmp").write_bytes(b"half")
+    assert run_corpus(induction, corpus_file, out, SMALL, progress=False) == out
+    assert open_corpus(out).manifest["complete"]
+    mine = tmp_path / "mine"
+    (mine / "state").mkdir(parents=True)
+    (mine / "state" / "notes.txt").write_text("keep me\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match="holds files but no corpus"):
+        run_corpus(induction, corpus_file, mine, SMALL, progress=False)
+    assert (mine / "state" / "notes.txt").read_text(encoding="utf-8") == "keep me\n"
+
+
 def test_the_saved_state_is_one_size_however_many_texts(induction, tmp_path: Path) -> None:
     few, many = tmp_path / "few.txt", tmp_path / "many.txt"
     few.write_text("\n".join(READ[:3]) + "\n", encoding="utf-8")

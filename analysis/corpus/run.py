@@ -14,6 +14,7 @@ final tables (heads, offsets, contexts, sample) are written once every shard is 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from itertools import islice
@@ -68,7 +69,7 @@ def _open_out(out: Path, identity: dict) -> dict | None:
         raise CorpusError(f"{out}: is a file, not a folder: give --out a new or empty folder")
     manifest = read_manifest(out) if out.exists() else None
     if manifest is None:
-        if out.exists() and any(out.iterdir()):
+        if out.exists() and any(out.iterdir()) and not _first_shard_only(out):
             raise CorpusError(f"{out}: the folder holds files but no corpus: give --out a new or empty folder")
         return None
     if manifest.get("identity") != identity:
@@ -78,6 +79,23 @@ def _open_out(out: Path, identity: dict) -> dict | None:
             "remove this one to start again"
         )
     return manifest
+
+
+OURS = {
+    "shards": re.compile(r"(texts|heads)-\d{5}\.parquet|\.atlas-[0-9a-f]+\.tmp"),
+    "state": re.compile(r"after-\d{5}\.(safetensors|json)|\.atlas-[0-9a-f]+\.tmp"),
+}
+
+
+def _first_shard_only(out: Path) -> bool:
+    """Whether `out` holds only what a run stopped in its first shard leaves (before any manifest): that run
+    starts again there."""
+    for entry in out.iterdir():
+        if entry.name not in OURS or not entry.is_dir() or entry.is_symlink():
+            return False
+        if not all(OURS[entry.name].fullmatch(f.name) and f.is_file() for f in entry.iterdir()):
+            return False
+    return True
 
 
 def _write_json(path: Path, value: object) -> None:
