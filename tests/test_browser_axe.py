@@ -8,9 +8,11 @@ check reads that one visit:
 - nothing cut off (at 1024×768): no element clips its own text (a box narrower or shorter than the text it holds,
   with its overflow hidden or an ellipsis). Data grids scroll and charts wrap their titles
   (tests/test_browser_projector.py);
-- the figure first (tests/test_browser_first_figure.py, which checks the Lesson's steps): on lm-english in projector
-  mode each page's main figure starts inside the first view, and no text is covered by the element below it; on
-  Explore without projector mode the heatmap is at least 420 px wide and no cell of the predictions table wraps.
+- the figure first (tests/test_browser_first_figure.py, which checks the Lesson's steps and the other models and
+  screens): on lm-english in projector mode each page's main figure starts inside the first view, and no text is
+  covered by the element below it; on every visit here but the translator's plain one, the first figure is whole in
+  the first view and, on a projector and a phone, the sentence that explains it is in view with it; on Explore
+  without projector mode the heatmap is at least 420 px wide and no cell of the predictions table wraps.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from urllib.parse import urlencode
 import pytest
 from browser_support import CLIPPED, TAB_ORDER, settle, settled_violations
 from test_browser import SHOTS, drawn_without_error
-from test_browser_first_figure import CHART, FIGURE, HEIGHT, WIDTH, figure_top
+from test_browser_first_figure import CHART, FIGURE, HEIGHT, IN_AXE, WIDTH, figure_top, first_view_problems
 
 from ui.pages import PAGES as APP_PAGES
 
@@ -42,6 +44,8 @@ def _shown_param(path: str, model: str, screen: str, test_id: str | None = None)
 
 
 EVERY_PAGE = [_shown_param(*one) for one in SHOWN]
+AS_FIRST_FIGURE = {"laptop": "plain", "projector": "projector", "phone": "phone"}  # its screen's name → ours
+FIRST_VIEW = [_shown_param(path, model, AS_FIRST_FIGURE[screen]) for path in PAGES for model, screen in sorted(IN_AXE)]
 ON_A_PROJECTOR = [_shown_param(path, "lm-english", "projector", path or "explore") for path in PAGES]
 
 
@@ -81,6 +85,15 @@ def test_each_pages_figure_is_in_the_first_view_on_a_projector(shown) -> None:
     path = shown.url.split("?")[0].rpartition("/")[2]
     top = figure_top(shown, FIGURE.get(path, CHART), f"first-figure-{path or 'explore'}-projector.png")
     assert top < HEIGHT, f"/{path}: the main figure starts at y = {top:.0f}, below the first view ({HEIGHT} px)"
+
+
+@pytest.mark.parametrize("shown", FIRST_VIEW, indirect=True)
+def test_the_first_figure_and_its_sentence_are_in_the_first_view(shown, request) -> None:
+    """tests/test_browser_first_figure.py's check of the first view, on the visits opened here."""
+    path, model, screen = request.node.callspec.params["shown"]
+    query = {"model": model, **({"projector": "1"} if SCREENS[screen][2] else {})}
+    problems = first_view_problems(shown, path, query, SCREENS[screen], f"{path or 'explore'}-{model}-{screen}")
+    assert not problems, "; ".join(problems)
 
 
 # The predictions table's cells: each cell's height against one line of its text.

@@ -1,6 +1,7 @@
 """The figure first, in a real browser: every page of the menu on each shipped model, opened by a fresh visitor in
 projector mode at 1024×768 and on a 390×844 phone, shows its first figure whole in the first view and the sentence
-that says what to look at in it (ui.says) in view with it, one server and one chromium for all 90 visits. At 1024×768
+that says what to look at in it (ui.says) in view with it, one server and one chromium for all of them (the visits
+tests/test_browser_axe.py opens run this check there, on that one visit). At 1024×768
 in projector mode every step of the Lesson's main figure (its first chart or table in the main area) starts inside
 the first view, on lm-english, and no text is covered by the element below it. The same check on every page of the
 menu, and Explore on a laptop (without projector mode at 1024×768 its heatmap at least 420 px wide, no cell of its
@@ -88,6 +89,13 @@ def _whole(box: dict | None, width: int, height: int) -> bool:
 # The plain screens restyle nothing by model: each is visited on one model (together both of the shipped kinds), the
 # projector and the phone, which restyle the charts, on every model. CI pays for each visit (about 5 s).
 PLAIN = {"laptop": ("lm-english",), "wide": ("translate-en-de",)}
+# The visits tests/test_browser_axe.py opens already (its `shown`): the same check runs there, on that one visit.
+IN_AXE = {
+    ("lm-english", "laptop"),
+    ("lm-english", "projector"),
+    ("translate-en-de", "projector"),
+    ("lm-english", "phone"),
+}
 
 
 def _visits() -> list:
@@ -95,12 +103,34 @@ def _visits() -> list:
     for page in APP_PAGES:
         for model in MODELS:
             for screen in SCREENS:
-                if model not in PLAIN.get(screen, MODELS):
+                if model not in PLAIN.get(screen, MODELS) or (model, screen) in IN_AXE:
                     continue
                 visits.append(
                     pytest.param(page.url_path, model, screen, id=f"{page.url_path or 'explore'}-{model}-{screen}")
                 )
     return visits
+
+
+def first_view_problems(page, path: str, query: dict, screen: tuple[int, int, bool, bool], name: str) -> list[str]:
+    """What keeps the first figure of `page` (open and settled at `path` with `query`, on `screen`: width, height,
+    projector mode, a phone) and the sentence that explains it out of the first view; its screenshot goes to
+    screenshots/first-view/`name`.png, named in each problem."""
+    width, height, on_projector, phone = screen
+    selector = FIGURE.get(path, CHART)
+    page.locator(selector).first.wait_for()
+    drawn_without_error(page)
+    seen = page.evaluate(BOXES, [selector, SAYS])
+    shot = SHOTS / "first-view" / f"{name}.png"
+    figure, says = seen["figure"], seen["says"]
+    problems = []
+    if not _whole(figure, width, height):
+        problems.append(f"the first figure ({selector}) is not whole in the first view: {figure}")
+    if (on_projector or phone) and not _whole(says, width, height):
+        problems.append(f"the sentence that explains it ({SAYS}) is not in the first view: {says}")
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(shot))  # every visit's, to read; a failure's is named in its message
+    where = f"/{path}?{urlencode(query)} at {width}×{height} (screenshot: {shot})"
+    return [f"{where}: {problem}" for problem in problems]
 
 
 @pytest.mark.slow
@@ -114,20 +144,7 @@ def test_the_first_figure_and_its_sentence_are_in_the_first_view(server, browser
         query = {"model": model, **({"projector": "1"} if on_projector else {})}
         page.goto(f"{server}/{path}?{urlencode(query)}")
         settle(page)
-        selector = FIGURE.get(path, CHART)
-        page.locator(selector).first.wait_for()
-        drawn_without_error(page)
-        seen = page.evaluate(BOXES, [selector, SAYS])
-        shot = SHOTS / "first-view" / f"{path or 'explore'}-{model}-{screen}.png"
-        figure, says = seen["figure"], seen["says"]
-        where = f"/{path}?{urlencode(query)} at {width}×{height} (screenshot: {shot})"
-        problems = []
-        if not _whole(figure, width, height):
-            problems.append(f"the first figure ({selector}) is not whole in the first view: {figure}")
-        if (on_projector or phone) and not _whole(says, width, height):
-            problems.append(f"the sentence that explains it ({SAYS}) is not in the first view: {says}")
-        shot.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(shot))  # every visit's, to read; a failure's is named in its message
-        assert not problems, f"{where}: " + "; ".join(problems)
+        problems = first_view_problems(page, path, query, SCREENS[screen], f"{path or 'explore'}-{model}-{screen}")
+        assert not problems, "; ".join(problems)
     finally:
         context.close()
