@@ -17,13 +17,13 @@ from test_browser import SHOTS, drawn_without_error
 from test_browser_first_figure import BOXES, CHART, SAYS
 
 from analysis.corpus.maps import head_clusters, nearest
-from analysis.corpus.store import open_corpus
+from analysis.corpus.store import open_corpus, profile_folders
 from ui import state
-from views.corpus import NEIGHBOURS, PROFILES, profiles
+from views.corpus import NEIGHBOURS, PROFILES
 
 pytestmark = pytest.mark.browser
 SCREENS = {"1024x768": (1024, 768), "1600x900": (1600, 900)}
-SHIPPED = profiles()
+SHIPPED = list(profile_folders(PROFILES))
 MAIN = "[data-testid='stMain']"
 
 

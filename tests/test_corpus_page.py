@@ -3,12 +3,17 @@ induction head, its top contexts link to Explore at that text, head and query, a
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from urllib.parse import parse_qs, urlparse
 
+import pytest
 from test_app import chart, ok
+from test_corpus import TEXTS
+from test_corpus_patterns import two_back
 
-from analysis.corpus.store import open_corpus
+from analysis.corpus.store import CORPORA_VAR, open_corpus
 from ui import state
 from views.corpus import PROFILES
 
@@ -83,3 +88,48 @@ def test_the_shipped_induction_texts_hold_no_word_the_model_cannot_read() -> Non
     assert not [line for line in lines if ckpt.config.unk_id in ckpt.tokenizer.encode(line)]
     contexts = open_corpus(PROFILES / "induction-brown" / "profile").top_contexts(2, 1, 20)
     assert not contexts["snippet"].str.contains("<unk>").any()
+
+
+@pytest.fixture(scope="module")
+def own_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A researcher's corpus with a custom pattern: `python -m atlas corpus … --out DIR --pattern …`."""
+    import atlas
+
+    root = tmp_path_factory.mktemp("mine")
+    (root / "texts.txt").write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    atlas.corpus(
+        "induction", root / "texts.txt", root / "corpora" / "my-texts", shard=4, top_k=3, sample=8, progress=False,
+        patterns={"two_back": two_back},
+    )  # fmt: skip
+    return root / "corpora"
+
+
+def test_a_researchers_own_corpus_shows_beside_the_shipped_ones_with_its_custom_score(
+    app, own_corpus: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv(CORPORA_VAR, str(own_corpus))  # as `python -m atlas app --corpus DIR` sets it
+    at = page(app)
+    assert at.selectbox[0].value == "induction-brown" and "my-texts" in at.selectbox[0].options
+    at = ok(at.selectbox[0].select("my-texts").run())
+    assert "two back" in at.selectbox[1].options  # listed from the profile's manifest, after the built-in scores
+    at = ok(at.selectbox[1].select("two_back").run())
+    heads = open_corpus(own_corpus / "my-texts").heads
+    grid = chart(at, "corpus_map")["data"][0]["z"]
+    assert grid[1][0] == pytest.approx(heads.set_index(["layer", "head"]).loc[(2, 1), "two_back"])
+    assert "two back" in chart(at, "corpus_distribution")["layout"]["xaxis"]["title"]["text"]
+
+
+def test_atlas_app_refuses_a_corpus_folder_it_cannot_show_in_one_line(
+    own_corpus: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    from ui import serve
+
+    monkeypatch.delenv(CORPORA_VAR, raising=False)  # what a folder it takes sets, undone after the test
+    (tmp_path / "empty").mkdir()
+    for folder, said in ((tmp_path / "none", "no such folder"), (tmp_path / "empty", "holds no corpus")):
+        assert serve.main(["--corpus", str(folder)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"atlas app: --corpus {folder}: {said}") and "\n" not in err
+    assert serve.corpus_problem([str(own_corpus)]) is None  # a folder of corpora, or one corpus
+    assert serve.corpus_problem([str(own_corpus / "my-texts")]) is None
+    assert os.environ[CORPORA_VAR].split(os.pathsep) == [str(own_corpus / "my-texts"), str(own_corpus)]

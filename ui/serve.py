@@ -102,6 +102,29 @@ def teacher_password(path: str) -> tuple[str | None, str | None]:
     return password, None
 
 
+def corpus_problem(folders: list[str]) -> str | None:
+    """Why the --corpus `folders` cannot be shown (each a finished corpus, or a folder holding one or more), else
+    None, with $ATLAS_CORPORA set to them for the Corpus page (analysis.corpus.store.profile_folders)."""
+    from analysis.corpus.store import CORPORA_VAR, is_corpus, open_corpus
+    from analysis.corpus.texts import CorpusError
+
+    for given in folders:
+        folder = Path(given).expanduser()
+        if not folder.is_dir():
+            return f"--corpus {given}: no such folder"
+        inside = [folder] if is_corpus(folder) else [p for p in sorted(folder.iterdir()) if is_corpus(p)]
+        if not inside:
+            return f"--corpus {given}: holds no corpus: make one with `python -m atlas corpus MODEL TEXTS --out DIR`"
+        for corpus in inside:
+            try:
+                open_corpus(corpus)
+            except CorpusError as exc:
+                return f"--corpus {given}: {exc}"
+    joined = [str(Path(f).expanduser().resolve()) for f in folders]
+    os.environ[CORPORA_VAR] = os.pathsep.join(filter(None, [*joined, os.environ.get(CORPORA_VAR, "")]))
+    return None
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m atlas app",
@@ -115,7 +138,19 @@ def main(argv: list[str]) -> int:
         metavar="FILE",
         help="only who gives the password on this file's first line starts a class (or set $ATLAS_TEACHER_PASSWORD)",
     )
+    parser.add_argument(
+        "--corpus",
+        action="append",
+        metavar="DIR",
+        help="a corpus folder (python -m atlas corpus … --out DIR), or a folder of them, for the Corpus page (again "
+        "for more; or set $ATLAS_CORPORA)",
+    )
     args, rest = parser.parse_known_args(argv)
+    if args.corpus:
+        problem = corpus_problem(args.corpus)
+        if problem:
+            print(f"atlas app: {problem}", file=sys.stderr)
+            return 2
     if args.teacher_password_file:
         from live.rules import PASSWORD_ENV
 

@@ -4,14 +4,13 @@ map, and the sampled contexts nearest one by that head's query."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from urllib.parse import urlencode
 
 import numpy as np
 import streamlit as st
 
 from analysis.corpus.maps import head_clusters, nearest, pca_2d
-from analysis.corpus.store import Corpus, open_corpus
+from analysis.corpus.store import SHIPPED, Corpus, open_corpus, profile_folders
 from analysis.corpus.texts import CorpusError
 from ui import errors, state
 from ui.markdown import literal
@@ -20,8 +19,7 @@ from ui.widgets import data_table, projector, show_chart
 from viz.corpus import cluster_heatmap, cluster_map, distribution, head_map, vector_map
 from viz.labels import safe_filename
 
-ROOT = Path(__file__).resolve().parents[1]
-PROFILES = ROOT / "corpora"  # each shipped profile: corpora/NAME/profile, its texts and README beside it
+PROFILES = SHIPPED  # each shipped profile: corpora/NAME/profile, its texts and README beside it
 DEFAULT = "induction-brown"
 PROFILE = state.url_key("corpus")
 SCORE = state.url_key("corpus_score")
@@ -29,10 +27,6 @@ C_LAYER = state.url_index("corpus_layer", "corpus_L")
 C_HEAD = state.url_index("corpus_head", "corpus_H")
 C_POINT = state.url_index("corpus_point", "corpus_point")  # the sampled position whose neighbours are listed
 NEIGHBOURS = 10
-
-
-def profiles() -> list[str]:
-    return sorted(p.parent.parent.name for p in PROFILES.glob("*/profile/manifest.json"))
 
 
 def explore_link(model: str, attention: str, layer: int, head: int, text: str, query: int) -> str:
@@ -45,11 +39,12 @@ def explore_link(model: str, attention: str, layer: int, head: int, text: str, q
 
 def body() -> None:
     st.title("Corpus")
-    names = profiles()
+    folders = profile_folders()
+    names = list(folders)
     if not names:
         st.error(
             f"No corpus profile in {literal(str(PROFILES))}: make one with "
-            "`python -m atlas corpus MODEL TEXTS --out DIR`."
+            "`python -m atlas corpus MODEL TEXTS --out DIR` and show it with `python -m atlas app --corpus DIR`."
         )
         return
     state.keep_valid(PROFILE, names, DEFAULT if DEFAULT in names else names[0])
@@ -57,7 +52,7 @@ def body() -> None:
     left, mid, at_layer, at_head = st.columns([3, 3, 2, 2])  # layer beside head: the head's figures come sooner
     name = left.selectbox("Profile", names, key=PROFILE)
     try:
-        corpus = open_corpus(PROFILES / name / "profile")
+        corpus = open_corpus(folders[name])
     except CorpusError as exc:
         st.error(literal(str(exc)))
         return

@@ -17,6 +17,7 @@ SQL runs in DuckDB (embedded: no server), over these views of the folder's Parqu
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,11 @@ import pandas as pd
 from analysis.corpus.reduce import SUBLAYERS_KEY
 from analysis.corpus.run import FINAL, read_manifest
 from analysis.corpus.texts import CorpusError
+
+SHIPPED = Path(__file__).resolve().parents[2] / "corpora"  # each shipped profile: corpora/NAME/profile
+# More corpus folders for the Corpus page: `python -m atlas corpus`'s --out folders, or folders of them, joined by
+# os.pathsep (`python -m atlas app --corpus DIR` sets it).
+CORPORA_VAR = "ATLAS_CORPORA"
 
 
 @dataclass(frozen=True)
@@ -103,3 +109,25 @@ def open_corpus(path: str | Path) -> Corpus:
             "finish it"
         )
     return Corpus(folder, manifest)
+
+
+def is_corpus(folder: Path) -> bool:
+    return (folder / "manifest.json").is_file()
+
+
+def profile_folders(shipped: Path = SHIPPED) -> dict[str, Path]:
+    """The Corpus page's profiles by name: each shipped one (`shipped`/NAME/profile, by NAME), then each corpus
+    folder `$ATLAS_CORPORA` names, or holds one level down, by its folder's name (a name taken already: the
+    folder's path). A folder that is missing or holds no corpus is left out (`python -m atlas app --corpus`
+    refuses it at the start)."""
+    found = {p.parent.parent.name: p.parent for p in sorted(shipped.glob("*/profile/manifest.json"))}
+    for entry in filter(None, (e.strip() for e in os.environ.get(CORPORA_VAR, "").split(os.pathsep))):
+        root = Path(entry).expanduser()
+        try:
+            folders = [root] if is_corpus(root) else sorted(p for p in root.iterdir() if is_corpus(p))
+        except OSError:
+            continue
+        for folder in folders:
+            name = folder.name if folder.name not in found else str(folder)
+            found.setdefault(name, folder)
+    return found
