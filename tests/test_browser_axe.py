@@ -8,11 +8,12 @@ check reads that one visit:
 - nothing cut off (at 1024×768): no element clips its own text (a box narrower or shorter than the text it holds,
   with its overflow hidden or an ellipsis). Data grids scroll and charts wrap their titles
   (tests/test_browser_projector.py);
-- the figure first (tests/test_browser_first_figure.py, which checks the Lesson's steps and the other models and
-  screens): on lm-english in projector mode each page's main figure starts inside the first view, and no text is
-  covered by the element below it; on every visit here but the translator's plain one, the first figure is whole in
-  the first view and, on a projector and a phone, the sentence that explains it is in view with it; on Explore
-  without projector mode the heatmap is at least 420 px wide and no cell of the predictions table wraps.
+- the figure first (tests/test_browser_first_figure.py checks the other models and screens,
+  tests/test_browser_lesson_steps.py the Lesson's steps): on lm-english in projector mode each page's main figure
+  starts inside the first view, and no text is covered by the element below it; on every visit here but the
+  translator's plain one, the first figure is whole in the first view and, on a projector and a phone, the sentence
+  that explains it is in view with it; on Explore without projector mode the heatmap is at least 420 px wide and no
+  cell of the predictions table wraps.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """The figure first, in a real browser: every page of the menu on each shipped model, opened by a fresh visitor in
 projector mode at 1024×768 and on a 390×844 phone, shows its first figure whole in the first view and the sentence
-that says what to look at in it (ui.says) in view with it, one server and one chromium for all of them (the visits
-tests/test_browser_axe.py opens run this check there, on that one visit). At 1024×768
-in projector mode every step of the Lesson's main figure (its first chart or table in the main area) starts inside
-the first view, on lm-english, and no text is covered by the element below it. The same check on every page of the
-menu, and Explore on a laptop (without projector mode at 1024×768 its heatmap at least 420 px wide, no cell of its
-predictions table wrapped), run in tests/test_browser_axe.py on the one visit of each page that its other checks
-read. Screenshots go to screenshots/first-figure-*.png and screenshots/first-view/ (git-ignored)."""
+that says what to look at in it (ui.says) in view with it, one server and one chromium for all of them. The visits
+tests/test_browser_axe.py opens run this check there, on that one visit, beside the check that each page's main
+figure starts inside the first view at 1024×768 in projector mode with no text covered by the element below it
+(figure_top), and Explore on a laptop (its heatmap at least 420 px wide, no cell of its predictions table wrapped).
+The Lesson's steps: tests/test_browser_lesson_steps.py. Screenshots go to screenshots/first-figure-*.png and
+screenshots/first-view/ (git-ignored)."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ import pytest
 from browser_support import OVERLAPPED, settle
 from test_browser import SHOTS, drawn_without_error
 
-from course.lesson import SLUGS
 from ui.pages import PAGES as APP_PAGES
 
 pytestmark = pytest.mark.browser
@@ -30,7 +28,6 @@ FIGURE = {
     "trace": "[data-testid='stMain'] [data-testid='stFileUploader']",
 }
 CHART = "[data-testid='stMain'] .stPlotlyChart"
-STEP_FIGURE = f"{CHART}, [data-testid='stMain'] [data-testid='stDataFrame']"  # next-token's figure is its table
 # The top of `selector`'s first element, with the page scrolled to its top, in window pixels.
 TOP = """s => {
   for (const e of document.querySelectorAll('*')) if (e.scrollTop) e.scrollTop = 0;
@@ -49,16 +46,6 @@ def figure_top(page, selector: str, shot: str) -> float:
     covered = page.evaluate(OVERLAPPED)
     assert not covered, f"{page.url}: text under the element below it: {covered}"
     return top
-
-
-@pytest.mark.parametrize("slug", SLUGS)
-def test_each_lesson_steps_figure_is_in_the_first_view_on_a_projector(server, page, slug: str) -> None:
-    page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
-    page.goto(f"{server}/lesson?model=lm-english&lesson={slug}&projector=1")
-    page.locator(STEP_FIGURE).first.wait_for()
-    settle(page)
-    top = figure_top(page, STEP_FIGURE, f"first-figure-lesson-{slug}-projector.png")
-    assert top < HEIGHT, f"lesson step {slug}: the first figure starts at y = {top:.0f}, below the first view"
 
 
 # Every page of the menu, on each shipped model, as a fresh visitor on a projector and on a phone: the first figure

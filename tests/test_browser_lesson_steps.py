@@ -1,16 +1,17 @@
 """Every Lesson step on a projector and a phone, in a real browser: on each shipped model, at 1024×768 in projector
 mode and on a 390×844 phone, the step's figure (its first chart, lifted into `.st-key-lesson_figure` above its words:
 views/lesson_steps/layout.py) lies whole in the first view, and the sentence that says what to look at in it
-(`.st-key-figure_says`, layout.LOOK) in view with it. A step a model cannot show (its "This step needs …" message)
-is skipped, saying so. One server (it serves every shipped model) and one chromium for the module. Every visit's
-screenshot goes to screenshots/lesson-steps/ (git-ignored), a failure's path in its message."""
+(`.st-key-figure_says`, layout.LOOK) in view with it; on a projector no text runs under the element below it. A step
+a model cannot show (its "This step needs …" message) is skipped, saying so. One server (it serves every shipped
+model) and one chromium for the module. Every visit's screenshot goes to screenshots/lesson-steps/ (git-ignored), a
+failure's path in its message."""
 
 from __future__ import annotations
 
 from urllib.parse import urlencode
 
 import pytest
-from browser_support import settle
+from browser_support import OVERLAPPED, settle
 from test_browser import SHOTS, drawn_without_error
 
 from course.lesson import SLUGS
@@ -93,6 +94,9 @@ def test_each_steps_figure_and_its_sentence_are_in_the_first_view(server, browse
             problems.append(f"the figure is not whole in the first view: {seen['figure']}")
         if not _whole(seen["says"], width, height):
             problems.append(f"the sentence that says what to look at is not in the first view: {seen['says']}")
+        covered = page.evaluate(OVERLAPPED) if on_projector else []  # a projector's gaps are the narrower
+        if covered:
+            problems.append(f"text runs under the element below it: {covered}")
         assert not problems, f"{where} (screenshot: {shot}): " + "; ".join(problems)
     finally:
         context.close()
