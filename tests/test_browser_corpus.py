@@ -8,6 +8,7 @@ clusters are drawn; another sampled token lists the contexts like it. Screenshot
 
 from __future__ import annotations
 
+import json
 from urllib.parse import parse_qs, urlencode, urlparse
 
 import numpy as np
@@ -192,6 +193,12 @@ def test_another_head_another_token_and_the_clusters_from_the_page(server, brows
         choose_other(page, "A sampled token")
         settle(page)
         drawn_without_error(page)
+        # the neighbours' grid redraws after the choice's rerun: read it once it shows another list
+        page.wait_for_function(f"""() => {{
+          const grid = document.querySelectorAll("{MAIN} [data-testid='stDataFrame']")[1];
+          const cells = [...grid.querySelectorAll('table tbody td')].map(td => td.textContent);
+          return cells.length > 0 && !{json.dumps(near_before)}.every(c => cells.includes(c)); }}""")
+        settle(page)
         pick = int(parse_qs(urlparse(page.url).query)["corpus_point"][0]) - 1
         queries = np.stack(sample["query_vector"].to_numpy())
         expected = [sample["context"].iloc[i] for i, _ in nearest(queries, pick, NEIGHBOURS)]
