@@ -30,10 +30,12 @@ from ui import (
 # hundreds of tokens more (analysis/worker.py, LONG_THREADS).
 torch.set_num_threads(int(os.environ.get("ATLAS_TORCH_THREADS", "1")))
 
-# Projector mode (`projector=1` in the URL) opens with the sidebar collapsed: the whole width for the charts.
-projector_link = state.flag(st.query_params.get(widgets.PROJECTOR, ""))
+# Projector mode (`projector=1` in the URL, or the session's toggle) keeps the sidebar collapsed: the whole width for
+# the charts. Streamlit empties the URL's values while a page picked from the menu runs its first time, and a page
+# config that turns "collapsed" to "auto" opens the sidebar, so the session's value counts too.
+on_projector = state.flag(st.query_params.get(widgets.PROJECTOR, "")) or widgets.projector()
 st.set_page_config(
-    page_title="Attention Atlas", layout="wide", initial_sidebar_state="collapsed" if projector_link else "auto"
+    page_title="Attention Atlas", layout="wide", initial_sidebar_state="collapsed" if on_projector else "auto"
 )
 
 cache.freeze_heap_once()

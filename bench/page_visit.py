@@ -3,7 +3,7 @@ tests/test_browser_first_figure.py visit a page: a fresh browser context at 1024
 opened, its title drawn (browser_support.SETTLED), the page drawing on until it holds still for QUIET_MS
 (browser_support.hold_still), axe-core's one run and a screenshot.
 
-    python bench/page_visit.py [--rounds 2] [--pages 6] [--shared-context]
+    python bench/page_visit.py [--rounds 2] [--pages 6] [--shared-context | --from-menu]
 
 Prints each visit's phases in seconds and their means, and the CPU seconds each visit cost the app server, chromium
 and Playwright's driver, with the machine's load; starts the tests' own server
@@ -23,7 +23,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from browser_support import AXE, QUIET_MS, RUN_AXE, SETTLED, hold_still, launch_chromium, serve  # noqa: E402
+from browser_support import (  # noqa: E402
+    AXE,
+    QUIET_MS,
+    RUN_AXE,
+    SETTLED,
+    hold_still,
+    launch_chromium,
+    open_from_menu,
+    serve,
+    settle,
+)
 
 from ui.pages import PAGES  # noqa: E402
 
@@ -83,6 +93,21 @@ def visit(browser, url: str, shot: Path, context=None) -> list[float]:
     return [b - a for a, b in zip(marks, marks[1:], strict=False)]
 
 
+def visit_from_menu(tab, path: str, shot: Path) -> list[float]:
+    """One visit's phases (PHASES) when the page is reached from the menu of `tab`, an open page of the app: its
+    link clicked (open), the page settled (title drawn and holding still: one phase, the second left 0), axe-core
+    and a screenshot (close: 0)."""
+    marks = [time.perf_counter()]
+    open_from_menu(tab, path)
+    marks += [time.perf_counter()] * 3
+    tab.add_script_tag(path=str(AXE))
+    tab.evaluate(RUN_AXE)
+    marks.append(time.perf_counter())
+    tab.screenshot(path=str(shot))
+    marks += [time.perf_counter()] * 2
+    return [b - a for a, b in zip(marks, marks[1:], strict=False)]
+
+
 def main() -> int:
     args = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     args.add_argument("--rounds", type=int, default=2)
@@ -91,6 +116,11 @@ def main() -> int:
         "--shared-context",
         action="store_true",
         help="every visit a new page of one context (its HTTP cache kept), not a context of its own",
+    )
+    args.add_argument(
+        "--from-menu",
+        action="store_true",
+        help="each page reached from the menu of one open page (one session), not opened afresh",
     )
     opts = args.parse_args()
     from playwright.sync_api import sync_playwright
@@ -110,9 +140,17 @@ def main() -> int:
             print(f"chromium: {time.perf_counter() - started:.2f} s to start")
             context = browser.new_context(viewport={"width": 1024, "height": 768}) if opts.shared_context else None
             for round_ in range(opts.rounds + 1):  # round 0 warms the server
+                if opts.from_menu:
+                    tab = browser.new_context(viewport={"width": 1024, "height": 768}).new_page()
+                    tab.set_default_timeout(90_000)
+                    tab.goto(f"{url}/{paths[-1]}?model=lm-english&projector=1")
+                    settle(tab)
                 for path in paths:
                     before = cpu_by_kind()
-                    phases = visit(browser, f"{url}/{path}?model=lm-english&projector=1", shot, context)
+                    if opts.from_menu:
+                        phases = visit_from_menu(tab, path, shot)
+                    else:
+                        phases = visit(browser, f"{url}/{path}?model=lm-english&projector=1", shot, context)
                     after = cpu_by_kind()
                     used = [after[k] - before[k] for k in KINDS]
                     if round_:

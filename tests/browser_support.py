@@ -228,12 +228,46 @@ def settled_violations(page, settled: bool = False) -> list[str]:
     it finds there is returned, never looked at again until it goes away."""
     if not AXE.is_file():
         pytest.fail(f"{AXE} is missing: `bash scripts/test.sh` fetches axe-core from npm")
-    page.add_script_tag(path=str(AXE))
+    if not page.evaluate("() => typeof window.axe === 'object'"):  # a page reached from the menu has it already
+        page.add_script_tag(path=str(AXE))
     if settled:
         hold_still(page)
     else:
         settle(page)
     return page.evaluate(RUN_AXE)
+
+
+# Click the first link to the page at `path` ("" for Explore) in the open page, the menu's first: returns whether one
+# was found. Streamlit's page links are handled by its own click handler, so the app's JavaScript stays loaded.
+FOLLOW_LINK = """(path) => {
+  const want = ('/' + path).replace(/\\/$/, '');
+  const at = a => new URL(a.href, location.href).pathname.replace(/\\/$/, '') === want;
+  const links = [...document.querySelectorAll('[data-testid="stTopNav"] a[href], [data-testid="stSidebarNav"] a[href]')]
+    .concat([...document.querySelectorAll('a[href]')]).filter(at);
+  if (links.length) links[0].click();
+  return links.length > 0;
+}"""
+# The page at `path` has replaced the one whose main text was `before`.
+ARRIVED = """([path, before]) => location.pathname.replace(/\\/$/, '') === ('/' + path).replace(/\\/$/, '')
+  && document.querySelector('[data-testid="stMain"]')?.innerText !== before"""
+
+
+def at_path(page) -> str:
+    """The app page `page` shows, as ui.pages names it ("" for Explore)."""
+    return page.evaluate("() => location.pathname").strip("/")
+
+
+def open_from_menu(page, path: str) -> None:
+    """Go to the page at `path` ("" for Explore) from `page`, an app page already settled, as a person does from the
+    menu: the link clicked, the same session going on (its choices kept, the app's JavaScript loaded once), and wait
+    until the new page has settled. About a third of a fresh visit's CPU (bench/page_visit.py --from-menu)."""
+    if at_path(page) == path:
+        return
+    before = page.evaluate("""() => document.querySelector('[data-testid="stMain"]')?.innerText""")
+    if not page.evaluate(FOLLOW_LINK, path):
+        raise AssertionError(f"{page.url}: no link to /{path} on the page")
+    page.wait_for_function(ARRIVED, arg=[path, before])
+    settle(page)
 
 
 # No expander is opening or closing: Streamlit animates a details element's height with its content clipped.

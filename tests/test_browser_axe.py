@@ -1,6 +1,7 @@
 """Every page of the shipped language model and translator, in chromium at 1024×768, in plain and in projector
-mode, and of the language model on a 390×844 phone, on each page's defaults; each page is opened once and every
-check reads that one visit:
+mode, and of the language model on a 390×844 phone, on each page's defaults, as a teacher walks them: one tab a model
+and screen, its first page opened at its address and every other reached from the menu (the session going on, its
+defaults unchanged); each page is shown once and every check reads that one visit:
 
 - accessibility (every visit, the phone's too): axe-core (npm `axe-core`, injected into the page; scripts/test.sh
   fetches it into .venv/axe-core): any serious or critical violation fails, and headings out of order (a moderate
@@ -21,7 +22,7 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 import pytest
-from browser_support import CLIPPED, TAB_ORDER, settle, settled_violations
+from browser_support import CLIPPED, TAB_ORDER, open_from_menu, settle, settled_violations
 from test_browser import SHOTS, drawn_without_error
 from test_browser_first_figure import CHART, FIGURE, HEIGHT, IN_AXE, WIDTH, figure_top, first_view_problems
 
@@ -40,8 +41,11 @@ def _shown_param(path: str, model: str, screen: str, test_id: str | None = None)
     """The visit (path, model, screen) as a parameter of `shown`; `test_id`, the test's id when not the visit's
     name. pytest groups the tests by the visit's value, whatever their ids, and opens it once for them all."""
     name = f"{path or 'explore'}-{model}-{screen}"
-    # one xdist group a page: under `--dist loadgroup` (scripts/test.sh) all of its checks run on the one worker
-    return pytest.param((path, model, screen), id=test_id or name, marks=pytest.mark.xdist_group(f"page-{name}"))
+    # one xdist group a tab (model and screen): under `--dist loadgroup` (scripts/test.sh) every page of it runs on
+    # the one worker that holds the tab, in the menu's order
+    return pytest.param(
+        (path, model, screen), id=test_id or name, marks=pytest.mark.xdist_group(f"tab-{model}-{screen}")
+    )
 
 
 EVERY_PAGE = [_shown_param(*one) for one in SHOWN]
@@ -51,22 +55,41 @@ ON_A_PROJECTOR = [_shown_param(path, "lm-english", "projector", path or "explore
 
 
 @pytest.fixture(scope="module")
-def shown(request, server, browser):
-    """The page of this (path, model, screen) (a test's `shown` parameter, from `_shown_param`), opened once and
-    settled: pytest runs every test that reads it before it opens the next (and pytest-xdist runs them on one
-    worker)."""
+def tabs(browser):
+    """One open page of the app a (model, screen), kept for the module: `shown` goes from page to page in it."""
+    opened: dict[tuple[str, str], object] = {}
+    yield opened
+    for tab in opened.values():
+        tab.context.close()
+
+
+@pytest.fixture(scope="module")
+def shown(request, server, browser, tabs):
+    """The page of this (path, model, screen) (a test's `shown` parameter, from `_shown_param`), settled on its
+    defaults, as a visitor meets it: the first page of a (model, screen) opened afresh at its address, every next one
+    reached from the menu in that tab, the session going on (`open_from_menu`: about a third of a fresh visit's CPU,
+    and the way a teacher walks the pages). pytest runs every test that reads a page before it opens the next (and
+    pytest-xdist runs a tab's pages on one worker). A page that does not come leaves the tab closed: the next opens
+    afresh."""
     path, model, screen = request.param
-    width, height, projector, phone = SCREENS[screen]
-    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone)
-    page = context.new_page()
-    page.set_default_timeout(90_000)
+    tab = tabs.get((model, screen))
     try:
-        query = {"model": model, **({"projector": "1"} if projector else {})}
-        page.goto(f"{server}/{path}?{urlencode(query)}")
-        settle(page)
-        yield page
-    finally:
-        context.close()
+        if tab is None:
+            width, height, projector, phone = SCREENS[screen]
+            context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone)
+            tab = tabs[(model, screen)] = context.new_page()
+            tab.set_default_timeout(90_000)
+            query = {"model": model, **({"projector": "1"} if projector else {})}
+            tab.goto(f"{server}/{path}?{urlencode(query)}")
+            settle(tab)
+        else:
+            open_from_menu(tab, path)
+    except Exception:
+        tabs.pop((model, screen), None)
+        if tab is not None:
+            tab.context.close()
+        raise
+    yield tab
 
 
 @pytest.mark.parametrize("shown", EVERY_PAGE + [_shown_param(*one) for one in ON_A_PHONE], indirect=True)
@@ -86,6 +109,18 @@ def test_each_pages_figure_is_in_the_first_view_on_a_projector(shown) -> None:
     path = shown.url.split("?")[0].rpartition("/")[2]
     top = figure_top(shown, FIGURE.get(path, CHART), f"first-figure-{path or 'explore'}-projector.png")
     assert top < HEIGHT, f"/{path}: the main figure starts at y = {top:.0f}, below the first view ({HEIGHT} px)"
+
+
+# The sidebar's right edge, in window pixels: at 0 or less it is folded away.
+SIDEBAR_RIGHT = """() => document.querySelector('[data-testid="stSidebar"]').getBoundingClientRect().right"""
+
+
+@pytest.mark.parametrize("shown", ON_A_PROJECTOR, indirect=True)
+def test_a_projector_keeps_the_sidebar_folded_on_every_page(shown) -> None:
+    """In projector mode the sidebar stays folded away on every page, the ones picked from the menu too (the whole
+    width for the charts)."""
+    right = shown.evaluate(SIDEBAR_RIGHT)
+    assert right <= 0, f"{shown.url}: the sidebar is open in projector mode (its right edge at x = {right:.0f})"
 
 
 @pytest.mark.parametrize("shown", FIRST_VIEW, indirect=True)
