@@ -270,6 +270,29 @@ def open_from_menu(page, path: str) -> None:
     settle(page)
 
 
+def page_in_tab(tabs: dict, key: object, browser, address: str, go, width: int, height: int, phone: bool = False):
+    """The page of tab `key` in `tabs` (a test module's open tabs, the `tabs` fixture), settled: a new tab, at
+    `width`×`height` (a phone: mobile and touch), opens `address` afresh; an open one is taken there by `go(tab)`
+    (`open_from_menu`, a Lesson's Next), as a person goes on in one session. A tab whose page did not come is closed
+    and dropped, so the next visit opens afresh."""
+    tab = tabs.get(key)
+    try:
+        if tab is None:
+            context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone)
+            tab = tabs[key] = context.new_page()
+            tab.set_default_timeout(90_000)
+            tab.goto(address)
+            settle(tab)
+        else:
+            go(tab)
+    except BaseException:
+        tabs.pop(key, None)
+        if tab is not None:
+            tab.context.close()
+        raise
+    return tab
+
+
 # No expander is opening or closing: Streamlit animates a details element's height with its content clipped.
 EXPANDERS_STILL = """() => [...document.querySelectorAll('[data-testid="stExpander"] details')]
   .every(d => d.getAnimations().length === 0)"""

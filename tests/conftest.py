@@ -156,6 +156,16 @@ def browser():
         b.close()
 
 
+@pytest.fixture(scope="module")
+def tabs(browser):
+    """A module's open tabs of the app, by whatever key its tests give (browser_support.page_in_tab): a test goes on
+    in the tab the one before it left, as a person goes from page to page; all closed with the module."""
+    opened: dict = {}
+    yield opened
+    for tab in opened.values():
+        tab.context.close()
+
+
 @pytest.fixture
 def page(browser):
     """A fresh browser context at 1400×1000 with one page."""

@@ -19,10 +19,11 @@ defaults unchanged); each page is shown once and every check reads that one visi
 
 from __future__ import annotations
 
+from functools import partial
 from urllib.parse import urlencode
 
 import pytest
-from browser_support import CLIPPED, TAB_ORDER, open_from_menu, settle, settled_violations
+from browser_support import CLIPPED, TAB_ORDER, open_from_menu, page_in_tab, settle, settled_violations
 from test_browser import SHOTS, drawn_without_error
 from test_browser_first_figure import CHART, FIGURE, HEIGHT, IN_AXE, WIDTH, figure_top, first_view_problems
 
@@ -55,15 +56,6 @@ ON_A_PROJECTOR = [_shown_param(path, "lm-english", "projector", path or "explore
 
 
 @pytest.fixture(scope="module")
-def tabs(browser):
-    """One open page of the app a (model, screen), kept for the module: `shown` goes from page to page in it."""
-    opened: dict[tuple[str, str], object] = {}
-    yield opened
-    for tab in opened.values():
-        tab.context.close()
-
-
-@pytest.fixture(scope="module")
 def shown(request, server, browser, tabs):
     """The page of this (path, model, screen) (a test's `shown` parameter, from `_shown_param`), settled on its
     defaults, as a visitor meets it: the first page of a (model, screen) opened afresh at its address, every next one
@@ -72,24 +64,10 @@ def shown(request, server, browser, tabs):
     pytest-xdist runs a tab's pages on one worker). A page that does not come leaves the tab closed: the next opens
     afresh."""
     path, model, screen = request.param
-    tab = tabs.get((model, screen))
-    try:
-        if tab is None:
-            width, height, projector, phone = SCREENS[screen]
-            context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone)
-            tab = tabs[(model, screen)] = context.new_page()
-            tab.set_default_timeout(90_000)
-            query = {"model": model, **({"projector": "1"} if projector else {})}
-            tab.goto(f"{server}/{path}?{urlencode(query)}")
-            settle(tab)
-        else:
-            open_from_menu(tab, path)
-    except Exception:
-        tabs.pop((model, screen), None)
-        if tab is not None:
-            tab.context.close()
-        raise
-    yield tab
+    width, height, projector, phone = SCREENS[screen]
+    query = {"model": model, **({"projector": "1"} if projector else {})}
+    address = f"{server}/{path}?{urlencode(query)}"
+    yield page_in_tab(tabs, (model, screen), browser, address, partial(open_from_menu, path=path), width, height, phone)
 
 
 @pytest.mark.parametrize("shown", EVERY_PAGE + [_shown_param(*one) for one in ON_A_PHONE], indirect=True)

@@ -1,18 +1,20 @@
-"""The figure first, in a real browser: every page of the menu on each shipped model, opened by a fresh visitor in
-projector mode at 1024×768 and on a 390×844 phone, shows its first figure whole in the first view and the sentence
-that says what to look at in it (ui.says) in view with it, one server and one chromium for all of them. The visits
-tests/test_browser_axe.py opens run this check there, on that one visit, beside the check that each page's main
-figure starts inside the first view at 1024×768 in projector mode with no text covered by the element below it
-(figure_top), and Explore on a laptop (its heatmap at least 420 px wide, no cell of its predictions table wrapped).
-The Lesson's steps: tests/test_browser_lesson_steps.py. Screenshots go to screenshots/first-figure-*.png and
-screenshots/first-view/ (git-ignored)."""
+"""The figure first, in a real browser: every page of the menu on each shipped model, as a visitor walks them in
+projector mode at 1024×768 and on a 390×844 phone (the first page opened at its address, the others picked from the
+menu in that tab, as tests/test_browser_axe.py walks its own), shows its first figure whole in the first view and
+the sentence that says what to look at in it (ui.says) in view with it, one server and one chromium for all of them.
+The visits tests/test_browser_axe.py opens run this check there, on that one visit, beside the check that each
+page's main figure starts inside the first view at 1024×768 in projector mode with no text covered by the element
+below it (figure_top), and Explore on a laptop (its heatmap at least 420 px wide, no cell of its predictions table
+wrapped). The Lesson's steps: tests/test_browser_lesson_steps.py. Screenshots go to screenshots/first-figure-*.png
+and screenshots/first-view/ (git-ignored)."""
 
 from __future__ import annotations
 
+from functools import partial
 from urllib.parse import urlencode
 
 import pytest
-from browser_support import OVERLAPPED, settle
+from browser_support import OVERLAPPED, open_from_menu, page_in_tab
 from test_browser import SHOTS, drawn_without_error
 
 from ui.pages import PAGES as APP_PAGES
@@ -92,9 +94,10 @@ def _visits() -> list:
             for screen in SCREENS:
                 if model not in PLAIN.get(screen, MODELS) or (model, screen) in IN_AXE:
                     continue
-                visits.append(
-                    pytest.param(page.url_path, model, screen, id=f"{page.url_path or 'explore'}-{model}-{screen}")
-                )
+                # one xdist group a tab (model and screen): its pages run in the menu's order on one worker
+                group = pytest.mark.xdist_group(f"tab-{model}-{screen}")
+                name = f"{page.url_path or 'explore'}-{model}-{screen}"
+                visits.append(pytest.param(page.url_path, model, screen, id=name, marks=group))
     return visits
 
 
@@ -122,16 +125,14 @@ def first_view_problems(page, path: str, query: dict, screen: tuple[int, int, bo
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("path", "model", "screen"), _visits())
-def test_the_first_figure_and_its_sentence_are_in_the_first_view(server, browser, path, model, screen):
+def test_the_first_figure_and_its_sentence_are_in_the_first_view(server, browser, tabs, path, model, screen):
+    """One tab a model and screen, as tests/test_browser_axe.py walks its own: the first page opened afresh at its
+    address, every next one reached from the menu."""
     width, height, on_projector, phone = SCREENS[screen]
-    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone)
-    page = context.new_page()
-    page.set_default_timeout(90_000)
-    try:
-        query = {"model": model, **({"projector": "1"} if on_projector else {})}
-        page.goto(f"{server}/{path}?{urlencode(query)}")
-        settle(page)
-        problems = first_view_problems(page, path, query, SCREENS[screen], f"{path or 'explore'}-{model}-{screen}")
-        assert not problems, "; ".join(problems)
-    finally:
-        context.close()
+    query = {"model": model, **({"projector": "1"} if on_projector else {})}
+    address = f"{server}/{path}?{urlencode(query)}"
+    page = page_in_tab(
+        tabs, (model, screen), browser, address, partial(open_from_menu, path=path), width, height, phone
+    )
+    problems = first_view_problems(page, path, query, SCREENS[screen], f"{path or 'explore'}-{model}-{screen}")
+    assert not problems, "; ".join(problems)
