@@ -124,6 +124,7 @@ TAB_ORDER = """() => [...document.querySelectorAll(
     'a[href], button:not([disabled]), input:not([disabled]):not([type=hidden]), textarea, select, [tabindex]')]
     .filter(e => e.tabIndex >= 0 && e.getClientRects().length > 0)
     .map(e => e.getAttribute('aria-label') || e.innerText.trim().split('\\n')[0])"""
+AXE_LOADED = "() => typeof window.axe === 'object'"  # axe-core is in the page (injected before it was left)
 # axe-core's serious and critical violations, and headings out of order (a moderate one).
 RUN_AXE = """async () => (await axe.run(document, {resultTypes: ["violations"]})).violations
     .filter(v => v.impact === "serious" || v.impact === "critical" || v.id === "heading-order")
@@ -228,7 +229,7 @@ def settled_violations(page, settled: bool = False) -> list[str]:
     it finds there is returned, never looked at again until it goes away."""
     if not AXE.is_file():
         pytest.fail(f"{AXE} is missing: `bash scripts/test.sh` fetches axe-core from npm")
-    if not page.evaluate("() => typeof window.axe === 'object'"):  # a page reached from the menu has it already
+    if not page.evaluate(AXE_LOADED):  # a page reached from the menu has it already
         page.add_script_tag(path=str(AXE))
     if settled:
         hold_still(page)
