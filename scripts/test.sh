@@ -2,7 +2,7 @@
 # The one test command (README): installs everything the tests need, then runs ruff and pytest.
 #   bash scripts/test.sh            # everything, browser tests included
 #   bash scripts/test.sh -m "not browser"   # extra arguments go to pytest
-#   ATLAS_TEST_WORKERS=4 bash scripts/test.sh   # pytest-xdist workers (default 2, CI's cores)
+#   ATLAS_TEST_WORKERS=4 bash scripts/test.sh   # pytest-xdist workers (default 3, on CI's two cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -36,13 +36,13 @@ echo "== ruff"
 .venv/bin/ruff format --check .
 
 echo "== pytest"
-# Both cores (pytest-xdist); three would be about 15 % faster but made a browser test fail under the load
-# (docs/testing.md). Test by test; a page tests/test_browser_axe.py opens once stays on one worker (its
-# xdist_group). Each worker starts one app server for every browser module it runs, and one chromium a module
+# Three pytest-xdist workers on CI's two cores: a browser test waiting for its page to hold still leaves its core to
+# another (docs/testing.md). Test by test; a tab the walking modules keep (tests/test_browser_axe.py …) stays on one
+# worker (its xdist_group). Each worker starts one app server for every browser module it runs, and one chromium a module
 # (tests/conftest.py). Bytecode is written this once, even where PYTHONDONTWRITEBYTECODE is set, so the many Python
 # processes the tests start (app servers, the command line) do not each compile the repository again.
 unset PYTHONDONTWRITEBYTECODE
 # --no-loadscope-reorder: xdist would send the groups with most tests first, so that the longest single tests
 # (conftest's LONGEST_FIRST: the walk, about 2 minutes) started last and one worker ran on alone at the end.
 # --durations=25: every run ends on its slowest tests and setups, where CI's time goes (docs/testing.md).
-.venv/bin/python -m pytest -n "${ATLAS_TEST_WORKERS:-2}" --dist loadgroup --no-loadscope-reorder --durations=25 "$@"
+.venv/bin/python -m pytest -n "${ATLAS_TEST_WORKERS:-3}" --dist loadgroup --no-loadscope-reorder --durations=25 "$@"
