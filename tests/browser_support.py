@@ -248,6 +248,7 @@ FOLLOW_LINK = """(path) => {
   if (links.length) links[0].click();
   return links.length > 0;
 }"""
+MAIN_TEXT = """() => document.querySelector('[data-testid="stMain"]')?.innerText"""  # what the page's main area reads
 # The page at `path` has replaced the one whose main text was `before`.
 ARRIVED = """([path, before]) => location.pathname.replace(/\\/$/, '') === ('/' + path).replace(/\\/$/, '')
   && document.querySelector('[data-testid="stMain"]')?.innerText !== before"""
@@ -261,10 +262,10 @@ def at_path(page) -> str:
 def open_from_menu(page, path: str) -> None:
     """Go to the page at `path` ("" for Explore) from `page`, an app page already settled, as a person does from the
     menu: the link clicked, the same session going on (its choices kept, the app's JavaScript loaded once), and wait
-    until the new page has settled. About a third of a fresh visit's CPU (bench/page_visit.py --from-menu)."""
+    until the new page has settled. Under a third of a fresh visit's CPU (bench/page_visit.py --from-menu)."""
     if at_path(page) == path:
         return
-    before = page.evaluate("""() => document.querySelector('[data-testid="stMain"]')?.innerText""")
+    before = page.evaluate(MAIN_TEXT)
     if not page.evaluate(FOLLOW_LINK, path):
         raise AssertionError(f"{page.url}: no link to /{path} on the page")
     page.wait_for_function(ARRIVED, arg=[path, before])

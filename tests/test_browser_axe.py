@@ -59,7 +59,7 @@ ON_A_PROJECTOR = [_shown_param(path, "lm-english", "projector", path or "explore
 def shown(request, server, browser, tabs):
     """The page of this (path, model, screen) (a test's `shown` parameter, from `_shown_param`), settled on its
     defaults, as a visitor meets it: the first page of a (model, screen) opened afresh at its address, every next one
-    reached from the menu in that tab, the session going on (`open_from_menu`: about a third of a fresh visit's CPU,
+    reached from the menu in that tab, the session going on (`open_from_menu`: under a third of a fresh visit's CPU,
     and the way a teacher walks the pages). pytest runs every test that reads a page before it opens the next (and
     pytest-xdist runs a tab's pages on one worker). A page that does not come leaves the tab closed: the next opens
     afresh."""

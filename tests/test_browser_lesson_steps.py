@@ -13,7 +13,7 @@ from functools import partial
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import pytest
-from browser_support import OVERLAPPED, page_in_tab, settle
+from browser_support import MAIN_TEXT, OVERLAPPED, page_in_tab, settle
 from test_browser import SHOTS, drawn_without_error
 
 from course.lesson import SLUGS
@@ -85,7 +85,7 @@ def next_step(page, slug: str) -> None:
         page.goto(urlunsplit(urlsplit(page.url)._replace(query=urlencode(query, doseq=True))))
         settle(page)
         return
-    before = page.evaluate("""() => document.querySelector('[data-testid="stMain"]')?.innerText""")
+    before = page.evaluate(MAIN_TEXT)
     page.get_by_role("button", name="Next →").first.click()
     page.wait_for_function(AT_STEP, arg=[slug, before])
     settle(page)
