@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from google.protobuf.message import DecodeError
+from streamlit.proto.BackMsg_pb2 import BackMsg
 from tied import tied
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -311,8 +313,27 @@ class SentFrames:
     def _add(self, payload: bytes | str) -> None:
         self.frames.append(payload if isinstance(payload, bytes) else payload.encode())
 
-    def count(self, marker: str) -> int:
-        return sum(marker.encode() in frame for frame in self.frames)
+    def count(self, key: str) -> int:
+        """How many reruns the page asked for with the button whose widget key is `key` pressed. Each rerun carries
+        every widget's state, so a key found anywhere in a frame is no press: an expander keyed "class_ask_panel"
+        sits in every frame beside an Ask button keyed "class_ask"."""
+        return sum(pressed(frame, key) for frame in self.frames)
+
+
+def pressed(frame: bytes, key: str) -> bool:
+    """Whether a back message asks for a rerun with the button keyed `key` pressed: a widget whose id is Streamlit's
+    `$$ID-<hash>-<key>` holding trigger_value true."""
+    message = BackMsg()
+    try:
+        message.ParseFromString(frame)
+    except DecodeError:
+        return False
+    if message.WhichOneof("type") != "rerun_script":
+        return False
+    return any(
+        w.id.split("-", 2)[2:] == [key] and w.WhichOneof("value") == "trigger_value" and w.trigger_value
+        for w in message.rerun_script.widget_states.widgets
+    )
 
 
 def click_sent(page, button, sent: SentFrames, marker: str, tries: int = 3, wait_ms: int = 5000) -> None:
