@@ -38,6 +38,7 @@ import base64
 import json
 import os
 import random
+import re
 import signal
 import socket
 import statistics
@@ -208,14 +209,43 @@ class Page:
 
 
 NUMBER_TOLERANCE = 1e-4
+SHOWN_NUMBER = re.compile(r"\d+(?:\.(\d+))?( ?%)?")
+
+
+def same_text(a: str, b: str) -> bool:
+    """Equal, or equal but for rounded figures (a percentage or a decimal) one unit of their last digit apart: a
+    probability of 11.4999999 % in a batch and 11.5000001 % alone (numbers NUMBER_TOLERANCE apart and less) are
+    shown as 11 % and 12 %. Whole numbers that are no percentage (a rank, a position, a count) must be equal."""
+    if a == b:
+        return True
+    if SHOWN_NUMBER.split(a)[::3] != SHOWN_NUMBER.split(b)[::3]:
+        return False
+    xs, ys = list(SHOWN_NUMBER.finditer(a)), list(SHOWN_NUMBER.finditer(b))
+    if len(xs) != len(ys):
+        return False
+    for x, y in zip(xs, ys):
+        if x.group(0) == y.group(0):
+            continue
+        if (x.group(1) is None) != (y.group(1) is None) or x.group(2) != y.group(2):
+            return False
+        if x.group(1) is None and x.group(2) is None:  # a whole number, no percentage
+            return False
+        places = max(len(x.group(1) or ""), len(y.group(1) or ""))
+        if abs(float(x.group(0).rstrip(" %")) - float(y.group(0).rstrip(" %"))) > 1.0001 * 10.0**-places:
+            return False
+    return True
+
+
+def same_texts(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(same_text(x, y) for x, y in zip(a, b))
 
 
 def describe(a: tuple | None, b: tuple | None) -> str:
     """Where two fingerprints differ, in a few words."""
     if a is None or b is None:
         return "one run has no page"
-    if a[0] != b[0]:
-        diff = [(x, y) for x, y in zip(a[0], b[0]) if x != y][:2]
+    if not same_texts(a[0], b[0]):
+        diff = [(x, y) for x, y in zip(a[0], b[0]) if not same_text(x, y)][:2]
         return f"texts differ ({len(a[0])} vs {len(b[0])}): {diff}"
     for part, name in ((1, "numbers"), (2, "uint8 steps")):
         if a[part].shape != b[part].shape:
@@ -247,7 +277,7 @@ def flatten(value, texts: list[str], numbers: list[float], steps: list[float]) -
 def same_page(a: tuple | None, b: tuple | None) -> bool:
     if a is None or b is None:
         return False
-    if a[0] != b[0] or a[1].shape != b[1].shape or a[2].shape != b[2].shape:
+    if not same_texts(a[0], b[0]) or a[1].shape != b[1].shape or a[2].shape != b[2].shape:
         return False
     return bool(np.allclose(a[1], b[1], atol=NUMBER_TOLERANCE, rtol=0) and np.all(np.abs(a[2] - b[2]) <= 1))
 
@@ -652,7 +682,9 @@ def main(argv: list[str] | None = None) -> int:
         "machine sways far less than the times; the sessions' CPU: this script's own (the phones' work in a real "
         "class), which shares the machine with the server here.",
         "- mismatches: sentences whose page differs from the same sentence typed alone: any text (model output, "
-        "table cells, chart labels) not equal, or any number of the tables and charts more than 1e-4 apart "
+        "table cells, chart labels) not equal (but for a rounded figure, a percentage or a decimal, one unit "
+        "of its last digit apart, as 1e-7 in a batch can turn 11 % into 12 %), or any number of the tables and "
+        "charts more than 1e-4 apart "
         "(uint8 thumbnails: more than one step of 255), "
         "the single run on a fresh server; RSS: the server process"
         + (" tree (the replicas, redis-server, haproxy, supervisord)." if args.replicas else "."),
