@@ -38,7 +38,6 @@ import base64
 import json
 import os
 import random
-import re
 import signal
 import socket
 import statistics
@@ -57,6 +56,7 @@ import numpy as np
 import pyarrow as pa
 import websockets
 from browser import LOG, STARTUP_S, stop_server
+from common import same_text, same_texts
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
@@ -209,35 +209,6 @@ class Page:
 
 
 NUMBER_TOLERANCE = 1e-4
-SHOWN_NUMBER = re.compile(r"\d+(?:\.(\d+))?( ?%)?")
-
-
-def same_text(a: str, b: str) -> bool:
-    """Equal, or equal but for rounded figures (a percentage or a decimal) one unit of their last digit apart: a
-    probability of 11.4999999 % in a batch and 11.5000001 % alone (numbers NUMBER_TOLERANCE apart and less) are
-    shown as 11 % and 12 %. Whole numbers that are no percentage (a rank, a position, a count) must be equal."""
-    if a == b:
-        return True
-    if SHOWN_NUMBER.split(a)[::3] != SHOWN_NUMBER.split(b)[::3]:
-        return False
-    xs, ys = list(SHOWN_NUMBER.finditer(a)), list(SHOWN_NUMBER.finditer(b))
-    if len(xs) != len(ys):
-        return False
-    for x, y in zip(xs, ys):
-        if x.group(0) == y.group(0):
-            continue
-        if (x.group(1) is None) != (y.group(1) is None) or x.group(2) != y.group(2):
-            return False
-        if x.group(1) is None and x.group(2) is None:  # a whole number, no percentage
-            return False
-        places = max(len(x.group(1) or ""), len(y.group(1) or ""))
-        if abs(float(x.group(0).rstrip(" %")) - float(y.group(0).rstrip(" %"))) > 1.0001 * 10.0**-places:
-            return False
-    return True
-
-
-def same_texts(a: tuple, b: tuple) -> bool:
-    return len(a) == len(b) and all(same_text(x, y) for x, y in zip(a, b))
 
 
 def describe(a: tuple | None, b: tuple | None) -> str:

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -381,3 +382,34 @@ def decoding_line(paths: Iterable[Path | None]) -> str:
             beam = decoding_beam(load_card(path))
             said.append(f"{model_name(path)} {'greedy' if beam == 1 else f'beam {beam}'}")
     return "- decoding (the app's default, its card's): " + (", ".join(said) if said else "no encoder-decoder")
+
+
+SHOWN_NUMBER = re.compile(r"\d+(?:\.(\d+))?( ?%)?")
+
+
+def same_text(a: str, b: str) -> bool:
+    """Equal, or equal but for rounded figures (a percentage or a decimal) one unit of their last digit apart: a
+    probability of 11.4999999 % in a batch and 11.5000001 % alone (numbers 1e-7 apart) are
+    shown as 11 % and 12 %. Whole numbers that are no percentage (a rank, a position, a count) must be equal."""
+    if a == b:
+        return True
+    if SHOWN_NUMBER.split(a)[::3] != SHOWN_NUMBER.split(b)[::3]:
+        return False
+    xs, ys = list(SHOWN_NUMBER.finditer(a)), list(SHOWN_NUMBER.finditer(b))
+    if len(xs) != len(ys):
+        return False
+    for x, y in zip(xs, ys):
+        if x.group(0) == y.group(0):
+            continue
+        if (x.group(1) is None) != (y.group(1) is None) or x.group(2) != y.group(2):
+            return False
+        if x.group(1) is None and x.group(2) is None:  # a whole number, no percentage
+            return False
+        places = max(len(x.group(1) or ""), len(y.group(1) or ""))
+        if abs(float(x.group(0).rstrip(" %")) - float(y.group(0).rstrip(" %"))) > 1.0001 * 10.0**-places:
+            return False
+    return True
+
+
+def same_texts(a: tuple, b: tuple) -> bool:
+    return len(a) == len(b) and all(same_text(x, y) for x, y in zip(a, b))
