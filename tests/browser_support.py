@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -307,33 +308,34 @@ class SentFrames:
     tells a click the browser never sent from one the server received."""
 
     def __init__(self, page) -> None:
-        self.frames: list[bytes] = []
+        self.presses: Counter[str] = Counter()  # widget key → reruns sent with that button pressed
         page.on("websocket", lambda ws: ws.on("framesent", self._add))
 
     def _add(self, payload: bytes | str) -> None:
-        self.frames.append(payload if isinstance(payload, bytes) else payload.encode())
+        self.presses.update(pressed(payload if isinstance(payload, bytes) else payload.encode()))
 
     def count(self, key: str) -> int:
         """How many reruns the page asked for with the button whose widget key is `key` pressed. Each rerun carries
         every widget's state, so a key found anywhere in a frame is no press: an expander keyed "class_ask_panel"
         sits in every frame beside an Ask button keyed "class_ask"."""
-        return sum(pressed(frame, key) for frame in self.frames)
+        return self.presses[key]
 
 
-def pressed(frame: bytes, key: str) -> bool:
-    """Whether a back message asks for a rerun with the button keyed `key` pressed: a widget whose id is Streamlit's
-    `$$ID-<hash>-<key>` holding trigger_value true."""
+def pressed(frame: bytes) -> set[str]:
+    """The keys of the buttons a back message asks a rerun with pressed: widgets whose id is Streamlit's
+    `$$ID-<hash>-<key>` holding trigger_value true (none for a message that is no rerun)."""
     message = BackMsg()
     try:
         message.ParseFromString(frame)
     except DecodeError:
-        return False
+        return set()
     if message.WhichOneof("type") != "rerun_script":
-        return False
-    return any(
-        w.id.split("-", 2)[2:] == [key] and w.WhichOneof("value") == "trigger_value" and w.trigger_value
+        return set()
+    return {
+        w.id.split("-", 2)[2]
         for w in message.rerun_script.widget_states.widgets
-    )
+        if w.id.count("-") >= 2 and w.WhichOneof("value") == "trigger_value" and w.trigger_value
+    }
 
 
 def click_sent(page, button, sent: SentFrames, marker: str, tries: int = 3, wait_ms: int = 5000) -> None:
