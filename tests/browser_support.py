@@ -275,17 +275,28 @@ def open_from_menu(page, path: str) -> None:
     settle(page)
 
 
-def page_in_tab(tabs: dict, key: object, browser, address: str, go, width: int, height: int, phone: bool = False):
+def page_in_tab(
+    tabs: dict,
+    key: object,
+    browser,
+    address: str,
+    go,
+    width: int,
+    height: int,
+    phone: bool = False,
+    timeout_ms: int = 90_000,
+):
     """The page of tab `key` in `tabs` (a test module's open tabs, the `tabs` fixture), settled: a new tab, at
     `width`×`height` (a phone: mobile and touch), opens `address` afresh; an open one is taken there by `go(tab)`
     (`open_from_menu`, a Lesson's Next), as a person goes on in one session. A tab whose page did not come is closed
-    and dropped, so the next visit opens afresh."""
+    and dropped, so the next visit opens afresh. `timeout_ms`: the tab's default wait (a published model's first
+    load takes longer)."""
     tab = tabs.get(key)
     try:
         if tab is None:
             context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone)
             tab = tabs[key] = context.new_page()
-            tab.set_default_timeout(90_000)
+            tab.set_default_timeout(timeout_ms)
             tab.goto(address)
             settle(tab)
         else:

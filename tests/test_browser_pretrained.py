@@ -6,9 +6,11 @@ at 1024×768, go to screenshots/pretrained-*.png (git-ignored)."""
 
 from __future__ import annotations
 
+from functools import partial
 from urllib.parse import quote
 
 import pytest
+from browser_support import open_from_menu, page_in_tab
 from test_browser import SHOTS, drawn_without_error
 
 from inference.pretrained.packages import MINILM, SMOLLM2
@@ -50,8 +52,12 @@ def shoot(page, name: str) -> None:
 
 @pytest.mark.parametrize("path", PAGES)
 @pytest.mark.parametrize("model", list(MODELS))
-def test_every_page_runs_on_both_real_models(server, page, model: str, path: str) -> None:
-    page.goto(f"{server}/{path}?model={quote(model)}&text={quote(MODELS[model])}")
+def test_every_page_runs_on_both_real_models(server, browser, tabs, model: str, path: str) -> None:
+    """Each model's pages in one tab, the first opened at its address and every next from the menu, as a person goes
+    on with the model chosen (a fresh tab a page loaded the app's JavaScript 24 times)."""
+    address = f"{server}/{path}?model={quote(model)}&text={quote(MODELS[model])}"
+    go = partial(open_from_menu, path=path)
+    page = page_in_tab(tabs, model, browser, address, go, 1600, 1000, timeout_ms=120_000)
     page.locator(SHOWN).first.wait_for()
     drawn_without_error(page)
     card = {SMOLLM2.name: SMOLLM2, MINILM.name: MINILM}[model].card
