@@ -7,10 +7,11 @@ page goes to screenshots/ (git-ignored).
 from __future__ import annotations
 
 import re
+from functools import partial
 from urllib.parse import quote
 
 import pytest
-from browser_support import ROOT, SHOTS, free_port, hold_still  # noqa: F401 - other browser modules read these here
+from browser_support import ROOT, SHOTS, free_port, hold_still, open_from_menu, page_in_tab  # noqa: F401 - other browser modules read these here
 
 pytestmark = pytest.mark.browser
 PAGES = {"explore": "", "math": "math", "positional": "positional", "masks": "masks", "heads": "heads"}
@@ -111,9 +112,12 @@ def drawn_without_error(page) -> None:
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0
 
 
+@pytest.mark.xdist_group("tab-reverse-pages")  # one tab, walked on one worker
 @pytest.mark.parametrize("name", list(PAGES))
-def test_every_page_renders_without_error(server, page, name: str) -> None:
-    page.goto(f"{server}/{PAGES[name]}?model=reverse&text=abcdef")
+def test_every_page_renders_without_error(server, browser, tabs, name: str) -> None:
+    """The pages in one tab, the first opened at its address, every next from the menu."""
+    address = f"{server}/{PAGES[name]}?model=reverse&text=abcdef"
+    page = page_in_tab(tabs, "reverse", browser, address, partial(open_from_menu, path=PAGES[name]), 1400, 1000)
     page.locator(".stPlotlyChart, [data-testid='stDataFrame']").first.wait_for()
     drawn_without_error(page)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
