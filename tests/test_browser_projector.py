@@ -65,35 +65,60 @@ def overlaps(cells: list[dict]) -> list[tuple[dict, dict]]:
     return bad
 
 
+SIZES = ((1024, 768), (1280, 720))
+# Which charts fill their container's width (their layout is as wide as it), by index among the page's charts.
+STRETCHED = """() => [...document.querySelectorAll('.stPlotlyChart')].flatMap((c, i) => {
+  const gd = c.querySelector('.js-plotly-plot');
+  return c.clientWidth > 0 && gd && gd._fullLayout && Math.abs(gd._fullLayout.width - c.clientWidth) <= 1 ? [i] : [];
+})"""
+# Those charts drawn again at their container's new width (Streamlit redraws a chart when its container resizes).
+REDRAWN = """(stretched) => { const charts = document.querySelectorAll('.stPlotlyChart');
+  return stretched.every(i => { const c = charts[i], gd = c && c.querySelector('.js-plotly-plot');
+    return gd && gd._fullLayout && Math.abs(gd._fullLayout.width - c.clientWidth) <= 1; }); }"""
+
+
+def measure(page, name: str, size: tuple[int, int], projector: bool) -> None:
+    """The page's charts at the window's size: titles inside, numbers inside their cells and their rows."""
+    charts = page.evaluate(MEASURE_JS)
+    assert charts
+    where = f"{size[0]}x{size[1]}"
+    for chart in charts:
+        assert chart["titleRight"] <= chart["right"] + 1, f"{where}: title cut off: {chart['title']!r}"
+        assert chart["titleTop"] >= chart["top"] - 1, f"{where}: title's top cut off: {chart['title']!r}"
+        assert all(c["right"] - c["left"] <= c["cell"] + 1 for c in chart["cells"]), (where, chart["title"])
+        assert not overlaps(chart["cells"]), (where, chart["title"])
+        cramped = [c for c in chart["cells"] if c["font"] * ROW_EM * c["lines"] > c["row"] + 0.5]
+        assert not cramped, f"{where}: {chart['title']!r}: numbers in a type taller than their rows: {cramped[:2]}"
+    if projector:
+        assert page.locator('[data-testid="stSidebar"][aria-expanded="true"]').count() == 0  # collapsed
+        if name == "explore" and size[0] >= 1024:  # 15 tokens fit the full-width heatmap: the numbers are shown
+            assert sum(len(c["cells"]) for c in charts) > 0
+    assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
+    mode = "projector" if projector else "plain"
+    page.screenshot(path=str(SHOTS / f"{mode}-{name}-{where}.png"), full_page=True)
+
+
 @pytest.mark.parametrize("projector", [True, False], ids=["projector", "plain"])
-@pytest.mark.parametrize("size", [(1024, 768), (1280, 720)], ids=["1024x768", "1280x720"])
 @pytest.mark.parametrize("name", list(PAGES))
-def test_cell_numbers_fit_their_cells_and_titles_fit_their_charts(server, browser, name, size, projector) -> None:
+def test_cell_numbers_fit_their_cells_and_titles_fit_their_charts(server, browser, name, projector) -> None:
+    """Opened at the first size, then the window resized to the next, as a projector's laptop changes resolution:
+    the server draws the same figures at every width, and the charts and their CSS follow the window."""
     path, query, heading = PAGES[name]
     query = {**query, **({"projector": "1"} if projector else {})}
-    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    context = browser.new_context(viewport={"width": SIZES[0][0], "height": SIZES[0][1]})
     page = context.new_page()
     page.set_default_timeout(90_000)
     try:
         page.goto(f"{server}/{path}?{urlencode(query)}")
         page.get_by_role("heading", name=heading).first.wait_for()
         page.locator(".stPlotlyChart .heatmaplayer").first.wait_for(state="attached")
-        settle(page)  # the last charts and the CSS that hides numbers settle
-        charts = page.evaluate(MEASURE_JS)
-        assert charts
-        for chart in charts:
-            assert chart["titleRight"] <= chart["right"] + 1, f"title cut off: {chart['title']!r}"
-            assert chart["titleTop"] >= chart["top"] - 1, f"title's top cut off: {chart['title']!r}"
-            assert all(c["right"] - c["left"] <= c["cell"] + 1 for c in chart["cells"]), chart["title"]
-            assert not overlaps(chart["cells"]), chart["title"]
-            cramped = [c for c in chart["cells"] if c["font"] * ROW_EM * c["lines"] > c["row"] + 0.5]
-            assert not cramped, f"{chart['title']!r}: numbers in a type taller than their rows: {cramped[:2]}"
-        if projector:
-            assert page.locator('[data-testid="stSidebar"][aria-expanded="true"]').count() == 0  # collapsed
-            if name == "explore" and size[0] >= 1024:  # 15 tokens fit the full-width heatmap: the numbers are shown
-                assert sum(len(c["cells"]) for c in charts) > 0
-        assert page.locator('[data-testid="stException"], [data-testid="stAlertContentError"]').count() == 0
-        mode = "projector" if projector else "plain"
-        page.screenshot(path=str(SHOTS / f"{mode}-{name}-{size[0]}x{size[1]}.png"), full_page=True)
+        for number, size in enumerate(SIZES):
+            if number:
+                stretched = page.evaluate(STRETCHED)
+                assert stretched, "no chart fills its container's width"
+                page.set_viewport_size({"width": size[0], "height": size[1]})
+                page.wait_for_function(REDRAWN, arg=stretched)
+            settle(page)  # the last charts and the CSS that hides numbers settle
+            measure(page, name, size, projector)
     finally:
         context.close()
