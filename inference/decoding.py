@@ -158,7 +158,7 @@ def generate(
         order = torch.tensor([b for _, _, b in keep])
         fed = torch.cat([fed.index_select(0, order), torch.tensor([[s[-1]] for s, _ in hyps])], dim=1)
         if past is not None and order.tolist() != list(range(log_probs.shape[0])):  # greedy never reorders
-            past = past.select(order)
+            past = past.select(order, same_sources=True)  # one text: every row has its source
         log_probs, past = next_log_probs(model, source_ids, fed, past, cache, ablate)
     return _beam_result(hyps, done)
 
@@ -309,6 +309,7 @@ def beam_many(
         padded = past.source_ids
     log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
     step = 0
+    sources_now = None  # the padded source of each batch row, as the last step fed them
     while owner:
         first_row = {}
         for row, text in enumerate(owner):
@@ -326,13 +327,16 @@ def beam_many(
             new_owner += [text] * len(keep)
             last += [seq[-1] for seq, _, _ in keep]
         step += 1
+        same_sources = new_owner == owner  # each text's rows where they were: their sources' rows stay
         owner = new_owner
         if not owner:
             break
         rows = torch.tensor(order)
         fed = torch.cat([fed.index_select(0, rows), torch.tensor(last)[:, None]], dim=1)
         if order != list(range(past.target_ids.shape[0])):  # rows that kept their places keep their cache
-            past = past.select(rows)
-        logits, past = forward(model, fed[:, -1:], padded.index_select(0, torch.tensor(owner)), past, record=False)
+            past = past.select(rows, same_sources=same_sources)
+        if not same_sources or sources_now is None:
+            sources_now = padded.index_select(0, torch.tensor(owner))
+        logits, past = forward(model, fed[:, -1:], sources_now, past, record=False)
         log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
     return [_beam_result(h, d) for h, d in zip(hyps, done)]

@@ -67,13 +67,21 @@ class Trace:
             masks.setdefault(attention_type(name), rec.mask)
         return masks
 
-    def select(self, rows: Tensor) -> Trace:
-        """The trace of batch rows `rows` only (beam search keeps the surviving hypotheses' caches)."""
-        source = None if self.source_ids is None else self.source_ids.index_select(0, rows)
-        attention = {name: rec.select(rows) for name, rec in self.attention.items()}
+    def select(self, rows: Tensor, same_sources: bool = False) -> Trace:
+        """The trace of batch rows `rows` only (beam search keeps the surviving hypotheses' caches).
+
+        same_sources: each new row has the source the old row in its place had (a text's hypotheses reordered among
+        themselves, as many as before): the source and the cross-attention records, the same for every row of one
+        source, are kept as they are instead of copied."""
+        keep = same_sources and rows.shape[0] == self.target_ids.shape[0]
+        source = None if self.source_ids is None or keep else self.source_ids.index_select(0, rows)
+        attention = {
+            name: rec if keep and name.endswith(".cross_attn") else rec.select(rows)
+            for name, rec in self.attention.items()
+        }
         return replace(
             self,
-            source_ids=source,
+            source_ids=self.source_ids if keep else source,
             target_ids=self.target_ids.index_select(0, rows),
             target_valid=self.target_valid.index_select(0, rows),
             attention=attention,

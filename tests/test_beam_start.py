@@ -64,3 +64,22 @@ def test_the_decoding_cache_keeps_the_decoder_s_keys_and_values_only(enc_dec, ge
     for name, rec in cache.attention.items():
         assert torch.equal(rec.keys, trace.attention[name].keys[1:])
     assert torch.equal(cache.source_ids, trace.source_ids[1:])
+
+
+def test_a_texts_hypotheses_reordered_keep_their_sources_cross_attention_as_it_is(enc_dec, gen) -> None:
+    """`Trace.select(rows, same_sources=True)`: as many rows as before, each with its text, shares the source and the
+    cross-attention records instead of copying them (every row of one text holds the same ones); rows one more or one
+    fewer are selected whole, so that every record has the trace's rows."""
+    _, trace = forward(enc_dec, torch.full((1, 1), BOS), random_ids(gen, 1, 5))
+    wide = trace.select(torch.tensor([0, 0, 0]), same_sources=True)  # one row becomes three: the beam opens
+    assert all(rec.keys.shape[0] == 3 and rec.mask.shape[0] == 3 for rec in wide.attention.values())
+    assert wide.source_ids.shape[0] == 3
+    reordered = wide.select(torch.tensor([2, 0, 0]), same_sources=True)
+    for name, rec in reordered.attention.items():
+        if name.endswith(".cross_attn"):
+            assert rec is wide.attention[name]  # kept, not copied
+        else:
+            assert torch.equal(rec.keys, wide.attention[name].keys[[2, 0, 0]])
+    assert reordered.source_ids is wide.source_ids
+    fewer = wide.select(torch.tensor([1, 2]), same_sources=True)  # a text that leaves takes its rows away
+    assert all(rec.keys.shape[0] == 2 for rec in fewer.attention.values()) and fewer.source_ids.shape[0] == 2
