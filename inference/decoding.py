@@ -300,10 +300,9 @@ def beam_many(
     hyps: list[list[Hypothesis]] = [[([], 0.0)] for _ in sources]  # each text's live hypotheses
     done: list[list[Hypothesis]] = [[] for _ in sources]
     owner = list(range(len(sources)))  # the text of each batch row; a text's rows are consecutive, in hyps' order
-    fed = torch.full((len(sources), 1), cfg.bos_id)
     if start is None:
         padded = pad_rows(sources, cfg.pad_id)
-        logits, past = forward(model, fed, padded, record=False)
+        logits, past = forward(model, torch.full((len(sources), 1), cfg.bos_id), padded, record=False)
     else:
         logits, past = start
         padded = past.source_ids
@@ -332,11 +331,11 @@ def beam_many(
         if not owner:
             break
         rows = torch.tensor(order)
-        fed = torch.cat([fed.index_select(0, rows), torch.tensor(last)[:, None]], dim=1)
         if order != list(range(past.target_ids.shape[0])):  # rows that kept their places keep their cache
             past = past.select(rows, same_sources=same_sources)
         if not same_sources or sources_now is None:
             sources_now = padded.index_select(0, torch.tensor(owner))
-        logits, past = forward(model, fed[:, -1:], sources_now, past, record=False)
+        new = torch.tensor(last)[:, None]  # each row's newest token: the cache holds the others' keys and values
+        logits, past = forward(model, new, sources_now, past, record=False)
         log_probs = torch.log_softmax(logits[:, -1].float(), dim=-1)
     return [_beam_result(h, d) for h, d in zip(hyps, done)]
