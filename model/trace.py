@@ -74,14 +74,14 @@ class Trace:
         themselves, as many as before): the source and the cross-attention records, the same for every row of one
         source, are kept as they are instead of copied."""
         keep = same_sources and rows.shape[0] == self.target_ids.shape[0]
-        source = None if self.source_ids is None or keep else self.source_ids.index_select(0, rows)
+        source = self.source_ids if keep or self.source_ids is None else self.source_ids.index_select(0, rows)
         attention = {
             name: rec if keep and name.endswith(".cross_attn") else rec.select(rows)
             for name, rec in self.attention.items()
         }
         return replace(
             self,
-            source_ids=self.source_ids if keep else source,
+            source_ids=source,
             target_ids=self.target_ids.index_select(0, rows),
             target_valid=self.target_valid.index_select(0, rows),
             attention=attention,
