@@ -71,10 +71,8 @@ STRETCHED = """() => [...document.querySelectorAll('.stPlotlyChart')].flatMap((c
   const gd = c.querySelector('.js-plotly-plot');
   return c.clientWidth > 0 && gd && gd._fullLayout && Math.abs(gd._fullLayout.width - c.clientWidth) <= 1 ? [i] : [];
 })"""
-# Those charts drawn again at their container's new width (Streamlit redraws a chart when its container resizes).
-REDRAWN = """(stretched) => { const charts = document.querySelectorAll('.stPlotlyChart');
-  return stretched.every(i => { const c = charts[i], gd = c && c.querySelector('.js-plotly-plot');
-    return gd && gd._fullLayout && Math.abs(gd._fullLayout.width - c.clientWidth) <= 1; }); }"""
+# Those charts fill their container again: Streamlit redraws a chart at its container's new width.
+REDRAWN = f"(before) => {{ const now = ({STRETCHED})(); return before.every(i => now.includes(i)); }}"
 
 
 def measure(page, name: str, size: tuple[int, int], projector: bool) -> None:
