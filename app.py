@@ -57,19 +57,21 @@ MENU = {
     for section, group in pages.sections().items()
 }
 page = st.navigation(MENU, position="top")
-class_session.follow(page.url_path)  # a student following a class: the teacher's view and page, before any widget
-st.sidebar.title("Attention Atlas")
-phone_menu.draw(MENU)  # below 768 px, in place of the top menu Streamlit folds into the sidebar
-errors.guarded(partial(sidebar.sidebar, page.url_path))  # the page's own opening text, where it has one
-sidebar.projector_toggle()
-class_live.sidebar_start()
-if widgets.projector() and page.url_path not in sidebar.OWN_TEXT_PAGES:  # the sidebar folded away: its choice in a line
-    errors.guarded(sidebar.projector_summary)
-class_live.panel(page.url_path)  # a class's link, questions and following, above the page
-try:
-    with cache.page_running(class_session.leads_or_follows()):  # heavy work shares the cores (analysis.worker)
+# The whole run is a class's page when it is the teacher's or a follower's (heavy work waits for it: analysis.lanes),
+# its sidebar and class panel too: a heavy chunk let go while they draw holds the interpreter's lock they need.
+with cache.page_running(class_session.leads_or_follows()):
+    class_session.follow(page.url_path)  # a student following a class: the teacher's view and page, before any widget
+    st.sidebar.title("Attention Atlas")
+    phone_menu.draw(MENU)  # below 768 px, in place of the top menu Streamlit folds into the sidebar
+    errors.guarded(partial(sidebar.sidebar, page.url_path))  # the page's own opening text, where it has one
+    sidebar.projector_toggle()
+    class_live.sidebar_start()
+    if widgets.projector() and page.url_path not in sidebar.OWN_TEXT_PAGES:  # the sidebar folded away: its choice
+        errors.guarded(sidebar.projector_summary)
+    class_live.panel(page.url_path)  # a class's link, questions and following, above the page
+    try:
         page.run()
-    state.sync_url()
-    class_session.publish(page.url_path)  # the teacher's view, to the class
-finally:  # a rerun asked of this page is over, however it ended (a follower's place goes to the next)
-    class_session.run_over()
+        state.sync_url()
+        class_session.publish(page.url_path)  # the teacher's view, to the class
+    finally:  # a rerun asked of this page is over, however it ended (a follower's place goes to the next)
+        class_session.run_over()

@@ -19,9 +19,10 @@ is not shared with at all. While one is being drawn no heavy chunk starts, and t
 Python call (`Lanes.pause_point`, a profile hook the worker sets on the heavy thread only around the model's work,
 where no lock of the worker's is held) until the page is drawn: its Python would else share the interpreter's lock
 and the cores with the page's figures, and a thread at nice 19 that holds the lock when the busy cores preempt it
-stalls every thread for its long turn to come back. Both for at most CLASS_HOLD_S at a time, so that a class's
-stream of follower runs never stops the heavy work: past it one chunk goes and runs to its end, and the hold starts
-again.
+stalls every thread for its long turn to come back. The hold lasts CLASS_GRACE_S past a class's last page: its
+followers' pages come one after another (live/push.py), and a chunk let go in the gap between two takes the lock
+just as the next page needs it. Both for at most CLASS_HOLD_S at a time, so that a class's stream of follower runs
+never stops the heavy work: past it one chunk goes and runs to its end, and the hold starts again.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ from types import FrameType
 ACTIVE_S = 10.0  # a session that asked for a heavy chunk this recently is a heavy one, not the class
 MOST_HEAVY_WAIT_S = 30.0  # the longest a heavy chunk waits for its share while the class is busy
 CLASS_HOLD_S = 2.0  # the longest heavy chunks are held back, at a time, while a live class's pages are drawn
+# The hold goes on this long after a class's page was drawn: the gap between one follower's run and the next's
+# start (the push asks the next as one ends: live/push.py's RUNNING) is a few hundredths of a second.
+CLASS_GRACE_S = 0.25
 HOLD_POLL_S = 0.01  # how often a held-back heavy chunk looks whether the class's pages are drawn (they end anywhere)
 STOP = object()  # put in the lanes by `Lanes.stop`: the worker's threads end
 Owner = Hashable | None  # who asked: a browser session's id (ui.cache), None for a notebook or a test
@@ -52,6 +56,7 @@ class Pages:
         self._running: Counter[Owner] = Counter()
         self._first: Counter[Owner] = Counter()  # of those, the pages of a live class (`first`)
         self._first_seen = -float("inf")  # when a live class's page was last drawn (monotonic seconds)
+        self._first_ended: dict[Owner, float] = {}  # when each live class's session last ended a page (monotonic)
         self.drawing = threading.Event()  # set while a live class's page is drawn: read at each heavy pause point
 
     @contextmanager
@@ -76,7 +81,10 @@ class Pages:
                     del self._running[owner]
                 if first:
                     self._first[owner] -= 1
-                    self._first_seen = time.monotonic()
+                    now = self._first_seen = time.monotonic()
+                    self._first_ended[owner] = now
+                    for old in [o for o, ended in self._first_ended.items() if now - ended > ACTIVE_S]:
+                        del self._first_ended[old]  # one entry a session that drew a class's page lately
                     if self._first[owner] <= 0:
                         del self._first[owner]
                     if not self._first:
@@ -86,10 +94,17 @@ class Pages:
         with self._lock:
             return set(self._running)
 
-    def first(self) -> set[Owner]:
-        """The sessions drawing a live class's page now."""
+    def first(self, within: float = 0.0) -> set[Owner]:
+        """The sessions drawing a live class's page now, and those whose last one ended under `within` seconds
+        ago."""
         with self._lock:
-            return set(self._first)
+            now = time.monotonic()
+            return set(self._first) | {o for o, ended in self._first_ended.items() if now - ended < within}
+
+    def held(self) -> bool:
+        """Whether a live class's page is drawn now or ended under CLASS_GRACE_S ago: a heavy chunk under way looks
+        closer (`Lanes.pause_point`). Read without the lock at each of the chunk's Python calls."""
+        return self.drawing.is_set() or time.monotonic() - self._first_seen < CLASS_GRACE_S
 
     def class_live(self) -> bool:
         """Whether a live class's page is drawn now or was in the last ACTIVE_S seconds."""
@@ -176,9 +191,10 @@ class Lanes:
         return len(PAGES.owners() - self._heavy_seen.keys())
 
     def _class_holds(self, now: float) -> bool:
-        """Whether heavy chunks wait now for a live class's page being drawn (not a heavy session's own page), at
-        most CLASS_HOLD_S at a time: past it one chunk goes, and the hold starts again. Called holding `_ready`."""
-        if not PAGES.first() - self._heavy_seen.keys():
+        """Whether heavy chunks wait now for a live class's page being drawn or drawn under CLASS_GRACE_S ago (not a
+        heavy session's own page), at most CLASS_HOLD_S at a time: past it one chunk goes, and the hold starts
+        again. Called holding `_ready`."""
+        if not PAGES.first(within=CLASS_GRACE_S) - self._heavy_seen.keys():
             self._held_since, self._hold_spent = None, False
             return False
         if self._held_since is None:
@@ -237,7 +253,7 @@ class Lanes:
         """sys.setprofile's hook on the heavy thread around the model's work: at each Python call, the chunk under
         way waits (the interpreter's lock let go) while a live class's page is drawn, as `_class_holds` says; once
         the hold runs out it goes on to its end. Looks at most every HOLD_POLL_S while a page is drawn."""
-        if not (self._pausable and PAGES.drawing.is_set()) or time.monotonic() - self._looked < HOLD_POLL_S:
+        if not (self._pausable and PAGES.held()) or time.monotonic() - self._looked < HOLD_POLL_S:
             return
         while True:
             with self._ready:

@@ -49,6 +49,7 @@ from analysis import lanes
 from analysis.analyze import Request, analyze_many, decode_outputs
 from analysis.lanes import (
     ACTIVE_S,
+    CLASS_GRACE_S,
     CLASS_HOLD_S,
     HOLD_POLL_S,
     MOST_HEAVY_WAIT_S,
@@ -73,6 +74,7 @@ __all__ = [
     "BATCH_TRACE_BYTES",
     "CHUNK_TOKENS",
     "CLASS_CHUNK_TOKENS",
+    "CLASS_GRACE_S",
     "CLASS_HOLD_S",
     "DECODE_TOKENS",
     "FULL_BYTES",

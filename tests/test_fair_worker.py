@@ -31,6 +31,14 @@ def ckpt(tmp_path_factory):
     return load_checkpoint(make_tiny_checkpoint(tmp_path_factory.mktemp("fair") / "lm", "decoder-only", seed=3))
 
 
+@pytest.fixture(autouse=True)
+def pages(monkeypatch) -> lanes_module.Pages:
+    """The pages drawn now, this test's own: what another test drew (on the real clock) holds nothing here."""
+    pages = lanes_module.Pages()
+    monkeypatch.setattr(lanes_module, "PAGES", pages)
+    return pages
+
+
 @pytest.fixture
 def worker(ckpt):
     worker = ModelWorker(ckpt, owner=_owner)
@@ -431,9 +439,70 @@ def test_a_chunk_under_way_stops_while_a_class_page_is_drawn_and_goes_on_after(w
         stopped_at = len(steps)
         time.sleep(5 * worker_module.HOLD_POLL_S)  # it looks again meanwhile (it may not step)
         assert len(steps) == stopped_at
-    _until(lambda: len(steps) > stopped_at)  # the page is drawn: the chunk goes on
+    now[0] += worker_module.CLASS_GRACE_S - 0.01  # the page is drawn, the next follower's may still come: held
+    time.sleep(5 * worker_module.HOLD_POLL_S)
+    assert len(steps) == stopped_at
+    now[0] += 0.01  # CLASS_GRACE_S after the page: the chunk goes on
+    _until(lambda: len(steps) > stopped_at)
     done.set()
     _join([chunk])
+
+
+def test_a_chunk_under_way_stops_in_the_gap_between_two_followers_pages(worker, monkeypatch) -> None:
+    """A class's page drawn and over between two of the chunk's steps: the chunk stops at its next step all the
+    same (the next follower's page comes), until CLASS_GRACE_S after it."""
+    now = [1000.0]
+    monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
+    steps, done = [], threading.Event()
+    chunk = _stepping_chunk(worker, steps, done)
+    with lanes_module.PAGES.running("follower", first=True):
+        pass  # over before the chunk looked
+    _until(lambda: worker.lanes._held_since is not None)
+    stopped_at = len(steps)
+    time.sleep(5 * worker_module.HOLD_POLL_S)
+    assert len(steps) == stopped_at
+    now[0] += worker_module.CLASS_GRACE_S
+    _until(lambda: len(steps) > stopped_at)
+    done.set()
+    _join([chunk])
+
+
+def test_a_queued_chunk_waits_class_grace_s_after_a_class_page_and_no_longer(worker, monkeypatch) -> None:
+    """Between two followers' pages (the push asks the next as one ends) no heavy chunk starts: a chunk queued
+    just after a class's page waits CLASS_GRACE_S, then runs."""
+    now = [1000.0]
+    monkeypatch.setattr(worker_module.time, "monotonic", lambda: now[0])
+    with lanes_module.PAGES.running("follower", first=True):
+        pass  # one follower's page drawn; the next one's not begun
+    ran = []
+    chunk = _ask(worker, "researcher", "chunk", ran, heavy=True)
+    _until(lambda: worker.lanes._held_since is not None)
+    now[0] += worker_module.CLASS_GRACE_S - 0.01
+    time.sleep(5 * worker_module.HOLD_POLL_S)  # the worker looks again meanwhile (nothing may happen)
+    assert ran == []
+    now[0] += 0.01
+    _join([chunk])
+    assert ran == ["chunk"]
+
+
+def test_the_pages_remember_a_class_sessions_last_page_for_active_s_only(pages, monkeypatch) -> None:
+    """One entry a session that drew a class's page in the last ACTIVE_S seconds: 300 followers leave 300 at most,
+    a session gone long since none."""
+    now = [1000.0]
+    monkeypatch.setattr(lanes_module.time, "monotonic", lambda: now[0])
+    with pages.running("old follower", first=True):
+        pass
+    now[0] += lanes_module.ACTIVE_S
+    with pages.running("follower", first=True):
+        pass
+    assert set(pages._first_ended) == {"old follower", "follower"}  # ACTIVE_S ago: kept still
+    now[0] += 0.01
+    with pages.running("follower", first=True):
+        pass
+    assert set(pages._first_ended) == {"follower"}
+    assert pages.first(within=lanes_module.CLASS_GRACE_S) == {"follower"}
+    now[0] += lanes_module.CLASS_GRACE_S
+    assert pages.first(within=lanes_module.CLASS_GRACE_S) == set() and not pages.held()
 
 
 def test_a_chunk_stopped_for_class_hold_s_runs_to_its_end_though_the_class_goes_on(worker, monkeypatch) -> None:
@@ -465,9 +534,11 @@ def test_a_chunk_started_once_the_class_went_quiet_stops_for_its_next_page(worke
         done.set()
         _join([first])
     steps, done = [], threading.Event()
-    second = _stepping_chunk(worker, steps, done)  # started with no class page drawn
+    now[0] += worker_module.CLASS_GRACE_S  # the class quiet: no page drawn, none just drawn
+    second = _stepping_chunk(worker, steps, done)
     now[0] += 2 * worker_module.HOLD_POLL_S
     with lanes_module.PAGES.running("teacher", first=True):
         _until(lambda: worker.lanes._held_since is not None)  # the next page holds it
+    now[0] += worker_module.CLASS_GRACE_S  # and CLASS_GRACE_S after it, no longer
     done.set()
     _join([second])
