@@ -20,9 +20,16 @@ alone at p95 for each (target: within 1.5× or 0.3 s), and each phase's teacher'
 untimed change goes before the first phase. --sessions 0 measures the class alone, without the Explore students:
 after the beside phases it stops the heavy tabs and measures both alone phases again, and alone's p95 is then of
 the pages before and after together (the machine's other load drifts during a run; so it weighs on both sides).
+Each phase's row says where the cores went meanwhile: the server, the heavy student's browser, the busy loops.
+
+The heavy student's browser runs here on the server's machine; in a class it runs on the student's own device. So
+it runs at nice --browser-nice (19 by default: it takes the cores the rest leaves; 0: as any program), its session's
+scheduling group too where the kernel groups a session's processes (Linux's autogroup: Playwright starts chromium
+in a session of its own, which the kernel then weighs as much as the server's whole process).
 
     python bench/fairness.py [--sessions 20] [--sentences 3] [--model lm-english] [--lines 20] [--followers 15]
     python bench/fairness.py --sessions 0 --followers 15 --changes 5   # the class's four phases only
+    python bench/fairness.py --sessions 0 --browser-nice 0               # the browser weighed as the server
 Needs playwright (requirements-dev.txt) and /usr/bin/chromium.
 """
 
@@ -39,6 +46,7 @@ import time
 from urllib.parse import quote, urlencode
 
 import common
+import psutil
 from browser import ARGS, CHROMIUM, stop_server
 from class_follow import Client
 from classroom import Link, RssSampler, everyday_sentences, run_sessions, serve, uptime
@@ -54,9 +62,10 @@ class Heavy(threading.Thread):
     """One student's three heavy tabs in one browser; `running` is set once all three have started their work,
     `times` holds each tab's seconds from its start to its result (or the error it met)."""
 
-    def __init__(self, base: str, model: str, first: str, second: str, lines: list[str]) -> None:
+    def __init__(self, base: str, model: str, first: str, second: str, lines: list[str], nice: int = 19) -> None:
         super().__init__(daemon=True)
         self.base, self.model, self.first, self.second, self.lines = base, model, first, second, lines
+        self.nice = nice
         self.running, self.done = threading.Event(), threading.Event()
         self.stop = threading.Event()  # set: the tabs still working are left unfinished and the browser closed
         self.times: dict[str, float | str] = {}
@@ -65,6 +74,7 @@ class Heavy(threading.Thread):
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+                renice(browser_processes(), self.nice)  # before its tabs: their processes inherit it
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})
                 tabs = {name: context.new_page() for name in ("patching", "detector", "ranking")}
                 text = {"model": self.model, "text": self.first}
@@ -124,6 +134,58 @@ class Heavy(threading.Thread):
             self.done.set()
 
 
+def browser_processes() -> list[psutil.Process]:
+    """This bench's chromium processes (Playwright's driver starts them: our descendants)."""
+    return [c for c in psutil.Process().children(recursive=True) if "chrom" in c.name()]
+
+
+def renice(procs: list[psutil.Process], nice: int) -> None:
+    """Each process at `nice`, and the scheduling group of each one's session where the kernel has one
+    (/proc/PID/autogroup: its nice weighs the group against the others, whatever its processes' own)."""
+    for proc in procs:
+        try:
+            proc.nice(nice)
+        except psutil.Error:
+            continue  # gone, or not ours to lower
+        try:
+            with open(f"/proc/{proc.pid}/autogroup", "w") as group:
+                group.write(str(nice))
+        except OSError:
+            pass  # no autogroup here (or not permitted): the processes' own nice is what counts
+
+
+class Cores:
+    """The CPU seconds spent so far by the server's process tree, the heavy student's browser and the busy loops:
+    two readings a phase apart, divided by the seconds between, are the cores each used meanwhile."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.server = psutil.Process(server_pid)
+        self.busy: list[int] = []  # BusyCores' processes while they run
+
+    @staticmethod
+    def _cpu(procs: list[psutil.Process]) -> float:
+        total = 0.0
+        for proc in procs:
+            try:
+                times = proc.cpu_times()
+            except psutil.Error:
+                continue
+            total += times.user + times.system
+        return total
+
+    def read(self) -> tuple[float, float, float, float]:
+        """(now, the server's, the browser's, the busy loops' CPU seconds)."""
+        server = [self.server, *self.server.children(recursive=True)]
+        busy = [psutil.Process(pid) for pid in self.busy if psutil.pid_exists(pid)]
+        return time.perf_counter(), self._cpu(server), self._cpu(browser_processes()), self._cpu(busy)
+
+    @staticmethod
+    def since(before: tuple[float, ...], after: tuple[float, ...]) -> str:
+        """The cores each used between two readings: server / browser / busy loops."""
+        wall = max(1e-9, after[0] - before[0])
+        return " / ".join(f"{(b - a) / wall:.2f}" for a, b in zip(before[1:], after[1:]))
+
+
 def phase(url: str, model: str, sessions: int, k: int, seed: int) -> list[float]:
     """N sessions open a link and type K sentences each; every page's time (first pages and typed)."""
     texts = everyday_sentences(sessions * k + 1, seed)
@@ -135,11 +197,16 @@ def phase(url: str, model: str, sessions: int, k: int, seed: int) -> list[float]
 
 class BusyCores:
     """Other work on every core: one busy-loop process a core at the default priority (`nice -n 0`), as another
-    program on the machine would be; stopped on leaving."""
+    program on the machine would be; stopped on leaving. `cores`: where their CPU is counted."""
+
+    def __init__(self, cores: Cores | None = None) -> None:
+        self.cores = cores
 
     def __enter__(self) -> BusyCores:
         loop = [sys.executable, "-c", "while True: pass"]
         self.procs = [subprocess.Popen(["nice", "-n", "0", *loop]) for _ in range(os.cpu_count() or 1)]
+        if self.cores is not None:
+            self.cores.busy = [proc.pid for proc in self.procs]
         time.sleep(1)  # they are running before the phase starts
         return self
 
@@ -204,15 +271,16 @@ def class_report(rows: dict[str, tuple[list[float], list[float], int, str]], fol
     """The class's table: a row a phase, then beside / alone at p95 with and without the busy cores."""
     lines = [
         f"## The class beside the heavy student: a teacher and {followers} followers",
-        "| phase | teacher's page p50 / p95 | follow p50 / p95 | missed | load average (uptime); heavy tabs |",
-        "|---|---|---|---|---|",
+        "| phase | teacher's page p50 / p95 | follow p50 / p95 | missed | load average (uptime); heavy tabs | cores: "
+        "server / browser / busy loops |",
+        "|---|---|---|---|---|---|",
     ]
     p95 = {}
-    for name, (pages, follows, missed, load) in rows.items():
+    for name, (pages, follows, missed, load, cores) in rows.items():
         p95[name] = common.percentile(pages, 95), common.percentile(follows, 95)
         lines.append(
             f"| {name} | {common.percentile(pages, 50):.2f} / {p95[name][0]:.2f} s | "
-            f"{common.percentile(follows, 50):.2f} / {p95[name][1]:.2f} s | {missed} | {load} |"
+            f"{common.percentile(follows, 50):.2f} / {p95[name][1]:.2f} s | {missed} | {load} | {cores} |"
         )
     for cores in ("", " + busy cores"):
         if f"alone again{cores}" in rows:  # alone before and after the heavy tabs: their pages together
@@ -229,7 +297,9 @@ def class_report(rows: dict[str, tuple[list[float], list[float], int, str]], fol
     return lines
 
 
-async def measure_class(url: str, args: argparse.Namespace, heavy: Heavy, again: bool) -> dict[str, tuple]:
+async def measure_class(
+    url: str, args: argparse.Namespace, heavy: Heavy, again: bool, cores: Cores
+) -> dict[str, tuple]:
     """The class's four phases: alone, alone with busy cores, then (the heavy tabs running) beside them with busy
     cores and as the machine is; `again`: then the heavy tabs stopped and both alone phases again, so that the load
     of the machine's other work, which drifts, weighs on alone as on beside."""
@@ -238,9 +308,11 @@ async def measure_class(url: str, args: argparse.Namespace, heavy: Heavy, again:
     rows = {}
 
     async def measured(name: str) -> None:
+        before = await asyncio.to_thread(cores.read)
         pages, follows, missed = await room.phase(args.changes, args.every)
+        used = Cores.since(before, await asyncio.to_thread(cores.read))
         working = f"; heavy tabs working: {3 - len(heavy.times)} of 3" if heavy.is_alive() else ""
-        rows[name] = pages, follows, missed, common.load_average(uptime()) + working
+        rows[name] = pages, follows, missed, common.load_average(uptime()) + working, used
         print(
             f"class {name}: teacher p95 {common.percentile(pages, 95):.2f} s, follow p95 "
             f"{common.percentile(follows, 95):.2f} s; the teacher's pages {' '.join(f'{t:.2f}' for t in pages)}",
@@ -250,18 +322,18 @@ async def measure_class(url: str, args: argparse.Namespace, heavy: Heavy, again:
     try:
         await room.phase(1, args.every)  # untimed: the server's first page of a new text is not the class's
         await measured("alone")
-        with BusyCores():
+        with BusyCores(cores):
             await measured("alone + busy cores")
         heavy.start()
         await asyncio.to_thread(heavy.running.wait)
-        with BusyCores():
+        with BusyCores(cores):
             await measured("beside heavy + busy cores")
         await measured("beside heavy")
         if again:
             heavy.stop.set()
             await asyncio.to_thread(heavy.done.wait)
             await measured("alone again")
-            with BusyCores():
+            with BusyCores(cores):
                 await measured("alone again + busy cores")
     finally:
         await room.close()
@@ -279,6 +351,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--followers", type=int, default=15, help="the class's followers (0: no class measured)")
     p.add_argument("--changes", type=int, default=5, help="the teacher's new texts a class phase")
     p.add_argument("--every", type=float, default=3.0, help="seconds between the teacher's new texts")
+    p.add_argument(
+        "--browser-nice", type=int, default=19, help="the heavy student's browser's nice (its own device in a class)"
+    )
     args = p.parse_args(argv)
     ckpt_dir = common.DEFAULT_CHECKPOINTS / args.model
     ckpt = common.load_checkpoint(ckpt_dir)
@@ -289,10 +364,10 @@ def main(argv: list[str] | None = None) -> int:
     base = url.replace("ws://", "http://").removesuffix("/_stcore/stream")
     try:
         with RssSampler(proc.pid) as rss:
-            heavy = Heavy(base, args.model, first, second, lines)
+            heavy = Heavy(base, args.model, first, second, lines, args.browser_nice)
             alone = phase(url, args.model, args.sessions, args.sentences, seed=1) if args.sessions else []
             if args.followers:
-                rows = asyncio.run(measure_class(url, args, heavy, again=not args.sessions))
+                rows = asyncio.run(measure_class(url, args, heavy, again=not args.sessions, cores=Cores(proc.pid)))
             else:
                 heavy.start()
             heavy.running.wait()

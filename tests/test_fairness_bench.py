@@ -34,10 +34,13 @@ def test_the_class_report_has_a_row_a_phase_and_both_comparisons(fairness) -> No
     phases = ("alone", "beside heavy", "alone + busy cores", "beside heavy + busy cores")
     p95 = {"alone": (0.4, 1.0), "beside heavy": (2.0, 1.2), "alone + busy cores": (1.0, 2.0)}
     p95["beside heavy + busy cores"] = (1.4, 4.0)
-    rows = {name: ([0.1, 0.2, p95[name][0]], [0.3, 0.4, p95[name][1]], i, f"load {i}") for i, name in enumerate(phases)}
+    rows = {
+        name: ([0.1, 0.2, p95[name][0]], [0.3, 0.4, p95[name][1]], i, f"load {i}", f"0.{i}0 / 0.00 / 1.90")
+        for i, name in enumerate(phases)
+    }
     lines = fairness.class_report(rows, followers=15)
     assert [line.split(" | ")[0] for line in lines[3:7]] == [f"| {name}" for name in phases]
-    assert lines[4] == "| beside heavy | 0.20 / 2.00 s | 0.40 / 1.20 s | 1 | load 1 |"
+    assert lines[4] == "| beside heavy | 0.20 / 2.00 s | 0.40 / 1.20 s | 1 | load 1 | 0.10 / 0.00 / 1.90 |"
     assert lines[7] == (
         "beside / alone (the machine as it is): teacher's page p95 ×5.00, +1.60 s (MISSES the target); "
         "follow p95 ×1.20, +0.20 s (meets the target)"
@@ -52,9 +55,34 @@ def test_alone_measured_again_after_the_heavy_tabs_counts_both_alone_phases(fair
     """alone's p95 is of the pages before and after the beside phases together: the load drifts during a run."""
     pages = {"alone": [0.1] * 10, "alone again": [0.1] * 9 + [2.0], "beside heavy": [0.5] * 10}
     pages |= {f"{name} + busy cores": times for name, times in pages.items()}
-    rows = {name: (times, times, 0, "load") for name, times in pages.items()}
+    rows = {name: (times, times, 0, "load", "cores") for name, times in pages.items()}
     lines = fairness.class_report(rows, followers=15)
     assert len([line for line in lines if line.startswith("| alone again")]) == 2
     together = fairness.within(0.5, fairness.common.percentile([0.1] * 19 + [2.0], 95))
     assert lines[-2] == f"beside / alone (the machine as it is): teacher's page p95 {together}; follow p95 {together}"
     assert together != fairness.within(0.5, 0.1)  # alone's first phase only would say otherwise
+
+
+def test_the_cores_a_phase_used_are_each_ones_cpu_seconds_over_the_phases_seconds(fairness) -> None:
+    before, after = (100.0, 10.0, 5.0, 0.0), (104.0, 12.0, 5.4, 7.6)
+    assert fairness.Cores.since(before, after) == "0.50 / 0.10 / 1.90"  # server / browser / busy loops
+
+
+def test_the_heavy_students_browser_is_reniced_with_its_sessions_group(fairness, tmp_path) -> None:
+    """The bench lowers a process (and, where the kernel has one, its session's scheduling group) to the nice it
+    is asked: a child of this test, started in a session of its own as Playwright starts chromium."""
+    import subprocess
+
+    import psutil
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        proc = psutil.Process(child.pid)
+        fairness.renice([proc], 19)
+        assert proc.nice() == 19
+        group = Path(f"/proc/{child.pid}/autogroup")
+        if group.exists():
+            assert group.read_text().split()[-1] == "19", group.read_text()  # "/autogroup-N nice 19"
+    finally:
+        child.kill()
+        child.wait()
