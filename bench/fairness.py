@@ -22,14 +22,15 @@ after the beside phases it stops the heavy tabs and measures both alone phases a
 the pages before and after together (the machine's other load drifts during a run; so it weighs on both sides).
 Each phase's row says where the cores went meanwhile: the server, the heavy student's browser, the busy loops.
 
-The heavy student's browser runs here on the server's machine; in a class it runs on the student's own device. So
-it runs at nice --browser-nice (19 by default: it takes the cores the rest leaves; 0: as any program), its session's
-scheduling group too where the kernel groups a session's processes (Linux's autogroup: Playwright starts chromium
-in a session of its own, which the kernel then weighs as much as the server's whole process).
+The heavy student's browser runs here on the server's machine, where in a class it runs on the student's own
+device: the cores column shows what it took. --browser-nice N runs it at nice N, its session's scheduling group too
+where the kernel groups a session's processes (Linux's autogroup: Playwright starts chromium in a session of its
+own, which the kernel then weighs as much as the server's whole process). At 19 the server's heavy work starves it
+and the heavy tabs' own times mean little, so the default is 0, as any program.
 
     python bench/fairness.py [--sessions 20] [--sentences 3] [--model lm-english] [--lines 20] [--followers 15]
     python bench/fairness.py --sessions 0 --followers 15 --changes 5   # the class's four phases only
-    python bench/fairness.py --sessions 0 --browser-nice 0               # the browser weighed as the server
+    python bench/fairness.py --sessions 0 --browser-nice 19              # the browser behind everything else
 Needs playwright (requirements-dev.txt) and /usr/bin/chromium.
 """
 
@@ -62,7 +63,7 @@ class Heavy(threading.Thread):
     """One student's three heavy tabs in one browser; `running` is set once all three have started their work,
     `times` holds each tab's seconds from its start to its result (or the error it met)."""
 
-    def __init__(self, base: str, model: str, first: str, second: str, lines: list[str], nice: int = 19) -> None:
+    def __init__(self, base: str, model: str, first: str, second: str, lines: list[str], nice: int = 0) -> None:
         super().__init__(daemon=True)
         self.base, self.model, self.first, self.second, self.lines = base, model, first, second, lines
         self.nice = nice
@@ -74,8 +75,10 @@ class Heavy(threading.Thread):
         try:
             with sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-                renice(browser_processes(), self.nice)  # before its tabs: their processes inherit it
+                if self.nice:
+                    renice(browser_processes(), self.nice)  # before its tabs: their processes inherit it
                 context = browser.new_context(viewport={"width": 1400, "height": 1000})
+                context.set_default_timeout(HEAVY_TIMEOUT_MS)  # reniced, it waits its turn behind the heavy work
                 tabs = {name: context.new_page() for name in ("patching", "detector", "ranking")}
                 text = {"model": self.model, "text": self.first}
                 # open the two pages whose work needs a click, and wait for their buttons
@@ -156,28 +159,31 @@ def renice(procs: list[psutil.Process], nice: int) -> None:
 
 class Cores:
     """The CPU seconds spent so far by the server's process tree, the heavy student's browser and the busy loops:
-    two readings a phase apart, divided by the seconds between, are the cores each used meanwhile."""
+    two readings a phase apart, divided by the seconds between, are the cores each used meanwhile. A process that
+    ended keeps its last reading (the browser closes its tabs' processes when they are done)."""
 
     def __init__(self, server_pid: int) -> None:
         self.server = psutil.Process(server_pid)
         self.busy: list[int] = []  # BusyCores' processes while they run
+        self._seen: dict[tuple[str, int], float] = {}  # (group, pid) → its CPU seconds when last read
 
-    @staticmethod
-    def _cpu(procs: list[psutil.Process]) -> float:
-        total = 0.0
+    def _add(self, group: str, procs: list[psutil.Process]) -> None:
         for proc in procs:
             try:
                 times = proc.cpu_times()
             except psutil.Error:
                 continue
-            total += times.user + times.system
-        return total
+            self._seen[group, proc.pid] = times.user + times.system
 
     def read(self) -> tuple[float, float, float, float]:
         """(now, the server's, the browser's, the busy loops' CPU seconds)."""
-        server = [self.server, *self.server.children(recursive=True)]
-        busy = [psutil.Process(pid) for pid in self.busy if psutil.pid_exists(pid)]
-        return time.perf_counter(), self._cpu(server), self._cpu(browser_processes()), self._cpu(busy)
+        self._add("server", [self.server, *self.server.children(recursive=True)])
+        self._add("browser", browser_processes())
+        self._add("busy", [psutil.Process(pid) for pid in self.busy if psutil.pid_exists(pid)])
+        total = dict.fromkeys(("server", "browser", "busy"), 0.0)
+        for (group, _), seconds in self._seen.items():
+            total[group] += seconds
+        return time.perf_counter(), total["server"], total["browser"], total["busy"]
 
     @staticmethod
     def since(before: tuple[float, ...], after: tuple[float, ...]) -> str:
@@ -352,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--changes", type=int, default=5, help="the teacher's new texts a class phase")
     p.add_argument("--every", type=float, default=3.0, help="seconds between the teacher's new texts")
     p.add_argument(
-        "--browser-nice", type=int, default=19, help="the heavy student's browser's nice (its own device in a class)"
+        "--browser-nice", type=int, default=0, help="the heavy student's browser's nice (and its session's group's)"
     )
     args = p.parse_args(argv)
     ckpt_dir = common.DEFAULT_CHECKPOINTS / args.model
@@ -382,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
                 print("\n".join(class_report(rows, args.followers)))
                 for name, value in heavy.times.items():
                     print(f"heavy tab {name}: {f'{value:.1f} s' if isinstance(value, float) else value}")
+                if "browser" in heavy.times:
+                    print("the heavy tabs failed: the beside phases measured no heavy work")
+                    return 1
                 return 0
             beside = phase(url, args.model, args.sessions, args.sentences, seed=2)
             class_done = time.perf_counter()

@@ -4,6 +4,7 @@ within 1.5× of alone at p95, or within 0.3 s of it; the report has a row a phas
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,21 @@ def test_the_heavy_students_browser_is_reniced_with_its_sessions_group(fairness,
     finally:
         child.kill()
         child.wait()
+
+
+def test_a_process_that_ended_keeps_its_cpu_in_the_cores_reading(fairness) -> None:
+    """The browser's tab processes end when their work is done: the phase's reading must not fall by their CPU."""
+    import subprocess
+
+    import psutil
+
+    child = subprocess.Popen([sys.executable, "-c", "x = sum(range(3_000_000)); import time; time.sleep(30)"])
+    try:
+        cores = fairness.Cores(psutil.Process().pid)
+        time.sleep(0.5)  # its sum is done: CPU seconds it keeps
+        first = cores.read()[1]  # the server's group: this test's process and its child
+        child.kill()
+        child.wait()
+        assert cores.read()[1] >= first
+    finally:
+        child.kill()
