@@ -39,8 +39,8 @@ from types import FrameType
 ACTIVE_S = 10.0  # a session that asked for a heavy chunk this recently is a heavy one, not the class
 MOST_HEAVY_WAIT_S = 30.0  # the longest a heavy chunk waits for its share while the class is busy
 CLASS_HOLD_S = 2.0  # the longest heavy chunks are held back, at a time, while a live class's pages are drawn
-# The hold goes on this long after a class's page was drawn: the gap between one follower's run and the next's
-# start (the push asks the next as one ends: live/push.py's RUNNING) is a few hundredths of a second.
+# The hold goes on this long after a class's page was drawn: the push asks the next follower's run as one ends
+# (live/push.py's RUNNING), so another comes in the time its run takes to start.
 CLASS_GRACE_S = 0.25
 HOLD_POLL_S = 0.01  # how often a held-back heavy chunk looks whether the class's pages are drawn (they end anywhere)
 STOP = object()  # put in the lanes by `Lanes.stop`: the worker's threads end
