@@ -31,6 +31,7 @@ and the heavy tabs' own times mean little, so the default is 0, as any program.
     python bench/fairness.py [--sessions 20] [--sentences 3] [--model lm-english] [--lines 20] [--followers 15]
     python bench/fairness.py --sessions 0 --followers 15 --changes 5   # the class's four phases only
     python bench/fairness.py --sessions 0 --browser-nice 19              # the browser behind everything else
+    python bench/fairness.py --sessions 0 --busy 18 --busy-apart         # load ≈ 20: eighteen other programs
 Needs playwright (requirements-dev.txt) and /usr/bin/chromium.
 """
 
@@ -202,15 +203,18 @@ def phase(url: str, model: str, sessions: int, k: int, seed: int) -> list[float]
 
 
 class BusyCores:
-    """Other work on every core: one busy-loop process a core at the default priority (`nice -n 0`), as another
-    program on the machine would be; stopped on leaving. `cores`: where their CPU is counted."""
+    """Other work: `loops` busy-loop processes (one a core by default) at the default priority (`nice -n 0`), as
+    another program on the machine would be; stopped on leaving. `apart`: each in a session of its own, as separate
+    programs are (Linux's autogroup weighs each session as one: beside N of them the server gets 1/(N + 1) of the
+    machine, where loops of one session, the bench's, weigh together as one program). `cores`: where their CPU is
+    counted."""
 
-    def __init__(self, cores: Cores | None = None) -> None:
-        self.cores = cores
+    def __init__(self, cores: Cores | None = None, loops: int = 0, apart: bool = False) -> None:
+        self.cores, self.loops, self.apart = cores, loops or os.cpu_count() or 1, apart
 
     def __enter__(self) -> BusyCores:
-        loop = [sys.executable, "-c", "while True: pass"]
-        self.procs = [subprocess.Popen(["nice", "-n", "0", *loop]) for _ in range(os.cpu_count() or 1)]
+        loop = ["nice", "-n", "0", sys.executable, "-c", "while True: pass"]
+        self.procs = [subprocess.Popen(loop, start_new_session=self.apart) for _ in range(self.loops)]
         if self.cores is not None:
             self.cores.busy = [proc.pid for proc in self.procs]
         time.sleep(1)  # they are running before the phase starts
@@ -328,18 +332,18 @@ async def measure_class(
     try:
         await room.phase(1, args.every)  # untimed: the server's first page of a new text is not the class's
         await measured("alone")
-        with BusyCores(cores):
+        with BusyCores(cores, args.busy, args.busy_apart):
             await measured("alone + busy cores")
         heavy.start()
         await asyncio.to_thread(heavy.running.wait)
-        with BusyCores(cores):
+        with BusyCores(cores, args.busy, args.busy_apart):
             await measured("beside heavy + busy cores")
         await measured("beside heavy")
         if again:
             heavy.stop.set()
             await asyncio.to_thread(heavy.done.wait)
             await measured("alone again")
-            with BusyCores(cores):
+            with BusyCores(cores, args.busy, args.busy_apart):
                 await measured("alone again + busy cores")
     finally:
         await room.close()
@@ -357,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--followers", type=int, default=15, help="the class's followers (0: no class measured)")
     p.add_argument("--changes", type=int, default=5, help="the teacher's new texts a class phase")
     p.add_argument("--every", type=float, default=3.0, help="seconds between the teacher's new texts")
+    p.add_argument("--busy", type=int, default=0, help="busy loops in the busy phases (default: one a core)")
+    p.add_argument("--busy-apart", action="store_true", help="each busy loop in a session of its own")
     p.add_argument(
         "--browser-nice", type=int, default=0, help="the heavy student's browser's nice (and its session's group's)"
     )
@@ -382,6 +388,11 @@ def main(argv: list[str] | None = None) -> int:
                 heavy.done.wait()
                 stop_server(proc)
                 print(f"# Fairness: the class beside a heavy student, {args.model}; {common.machine_line()}")
+                apart = "each in a session of its own" if args.busy_apart else "in the bench's session"
+                print(
+                    f"busy phases: {args.busy or os.cpu_count()} busy loops, {apart}; the heavy student's browser at"
+                    f" nice {args.browser_nice}"
+                )
                 print(
                     f"load average before: {common.load_average(load_before)}; after: {common.load_average(uptime())}"
                 )

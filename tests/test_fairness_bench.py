@@ -105,3 +105,18 @@ def test_a_process_that_ended_keeps_its_cpu_in_the_cores_reading(fairness) -> No
         assert cores.read()[1] >= first
     finally:
         child.kill()
+
+
+@pytest.mark.parametrize("apart", [False, True])
+def test_busy_loops_run_in_the_benchs_session_or_each_in_its_own(fairness, apart: bool) -> None:
+    """Linux's autogroup weighs a session's processes as one: loops apart are as many programs, else one."""
+    import os
+
+    with fairness.BusyCores(loops=2, apart=apart) as busy:
+        sessions = [os.getsid(proc.pid) for proc in busy.procs]
+        assert all(proc.poll() is None for proc in busy.procs)  # running
+    if apart:
+        assert sessions == [proc.pid for proc in busy.procs]  # each the leader of its own
+    else:
+        assert sessions == [os.getsid(0)] * 2
+    assert all(proc.poll() is not None for proc in busy.procs)  # stopped on leaving
