@@ -206,3 +206,25 @@ def test_the_teachers_and_a_followers_page_runs_go_first_and_a_detached_students
     marked.clear()
     ok(student.run())
     assert marked == [False]
+
+
+def test_a_followers_whole_run_is_the_classs_page_its_sidebar_too(start, monkeypatch) -> None:
+    """Heavy work waits while a class's page is drawn (analysis.lanes): a follower's sidebar draws inside that
+    mark, so no heavy chunk is let go while it draws; a student outside any class marks nothing."""
+    from analysis import lanes
+    from ui import sidebar
+
+    seen, original = [], sidebar.sidebar
+
+    def recording(*args, **kwargs):
+        seen.append(streamlit_private.session_id() in lanes.PAGES.first())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(sidebar, "sidebar", recording)
+    _, student, _ = teacher_and_student(start)
+    seen.clear()
+    ok(student.run())
+    assert seen == [True]
+    seen.clear()
+    start()  # a student on their own
+    assert seen == [False]
