@@ -180,7 +180,13 @@ class Cores:
         """(now, the server's, the browser's, the busy loops' CPU seconds)."""
         self._add("server", [self.server, *self.server.children(recursive=True)])
         self._add("browser", browser_processes())
-        self._add("busy", [psutil.Process(pid) for pid in self.busy if psutil.pid_exists(pid)])
+        busy = []
+        for pid in self.busy:
+            try:
+                busy.append(psutil.Process(pid))
+            except psutil.Error:
+                continue  # ended: its last reading stands
+        self._add("busy", busy)
         total = dict.fromkeys(("server", "browser", "busy"), 0.0)
         for (group, _), seconds in self._seen.items():
             total[group] += seconds
@@ -221,6 +227,8 @@ class BusyCores:
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.cores is not None:
+            self.cores.busy = []  # read no more: their numbers may go to other processes
         for proc in self.procs:
             proc.kill()
         for proc in self.procs:

@@ -112,9 +112,14 @@ def test_busy_loops_run_in_the_benchs_session_or_each_in_its_own(fairness, apart
     """Linux's autogroup weighs a session's processes as one: loops apart are as many programs, else one."""
     import os
 
-    with fairness.BusyCores(loops=2, apart=apart) as busy:
+    import psutil
+
+    cores = fairness.Cores(psutil.Process().pid)
+    with fairness.BusyCores(cores, loops=2, apart=apart) as busy:
         sessions = [os.getsid(proc.pid) for proc in busy.procs]
         assert all(proc.poll() is None for proc in busy.procs)  # running
+        assert cores.busy == [proc.pid for proc in busy.procs] and cores.read()[3] > 0
+    assert cores.busy == []  # their numbers may go to other processes: not read after
     if apart:
         assert sessions == [proc.pid for proc in busy.procs]  # each the leader of its own
     else:
