@@ -3,10 +3,13 @@ within 1.5× of alone at p95, or within 0.3 s of it; the report has a row a phas
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 BENCH = Path(__file__).resolve().parent.parent / "bench"
@@ -72,10 +75,6 @@ def test_the_cores_a_phase_used_are_each_ones_cpu_seconds_over_the_phases_second
 def test_the_heavy_students_browser_is_reniced_with_its_sessions_group(fairness, tmp_path) -> None:
     """The bench lowers a process (and, where the kernel has one, its session's scheduling group) to the nice it
     is asked: a child of this test, started in a session of its own as Playwright starts chromium."""
-    import subprocess
-
-    import psutil
-
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"], start_new_session=True)
     try:
         proc = psutil.Process(child.pid)
@@ -91,10 +90,6 @@ def test_the_heavy_students_browser_is_reniced_with_its_sessions_group(fairness,
 
 def test_a_process_that_ended_keeps_its_cpu_in_the_cores_reading(fairness) -> None:
     """The browser's tab processes end when their work is done: the phase's reading must not fall by their CPU."""
-    import subprocess
-
-    import psutil
-
     child = subprocess.Popen([sys.executable, "-c", "x = sum(range(3_000_000)); import time; time.sleep(30)"])
     try:
         cores = fairness.Cores(psutil.Process().pid)
@@ -110,10 +105,6 @@ def test_a_process_that_ended_keeps_its_cpu_in_the_cores_reading(fairness) -> No
 @pytest.mark.parametrize("apart", [False, True])
 def test_busy_loops_run_in_the_benchs_session_or_each_in_its_own(fairness, apart: bool) -> None:
     """Linux's autogroup weighs a session's processes as one: loops apart are as many programs, else one."""
-    import os
-
-    import psutil
-
     cores = fairness.Cores(psutil.Process().pid)
     with fairness.BusyCores(cores, loops=2, apart=apart) as busy:
         sessions = [os.getsid(proc.pid) for proc in busy.procs]
